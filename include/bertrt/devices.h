@@ -1,0 +1,25 @@
+// What accelerators this process can use. Plain C++: callers never include CUDA.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bertrt/status.h"
+
+namespace bertrt {
+
+struct GpuInfo {
+  int index = 0;
+  std::string name;
+  int compute_capability = 0;  // e.g. 90 for sm_90
+  size_t total_memory_bytes = 0;
+};
+
+// Whether this binary was built with the CUDA backend.
+bool BuiltWithCuda();
+
+// The GPUs visible to this process; FailedPrecondition saying why when there
+// are none (no CUDA in this build, no driver, no device).
+StatusOr<std::vector<GpuInfo>> ListGpus();
+
+}  // namespace bertrt

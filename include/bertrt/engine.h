@@ -1,0 +1,68 @@
+// The runtime boundary: a ragged batch of token ids in, named outputs out. The
+// engine never sees text, JSON or protobuf; the callers never see kernels.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bertrt/model.h"
+#include "bertrt/status.h"
+
+namespace bertrt {
+
+// Sequences packed back to back, no padding. Sequence i owns tokens
+// [cu_seqlens[i], cu_seqlens[i+1]).
+struct RaggedBatch {
+  std::vector<int32_t> input_ids;
+  std::vector<int32_t> token_type_ids;
+  std::vector<int32_t> cu_seqlens{0};
+  int max_len = 0;
+
+  int num_seqs() const { return static_cast<int>(cu_seqlens.size()) - 1; }
+  int num_tokens() const { return cu_seqlens.back(); }
+  void Add(const std::vector<int32_t>& ids, const std::vector<int32_t>& type_ids);
+};
+
+// One output tensor. Per-sequence outputs are [num_seqs, width]; per-token
+// outputs are ragged [num_tokens, width], split by the batch's cu_seqlens.
+struct NamedOutput {
+  std::string name;  // logits, start_logits, end_logits, embedding, pooler_output, last_hidden_state
+  bool per_token = false;
+  int width = 0;
+  std::vector<float> data;
+};
+
+struct RunOptions {
+  // Also return last_hidden_state (per token, hidden_size wide).
+  bool last_hidden_state = false;
+};
+
+struct BatchOutputs {
+  std::vector<NamedOutput> outputs;
+  const NamedOutput* Find(const std::string& name) const;
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual StatusOr<BatchOutputs> Run(const RaggedBatch& batch, const RunOptions& options) = 0;
+  virtual const ModelConfig& config() const = 0;
+  virtual std::string device() const = 0;
+  // Highest memory the engine's own buffers reached (weights excluded).
+  virtual size_t PeakMemoryBytes() const = 0;
+};
+
+// Checks ids against the vocabulary, type ids against type_vocab_size and each
+// length against max_position_embeddings, before any compute.
+Status ValidateBatch(const RaggedBatch& batch, const ModelConfig& config);
+
+struct CpuEngineOptions {
+  int threads = 0;  // 0: all cores
+};
+
+StatusOr<std::unique_ptr<Engine>> CreateCpuEngine(std::shared_ptr<const Model> model,
+                                                  const CpuEngineOptions& options);
+
+}  // namespace bertrt

@@ -1,0 +1,80 @@
+// A BERT-family encoder as bertrt understands it: its configuration, its head
+// and its weights in one fixed naming, whatever the source checkpoint called them.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bertrt/status.h"
+#include "bertrt/tensor.h"
+
+namespace bertrt {
+
+enum class HiddenAct { kGelu /* erf */, kGeluTanh /* gelu_new, gelu_pytorch_tanh */, kRelu };
+
+enum class HeadKind {
+  kBase,                    // BertModel: pooler_output (last_hidden_state on request)
+  kSequenceClassification,  // pooler dense + tanh + classifier
+  kTokenClassification,     // classifier on every token
+  kQuestionAnswering,       // qa_outputs -> start/end logits
+  kSentenceEmbedding,       // sentence-transformers: pooling (+ normalize)
+};
+
+enum class Pooling { kCls, kMean, kMax };
+
+const char* HeadKindName(HeadKind h);
+const char* HiddenActName(HiddenAct a);
+const char* PoolingName(Pooling p);
+
+struct ModelConfig {
+  std::string architecture;  // e.g. "BertForSequenceClassification"
+  std::string model_type;    // e.g. "bert"
+  int vocab_size = 0;
+  int hidden_size = 0;
+  int num_layers = 0;
+  int num_heads = 0;
+  int intermediate_size = 0;
+  int max_position_embeddings = 0;
+  int type_vocab_size = 0;
+  float layer_norm_eps = 1e-12f;
+  HiddenAct hidden_act = HiddenAct::kGelu;
+  int pad_token_id = 0;
+
+  HeadKind head = HeadKind::kBase;
+  int num_labels = 0;               // classifier outputs (2 for QA)
+  std::vector<std::string> labels;  // id2label, index = class id
+  // Sentence-transformers
+  Pooling pooling = Pooling::kMean;
+  bool normalize = false;
+  // Longest input the model serves (sentence_bert_config max_seq_length, else
+  // max_position_embeddings).
+  int max_seq_length = 0;
+
+  int head_dim() const { return num_heads ? hidden_size / num_heads : 0; }
+};
+
+// Linear weights keep HF's [out_features, in_features] layout.
+struct LayerWeights {
+  Tensor query_w, query_b, key_w, key_b, value_w, value_b;
+  Tensor attn_out_w, attn_out_b, attn_ln_gamma, attn_ln_beta;
+  Tensor ffn_in_w, ffn_in_b, ffn_out_w, ffn_out_b, ffn_ln_gamma, ffn_ln_beta;
+};
+
+struct ModelWeights {
+  Tensor word_embeddings, position_embeddings, token_type_embeddings;
+  Tensor emb_ln_gamma, emb_ln_beta;
+  std::vector<LayerWeights> layers;
+  Tensor pooler_w, pooler_b;          // empty when the checkpoint has no pooler
+  Tensor classifier_w, classifier_b;  // classifier / qa_outputs; empty for base/embedding
+};
+
+// All weights are fp32 on the host (converted from fp16/bf16 at load time).
+struct Model {
+  ModelConfig config;
+  ModelWeights weights;
+  std::string source;  // the directory or plan it came from
+  size_t ParameterCount() const;
+};
+
+}  // namespace bertrt

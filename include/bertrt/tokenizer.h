@@ -1,0 +1,83 @@
+// BERT WordPiece tokenizer, identical to HF `tokenizers` (BertNormalizer,
+// BertPreTokenizer, WordPiece, TemplateProcessing) in ids, type ids and offsets.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "bertrt/status.h"
+
+namespace bertrt {
+
+enum class Truncation { kLongestFirst, kOnlyFirst, kOnlySecond };
+
+// Parses "longest_first" | "only_first" | "only_second".
+StatusOr<Truncation> ParseTruncation(std::string_view name);
+const char* TruncationName(Truncation t);
+
+struct Encoding {
+  std::vector<int32_t> input_ids;
+  std::vector<int32_t> token_type_ids;
+  // [start, end) in Unicode code points of the text the token came from
+  // (text or text_pair); (0, 0) for special tokens, as HF gives them.
+  std::vector<std::pair<uint32_t, uint32_t>> offsets;
+  // 1 for tokens added by the post-processor ([CLS], [SEP]).
+  std::vector<uint8_t> special_tokens_mask;
+  // 0 for text, 1 for text_pair, -1 for special tokens.
+  std::vector<int8_t> sequence_ids;
+};
+
+struct TokenizerSettings {
+  // BertNormalizer
+  bool clean_text = true;
+  bool handle_chinese_chars = true;
+  // nullopt: follow `lowercase` (HF's rule: strip accents when lowercasing).
+  std::optional<bool> strip_accents;
+  bool lowercase = true;
+  // WordPiece
+  std::string unk_token = "[UNK]";
+  std::string continuing_subword_prefix = "##";
+  int max_input_chars_per_word = 100;
+  // Post-processor
+  std::string cls_token = "[CLS]";
+  std::string sep_token = "[SEP]";
+  std::string pad_token = "[PAD]";
+};
+
+class Tokenizer {
+ public:
+  // Loads tokenizer.json from `dir`, or vocab.txt + tokenizer_config.json where
+  // tokenizer.json is absent.
+  static StatusOr<std::shared_ptr<Tokenizer>> FromDirectory(const std::string& dir);
+  // From the contents of a tokenizer.json file (untrusted bytes).
+  static StatusOr<std::shared_ptr<Tokenizer>> FromTokenizerJson(std::string_view json);
+  // From the lines of a vocab.txt and explicit settings.
+  static StatusOr<std::shared_ptr<Tokenizer>> FromVocab(std::vector<std::string> vocab,
+                                                        TokenizerSettings settings);
+
+  virtual ~Tokenizer() = default;
+
+  // max_length 0 means no truncation. The special tokens count towards
+  // max_length, as in HF. Invalid UTF-8 gives InvalidArgument naming the byte
+  // offset and which text it is in.
+  virtual StatusOr<Encoding> Encode(std::string_view text,
+                                    std::optional<std::string_view> text_pair = std::nullopt,
+                                    size_t max_length = 0,
+                                    Truncation truncation = Truncation::kLongestFirst) const = 0;
+
+  virtual const TokenizerSettings& settings() const = 0;
+  virtual size_t vocab_size() const = 0;
+  // -1 when the token is not in the vocabulary.
+  virtual int32_t TokenToId(std::string_view token) const = 0;
+  virtual std::string IdToToken(int32_t id) const = 0;
+  // The vocabulary in id order (for plan files and inspect).
+  virtual std::vector<std::string> Vocabulary() const = 0;
+  int32_t pad_id() const { return TokenToId(settings().pad_token); }
+};
+
+}  // namespace bertrt

@@ -1,0 +1,14 @@
+// Used only when the build has no CUDA backend (see CMakeLists.txt).
+#include "bertrt/devices.h"
+
+namespace bertrt {
+
+bool BuiltWithCuda() { return false; }
+
+StatusOr<std::vector<GpuInfo>> ListGpus() {
+  return FailedPrecondition(
+      "this bertrt was built without the CUDA backend (nvcc was not found at build time); "
+      "install the CUDA toolkit and rebuild, or use --device cpu");
+}
+
+}  // namespace bertrt

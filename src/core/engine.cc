@@ -1,0 +1,61 @@
+#include "bertrt/engine.h"
+
+#include <algorithm>
+#include <string>
+
+namespace bertrt {
+
+void RaggedBatch::Add(const std::vector<int32_t>& ids, const std::vector<int32_t>& type_ids) {
+  input_ids.insert(input_ids.end(), ids.begin(), ids.end());
+  token_type_ids.insert(token_type_ids.end(), type_ids.begin(), type_ids.end());
+  cu_seqlens.push_back(cu_seqlens.back() + static_cast<int32_t>(ids.size()));
+  max_len = std::max(max_len, static_cast<int>(ids.size()));
+}
+
+const NamedOutput* BatchOutputs::Find(const std::string& name) const {
+  for (const NamedOutput& o : outputs)
+    if (o.name == name) return &o;
+  return nullptr;
+}
+
+Status ValidateBatch(const RaggedBatch& batch, const ModelConfig& config) {
+  if (batch.cu_seqlens.empty() || batch.cu_seqlens.front() != 0)
+    return InvalidArgument("batch: cu_seqlens must start with 0");
+  if (batch.input_ids.size() != static_cast<size_t>(batch.cu_seqlens.back()) ||
+      batch.token_type_ids.size() != batch.input_ids.size())
+    return InvalidArgument("batch: input_ids (" + std::to_string(batch.input_ids.size()) +
+                           "), token_type_ids (" + std::to_string(batch.token_type_ids.size()) +
+                           ") and cu_seqlens (total " + std::to_string(batch.cu_seqlens.back()) +
+                           ") disagree");
+  int max_len = 0;
+  for (int s = 0; s < batch.num_seqs(); ++s) {
+    int len = batch.cu_seqlens[s + 1] - batch.cu_seqlens[s];
+    if (len <= 0)
+      return InvalidArgument("batch: sequence " + std::to_string(s) +
+                             " is empty; every sequence needs at least one token");
+    if (len > config.max_position_embeddings)
+      return InvalidArgument("batch: sequence " + std::to_string(s) + " has " +
+                             std::to_string(len) + " tokens, more than the model's " +
+                             std::to_string(config.max_position_embeddings) +
+                             " position embeddings; truncate it (--max-length)");
+    max_len = std::max(max_len, len);
+  }
+  if (max_len != batch.max_len)
+    return InvalidArgument("batch: max_len is " + std::to_string(batch.max_len) +
+                           " but the longest sequence has " + std::to_string(max_len));
+  for (size_t i = 0; i < batch.input_ids.size(); ++i) {
+    int32_t id = batch.input_ids[i];
+    if (id < 0 || id >= config.vocab_size)
+      return InvalidArgument("batch: token id " + std::to_string(id) + " at position " +
+                             std::to_string(i) + " is outside the vocabulary [0, " +
+                             std::to_string(config.vocab_size) + ")");
+    int32_t t = batch.token_type_ids[i];
+    if (t < 0 || t >= config.type_vocab_size)
+      return InvalidArgument("batch: token type id " + std::to_string(t) + " at position " +
+                             std::to_string(i) + " is outside [0, " +
+                             std::to_string(config.type_vocab_size) + ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace bertrt

@@ -1,0 +1,122 @@
+#include "cli_util.h"
+
+#include "bertrt/devices.h"
+
+#include <unistd.h>
+
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+namespace bertrt::cli {
+
+StatusOr<LoadedModel> LoadForCli(const std::string& path) {
+  ImportOptions options;
+  options.on_notice = [](const std::string& notice) {
+    std::fprintf(stderr, "notice: %s\n", notice.c_str());
+  };
+  return LoadModelAndTokenizer(path, options);
+}
+
+StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> model,
+                                               const std::string& device, int threads) {
+  if (device == "cpu") {
+    CpuEngineOptions options;
+    options.threads = threads;
+    return CreateCpuEngine(std::move(model), options);
+  }
+  if (device == "cuda") {
+    auto gpus = ListGpus();
+    if (!gpus.ok()) return FailedPrecondition("--device cuda: " + gpus.status().message());
+    return Unimplemented("--device cuda: found " + (*gpus)[0].name +
+                         ", but this version of bertrt has no CUDA engine yet; use --device cpu");
+  }
+  return InvalidArgument("--device " + device + ": expected cpu or cuda");
+}
+
+nlohmann::json FloatJson(float value) {
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), value);
+  *end = '\0';
+  // Parsing the float's shortest form as a double gives the double whose own
+  // shortest form has the same digits, which is what nlohmann prints.
+  return ec == std::errc() ? nlohmann::json(std::strtod(buf, nullptr)) : nlohmann::json(value);
+}
+
+nlohmann::json FloatArray(const float* data, size_t n) {
+  nlohmann::json a = nlohmann::json::array();
+  for (size_t i = 0; i < n; ++i) a.push_back(FloatJson(data[i]));
+  return a;
+}
+
+int Fail(const Status& status, int exit_code) {
+  std::fprintf(stderr, "error: %s\n", status.message().c_str());
+  return exit_code;
+}
+
+namespace {
+double NowSeconds() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+ProgressBar::ProgressBar(std::string label, size_t total)
+    : label_(std::move(label)), total_(total), enabled_(isatty(STDERR_FILENO) != 0) {}
+
+ProgressBar::~ProgressBar() {
+  if (enabled_ && done_ > 0) Draw(true);
+}
+
+void ProgressBar::Advance(size_t n) {
+  done_ += n;
+  if (!enabled_) return;
+  double now = NowSeconds();
+  // Redrawing at most ten times a second keeps the terminal cheap.
+  if (now - last_draw_ < 0.1 && (total_ == 0 || done_ < total_)) return;
+  last_draw_ = now;
+  Draw(false);
+}
+
+void ProgressBar::Draw(bool final) {
+  if (total_ > 0) {
+    const int width = 30;
+    int filled = static_cast<int>(width * std::min<double>(1.0, double(done_) / total_));
+    std::fprintf(stderr, "\r%s [%.*s%*s] %zu/%zu", label_.c_str(), filled,
+                 "##############################", width - filled, "", done_, total_);
+  } else {
+    std::fprintf(stderr, "\r%s %zu", label_.c_str(), done_);
+  }
+  if (final) std::fputc('\n', stderr);
+  std::fflush(stderr);
+}
+
+}  // namespace bertrt::cli
+
+namespace bertrt::cli {
+
+StatusOr<TextInput> ParseTextLine(const std::string& line, size_t line_number) {
+  const std::string where = "line " + std::to_string(line_number) + ": ";
+  nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded())
+    return InvalidArgument(where + "not valid JSON; expected {\"text\": \"...\"}");
+  if (!j.is_object()) return InvalidArgument(where + "expected a JSON object with a \"text\" field");
+  auto text = j.find("text");
+  if (text == j.end()) return InvalidArgument(where + "missing the \"text\" field");
+  if (!text->is_string()) return InvalidArgument(where + "\"text\" must be a string");
+  TextInput input;
+  input.text = text->get<std::string>();
+  auto pair = j.find("text_pair");
+  if (pair != j.end() && !pair->is_null()) {
+    if (!pair->is_string()) return InvalidArgument(where + "\"text_pair\" must be a string");
+    input.text_pair = pair->get<std::string>();
+  }
+  return input;
+}
+
+nlohmann::json ErrorRecord(const Status& status) {
+  return nlohmann::json{{"error", status.message()}};
+}
+
+}  // namespace bertrt::cli

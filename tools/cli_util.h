@@ -1,0 +1,65 @@
+// Pieces shared by the bertrt subcommands: loading a model for the command
+// line, creating an engine from --device/--threads, JSON number formatting and
+// a progress bar.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "bertrt/engine.h"
+#include "bertrt/importer.h"
+
+namespace bertrt::cli {
+
+// Loads MODEL (an HF directory), printing import notices to stderr.
+StatusOr<LoadedModel> LoadForCli(const std::string& path);
+
+// --device cpu|cuda with --threads.
+StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> model,
+                                               const std::string& device, int threads);
+
+// The float as the shortest decimal that reads back to the same float, so JSON
+// output is exact without printing float->double noise digits.
+nlohmann::json FloatJson(float value);
+nlohmann::json FloatArray(const float* data, size_t n);
+
+// Prints "error: <message>" to stderr and returns `exit_code`.
+int Fail(const Status& status, int exit_code);
+
+// A one-line progress bar on stderr, drawn only when stderr is a terminal.
+class ProgressBar {
+ public:
+  explicit ProgressBar(std::string label, size_t total = 0);
+  ~ProgressBar();
+  void Advance(size_t n = 1);
+
+ private:
+  void Draw(bool final);
+  std::string label_;
+  size_t total_;
+  size_t done_ = 0;
+  bool enabled_;
+  double last_draw_ = 0;
+};
+
+}  // namespace bertrt::cli
+
+namespace bertrt::cli {
+
+// One JSON Lines input record: {"text": ..., "text_pair": ...}.
+struct TextInput {
+  std::string text;
+  std::optional<std::string> text_pair;
+};
+
+// Parses line `line_number` (1-based, for the error message).
+StatusOr<TextInput> ParseTextLine(const std::string& line, size_t line_number);
+
+// {"error": "line N: <message>"}
+nlohmann::json ErrorRecord(const Status& status);
+
+}  // namespace bertrt::cli

@@ -1,0 +1,24 @@
+#include <clocale>
+#include <iostream>
+
+#include "commands.h"
+
+int main(int argc, char** argv) {
+  // Text is handled as UTF-8 bytes throughout; never depend on the locale
+  // (the seeds' servers crashed on Chinese text under an ASCII locale).
+  std::setlocale(LC_ALL, "C");
+  CLI::App app{"bertrt: serve fine-tuned BERT-family encoders fast (CPU and CUDA)", "bertrt"};
+  app.set_version_flag("--version", std::string("bertrt ") + BERTRT_VERSION);
+  app.require_subcommand(1);
+  int exit_code = bertrt::cli::kExitOk;
+  bertrt::cli::RegisterTokenizeCommand(app, exit_code);
+  bertrt::cli::RegisterRunCommand(app, exit_code);
+  bertrt::cli::RegisterInspectCommand(app, exit_code);
+  bertrt::cli::RegisterBenchCommand(app, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return exit_code;
+}
