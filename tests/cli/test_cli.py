@@ -1,0 +1,126 @@
+"""The bertrt CLI end to end: the real binary on the real default model."""
+import json
+import math
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_jsonl
+
+GOLDEN = json.loads((ROOT / "tests/data/default_model/golden.json").read_text())
+
+
+def cosine(a, b):
+    return sum(x * y for x, y in zip(a, b)) / (
+        math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b)))
+
+
+@pytest.mark.parametrize("command", ["", "tokenize", "run", "inspect", "bench"])
+def test_help_on_every_command(bertrt_bin, command):
+    proc = subprocess.run([bertrt_bin, *([command] if command else []), "--help"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0
+    assert "Usage" in proc.stdout or "usage" in proc.stdout.lower()
+
+
+def test_no_subcommand_is_a_usage_error(bertrt_bin):
+    assert subprocess.run([bertrt_bin], capture_output=True).returncode != 0
+
+
+def test_default_model_matches_sentence_transformers(bertrt_bin, default_model):
+    records = [{"text": t} for t in GOLDEN["texts"]]
+    _, out, _ = run_jsonl(bertrt_bin, ["run", default_model, "--batch-size", "5"], records)
+    assert len(out) == len(records)
+    for got, want in zip(out, GOLDEN["embeddings"]):
+        emb = got["embedding"]
+        assert len(emb) == len(want)
+        assert cosine(emb, want) > 0.99999
+        assert max(abs(a - b) for a, b in zip(emb, want)) < 1e-4
+
+
+def test_default_model_token_ids_match_hf(bertrt_bin, default_model):
+    records = [{"text": t} for t in GOLDEN["texts"]]
+    _, out, _ = run_jsonl(bertrt_bin, ["tokenize", default_model, "--max-length",
+                                       str(GOLDEN["max_seq_length"])], records)
+    assert [o["input_ids"] for o in out] == GOLDEN["input_ids"]
+
+
+def test_batched_equals_one_at_a_time(bertrt_bin, default_model):
+    records = [{"text": t} for t in GOLDEN["texts"][:8]]
+    _, batched, _ = run_jsonl(bertrt_bin, ["run", default_model, "--batch-size", "8"], records)
+    _, single, _ = run_jsonl(bertrt_bin, ["run", default_model, "--batch-size", "1"], records)
+    for a, b in zip(batched, single):
+        assert max(abs(x - y) for x, y in zip(a["embedding"], b["embedding"])) < 1e-6
+
+
+def test_bad_lines_get_error_records_and_the_rest_run(bertrt_bin, default_model):
+    records = [
+        {"text": "first"},
+        "this is not json",
+        {"no_text": 1},
+        {"text": 5},
+        {"text": "a", "text_pair": ["x"]},
+        {"text": "last", "text_pair": "pair"},
+    ]
+    code, out, _ = run_jsonl(bertrt_bin, ["run", default_model], records, check_exit=None)
+    assert code == 1
+    assert len(out) == len(records)
+    assert "embedding" in out[0] and "embedding" in out[5]
+    for i in range(1, 5):
+        assert "error" in out[i] and out[i]["error"].startswith(f"line {i + 1}:")
+
+
+def test_invalid_utf8_is_an_error_record(bertrt_bin, default_model):
+    proc = subprocess.run([bertrt_bin, "tokenize", default_model],
+                          input=b'{"text": "ok"}\n{"text": "bad \xff byte"}\n{"text": "ok"}\n',
+                          capture_output=True)
+    assert proc.returncode == 1
+    lines = [json.loads(line) for line in proc.stdout.decode().splitlines()]
+    assert len(lines) == 3 and "input_ids" in lines[0] and "input_ids" in lines[2]
+    assert "error" in lines[1]
+
+
+def test_missing_model_exits_3(bertrt_bin, tmp_path):
+    proc = subprocess.run([bertrt_bin, "run", str(tmp_path / "nope")], input=b"", capture_output=True)
+    assert proc.returncode == 3
+    assert b"error" in proc.stderr
+
+
+def test_cuda_without_gpu_says_so(bertrt_bin, default_model):
+    proc = subprocess.run([bertrt_bin, "run", default_model, "--device", "cuda"],
+                          input=b'{"text": "x"}\n', capture_output=True, text=True)
+    assert proc.returncode == 4
+    assert "--device cuda" in proc.stderr
+
+
+def test_max_length_truncates(bertrt_bin, default_model):
+    _, out, _ = run_jsonl(bertrt_bin, ["tokenize", default_model, "--max-length", "5"],
+                          [{"text": "one two three four five six seven"}])
+    assert len(out[0]["input_ids"]) == 5
+
+
+def test_bench_json_fields(bertrt_bin, default_model):
+    proc = subprocess.run([bertrt_bin, "bench", default_model, "--batch-size", "2", "--seq-len", "16",
+                           "--iterations", "3", "--warmup", "1", "--threads", "1", "--json"],
+                          capture_output=True, text=True, check=True)
+    res = json.loads(proc.stdout)
+    for key in ["batch_size", "seq_len", "iterations", "median_ms", "p90_ms", "p99_ms",
+                "seq_per_s", "tokens_per_s", "peak_memory_bytes"]:
+        assert key in res
+    assert res["batch_size"] == 2 and res["seq_len"] == 16 and res["median_ms"] > 0
+
+
+def test_bench_ragged_lengths(bertrt_bin, default_model):
+    proc = subprocess.run([bertrt_bin, "bench", default_model, "--batch-size", "4", "--lengths", "3:40",
+                           "--iterations", "2", "--warmup", "0", "--json"],
+                          capture_output=True, text=True, check=True)
+    res = json.loads(proc.stdout)
+    assert res["lengths"] == "3:40" and 4 * 3 <= res["total_tokens"] <= 4 * 40
+
+
+def test_inspect_default_model(bertrt_bin, default_model):
+    proc = subprocess.run([bertrt_bin, "inspect", default_model], capture_output=True, text=True)
+    assert proc.returncode == 0
+    text = proc.stdout.lower()
+    assert "384" in text and "mean" in text
