@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# Copies build/bertrt and the shared libraries it links that the GPU machine
-# lacks (Debian's oneDNN, utf8proc, spdlog, fmt, ...) into .carry/, which the
-# device tool carries (`carry: [".carry"]`). glibc and the C++ runtime stay
-# behind: the GPU machine's are newer and compatible.
+# Copies the built binaries (bertrt, bertrt_tests) and the shared libraries
+# they link that the GPU machine lacks (Debian's oneDNN, utf8proc, spdlog,
+# fmt, ...) into .carry/, which the device tool carries (`carry: [".carry"]`).
+# glibc, the C++ runtime and the CUDA libraries stay behind: the GPU machine's
+# are newer and compatible (and cuBLAS alone would exceed the carry limit).
+# BUILD_DIR picks the build (default build; build-cuda for a CUDA build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+build=${BUILD_DIR:-build}
 rm -rf .carry && mkdir -p .carry/bin .carry/lib
-cp build/bertrt .carry/bin/
-ldd build/bertrt | awk '/=> \//{print $3}' | while read -r lib; do
-  case "$(basename "$lib")" in
-    libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|libstdc++.so*|libgcc_s.so*|ld-linux*) ;;
-    *) cp -L "$lib" .carry/lib/ ;;
-  esac
+for bin in bertrt bertrt_tests; do
+  [ -x "$build/$bin" ] || continue
+  cp "$build/$bin" .carry/bin/
+  ldd "$build/$bin" | awk '/=> \//{print $3}' | while read -r lib; do
+    case "$(basename "$lib")" in
+      libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|libstdc++.so*|libgcc_s.so*|ld-linux*) ;;
+      libcuda.so*|libcudart.so*|libcublas*|libnvidia*) ;;
+      *) cp -L "$lib" .carry/lib/ ;;
+    esac
+  done
 done
-du -sh .carry; ls .carry/lib
+du -sh .carry; ls .carry/bin .carry/lib

@@ -47,6 +47,8 @@ struct TokenizerSettings {
   std::string cls_token = "[CLS]";
   std::string sep_token = "[SEP]";
   std::string pad_token = "[PAD]";
+  // Added as a special token by FromVocab when it is in the vocabulary.
+  std::string mask_token = "[MASK]";
 };
 
 class Tokenizer {

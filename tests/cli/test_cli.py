@@ -89,7 +89,7 @@ def test_missing_model_exits_3(bertrt_bin, tmp_path):
 
 def test_cuda_without_gpu_says_so(bertrt_bin, default_model):
     proc = subprocess.run([bertrt_bin, "run", default_model, "--device", "cuda"],
-                          input=b'{"text": "x"}\n', capture_output=True, text=True)
+                          input='{"text": "x"}\n', capture_output=True, text=True)
     assert proc.returncode == 4
     assert "--device cuda" in proc.stderr
 

@@ -1,0 +1,35 @@
+// The CUDA engine's factory and options. Plain C++: callers never include CUDA.
+// In a build without the CUDA backend CreateCudaEngine exists too and says so.
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "bertrt/engine.h"
+#include "bertrt/status.h"
+
+namespace bertrt {
+
+// The precision of the GEMMs, attention and activations. Accumulation,
+// softmax and LayerNorm statistics are fp32 in every mode.
+enum class Precision { kFp32, kFp16, kBf16 };
+
+// "fp32" | "fp16" | "bf16".
+StatusOr<Precision> ParsePrecision(std::string_view text);
+const char* PrecisionName(Precision precision);
+
+struct CudaEngineOptions {
+  int device = 0;
+  Precision precision = Precision::kFp16;
+  // 0: the activation memory is sized on first use and grown when a larger
+  // batch arrives. > 0: reserved for this many tokens at creation, and larger
+  // batches are refused.
+  int max_batch_tokens = 0;
+};
+
+// Uploads the model's weights to the GPU in the chosen precision.
+// FailedPrecondition when this process has no usable GPU.
+StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(std::shared_ptr<const Model> model,
+                                                   const CudaEngineOptions& options);
+
+}  // namespace bertrt

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Write golden.json next to each test model: reference outputs from HF transformers.
+
+  /opt/gold/bin/python scripts/make_goldens.py [MODEL_DIR ...]
+
+Without arguments, every directory under tests/data/models is done. Each model
+runs in fp32 on CPU, one input at a time (no padding), with eager attention.
+Sentence-transformers directories run through SentenceTransformer.
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import sentence_transformers
+import tokenizers
+import torch
+import transformers
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODELS = os.path.join(HERE, "..", "tests", "data", "models")
+
+TEXTS = [
+    "hello world",
+    "The quick brown fox jumps over the lazy dog.",
+    "Can you tell me, which way is north? I think it's left of the big red house, "
+    "near 42 Oak street!",
+    "中国人 café résumé",
+]
+PAIRS = [("what is the answer?", "the answer is found in this long line of text about water.")]
+# Longer than max_seq_length of the sentence models, to exercise truncation there.
+MAX_TOKENS_FOR_HIDDEN_STATE = 30
+LONG_TEXT = " ".join(["every good boy does fine and then some more words follow"] * 9)
+
+
+def rounded(x):
+    """Nested lists with 7 significant digits (fp32 has ~7); keeps files small."""
+    a = np.asarray(x, dtype=np.float64)
+    return json.loads(json.dumps(np.vectorize(lambda v: float(f"{v:.7g}"))(a).tolist()))
+
+
+def hf_golden(model_dir, config):
+    arch = config["architectures"][0]
+    model = getattr(transformers, arch).from_pretrained(
+        model_dir, dtype=torch.float32, attn_implementation="eager").eval()
+    tok = transformers.AutoTokenizer.from_pretrained(model_dir)
+    cases = [(t, None) for t in TEXTS] + PAIRS
+    out = []
+    for text, pair in cases:
+        enc = tok(text, pair, return_tensors="pt")
+        with torch.no_grad():
+            res = model(**enc)
+        rec = {"text": text, "input_ids": enc["input_ids"][0].tolist(),
+               "token_type_ids": enc["token_type_ids"][0].tolist()}
+        if pair is not None:
+            rec["text_pair"] = pair
+        if arch == "BertForSequenceClassification":
+            rec["logits"] = rounded(res.logits[0])
+        elif arch == "BertForTokenClassification":
+            rec["logits"] = rounded(res.logits[0])
+        elif arch == "BertForQuestionAnswering":
+            rec["start_logits"] = rounded(res.start_logits[0])
+            rec["end_logits"] = rounded(res.end_logits[0])
+        else:
+            rec["pooler_output"] = rounded(res.pooler_output[0])
+            # Per-token states of long inputs would dominate the file size.
+            if enc["input_ids"].shape[1] <= MAX_TOKENS_FOR_HIDDEN_STATE:
+                rec["last_hidden_state"] = rounded(res.last_hidden_state[0])
+        out.append(rec)
+    return {"kind": "transformers", "architecture": arch, "inputs": out}
+
+
+def st_golden(model_dir):
+    model = sentence_transformers.SentenceTransformer(model_dir, device="cpu")
+    model.eval()
+    out = []
+    for text in TEXTS + [LONG_TEXT]:
+        features = model.tokenize([text])
+        emb = model.encode([text], convert_to_numpy=True, batch_size=1)[0]
+        rec = {"text": text, "input_ids": features["input_ids"][0].tolist(),
+               "token_type_ids": features["token_type_ids"][0].tolist(),
+               "sentence_embedding": rounded(emb)}
+        out.append(rec)
+    return {"kind": "sentence_transformers", "max_seq_length": model.max_seq_length,
+            "inputs": out}
+
+
+def make(model_dir):
+    with open(os.path.join(model_dir, "config.json")) as f:
+        config = json.load(f)
+    if os.path.exists(os.path.join(model_dir, "modules.json")):
+        golden = st_golden(model_dir)
+    else:
+        golden = hf_golden(model_dir, config)
+    golden["versions"] = {"torch": torch.__version__, "transformers": transformers.__version__,
+                          "sentence_transformers": sentence_transformers.__version__,
+                          "tokenizers": tokenizers.__version__}
+    golden["note"] = ("fp32 CPU, eager attention, one input at a time; values rounded to "
+                      "7 significant digits")
+    path = os.path.join(model_dir, "golden.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(golden, f, ensure_ascii=False, separators=(",", ":"))
+        f.write("\n")
+    print(f"{path}: {os.path.getsize(path)} bytes")
+
+
+def main(argv):
+    torch.manual_seed(0)
+    dirs = argv or sorted(os.path.join(MODELS, d) for d in os.listdir(MODELS)
+                          if os.path.isfile(os.path.join(MODELS, d, "config.json")))
+    for d in dirs:
+        make(d)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,91 @@
+// The CPU encoder's kernels. Activations are row-major fp32 [tokens, width],
+// sequences packed back to back (no padding) and delimited by cu_seqlens.
+// Every op but Linear computes a row the same way wherever it sits in the
+// batch; Linear (oneDNN sgemm) may differ in the last bits with the row count.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "bertrt/model.h"
+#include "bertrt/status.h"
+#include "bertrt/tensor.h"
+
+namespace bertrt::cpu {
+
+enum class Act { kNone, kGelu, kGeluTanh, kRelu, kTanh };
+
+Act ActFor(HiddenAct act);
+
+// A Linear layer (or several with the same input, concatenated along the
+// output, e.g. Q, K and V) in the layout the GEMM reads: W [out, in] row-major.
+// A single layer points into the model's tensors (the engine keeps the model
+// alive); a concatenation owns its copy. Move-only, so the pointers stay valid.
+struct PackedLinear {
+  PackedLinear() = default;
+  PackedLinear(PackedLinear&&) = default;
+  PackedLinear& operator=(PackedLinear&&) = default;
+  PackedLinear(const PackedLinear&) = delete;
+  PackedLinear& operator=(const PackedLinear&) = delete;
+
+  int in = 0;
+  int out = 0;
+  const float* w = nullptr;  // [out, in]
+  const float* b = nullptr;  // [out]
+  std::vector<float> owned;  // storage of w and b when concatenated
+};
+
+// Packs the (weight [out_i, in], bias [out_i]) pairs, concatenated along the
+// output; checks that every shape agrees with `in` and with its bias.
+StatusOr<PackedLinear> PackLinear(const std::vector<const Tensor*>& weights,
+                                  const std::vector<const Tensor*>& biases, int in,
+                                  const char* name);
+
+// c[m, out] = a[m, in] W^T, or c += a W^T when accumulate. No bias: callers
+// fold it into the pass that follows. Threads split the output columns.
+void Linear(const float* a, int m, const PackedLinear& w, float* c, bool accumulate,
+            int threads);
+
+// x[r, :] = act(x[r, :] + bias) for r in [0, m); bias may be null.
+void BiasAct(float* x, int m, int n, const float* bias, Act act, int threads);
+
+// x[r, :] = LayerNorm(x[r, :] + bias) * gamma + beta; bias may be null.
+void BiasLayerNorm(float* x, int m, int n, const float* bias, const float* gamma,
+                   const float* beta, float eps, int threads);
+
+struct EmbeddingTables {
+  const float* word = nullptr;      // [vocab, h]
+  const float* position = nullptr;  // [max_pos, h]
+  const float* type = nullptr;      // [type_vocab, h]
+  const float* gamma = nullptr;
+  const float* beta = nullptr;
+};
+
+// out[t] = LayerNorm(word[ids[t]] + position[t - start of its sequence] +
+// type[types[t]]). Ids must already be validated.
+void EmbedLayerNorm(const int32_t* ids, const int32_t* types, const int32_t* cu_seqlens,
+                    int num_seqs, const EmbeddingTables& tables, int h, float eps, float* out,
+                    int threads);
+
+// Floats of scratch Attention needs.
+size_t AttentionScratchFloats(int max_len, int threads);
+
+// qkv [tokens, 3h] (Q | K | V, heads contiguous inside each) -> ctx [tokens, h]:
+// per sequence and head, softmax(Q K^T / sqrt(head_dim)) V over that
+// sequence's own tokens only.
+void Attention(const float* qkv, const int32_t* cu_seqlens, int num_seqs, int max_len, int h,
+               int heads, float* ctx, float* scratch, int threads);
+
+// out[s] = x[first token of sequence s].
+void GatherFirstTokens(const float* x, const int32_t* cu_seqlens, int num_seqs, int h,
+                       float* out);
+
+// out[s] = cls / mean / max pooling of sequence s's rows of x.
+void PoolSequences(const float* x, const int32_t* cu_seqlens, int num_seqs, int h,
+                   Pooling pooling, float* out);
+
+// Each row x / max(||x||_2, 1e-12).
+void L2NormalizeRows(float* x, int m, int n);
+
+}  // namespace bertrt::cpu

@@ -1,0 +1,168 @@
+// Attention dispatch and the general path: fp32 arithmetic, any head dim up
+// to kMaxAttentionHeadDim. It serves fp32 engines (exact parity with the CPU
+// engine), head dims the tensor-core kernel does not cover, and GPUs older
+// than sm_80.
+#include <cmath>
+
+#include "backends/cuda/attention_mma.cuh"
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device_util.cuh"
+#include "backends/cuda/kernels.h"
+
+namespace bertrt::cuda {
+namespace {
+
+constexpr int kGenThreads = 128;
+constexpr int kGenRowsPerWarp = 4;
+constexpr int kGenQueries = kGenThreads / 32 * kGenRowsPerWarp;
+constexpr int kGenKeys = 32;  // one key per lane when scoring
+
+size_t GeneralSmemBytes(int d) {
+  return sizeof(float) * (kGenQueries * d + kGenKeys * (d + 1) + kGenKeys * d);
+}
+
+// One block per (sequence, head, 16 queries); each warp owns 4 query rows
+// and walks the keys in 32-key tiles with an online softmax. Lane j scores
+// key j of a tile; for the output, lane l accumulates dims l, l + 32, ...
+template <typename T, int kDimsPerLane>
+__global__ void __launch_bounds__(kGenThreads) AttentionGeneralKernel(AttentionArgs a, int d,
+                                                                      float scale) {
+  extern __shared__ float smem[];
+  float* qs = smem;                        // [kGenQueries][d], pre-scaled
+  float* ks = qs + kGenQueries * d;        // [kGenKeys][d + 1]: padded against bank conflicts
+  float* vs = ks + kGenKeys * (d + 1);     // [kGenKeys][d]
+  const int s = blockIdx.x, head = blockIdx.y;
+  const int begin = a.cu_seqlens[s], len = a.cu_seqlens[s + 1] - begin;
+  const int q0 = blockIdx.z * kGenQueries;
+  if (q0 >= len) return;
+  const int hidden = a.hidden;
+  const size_t ld = 3 * static_cast<size_t>(hidden);
+  const T* base = static_cast<const T*>(a.qkv) + begin * ld + head * d;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+
+  for (int i = threadIdx.x; i < kGenQueries * d; i += kGenThreads) {
+    const int r = i / d, c = i % d;
+    qs[i] = q0 + r < len ? ToFloat(base[(q0 + r) * ld + c]) * scale : 0.0f;
+  }
+
+  float m[kGenRowsPerWarp], l[kGenRowsPerWarp], acc[kGenRowsPerWarp][kDimsPerLane];
+#pragma unroll
+  for (int q = 0; q < kGenRowsPerWarp; ++q) {
+    m[q] = -INFINITY;
+    l[q] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kDimsPerLane; ++i) acc[q][i] = 0.0f;
+  }
+
+  for (int k0 = 0; k0 < len; k0 += kGenKeys) {
+    __syncthreads();  // Q is staged / the previous tile is consumed
+    for (int i = threadIdx.x; i < kGenKeys * d; i += kGenThreads) {
+      const int r = i / d, c = i % d;
+      const bool valid = k0 + r < len;
+      const T* row = base + (k0 + r) * ld + c;
+      ks[r * (d + 1) + c] = valid ? ToFloat(row[hidden]) : 0.0f;
+      vs[r * d + c] = valid ? ToFloat(row[2 * hidden]) : 0.0f;
+    }
+    __syncthreads();
+    const bool key_valid = k0 + lane < len;
+#pragma unroll
+    for (int q = 0; q < kGenRowsPerWarp; ++q) {
+      const float* qrow = qs + (warp * kGenRowsPerWarp + q) * d;
+      const float* krow = ks + lane * (d + 1);
+      float score = 0.0f;
+      for (int c = 0; c < d; ++c) score += qrow[c] * krow[c];
+      score = key_valid ? score : -INFINITY;
+      // Key k0 is valid, so the new max is finite.
+      const float m_new = fmaxf(m[q], WarpMax(score));
+      const float p = expf(score - m_new);
+      const float alpha = expf(m[q] - m_new);
+      m[q] = m_new;
+      l[q] = l[q] * alpha + WarpSum(p);
+#pragma unroll
+      for (int i = 0; i < kDimsPerLane; ++i) acc[q][i] *= alpha;
+      for (int j = 0; j < kGenKeys; ++j) {
+        const float pj = __shfl_sync(0xffffffffu, p, j);
+#pragma unroll
+        for (int i = 0; i < kDimsPerLane; ++i) {
+          const int c = lane + 32 * i;
+          if (c < d) acc[q][i] += pj * vs[j * d + c];
+        }
+      }
+    }
+  }
+
+  T* out = static_cast<T*>(a.ctx) + static_cast<size_t>(begin) * hidden + head * d;
+#pragma unroll
+  for (int q = 0; q < kGenRowsPerWarp; ++q) {
+    const int r = q0 + warp * kGenRowsPerWarp + q;
+    if (r >= len) continue;
+    const float inv = 1.0f / l[q];
+#pragma unroll
+    for (int i = 0; i < kDimsPerLane; ++i) {
+      const int c = lane + 32 * i;
+      if (c < d) out[static_cast<size_t>(r) * hidden + c] = FromFloat<T>(acc[q][i] * inv);
+    }
+  }
+}
+
+template <typename T, int kDimsPerLane>
+Status LaunchGeneral(const AttentionArgs& a, int d, cudaStream_t stream) {
+  const size_t smem = GeneralSmemBytes(d);
+  auto kernel = AttentionGeneralKernel<T, kDimsPerLane>;
+  if (smem > 48 * 1024)
+    CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  const dim3 grid(a.num_seqs, a.heads, (a.max_len + kGenQueries - 1) / kGenQueries);
+  kernel<<<grid, kGenThreads, smem, stream>>>(a, d, 1.0f / std::sqrt(static_cast<float>(d)));
+  CUDA_RETURN_IF_LAUNCH_FAILED("attention kernel (general path)");
+  return Status::Ok();
+}
+
+template <typename T>
+Status LaunchGeneralFor(const AttentionArgs& a, int d, cudaStream_t stream) {
+  if (d <= 32) return LaunchGeneral<T, 1>(a, d, stream);
+  if (d <= 64) return LaunchGeneral<T, 2>(a, d, stream);
+  if (d <= 128) return LaunchGeneral<T, 4>(a, d, stream);
+  return LaunchGeneral<T, 8>(a, d, stream);
+}
+
+template <typename T, int D>
+Status LaunchMma(const AttentionArgs& a, cudaStream_t stream) {
+  const dim3 grid(a.num_seqs, a.heads, (a.max_len + kMmaQueries - 1) / kMmaQueries);
+  const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(D));
+  AttentionMmaKernel<T, D><<<grid, kMmaThreads, 0, stream>>>(a, scale_log2);
+  CUDA_RETURN_IF_LAUNCH_FAILED("attention kernel (tensor cores)");
+  return Status::Ok();
+}
+
+template <typename T>
+Status LaunchMmaFor(const AttentionArgs& a, int d, cudaStream_t stream) {
+  switch (d) {
+    case 32: return LaunchMma<T, 32>(a, stream);
+    case 64: return LaunchMma<T, 64>(a, stream);
+    default: return LaunchMma<T, 128>(a, stream);
+  }
+}
+
+}  // namespace
+
+Status Attention(Precision p, const AttentionArgs& a, cudaStream_t stream) {
+  if (a.num_seqs == 0) return Status::Ok();
+  const int d = a.hidden / a.heads;
+  if (d > kMaxAttentionHeadDim)
+    return Unimplemented("attention: head dim " + std::to_string(d) + " is above the " +
+                         std::to_string(kMaxAttentionHeadDim) + " the CUDA engine supports");
+  const bool mma_dim = d == 32 || d == 64 || d == 128;
+  switch (p) {
+    case Precision::kFp32: return LaunchGeneralFor<float>(a, d, stream);
+    case Precision::kFp16:
+      return a.tensor_cores && mma_dim ? LaunchMmaFor<__half>(a, d, stream)
+                                       : LaunchGeneralFor<__half>(a, d, stream);
+    case Precision::kBf16:
+      return a.tensor_cores && mma_dim ? LaunchMmaFor<__nv_bfloat16>(a, d, stream)
+                                       : LaunchGeneralFor<__nv_bfloat16>(a, d, stream);
+  }
+  return Internal("attention: unknown precision");
+}
+
+}  // namespace bertrt::cuda

@@ -1,0 +1,143 @@
+#include "backends/cuda/device_weights.h"
+
+#include <string>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/kernels.h"
+#include "runtime/model_check.h"
+
+namespace bertrt::cuda {
+namespace {
+
+size_t ElementSize(Precision p) { return p == Precision::kFp32 ? 4 : 2; }
+
+Status CheckShape(const Tensor& t, const std::vector<int64_t>& shape, const std::string& name) {
+  if (t.empty()) return InvalidArgument("model: " + name + " is missing");
+  if (t.dtype() != DType::kF32 || t.shape() != shape)
+    return InvalidArgument("model: " + name + " is " + DTypeName(t.dtype()) +
+                           ShapeToString(t.shape()) + ", expected F32" + ShapeToString(shape));
+  return Status::Ok();
+}
+
+class Uploader {
+ public:
+  Uploader(Precision p, cudaStream_t stream, DeviceWeights* out)
+      : precision_(p), stream_(stream), out_(out) {}
+
+  // Concatenates the fp32 tensors and stores them in the compute precision
+  // (`convert`) or as fp32.
+  StatusOr<void*> Upload(const std::vector<const Tensor*>& parts, bool convert,
+                         const std::string& name) {
+    size_t n = 0;
+    for (const Tensor* t : parts) n += t->numel();
+    const Precision target = convert ? precision_ : Precision::kFp32;
+    DeviceBuffer dst;
+    RETURN_IF_ERROR(dst.Allocate(n * ElementSize(target), "the weights (" + name + ")",
+                                 "use a smaller model, fp16/bf16, or a GPU with more memory"));
+    // Straight into the destination when no conversion is needed, else
+    // through an fp32 staging buffer that the conversion kernel reads.
+    const bool direct = target == Precision::kFp32;
+    if (!direct && staging_.size() < n * sizeof(float)) {
+      // The old staging buffer may still be read by a queued conversion.
+      CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+      RETURN_IF_ERROR(staging_.Allocate(n * sizeof(float), "weight conversion staging",
+                                        "use a GPU with more memory"));
+    }
+    char* bytes = static_cast<char*>(direct ? dst.get() : staging_.get());
+    size_t offset = 0;
+    // Copies and conversions are all ordered on `stream_`. (A plain cudaMemcpy
+    // from pageable memory may return before its DMA lands, and `stream_`
+    // does not wait for the legacy stream: conversions then read stale
+    // staging data. The first H200 run showed exactly that.)
+    for (const Tensor* t : parts) {
+      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(bytes + offset, t->raw(), t->nbytes(),
+                                           cudaMemcpyHostToDevice, stream_));
+      offset += t->nbytes();
+    }
+    if (!direct)
+      RETURN_IF_ERROR(ConvertFromFloat(target, static_cast<const float*>(staging_.get()),
+                                       dst.get(), n, stream_));
+    out_->bytes += dst.size();
+    void* ptr = dst.get();
+    out_->storage.push_back(std::move(dst));
+    return ptr;
+  }
+
+ private:
+  Precision precision_;
+  cudaStream_t stream_;
+  DeviceWeights* out_;
+  DeviceBuffer staging_;
+};
+
+}  // namespace
+
+StatusOr<DeviceWeights> UploadWeights(const Model& model, Precision precision,
+                                      cudaStream_t stream) {
+  const ModelConfig& c = model.config;
+  const ModelWeights& w = model.weights;
+  const int64_t h = c.hidden_size, inter = c.intermediate_size;
+  DeviceWeights dw;
+  Uploader up(precision, stream, &dw);
+  ASSIGN_OR_RETURN(dw.word, up.Upload({&w.word_embeddings}, true, "word embeddings"));
+  ASSIGN_OR_RETURN(dw.position, up.Upload({&w.position_embeddings}, true, "position embeddings"));
+  ASSIGN_OR_RETURN(dw.type, up.Upload({&w.token_type_embeddings}, true, "token type embeddings"));
+  ASSIGN_OR_RETURN(void* g, up.Upload({&w.emb_ln_gamma}, false, "embeddings LayerNorm"));
+  ASSIGN_OR_RETURN(void* b, up.Upload({&w.emb_ln_beta}, false, "embeddings LayerNorm"));
+  dw.emb_gamma = static_cast<const float*>(g);
+  dw.emb_beta = static_cast<const float*>(b);
+
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    const LayerWeights& l = w.layers[i];
+    const std::string p = "layer " + std::to_string(i) + " ";
+    RETURN_IF_ERROR(CheckShape(l.query_w, {h, h}, p + "query weight"));
+    RETURN_IF_ERROR(CheckShape(l.key_w, {h, h}, p + "key weight"));
+    RETURN_IF_ERROR(CheckShape(l.value_w, {h, h}, p + "value weight"));
+    RETURN_IF_ERROR(CheckShape(l.query_b, {h}, p + "query bias"));
+    RETURN_IF_ERROR(CheckShape(l.key_b, {h}, p + "key bias"));
+    RETURN_IF_ERROR(CheckShape(l.value_b, {h}, p + "value bias"));
+    RETURN_IF_ERROR(CheckShape(l.attn_out_w, {h, h}, p + "attention output weight"));
+    RETURN_IF_ERROR(CheckShape(l.attn_out_b, {h}, p + "attention output bias"));
+    RETURN_IF_ERROR(CheckShape(l.ffn_in_w, {inter, h}, p + "intermediate weight"));
+    RETURN_IF_ERROR(CheckShape(l.ffn_in_b, {inter}, p + "intermediate bias"));
+    RETURN_IF_ERROR(CheckShape(l.ffn_out_w, {h, inter}, p + "output weight"));
+    RETURN_IF_ERROR(CheckShape(l.ffn_out_b, {h}, p + "output bias"));
+    DeviceLayer d{};
+    ASSIGN_OR_RETURN(d.qkv_w, up.Upload({&l.query_w, &l.key_w, &l.value_w}, true, p + "qkv"));
+    ASSIGN_OR_RETURN(d.qkv_b, up.Upload({&l.query_b, &l.key_b, &l.value_b}, true, p + "qkv"));
+    ASSIGN_OR_RETURN(d.attn_out_w, up.Upload({&l.attn_out_w}, true, p + "attention output"));
+    ASSIGN_OR_RETURN(d.attn_out_b, up.Upload({&l.attn_out_b}, true, p + "attention output"));
+    ASSIGN_OR_RETURN(d.ffn_in_w, up.Upload({&l.ffn_in_w}, true, p + "intermediate"));
+    ASSIGN_OR_RETURN(d.ffn_in_b, up.Upload({&l.ffn_in_b}, true, p + "intermediate"));
+    ASSIGN_OR_RETURN(d.ffn_out_w, up.Upload({&l.ffn_out_w}, true, p + "output"));
+    ASSIGN_OR_RETURN(d.ffn_out_b, up.Upload({&l.ffn_out_b}, true, p + "output"));
+    const Tensor* ln[4] = {&l.attn_ln_gamma, &l.attn_ln_beta, &l.ffn_ln_gamma, &l.ffn_ln_beta};
+    const float** dst[4] = {&d.attn_gamma, &d.attn_beta, &d.ffn_gamma, &d.ffn_beta};
+    for (int k = 0; k < 4; ++k) {
+      ASSIGN_OR_RETURN(void* v, up.Upload({ln[k]}, false, p + "LayerNorm"));
+      *dst[k] = static_cast<const float*>(v);
+    }
+    dw.layers.push_back(d);
+  }
+
+  if (HeadUsesPooler(model)) {
+    ASSIGN_OR_RETURN(dw.pooler_w, up.Upload({&w.pooler_w}, true, "pooler"));
+    ASSIGN_OR_RETURN(dw.pooler_b, up.Upload({&w.pooler_b}, true, "pooler"));
+  }
+  if (!w.classifier_w.empty() && c.head != HeadKind::kBase &&
+      c.head != HeadKind::kSentenceEmbedding) {
+    const int64_t labels = w.classifier_w.dim(0);
+    RETURN_IF_ERROR(CheckShape(w.classifier_w, {labels, h}, "classifier weight"));
+    RETURN_IF_ERROR(CheckShape(w.classifier_b, {labels}, "classifier bias"));
+    ASSIGN_OR_RETURN(void* cw, up.Upload({&w.classifier_w}, false, "classifier"));
+    ASSIGN_OR_RETURN(void* cb, up.Upload({&w.classifier_b}, false, "classifier"));
+    dw.classifier_w = static_cast<const float*>(cw);
+    dw.classifier_b = static_cast<const float*>(cb);
+    dw.classifier_out = static_cast<int>(labels);
+  }
+  // The staging buffer is freed on return; everything queued must be done.
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  return dw;
+}
+
+}  // namespace bertrt::cuda

@@ -1,0 +1,40 @@
+// The model's weights on the GPU, uploaded once at engine creation: GEMM
+// weights, GEMM biases and embedding tables in the compute precision, Q/K/V
+// packed into one [3h, h] weight and [3h] bias; LayerNorm parameters and the
+// small classifier head in fp32.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <vector>
+
+#include "backends/cuda/device_memory.h"
+#include "bertrt/cuda_engine.h"
+#include "bertrt/model.h"
+#include "bertrt/status.h"
+
+namespace bertrt::cuda {
+
+struct DeviceLayer {
+  const void *qkv_w, *qkv_b, *attn_out_w, *attn_out_b, *ffn_in_w, *ffn_in_b, *ffn_out_w,
+      *ffn_out_b;
+  const float *attn_gamma, *attn_beta, *ffn_gamma, *ffn_beta;
+};
+
+struct DeviceWeights {
+  const void *word = nullptr, *position = nullptr, *type = nullptr;
+  const float *emb_gamma = nullptr, *emb_beta = nullptr;
+  std::vector<DeviceLayer> layers;
+  const void *pooler_w = nullptr, *pooler_b = nullptr;        // null when the head has no pooler
+  const float *classifier_w = nullptr, *classifier_b = nullptr;  // null for base / embedding
+  int classifier_out = 0;
+  size_t bytes = 0;
+  std::vector<DeviceBuffer> storage;  // owns everything above
+};
+
+// Checks every Linear's shape against the config (CheckModel covers the rest)
+// and uploads. `stream` orders the conversion kernels.
+StatusOr<DeviceWeights> UploadWeights(const Model& model, Precision precision,
+                                      cudaStream_t stream);
+
+}  // namespace bertrt::cuda

@@ -1,0 +1,89 @@
+// Element-wise kernels: activations and precision conversions.
+#include <algorithm>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device_util.cuh"
+#include "backends/cuda/kernels.h"
+
+namespace bertrt::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+// Grid-stride loops bound the grid; this many blocks keep every SM busy.
+unsigned BlocksFor(size_t n) {
+  return static_cast<unsigned>(std::min<size_t>((n + kThreads - 1) / kThreads, 4096));
+}
+
+template <typename T, HiddenAct kAct>
+__global__ void ActivationKernel(T* x, size_t n) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x) {
+    const float v = ToFloat(x[i]);
+    float y;
+    if constexpr (kAct == HiddenAct::kGelu) {
+      y = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+    } else if constexpr (kAct == HiddenAct::kGeluTanh) {
+      y = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+    } else {
+      y = fmaxf(v, 0.0f);
+    }
+    x[i] = FromFloat<T>(y);
+  }
+}
+
+template <typename T>
+void LaunchActivation(HiddenAct act, T* x, size_t n, cudaStream_t stream) {
+  switch (act) {
+    case HiddenAct::kGelu:
+      ActivationKernel<T, HiddenAct::kGelu><<<BlocksFor(n), kThreads, 0, stream>>>(x, n);
+      break;
+    case HiddenAct::kGeluTanh:
+      ActivationKernel<T, HiddenAct::kGeluTanh><<<BlocksFor(n), kThreads, 0, stream>>>(x, n);
+      break;
+    case HiddenAct::kRelu:
+      ActivationKernel<T, HiddenAct::kRelu><<<BlocksFor(n), kThreads, 0, stream>>>(x, n);
+      break;
+  }
+}
+
+template <typename T>
+__global__ void FromFloatKernel(const float* in, T* out, size_t n) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x)
+    out[i] = FromFloat<T>(in[i]);
+}
+
+template <typename T>
+__global__ void ToFloatKernel(const T* in, float* out, size_t n) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x)
+    out[i] = ToFloat(in[i]);
+}
+
+}  // namespace
+
+Status ActivationInPlace(Precision p, HiddenAct act, void* x, size_t n, cudaStream_t stream) {
+  if (n == 0) return Status::Ok();
+  BERTRT_DISPATCH_PRECISION(p, LaunchActivation(act, static_cast<T*>(x), n, stream));
+  CUDA_RETURN_IF_LAUNCH_FAILED("activation kernel");
+  return Status::Ok();
+}
+
+Status ConvertFromFloat(Precision p, const float* in, void* out, size_t n, cudaStream_t stream) {
+  if (n == 0) return Status::Ok();
+  BERTRT_DISPATCH_PRECISION(
+      p, FromFloatKernel<T><<<BlocksFor(n), kThreads, 0, stream>>>(in, static_cast<T*>(out), n));
+  CUDA_RETURN_IF_LAUNCH_FAILED("conversion kernel");
+  return Status::Ok();
+}
+
+Status ConvertToFloat(Precision p, const void* in, float* out, size_t n, cudaStream_t stream) {
+  if (n == 0) return Status::Ok();
+  BERTRT_DISPATCH_PRECISION(p, ToFloatKernel<T><<<BlocksFor(n), kThreads, 0, stream>>>(
+                                   static_cast<const T*>(in), out, n));
+  CUDA_RETURN_IF_LAUNCH_FAILED("conversion kernel");
+  return Status::Ok();
+}
+
+}  // namespace bertrt::cuda

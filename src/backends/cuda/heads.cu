@@ -1,0 +1,129 @@
+// Kernels of the task heads: they read the final hidden states and produce
+// the fp32 outputs that go back to the host.
+#include <algorithm>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device_util.cuh"
+#include "backends/cuda/kernels.h"
+
+namespace bertrt::cuda {
+namespace {
+
+template <typename T>
+__global__ void GatherFirstTokensKernel(const T* x, const int32_t* cu, int hidden, T* out) {
+  const int s = blockIdx.x;
+  const T* row = x + static_cast<size_t>(cu[s]) * hidden;
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x)
+    out[static_cast<size_t>(s) * hidden + i] = row[i];
+}
+
+template <typename T>
+__global__ void TanhToFloatKernel(const T* in, float* out, size_t n) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x)
+    out[i] = tanhf(ToFloat(in[i]));
+}
+
+// One warp per output element: lanes stride over the input features.
+template <typename T>
+__global__ void SmallLinearKernel(const T* x, int rows, int in, const float* w, const float* b,
+                                  int out, float* y) {
+  const size_t warp = (blockIdx.x * size_t{blockDim.x} + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (warp >= static_cast<size_t>(rows) * out) return;
+  const size_t r = warp / out;
+  const int j = static_cast<int>(warp % out);
+  const T* xr = x + r * in;
+  const float* wj = w + static_cast<size_t>(j) * in;
+  float acc = 0.0f;
+  for (int k = lane; k < in; k += 32) acc += ToFloat(xr[k]) * wj[k];
+  acc = WarpSum(acc);
+  if (lane == 0) y[r * out + j] = acc + b[j];
+}
+
+// Block per sequence, threads over the columns.
+template <typename T>
+__global__ void PoolKernel(const T* x, const int32_t* cu, int hidden, Pooling pooling,
+                           float* out) {
+  const int s = blockIdx.x;
+  const int begin = cu[s], end = cu[s + 1];
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+    float v;
+    if (pooling == Pooling::kCls) {
+      v = ToFloat(x[static_cast<size_t>(begin) * hidden + i]);
+    } else if (pooling == Pooling::kMax) {
+      v = -INFINITY;
+      for (int t = begin; t < end; ++t) v = fmaxf(v, ToFloat(x[static_cast<size_t>(t) * hidden + i]));
+    } else {
+      v = 0.0f;
+      for (int t = begin; t < end; ++t) v += ToFloat(x[static_cast<size_t>(t) * hidden + i]);
+      v /= static_cast<float>(end - begin);
+    }
+    out[static_cast<size_t>(s) * hidden + i] = v;
+  }
+}
+
+__global__ void L2NormalizeKernel(float* x, int width) {
+  __shared__ float scratch[32];
+  float* row = x + static_cast<size_t>(blockIdx.x) * width;
+  float sq = 0.0f;
+  for (int i = threadIdx.x; i < width; i += blockDim.x) sq += row[i] * row[i];
+  const float inv = 1.0f / fmaxf(sqrtf(BlockSum(sq, scratch)), 1e-12f);
+  for (int i = threadIdx.x; i < width; i += blockDim.x) row[i] *= inv;
+}
+
+int ThreadsFor(int width) { return std::min(256, (width + 31) / 32 * 32); }
+
+}  // namespace
+
+Status GatherFirstTokens(Precision p, const void* x, const int32_t* cu_seqlens, int num_seqs,
+                         int hidden, void* out, cudaStream_t stream) {
+  if (num_seqs == 0) return Status::Ok();
+  BERTRT_DISPATCH_PRECISION(p, GatherFirstTokensKernel<T><<<num_seqs, ThreadsFor(hidden), 0,
+                                                            stream>>>(
+                                   static_cast<const T*>(x), cu_seqlens, hidden,
+                                   static_cast<T*>(out)));
+  CUDA_RETURN_IF_LAUNCH_FAILED("gather first tokens kernel");
+  return Status::Ok();
+}
+
+Status TanhToFloat(Precision p, const void* in, float* out, size_t n, cudaStream_t stream) {
+  if (n == 0) return Status::Ok();
+  const unsigned blocks = static_cast<unsigned>(std::min<size_t>((n + 255) / 256, 4096));
+  BERTRT_DISPATCH_PRECISION(
+      p, TanhToFloatKernel<T><<<blocks, 256, 0, stream>>>(static_cast<const T*>(in), out, n));
+  CUDA_RETURN_IF_LAUNCH_FAILED("tanh kernel");
+  return Status::Ok();
+}
+
+Status SmallLinear(Precision p, const void* x, int rows, int in, const float* w, const float* b,
+                   int out, float* y, cudaStream_t stream) {
+  const size_t warps = static_cast<size_t>(rows) * out;
+  if (warps == 0) return Status::Ok();
+  constexpr int kThreads = 256;
+  const size_t blocks = (warps * 32 + kThreads - 1) / kThreads;
+  BERTRT_DISPATCH_PRECISION(
+      p, SmallLinearKernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+             static_cast<const T*>(x), rows, in, w, b, out, y));
+  CUDA_RETURN_IF_LAUNCH_FAILED("head linear kernel");
+  return Status::Ok();
+}
+
+Status PoolSequences(Precision p, const void* x, const int32_t* cu_seqlens, int num_seqs,
+                     int hidden, Pooling pooling, float* out, cudaStream_t stream) {
+  if (num_seqs == 0) return Status::Ok();
+  BERTRT_DISPATCH_PRECISION(
+      p, PoolKernel<T><<<num_seqs, ThreadsFor(hidden), 0, stream>>>(
+             static_cast<const T*>(x), cu_seqlens, hidden, pooling, out));
+  CUDA_RETURN_IF_LAUNCH_FAILED("pooling kernel");
+  return Status::Ok();
+}
+
+Status L2NormalizeRows(float* x, int rows, int width, cudaStream_t stream) {
+  if (rows == 0) return Status::Ok();
+  L2NormalizeKernel<<<rows, ThreadsFor(width), 0, stream>>>(x, width);
+  CUDA_RETURN_IF_LAUNCH_FAILED("L2 normalize kernel");
+  return Status::Ok();
+}
+
+}  // namespace bertrt::cuda

@@ -1,0 +1,92 @@
+// Launchers of the CUDA engine's kernels, callable from plain C++. Activations
+// are row-major [rows, width] in the engine's precision (`p`: float, half or
+// bfloat16), sequences packed back to back and delimited by cu_seqlens; every
+// reduction (LayerNorm statistics, softmax, dot products) runs in fp32.
+// Each launcher reports a bad launch as a Status; errors inside a kernel
+// surface at the next synchronizing call.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "bertrt/cuda_engine.h"
+#include "bertrt/model.h"
+#include "bertrt/status.h"
+
+namespace bertrt::cuda {
+
+struct EmbeddingArgs {
+  const int32_t* ids;         // [tokens], validated against the vocabulary
+  const int32_t* types;       // [tokens]
+  const int32_t* cu_seqlens;  // [num_seqs + 1]
+  int num_seqs;
+  int num_tokens;
+  const void* word;      // [vocab, hidden]
+  const void* position;  // [max_pos, hidden]
+  const void* type;      // [type_vocab, hidden]
+  const float* gamma;
+  const float* beta;
+  int hidden;
+  float eps;
+  void* out;  // [tokens, hidden]
+};
+
+// out[t] = LayerNorm(word[ids[t]] + position[t - start of its sequence] + type[types[t]]).
+Status EmbedLayerNorm(Precision p, const EmbeddingArgs& a, cudaStream_t stream);
+
+// out[r] = LayerNorm(in[r]) * gamma + beta; in may equal out.
+Status LayerNorm(Precision p, const void* in, void* out, int rows, int hidden,
+                 const float* gamma, const float* beta, float eps, cudaStream_t stream);
+
+// x = act(x). The fp16/bf16 engines fuse gelu_new and relu into the GEMM
+// epilogue and need this only for the erf GELU (cuBLASLt's GELU is the tanh
+// form); the fp32 engine uses it for all three, to match the CPU engine's
+// exact tanh.
+Status ActivationInPlace(Precision p, HiddenAct act, void* x, size_t n, cudaStream_t stream);
+
+Status ConvertFromFloat(Precision p, const float* in, void* out, size_t n, cudaStream_t stream);
+Status ConvertToFloat(Precision p, const void* in, float* out, size_t n, cudaStream_t stream);
+
+// out[s] = x[first token of sequence s], [num_seqs, hidden].
+Status GatherFirstTokens(Precision p, const void* x, const int32_t* cu_seqlens, int num_seqs,
+                         int hidden, void* out, cudaStream_t stream);
+
+// out = tanh(in) as fp32.
+Status TanhToFloat(Precision p, const void* in, float* out, size_t n, cudaStream_t stream);
+
+// y[rows, out] = x[rows, in] W^T + b for the small heads (a few labels), where
+// a GEMM library's tile would be mostly empty. W and b are fp32; x is in
+// precision `p` (kFp32 for fp32 inputs).
+Status SmallLinear(Precision p, const void* x, int rows, int in, const float* w, const float* b,
+                   int out, float* y, cudaStream_t stream);
+
+// out[s] = cls / mean / max over sequence s's rows of x, fp32 [num_seqs, hidden].
+Status PoolSequences(Precision p, const void* x, const int32_t* cu_seqlens, int num_seqs,
+                     int hidden, Pooling pooling, float* out, cudaStream_t stream);
+
+// Each row x / max(||x||_2, 1e-12).
+Status L2NormalizeRows(float* x, int rows, int width, cudaStream_t stream);
+
+struct AttentionArgs {
+  const void* qkv;            // [tokens, 3 * hidden]: Q | K | V, heads contiguous in each
+  const int32_t* cu_seqlens;  // [num_seqs + 1]
+  int num_seqs;
+  int max_len;
+  int hidden;
+  int heads;
+  void* ctx;  // [tokens, hidden]
+  // mma.sync m16n8k16 needs sm_80 or newer; older GPUs take the general path.
+  bool tensor_cores;
+};
+
+// Largest head dimension Attention supports.
+inline constexpr int kMaxAttentionHeadDim = 256;
+
+// Per sequence and head: softmax(Q K^T / sqrt(head_dim)) V over that
+// sequence's own tokens. Tensor cores for fp16/bf16 with head dims 32, 64 and
+// 128; a general fp32-arithmetic path otherwise.
+Status Attention(Precision p, const AttentionArgs& a, cudaStream_t stream);
+
+}  // namespace bertrt::cuda

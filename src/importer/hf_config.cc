@@ -1,0 +1,301 @@
+#include "importer/hf_config.h"
+
+#include <filesystem>
+#include <limits>
+#include <map>
+
+#include "importer/json_util.h"
+
+namespace bertrt::importer {
+
+namespace {
+
+// Model types whose weights look like BERT's but whose computation differs;
+// each gets a message saying why it is refused instead of producing wrong outputs.
+const char* RejectionReason(const std::string& model_type) {
+  static const std::map<std::string, const char*> kReasons = {
+      {"roberta", "its position ids start after padding_idx (offset differs from BERT)"},
+      {"xlm-roberta", "its position ids start after padding_idx (offset differs from BERT)"},
+      {"camembert", "it is RoBERTa-based: position ids start after padding_idx"},
+      {"distilbert", "it has no token type embeddings and names its layers differently"},
+      {"albert", "it shares layers and factorizes embeddings"},
+      {"electra", "its embedding size differs from the hidden size"},
+      {"deberta", "it uses disentangled relative attention"},
+      {"deberta-v2", "it uses disentangled relative attention"},
+      {"mpnet", "it uses relative position buckets"},
+      {"nomic_bert", "it uses rotary embeddings"},
+      {"modernbert", "it uses rotary embeddings and alternating local attention"},
+  };
+  auto it = kReasons.find(model_type);
+  return it == kReasons.end() ? nullptr : it->second;
+}
+
+StatusOr<HiddenAct> ParseActivation(const std::string& act, const std::string& path) {
+  if (act == "gelu") return HiddenAct::kGelu;
+  if (act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu_fast")
+    return HiddenAct::kGeluTanh;
+  if (act == "relu") return HiddenAct::kRelu;
+  return Unimplemented(path + ": hidden_act \"" + act +
+                       "\" is not supported (supported: gelu, gelu_new, gelu_pytorch_tanh, "
+                       "gelu_fast, relu)");
+}
+
+// HF BertConfig's defaults apply to absent fields, as transformers does.
+Status ReadSize(const nlohmann::json& j, const char* key, int64_t fallback, int64_t min,
+                const std::string& path, int* out) {
+  ASSIGN_OR_RETURN(std::optional<int64_t> v, GetInt(j, key, path));
+  const int64_t value = v.value_or(fallback);
+  if (value < min || value > std::numeric_limits<int32_t>::max())
+    return InvalidArgument(path + ": \"" + key + "\" = " + std::to_string(value) +
+                           " is out of range (must be at least " + std::to_string(min) + ")");
+  *out = static_cast<int>(value);
+  return Status::Ok();
+}
+
+Status ReadLabels(const nlohmann::json& j, const std::string& path, const NoticeFn& notice,
+                  ModelConfig* c) {
+  ASSIGN_OR_RETURN(std::optional<int64_t> num_labels, GetInt(j, "num_labels", path));
+  auto it = j.find("id2label");
+  if (it == j.end() || it->is_null() || it->empty()) {
+    const int64_t n = num_labels.value_or(2);  // PretrainedConfig's default
+    if (n < 1 || n > 1000000)
+      return InvalidArgument(path + ": num_labels = " + std::to_string(n) + " is out of range");
+    c->num_labels = static_cast<int>(n);
+    c->labels.clear();
+    for (int i = 0; i < c->num_labels; ++i) c->labels.push_back("LABEL_" + std::to_string(i));
+    return Status::Ok();
+  }
+  if (!it->is_object()) return InvalidArgument(path + ": \"id2label\" must be an object");
+  std::map<int64_t, std::string> by_id;
+  for (const auto& [key, value] : it->items()) {
+    int64_t id = -1;
+    size_t used = 0;
+    try {
+      id = std::stoll(key, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != key.size() || key.empty() || id < 0)
+      return InvalidArgument(path + ": id2label key \"" + key + "\" is not a class index");
+    if (!value.is_string())
+      return InvalidArgument(path + ": id2label[\"" + key + "\"] is not a string");
+    by_id[id] = value.get<std::string>();
+  }
+  const int64_t n = static_cast<int64_t>(by_id.size());
+  if (by_id.rbegin()->first != n - 1)
+    return InvalidArgument(path + ": id2label ids must be 0.." + std::to_string(n - 1) +
+                           "; found id " + std::to_string(by_id.rbegin()->first));
+  if (num_labels && *num_labels != n && notice)
+    notice(path + ": num_labels = " + std::to_string(*num_labels) + " disagrees with " +
+           std::to_string(n) + " id2label entries; using id2label (as transformers does)");
+  c->num_labels = static_cast<int>(n);
+  c->labels.clear();
+  for (auto& [id, label] : by_id) c->labels.push_back(std::move(label));
+  return Status::Ok();
+}
+
+Status ReadHead(const nlohmann::json& j, const std::string& path, const NoticeFn& notice,
+                ModelConfig* c) {
+  auto arch = j.find("architectures");
+  if (arch != j.end() && arch->is_array() && !arch->empty() && (*arch)[0].is_string())
+    c->architecture = (*arch)[0].get<std::string>();
+  if (c->architecture.empty() || c->architecture == "BertModel") {
+    c->head = HeadKind::kBase;
+  } else if (c->architecture == "BertForSequenceClassification") {
+    c->head = HeadKind::kSequenceClassification;
+    return ReadLabels(j, path, notice, c);
+  } else if (c->architecture == "BertForTokenClassification") {
+    c->head = HeadKind::kTokenClassification;
+    return ReadLabels(j, path, notice, c);
+  } else if (c->architecture == "BertForQuestionAnswering") {
+    c->head = HeadKind::kQuestionAnswering;
+    ASSIGN_OR_RETURN(std::optional<int64_t> n, GetInt(j, "num_labels", path));
+    auto labels = j.find("id2label");
+    const int64_t count = labels != j.end() && labels->is_object() && !labels->empty()
+                              ? static_cast<int64_t>(labels->size()) : n.value_or(2);
+    if (count != 2)
+      return Unimplemented(path + ": BertForQuestionAnswering with " + std::to_string(count) +
+                           " outputs; only start/end (2) is supported");
+    c->num_labels = 2;
+  } else {
+    c->head = HeadKind::kBase;
+    if (notice)
+      notice(path + ": architecture " + c->architecture +
+             " has no bertrt head; loading the encoder as a base model (pooler output)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string JoinPath(const std::string& dir, const std::string& name) {
+  if (name.empty()) return dir;
+  return (std::filesystem::path(dir) / name).string();
+}
+
+StatusOr<ModelConfig> ParseBertConfig(const nlohmann::json& j, const std::string& path,
+                                      const NoticeFn& notice) {
+  if (!j.is_object()) return InvalidArgument(path + ": expected a JSON object");
+  ModelConfig c;
+  ASSIGN_OR_RETURN(std::optional<std::string> model_type, GetString(j, "model_type", path));
+  c.model_type = model_type.value_or("bert");
+  if (c.model_type != "bert") {
+    const char* reason = RejectionReason(c.model_type);
+    return Unimplemented(path + ": model_type \"" + c.model_type +
+                         "\" is not supported" + (reason ? std::string(": ") + reason : "") +
+                         ". bertrt serves BERT-architecture encoders (model_type \"bert\": "
+                         "BERT, MiniLM, BGE, E5, ...)");
+  }
+  ASSIGN_OR_RETURN(std::optional<std::string> pos_type,
+                   GetString(j, "position_embedding_type", path));
+  if (pos_type && *pos_type != "absolute")
+    return Unimplemented(path + ": position_embedding_type \"" + *pos_type +
+                         "\" is not supported (only \"absolute\")");
+  ASSIGN_OR_RETURN(std::optional<bool> is_decoder, GetBool(j, "is_decoder", path));
+  if (is_decoder.value_or(false))
+    return Unimplemented(path + ": is_decoder = true (causal BERT) is not supported");
+
+  RETURN_IF_ERROR(ReadSize(j, "vocab_size", 30522, 1, path, &c.vocab_size));
+  RETURN_IF_ERROR(ReadSize(j, "hidden_size", 768, 1, path, &c.hidden_size));
+  RETURN_IF_ERROR(ReadSize(j, "num_hidden_layers", 12, 1, path, &c.num_layers));
+  RETURN_IF_ERROR(ReadSize(j, "num_attention_heads", 12, 1, path, &c.num_heads));
+  RETURN_IF_ERROR(ReadSize(j, "intermediate_size", 3072, 1, path, &c.intermediate_size));
+  RETURN_IF_ERROR(ReadSize(j, "max_position_embeddings", 512, 1, path,
+                           &c.max_position_embeddings));
+  RETURN_IF_ERROR(ReadSize(j, "type_vocab_size", 2, 1, path, &c.type_vocab_size));
+  if (c.hidden_size % c.num_heads != 0)
+    return InvalidArgument(path + ": hidden_size " + std::to_string(c.hidden_size) +
+                           " is not a multiple of num_attention_heads " +
+                           std::to_string(c.num_heads));
+  ASSIGN_OR_RETURN(std::optional<int64_t> pad, GetInt(j, "pad_token_id", path));
+  const int64_t pad_id = pad.value_or(0);
+  if (pad_id < 0 || pad_id >= c.vocab_size)
+    return InvalidArgument(path + ": pad_token_id " + std::to_string(pad_id) +
+                           " is outside the vocabulary of " + std::to_string(c.vocab_size));
+  c.pad_token_id = static_cast<int>(pad_id);
+  ASSIGN_OR_RETURN(std::optional<double> eps, GetNumber(j, "layer_norm_eps", path));
+  c.layer_norm_eps = static_cast<float>(eps.value_or(1e-12));
+  if (!(c.layer_norm_eps >= 0.0f))
+    return InvalidArgument(path + ": layer_norm_eps must be non-negative");
+  ASSIGN_OR_RETURN(std::optional<std::string> act, GetString(j, "hidden_act", path));
+  ASSIGN_OR_RETURN(c.hidden_act, ParseActivation(act.value_or("gelu"), path));
+
+  RETURN_IF_ERROR(ReadHead(j, path, notice, &c));
+  c.max_seq_length = c.max_position_embeddings;
+  return c;
+}
+
+namespace {
+
+StatusOr<Pooling> ReadPooling(const std::string& path, int* dimension) {
+  ASSIGN_OR_RETURN(nlohmann::json j, ReadJsonFile(path));
+  if (!j.is_object()) return InvalidArgument(path + ": expected a JSON object");
+  ASSIGN_OR_RETURN(std::optional<int64_t> dim, GetInt(j, "word_embedding_dimension", path));
+  *dimension = static_cast<int>(dim.value_or(0));
+  struct Mode { const char* key; std::optional<Pooling> pooling; };
+  static const Mode kModes[] = {
+      {"pooling_mode_cls_token", Pooling::kCls},
+      {"pooling_mode_mean_tokens", Pooling::kMean},
+      {"pooling_mode_max_tokens", Pooling::kMax},
+      {"pooling_mode_mean_sqrt_len_tokens", std::nullopt},
+      {"pooling_mode_weightedmean_tokens", std::nullopt},
+      {"pooling_mode_lasttoken", std::nullopt},
+  };
+  std::vector<Pooling> chosen;
+  for (const Mode& m : kModes) {
+    ASSIGN_OR_RETURN(std::optional<bool> on, GetBool(j, m.key, path));
+    if (!on.value_or(false)) continue;
+    if (!m.pooling)
+      return Unimplemented(path + ": " + m.key + " is not supported (cls, mean and max are)");
+    chosen.push_back(*m.pooling);
+  }
+  if (chosen.size() != 1)
+    return Unimplemented(path + ": exactly one of pooling_mode_cls_token, "
+                         "pooling_mode_mean_tokens, pooling_mode_max_tokens must be true; " +
+                         std::to_string(chosen.size()) + " are (concatenated poolings are "
+                         "not supported)");
+  return chosen[0];
+}
+
+}  // namespace
+
+StatusOr<std::optional<SentenceTransformersLayout>> ReadSentenceTransformersLayout(
+    const std::string& dir) {
+  const std::string modules_path = JoinPath(dir, "modules.json");
+  if (!std::filesystem::exists(modules_path)) return std::optional<SentenceTransformersLayout>();
+  ASSIGN_OR_RETURN(nlohmann::json modules, ReadJsonFile(modules_path));
+  if (!modules.is_array()) return InvalidArgument(modules_path + ": expected a JSON array");
+
+  SentenceTransformersLayout layout;
+  bool have_transformer = false, have_pooling = false;
+  for (const nlohmann::json& m : modules) {
+    ASSIGN_OR_RETURN(std::optional<std::string> type, GetString(m, "type", modules_path));
+    ASSIGN_OR_RETURN(std::optional<std::string> sub, GetString(m, "path", modules_path));
+    if (!type) return InvalidArgument(modules_path + ": a module has no \"type\"");
+    const std::string rel = sub.value_or("");
+    // Module paths come from an untrusted file; keep them inside the directory.
+    if (std::filesystem::path(rel).is_absolute() || rel.find("..") != std::string::npos)
+      return InvalidArgument(modules_path + ": module path \"" + rel +
+                             "\" leaves the model directory");
+    const std::string module_dir = JoinPath(dir, rel);
+    // Older releases write "sentence_transformers.models.Pooling", newer ones
+    // the defining module ("...modules.pooling.Pooling"): match the class name.
+    const std::string cls = type->substr(type->rfind('.') + 1);
+    const bool ours = type->rfind("sentence_transformers.", 0) == 0;
+    if (ours && cls == "Transformer") {
+      layout.transformer_dir = module_dir;
+      have_transformer = true;
+    } else if (ours && cls == "Pooling") {
+      ASSIGN_OR_RETURN(layout.pooling, ReadPooling(JoinPath(module_dir, "config.json"),
+                                                   &layout.word_embedding_dimension));
+      have_pooling = true;
+    } else if (ours && cls == "Normalize") {
+      layout.normalize = true;
+    } else {
+      return Unimplemented(modules_path + ": sentence-transformers module " + *type +
+                           " is not supported (Transformer, Pooling and Normalize are)");
+    }
+  }
+  if (!have_transformer || !have_pooling)
+    return Unimplemented(modules_path + ": expected a Transformer and a Pooling module");
+
+  // sentence_bert_config.json sits with the Transformer module.
+  for (const std::string& d : {layout.transformer_dir, dir}) {
+    const std::string p = JoinPath(d, "sentence_bert_config.json");
+    if (!std::filesystem::exists(p)) continue;
+    ASSIGN_OR_RETURN(nlohmann::json sb, ReadJsonFile(p));
+    ASSIGN_OR_RETURN(std::optional<int64_t> len, GetInt(sb, "max_seq_length", p));
+    if (len && (*len < 1 || *len > std::numeric_limits<int32_t>::max()))
+      return InvalidArgument(p + ": max_seq_length " + std::to_string(*len) + " is out of range");
+    if (len) layout.max_seq_length = static_cast<int>(*len);
+    break;
+  }
+  return std::optional<SentenceTransformersLayout>(std::move(layout));
+}
+
+Status ApplySentenceTransformers(const SentenceTransformersLayout& layout,
+                                 const NoticeFn& notice, ModelConfig* c) {
+  if (layout.word_embedding_dimension != 0 && layout.word_embedding_dimension != c->hidden_size)
+    return InvalidArgument("pooling word_embedding_dimension " +
+                           std::to_string(layout.word_embedding_dimension) +
+                           " differs from hidden_size " + std::to_string(c->hidden_size));
+  if (c->head != HeadKind::kBase && notice)
+    notice(std::string("sentence-transformers directory: ignoring the ") +
+           HeadKindName(c->head) + " head of " + c->architecture);
+  c->head = HeadKind::kSentenceEmbedding;
+  c->num_labels = 0;
+  c->labels.clear();
+  c->pooling = layout.pooling;
+  c->normalize = layout.normalize;
+  c->max_seq_length = layout.max_seq_length.value_or(c->max_position_embeddings);
+  if (c->max_seq_length > c->max_position_embeddings) {
+    if (notice)
+      notice("sentence_bert_config max_seq_length " + std::to_string(c->max_seq_length) +
+             " exceeds max_position_embeddings; using " +
+             std::to_string(c->max_position_embeddings));
+    c->max_seq_length = c->max_position_embeddings;
+  }
+  return Status::Ok();
+}
+
+}  // namespace bertrt::importer

@@ -1,0 +1,42 @@
+// config.json and the sentence-transformers module files -> ModelConfig.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "bertrt/model.h"
+#include "bertrt/status.h"
+
+namespace bertrt::importer {
+
+using NoticeFn = std::function<void(const std::string&)>;
+
+// `path` names the file in messages. Fills everything config.json decides:
+// sizes, activation, head (from architectures[0]) and labels.
+StatusOr<ModelConfig> ParseBertConfig(const nlohmann::json& config, const std::string& path,
+                                      const NoticeFn& notice);
+
+// What modules.json and its module folders say about a sentence-transformers
+// directory.
+struct SentenceTransformersLayout {
+  std::string transformer_dir;  // where config.json and the weights live
+  Pooling pooling = Pooling::kMean;
+  int word_embedding_dimension = 0;  // 0 when the pooling config omits it
+  bool normalize = false;
+  std::optional<int> max_seq_length;  // sentence_bert_config.json
+};
+
+// nullopt when `dir` has no modules.json (a plain transformers directory).
+StatusOr<std::optional<SentenceTransformersLayout>> ReadSentenceTransformersLayout(
+    const std::string& dir);
+
+// Turns `config` into a sentence-embedding model as described by `layout`.
+Status ApplySentenceTransformers(const SentenceTransformersLayout& layout,
+                                 const NoticeFn& notice, ModelConfig* config);
+
+std::string JoinPath(const std::string& dir, const std::string& name);
+
+}  // namespace bertrt::importer

@@ -1,0 +1,51 @@
+#include "bertrt/importer.h"
+
+#include <filesystem>
+
+#include "importer/checkpoint.h"
+#include "importer/hf_config.h"
+#include "importer/json_util.h"
+#include "importer/weight_mapping.h"
+
+namespace bertrt {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+Status CheckDirectory(const std::string& dir) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);
+  if (ec || !fs::exists(st)) return NotFound(dir + ": no such directory");
+  if (!fs::is_directory(st))
+    return InvalidArgument(dir + ": expected a Hugging Face model directory, found a file");
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::shared_ptr<Model>> LoadHfModel(const std::string& dir,
+                                             const ImportOptions& options) {
+  RETURN_IF_ERROR(CheckDirectory(dir));
+  ASSIGN_OR_RETURN(auto layout, importer::ReadSentenceTransformersLayout(dir));
+  const std::string model_dir = layout ? layout->transformer_dir : dir;
+
+  const std::string config_path = importer::JoinPath(model_dir, "config.json");
+  if (!fs::exists(config_path))
+    return NotFound(model_dir + ": no config.json; is this a Hugging Face model directory?");
+  ASSIGN_OR_RETURN(nlohmann::json config_json, importer::ReadJsonFile(config_path));
+  auto model = std::make_shared<Model>();
+  ASSIGN_OR_RETURN(model->config,
+                   importer::ParseBertConfig(config_json, config_path, options.on_notice));
+  if (layout)
+    RETURN_IF_ERROR(
+        importer::ApplySentenceTransformers(*layout, options.on_notice, &model->config));
+
+  ASSIGN_OR_RETURN(importer::Checkpoint ckpt, importer::Checkpoint::Open(model_dir));
+  RETURN_IF_ERROR(
+      importer::BindWeights(ckpt, model->config, options.on_notice, &model->weights));
+  model->source = dir;
+  return model;
+}
+
+}  // namespace bertrt

@@ -1,0 +1,73 @@
+#include "runtime/model_check.h"
+
+#include <string>
+#include <vector>
+
+namespace bertrt {
+namespace {
+
+Status CheckTensor(const Tensor& t, const std::vector<int64_t>& shape, const std::string& name) {
+  if (t.empty()) return InvalidArgument("model: " + name + " is missing");
+  if (t.dtype() != DType::kF32 || t.shape() != shape)
+    return InvalidArgument("model: " + name + " is " + DTypeName(t.dtype()) +
+                           ShapeToString(t.shape()) + ", expected F32" + ShapeToString(shape));
+  return Status::Ok();
+}
+
+Status CheckConfig(const ModelConfig& c, size_t num_layer_weights) {
+  if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.num_layers <= 0 || c.num_heads <= 0 ||
+      c.intermediate_size <= 0 || c.max_position_embeddings <= 0 || c.type_vocab_size <= 0)
+    return InvalidArgument("model: vocab, hidden, layer, head, intermediate, position and "
+                           "type-vocab sizes must all be positive");
+  if (c.hidden_size % c.num_heads != 0)
+    return InvalidArgument("model: hidden_size " + std::to_string(c.hidden_size) +
+                           " is not divisible by num_heads " + std::to_string(c.num_heads));
+  if (num_layer_weights != static_cast<size_t>(c.num_layers))
+    return InvalidArgument("model: config has " + std::to_string(c.num_layers) +
+                           " layers but the weights have " + std::to_string(num_layer_weights));
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool HeadUsesPooler(const Model& model) {
+  const HeadKind head = model.config.head;
+  return head == HeadKind::kSequenceClassification ||
+         (head == HeadKind::kBase && !model.weights.pooler_w.empty());
+}
+
+Status CheckModel(const Model& model) {
+  const ModelConfig& c = model.config;
+  const ModelWeights& w = model.weights;
+  RETURN_IF_ERROR(CheckConfig(c, w.layers.size()));
+  const int64_t h = c.hidden_size;
+  RETURN_IF_ERROR(CheckTensor(w.word_embeddings, {c.vocab_size, h}, "word_embeddings"));
+  RETURN_IF_ERROR(
+      CheckTensor(w.position_embeddings, {c.max_position_embeddings, h}, "position_embeddings"));
+  RETURN_IF_ERROR(
+      CheckTensor(w.token_type_embeddings, {c.type_vocab_size, h}, "token_type_embeddings"));
+  RETURN_IF_ERROR(CheckTensor(w.emb_ln_gamma, {h}, "embeddings LayerNorm weight"));
+  RETURN_IF_ERROR(CheckTensor(w.emb_ln_beta, {h}, "embeddings LayerNorm bias"));
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    const std::string p = "layer " + std::to_string(i) + " ";
+    const LayerWeights& l = w.layers[i];
+    RETURN_IF_ERROR(CheckTensor(l.attn_ln_gamma, {h}, p + "attention LayerNorm weight"));
+    RETURN_IF_ERROR(CheckTensor(l.attn_ln_beta, {h}, p + "attention LayerNorm bias"));
+    RETURN_IF_ERROR(CheckTensor(l.ffn_ln_gamma, {h}, p + "output LayerNorm weight"));
+    RETURN_IF_ERROR(CheckTensor(l.ffn_ln_beta, {h}, p + "output LayerNorm bias"));
+  }
+  if (HeadUsesPooler(model)) {
+    RETURN_IF_ERROR(CheckTensor(w.pooler_w, {h, h}, "pooler dense weight"));
+    RETURN_IF_ERROR(CheckTensor(w.pooler_b, {h}, "pooler dense bias"));
+  }
+  if (c.head == HeadKind::kSequenceClassification || c.head == HeadKind::kTokenClassification ||
+      c.head == HeadKind::kQuestionAnswering) {
+    const int64_t labels = c.head == HeadKind::kQuestionAnswering ? 2 : c.num_labels;
+    if (labels <= 0) return InvalidArgument("model: the classifier head needs num_labels > 0");
+    RETURN_IF_ERROR(CheckTensor(w.classifier_w, {labels, h}, "classifier weight"));
+    RETURN_IF_ERROR(CheckTensor(w.classifier_b, {labels}, "classifier bias"));
+  }
+  return Status::Ok();
+}
+
+}  // namespace bertrt

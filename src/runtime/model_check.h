@@ -1,0 +1,19 @@
+// Backend-independent checks an engine runs once at creation, so that a model
+// with inconsistent shapes is refused with a clear message instead of being
+// read out of bounds later.
+#pragma once
+
+#include "bertrt/model.h"
+#include "bertrt/status.h"
+
+namespace bertrt {
+
+// Config sanity (sizes positive, hidden divisible by heads, layer count) and
+// the shapes and dtypes of the embeddings, LayerNorms and head weights the
+// config's head needs. Linear layers are checked by the backend's packing.
+Status CheckModel(const Model& model);
+
+// Whether the head reads the pooler (pooler dense + tanh on the first token).
+bool HeadUsesPooler(const Model& model);
+
+}  // namespace bertrt

@@ -1,0 +1,20 @@
+// Output assembly shared by the backends: the names, shapes and ragged layout
+// of what each head returns, from host arrays the backend computed.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "bertrt/engine.h"
+
+namespace bertrt {
+
+// Copies rows x width floats into a new output.
+NamedOutput MakeOutput(std::string name, bool per_token, int width, const float* data,
+                       size_t rows);
+
+// Splits qa_outputs logits [tokens, 2] into start_logits and end_logits,
+// per token, width 1.
+void AppendQuestionAnsweringOutputs(const float* logits, size_t tokens, BatchOutputs* out);
+
+}  // namespace bertrt

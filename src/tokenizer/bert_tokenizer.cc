@@ -1,0 +1,163 @@
+#include "tokenizer/bert_tokenizer.h"
+
+#include <string>
+
+#include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/utf8.h"
+
+namespace bertrt::tokenizer {
+
+struct BertTokenizer::Scratch {
+  std::vector<char32_t> chars;
+  NormalizedText norm;
+  std::vector<Segment> raw_segments;
+  std::vector<Segment> norm_segments;
+  WordScratch word;
+  TokenList a;
+  TokenList b;
+};
+
+BertTokenizer::BertTokenizer(TokenizerParts parts) : parts_(std::move(parts)) {}
+
+StatusOr<std::shared_ptr<Tokenizer>> BertTokenizer::Create(TokenizerParts parts) {
+  std::shared_ptr<BertTokenizer> t(new BertTokenizer(std::move(parts)));
+  const TokenizerSettings& s = t->parts_.settings;
+  if (s.max_input_chars_per_word <= 0) {
+    return InvalidArgument("max_input_chars_per_word must be positive");
+  }
+  const bool strip = s.strip_accents.value_or(s.lowercase);
+  t->normalizer_ = t->parts_.has_normalizer
+                       ? NormalizerOptions{s.clean_text, s.handle_chinese_chars, strip, s.lowercase}
+                       : NormalizerOptions{false, false, false, false};
+
+  int32_t max_id = -1;
+  for (const auto& [token, id] : t->parts_.vocab) {
+    if (id < 0) return InvalidArgument("vocabulary id " + std::to_string(id) + " is negative");
+    t->model_vocab_.Insert(token, id);
+    max_id = std::max(max_id, id);
+  }
+  for (AddedToken& a : t->parts_.added_tokens) {
+    // As HF does when it loads added tokens: one already in the model's
+    // vocabulary keeps the model's id.
+    const int32_t model_id = t->model_vocab_.Find(a.content);
+    if (model_id >= 0) a.id = model_id;
+    if (a.id < 0) return InvalidArgument("added token '" + a.content + "' has a negative id");
+    max_id = std::max(max_id, a.id);
+  }
+  // Guards the id -> token table against absurd ids in untrusted files.
+  constexpr int32_t kMaxVocab = 1 << 24;
+  if (max_id >= kMaxVocab) {
+    return InvalidArgument("token id " + std::to_string(max_id) + " is too large");
+  }
+  t->id_to_token_.assign(static_cast<size_t>(max_id + 1), std::string());
+  for (const auto& [token, id] : t->parts_.vocab) t->id_to_token_[id] = token;
+
+  const int32_t unk_id = t->model_vocab_.Find(s.unk_token);
+  if (unk_id < 0) {
+    return InvalidArgument("the unk_token '" + s.unk_token + "' is not in the vocabulary");
+  }
+  t->wordpiece_ = std::make_unique<WordPiece>(&t->model_vocab_, unk_id, s.continuing_subword_prefix,
+                                              static_cast<size_t>(s.max_input_chars_per_word));
+
+  std::vector<char32_t> chars;
+  for (const AddedToken& a : t->parts_.added_tokens) {
+    t->added_vocab_.Insert(a.content, a.id);
+    t->id_to_token_[a.id] = a.content;
+    if (DecodeUtf8(a.content, chars) >= 0) {
+      return InvalidArgument("added token content is not valid UTF-8");
+    }
+    if (!a.normalized) {
+      t->raw_added_.Add(chars, a);
+      continue;
+    }
+    NormalizedText norm;
+    Normalize(t->normalizer_, chars.data(), 0, static_cast<uint32_t>(chars.size()), norm);
+    t->normalized_added_.Add(std::move(norm.chars), a);
+  }
+  return std::shared_ptr<Tokenizer>(std::move(t));
+}
+
+int32_t BertTokenizer::TokenToId(std::string_view token) const {
+  const int32_t id = added_vocab_.Find(token);
+  return id >= 0 ? id : model_vocab_.Find(token);
+}
+
+std::string BertTokenizer::IdToToken(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= id_to_token_.size()) return std::string();
+  return id_to_token_[id];
+}
+
+void BertTokenizer::EncodeNormalized(const NormalizedText& norm, uint32_t begin, uint32_t end,
+                                     Scratch& s, TokenList& out) const {
+  PreTokenize(norm.chars.data(), begin, end, [&](uint32_t word_begin, uint32_t word_end) {
+    wordpiece_->Tokenize(norm, word_begin, word_end, s.word, out);
+  });
+}
+
+Status BertTokenizer::EncodeSequence(std::string_view text, bool is_pair, Scratch& s,
+                                     TokenList& out) const {
+  out.clear();
+  const ptrdiff_t bad = DecodeUtf8(text, s.chars);
+  if (bad >= 0) {
+    return InvalidArgument(std::string("invalid UTF-8 in ") + (is_pair ? "text_pair" : "text") +
+                           " at byte offset " + std::to_string(bad));
+  }
+  if (s.chars.size() >= UINT32_MAX / 4) {
+    return InvalidArgument(std::string(is_pair ? "text_pair" : "text") + " is too long");
+  }
+  const auto n = static_cast<uint32_t>(s.chars.size());
+  s.raw_segments.clear();
+  if (raw_added_.empty()) {
+    s.raw_segments.push_back({0, n, -1});
+  } else {
+    raw_added_.Split(s.chars.data(), 0, n, s.raw_segments);
+  }
+  for (const Segment& raw : s.raw_segments) {
+    if (raw.id >= 0) {
+      out.Push(raw.id, raw.begin, raw.end);
+      continue;
+    }
+    s.norm.chars.clear();
+    s.norm.source.clear();
+    Normalize(normalizer_, s.chars.data(), raw.begin, raw.end, s.norm);
+    const auto m = static_cast<uint32_t>(s.norm.size());
+    if (normalized_added_.empty()) {
+      EncodeNormalized(s.norm, 0, m, s, out);
+      continue;
+    }
+    s.norm_segments.clear();
+    normalized_added_.Split(s.norm.chars.data(), 0, m, s.norm_segments);
+    for (const Segment& seg : s.norm_segments) {
+      if (seg.id >= 0) {
+        out.Push(seg.id, s.norm.source[seg.begin], s.norm.source[seg.end - 1] + 1);
+      } else {
+        EncodeNormalized(s.norm, seg.begin, seg.end, s, out);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<Encoding> BertTokenizer::Encode(std::string_view text,
+                                         std::optional<std::string_view> text_pair,
+                                         size_t max_length, Truncation truncation) const {
+  thread_local Scratch s;
+  RETURN_IF_ERROR(EncodeSequence(text, false, s, s.a));
+  if (text_pair) RETURN_IF_ERROR(EncodeSequence(*text_pair, true, s, s.b));
+  const PostProcessor& post = parts_.post_processor;
+  std::optional<size_t> b_len;
+  if (text_pair) b_len = s.b.ids.size();
+  ASSIGN_OR_RETURN(
+      const KeptLengths kept,
+      TruncatedLengths(s.a.ids.size(), b_len, post.AddedTokens(text_pair.has_value()), max_length,
+                       truncation));
+  s.a.ids.resize(kept.a);
+  s.a.offsets.resize(kept.a);
+  s.b.ids.resize(kept.b);
+  s.b.offsets.resize(kept.b);
+  Encoding enc;
+  post.Apply(s.a, text_pair ? &s.b : nullptr, enc);
+  return enc;
+}
+
+}  // namespace bertrt::tokenizer

@@ -1,0 +1,59 @@
+// The Tokenizer implementation: added-token splitting, BertNormalizer,
+// BertPreTokenizer, WordPiece and the template post-processor, wired as HF's
+// TokenizerImpl::encode does.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bertrt/tokenizer.h"
+#include "tokenizer/added_tokens.h"
+#include "tokenizer/normalizer.h"
+#include "tokenizer/post_processor.h"
+#include "tokenizer/vocab_map.h"
+#include "tokenizer/wordpiece.h"
+
+namespace bertrt::tokenizer {
+
+// Everything a tokenizer is made of, as read from tokenizer.json or vocab.txt.
+struct TokenizerParts {
+  TokenizerSettings settings;
+  bool has_normalizer = true;  // false: tokenizer.json's normalizer is null
+  std::vector<std::pair<std::string, int32_t>> vocab;  // the WordPiece model's
+  std::vector<AddedToken> added_tokens;
+  PostProcessor post_processor;
+};
+
+class BertTokenizer final : public Tokenizer {
+ public:
+  static StatusOr<std::shared_ptr<Tokenizer>> Create(TokenizerParts parts);
+
+  StatusOr<Encoding> Encode(std::string_view text, std::optional<std::string_view> text_pair,
+                            size_t max_length, Truncation truncation) const override;
+  const TokenizerSettings& settings() const override { return parts_.settings; }
+  size_t vocab_size() const override { return id_to_token_.size(); }
+  int32_t TokenToId(std::string_view token) const override;
+  std::string IdToToken(int32_t id) const override;
+  std::vector<std::string> Vocabulary() const override { return id_to_token_; }
+
+ private:
+  struct Scratch;
+  explicit BertTokenizer(TokenizerParts parts);
+  // Tokenizes one text (without special tokens) into `out`.
+  Status EncodeSequence(std::string_view text, bool is_pair, Scratch& s, TokenList& out) const;
+  void EncodeNormalized(const NormalizedText& norm, uint32_t begin, uint32_t end, Scratch& s,
+                        TokenList& out) const;
+
+  TokenizerParts parts_;
+  NormalizerOptions normalizer_;
+  VocabMap model_vocab_;
+  VocabMap added_vocab_;
+  std::vector<std::string> id_to_token_;
+  AddedTokenMatcher raw_added_;         // normalized=false: matched before normalizing
+  AddedTokenMatcher normalized_added_;  // normalized=true: matched after
+  std::unique_ptr<WordPiece> wordpiece_;
+};
+
+}  // namespace bertrt::tokenizer

@@ -1,0 +1,109 @@
+#include "tokenizer/post_processor.h"
+
+#include <algorithm>
+#include <string>
+
+namespace bertrt {
+
+StatusOr<Truncation> ParseTruncation(std::string_view name) {
+  if (name == "longest_first") return Truncation::kLongestFirst;
+  if (name == "only_first") return Truncation::kOnlyFirst;
+  if (name == "only_second") return Truncation::kOnlySecond;
+  return InvalidArgument("unknown truncation strategy '" + std::string(name) +
+                         "'; expected longest_first, only_first or only_second");
+}
+
+const char* TruncationName(Truncation t) {
+  switch (t) {
+    case Truncation::kLongestFirst: return "longest_first";
+    case Truncation::kOnlyFirst: return "only_first";
+    case Truncation::kOnlySecond: return "only_second";
+  }
+  return "unknown";
+}
+
+namespace tokenizer {
+
+size_t PostProcessor::AddedTokens(bool is_pair) const {
+  size_t n = 0;
+  for (const TemplateItem& item : is_pair ? pair : single) n += item.ids.size();
+  return n;
+}
+
+void PostProcessor::Apply(const TokenList& a, const TokenList* b, Encoding& out) const {
+  const auto& items = b != nullptr ? pair : single;
+  size_t total = 0;
+  for (const TemplateItem& item : items) {
+    total += item.sequence < 0 ? item.ids.size() : (item.sequence == 0 ? a : *b).ids.size();
+  }
+  out.input_ids.reserve(total);
+  out.token_type_ids.reserve(total);
+  out.offsets.reserve(total);
+  out.special_tokens_mask.reserve(total);
+  out.sequence_ids.reserve(total);
+  for (const TemplateItem& item : items) {
+    if (item.sequence < 0) {
+      for (int32_t id : item.ids) {
+        out.input_ids.push_back(id);
+        out.token_type_ids.push_back(item.type_id);
+        out.offsets.emplace_back(0, 0);
+        out.special_tokens_mask.push_back(1);
+        out.sequence_ids.push_back(-1);
+      }
+      continue;
+    }
+    const TokenList& seq = item.sequence == 0 ? a : *b;
+    const size_t n = seq.ids.size();
+    out.input_ids.insert(out.input_ids.end(), seq.ids.begin(), seq.ids.end());
+    out.token_type_ids.insert(out.token_type_ids.end(), n, item.type_id);
+    out.offsets.insert(out.offsets.end(), seq.offsets.begin(), seq.offsets.end());
+    out.special_tokens_mask.insert(out.special_tokens_mask.end(), n, 0);
+    out.sequence_ids.insert(out.sequence_ids.end(), n, static_cast<int8_t>(item.sequence));
+  }
+}
+
+StatusOr<KeptLengths> TruncatedLengths(size_t a, std::optional<size_t> b, size_t special_tokens,
+                                       size_t max_length, Truncation strategy) {
+  const size_t b_len = b.value_or(0);
+  // HF subtracts the special tokens from max_length in unsigned arithmetic:
+  // a max_length below their count wraps around and truncates nothing. We
+  // keep that so that ids stay identical to HF's for every max_length.
+  if (max_length == 0 || max_length < special_tokens) return KeptLengths{a, b_len};
+  const size_t budget = max_length - special_tokens;
+  if (budget == 0) return KeptLengths{0, 0};
+  const size_t total = a + b_len;
+  if (total <= budget) return KeptLengths{a, b_len};
+  const size_t to_remove = total - budget;
+
+  if (strategy == Truncation::kLongestFirst) {
+    if (!b) return KeptLengths{budget, 0};
+    // The shorter sequence keeps all its tokens if the longer one can absorb
+    // the cut; otherwise the budget is split in half (the extra token of an
+    // odd budget goes to the longer one).
+    size_t n1 = std::min(a, b_len);
+    size_t n2 = n1 > budget ? n1 : std::max(n1, budget - n1);
+    if (n1 + n2 > budget) {
+      n1 = budget / 2;
+      n2 = n1 + budget % 2;
+    }
+    return a > b_len ? KeptLengths{n2, n1} : KeptLengths{n1, n2};
+  }
+  const bool first = strategy == Truncation::kOnlyFirst;
+  if (!first && !b) {
+    return InvalidArgument(
+        "truncation only_second needs a text_pair; use longest_first or only_first for a "
+        "single text");
+  }
+  const size_t target = first ? a : b_len;
+  if (target <= to_remove) {
+    return InvalidArgument("cannot truncate to max_length " + std::to_string(max_length) +
+                           " with " + TruncationName(strategy) + ": " +
+                           std::to_string(to_remove) + " tokens must go but the " +
+                           (first ? "first" : "second") + " text has only " +
+                           std::to_string(target) + "; raise max_length or use longest_first");
+  }
+  return first ? KeptLengths{a - to_remove, b_len} : KeptLengths{a, b_len - to_remove};
+}
+
+}  // namespace tokenizer
+}  // namespace bertrt

@@ -1,0 +1,54 @@
+// WordPiece: greedy longest-match-first over a word's UTF-8 bytes, pieces
+// after the first carrying the continuing-subword prefix. A word longer than
+// max_input_chars_per_word chars, or with any piece not in the vocabulary,
+// becomes a single unk token spanning the whole word (as in HF).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tokenizer/normalizer.h"
+#include "tokenizer/vocab_map.h"
+
+namespace bertrt::tokenizer {
+
+// Token ids with [start, end) offsets in original code points.
+struct TokenList {
+  std::vector<int32_t> ids;
+  std::vector<std::pair<uint32_t, uint32_t>> offsets;
+  void clear() {
+    ids.clear();
+    offsets.clear();
+  }
+  void Push(int32_t id, uint32_t start, uint32_t end) {
+    ids.push_back(id);
+    offsets.emplace_back(start, end);
+  }
+};
+
+// Per-call buffers, reused across calls so words cost no allocations.
+struct WordScratch {
+  std::vector<char> bytes;
+  std::vector<uint32_t> byte_char;  // char index (in the word) of each byte
+  std::vector<uint64_t> hashes;
+};
+
+class WordPiece {
+ public:
+  WordPiece(const VocabMap* vocab, int32_t unk_id, std::string prefix, size_t max_chars)
+      : vocab_(vocab), unk_id_(unk_id), prefix_(std::move(prefix)), max_chars_(max_chars) {}
+
+  // Appends the tokens of the word text.chars[begin, end).
+  void Tokenize(const NormalizedText& text, uint32_t begin, uint32_t end, WordScratch& scratch,
+                TokenList& out) const;
+
+ private:
+  const VocabMap* vocab_;
+  int32_t unk_id_;
+  std::string prefix_;
+  size_t max_chars_;
+};
+
+}  // namespace bertrt::tokenizer

@@ -1,0 +1,306 @@
+// The CUDA engine against the CPU engine on small random models: every head,
+// every activation, head dims on both attention paths, lengths up to 512 in
+// ragged batches. Skipped where no GPU is visible (CI), except for the checks
+// that need none.
+#include "bertrt/cuda_engine.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bertrt/devices.h"
+#include "bertrt/engine.h"
+
+namespace bertrt {
+namespace {
+
+struct Spec {
+  const char* name;
+  int hidden, heads, intermediate;
+  HiddenAct act;
+  HeadKind head;
+  Pooling pooling = Pooling::kMean;
+  bool normalize = false;
+};
+
+constexpr int kVocab = 211;
+constexpr int kLabels = 3;
+
+Tensor Random(std::vector<int64_t> shape, std::mt19937& rng, float stddev, float mean = 0.0f) {
+  Tensor t = Tensor::ZerosF32(std::move(shape));
+  std::normal_distribution<float> dist(mean, stddev);
+  float* p = t.mutable_f32();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = dist(rng);
+  return t;
+}
+
+std::shared_ptr<const Model> MakeModel(const Spec& s, uint32_t seed) {
+  std::mt19937 rng(seed);
+  auto m = std::make_shared<Model>();
+  ModelConfig& c = m->config;
+  c.vocab_size = kVocab;
+  c.hidden_size = s.hidden;
+  c.num_layers = 2;
+  c.num_heads = s.heads;
+  c.intermediate_size = s.intermediate;
+  c.max_position_embeddings = 512;
+  c.max_seq_length = 512;
+  c.type_vocab_size = 2;
+  c.hidden_act = s.act;
+  c.head = s.head;
+  c.num_labels = s.head == HeadKind::kQuestionAnswering ? 2 : kLabels;
+  c.pooling = s.pooling;
+  c.normalize = s.normalize;
+  const int64_t h = s.hidden, in = s.intermediate;
+  // Q and K scaled so that attention scores have unit spread: with the usual
+  // 0.02 the softmax is nearly uniform and would hide indexing mistakes.
+  const float qk = 1.0f / std::sqrt(static_cast<float>(h));
+  ModelWeights& w = m->weights;
+  w.word_embeddings = Random({kVocab, h}, rng, 0.02f);
+  w.position_embeddings = Random({512, h}, rng, 0.02f);
+  w.token_type_embeddings = Random({2, h}, rng, 0.02f);
+  w.emb_ln_gamma = Random({h}, rng, 0.1f, 1.0f);
+  w.emb_ln_beta = Random({h}, rng, 0.1f);
+  for (int i = 0; i < c.num_layers; ++i) {
+    LayerWeights l;
+    l.query_w = Random({h, h}, rng, qk);
+    l.key_w = Random({h, h}, rng, qk);
+    l.value_w = Random({h, h}, rng, 0.02f);
+    l.query_b = Random({h}, rng, 0.02f);
+    l.key_b = Random({h}, rng, 0.02f);
+    l.value_b = Random({h}, rng, 0.02f);
+    l.attn_out_w = Random({h, h}, rng, 0.02f);
+    l.attn_out_b = Random({h}, rng, 0.02f);
+    l.attn_ln_gamma = Random({h}, rng, 0.1f, 1.0f);
+    l.attn_ln_beta = Random({h}, rng, 0.1f);
+    l.ffn_in_w = Random({in, h}, rng, 0.02f);
+    l.ffn_in_b = Random({in}, rng, 0.02f);
+    l.ffn_out_w = Random({h, in}, rng, 0.02f);
+    l.ffn_out_b = Random({h}, rng, 0.02f);
+    l.ffn_ln_gamma = Random({h}, rng, 0.1f, 1.0f);
+    l.ffn_ln_beta = Random({h}, rng, 0.1f);
+    w.layers.push_back(std::move(l));
+  }
+  if (s.head == HeadKind::kBase || s.head == HeadKind::kSequenceClassification) {
+    w.pooler_w = Random({h, h}, rng, 0.02f);
+    w.pooler_b = Random({h}, rng, 0.02f);
+  }
+  if (s.head != HeadKind::kBase && s.head != HeadKind::kSentenceEmbedding) {
+    w.classifier_w = Random({c.num_labels, h}, rng, 0.02f);
+    w.classifier_b = Random({c.num_labels}, rng, 0.02f);
+  }
+  return m;
+}
+
+RaggedBatch MakeBatch(const std::vector<int>& lengths, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> id(0, kVocab - 1), type(0, 1);
+  RaggedBatch b;
+  for (int len : lengths) {
+    std::vector<int32_t> ids(len), types(len);
+    for (int i = 0; i < len; ++i) {
+      ids[i] = id(rng);
+      types[i] = i < len / 2 ? 0 : type(rng);
+    }
+    b.Add(ids, types);
+  }
+  return b;
+}
+
+bool HaveGpu() { return ListGpus().ok(); }
+
+#define SKIP_WITHOUT_GPU() \
+  if (!HaveGpu()) GTEST_SKIP() << "no usable GPU: " << ListGpus().status().ToString()
+
+// Outputs that are vectors in a space (compared by direction in fp16/bf16)
+// rather than scores (compared element by element).
+bool IsEmbedding(const std::string& name) {
+  return name == "last_hidden_state" || name == "embedding" || name == "pooler_output";
+}
+
+double Cosine(const float* a, const float* b, int n) {
+  double ab = 0, aa = 0, bb = 0;
+  for (int i = 0; i < n; ++i) {
+    ab += double(a[i]) * b[i];
+    aa += double(a[i]) * a[i];
+    bb += double(b[i]) * b[i];
+  }
+  return ab / std::max(std::sqrt(aa * bb), 1e-30);
+}
+
+// fp32: max |got - want| relative to the output's scale within 1e-4.
+// fp16/bf16: cosine per row >= 0.9999 for embeddings, |got - want| <= 1e-2 for scores.
+void ExpectClose(const BatchOutputs& got, const BatchOutputs& want, Precision p,
+                 const std::string& what) {
+  ASSERT_EQ(got.outputs.size(), want.outputs.size()) << what;
+  for (const NamedOutput& w : want.outputs) {
+    const NamedOutput* g = got.Find(w.name);
+    ASSERT_NE(g, nullptr) << what << ": missing " << w.name;
+    ASSERT_EQ(g->per_token, w.per_token) << what << " " << w.name;
+    ASSERT_EQ(g->width, w.width) << what << " " << w.name;
+    ASSERT_EQ(g->data.size(), w.data.size()) << what << " " << w.name;
+    double max_err = 0, scale = 1;
+    for (size_t i = 0; i < w.data.size(); ++i) {
+      max_err = std::max(max_err, std::abs(double(g->data[i]) - w.data[i]));
+      scale = std::max(scale, std::abs(double(w.data[i])));
+    }
+    if (p == Precision::kFp32) {
+      EXPECT_LE(max_err / scale, 1e-4) << what << " " << w.name;
+    } else if (IsEmbedding(w.name)) {
+      double worst = 1;
+      for (size_t r = 0; r < w.data.size() / w.width; ++r)
+        worst = std::min(worst, Cosine(&g->data[r * w.width], &w.data[r * w.width], w.width));
+      EXPECT_GE(worst, 0.9999) << what << " " << w.name;
+    } else {
+      EXPECT_LE(max_err, 1e-2) << what << " " << w.name;
+    }
+  }
+}
+
+// Sequence s's share of a batch's outputs, as if it had run alone.
+BatchOutputs Slice(const BatchOutputs& all, const RaggedBatch& batch, int s) {
+  BatchOutputs out;
+  for (const NamedOutput& o : all.outputs) {
+    NamedOutput part{o.name, o.per_token, o.width, {}};
+    const size_t begin = o.per_token ? batch.cu_seqlens[s] : s;
+    const size_t end = o.per_token ? batch.cu_seqlens[s + 1] : s + 1;
+    part.data.assign(o.data.begin() + begin * o.width, o.data.begin() + end * o.width);
+    out.outputs.push_back(std::move(part));
+  }
+  return out;
+}
+
+StatusOr<std::unique_ptr<Engine>> MakeCuda(std::shared_ptr<const Model> m, Precision p,
+                                           int max_batch_tokens = 0) {
+  CudaEngineOptions o;
+  o.precision = p;
+  o.max_batch_tokens = max_batch_tokens;
+  return CreateCudaEngine(std::move(m), o);
+}
+
+TEST(CudaEngineTest, ParsesPrecision) {
+  EXPECT_EQ(*ParsePrecision("fp32"), Precision::kFp32);
+  EXPECT_EQ(*ParsePrecision("fp16"), Precision::kFp16);
+  EXPECT_EQ(*ParsePrecision("bf16"), Precision::kBf16);
+  EXPECT_EQ(ParsePrecision("int8").status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(CudaEngineTest, RefusesClearlyWithoutGpu) {
+  if (HaveGpu()) GTEST_SKIP() << "a GPU is visible; this checks the error without one";
+  const Spec s{"base", 64, 4, 100, HiddenAct::kGelu, HeadKind::kBase};
+  auto engine = MakeCuda(MakeModel(s, 1), Precision::kFp16);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(engine.status().message().empty());
+}
+
+struct Case {
+  Spec spec;
+  Precision precision;
+};
+
+class CudaParityTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaParityTest, MatchesCpuEngineAndSingleRuns) {
+  SKIP_WITHOUT_GPU();
+  const Case& c = GetParam();
+  auto model = MakeModel(c.spec, 7);
+  auto cpu = CreateCpuEngine(model, {});
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  auto gpu = MakeCuda(model, c.precision);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  const RunOptions opts{.last_hidden_state = true};
+
+  const RaggedBatch batch = MakeBatch({1, 7, 64, 300, 512, 33, 128, 2}, 11);
+  auto want = (*cpu)->Run(batch, opts);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  auto got = (*gpu)->Run(batch, opts);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ExpectClose(*got, *want, c.precision, "batched vs cpu");
+
+  // Each sequence alone gives its rows of the batch.
+  for (int s = 0; s < batch.num_seqs(); ++s) {
+    const int b = batch.cu_seqlens[s], e = batch.cu_seqlens[s + 1];
+    RaggedBatch one;
+    one.Add({batch.input_ids.begin() + b, batch.input_ids.begin() + e},
+            {batch.token_type_ids.begin() + b, batch.token_type_ids.begin() + e});
+    auto alone = (*gpu)->Run(one, opts);
+    ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+    ExpectClose(*alone, Slice(*got, batch, s), c.precision,
+                "sequence " + std::to_string(s) + " alone vs batched");
+  }
+}
+
+const Spec kSpecs[] = {
+    {"seqcls_hd16_gelu", 64, 4, 100, HiddenAct::kGelu, HeadKind::kSequenceClassification},
+    {"tokcls_hd32_gelunew", 128, 4, 256, HiddenAct::kGeluTanh, HeadKind::kTokenClassification},
+    {"qa_hd64_relu", 256, 4, 512, HiddenAct::kRelu, HeadKind::kQuestionAnswering},
+    {"emb_hd128_mean_norm", 256, 2, 100, HiddenAct::kGelu, HeadKind::kSentenceEmbedding,
+     Pooling::kMean, true},
+    {"base_hd32_pooler", 128, 4, 200, HiddenAct::kGelu, HeadKind::kBase},
+    {"emb_hd16_max", 64, 4, 100, HiddenAct::kGeluTanh, HeadKind::kSentenceEmbedding,
+     Pooling::kMax, false},
+    {"emb_hd96_cls_norm", 192, 2, 300, HiddenAct::kRelu, HeadKind::kSentenceEmbedding,
+     Pooling::kCls, true},
+    {"seqcls_hd64_gelu", 256, 4, 384, HiddenAct::kGelu, HeadKind::kSequenceClassification},
+    {"tokcls_hd96_gelu", 192, 2, 300, HiddenAct::kGelu, HeadKind::kTokenClassification},
+};
+
+std::vector<Case> AllCases() {
+  std::vector<Case> cases;
+  for (const Spec& s : kSpecs)
+    for (Precision p : {Precision::kFp32, Precision::kFp16, Precision::kBf16})
+      cases.push_back({s, p});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuda, CudaParityTest, ::testing::ValuesIn(AllCases()),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return std::string(info.param.spec.name) + "_" +
+                                  PrecisionName(info.param.precision);
+                         });
+
+TEST(CudaEngineTest, RejectsInvalidIdsBeforeAnyKernel) {
+  SKIP_WITHOUT_GPU();
+  const Spec s{"seqcls", 64, 4, 100, HiddenAct::kGelu, HeadKind::kSequenceClassification};
+  auto gpu = MakeCuda(MakeModel(s, 3), Precision::kFp16);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  RaggedBatch bad = MakeBatch({5, 9}, 4);
+  bad.input_ids[7] = kVocab;
+  EXPECT_EQ((*gpu)->Run(bad, {}).status().code(), StatusCode::kInvalidArgument);
+  RaggedBatch bad_type = MakeBatch({5}, 4);
+  bad_type.token_type_ids[2] = 2;
+  EXPECT_EQ((*gpu)->Run(bad_type, {}).status().code(), StatusCode::kInvalidArgument);
+  RaggedBatch too_long = MakeBatch({513}, 4);
+  EXPECT_EQ((*gpu)->Run(too_long, {}).status().code(), StatusCode::kInvalidArgument);
+  // The refusals ran nothing on the GPU, so the engine is still healthy.
+  auto ok = (*gpu)->Run(MakeBatch({5, 9}, 4), {});
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->Find("logits")->data.size(), 2u * kLabels);
+}
+
+TEST(CudaEngineTest, PoolGrowsAndMaxBatchTokensIsEnforced) {
+  SKIP_WITHOUT_GPU();
+  const Spec s{"base", 128, 4, 200, HiddenAct::kGelu, HeadKind::kBase};
+  auto model = MakeModel(s, 5);
+  auto grow = MakeCuda(model, Precision::kFp16);
+  ASSERT_TRUE(grow.ok()) << grow.status().ToString();
+  ASSERT_TRUE((*grow)->Run(MakeBatch({10}, 1), {}).ok());
+  const size_t small = (*grow)->PeakMemoryBytes();
+  ASSERT_TRUE((*grow)->Run(MakeBatch({512, 512, 512}, 1), {}).ok());
+  EXPECT_GT((*grow)->PeakMemoryBytes(), small);
+
+  auto capped = MakeCuda(model, Precision::kFp16, 600);
+  ASSERT_TRUE(capped.ok()) << capped.status().ToString();
+  EXPECT_TRUE((*capped)->Run(MakeBatch({300, 300}, 1), {}).ok());
+  EXPECT_EQ((*capped)->Run(MakeBatch({300, 301}, 1), {}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_NE((*capped)->device().find("cuda:0"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace bertrt

@@ -1,0 +1,280 @@
+#include "bertrt/importer.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "bertrt/safetensors.h"
+#include "importer/weight_mapping.h"
+#include "importer_test_util.h"
+
+namespace bertrt {
+namespace {
+
+using importer_test::Load;
+using importer_test::Loaded;
+using importer_test::ModelDir;
+
+std::vector<float> Values(const Tensor& t) {
+  EXPECT_EQ(t.dtype(), DType::kF32);
+  return std::vector<float>(t.f32(), t.f32() + t.numel());
+}
+
+// ---- the committed tiny models ----
+
+struct ModelCase {
+  const char* dir;
+  HeadKind head;
+  HiddenAct act;
+  int num_labels;
+  bool has_pooler;
+};
+
+class TinyModelTest : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(TinyModelTest, LoadsWithExpectedConfig) {
+  const ModelCase& c = GetParam();
+  Loaded l = Load(ModelDir(c.dir));
+  ASSERT_TRUE(l.model.ok()) << l.model.status().ToString();
+  const Model& m = **l.model;
+  EXPECT_EQ(m.config.model_type, "bert");
+  EXPECT_EQ(m.config.head, c.head);
+  EXPECT_EQ(m.config.hidden_act, c.act);
+  EXPECT_EQ(m.config.hidden_size, 32);
+  EXPECT_EQ(m.config.num_layers, 2);
+  EXPECT_EQ(m.config.num_heads, 4);
+  EXPECT_EQ(m.config.head_dim(), 8);
+  EXPECT_EQ(m.config.intermediate_size, 37);
+  EXPECT_EQ(m.config.vocab_size, 512);
+  EXPECT_EQ(m.config.max_position_embeddings, 64);
+  EXPECT_EQ(m.config.type_vocab_size, 2);
+  EXPECT_FLOAT_EQ(m.config.layer_norm_eps, 1e-12f);
+  EXPECT_EQ(m.config.num_labels, c.num_labels);
+  EXPECT_EQ(m.source, ModelDir(c.dir));
+
+  const ModelWeights& w = m.weights;
+  ASSERT_EQ(w.layers.size(), 2u);
+  EXPECT_EQ(w.word_embeddings.shape(), (std::vector<int64_t>{512, 32}));
+  EXPECT_EQ(w.layers[1].ffn_in_w.shape(), (std::vector<int64_t>{37, 32}));
+  EXPECT_EQ(w.layers[1].ffn_out_w.shape(), (std::vector<int64_t>{32, 37}));
+  EXPECT_EQ(w.pooler_w.empty(), !c.has_pooler);
+  for (const Tensor* t : {&w.word_embeddings, &w.emb_ln_gamma, &w.layers[0].query_w,
+                          &w.layers[1].ffn_ln_beta})
+    EXPECT_EQ(t->dtype(), DType::kF32);
+  if (c.num_labels > 0) {
+    EXPECT_EQ(w.classifier_w.shape(), (std::vector<int64_t>{c.num_labels, 32}));
+    EXPECT_EQ(w.classifier_b.shape(), (std::vector<int64_t>{c.num_labels}));
+  } else {
+    EXPECT_TRUE(w.classifier_w.empty());
+  }
+  // LayerNorm gammas are random around 1, so a swapped gamma/beta would show.
+  EXPECT_NEAR(Values(w.emb_ln_gamma)[0], 1.0f, 0.5f);
+  EXPECT_NEAR(Values(w.emb_ln_beta)[0], 0.0f, 0.3f);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Models, TinyModelTest,
+    ::testing::Values(
+        ModelCase{"base", HeadKind::kBase, HiddenAct::kGelu, 0, true},
+        ModelCase{"base_prefixed", HeadKind::kBase, HiddenAct::kGeluTanh, 0, true},
+        ModelCase{"seq_cls", HeadKind::kSequenceClassification, HiddenAct::kGelu, 3, true},
+        ModelCase{"token_cls", HeadKind::kTokenClassification, HiddenAct::kRelu, 9, false},
+        ModelCase{"qa", HeadKind::kQuestionAnswering, HiddenAct::kGeluTanh, 2, false},
+        ModelCase{"sentence_mean", HeadKind::kSentenceEmbedding, HiddenAct::kGelu, 0, true},
+        ModelCase{"sentence_cls", HeadKind::kSentenceEmbedding, HiddenAct::kRelu, 0, true},
+        ModelCase{"sentence_max", HeadKind::kSentenceEmbedding, HiddenAct::kGeluTanh, 0, true},
+        ModelCase{"seq_cls_f16", HeadKind::kSequenceClassification, HiddenAct::kGelu, 3, true},
+        ModelCase{"seq_cls_bf16", HeadKind::kSequenceClassification, HiddenAct::kGelu, 3, true},
+        ModelCase{"sharded", HeadKind::kSequenceClassification, HiddenAct::kGeluTanh, 2, true},
+        ModelCase{"training_junk", HeadKind::kSequenceClassification, HiddenAct::kGelu, 2,
+                  true}),
+    [](const auto& info) { return std::string(info.param.dir); });
+
+TEST(Importer, Labels) {
+  auto seq = Load(ModelDir("seq_cls"));
+  ASSERT_TRUE(seq.model.ok());
+  EXPECT_EQ((*seq.model)->config.labels,
+            (std::vector<std::string>{"CLASS_0", "CLASS_1", "CLASS_2"}));
+  EXPECT_EQ((*seq.model)->config.architecture, "BertForSequenceClassification");
+  auto tok = Load(ModelDir("token_cls"));
+  ASSERT_TRUE(tok.model.ok());
+  ASSERT_EQ((*tok.model)->config.labels.size(), 9u);
+  EXPECT_EQ((*tok.model)->config.labels[0], "O");
+  EXPECT_EQ((*tok.model)->config.labels[1], "B-PER");
+  EXPECT_EQ((*tok.model)->config.labels[8], "I-MISC");
+}
+
+TEST(Importer, SentenceTransformersSettings) {
+  auto mean = Load(ModelDir("sentence_mean"));
+  ASSERT_TRUE(mean.model.ok());
+  EXPECT_EQ((*mean.model)->config.pooling, Pooling::kMean);
+  EXPECT_TRUE((*mean.model)->config.normalize);
+  EXPECT_EQ((*mean.model)->config.max_seq_length, 48);
+  auto cls = Load(ModelDir("sentence_cls"));
+  ASSERT_TRUE(cls.model.ok());
+  EXPECT_EQ((*cls.model)->config.pooling, Pooling::kCls);
+  EXPECT_FALSE((*cls.model)->config.normalize);
+  EXPECT_EQ((*cls.model)->config.max_seq_length, 64);
+  auto max = Load(ModelDir("sentence_max"));
+  ASSERT_TRUE(max.model.ok());
+  EXPECT_EQ((*max.model)->config.pooling, Pooling::kMax);
+  EXPECT_TRUE((*max.model)->config.normalize);
+}
+
+TEST(Importer, PrefixedAndUnprefixedBaseAgreeOnLayout) {
+  // Both are BertModel checkpoints, one with "bert." names; each binds fully.
+  for (const char* name : {"base", "base_prefixed"}) {
+    auto l = Load(ModelDir(name));
+    ASSERT_TRUE(l.model.ok()) << name << ": " << l.model.status().ToString();
+    EXPECT_TRUE(l.notices.empty()) << name << ": " << l.notices[0];
+  }
+}
+
+TEST(Importer, F32WeightsAreTheFileBytes) {
+  auto l = Load(ModelDir("seq_cls"));
+  ASSERT_TRUE(l.model.ok());
+  auto file = SafetensorsFile::Open(ModelDir("seq_cls") + "/model.safetensors");
+  ASSERT_TRUE(file.ok());
+  const Tensor ref = file->View(*file->Find("bert.encoder.layer.1.output.dense.weight"));
+  const Tensor& got = (*l.model)->weights.layers[1].ffn_out_w;
+  ASSERT_EQ(got.nbytes(), ref.nbytes());
+  EXPECT_EQ(std::memcmp(got.raw(), ref.raw(), ref.nbytes()), 0);
+}
+
+TEST(Importer, ParameterCountMatchesTransformers) {
+  // transformers' BertForSequenceClassification(num_labels=3) at these sizes.
+  auto l = Load(ModelDir("seq_cls"));
+  ASSERT_TRUE(l.model.ok());
+  const size_t H = 32, I = 37, V = 512, P = 64, T = 2, L = 2, N = 3;
+  const size_t layer = 4 * (H * H + H) + 2 * 2 * H + (I * H + I) + (H * I + H);
+  EXPECT_EQ((*l.model)->ParameterCount(),
+            (V + P + T) * H + 2 * H + L * layer + (H * H + H) + (N * H + N));
+}
+
+// ---- fp16 / bf16 ----
+
+TEST(DTypeConversion, HalfExhaustive) {
+  for (uint32_t bits = 0; bits < 65536; ++bits) {
+    const uint16_t h = static_cast<uint16_t>(bits);
+    const int exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+    const float sign = (h & 0x8000) ? -1.0f : 1.0f;
+    const float got = importer::HalfToFloat(h);
+    if (exp == 31) {
+      if (mant == 0) EXPECT_EQ(got, sign * INFINITY) << bits;
+      else EXPECT_TRUE(std::isnan(got)) << bits;
+      continue;
+    }
+    const float want = exp == 0 ? sign * std::ldexp(static_cast<float>(mant), -24)
+                                : sign * std::ldexp(1.0f + mant / 1024.0f, exp - 15);
+    ASSERT_EQ(got, want) << "half bits " << bits;
+    EXPECT_EQ(std::signbit(got), (h & 0x8000) != 0) << bits;
+  }
+  EXPECT_EQ(importer::HalfToFloat(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
+  EXPECT_EQ(importer::HalfToFloat(0x0400), std::ldexp(1.0f, -14));  // smallest normal
+  EXPECT_EQ(importer::HalfToFloat(0x7bff), 65504.0f);
+  EXPECT_EQ(importer::HalfToFloat(0x3c00), 1.0f);
+}
+
+TEST(DTypeConversion, BFloat16) {
+  EXPECT_EQ(importer::BFloat16ToFloat(0x3f80), 1.0f);
+  EXPECT_EQ(importer::BFloat16ToFloat(0xc000), -2.0f);
+  EXPECT_EQ(importer::BFloat16ToFloat(0x7f80), INFINITY);
+  EXPECT_TRUE(std::isnan(importer::BFloat16ToFloat(0x7fc1)));
+  EXPECT_EQ(importer::BFloat16ToFloat(0x0001), std::ldexp(1.0f, -133));  // subnormal
+}
+
+// seq_cls_f16 / _bf16 hold seq_cls's weights rounded to nearest; the loaded
+// fp32 values must be exactly those roundings.
+// Below `min_normal` the format is subnormal with a fixed spacing.
+void ExpectRoundedCopy(const char* dir, int mantissa_bits, float min_normal) {
+  auto ref = Load(ModelDir("seq_cls"));
+  auto low = Load(ModelDir(dir));
+  ASSERT_TRUE(ref.model.ok() && low.model.ok());
+  const auto& a = (*ref.model)->weights;
+  const auto& b = (*low.model)->weights;
+  for (auto [x, y] : {std::pair{&a.word_embeddings, &b.word_embeddings},
+                      std::pair{&a.layers[1].ffn_in_w, &b.layers[1].ffn_in_w},
+                      std::pair{&a.emb_ln_gamma, &b.emb_ln_gamma},
+                      std::pair{&a.classifier_w, &b.classifier_w}}) {
+    const std::vector<float> xs = Values(*x), ys = Values(*y);
+    ASSERT_EQ(xs.size(), ys.size());
+    for (size_t i = 0; i < xs.size(); ++i) {
+      int e = 0;
+      std::frexp(xs[i], &e);
+      const float half_ulp = std::ldexp(1.0f, std::max(e, std::ilogb(min_normal) + 1) - 2 -
+                                                   mantissa_bits);
+      ASSERT_LE(std::fabs(xs[i] - ys[i]), half_ulp) << dir << " element " << i;
+      const float scaled = std::ldexp(ys[i], -(e - 1) + mantissa_bits);
+      if (std::fabs(xs[i]) >= 2 * min_normal)
+        ASSERT_EQ(scaled, std::nearbyint(scaled)) << dir << " element " << i;
+    }
+  }
+}
+
+TEST(DTypeConversion, F16ModelIsRoundedF32Model) { ExpectRoundedCopy("seq_cls_f16", 10, std::ldexp(1.0f, -14)); }
+TEST(DTypeConversion, BF16ModelIsRoundedF32Model) { ExpectRoundedCopy("seq_cls_bf16", 7, FLT_MIN); }
+
+// ---- sharded, junk ----
+
+TEST(Importer, ShardedCheckpointUsesBothShards) {
+  auto l = Load(ModelDir("sharded"));
+  ASSERT_TRUE(l.model.ok()) << l.model.status().ToString();
+  EXPECT_FALSE((*l.model)->weights.word_embeddings.empty());
+  EXPECT_FALSE((*l.model)->weights.classifier_w.empty());
+  EXPECT_TRUE(l.notices.empty());
+}
+
+TEST(Importer, TrainingJunkSkippedWithOneNotice) {
+  auto l = Load(ModelDir("training_junk"));
+  ASSERT_TRUE(l.model.ok()) << l.model.status().ToString();
+  ASSERT_EQ(l.notices.size(), 1u);
+  EXPECT_NE(l.notices[0].find("skipped 7 training-only"), std::string::npos) << l.notices[0];
+  EXPECT_NE(l.notices[0].find("adam_m"), std::string::npos) << l.notices[0];
+}
+
+// The tokenizer comes from the same directory (vocab.txt or tokenizer.json)
+// and agrees with the HF tokenizer recorded in golden.json.
+TEST(LoadModelAndTokenizer, MatchesGoldenInputIds) {
+  for (const char* name : {"seq_cls", "sentence_cls", "token_cls", "sentence_mean"}) {
+    auto loaded = LoadModelAndTokenizer(ModelDir(name));
+    ASSERT_TRUE(loaded.ok()) << name << ": " << loaded.status().ToString();
+    EXPECT_EQ(loaded->tokenizer->vocab_size(), 512u);
+    const nlohmann::json golden =
+        nlohmann::json::parse(std::ifstream(ModelDir(name) + "/golden.json"));
+    const size_t max_length = static_cast<size_t>(loaded->model->config.max_seq_length);
+    for (const nlohmann::json& in : golden["inputs"]) {
+      std::optional<std::string> pair;
+      if (in.contains("text_pair")) pair = in["text_pair"].get<std::string>();
+      auto enc = loaded->tokenizer->Encode(in["text"].get<std::string>(), pair, max_length);
+      ASSERT_TRUE(enc.ok()) << enc.status().ToString();
+      EXPECT_EQ(enc->input_ids, in["input_ids"].get<std::vector<int32_t>>())
+          << name << ": " << in["text"];
+      EXPECT_EQ(enc->token_type_ids, in["token_type_ids"].get<std::vector<int32_t>>());
+    }
+  }
+}
+
+TEST(LoadModelAndTokenizer, ModelErrorComesFirst) {
+  auto loaded = LoadModelAndTokenizer("/nonexistent/model");
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), StatusCode::kNotFound);
+}
+
+TEST(Importer, NotADirectory) {
+  auto missing = Load("/nonexistent/model");
+  ASSERT_FALSE(missing.model.ok());
+  EXPECT_EQ(missing.model.status().code(), StatusCode::kNotFound);
+  auto file = Load(ModelDir("base") + "/config.json");
+  ASSERT_FALSE(file.model.ok());
+  EXPECT_EQ(file.model.status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace bertrt

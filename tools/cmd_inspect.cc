@@ -1,0 +1,137 @@
+// `bertrt inspect MODEL [--json]`: what bertrt understood of a model directory.
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "bertrt/importer.h"
+#include "cli_util.h"
+#include "commands.h"
+
+namespace bertrt::cli {
+
+namespace {
+
+struct InspectOptions {
+  std::string model;
+  bool json = false;
+};
+
+nlohmann::json Describe(const LoadedModel& loaded) {
+  const ModelConfig& c = loaded.model->config;
+  nlohmann::json j;
+  j["source"] = loaded.model->source;
+  j["architecture"] = c.architecture;
+  j["model_type"] = c.model_type;
+  j["head"] = HeadKindName(c.head);
+  j["hidden_size"] = c.hidden_size;
+  j["num_layers"] = c.num_layers;
+  j["num_heads"] = c.num_heads;
+  j["head_dim"] = c.head_dim();
+  j["intermediate_size"] = c.intermediate_size;
+  j["vocab_size"] = c.vocab_size;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["type_vocab_size"] = c.type_vocab_size;
+  j["hidden_act"] = HiddenActName(c.hidden_act);
+  j["layer_norm_eps"] = FloatJson(c.layer_norm_eps);
+  j["pad_token_id"] = c.pad_token_id;
+  j["max_seq_length"] = c.max_seq_length;
+  j["parameters"] = loaded.model->ParameterCount();
+  j["has_pooler"] = !loaded.model->weights.pooler_w.empty();
+  if (c.head == HeadKind::kSentenceEmbedding) {
+    j["pooling"] = PoolingName(c.pooling);
+    j["normalize"] = c.normalize;
+  }
+  if (c.num_labels > 0) j["num_labels"] = c.num_labels;
+  if (!c.labels.empty()) j["labels"] = c.labels;
+
+  const Tokenizer& tok = *loaded.tokenizer;
+  const TokenizerSettings& s = tok.settings();
+  nlohmann::json t;
+  t["vocab_size"] = tok.vocab_size();
+  t["lowercase"] = s.lowercase;
+  // HF's rule: unset strip_accents follows lowercase.
+  t["strip_accents"] = s.strip_accents.value_or(s.lowercase);
+  t["handle_chinese_chars"] = s.handle_chinese_chars;
+  t["clean_text"] = s.clean_text;
+  t["max_input_chars_per_word"] = s.max_input_chars_per_word;
+  t["continuing_subword_prefix"] = s.continuing_subword_prefix;
+  nlohmann::json special = nlohmann::json::object();
+  for (const std::string* token : {&s.cls_token, &s.sep_token, &s.pad_token, &s.unk_token})
+    special[*token] = tok.TokenToId(*token);
+  t["special_tokens"] = special;
+  j["tokenizer"] = t;
+  return j;
+}
+
+std::string YesNo(bool b) { return b ? "yes" : "no"; }
+
+void PrintText(const nlohmann::json& j, std::ostream& out) {
+  auto row = [&out](const char* key, const std::string& value) {
+    out << std::left << std::setw(18) << key << value << "\n";
+  };
+  auto str = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
+  row("model", str(j["source"]));
+  row("architecture", j["architecture"].get<std::string>().empty() ? "(none given)"
+                                                                   : str(j["architecture"]));
+  row("model_type", str(j["model_type"]));
+  row("head", str(j["head"]));
+  row("hidden size", str(j["hidden_size"]));
+  row("layers", str(j["num_layers"]));
+  row("attention heads", str(j["num_heads"]) + " (head dim " + str(j["head_dim"]) + ")");
+  row("intermediate", str(j["intermediate_size"]));
+  row("vocab size", str(j["vocab_size"]));
+  row("max positions", str(j["max_position_embeddings"]));
+  row("type vocab size", str(j["type_vocab_size"]));
+  row("activation", str(j["hidden_act"]));
+  row("layer norm eps", str(j["layer_norm_eps"]));
+  row("parameters", str(j["parameters"]) + (j["has_pooler"].get<bool>() ? "" : " (no pooler)"));
+  row("max seq length", str(j["max_seq_length"]));
+  if (j.contains("pooling")) {
+    row("pooling", str(j["pooling"]));
+    row("normalize", YesNo(j["normalize"].get<bool>()));
+  }
+  if (j.contains("labels")) {
+    std::string labels;
+    for (size_t i = 0; i < j["labels"].size(); ++i)
+      labels += (i ? ", " : "") + std::to_string(i) + "=" + j["labels"][i].get<std::string>();
+    row("labels", labels);
+  } else if (j.contains("num_labels")) {
+    row("outputs", str(j["num_labels"]));
+  }
+  const nlohmann::json& t = j["tokenizer"];
+  row("tokenizer vocab", str(t["vocab_size"]));
+  row("lowercase", YesNo(t["lowercase"].get<bool>()));
+  row("strip accents", YesNo(t["strip_accents"].get<bool>()));
+  row("chinese chars", YesNo(t["handle_chinese_chars"].get<bool>()));
+  std::string special;
+  for (const auto& [token, id] : t["special_tokens"].items())
+    special += (special.empty() ? "" : " ") + token + "=" + id.dump();
+  row("special tokens", special);
+}
+
+int RunInspect(const InspectOptions& opts) {
+  auto loaded = LoadForCli(opts.model);
+  if (!loaded.ok()) return Fail(loaded.status(), kExitModelError);
+  const nlohmann::json j = Describe(*loaded);
+  if (opts.json)
+    std::cout << j.dump(2) << "\n";
+  else
+    PrintText(j, std::cout);
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterInspectCommand(CLI::App& app, int& exit_code) {
+  auto opts = std::make_shared<InspectOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "inspect", "Show a model's architecture, head, sizes, labels and tokenizer settings");
+  cmd->add_option("MODEL", opts->model, "Hugging Face model directory")->required();
+  cmd->add_flag("--json", opts->json, "Print one JSON object instead of text");
+  cmd->callback([opts, &exit_code] { exit_code = RunInspect(*opts); });
+}
+
+}  // namespace bertrt::cli

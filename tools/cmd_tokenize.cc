@@ -1,0 +1,144 @@
+// `bertrt tokenize MODEL`: JSON Lines in, token ids / type ids / offsets out,
+// exactly as HF `tokenizers` gives them.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "bertrt/tokenizer.h"
+#include "commands.h"
+
+namespace bertrt::cli {
+namespace {
+
+struct TokenizeOptions {
+  std::string model;
+  size_t max_length = 0;
+  std::string truncation = "longest_first";
+};
+
+void AppendInts(std::string& out, const char* key, const std::vector<int32_t>& v) {
+  out += '"';
+  out += key;
+  out += "\": [";
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(v[i]);
+  }
+  out += ']';
+}
+
+void AppendEncoding(std::string& out, const Encoding& e) {
+  out += '{';
+  AppendInts(out, "input_ids", e.input_ids);
+  out += ", ";
+  AppendInts(out, "token_type_ids", e.token_type_ids);
+  out += ", \"offsets\": [";
+  for (size_t i = 0; i < e.offsets.size(); ++i) {
+    if (i) out += ", ";
+    out += '[';
+    out += std::to_string(e.offsets[i].first);
+    out += ", ";
+    out += std::to_string(e.offsets[i].second);
+    out += ']';
+  }
+  out += "]}\n";
+}
+
+void AppendError(std::string& out, size_t line_no, const std::string& message) {
+  nlohmann::json j = {{"error", "line " + std::to_string(line_no) + ": " + message}};
+  out += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  out += '\n';
+}
+
+// Encodes one input line into `out`; returns false when it was an error.
+bool TokenizeLine(const Tokenizer& tok, const std::string& line, size_t line_no,
+                  size_t max_length, Truncation truncation, std::string& out) {
+  const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    AppendError(out, line_no, "not valid JSON (or not valid UTF-8)");
+    return false;
+  }
+  if (!j.is_object() || !j.contains("text")) {
+    AppendError(out, line_no, "expected an object with a \"text\" string");
+    return false;
+  }
+  if (!j["text"].is_string()) {
+    AppendError(out, line_no, "\"text\" must be a string");
+    return false;
+  }
+  std::optional<std::string_view> pair;
+  const auto pair_it = j.find("text_pair");
+  if (pair_it != j.end() && !pair_it->is_null()) {
+    if (!pair_it->is_string()) {
+      AppendError(out, line_no, "\"text_pair\" must be a string");
+      return false;
+    }
+    pair = pair_it->get_ref<const std::string&>();
+  }
+  const auto enc = tok.Encode(j["text"].get_ref<const std::string&>(), pair, max_length, truncation);
+  if (!enc.ok()) {
+    AppendError(out, line_no, enc.status().message());
+    return false;
+  }
+  AppendEncoding(out, *enc);
+  return true;
+}
+
+int RunTokenize(const TokenizeOptions& opts) {
+  auto tok = Tokenizer::FromDirectory(opts.model);
+  if (!tok.ok()) {
+    std::cerr << "bertrt tokenize: " << tok.status().ToString() << "\n";
+    return kExitModelError;
+  }
+  const auto truncation = ParseTruncation(opts.truncation);
+  if (!truncation.ok()) {
+    std::cerr << "bertrt tokenize: " << truncation.status().ToString() << "\n";
+    return kExitUsage;
+  }
+  std::ios::sync_with_stdio(false);
+  std::string line;
+  std::string out;
+  size_t line_no = 0;
+  bool failed = false;
+  while (std::getline(std::cin, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    failed |= !TokenizeLine(**tok, line, line_no, opts.max_length, *truncation, out);
+    if (out.size() > (1 << 16)) {
+      std::fwrite(out.data(), 1, out.size(), stdout);
+      out.clear();
+    }
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  std::fflush(stdout);
+  return failed ? kExitSomeInputsFailed : kExitOk;
+}
+
+}  // namespace
+
+void RegisterTokenizeCommand(CLI::App& app, int& exit_code) {
+  auto opts = std::make_shared<TokenizeOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "tokenize",
+      "Tokenize JSON Lines from stdin with a model's BERT WordPiece tokenizer.\n"
+      "Each input line is {\"text\": ..., \"text_pair\": ...} (text_pair optional); each output\n"
+      "line is {\"input_ids\": [...], \"token_type_ids\": [...], \"offsets\": [[start, end], ...]}\n"
+      "with offsets in Unicode code points of the text the token came from ([0, 0] for\n"
+      "special tokens), identical to HF tokenizers. A bad line gives {\"error\": \"line N: ...\"}\n"
+      "and the other lines are still processed (exit code 1).\n"
+      "Example: echo '{\"text\": \"Hello world\"}' | bertrt tokenize models/all-MiniLM-L6-v2");
+  cmd->add_option("MODEL", opts->model,
+                  "model directory holding tokenizer.json, or vocab.txt (+ tokenizer_config.json)")
+      ->required();
+  cmd->add_option("--max-length", opts->max_length,
+                  "truncate to at most N tokens including [CLS]/[SEP]; 0 or absent: no truncation");
+  cmd->add_option("--truncation", opts->truncation,
+                  "how to truncate a pair: longest_first (default), only_first, only_second")
+      ->check(CLI::IsMember({"longest_first", "only_first", "only_second"}));
+  cmd->callback([opts, &exit_code] { exit_code = RunTokenize(*opts); });
+}
+
+}  // namespace bertrt::cli
