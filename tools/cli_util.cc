@@ -1,6 +1,6 @@
 #include "cli_util.h"
 
-#include "bertrt/devices.h"
+#include "bertrt/cuda_engine.h"
 
 #include <unistd.h>
 
@@ -19,18 +19,31 @@ StatusOr<LoadedModel> LoadForCli(const std::string& path) {
   return LoadModelAndTokenizer(path, options);
 }
 
+std::string ResolvePrecision(const std::string& device, const std::string& precision) {
+  if (!precision.empty()) return precision;
+  return device == "cuda" ? "fp16" : "fp32";
+}
+
 StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> model,
-                                               const std::string& device, int threads) {
+                                               const std::string& device, int threads,
+                                               const std::string& precision) {
+  auto parsed = ParsePrecision(ResolvePrecision(device, precision));
+  if (!parsed.ok()) return parsed.status();
   if (device == "cpu") {
+    if (*parsed != Precision::kFp32)
+      return InvalidArgument("--precision " + precision +
+                             ": the CPU engine runs fp32 only; use --device cuda for fp16/bf16");
     CpuEngineOptions options;
     options.threads = threads;
     return CreateCpuEngine(std::move(model), options);
   }
   if (device == "cuda") {
-    auto gpus = ListGpus();
-    if (!gpus.ok()) return FailedPrecondition("--device cuda: " + gpus.status().message());
-    return Unimplemented("--device cuda: found " + (*gpus)[0].name +
-                         ", but this version of bertrt has no CUDA engine yet; use --device cpu");
+    CudaEngineOptions options;
+    options.precision = *parsed;
+    auto engine = CreateCudaEngine(std::move(model), options);
+    if (!engine.ok())
+      return Status(engine.status().code(), "--device cuda: " + engine.status().message());
+    return engine;
   }
   return InvalidArgument("--device " + device + ": expected cpu or cuda");
 }

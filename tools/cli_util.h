@@ -18,9 +18,15 @@ namespace bertrt::cli {
 // Loads MODEL (an HF directory), printing import notices to stderr.
 StatusOr<LoadedModel> LoadForCli(const std::string& path);
 
-// --device cpu|cuda with --threads.
+// The --precision flag's value, or the device's default when it was not given:
+// fp32 on the CPU, fp16 on CUDA.
+std::string ResolvePrecision(const std::string& device, const std::string& precision);
+
+// --device cpu|cuda with --threads (CPU) and --precision fp32|fp16|bf16 (the
+// CPU engine is fp32 only).
 StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> model,
-                                               const std::string& device, int threads);
+                                               const std::string& device, int threads,
+                                               const std::string& precision);
 
 // The float as the shortest decimal that reads back to the same float, so JSON
 // output is exact without printing float->double noise digits.

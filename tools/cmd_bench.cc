@@ -16,7 +16,7 @@ namespace {
 struct BenchFlags {
   std::string model;
   std::string device = "cpu";
-  std::string precision = "fp32";
+  std::string precision;  // empty: the device's default
   std::string lengths;
   int threads = 0;
   int batch_size = 1;
@@ -60,10 +60,6 @@ StatusOr<std::pair<int, int>> ParseLengths(const BenchFlags& flags) {
 }
 
 int Bench(const BenchFlags& flags) {
-  if (flags.precision != "fp32" && flags.device == "cpu")
-    return Fail(InvalidArgument("--precision " + flags.precision +
-                                ": the CPU engine runs fp32 only"),
-                kExitUsage);
   auto lengths = ParseLengths(flags);
   if (!lengths.ok()) return Fail(lengths.status(), kExitUsage);
   auto model = LoadHfModel(flags.model);
@@ -75,7 +71,7 @@ int Bench(const BenchFlags& flags) {
                                 std::to_string(config.max_position_embeddings) +
                                 " position embeddings"),
                 kExitUsage);
-  auto engine = CreateEngine(*model, flags.device, flags.threads);
+  auto engine = CreateEngine(*model, flags.device, flags.threads, flags.precision);
   if (!engine.ok()) return Fail(engine.status(), kExitRuntimeError);
 
   std::mt19937 rng(flags.seed);
@@ -102,7 +98,7 @@ int Bench(const BenchFlags& flags) {
   nlohmann::json result = {
       {"model", flags.model},
       {"device", (*engine)->device()},
-      {"precision", flags.precision},
+      {"precision", ResolvePrecision(flags.device, flags.precision)},
       {"threads", flags.threads},
       {"batch_size", flags.batch_size},
       {"iterations", flags.iterations},
@@ -124,7 +120,7 @@ int Bench(const BenchFlags& flags) {
               "batch", "median_ms", "p90_ms", "p99_ms", "seq/s", "tokens/s", "peak_MiB", "iterations");
   std::string len_text = flags.lengths.empty() ? std::to_string(flags.seq_len) : flags.lengths;
   std::printf("%-10s %-6s %-9s %5d %9.3f %9.3f %9.3f %9.1f %11.0f %12.1f %12d\n",
-              (*engine)->device().c_str(), flags.precision.c_str(), len_text.c_str(),
+              (*engine)->device().c_str(), ResolvePrecision(flags.device, flags.precision).c_str(), len_text.c_str(),
               flags.batch_size, median, Percentile(ms, 0.9), Percentile(ms, 0.99), seq_per_s,
               tokens_per_s, (*engine)->PeakMemoryBytes() / 1048576.0, flags.iterations);
   return kExitOk;
@@ -140,7 +136,8 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
       "host memory); prints a table, or one JSON object with --json.");
   cmd->add_option("MODEL", flags->model, "HF model directory")->required();
   cmd->add_option("--device", flags->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--precision", flags->precision, "fp32, fp16 or bf16")
+  cmd->add_option("--precision", flags->precision,
+                  "fp32, fp16 or bf16 (default: fp32 on cpu, fp16 on cuda)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
   cmd->add_option("--threads", flags->threads, "CPU threads (0: all cores)")
       ->check(CLI::NonNegativeNumber);

@@ -13,6 +13,7 @@ namespace {
 struct RunFlags {
   std::string model;
   std::string device = "cpu";
+  std::string precision;  // empty: fp32 on the CPU, fp16 on CUDA
   std::string truncation = "longest_first";
   std::string output = "default";
   int max_length = 0;
@@ -126,7 +127,7 @@ int Run(const RunFlags& flags) {
                                 std::to_string(config.max_position_embeddings) +
                                 " position embeddings"),
                 kExitUsage);
-  auto engine = CreateEngine(loaded->model, flags.device, flags.threads);
+  auto engine = CreateEngine(loaded->model, flags.device, flags.threads, flags.precision);
   if (!engine.ok()) return Fail(engine.status(), kExitRuntimeError);
 
   ProgressBar progress("run");
@@ -175,6 +176,9 @@ void RegisterRunCommand(CLI::App& app, int& exit_code) {
       "(question answering), embedding (sentence-transformers), pooler_output (BertModel).");
   cmd->add_option("MODEL", flags->model, "HF model directory")->required();
   cmd->add_option("--device", flags->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--precision", flags->precision,
+                  "fp32, fp16 or bf16 (default: fp32 on cpu, fp16 on cuda)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
   cmd->add_option("--max-length", flags->max_length,
                   "Truncate inputs to N tokens, special tokens included (default: the model's limit)")
       ->check(CLI::NonNegativeNumber);

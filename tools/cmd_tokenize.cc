@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bertrt/tokenizer.h"
+#include "cli_util.h"
 #include "commands.h"
 
 namespace bertrt::cli {
@@ -47,40 +48,21 @@ void AppendEncoding(std::string& out, const Encoding& e) {
   out += "]}\n";
 }
 
-void AppendError(std::string& out, size_t line_no, const std::string& message) {
-  nlohmann::json j = {{"error", "line " + std::to_string(line_no) + ": " + message}};
-  out += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  out += '\n';
-}
-
 // Encodes one input line into `out`; returns false when it was an error.
 bool TokenizeLine(const Tokenizer& tok, const std::string& line, size_t line_no,
                   size_t max_length, Truncation truncation, std::string& out) {
-  const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    AppendError(out, line_no, "not valid JSON (or not valid UTF-8)");
-    return false;
+  auto input = ParseTextLine(line, line_no);
+  StatusOr<Encoding> enc = input.status();
+  if (input.ok()) {
+    std::optional<std::string_view> pair;
+    if (input->text_pair) pair = *input->text_pair;
+    enc = tok.Encode(input->text, pair, max_length, truncation);
+    if (!enc.ok())
+      enc = InvalidArgument("line " + std::to_string(line_no) + ": " + enc.status().message());
   }
-  if (!j.is_object() || !j.contains("text")) {
-    AppendError(out, line_no, "expected an object with a \"text\" string");
-    return false;
-  }
-  if (!j["text"].is_string()) {
-    AppendError(out, line_no, "\"text\" must be a string");
-    return false;
-  }
-  std::optional<std::string_view> pair;
-  const auto pair_it = j.find("text_pair");
-  if (pair_it != j.end() && !pair_it->is_null()) {
-    if (!pair_it->is_string()) {
-      AppendError(out, line_no, "\"text_pair\" must be a string");
-      return false;
-    }
-    pair = pair_it->get_ref<const std::string&>();
-  }
-  const auto enc = tok.Encode(j["text"].get_ref<const std::string&>(), pair, max_length, truncation);
   if (!enc.ok()) {
-    AppendError(out, line_no, enc.status().message());
+    out += ErrorRecord(enc.status()).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    out += '\n';
     return false;
   }
   AppendEncoding(out, *enc);
@@ -105,7 +87,6 @@ int RunTokenize(const TokenizeOptions& opts) {
   bool failed = false;
   while (std::getline(std::cin, line)) {
     ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
     failed |= !TokenizeLine(**tok, line, line_no, opts.max_length, *truncation, out);
     if (out.size() > (1 << 16)) {
       std::fwrite(out.data(), 1, out.size(), stdout);

@@ -1,0 +1,145 @@
+// Plan files: one self-contained, mmap-able file per model holding everything
+// needed to serve it (config, head, labels, tokenizer, weights in bertrt's own
+// layout, build metadata, a GEMM tuning-cache slot). The bytes of a plan are
+// untrusted: the reader checks every size, offset and checksum before use.
+//
+// Layout (little-endian; see src/builder/plan_format.h for the exact fields):
+//   header (64 B: magic "BERTRTPL", format version, sizes, table offset and
+//   count, CRC32C of the table and of the header) | sections, each 64-byte
+//   aligned (4096 for large tensors) | section table (name, kind, dtype,
+//   shape, offset, length, CRC32C per section).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bertrt/cuda_engine.h"
+#include "bertrt/devices.h"
+#include "bertrt/engine.h"
+#include "bertrt/model.h"
+#include "bertrt/status.h"
+#include "bertrt/tokenizer.h"
+
+namespace bertrt {
+
+// Bumped whenever a reader of the old version could misread a new plan.
+inline constexpr uint32_t kPlanFormatVersion = 1;
+
+using PlanNoticeFn = std::function<void(const std::string&)>;
+
+struct PlanBuildOptions {
+  // Precision of the stored GEMM weights, GEMM biases and embedding tables
+  // (what the CUDA engine computes in); LayerNorm and classifier stay fp32.
+  Precision precision = Precision::kFp32;
+  std::string device = "cpu";  // the backend the plan is laid out for: cpu | cuda
+  int max_seq_len = 0;         // 0: the model's max_seq_length
+  int max_batch_tokens = 0;    // 0: no limit; a hint for engines that reserve memory
+  // The GPU the tuning-cache slot is keyed by; nullopt when built without one.
+  std::optional<GpuInfo> gpu;
+};
+
+// What the plan says about itself (its metadata section).
+struct PlanInfo {
+  uint32_t format_version = 0;
+  std::string bertrt_version;  // of the build that wrote it
+  std::string created_utc;     // ISO 8601
+  std::string source;          // the HF directory it was built from
+  std::string source_checksum; // "crc32c:<hex>" over the source weight files
+  std::string precision;       // fp32 | fp16 | bf16
+  std::string device;          // cpu | cuda
+  std::string gpu_name;        // empty when not built on a GPU
+  int gpu_compute_capability = 0;
+  int max_seq_len = 0;
+  int max_batch_tokens = 0;
+  std::string tokenizer_kind;  // "tokenizer.json" | "vocab"
+  uint64_t file_size = 0;
+  size_t num_sections = 0;
+};
+
+struct Plan {
+  std::shared_ptr<Model> model;  // fp32 tensors; zero-copy views of the mapping for fp32 plans
+  std::shared_ptr<Tokenizer> tokenizer;
+  PlanInfo info;
+};
+
+struct PlanReadOptions {
+  PlanNoticeFn on_notice;  // e.g. "fp16 plan: weights widened to fp32 for the CPU"
+};
+
+// Whether `path` is a regular file that starts with the plan magic (cheap: it
+// reads 8 bytes). Used to route a MODEL argument to the plan reader.
+bool IsPlanFile(const std::string& path);
+
+// mmaps `path` read-only, validates it and binds the Model to the mapping.
+StatusOr<Plan> ReadPlan(const std::string& path, const PlanReadOptions& options = {});
+// The same over bytes in memory (tests, fuzzing); `owner` keeps them alive.
+StatusOr<Plan> ReadPlanFromMemory(std::string_view bytes, std::shared_ptr<const void> owner,
+                                  const std::string& display_name,
+                                  const PlanReadOptions& options = {});
+
+// How the tokenizer is stored so that it reloads exactly: the source
+// tokenizer.json bytes, or the vocab.txt lines (as parsed) plus the settings
+// the directory's tokenizer_config.json / special_tokens_map.json gave.
+struct TokenizerSource {
+  std::string kind;   // "tokenizer.json" | "vocab"
+  std::string bytes;  // the tokenizer.json text, or the vocabulary joined by '\n'
+  TokenizerSettings settings;  // used for "vocab"
+};
+
+// The directory whose tokenizer a model directory uses (sentence-transformers
+// keeps it next to the transformer module, usually the directory itself).
+StatusOr<std::string> TokenizerDirectory(const std::string& model_dir);
+StatusOr<TokenizerSource> ReadTokenizerSource(const std::string& model_dir);
+
+// Writes `model` (fp32 host tensors) as a plan at `path` (atomically: a
+// temporary file renamed into place).
+Status WritePlan(const Model& model, const TokenizerSource& tokenizer,
+                 const PlanBuildOptions& options, const std::string& source_checksum,
+                 const std::string& path);
+
+// "crc32c:<hex>" over the *.safetensors files of the model directory (its
+// transformer directory for sentence-transformers), in name order.
+StatusOr<std::string> SourceChecksum(const std::string& model_dir);
+
+// What a CUDA engine should say when serving this plan on `gpu`: empty when
+// it is the GPU the plan was tuned on, else that the GEMMs are re-tuned.
+std::string PlanRetuneNotice(const PlanInfo& info, const GpuInfo& gpu);
+
+// Verification of a built plan against the fp32 reference.
+struct VerifySample {
+  std::string text;
+  std::optional<std::string> text_pair;
+};
+
+// English, Chinese, Japanese, Russian, Arabic, a pair and a long text.
+std::vector<VerifySample> BuiltInVerifySamples();
+// JSON Lines of {"text": ..., "text_pair": ...}.
+StatusOr<std::vector<VerifySample>> ReadVerifySamples(const std::string& path);
+
+struct VerifyReport {
+  double max_abs_diff = 0;
+  double mean_abs_diff = 0;
+  double max_abs_reference = 0;  // scale for the relative fp32 threshold
+  double min_cosine = 1;
+  int argmax_total = 0;  // rows compared (classification heads only)
+  int argmax_equal = 0;
+  int samples = 0;
+  std::string output_name;  // the output compared (logits, embedding, ...)
+};
+
+// Encodes the samples with `tokenizer`, runs both engines on them one batch
+// at a time and compares the head's main output.
+StatusOr<VerifyReport> CompareEngines(Engine& reference, Engine& candidate,
+                                      const Tokenizer& tokenizer,
+                                      const std::vector<VerifySample>& samples, int max_length);
+
+// The thresholds: fp32 max abs diff <= 1e-4 * max(1, max |reference|);
+// fp16/bf16 min cosine >= 0.999 and every argmax equal. Ok or the reason.
+Status CheckVerifyThresholds(const VerifyReport& report, Precision precision);
+
+}  // namespace bertrt

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The one command for the GPU machine (device tool), after
+# `scripts/pack_for_device.sh` here and with `carry: [".carry"]`:
+#   1. the CUDA engine's tests (parity with the CPU engine, errors);
+#   2. `bertrt bench --device cuda` on a random BERT-base (fp16, seq 128);
+#   3. the CPU benchmark against ONNX Runtime and PyTorch on the host CPU.
+# Everything is logged under $OUT; bench/RESULTS.md comes back as $OUT/RESULTS.md.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export LD_LIBRARY_PATH="$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+status=0
+
+echo "== 1. CUDA tests"
+bash scripts/device_cuda.sh || status=1
+
+echo "== 2. CUDA engine smoke benchmark (BERT-base, random weights)"
+model=/tmp/bertrt-bench/bert-base-seqcls
+[ -f $model/model.safetensors ] || python3 scripts/make_random_model.py --preset bert-base \
+  --head seq-cls --num-labels 2 -o $model > /dev/null
+for b in 1 8 128; do
+  .carry/bin/bertrt bench $model --device cuda --precision fp16 --batch-size $b --seq-len 128 \
+    --iterations 50 --warmup 10 2>&1 | tee -a "$OUT/cuda_bench.log" || status=1
+done
+
+echo "== 3. CPU benchmark vs ONNX Runtime and PyTorch"
+bash scripts/device_cpu_bench.sh || status=1
+exit $status

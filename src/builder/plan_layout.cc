@@ -1,0 +1,263 @@
+#include "builder/plan_layout.h"
+
+#include <cmath>
+
+#include "builder/plan_format.h"
+
+namespace bertrt::plan {
+namespace {
+
+using nlohmann::json;
+
+bool HasClassifier(HeadKind head) {
+  return head == HeadKind::kSequenceClassification || head == HeadKind::kTokenClassification ||
+         head == HeadKind::kQuestionAnswering;
+}
+
+Status Missing(const std::string& key, const char* what) {
+  return InvalidArgument("metadata: \"" + key + "\" is missing or not " + what);
+}
+
+Status GetInt(const json& j, const std::string& key, int64_t lo, int64_t hi, int* out) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number_integer()) return Missing(key, "an integer");
+  const int64_t v = it->get<int64_t>();
+  if (v < lo || v > hi)
+    return OutOfRange("metadata: \"" + key + "\" is " + std::to_string(v) + ", outside [" +
+                      std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  *out = static_cast<int>(v);
+  return Status::Ok();
+}
+
+Status GetString(const json& j, const std::string& key, std::string* out) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_string()) return Missing(key, "a string");
+  *out = it->get<std::string>();
+  return Status::Ok();
+}
+
+Status GetBool(const json& j, const std::string& key, bool* out) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_boolean()) return Missing(key, "a boolean");
+  *out = it->get<bool>();
+  return Status::Ok();
+}
+
+// Maps a name back to its enum value through the enum's own Name function.
+template <typename E, typename NameFn>
+Status GetEnum(const json& j, const std::string& key, std::initializer_list<E> values,
+               NameFn name, E* out) {
+  std::string s;
+  RETURN_IF_ERROR(GetString(j, key, &s));
+  for (E v : values)
+    if (s == name(v)) {
+      *out = v;
+      return Status::Ok();
+    }
+  return InvalidArgument("metadata: \"" + key + "\" has an unknown value \"" + s + "\"");
+}
+
+}  // namespace
+
+std::vector<TensorSpec> ExpectedTensors(const ModelConfig& c, bool has_pooler) {
+  const int64_t h = c.hidden_size, inter = c.intermediate_size;
+  std::vector<TensorSpec> specs = {
+      {"embeddings.word", {c.vocab_size, h}, true},
+      {"embeddings.position", {c.max_position_embeddings, h}, true},
+      {"embeddings.token_type", {c.type_vocab_size, h}, true},
+      {"embeddings.ln_gamma", {h}, false},
+      {"embeddings.ln_beta", {h}, false},
+  };
+  for (int i = 0; i < c.num_layers; ++i) {
+    specs.push_back({LayerName(i, "qkv_w"), {3 * h, h}, true});
+    specs.push_back({LayerName(i, "qkv_b"), {3 * h}, true});
+    specs.push_back({LayerName(i, "attn_out_w"), {h, h}, true});
+    specs.push_back({LayerName(i, "attn_out_b"), {h}, true});
+    specs.push_back({LayerName(i, "attn_ln_gamma"), {h}, false});
+    specs.push_back({LayerName(i, "attn_ln_beta"), {h}, false});
+    specs.push_back({LayerName(i, "ffn_in_w"), {inter, h}, true});
+    specs.push_back({LayerName(i, "ffn_in_b"), {inter}, true});
+    specs.push_back({LayerName(i, "ffn_out_w"), {h, inter}, true});
+    specs.push_back({LayerName(i, "ffn_out_b"), {h}, true});
+    specs.push_back({LayerName(i, "ffn_ln_gamma"), {h}, false});
+    specs.push_back({LayerName(i, "ffn_ln_beta"), {h}, false});
+  }
+  if (has_pooler) {
+    specs.push_back({"pooler_w", {h, h}, true});
+    specs.push_back({"pooler_b", {h}, true});
+  }
+  if (HasClassifier(c.head)) {
+    const int64_t labels = c.head == HeadKind::kQuestionAnswering ? 2 : c.num_labels;
+    specs.push_back({"classifier_w", {labels, h}, false});
+    specs.push_back({"classifier_b", {labels}, false});
+  }
+  return specs;
+}
+
+namespace {
+
+// Both directions share one lookup so the writer and the reader cannot
+// disagree on which field a section name means.
+template <typename W, typename T>
+std::vector<T*> Lookup(W& w, const std::string& name) {
+  if (name == "embeddings.word") return {&w.word_embeddings};
+  if (name == "embeddings.position") return {&w.position_embeddings};
+  if (name == "embeddings.token_type") return {&w.token_type_embeddings};
+  if (name == "embeddings.ln_gamma") return {&w.emb_ln_gamma};
+  if (name == "embeddings.ln_beta") return {&w.emb_ln_beta};
+  if (name == "pooler_w") return {&w.pooler_w};
+  if (name == "pooler_b") return {&w.pooler_b};
+  if (name == "classifier_w") return {&w.classifier_w};
+  if (name == "classifier_b") return {&w.classifier_b};
+  const std::string prefix = "layers.";
+  if (name.compare(0, prefix.size(), prefix) != 0) return {};
+  const size_t dot = name.find('.', prefix.size());
+  if (dot == std::string::npos) return {};
+  size_t i = 0;
+  for (size_t k = prefix.size(); k < dot; ++k) {
+    if (name[k] < '0' || name[k] > '9' || i > w.layers.size()) return {};
+    i = i * 10 + static_cast<size_t>(name[k] - '0');
+  }
+  if (dot == prefix.size() || i >= w.layers.size()) return {};
+  auto& l = w.layers[i];
+  const std::string field = name.substr(dot + 1);
+  if (field == "qkv_w") return {&l.query_w, &l.key_w, &l.value_w};
+  if (field == "qkv_b") return {&l.query_b, &l.key_b, &l.value_b};
+  if (field == "attn_out_w") return {&l.attn_out_w};
+  if (field == "attn_out_b") return {&l.attn_out_b};
+  if (field == "attn_ln_gamma") return {&l.attn_ln_gamma};
+  if (field == "attn_ln_beta") return {&l.attn_ln_beta};
+  if (field == "ffn_in_w") return {&l.ffn_in_w};
+  if (field == "ffn_in_b") return {&l.ffn_in_b};
+  if (field == "ffn_out_w") return {&l.ffn_out_w};
+  if (field == "ffn_out_b") return {&l.ffn_out_b};
+  if (field == "ffn_ln_gamma") return {&l.ffn_ln_gamma};
+  if (field == "ffn_ln_beta") return {&l.ffn_ln_beta};
+  return {};
+}
+
+}  // namespace
+
+std::vector<const Tensor*> SourceTensors(const ModelWeights& weights, const std::string& name) {
+  return Lookup<const ModelWeights, const Tensor>(weights, name);
+}
+
+std::vector<Tensor*> TargetTensors(ModelWeights* weights, const std::string& name) {
+  return Lookup<ModelWeights, Tensor>(*weights, name);
+}
+
+DType StoredDType(Precision precision, bool in_compute_precision) {
+  if (!in_compute_precision) return DType::kF32;
+  switch (precision) {
+    case Precision::kFp16: return DType::kF16;
+    case Precision::kBf16: return DType::kBF16;
+    case Precision::kFp32: break;
+  }
+  return DType::kF32;
+}
+
+json ConfigToJson(const ModelConfig& c) {
+  return json{{"architecture", c.architecture},
+              {"model_type", c.model_type},
+              {"vocab_size", c.vocab_size},
+              {"hidden_size", c.hidden_size},
+              {"num_layers", c.num_layers},
+              {"num_heads", c.num_heads},
+              {"intermediate_size", c.intermediate_size},
+              {"max_position_embeddings", c.max_position_embeddings},
+              {"type_vocab_size", c.type_vocab_size},
+              {"layer_norm_eps", c.layer_norm_eps},
+              {"hidden_act", HiddenActName(c.hidden_act)},
+              {"pad_token_id", c.pad_token_id},
+              {"head", HeadKindName(c.head)},
+              {"num_labels", c.num_labels},
+              {"labels", c.labels},
+              {"pooling", PoolingName(c.pooling)},
+              {"normalize", c.normalize},
+              {"max_seq_length", c.max_seq_length}};
+}
+
+StatusOr<ModelConfig> ConfigFromJson(const json& j) {
+  if (!j.is_object()) return InvalidArgument("metadata: \"config\" is not an object");
+  ModelConfig c;
+  RETURN_IF_ERROR(GetString(j, "architecture", &c.architecture));
+  RETURN_IF_ERROR(GetString(j, "model_type", &c.model_type));
+  // Bounds keep every size product far from int64 overflow; the sections'
+  // lengths (checked against the file) are what really bound the memory.
+  RETURN_IF_ERROR(GetInt(j, "vocab_size", 1, 1 << 24, &c.vocab_size));
+  RETURN_IF_ERROR(GetInt(j, "hidden_size", 1, 1 << 16, &c.hidden_size));
+  RETURN_IF_ERROR(GetInt(j, "num_layers", 1, 1024, &c.num_layers));
+  RETURN_IF_ERROR(GetInt(j, "num_heads", 1, c.hidden_size, &c.num_heads));
+  RETURN_IF_ERROR(GetInt(j, "intermediate_size", 1, 1 << 20, &c.intermediate_size));
+  RETURN_IF_ERROR(GetInt(j, "max_position_embeddings", 1, 1 << 20, &c.max_position_embeddings));
+  RETURN_IF_ERROR(GetInt(j, "type_vocab_size", 1, 1 << 16, &c.type_vocab_size));
+  RETURN_IF_ERROR(GetInt(j, "pad_token_id", -(1 << 30), 1 << 30, &c.pad_token_id));
+  RETURN_IF_ERROR(GetInt(j, "num_labels", 0, 1 << 20, &c.num_labels));
+  RETURN_IF_ERROR(GetInt(j, "max_seq_length", 1, c.max_position_embeddings, &c.max_seq_length));
+  if (c.hidden_size % c.num_heads != 0)
+    return InvalidArgument("metadata: hidden_size is not divisible by num_heads");
+  auto eps = j.find("layer_norm_eps");
+  if (eps == j.end() || !eps->is_number()) return Missing("layer_norm_eps", "a number");
+  c.layer_norm_eps = eps->get<float>();
+  if (!std::isfinite(c.layer_norm_eps) || c.layer_norm_eps < 0)
+    return OutOfRange("metadata: layer_norm_eps must be finite and non-negative");
+  RETURN_IF_ERROR(GetEnum(j, "hidden_act", {HiddenAct::kGelu, HiddenAct::kGeluTanh, HiddenAct::kRelu},
+                          HiddenActName, &c.hidden_act));
+  RETURN_IF_ERROR(GetEnum(j, "head",
+                          {HeadKind::kBase, HeadKind::kSequenceClassification,
+                           HeadKind::kTokenClassification, HeadKind::kQuestionAnswering,
+                           HeadKind::kSentenceEmbedding},
+                          HeadKindName, &c.head));
+  RETURN_IF_ERROR(GetEnum(j, "pooling", {Pooling::kCls, Pooling::kMean, Pooling::kMax},
+                          PoolingName, &c.pooling));
+  RETURN_IF_ERROR(GetBool(j, "normalize", &c.normalize));
+  auto labels = j.find("labels");
+  if (labels == j.end() || !labels->is_array()) return Missing("labels", "an array");
+  if (!labels->empty() && labels->size() != static_cast<size_t>(c.num_labels))
+    return InvalidArgument("metadata: " + std::to_string(labels->size()) + " labels for " +
+                           std::to_string(c.num_labels) + " classes");
+  for (const json& l : *labels) {
+    if (!l.is_string()) return Missing("labels", "an array of strings");
+    c.labels.push_back(l.get<std::string>());
+  }
+  if (HasClassifier(c.head) && c.head != HeadKind::kQuestionAnswering && c.num_labels == 0)
+    return InvalidArgument("metadata: a classification head needs num_labels > 0");
+  return c;
+}
+
+json SettingsToJson(const TokenizerSettings& s) {
+  json j = {{"clean_text", s.clean_text},
+            {"handle_chinese_chars", s.handle_chinese_chars},
+            {"lowercase", s.lowercase},
+            {"unk_token", s.unk_token},
+            {"continuing_subword_prefix", s.continuing_subword_prefix},
+            {"max_input_chars_per_word", s.max_input_chars_per_word},
+            {"cls_token", s.cls_token},
+            {"sep_token", s.sep_token},
+            {"pad_token", s.pad_token},
+            {"mask_token", s.mask_token}};
+  j["strip_accents"] = s.strip_accents ? json(*s.strip_accents) : json();
+  return j;
+}
+
+StatusOr<TokenizerSettings> SettingsFromJson(const json& j) {
+  if (!j.is_object()) return InvalidArgument("metadata: tokenizer \"settings\" is not an object");
+  TokenizerSettings s;
+  RETURN_IF_ERROR(GetBool(j, "clean_text", &s.clean_text));
+  RETURN_IF_ERROR(GetBool(j, "handle_chinese_chars", &s.handle_chinese_chars));
+  RETURN_IF_ERROR(GetBool(j, "lowercase", &s.lowercase));
+  RETURN_IF_ERROR(GetString(j, "unk_token", &s.unk_token));
+  RETURN_IF_ERROR(GetString(j, "continuing_subword_prefix", &s.continuing_subword_prefix));
+  RETURN_IF_ERROR(GetInt(j, "max_input_chars_per_word", 0, 1 << 30, &s.max_input_chars_per_word));
+  RETURN_IF_ERROR(GetString(j, "cls_token", &s.cls_token));
+  RETURN_IF_ERROR(GetString(j, "sep_token", &s.sep_token));
+  RETURN_IF_ERROR(GetString(j, "pad_token", &s.pad_token));
+  RETURN_IF_ERROR(GetString(j, "mask_token", &s.mask_token));
+  auto strip = j.find("strip_accents");
+  if (strip == j.end() || !(strip->is_null() || strip->is_boolean()))
+    return Missing("strip_accents", "a boolean or null");
+  if (strip->is_boolean()) s.strip_accents = strip->get<bool>();
+  return s;
+}
+
+}  // namespace bertrt::plan

@@ -1,0 +1,44 @@
+// Which tensor sections a plan holds for a config, and the metadata JSON:
+// the one place the writer and the reader agree on names, shapes and dtypes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bertrt/model.h"
+#include "bertrt/plan.h"
+#include "bertrt/status.h"
+
+namespace bertrt::plan {
+
+struct TensorSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+  // GEMM weights, GEMM biases and embedding tables are stored in the plan's
+  // precision (what the CUDA engine computes in); LayerNorm parameters and
+  // the classifier stay fp32, as the CUDA engine keeps them.
+  bool in_compute_precision = false;
+};
+
+// Q, K and V are stored packed ([3h, h] and [3h]), the layout both engines
+// build at creation; the reader hands out the three parts as views.
+std::vector<TensorSpec> ExpectedTensors(const ModelConfig& config, bool has_pooler);
+
+// The tensors of `spec` in `weights`, in order: one, or three for Q/K/V.
+std::vector<const Tensor*> SourceTensors(const ModelWeights& weights, const std::string& name);
+// The same, writable: the reader binds the views it creates.
+std::vector<Tensor*> TargetTensors(ModelWeights* weights, const std::string& name);
+
+DType StoredDType(Precision precision, bool in_compute_precision);
+
+nlohmann::json ConfigToJson(const ModelConfig& config);
+// Untrusted JSON: every field's presence, type and range is checked.
+StatusOr<ModelConfig> ConfigFromJson(const nlohmann::json& j);
+
+nlohmann::json SettingsToJson(const TokenizerSettings& s);
+StatusOr<TokenizerSettings> SettingsFromJson(const nlohmann::json& j);
+
+}  // namespace bertrt::plan

@@ -1,0 +1,250 @@
+// WritePlan: lays the sections out (aligned), streams them to a temporary
+// file with their CRC32Cs, then writes the table and the header and renames
+// the file into place, so a reader never sees a half-written plan.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "bertrt/plan.h"
+#include "builder/crc32c.h"
+#include "builder/plan_format.h"
+#include "builder/plan_layout.h"
+
+namespace bertrt {
+namespace {
+
+using nlohmann::json;
+using plan::Entry;
+using plan::SectionKind;
+
+uint16_t FloatToHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7FFFFFFFu;
+  if (ax >= 0x7F800000u)  // inf, or NaN kept quiet with its top payload bits
+    return static_cast<uint16_t>(sign | (ax > 0x7F800000u ? 0x7E00u | ((ax >> 13) & 0x3FFu) : 0x7C00u));
+  if (ax >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // rounds past 65504
+  if (ax < 0x38800000u) {
+    // Half subnormals are multiples of 2^-24: scaling is exact and
+    // nearbyint rounds half to even in the default rounding mode.
+    float a;
+    std::memcpy(&a, &ax, 4);
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(a * 16777216.0f)));
+  }
+  const uint32_t rounded = ax + 0xFFFu + ((ax >> 13) & 1u);  // round half to even
+  return static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
+}
+
+uint16_t FloatToBFloat16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
+  return static_cast<uint16_t>((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
+}
+
+std::string UtcNow() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// A FILE* that tracks the write position and turns failures into Status.
+class Writer {
+ public:
+  explicit Writer(std::FILE* f) : f_(f) {}
+  Status Write(const void* data, size_t n) {
+    if (n && std::fwrite(data, 1, n, f_) != n) return Internal("write failed (disk full?)");
+    pos_ += n;
+    return Status::Ok();
+  }
+  Status PadTo(uint64_t offset) {
+    static const uint8_t kZeros[plan::kPageAlignment] = {};
+    while (pos_ < offset) RETURN_IF_ERROR(Write(kZeros, std::min<uint64_t>(offset - pos_, sizeof(kZeros))));
+    return Status::Ok();
+  }
+  uint64_t pos() const { return pos_; }
+
+ private:
+  std::FILE* f_;
+  uint64_t pos_ = 0;
+};
+
+uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+// Streams one tensor section (its parts concatenated, converted to `dtype`)
+// and returns its CRC32C.
+StatusOr<uint32_t> WriteTensor(Writer& w, const std::vector<const Tensor*>& parts, DType dtype) {
+  uint32_t crc = 0;
+  std::vector<uint16_t> half;
+  constexpr size_t kChunk = 1 << 16;
+  for (const Tensor* t : parts) {
+    const float* src = t->f32();
+    const size_t n = static_cast<size_t>(t->numel());
+    if (dtype == DType::kF32) {
+      crc = plan::Crc32c(src, n * 4, crc);
+      RETURN_IF_ERROR(w.Write(src, n * 4));
+      continue;
+    }
+    for (size_t begin = 0; begin < n; begin += kChunk) {
+      const size_t m = std::min(kChunk, n - begin);
+      half.resize(m);
+      for (size_t i = 0; i < m; ++i)
+        half[i] = dtype == DType::kF16 ? FloatToHalf(src[begin + i]) : FloatToBFloat16(src[begin + i]);
+      crc = plan::Crc32c(half.data(), m * 2, crc);
+      RETURN_IF_ERROR(w.Write(half.data(), m * 2));
+    }
+  }
+  return crc;
+}
+
+struct PendingSection {
+  Entry entry;
+  std::string bytes;                  // meta, tokenizer, tuning
+  std::vector<const Tensor*> parts;   // tensors
+};
+
+json MetaJson(const Model& model, const TokenizerSource& tok, const PlanBuildOptions& o,
+              const std::string& source_checksum) {
+  json gpu;
+  if (o.gpu) gpu = {{"name", o.gpu->name}, {"compute_capability", o.gpu->compute_capability}};
+  return json{
+      {"format_version", kPlanFormatVersion},
+      {"bertrt_version", BERTRT_VERSION},
+      {"created_utc", UtcNow()},
+      {"source", model.source},
+      {"source_checksum", source_checksum},
+      {"precision", PrecisionName(o.precision)},
+      {"device", o.device},
+      {"gpu", gpu},
+      {"max_seq_len", o.max_seq_len > 0 ? o.max_seq_len : model.config.max_seq_length},
+      {"max_batch_tokens", o.max_batch_tokens},
+      {"config", plan::ConfigToJson(model.config)},
+      {"has_pooler", !model.weights.pooler_w.empty()},
+      {"tokenizer", {{"kind", tok.kind}, {"settings", plan::SettingsToJson(tok.settings)}}},
+  };
+}
+
+// The GEMM tuning cache slot, keyed by the GPU it was tuned on. The CUDA
+// engine picks its cuBLASLt algorithms by heuristic per shape at first use
+// and does not export them yet, so `algorithms` is empty: serving on any GPU
+// re-selects them (which the key lets the loader report).
+json TuningJson(const PlanBuildOptions& o) {
+  json key;
+  if (o.gpu) key = {{"gpu_name", o.gpu->name}, {"compute_capability", o.gpu->compute_capability}};
+  return json{{"key", key}, {"algorithms", json::array()}};
+}
+
+std::vector<PendingSection> CollectSections(const Model& model, const TokenizerSource& tok,
+                                            const PlanBuildOptions& o,
+                                            const std::string& source_checksum, Status* status) {
+  std::vector<PendingSection> sections;
+  auto add_bytes = [&](const char* name, SectionKind kind, std::string bytes) {
+    PendingSection s;
+    s.entry.name = name;
+    s.entry.kind = kind;
+    s.entry.length = bytes.size();
+    s.bytes = std::move(bytes);
+    sections.push_back(std::move(s));
+  };
+  add_bytes("meta", SectionKind::kMeta, MetaJson(model, tok, o, source_checksum).dump());
+  add_bytes("tokenizer", SectionKind::kTokenizer, tok.bytes);
+  add_bytes("tuning", SectionKind::kTuning, TuningJson(o).dump());
+  for (const plan::TensorSpec& spec :
+       plan::ExpectedTensors(model.config, !model.weights.pooler_w.empty())) {
+    PendingSection s;
+    s.parts = plan::SourceTensors(model.weights, spec.name);
+    int64_t numel = 0;
+    for (const Tensor* t : s.parts) {
+      if (t->empty() || t->dtype() != DType::kF32) {
+        *status = InvalidArgument("plan writer: " + spec.name + " is missing or not fp32");
+        return {};
+      }
+      numel += t->numel();
+    }
+    int64_t expected = 1;
+    for (int64_t d : spec.shape) expected *= d;
+    if (numel != expected) {
+      *status = InvalidArgument("plan writer: " + spec.name + " has " + std::to_string(numel) +
+                                " elements, expected " + ShapeToString(spec.shape));
+      return {};
+    }
+    const DType dtype = plan::StoredDType(o.precision, spec.in_compute_precision);
+    s.entry.name = spec.name;
+    s.entry.kind = SectionKind::kTensor;
+    s.entry.dtype = static_cast<uint32_t>(dtype);
+    s.entry.rank = static_cast<uint32_t>(spec.shape.size());
+    for (size_t d = 0; d < spec.shape.size(); ++d) s.entry.shape[d] = spec.shape[d];
+    s.entry.length = static_cast<uint64_t>(expected) * DTypeSize(dtype);
+    sections.push_back(std::move(s));
+  }
+  return sections;
+}
+
+Status WriteAll(std::FILE* f, std::vector<PendingSection>& sections) {
+  Writer w(f);
+  RETURN_IF_ERROR(w.PadTo(plan::kHeaderSize));
+  for (PendingSection& s : sections) {
+    // Page-aligned large tensors can be mapped or DMA'd page by page.
+    const uint64_t align = s.entry.length >= plan::kPageAlignment ? plan::kPageAlignment
+                                                                  : plan::kMinAlignment;
+    RETURN_IF_ERROR(w.PadTo(AlignUp(w.pos(), align)));
+    s.entry.offset = w.pos();
+    if (s.entry.kind == SectionKind::kTensor) {
+      ASSIGN_OR_RETURN(s.entry.crc, WriteTensor(w, s.parts, static_cast<DType>(s.entry.dtype)));
+    } else {
+      s.entry.crc = plan::Crc32c(s.bytes.data(), s.bytes.size());
+      RETURN_IF_ERROR(w.Write(s.bytes.data(), s.bytes.size()));
+    }
+  }
+  RETURN_IF_ERROR(w.PadTo(AlignUp(w.pos(), plan::kMinAlignment)));
+  plan::Header h;
+  h.version = kPlanFormatVersion;
+  h.table_offset = w.pos();
+  h.section_count = static_cast<uint32_t>(sections.size());
+  std::vector<uint8_t> table(sections.size() * plan::kEntrySize);
+  for (size_t i = 0; i < sections.size(); ++i)
+    plan::EncodeEntry(sections[i].entry, table.data() + i * plan::kEntrySize);
+  h.table_crc = plan::Crc32c(table.data(), table.size());
+  RETURN_IF_ERROR(w.Write(table.data(), table.size()));
+  h.file_size = w.pos();
+  uint8_t header[plan::kHeaderSize];
+  plan::EncodeHeader(h, header);
+  plan::PutU32(header + 60, plan::Crc32c(header, 60));
+  if (std::fseek(f, 0, SEEK_SET) != 0) return Internal("seek failed");
+  Writer hw(f);
+  return hw.Write(header, sizeof(header));
+}
+
+}  // namespace
+
+Status WritePlan(const Model& model, const TokenizerSource& tokenizer,
+                 const PlanBuildOptions& options, const std::string& source_checksum,
+                 const std::string& path) {
+  Status status;
+  std::vector<PendingSection> sections =
+      CollectSections(model, tokenizer, options, source_checksum, &status);
+  RETURN_IF_ERROR(status);
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) return NotFound(tmp + ": cannot create (" + std::strerror(errno) + ")");
+  Status written = WriteAll(f, sections);
+  if (std::fflush(f) != 0 && written.ok()) written = Internal("flush failed (disk full?)");
+  if (std::fclose(f) != 0 && written.ok()) written = Internal("close failed (disk full?)");
+  std::error_code ec;
+  if (written.ok()) std::filesystem::rename(tmp, path, ec);
+  if (!written.ok() || ec) {
+    std::filesystem::remove(tmp, ec);
+    return written.ok() ? Internal(path + ": cannot rename the finished plan into place")
+                        : Status(written.code(), tmp + ": " + written.message());
+  }
+  return Status::Ok();
+}
+
+}  // namespace bertrt
