@@ -3,7 +3,9 @@
 # `scripts/pack_for_device.sh` here and with `carry: [".carry"]`:
 #   1. the CUDA engine's tests (parity with the CPU engine, errors);
 #   2. `bertrt bench --device cuda` on a random BERT-base (fp16, seq 128);
-#   3. the CPU benchmark against ONNX Runtime and PyTorch on the host CPU.
+#   3. the CPU benchmark against ONNX Runtime and PyTorch on the host CPU;
+#   4. plans: CPU-built plans served on CUDA, CUDA-built plans served on the
+#      CPU, and the BERT-base plan build / time-to-serving-ready benchmark.
 # Everything is logged under $OUT; bench/RESULTS.md comes back as $OUT/RESULTS.md.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -27,4 +29,8 @@ done
 
 echo "== 3. CPU benchmark vs ONNX Runtime and PyTorch"
 bash scripts/device_cpu_bench.sh || status=1
+
+# ---- step 4: plans (bertrt build), added with the plan format ----
+echo "== 4. Plans: CPU-built plan on the GPU, GPU-built plan on the CPU, build/load timing"
+bash scripts/device_plan.sh || status=1
 exit $status

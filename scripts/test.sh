@@ -24,7 +24,6 @@ if [ "$FUZZ_SECONDS" -gt 0 ]; then
   mkdir -p build-fuzz
   if ! CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DBERTRT_BUILD_FUZZERS=ON -DBERTRT_WITH_CUDA=OFF -DBERTRT_BUILD_TESTS=OFF -DBERTRT_BUILD_BENCH=OFF \
-      -DBERTRT_CPU_ARCH=x86-64-v2 \
       "-DCMAKE_CXX_FLAGS=-fsanitize=address,undefined -fno-sanitize-recover=undefined" \
       > build-fuzz/cmake.log 2>&1; then
     cat build-fuzz/cmake.log; exit 1

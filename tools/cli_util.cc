@@ -1,6 +1,8 @@
 #include "cli_util.h"
 
 #include "bertrt/cuda_engine.h"
+#include "bertrt/devices.h"
+#include "bertrt/plan.h"
 
 #include <unistd.h>
 
@@ -17,6 +19,15 @@ StatusOr<LoadedModel> LoadForCli(const std::string& path) {
     std::fprintf(stderr, "notice: %s\n", notice.c_str());
   };
   return LoadModelAndTokenizer(path, options);
+}
+
+void NotePlanRetuning(const std::string& path, int device) {
+  if (!IsPlanFile(path)) return;
+  auto info = ReadPlanInfo(path);
+  auto gpus = ListGpus();
+  if (!info.ok() || !gpus.ok() || device >= static_cast<int>(gpus->size())) return;
+  const std::string notice = PlanRetuneNotice(*info, (*gpus)[device]);
+  if (!notice.empty()) std::fprintf(stderr, "notice: %s\n", notice.c_str());
 }
 
 std::string ResolvePrecision(const std::string& device, const std::string& precision) {
@@ -40,7 +51,9 @@ StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> mode
   if (device == "cuda") {
     CudaEngineOptions options;
     options.precision = *parsed;
+    const std::string source = model->source;
     auto engine = CreateCudaEngine(std::move(model), options);
+    if (engine.ok()) NotePlanRetuning(source, options.device);
     if (!engine.ok())
       return Status(engine.status().code(), "--device cuda: " + engine.status().message());
     return engine;

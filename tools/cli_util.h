@@ -18,6 +18,10 @@ namespace bertrt::cli {
 // Loads MODEL (an HF directory), printing import notices to stderr.
 StatusOr<LoadedModel> LoadForCli(const std::string& path);
 
+// When `path` is a plan, says on stderr whether the CUDA engine on GPU
+// `device` re-tunes its GEMMs (a GPU other than the plan's).
+void NotePlanRetuning(const std::string& path, int device);
+
 // The --precision flag's value, or the device's default when it was not given:
 // fp32 on the CPU, fp16 on CUDA.
 std::string ResolvePrecision(const std::string& device, const std::string& precision);

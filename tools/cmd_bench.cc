@@ -62,16 +62,16 @@ StatusOr<std::pair<int, int>> ParseLengths(const BenchFlags& flags) {
 int Bench(const BenchFlags& flags) {
   auto lengths = ParseLengths(flags);
   if (!lengths.ok()) return Fail(lengths.status(), kExitUsage);
-  auto model = LoadHfModel(flags.model);
-  if (!model.ok()) return Fail(model.status(), kExitModelError);
-  const ModelConfig& config = (*model)->config;
+  auto loaded = LoadForCli(flags.model);  // an HF directory or a plan
+  if (!loaded.ok()) return Fail(loaded.status(), kExitModelError);
+  const ModelConfig& config = loaded->model->config;
   if (lengths->second > config.max_position_embeddings)
     return Fail(InvalidArgument("sequence length " + std::to_string(lengths->second) +
                                 " is more than the model's " +
                                 std::to_string(config.max_position_embeddings) +
                                 " position embeddings"),
                 kExitUsage);
-  auto engine = CreateEngine(*model, flags.device, flags.threads, flags.precision);
+  auto engine = CreateEngine(loaded->model, flags.device, flags.threads, flags.precision);
   if (!engine.ok()) return Fail(engine.status(), kExitRuntimeError);
 
   std::mt19937 rng(flags.seed);
@@ -116,13 +116,16 @@ int Bench(const BenchFlags& flags) {
     std::printf("%s\n", result.dump().c_str());
     return kExitOk;
   }
-  std::printf("%-10s %-6s %-9s %5s %9s %9s %9s %9s %11s %12s %12s\n", "device", "prec", "lengths",
-              "batch", "median_ms", "p90_ms", "p99_ms", "seq/s", "tokens/s", "peak_MiB", "iterations");
+  const std::string device = (*engine)->device();
+  const int device_width = std::max<int>(6, static_cast<int>(device.size()));
   std::string len_text = flags.lengths.empty() ? std::to_string(flags.seq_len) : flags.lengths;
-  std::printf("%-10s %-6s %-9s %5d %9.3f %9.3f %9.3f %9.1f %11.0f %12.1f %12d\n",
-              (*engine)->device().c_str(), ResolvePrecision(flags.device, flags.precision).c_str(), len_text.c_str(),
-              flags.batch_size, median, Percentile(ms, 0.9), Percentile(ms, 0.99), seq_per_s,
-              tokens_per_s, (*engine)->PeakMemoryBytes() / 1048576.0, flags.iterations);
+  std::printf("%-*s %-6s %-9s %5s %9s %9s %9s %10s %11s %9s %10s\n", device_width, "device", "prec",
+              "lengths", "batch", "median_ms", "p90_ms", "p99_ms", "seq/s", "tokens/s", "peak_MiB",
+              "iterations");
+  std::printf("%-*s %-6s %-9s %5d %9.3f %9.3f %9.3f %10.1f %11.0f %9.1f %10d\n", device_width,
+              device.c_str(), ResolvePrecision(flags.device, flags.precision).c_str(),
+              len_text.c_str(), flags.batch_size, median, Percentile(ms, 0.9), Percentile(ms, 0.99),
+              seq_per_s, tokens_per_s, (*engine)->PeakMemoryBytes() / 1048576.0, flags.iterations);
   return kExitOk;
 }
 
@@ -134,7 +137,7 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
       "bench",
       "Time the engine in-process on random valid token ids (ids in host memory to outputs in "
       "host memory); prints a table, or one JSON object with --json.");
-  cmd->add_option("MODEL", flags->model, "HF model directory")->required();
+  cmd->add_option("MODEL", flags->model, "HF model directory or plan file")->required();
   cmd->add_option("--device", flags->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--precision", flags->precision,
                   "fp32, fp16 or bf16 (default: fp32 on cpu, fp16 on cuda)")

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bertrt/importer.h"
+#include "bertrt/plan.h"
 #include "cli_util.h"
 #include "commands.h"
 
@@ -101,6 +102,15 @@ void PrintText(const nlohmann::json& j, std::ostream& out) {
   } else if (j.contains("num_labels")) {
     row("outputs", str(j["num_labels"]));
   }
+  if (j.contains("plan")) {
+    const nlohmann::json& p = j["plan"];
+    row("plan", "format " + str(p["format_version"]) + ", " + str(p["precision"]) +
+                    " weights for " + str(p["device"]) + ", built by bertrt " +
+                    str(p["bertrt_version"]) + " at " + str(p["created_utc"]));
+    row("plan source", str(p["source"]) + " (" + str(p["source_checksum"]) + ")");
+    row("tuned on GPU", p["tuned_on_gpu"].get<std::string>().empty() ? "(none)"
+                                                                    : str(p["tuned_on_gpu"]));
+  }
   const nlohmann::json& t = j["tokenizer"];
   row("tokenizer vocab", str(t["vocab_size"]));
   row("lowercase", YesNo(t["lowercase"].get<bool>()));
@@ -115,7 +125,17 @@ void PrintText(const nlohmann::json& j, std::ostream& out) {
 int RunInspect(const InspectOptions& opts) {
   auto loaded = LoadForCli(opts.model);
   if (!loaded.ok()) return Fail(loaded.status(), kExitModelError);
-  const nlohmann::json j = Describe(*loaded);
+  nlohmann::json j = Describe(*loaded);
+  if (IsPlanFile(opts.model)) {
+    auto info = ReadPlanInfo(opts.model);
+    if (!info.ok()) return Fail(info.status(), kExitModelError);
+    j["plan"] = {{"format_version", info->format_version}, {"bertrt_version", info->bertrt_version},
+                 {"created_utc", info->created_utc}, {"source", info->source},
+                 {"source_checksum", info->source_checksum}, {"precision", info->precision},
+                 {"device", info->device}, {"tuned_on_gpu", info->gpu_name},
+                 {"max_seq_len", info->max_seq_len}, {"max_batch_tokens", info->max_batch_tokens},
+                 {"tokenizer", info->tokenizer_kind}, {"file_size", info->file_size}};
+  }
   if (opts.json)
     std::cout << j.dump(2) << "\n";
   else
@@ -129,7 +149,7 @@ void RegisterInspectCommand(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<InspectOptions>();
   CLI::App* cmd = app.add_subcommand(
       "inspect", "Show a model's architecture, head, sizes, labels and tokenizer settings");
-  cmd->add_option("MODEL", opts->model, "Hugging Face model directory")->required();
+  cmd->add_option("MODEL", opts->model, "Hugging Face model directory or plan file")->required();
   cmd->add_flag("--json", opts->json, "Print one JSON object instead of text");
   cmd->callback([opts, &exit_code] { exit_code = RunInspect(*opts); });
 }

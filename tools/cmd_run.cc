@@ -174,7 +174,7 @@ void RegisterRunCommand(CLI::App& app, int& exit_code) {
       "JSON line of outputs per input, in order. Output by head: logits + label (sequence "
       "classification), logits per token (token classification), start_logits/end_logits "
       "(question answering), embedding (sentence-transformers), pooler_output (BertModel).");
-  cmd->add_option("MODEL", flags->model, "HF model directory")->required();
+  cmd->add_option("MODEL", flags->model, "HF model directory or plan file")->required();
   cmd->add_option("--device", flags->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--precision", flags->precision,
                   "fp32, fp16 or bf16 (default: fp32 on cpu, fp16 on cuda)")

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bertrt/plan.h"
 #include "bertrt/tokenizer.h"
 #include "cli_util.h"
 #include "commands.h"
@@ -70,7 +71,7 @@ bool TokenizeLine(const Tokenizer& tok, const std::string& line, size_t line_no,
 }
 
 int RunTokenize(const TokenizeOptions& opts) {
-  auto tok = Tokenizer::FromDirectory(opts.model);
+  auto tok = LoadTokenizerFrom(opts.model);
   if (!tok.ok()) {
     std::cerr << "bertrt tokenize: " << tok.status().ToString() << "\n";
     return kExitModelError;
@@ -112,7 +113,8 @@ void RegisterTokenizeCommand(CLI::App& app, int& exit_code) {
       "and the other lines are still processed (exit code 1).\n"
       "Example: echo '{\"text\": \"Hello world\"}' | bertrt tokenize models/all-MiniLM-L6-v2");
   cmd->add_option("MODEL", opts->model,
-                  "model directory holding tokenizer.json, or vocab.txt (+ tokenizer_config.json)")
+                  "model directory holding tokenizer.json, or vocab.txt (+ tokenizer_config.json), "
+                  "or a plan file")
       ->required();
   cmd->add_option("--max-length", opts->max_length,
                   "truncate to at most N tokens including [CLS]/[SEP]; 0 or absent: no truncation");

@@ -13,11 +13,13 @@ enum ExitCode : int {
   kExitUsage = 2,             // bad command line (CLI11's own code for this too)
   kExitModelError = 3,        // the model or plan could not be loaded
   kExitRuntimeError = 4,      // the engine failed (device, memory)
+  kExitVerifyFailed = 5,      // build: the plan's outputs are off the reference
 };
 
 void RegisterTokenizeCommand(CLI::App& app, int& exit_code);
 void RegisterRunCommand(CLI::App& app, int& exit_code);
 void RegisterInspectCommand(CLI::App& app, int& exit_code);
 void RegisterBenchCommand(CLI::App& app, int& exit_code);
+void RegisterBuildCommand(CLI::App& app, int& exit_code);
 
 }  // namespace bertrt::cli

@@ -82,6 +82,10 @@ StatusOr<Plan> ReadPlanFromMemory(std::string_view bytes, std::shared_ptr<const 
                                   const std::string& display_name,
                                   const PlanReadOptions& options = {});
 
+// Only the header, table and metadata (validated, metadata checksum
+// included): for `inspect` and for the CUDA engine's re-tuning notice.
+StatusOr<PlanInfo> ReadPlanInfo(const std::string& path);
+
 // How the tokenizer is stored so that it reloads exactly: the source
 // tokenizer.json bytes, or the vocab.txt lines (as parsed) plus the settings
 // the directory's tokenizer_config.json / special_tokens_map.json gave.
@@ -95,6 +99,8 @@ struct TokenizerSource {
 // keeps it next to the transformer module, usually the directory itself).
 StatusOr<std::string> TokenizerDirectory(const std::string& model_dir);
 StatusOr<TokenizerSource> ReadTokenizerSource(const std::string& model_dir);
+// The tokenizer of a plan file, or of a model directory (TokenizerDirectory).
+StatusOr<std::shared_ptr<Tokenizer>> LoadTokenizerFrom(const std::string& path);
 
 // Writes `model` (fp32 host tensors) as a plan at `path` (atomically: a
 // temporary file renamed into place).

@@ -198,9 +198,12 @@ StatusOr<ModelConfig> ConfigFromJson(const json& j) {
     return InvalidArgument("metadata: hidden_size is not divisible by num_heads");
   auto eps = j.find("layer_norm_eps");
   if (eps == j.end() || !eps->is_number()) return Missing("layer_norm_eps", "a number");
-  c.layer_norm_eps = eps->get<float>();
-  if (!std::isfinite(c.layer_norm_eps) || c.layer_norm_eps < 0)
-    return OutOfRange("metadata: layer_norm_eps must be finite and non-negative");
+  // Range-checked as a double first: converting an out-of-range double to
+  // float is undefined behaviour.
+  const double eps_value = eps->get<double>();
+  if (!(eps_value >= 0 && eps_value <= 1))
+    return OutOfRange("metadata: layer_norm_eps must be in [0, 1]");
+  c.layer_norm_eps = static_cast<float>(eps_value);
   RETURN_IF_ERROR(GetEnum(j, "hidden_act", {HiddenAct::kGelu, HiddenAct::kGeluTanh, HiddenAct::kRelu},
                           HiddenActName, &c.hidden_act));
   RETURN_IF_ERROR(GetEnum(j, "head",

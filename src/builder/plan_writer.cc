@@ -1,6 +1,7 @@
 // WritePlan: lays the sections out (aligned), streams them to a temporary
 // file with their CRC32Cs, then writes the table and the header and renames
 // the file into place, so a reader never sees a half-written plan.
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -118,7 +119,7 @@ json MetaJson(const Model& model, const TokenizerSource& tok, const PlanBuildOpt
       {"format_version", kPlanFormatVersion},
       {"bertrt_version", BERTRT_VERSION},
       {"created_utc", UtcNow()},
-      {"source", model.source},
+      {"source", std::filesystem::absolute(model.source).string()},
       {"source_checksum", source_checksum},
       {"precision", PrecisionName(o.precision)},
       {"device", o.device},

@@ -1,36 +1,26 @@
 // Kept apart from importer.cc so that code needing only the model does not
 // pull the tokenizer into its link.
-#include <filesystem>
-
 #include "bertrt/importer.h"
-#include "importer/hf_config.h"
+#include "bertrt/plan.h"
 
 namespace bertrt {
-
-namespace {
-
-namespace fs = std::filesystem;
-
-// Where a sentence-transformers directory keeps its transformer (config,
-// weights, tokenizer); the directory itself otherwise.
-StatusOr<std::string> TransformerDir(const std::string& dir) {
-  ASSIGN_OR_RETURN(auto layout, importer::ReadSentenceTransformersLayout(dir));
-  return layout ? layout->transformer_dir : dir;
-}
-
-}  // namespace
 
 StatusOr<LoadedModel> LoadModelAndTokenizer(const std::string& path,
                                             const ImportOptions& options) {
   LoadedModel loaded;
+  // A plan file carries its own tokenizer; everything else is an HF directory.
+  if (IsPlanFile(path)) {
+    PlanReadOptions plan_options;
+    plan_options.on_notice = options.on_notice;
+    ASSIGN_OR_RETURN(Plan plan, ReadPlan(path, plan_options));
+    loaded.model = std::move(plan.model);
+    loaded.tokenizer = std::move(plan.tokenizer);
+    return loaded;
+  }
   ASSIGN_OR_RETURN(loaded.model, LoadHfModel(path, options));
   // sentence-transformers writes the tokenizer next to the transformer module,
   // which is usually the directory itself.
-  std::string tokenizer_dir = path;
-  if (!fs::exists(importer::JoinPath(path, "tokenizer.json")) &&
-      !fs::exists(importer::JoinPath(path, "vocab.txt"))) {
-    ASSIGN_OR_RETURN(tokenizer_dir, TransformerDir(path));
-  }
+  ASSIGN_OR_RETURN(std::string tokenizer_dir, TokenizerDirectory(path));
   ASSIGN_OR_RETURN(loaded.tokenizer, Tokenizer::FromDirectory(tokenizer_dir));
   const int vocab = static_cast<int>(loaded.tokenizer->vocab_size());
   if (vocab > loaded.model->config.vocab_size)

@@ -1,0 +1,432 @@
+// ReadPlan: every byte of a plan is untrusted. The container (header, table,
+// each section's bounds) is validated before any section is looked at, the
+// checksums before any section is parsed, and the metadata before any tensor
+// is bound; a failure names what was wrong and how to rebuild.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "bertrt/plan.h"
+#include "builder/crc32c.h"
+#include "builder/plan_format.h"
+#include "builder/plan_layout.h"
+#include "importer/weight_mapping.h"
+#include "runtime/model_check.h"
+
+namespace bertrt {
+namespace {
+
+using nlohmann::json;
+using plan::Entry;
+using plan::SectionKind;
+
+// The container after validation: every entry lies inside `bytes`.
+struct Container {
+  std::string_view bytes;
+  plan::Header header;
+  std::vector<Entry> entries;
+  std::map<std::string, size_t> index;
+  const Entry* Find(const std::string& name) const {
+    auto it = index.find(name);
+    return it == index.end() ? nullptr : &entries[it->second];
+  }
+  std::string_view Bytes(const Entry& e) const { return bytes.substr(e.offset, e.length); }
+};
+
+class Reader {
+ public:
+  explicit Reader(std::string name) : name_(std::move(name)) {}
+
+  // A failure, with what to do about it.
+  Status Error(StatusCode code, const std::string& what) const {
+    return Status(code, name_ + ": " + what + "; rebuild with: bertrt build " +
+                            (source_.empty() ? std::string("MODEL_DIR") : source_) + " -o " +
+                            name_);
+  }
+
+  Status ParseContainer(std::string_view bytes, Container* c);
+  Status CheckSection(const Container& c, const Entry& e) const;
+  Status CheckAllSections(const Container& c) const;
+  Status ParseMeta(const Container& c, json* meta, PlanInfo* info);
+  Status BindTensors(const Container& c, const json& meta, const PlanInfo& info,
+                     std::shared_ptr<const void> owner, const PlanReadOptions& options,
+                     Model* model) const;
+  StatusOr<std::shared_ptr<Tokenizer>> LoadTokenizer(const Container& c, const json& meta) const;
+
+ private:
+  Status CheckEntry(const Container& c, const Entry& e, size_t i) const;
+  std::string name_;
+  std::string source_;  // from the metadata, once read
+};
+
+Status Reader::ParseContainer(std::string_view bytes, Container* c) {
+  c->bytes = bytes;
+  const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
+  if (bytes.size() < 12 || std::memcmp(p, plan::kMagic, 8) != 0)
+    return InvalidArgument(name_ + ": not a bertrt plan (no BERTRTPL magic)");
+  // The version sits right after the magic in every format version, so a
+  // plan of another version is named as such, not as corrupted.
+  const uint32_t version = plan::GetU32(p + 8);
+  if (version != kPlanFormatVersion)
+    return Error(StatusCode::kFailedPrecondition,
+                 "plan format version " + std::to_string(version) + ", but this bertrt (" +
+                     BERTRT_VERSION + ") reads plan format version " +
+                     std::to_string(kPlanFormatVersion));
+  if (bytes.size() < plan::kHeaderSize)
+    return Error(StatusCode::kDataLoss, "truncated: " + std::to_string(bytes.size()) +
+                                            " bytes, less than the 64-byte header");
+  if (plan::Crc32c(p, 60) != plan::GetU32(p + 60))
+    return Error(StatusCode::kDataLoss, "header checksum mismatch (corrupted header)");
+  plan::Header& h = c->header;
+  h = plan::DecodeHeader(p);
+  if (h.header_size != plan::kHeaderSize || h.entry_size != plan::kEntrySize)
+    return Error(StatusCode::kDataLoss, "header or table entry size is not the version's");
+  if (h.file_size != bytes.size())
+    return Error(StatusCode::kDataLoss, "the file is " + std::to_string(bytes.size()) +
+                                            " bytes but its header says " +
+                                            std::to_string(h.file_size) + " (truncated?)");
+  if (h.section_count == 0 || h.section_count > plan::kMaxSections)
+    return Error(StatusCode::kDataLoss, "section count " + std::to_string(h.section_count) +
+                                            " outside [1, " + std::to_string(plan::kMaxSections) + "]");
+  const uint64_t table_bytes = uint64_t{h.section_count} * plan::kEntrySize;
+  if (h.table_offset < plan::kHeaderSize || h.table_offset > bytes.size() ||
+      bytes.size() - h.table_offset != table_bytes)
+    return Error(StatusCode::kDataLoss, "the section table (offset " +
+                                            std::to_string(h.table_offset) +
+                                            ") does not end the file");
+  const uint8_t* table = p + h.table_offset;
+  if (plan::Crc32c(table, table_bytes) != h.table_crc)
+    return Error(StatusCode::kDataLoss, "section table checksum mismatch (corrupted table)");
+  for (uint32_t i = 0; i < h.section_count; ++i) {
+    const uint8_t* raw = table + i * plan::kEntrySize;
+    if (std::memchr(raw, 0, plan::kNameSize) == nullptr)
+      return Error(StatusCode::kDataLoss, "section " + std::to_string(i) + " has an unterminated name");
+    c->entries.push_back(plan::DecodeEntry(raw));
+    RETURN_IF_ERROR(CheckEntry(*c, c->entries.back(), i));
+    if (!c->index.emplace(c->entries.back().name, i).second)
+      return Error(StatusCode::kDataLoss, "two sections are named " + c->entries.back().name);
+  }
+  std::vector<const Entry*> by_offset;
+  for (const Entry& e : c->entries) by_offset.push_back(&e);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const Entry* a, const Entry* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < by_offset.size(); ++i)
+    if (by_offset[i - 1]->offset + by_offset[i - 1]->length > by_offset[i]->offset)
+      return Error(StatusCode::kDataLoss, "sections " + by_offset[i - 1]->name + " and " +
+                                              by_offset[i]->name + " overlap");
+  return Status::Ok();
+}
+
+Status Reader::CheckEntry(const Container& c, const Entry& e, size_t i) const {
+  const std::string what = "section " + std::to_string(i) + " (" + e.name + ")";
+  if (e.name.empty()) return Error(StatusCode::kDataLoss, what + " has an empty name");
+  if (e.kind != SectionKind::kMeta && e.kind != SectionKind::kTokenizer &&
+      e.kind != SectionKind::kTensor && e.kind != SectionKind::kTuning)
+    return Error(StatusCode::kDataLoss, what + " has an unknown kind");
+  // Sections live between the header and the table, 64-byte aligned.
+  const uint64_t end = c.header.table_offset;
+  if (e.offset % plan::kMinAlignment != 0)
+    return Error(StatusCode::kDataLoss, what + ": offset " + std::to_string(e.offset) +
+                                            " is not 64-byte aligned");
+  if (e.offset < plan::kHeaderSize || e.offset > end || e.length > end - e.offset)
+    return Error(StatusCode::kOutOfRange, what + ": offset " + std::to_string(e.offset) +
+                                              " + length " + std::to_string(e.length) +
+                                              " is outside the data area [64, " +
+                                              std::to_string(end) + ")");
+  if (e.kind != SectionKind::kTensor) return Status::Ok();
+  const DType dtype = static_cast<DType>(e.dtype);
+  if (e.dtype > static_cast<uint32_t>(DType::kBool) ||
+      (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16))
+    return Error(StatusCode::kDataLoss, what + " has dtype code " + std::to_string(e.dtype) +
+                                            "; plans hold F32, F16 or BF16");
+  if (e.rank == 0 || e.rank > plan::kMaxRank)
+    return Error(StatusCode::kDataLoss, what + " has rank " + std::to_string(e.rank));
+  uint64_t bytes = DTypeSize(dtype);
+  for (uint32_t d = 0; d < e.rank; ++d) {
+    if (e.shape[d] <= 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(e.shape[d]), &bytes))
+      return Error(StatusCode::kDataLoss, what + " has a bad dimension " + std::to_string(e.shape[d]));
+  }
+  if (bytes != e.length)
+    return Error(StatusCode::kDataLoss, what + " is " + std::to_string(e.length) +
+                                            " bytes but its shape needs " + std::to_string(bytes));
+  return Status::Ok();
+}
+
+Status Reader::CheckSection(const Container& c, const Entry& e) const {
+  const std::string_view b = c.Bytes(e);
+  if (plan::Crc32c(b.data(), b.size()) != e.crc)
+    return Error(StatusCode::kDataLoss, "section " + e.name + " (offset " +
+                                            std::to_string(e.offset) +
+                                            ") fails its CRC32C checksum: the file is corrupted");
+  return Status::Ok();
+}
+
+Status Reader::CheckAllSections(const Container& c) const {
+  // Sections are independent; checking them on all cores keeps a cold or
+  // warm load of a large plan bound by the reads, not the checksums.
+  std::vector<Status> results(c.entries.size());
+#pragma omp parallel for schedule(dynamic)
+  for (size_t i = 0; i < c.entries.size(); ++i) results[i] = CheckSection(c, c.entries[i]);
+  for (Status& s : results) RETURN_IF_ERROR(s);
+  return Status::Ok();
+}
+
+Status Reader::ParseMeta(const Container& c, json* meta, PlanInfo* info) {
+  const Entry* e = c.Find("meta");
+  if (!e || e->kind != SectionKind::kMeta || e->length > plan::kMaxMetaBytes)
+    return Error(StatusCode::kDataLoss, "no valid metadata section");
+  RETURN_IF_ERROR(CheckSection(c, *e));
+  *meta = json::parse(c.Bytes(*e), nullptr, /*allow_exceptions=*/false);
+  if (meta->is_discarded() || !meta->is_object())
+    return Error(StatusCode::kDataLoss, "the metadata is not a JSON object");
+  auto str = [&](const char* key, std::string* out) -> Status {
+    auto it = meta->find(key);
+    if (it == meta->end() || !it->is_string())
+      return Error(StatusCode::kDataLoss, std::string("metadata field ") + key + " is missing");
+    *out = it->get<std::string>();
+    return Status::Ok();
+  };
+  auto num = [&](const char* key, int* out) -> Status {
+    auto it = meta->find(key);
+    if (it == meta->end() || !it->is_number_integer() || it->get<int64_t>() < 0 ||
+        it->get<int64_t>() > (1 << 30))
+      return Error(StatusCode::kDataLoss, std::string("metadata field ") + key + " is missing");
+    *out = static_cast<int>(it->get<int64_t>());
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(str("source", &info->source));
+  source_ = info->source;
+  RETURN_IF_ERROR(str("bertrt_version", &info->bertrt_version));
+  RETURN_IF_ERROR(str("created_utc", &info->created_utc));
+  RETURN_IF_ERROR(str("source_checksum", &info->source_checksum));
+  RETURN_IF_ERROR(str("precision", &info->precision));
+  RETURN_IF_ERROR(str("device", &info->device));
+  RETURN_IF_ERROR(num("max_seq_len", &info->max_seq_len));
+  RETURN_IF_ERROR(num("max_batch_tokens", &info->max_batch_tokens));
+  if (!ParsePrecision(info->precision).ok())
+    return Error(StatusCode::kDataLoss, "unknown precision " + info->precision);
+  auto gpu = meta->find("gpu");
+  if (gpu != meta->end() && gpu->is_object()) {
+    auto name = gpu->find("name");
+    auto cc = gpu->find("compute_capability");
+    if (name != gpu->end() && name->is_string()) info->gpu_name = name->get<std::string>();
+    if (cc != gpu->end() && cc->is_number_integer())
+      info->gpu_compute_capability = static_cast<int>(cc->get<int64_t>());
+  }
+  auto tok = meta->find("tokenizer");
+  if (tok == meta->end() || !tok->is_object() || !tok->contains("kind") ||
+      !(*tok)["kind"].is_string())
+    return Error(StatusCode::kDataLoss, "metadata has no tokenizer kind");
+  info->tokenizer_kind = (*tok)["kind"].get<std::string>();
+  info->format_version = c.header.version;
+  info->file_size = c.header.file_size;
+  info->num_sections = c.entries.size();
+  return Status::Ok();
+}
+
+// A tensor section's values as fp32: the mapped bytes themselves when they
+// are fp32 (the buffer is float-aligned and the offsets 64-byte aligned),
+// else a widened copy that `owner` keeps alive.
+struct F32Data {
+  const float* data;
+  std::shared_ptr<const void> owner;
+};
+
+F32Data AsFloat32(const uint8_t* p, const Entry& e, const std::shared_ptr<const void>& owner) {
+  const DType dtype = static_cast<DType>(e.dtype);
+  if (dtype == DType::kF32) return {reinterpret_cast<const float*>(p), owner};
+  auto buf = std::make_shared<std::vector<float>>(e.length / 2);
+  for (size_t i = 0; i < buf->size(); ++i) {
+    uint16_t h;
+    std::memcpy(&h, p + 2 * i, 2);
+    (*buf)[i] = dtype == DType::kF16 ? importer::HalfToFloat(h) : importer::BFloat16ToFloat(h);
+  }
+  const float* data = buf->data();
+  return {data, std::move(buf)};
+}
+
+Status Reader::BindTensors(const Container& c, const json& meta, const PlanInfo& info,
+                           std::shared_ptr<const void> owner, const PlanReadOptions& options,
+                           Model* model) const {
+  auto config = meta.find("config");
+  if (config == meta.end()) return Error(StatusCode::kDataLoss, "metadata has no config");
+  auto parsed = plan::ConfigFromJson(*config);
+  if (!parsed.ok()) return Error(StatusCode::kDataLoss, parsed.status().message());
+  model->config = std::move(parsed).value();
+  auto has_pooler = meta.find("has_pooler");
+  if (has_pooler == meta.end() || !has_pooler->is_boolean())
+    return Error(StatusCode::kDataLoss, "metadata field has_pooler is missing");
+  const Precision precision = *ParsePrecision(info.precision);
+  const auto specs = plan::ExpectedTensors(model->config, has_pooler->get<bool>());
+  size_t tensor_sections = 0;
+  for (const Entry& e : c.entries) tensor_sections += e.kind == SectionKind::kTensor;
+  if (tensor_sections != specs.size())
+    return Error(StatusCode::kDataLoss, std::to_string(tensor_sections) +
+                                            " tensor sections, but the config needs " +
+                                            std::to_string(specs.size()));
+  model->weights.layers.resize(static_cast<size_t>(model->config.num_layers));
+  const auto* base = reinterpret_cast<const uint8_t*>(c.bytes.data());
+  bool widened = false;
+  for (const plan::TensorSpec& spec : specs) {
+    const Entry* e = c.Find(spec.name);
+    const DType want = plan::StoredDType(precision, spec.in_compute_precision);
+    if (!e || e->kind != SectionKind::kTensor)
+      return Error(StatusCode::kDataLoss, "tensor " + spec.name + " is missing");
+    const std::vector<int64_t> shape(e->shape, e->shape + e->rank);
+    if (static_cast<DType>(e->dtype) != want || shape != spec.shape)
+      return Error(StatusCode::kDataLoss, "tensor " + spec.name + " is " +
+                                              DTypeName(static_cast<DType>(e->dtype)) +
+                                              ShapeToString(shape) + ", expected " +
+                                              DTypeName(want) + ShapeToString(spec.shape));
+    widened = widened || want != DType::kF32;
+    const F32Data whole = AsFloat32(base + e->offset, *e, owner);
+    const std::vector<Tensor*> parts = plan::TargetTensors(&model->weights, spec.name);
+    // Q, K and V are equal row blocks of the packed tensor.
+    const int64_t rows = spec.shape[0] / static_cast<int64_t>(parts.size());
+    const int64_t row_elems = spec.shape.size() == 2 ? spec.shape[1] : 1;
+    for (size_t k = 0; k < parts.size(); ++k) {
+      std::vector<int64_t> part_shape = spec.shape;
+      part_shape[0] = rows;
+      *parts[k] = Tensor(DType::kF32, std::move(part_shape),
+                         whole.data + static_cast<int64_t>(k) * rows * row_elems, whole.owner);
+    }
+  }
+  if (widened && options.on_notice)
+    options.on_notice(name_ + ": " + info.precision +
+                      " plan: weights widened to fp32 at load (the CPU engine computes in fp32; "
+                      "the CUDA engine narrows them back exactly)");
+  Status check = CheckModel(*model);
+  if (!check.ok()) return Error(StatusCode::kDataLoss, check.message());
+  return Status::Ok();
+}
+
+StatusOr<std::shared_ptr<Tokenizer>> Reader::LoadTokenizer(const Container& c,
+                                                           const json& meta) const {
+  const Entry* e = c.Find("tokenizer");
+  if (!e || e->kind != SectionKind::kTokenizer)
+    return Error(StatusCode::kDataLoss, "no tokenizer section");
+  const std::string_view bytes = c.Bytes(*e);
+  const json& tok = meta["tokenizer"];
+  const std::string kind = tok["kind"].get<std::string>();
+  StatusOr<std::shared_ptr<Tokenizer>> loaded = Internal("unreachable");
+  if (kind == "tokenizer.json") {
+    loaded = Tokenizer::FromTokenizerJson(bytes);
+  } else if (kind == "vocab") {
+    auto settings = plan::SettingsFromJson(tok.contains("settings") ? tok["settings"] : json());
+    if (!settings.ok()) return Error(StatusCode::kDataLoss, settings.status().message());
+    std::vector<std::string> vocab;
+    size_t begin = 0;
+    while (begin <= bytes.size()) {
+      size_t end = bytes.find('\n', begin);
+      if (end == std::string_view::npos) end = bytes.size();
+      vocab.emplace_back(bytes.substr(begin, end - begin));
+      begin = end + 1;
+    }
+    loaded = Tokenizer::FromVocab(std::move(vocab), std::move(settings).value());
+  } else {
+    return Error(StatusCode::kDataLoss, "unknown tokenizer kind " + kind);
+  }
+  if (!loaded.ok()) return Error(StatusCode::kDataLoss, "tokenizer: " + loaded.status().message());
+  return loaded;
+}
+
+struct Mapping {
+  const void* data = nullptr;
+  size_t size = 0;
+  ~Mapping() {
+    if (data) munmap(const_cast<void*>(data), size);
+  }
+};
+
+StatusOr<std::shared_ptr<Mapping>> MapFile(const std::string& path, bool populate) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NotFound(path + ": cannot open (" + std::strerror(errno) + ")");
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return InvalidArgument(path + ": not a regular file");
+  }
+  if (st.st_size < static_cast<off_t>(plan::kHeaderSize)) {
+    close(fd);
+    return DataLoss(path + ": truncated: " + std::to_string(st.st_size) +
+                    " bytes, less than the 64-byte plan header");
+  }
+  auto m = std::make_shared<Mapping>();
+  // MAP_POPULATE reads the whole file ahead in large requests: the checksums
+  // touch every page anyway, and a cold load is then one sequential read.
+  void* p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ,
+                 MAP_PRIVATE | (populate ? MAP_POPULATE : 0), fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) return Internal(path + ": mmap failed (" + std::strerror(errno) + ")");
+  m->data = p;
+  m->size = static_cast<size_t>(st.st_size);
+  return m;
+}
+
+}  // namespace
+
+bool IsPlanFile(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
+  char magic[8] = {};
+  const bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+                  read(fd, magic, sizeof(magic)) == static_cast<ssize_t>(sizeof(magic)) &&
+                  std::memcmp(magic, plan::kMagic, 8) == 0;
+  close(fd);
+  return ok;
+}
+
+StatusOr<Plan> ReadPlanFromMemory(std::string_view bytes, std::shared_ptr<const void> owner,
+                                  const std::string& display_name,
+                                  const PlanReadOptions& options) {
+  // Zero-copy float views need 4-byte alignment; the offsets are 64-aligned
+  // relative to the start, so only a misaligned buffer (possible from
+  // memory, never from mmap) is copied, once.
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(float) != 0) {
+    auto copy = std::make_shared<std::vector<uint64_t>>((bytes.size() + 7) / 8);
+    std::memcpy(copy->data(), bytes.data(), bytes.size());
+    bytes = std::string_view(reinterpret_cast<const char*>(copy->data()), bytes.size());
+    owner = copy;
+  }
+  Reader reader(display_name);
+  Container c;
+  RETURN_IF_ERROR(reader.ParseContainer(bytes, &c));
+  RETURN_IF_ERROR(reader.CheckAllSections(c));
+  Plan plan;
+  json meta;
+  RETURN_IF_ERROR(reader.ParseMeta(c, &meta, &plan.info));
+  plan.model = std::make_shared<Model>();
+  RETURN_IF_ERROR(reader.BindTensors(c, meta, plan.info, owner, options, plan.model.get()));
+  plan.model->source = display_name;
+  ASSIGN_OR_RETURN(plan.tokenizer, reader.LoadTokenizer(c, meta));
+  if (plan.tokenizer->vocab_size() > static_cast<size_t>(plan.model->config.vocab_size))
+    return reader.Error(StatusCode::kDataLoss, "the tokenizer has more tokens than vocab_size");
+  return plan;
+}
+
+StatusOr<Plan> ReadPlan(const std::string& path, const PlanReadOptions& options) {
+  ASSIGN_OR_RETURN(auto mapping, MapFile(path, /*populate=*/true));
+  std::string_view bytes(static_cast<const char*>(mapping->data), mapping->size);
+  return ReadPlanFromMemory(bytes, mapping, path, options);
+}
+
+StatusOr<PlanInfo> ReadPlanInfo(const std::string& path) {
+  ASSIGN_OR_RETURN(auto mapping, MapFile(path, /*populate=*/false));
+  Reader reader(path);
+  Container c;
+  RETURN_IF_ERROR(reader.ParseContainer(
+      std::string_view(static_cast<const char*>(mapping->data), mapping->size), &c));
+  PlanInfo info;
+  json meta;
+  RETURN_IF_ERROR(reader.ParseMeta(c, &meta, &info));
+  return info;
+}
+
+}  // namespace bertrt

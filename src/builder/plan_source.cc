@@ -1,0 +1,132 @@
+// What the builder takes from the source directory besides the Model: the
+// tokenizer exactly as the directory defines it, and a checksum of the
+// weights so a plan can be traced back to the checkpoint it came from.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "bertrt/plan.h"
+#include "builder/crc32c.h"
+#include "importer/hf_config.h"
+
+namespace bertrt {
+namespace {
+
+namespace fs = std::filesystem;
+
+StatusOr<std::string> ModelDirectory(const std::string& dir) {
+  ASSIGN_OR_RETURN(auto layout, importer::ReadSentenceTransformersLayout(dir));
+  return layout ? layout->transformer_dir : dir;
+}
+
+// Continues `crc` over the file's bytes, mapped a window at a time so a
+// multi-GB checkpoint never needs that much address space at once.
+StatusOr<uint32_t> CrcFile(const std::string& path, uint32_t crc) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NotFound(path + ": cannot open (" + std::strerror(errno) + ")");
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    close(fd);
+    return Internal(path + ": cannot stat");
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  constexpr size_t kWindow = size_t{256} << 20;
+  for (size_t off = 0; off < size; off += kWindow) {
+    const size_t n = std::min(kWindow, size - off);
+    void* p = mmap(nullptr, n, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, static_cast<off_t>(off));
+    if (p == MAP_FAILED) {
+      close(fd);
+      return Internal(path + ": mmap failed (" + std::strerror(errno) + ")");
+    }
+    crc = plan::Crc32c(p, n, crc);
+    munmap(p, n);
+  }
+  close(fd);
+  return crc;
+}
+
+}  // namespace
+
+StatusOr<std::string> TokenizerDirectory(const std::string& model_dir) {
+  if (fs::exists(fs::path(model_dir) / "tokenizer.json") ||
+      fs::exists(fs::path(model_dir) / "vocab.txt"))
+    return model_dir;
+  return ModelDirectory(model_dir);
+}
+
+StatusOr<TokenizerSource> ReadTokenizerSource(const std::string& model_dir) {
+  ASSIGN_OR_RETURN(std::string dir, TokenizerDirectory(model_dir));
+  // Loading it first both validates it and gives the settings the
+  // directory's config files resolve to.
+  ASSIGN_OR_RETURN(auto tokenizer, Tokenizer::FromDirectory(dir));
+  TokenizerSource source;
+  const fs::path json_path = fs::path(dir) / "tokenizer.json";
+  if (fs::exists(json_path)) {
+    std::ifstream in(json_path, std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    if (!in && !in.eof()) return Internal(json_path.string() + ": read failed");
+    source.kind = "tokenizer.json";
+    source.bytes = ss.str();
+    return source;
+  }
+  // vocab.txt as the loader parsed it (one token per id, trailing
+  // whitespace trimmed): those lines never hold a '\n'.
+  source.kind = "vocab";
+  const std::vector<std::string> vocab = tokenizer->Vocabulary();
+  for (size_t i = 0; i < vocab.size(); ++i) {
+    if (vocab[i].find('\n') != std::string::npos)
+      return Internal("vocabulary token " + std::to_string(i) + " holds a newline");
+    if (i) source.bytes += '\n';
+    source.bytes += vocab[i];
+  }
+  source.settings = tokenizer->settings();
+  return source;
+}
+
+StatusOr<std::shared_ptr<Tokenizer>> LoadTokenizerFrom(const std::string& path) {
+  if (IsPlanFile(path)) {
+    ASSIGN_OR_RETURN(Plan plan, ReadPlan(path));
+    return plan.tokenizer;
+  }
+  ASSIGN_OR_RETURN(std::string dir, TokenizerDirectory(path));
+  return Tokenizer::FromDirectory(dir);
+}
+
+StatusOr<std::string> SourceChecksum(const std::string& model_dir) {
+  ASSIGN_OR_RETURN(std::string dir, ModelDirectory(model_dir));
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec))
+    if (entry.path().extension() == ".safetensors") files.push_back(entry.path().string());
+  if (ec) return NotFound(dir + ": cannot list (" + ec.message() + ")");
+  std::sort(files.begin(), files.end());
+  uint32_t crc = 0;
+  for (const std::string& f : files) {
+    ASSIGN_OR_RETURN(crc, CrcFile(f, crc));
+  }
+  char hex[16];
+  std::snprintf(hex, sizeof(hex), "%08x", crc);
+  return "crc32c:" + std::string(hex) + " over " + std::to_string(files.size()) +
+         " safetensors file(s)";
+}
+
+std::string PlanRetuneNotice(const PlanInfo& info, const GpuInfo& gpu) {
+  const std::string here = gpu.name + " (sm_" + std::to_string(gpu.compute_capability) + ")";
+  if (info.gpu_name.empty())
+    return "plan built without a GPU: GEMM algorithms are tuned for " + here + " at first use";
+  if (info.gpu_name == gpu.name && info.gpu_compute_capability == gpu.compute_capability)
+    return "";
+  return "plan tuned on " + info.gpu_name + " (sm_" + std::to_string(info.gpu_compute_capability) +
+         "); re-tuning GEMM algorithms for " + here;
+}
+
+}  // namespace bertrt

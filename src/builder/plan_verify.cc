@@ -1,0 +1,159 @@
+// Verification of a built plan: the same texts through the fp32 reference
+// engine (the HF directory) and the plan's engine, compared on the head's
+// outputs.
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "bertrt/plan.h"
+
+namespace bertrt {
+namespace {
+
+// The outputs that carry the head's answer, and whether each row's argmax
+// is the prediction (classification-like heads).
+std::vector<std::string> ComparedOutputs(HeadKind head, bool* argmax) {
+  *argmax = true;
+  switch (head) {
+    case HeadKind::kSequenceClassification:
+    case HeadKind::kTokenClassification: return {"logits"};
+    case HeadKind::kQuestionAnswering: return {"start_logits", "end_logits"};
+    case HeadKind::kSentenceEmbedding: *argmax = false; return {"embedding"};
+    case HeadKind::kBase: break;
+  }
+  *argmax = false;
+  return {"pooler_output"};
+}
+
+struct Row {
+  const float* data;
+  size_t n;
+};
+
+// Per-sequence outputs give one row per sequence; per-token outputs one row
+// per token, except width-1 ones (QA logits) whose row is the sequence.
+std::vector<Row> Rows(const NamedOutput& o, const RaggedBatch& batch) {
+  std::vector<Row> rows;
+  if (!o.per_token) {
+    for (int s = 0; s < batch.num_seqs(); ++s) rows.push_back({o.data.data() + size_t(s) * o.width, size_t(o.width)});
+  } else if (o.width == 1) {
+    for (int s = 0; s < batch.num_seqs(); ++s)
+      rows.push_back({o.data.data() + batch.cu_seqlens[s],
+                      size_t(batch.cu_seqlens[s + 1] - batch.cu_seqlens[s])});
+  } else {
+    for (int t = 0; t < batch.num_tokens(); ++t) rows.push_back({o.data.data() + size_t(t) * o.width, size_t(o.width)});
+  }
+  return rows;
+}
+
+}  // namespace
+
+std::vector<VerifySample> BuiltInVerifySamples() {
+  std::string long_text;
+  for (int i = 0; i < 40; ++i)
+    long_text += "The plan must give the same answers as the model it was built from, sentence " +
+                 std::to_string(i) + " of a long document that is truncated to the model's limit. ";
+  return {
+      {"bertrt serves fine-tuned BERT encoders fast.", std::nullopt},
+      {"今天天气很好，我们去公园散步吧。", std::nullopt},
+      {"東京は日本の首都です。", std::nullopt},
+      {"Москва — столица России.", std::nullopt},
+      {"القاهرة هي عاصمة مصر.", std::nullopt},
+      {"Who wrote the plan format?", std::string("The plan format was written by the bertrt team.")},
+      {long_text, std::nullopt},
+  };
+}
+
+StatusOr<std::vector<VerifySample>> ReadVerifySamples(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound(path + ": cannot open the samples file");
+  std::vector<VerifySample> samples;
+  std::string line;
+  for (size_t n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = path + ":" + std::to_string(n) + ": ";
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("text") || !j["text"].is_string())
+      return InvalidArgument(where + "expected {\"text\": \"...\", \"text_pair\": \"...\"}");
+    VerifySample s{j["text"].get<std::string>(), std::nullopt};
+    if (j.contains("text_pair") && !j["text_pair"].is_null()) {
+      if (!j["text_pair"].is_string()) return InvalidArgument(where + "\"text_pair\" must be a string");
+      s.text_pair = j["text_pair"].get<std::string>();
+    }
+    samples.push_back(std::move(s));
+  }
+  if (samples.empty()) return InvalidArgument(path + ": no samples");
+  return samples;
+}
+
+StatusOr<VerifyReport> CompareEngines(Engine& reference, Engine& candidate,
+                                      const Tokenizer& tokenizer,
+                                      const std::vector<VerifySample>& samples, int max_length) {
+  RaggedBatch batch;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    auto enc = tokenizer.Encode(samples[i].text, samples[i].text_pair, static_cast<size_t>(max_length));
+    if (!enc.ok())
+      return Status(enc.status().code(), "sample " + std::to_string(i + 1) + ": " + enc.status().message());
+    batch.Add(enc->input_ids, enc->token_type_ids);
+  }
+  ASSIGN_OR_RETURN(BatchOutputs want, reference.Run(batch, {}));
+  ASSIGN_OR_RETURN(BatchOutputs got, candidate.Run(batch, {}));
+  VerifyReport report;
+  report.samples = batch.num_seqs();
+  bool argmax = false;
+  double sum_abs = 0;
+  size_t count = 0;
+  for (const std::string& name : ComparedOutputs(reference.config().head, &argmax)) {
+    const NamedOutput* a = want.Find(name);
+    const NamedOutput* b = got.Find(name);
+    if (!a || !b || a->data.size() != b->data.size() || a->width != b->width)
+      return Internal("verify: the engines disagree on the shape of output " + name);
+    report.output_name += (report.output_name.empty() ? "" : "+") + name;
+    const std::vector<Row> ra = Rows(*a, batch), rb = Rows(*b, batch);
+    for (size_t r = 0; r < ra.size(); ++r) {
+      double dot = 0, na = 0, nb = 0;
+      for (size_t i = 0; i < ra[r].n; ++i) {
+        const double x = ra[r].data[i], y = rb[r].data[i];
+        const double d = std::fabs(x - y);
+        // NaN compares false everywhere: make it the worst difference.
+        report.max_abs_diff = std::isnan(d) ? INFINITY : std::max(report.max_abs_diff, d);
+        report.max_abs_reference = std::max(report.max_abs_reference, std::fabs(x));
+        sum_abs += d;
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+      }
+      count += ra[r].n;
+      const double cosine = na == 0 && nb == 0 ? 1.0 : dot / std::sqrt(na * nb);
+      report.min_cosine = std::isnan(cosine) ? -1.0 : std::min(report.min_cosine, cosine);
+      if (argmax && ra[r].n > 0) {
+        ++report.argmax_total;
+        report.argmax_equal += std::max_element(ra[r].data, ra[r].data + ra[r].n) - ra[r].data ==
+                               std::max_element(rb[r].data, rb[r].data + rb[r].n) - rb[r].data;
+      }
+    }
+  }
+  report.mean_abs_diff = count ? sum_abs / static_cast<double>(count) : 0;
+  return report;
+}
+
+Status CheckVerifyThresholds(const VerifyReport& r, Precision precision) {
+  if (precision == Precision::kFp32) {
+    const double limit = 1e-4 * std::max(1.0, r.max_abs_reference);
+    if (!(r.max_abs_diff <= limit))
+      return FailedPrecondition("max abs diff " + std::to_string(r.max_abs_diff) +
+                                " is above the fp32 threshold " + std::to_string(limit));
+    return Status::Ok();
+  }
+  if (!(r.min_cosine >= 0.999))
+    return FailedPrecondition("min cosine " + std::to_string(r.min_cosine) +
+                              " is below the threshold 0.999");
+  if (r.argmax_equal != r.argmax_total)
+    return FailedPrecondition("argmax agrees on " + std::to_string(r.argmax_equal) + " of " +
+                              std::to_string(r.argmax_total) + " rows; all must");
+  return Status::Ok();
+}
+
+}  // namespace bertrt

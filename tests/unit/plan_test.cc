@@ -1,0 +1,385 @@
+// Plan files: round trips (bitwise for fp32), fp16/bf16 plans on the CPU, and
+// hostile files (truncated, flipped bits, bad offsets, sizes, counts, JSON).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "bertrt/engine.h"
+#include "bertrt/importer.h"
+#include "bertrt/plan.h"
+#include "builder/crc32c.h"
+#include "builder/plan_format.h"
+
+namespace bertrt {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ModelDir(const std::string& name) {
+  return std::string(BERTRT_TEST_DATA_DIR) + "/models/" + name;
+}
+
+std::string TempPath(const std::string& name) {
+  return (fs::temp_directory_path() / ("bertrt_plan_test_" + name + ".plan")).string();
+}
+
+std::string BuildPlan(const std::string& model, Precision precision = Precision::kFp32) {
+  auto loaded = LoadModelAndTokenizer(ModelDir(model));
+  EXPECT_TRUE(loaded.ok()) << loaded.status().ToString();
+  auto tok = ReadTokenizerSource(ModelDir(model));
+  EXPECT_TRUE(tok.ok()) << tok.status().ToString();
+  PlanBuildOptions options;
+  options.precision = precision;
+  const std::string path = TempPath(model + "_" + PrecisionName(precision));
+  Status st = WritePlan(*loaded->model, *tok, options, "crc32c:test", path);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return path;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+StatusOr<Plan> FromBytes(const std::string& bytes) {
+  auto copy = std::make_shared<std::string>(bytes);
+  return ReadPlanFromMemory(*copy, copy, "test.plan");
+}
+
+const std::vector<std::pair<std::string, std::optional<std::string>>> kTexts = {
+    {"hello world", std::nullopt},
+    {"the quick brown fox jumps over the lazy dog", std::string("a pair of texts")},
+    {"今天天气很好", std::nullopt},
+};
+
+RaggedBatch Encode(const Tokenizer& tok) {
+  RaggedBatch batch;
+  for (const auto& [text, pair] : kTexts) {
+    auto enc = tok.Encode(text, pair, 64);
+    EXPECT_TRUE(enc.ok());
+    batch.Add(enc->input_ids, enc->token_type_ids);
+  }
+  return batch;
+}
+
+BatchOutputs RunCpu(std::shared_ptr<const Model> model, const RaggedBatch& batch) {
+  auto engine = CreateCpuEngine(std::move(model), {1});
+  EXPECT_TRUE(engine.ok()) << engine.status().ToString();
+  RunOptions options;
+  options.last_hidden_state = true;
+  auto out = (*engine)->Run(batch, options);
+  EXPECT_TRUE(out.ok()) << out.status().ToString();
+  return std::move(out).value();
+}
+
+class PlanRoundTrip : public testing::TestWithParam<std::string> {};
+
+TEST_P(PlanRoundTrip, Fp32PlanGivesBitwiseIdenticalOutputs) {
+  const std::string path = BuildPlan(GetParam());
+  auto hf = LoadModelAndTokenizer(ModelDir(GetParam()));
+  auto plan = ReadPlan(path);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->info.format_version, kPlanFormatVersion);
+  EXPECT_EQ(plan->info.precision, "fp32");
+  EXPECT_EQ(plan->model->config.head, hf->model->config.head);
+  EXPECT_EQ(plan->model->config.labels, hf->model->config.labels);
+  EXPECT_EQ(plan->model->config.max_seq_length, hf->model->config.max_seq_length);
+  EXPECT_EQ(plan->tokenizer->Vocabulary(), hf->tokenizer->Vocabulary());
+  const RaggedBatch batch = Encode(*hf->tokenizer);
+  const RaggedBatch plan_batch = Encode(*plan->tokenizer);
+  EXPECT_EQ(batch.input_ids, plan_batch.input_ids);
+  EXPECT_EQ(batch.token_type_ids, plan_batch.token_type_ids);
+  const BatchOutputs want = RunCpu(hf->model, batch), got = RunCpu(plan->model, batch);
+  ASSERT_EQ(want.outputs.size(), got.outputs.size());
+  for (size_t i = 0; i < want.outputs.size(); ++i) {
+    EXPECT_EQ(want.outputs[i].name, got.outputs[i].name);
+    ASSERT_EQ(want.outputs[i].data.size(), got.outputs[i].data.size());
+    EXPECT_EQ(0, std::memcmp(want.outputs[i].data.data(), got.outputs[i].data.data(),
+                             want.outputs[i].data.size() * sizeof(float)))
+        << want.outputs[i].name;
+  }
+  fs::remove(path);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryHead, PlanRoundTrip,
+                         testing::Values("base", "seq_cls", "token_cls", "qa", "sentence_mean",
+                                         "sentence_cls", "sentence_max", "seq_cls_f16", "sharded"));
+
+TEST(Plan, Fp32TensorsAreViewsOfTheFile) {
+  const std::string path = BuildPlan("seq_cls");
+  const std::string bytes = ReadAll(path);
+  auto owner = std::make_shared<std::vector<uint64_t>>((bytes.size() + 7) / 8);
+  std::memcpy(owner->data(), bytes.data(), bytes.size());
+  std::string_view view(reinterpret_cast<const char*>(owner->data()), bytes.size());
+  auto plan = ReadPlanFromMemory(view, owner, "mem.plan");
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const auto* p = static_cast<const char*>(plan->model->weights.layers[0].key_w.raw());
+  EXPECT_GE(p, view.data());
+  EXPECT_LT(p, view.data() + view.size());
+  fs::remove(path);
+}
+
+class HalfPlan : public testing::TestWithParam<Precision> {};
+
+TEST_P(HalfPlan, LoadsOnTheCpuWithANoticeAndCloseOutputs) {
+  const std::string path = BuildPlan("seq_cls", GetParam());
+  std::vector<std::string> notices;
+  PlanReadOptions options;
+  options.on_notice = [&](const std::string& n) { notices.push_back(n); };
+  auto plan = ReadPlan(path, options);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_NE(notices[0].find("widened to fp32"), std::string::npos);
+  EXPECT_LT(fs::file_size(path), fs::file_size(BuildPlan("seq_cls")));
+  auto hf = LoadModelAndTokenizer(ModelDir("seq_cls"));
+  const RaggedBatch batch = Encode(*hf->tokenizer);
+  auto ref = CreateCpuEngine(hf->model, {1});
+  auto cand = CreateCpuEngine(plan->model, {1});
+  auto report = CompareEngines(**ref, **cand, *hf->tokenizer, BuiltInVerifySamples(), 64);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_GT(report->min_cosine, 0.999);
+  EXPECT_GT(report->max_abs_diff, 0.0);  // the weights really were rounded
+  EXPECT_TRUE(CheckVerifyThresholds(*report, GetParam()).ok());
+  fs::remove(path);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fp16AndBf16, HalfPlan, testing::Values(Precision::kFp16, Precision::kBf16));
+
+// Hostile edits: the test re-seals the checksums after an edit, so it is the
+// reader's validation, not only the CRCs, that must refuse the file.
+class HostilePlan : public testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string path = BuildPlan("token_cls");
+    bytes_ = ReadAll(path);
+    fs::remove(path);
+  }
+  uint8_t* at(size_t off) { return reinterpret_cast<uint8_t*>(bytes_.data()) + off; }
+  uint64_t table() { return plan::GetU64(at(24)); }
+  uint32_t count() { return plan::GetU32(at(32)); }
+  uint8_t* entry(size_t i) { return at(table() + i * plan::kEntrySize); }
+  size_t Find(const std::string& name) {
+    for (size_t i = 0; i < count(); ++i)
+      if (plan::DecodeEntry(entry(i)).name == name) return i;
+    ADD_FAILURE() << name;
+    return 0;
+  }
+  void Reseal() {
+    plan::PutU32(at(40), plan::Crc32c(at(table()), count() * plan::kEntrySize));
+    plan::PutU32(at(60), plan::Crc32c(at(0), 60));
+  }
+  void ResealSection(size_t i) {
+    plan::Entry e = plan::DecodeEntry(entry(i));
+    plan::PutU32(entry(i) + 76, plan::Crc32c(at(e.offset), e.length));
+    Reseal();
+  }
+  // Replaces the metadata JSON in place (padded with spaces).
+  void SetMeta(const std::string& json) {
+    const size_t i = Find("meta");
+    plan::Entry e = plan::DecodeEntry(entry(i));
+    ASSERT_LE(json.size(), e.length);
+    std::memset(at(e.offset), ' ', e.length);
+    std::memcpy(at(e.offset), json.data(), json.size());
+    ResealSection(i);
+  }
+  nlohmann::json Meta() {
+    plan::Entry e = plan::DecodeEntry(entry(Find("meta")));
+    return nlohmann::json::parse(bytes_.substr(e.offset, e.length));
+  }
+  void ExpectError(const std::string& fragment) {
+    auto plan = FromBytes(bytes_);
+    ASSERT_FALSE(plan.ok()) << "accepted; expected: " << fragment;
+    EXPECT_NE(plan.status().message().find(fragment), std::string::npos) << plan.status().message();
+  }
+  std::string bytes_;
+};
+
+TEST_F(HostilePlan, IntactPlanLoads) { EXPECT_TRUE(FromBytes(bytes_).ok()); }
+
+TEST_F(HostilePlan, OtherFormatVersionNamesBothAndTheRebuildCommand) {
+  plan::PutU32(at(8), 7);
+  auto plan = FromBytes(bytes_);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(plan.status().message().find("plan format version 7"), std::string::npos);
+  EXPECT_NE(plan.status().message().find("reads plan format version 1"), std::string::npos);
+  EXPECT_NE(plan.status().message().find("rebuild with: bertrt build"), std::string::npos);
+}
+
+TEST_F(HostilePlan, EveryTruncationIsRejected) {
+  const std::string whole = bytes_;
+  for (size_t n : {size_t{0}, size_t{7}, size_t{11}, size_t{63}, size_t{64}, whole.size() / 2,
+                   whole.size() - plan::kEntrySize, whole.size() - 1}) {
+    auto plan = FromBytes(whole.substr(0, n));
+    EXPECT_FALSE(plan.ok()) << n;
+  }
+}
+
+TEST_F(HostilePlan, FlippedBitInATensorFailsItsChecksum) {
+  plan::Entry e = plan::DecodeEntry(entry(Find("layers.1.ffn_in_w")));
+  *at(e.offset + e.length / 2) ^= 0x10;
+  ExpectError("layers.1.ffn_in_w");
+  ExpectError("CRC32C");
+}
+
+TEST_F(HostilePlan, FlippedBitInTheTableOrHeaderIsCaught) {
+  *entry(3) ^= 1;
+  ExpectError("table checksum");
+  *entry(3) ^= 1;
+  *at(20) ^= 1;
+  ExpectError("header checksum");
+}
+
+TEST_F(HostilePlan, OffsetPastTheEnd) {
+  plan::PutU64(entry(Find("classifier_w")) + 112, (bytes_.size() + 4096) / 64 * 64);
+  Reseal();
+  ExpectError("outside the data area");
+}
+
+TEST_F(HostilePlan, HugeLengthDoesNotWrap) {
+  plan::PutU64(entry(Find("tokenizer")) + 120, ~uint64_t{0} - 10);
+  Reseal();
+  ExpectError("outside the data area");
+}
+
+TEST_F(HostilePlan, OverlappingSections) {
+  plan::Entry first = plan::DecodeEntry(entry(Find("layers.0.qkv_w")));
+  plan::PutU64(entry(Find("layers.0.qkv_b")) + 112, first.offset);
+  Reseal();
+  ExpectError("overlap");
+}
+
+TEST_F(HostilePlan, MisalignedOffset) {
+  const size_t i = Find("embeddings.ln_gamma");
+  plan::PutU64(entry(i) + 112, plan::DecodeEntry(entry(i)).offset + 4);
+  Reseal();
+  ExpectError("not 64-byte aligned");
+}
+
+TEST_F(HostilePlan, SectionCountTooLarge) {
+  plan::PutU32(at(32), 1u << 30);
+  Reseal();
+  ExpectError("section count");
+}
+
+TEST_F(HostilePlan, ShapeThatDisagreesWithTheLength) {
+  plan::PutU64(entry(Find("embeddings.word")) + 80, 1u << 30);
+  Reseal();
+  ExpectError("shape needs");
+}
+
+TEST_F(HostilePlan, OverflowingShape) {
+  uint8_t* e = entry(Find("embeddings.word"));
+  plan::PutU64(e + 80, uint64_t{1} << 40);
+  plan::PutU64(e + 88, uint64_t{1} << 40);
+  Reseal();
+  ExpectError("bad dimension");
+}
+
+TEST_F(HostilePlan, BadDtypeAndRank) {
+  uint8_t* e = entry(Find("embeddings.word"));
+  plan::PutU32(e + 68, 99);
+  Reseal();
+  ExpectError("dtype code 99");
+  plan::PutU32(e + 68, 0);
+  plan::PutU32(e + 72, 9);
+  Reseal();
+  ExpectError("rank 9");
+}
+
+TEST_F(HostilePlan, UnterminatedName) {
+  std::memset(entry(2), 'x', plan::kNameSize);
+  Reseal();
+  ExpectError("unterminated name");
+}
+
+TEST_F(HostilePlan, MetadataThatIsNotJson) {
+  SetMeta("{\"config\": [1, 2");
+  ExpectError("not a JSON object");
+}
+
+TEST_F(HostilePlan, MetadataWithWrongTypes) {
+  nlohmann::json meta = Meta();
+  meta["config"] = 7;
+  SetMeta(meta.dump());
+  ExpectError("config");
+}
+
+TEST_F(HostilePlan, ConfigThatDisagreesWithTheTensors) {
+  nlohmann::json meta = Meta();
+  meta["config"]["hidden_size"] = 64;
+  meta["config"]["num_heads"] = 4;
+  SetMeta(meta.dump());
+  ExpectError("expected");
+  meta["config"]["hidden_size"] = 32;
+  meta["config"]["num_layers"] = 3;
+  SetMeta(meta.dump());
+  ExpectError("tensor sections");
+}
+
+TEST_F(HostilePlan, ConfigOutOfRange) {
+  nlohmann::json meta = Meta();
+  meta["config"]["vocab_size"] = -1;
+  SetMeta(meta.dump());
+  ExpectError("vocab_size");
+  meta["config"]["vocab_size"] = 512;
+  meta["config"]["layer_norm_eps"] = 1e300;
+  SetMeta(meta.dump());
+  ExpectError("layer_norm_eps");
+}
+
+TEST_F(HostilePlan, LabelsThatDoNotMatchTheClasses) {
+  nlohmann::json meta = Meta();
+  meta["config"]["labels"] = {"A", "B"};
+  SetMeta(meta.dump());
+  ExpectError("labels");
+}
+
+TEST_F(HostilePlan, UnknownTokenizerKind) {
+  nlohmann::json meta = Meta();
+  meta["tokenizer"]["kind"] = "sentencepiece";
+  SetMeta(meta.dump());
+  ExpectError("unknown tokenizer kind");
+}
+
+TEST(Plan, IsPlanFileAndLoadModelAndTokenizerRouteByMagic) {
+  const std::string path = BuildPlan("qa");
+  EXPECT_TRUE(IsPlanFile(path));
+  EXPECT_FALSE(IsPlanFile(ModelDir("qa")));
+  EXPECT_FALSE(IsPlanFile(ModelDir("qa") + "/config.json"));
+  auto loaded = LoadModelAndTokenizer(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(loaded->model->source, path);
+  auto info = ReadPlanInfo(path);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->source, ModelDir("qa"));
+  EXPECT_EQ(info->tokenizer_kind, "vocab");
+  fs::remove(path);
+}
+
+TEST(Plan, RetuneNotice) {
+  PlanInfo info;
+  GpuInfo h200{0, "NVIDIA H200", 90, 0};
+  EXPECT_NE(PlanRetuneNotice(info, h200).find("built without a GPU"), std::string::npos);
+  info.gpu_name = "NVIDIA H200";
+  info.gpu_compute_capability = 90;
+  EXPECT_EQ(PlanRetuneNotice(info, h200), "");
+  GpuInfo a100{0, "NVIDIA A100-SXM4-80GB", 80, 0};
+  EXPECT_NE(PlanRetuneNotice(info, a100).find("re-tuning"), std::string::npos);
+}
+
+TEST(Plan, Crc32cKnownValue) {
+  // The CRC32C check value of "123456789" (RFC 3720).
+  EXPECT_EQ(plan::Crc32c("123456789", 9), 0xE3069283u);
+}
+
+}  // namespace
+}  // namespace bertrt

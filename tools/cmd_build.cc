@@ -1,0 +1,206 @@
+// `bertrt build MODEL_DIR -o model.plan`: one self-contained plan file per
+// model, verified against the fp32 reference before it is kept.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "bertrt/cuda_engine.h"
+#include "bertrt/devices.h"
+#include "bertrt/plan.h"
+#include "cli_util.h"
+#include "commands.h"
+
+namespace bertrt::cli {
+namespace {
+
+struct BuildFlags {
+  std::string model;
+  std::string output;
+  std::string precision;  // empty: fp32 for cpu, fp16 for cuda
+  std::string device = "cpu";
+  std::string samples;
+  int max_seq_len = 0;
+  int max_batch_tokens = 0;
+  int threads = 0;
+  bool force = false;
+  bool skip_verify = false;
+};
+
+class Stages {
+ public:
+  void Begin(const char* name) {
+    name_ = name;
+    start_ = Now();
+    std::fprintf(stderr, "[build] %s...\n", name);
+  }
+  void End(const std::string& detail = "") {
+    std::fprintf(stderr, "[build] %s done in %.2f s%s%s\n", name_, Now() - start_,
+                 detail.empty() ? "" : ": ", detail.c_str());
+  }
+  double Total() const { return Now() - t0_; }
+
+ private:
+  static double Now() {
+    using namespace std::chrono;
+    return duration<double>(steady_clock::now().time_since_epoch()).count();
+  }
+  const char* name_ = "";
+  double start_ = Now();
+  double t0_ = Now();
+};
+
+void Notice(const std::string& n) { std::fprintf(stderr, "notice: %s\n", n.c_str()); }
+
+// Runs the built plan and the HF directory's fp32 model on the samples.
+// Returns the exit code; prints the comparison on stdout.
+int Verify(const BuildFlags& flags, const Plan& plan, std::shared_ptr<const Model> reference,
+           Precision precision, bool on_gpu) {
+  std::vector<VerifySample> samples = BuiltInVerifySamples();
+  if (!flags.samples.empty()) {
+    auto read = ReadVerifySamples(flags.samples);
+    if (!read.ok()) return Fail(read.status(), kExitUsage);
+    samples = std::move(read).value();
+  }
+  auto ref_engine = CreateEngine(reference, "cpu", flags.threads, "fp32");
+  if (!ref_engine.ok()) return Fail(ref_engine.status(), kExitRuntimeError);
+  const std::string device = on_gpu ? "cuda" : "cpu";
+  auto plan_engine = CreateEngine(plan.model, device, flags.threads,
+                                  on_gpu ? PrecisionName(precision) : "fp32");
+  if (!plan_engine.ok()) return Fail(plan_engine.status(), kExitRuntimeError);
+  auto report = CompareEngines(**ref_engine, **plan_engine, *plan.tokenizer, samples,
+                               plan.model->config.max_seq_length);
+  if (!report.ok()) return Fail(report.status(), kExitRuntimeError);
+  const VerifyReport& r = *report;
+  std::printf("verify: %d samples, %s on %s (%s weights) vs fp32 reference on cpu\n", r.samples,
+              r.output_name.c_str(), (*plan_engine)->device().c_str(), PrecisionName(precision));
+  std::printf("  max abs diff %.3g  mean abs diff %.3g  min cosine %.6f", r.max_abs_diff,
+              r.mean_abs_diff, r.min_cosine);
+  if (r.argmax_total > 0) std::printf("  argmax agreement %d/%d", r.argmax_equal, r.argmax_total);
+  std::printf("\n");
+  Status within = CheckVerifyThresholds(r, precision);
+  if (within.ok()) return kExitOk;
+  if (flags.force) {
+    std::fprintf(stderr, "warning: verification failed (%s); plan kept because of --force\n",
+                 within.message().c_str());
+    return kExitOk;
+  }
+  std::error_code ec;
+  std::filesystem::remove(flags.output, ec);
+  return Fail(Status(within.code(), "verification failed: " + within.message() + "; " +
+                                        flags.output + " removed (use --force to keep it)"),
+              kExitVerifyFailed);
+}
+
+int Build(const BuildFlags& flags) {
+  auto precision = ParsePrecision(ResolvePrecision(flags.device, flags.precision));
+  if (!precision.ok()) return Fail(precision.status(), kExitUsage);
+  if (IsPlanFile(flags.model))
+    return Fail(InvalidArgument(flags.model + " is already a plan; build from the Hugging Face "
+                                "directory it came from"),
+                kExitUsage);
+  Stages stages;
+  stages.Begin("load");
+  auto loaded = LoadForCli(flags.model);
+  if (!loaded.ok()) return Fail(loaded.status(), kExitModelError);
+  // A shallow copy: the tensors stay views of the checkpoint.
+  auto model = std::make_shared<Model>(*loaded->model);
+  const int max_positions = model->config.max_position_embeddings;
+  if (flags.max_seq_len > max_positions)
+    return Fail(InvalidArgument("--max-seq-len " + std::to_string(flags.max_seq_len) +
+                                " is more than the model's " + std::to_string(max_positions) +
+                                " position embeddings"),
+                kExitUsage);
+  if (flags.max_seq_len > 0) model->config.max_seq_length = flags.max_seq_len;
+  stages.End(model->config.architecture + ", " + std::to_string(model->ParameterCount()) +
+             " parameters");
+
+  stages.Begin("convert");
+  PlanBuildOptions options;
+  options.precision = *precision;
+  options.device = flags.device;
+  options.max_seq_len = model->config.max_seq_length;
+  options.max_batch_tokens = flags.max_batch_tokens;
+  bool on_gpu = false;
+  if (flags.device == "cuda") {
+    auto gpus = ListGpus();
+    if (gpus.ok()) {
+      options.gpu = (*gpus)[0];
+      on_gpu = true;
+    } else {
+      Notice("--device cuda without a usable GPU (" + gpus.status().message() +
+             "): the plan is written for CUDA and verified on the CPU; its GEMM tuning happens "
+             "on the GPU that serves it");
+    }
+  }
+  auto tokenizer = ReadTokenizerSource(flags.model);
+  if (!tokenizer.ok()) return Fail(tokenizer.status(), kExitModelError);
+  auto checksum = SourceChecksum(flags.model);
+  if (!checksum.ok()) return Fail(checksum.status(), kExitModelError);
+  stages.End(*checksum + ", tokenizer from " + tokenizer->kind);
+
+  stages.Begin("write");
+  Status written = WritePlan(*model, *tokenizer, options, *checksum, flags.output);
+  if (!written.ok()) return Fail(written, kExitRuntimeError);
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(flags.output, ec);
+  char mib[32];
+  std::snprintf(mib, sizeof(mib), "%.1f MiB", static_cast<double>(size) / (1 << 20));
+  stages.End(flags.output + " (" + mib + ", " + PrecisionName(*precision) + " weights, for " +
+             flags.device + ")");
+
+  int code = kExitOk;
+  if (flags.skip_verify) {
+    Notice("--skip-verify: the plan was not checked against the reference");
+  } else {
+    stages.Begin("verify");
+    PlanReadOptions read_options;
+    read_options.on_notice = Notice;
+    auto plan = ReadPlan(flags.output, read_options);
+    if (!plan.ok()) return Fail(plan.status(), kExitModelError);
+    code = Verify(flags, *plan, model, *precision, on_gpu);
+    stages.End();
+  }
+  std::fprintf(stderr, "[build] %s in %.2f s\n", code == kExitOk ? "built" : "failed",
+               stages.Total());
+  return code;
+}
+
+}  // namespace
+
+void RegisterBuildCommand(CLI::App& app, int& exit_code) {
+  auto flags = std::make_shared<BuildFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "build",
+      "Build one self-contained plan file from a Hugging Face model directory: config, head, "
+      "labels, tokenizer and weights laid out for direct use (mmap'd at load). The plan runs on "
+      "the CPU and on any supported GPU; `run`, `tokenize`, `inspect` and `bench` take it in "
+      "place of the directory. The build ends by running the plan on sample texts against the "
+      "fp32 reference and fails above the thresholds (fp32: max abs diff 1e-4 relative; "
+      "fp16/bf16: cosine 0.999 and every argmax equal) unless --force.");
+  cmd->add_option("MODEL_DIR", flags->model, "Hugging Face model directory")->required();
+  cmd->add_option("-o,--output", flags->output, "The plan file to write")->required();
+  cmd->add_option("--precision", flags->precision,
+                  "Weight precision: fp32, fp16 or bf16 (default: fp32 for cpu, fp16 for cuda)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+  cmd->add_option("--device", flags->device,
+                  "Backend the plan is laid out and tuned for: cpu or cuda (it serves on both)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--max-seq-len", flags->max_seq_len,
+                  "Longest input served (default: the model's limit)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-batch-tokens", flags->max_batch_tokens,
+                  "Tokens per batch an engine may reserve memory for (default: no limit)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--samples", flags->samples,
+                  "JSON Lines of {\"text\": ..., \"text_pair\": ...} to verify on (default: "
+                  "built-in multilingual samples)")
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--force", flags->force, "Keep the plan even when verification fails");
+  cmd->add_flag("--skip-verify", flags->skip_verify, "Do not verify the plan");
+  cmd->add_option("--threads", flags->threads, "CPU threads for verification (0: all cores)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->callback([flags, &exit_code] { exit_code = Build(*flags); });
+}
+
+}  // namespace bertrt::cli
