@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (device tool), from the repository root, with .carry/
 # from `BUILD_DIR=build-cuda scripts/pack_for_device.sh`: the CUDA engine's
-# unit tests (CUDA engine vs CPU engine parity, ragged batches, errors).
-# Logs go to $OUT.
+# unit tests (CUDA engine vs CPU engine parity, ragged batches, CUDA graph
+# replay, errors). With CUDA_BENCH=1 it then runs bench/cuda_bench.py (bertrt
+# vs PyTorch eager / torch.compile, one run), whose section lands in
+# $OUT/RESULTS.md. Logs go to $OUT.
 set -uo pipefail
 export LD_LIBRARY_PATH="$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 OUT=${OUT:-/tmp/out}
@@ -10,7 +12,11 @@ mkdir -p "$OUT"
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
 ldd .carry/bin/bertrt_tests > "$OUT/ldd.txt" 2>&1 || true
 .carry/bin/bertrt_tests --gtest_filter='Cuda*' --gtest_output="xml:$OUT/cuda_tests.xml" \
-  2>&1 | tee "$OUT/cuda_tests.log"
+  2>&1 | tee "$OUT/cuda_tests.log" | grep -E '^\[ *(FAILED|PASSED|OK|RUN) *\]|Failure|expected|Which is|bertrt_tests' | grep -v '^\[ RUN'
 rc=${PIPESTATUS[0]}
 echo "bertrt_tests exit code: $rc" | tee -a "$OUT/cuda_tests.log"
+if [ "${CUDA_BENCH:-0}" = 1 ]; then
+  python3 bench/cuda_bench.py --bertrt .carry/bin/bertrt --results "$OUT/RESULTS.md" \
+    --json-out "$OUT/cuda_bench.json" ${CUDA_BENCH_ARGS:-} 2>&1 | tee "$OUT/cuda_bench.log" || rc=1
+fi
 exit "$rc"

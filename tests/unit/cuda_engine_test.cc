@@ -248,6 +248,8 @@ const Spec kSpecs[] = {
      Pooling::kCls, true},
     {"seqcls_hd64_gelu", 256, 4, 384, HiddenAct::kGelu, HeadKind::kSequenceClassification},
     {"tokcls_hd96_gelu", 192, 2, 300, HiddenAct::kGelu, HeadKind::kTokenClassification},
+    // BERT-base's width: the 16-byte, warp-per-row LayerNorm path.
+    {"seqcls_h768_hd64_gelu", 768, 12, 512, HiddenAct::kGelu, HeadKind::kSequenceClassification},
 };
 
 std::vector<Case> AllCases() {
@@ -263,6 +265,64 @@ INSTANTIATE_TEST_SUITE_P(Cuda, CudaParityTest, ::testing::ValuesIn(AllCases()),
                            return std::string(info.param.spec.name) + "_" +
                                   PrecisionName(info.param.precision);
                          });
+
+void ExpectIdentical(const BatchOutputs& got, const BatchOutputs& want, const std::string& what) {
+  ASSERT_EQ(got.outputs.size(), want.outputs.size()) << what;
+  for (size_t i = 0; i < want.outputs.size(); ++i) {
+    EXPECT_EQ(got.outputs[i].name, want.outputs[i].name) << what;
+    EXPECT_EQ(got.outputs[i].data, want.outputs[i].data) << what << " " << want.outputs[i].name;
+  }
+}
+
+// A bucket's first batch runs eagerly, its second is captured into a CUDA
+// graph and replayed, later ones replay: all give the same bits, and a
+// different batch of the same bucket (other lengths, other ids) replays the
+// graph and still matches the CPU engine, padding rows never leaking in.
+TEST(CudaEngineTest, GraphReplayMatchesEagerRunsAndServesTheWholeBucket) {
+  SKIP_WITHOUT_GPU();
+  for (Precision p : {Precision::kFp16, Precision::kFp32}) {
+    const Spec s{"tokcls", 128, 4, 256, HiddenAct::kGelu, HeadKind::kTokenClassification};
+    auto model = MakeModel(s, 21);
+    auto cpu = CreateCpuEngine(model, {});
+    ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+    auto gpu = MakeCuda(model, p);
+    ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+    const RunOptions opts{.last_hidden_state = true};
+    const std::string what = PrecisionName(p);
+
+    // 93 tokens in 3 sequences and 95 in 4 both pad to 128 tokens in 8
+    // sequences, max_len 64.
+    const RaggedBatch a = MakeBatch({10, 50, 33}, 31);
+    const RaggedBatch b = MakeBatch({20, 40, 30, 5}, 32);
+    auto eager = (*gpu)->Run(a, opts);
+    ASSERT_TRUE(eager.ok()) << eager.status().ToString();
+    auto captured = (*gpu)->Run(a, opts);
+    ASSERT_TRUE(captured.ok()) << captured.status().ToString();
+    auto replayed = (*gpu)->Run(a, opts);
+    ASSERT_TRUE(replayed.ok()) << replayed.status().ToString();
+    ExpectIdentical(*captured, *eager, what + ": captured vs eager");
+    ExpectIdentical(*replayed, *eager, what + ": replayed vs eager");
+    auto want_a = (*cpu)->Run(a, opts);
+    ASSERT_TRUE(want_a.ok());
+    ExpectClose(*replayed, *want_a, p, what + ": replayed vs cpu");
+
+    auto other = (*gpu)->Run(b, opts);
+    ASSERT_TRUE(other.ok()) << other.status().ToString();
+    auto want_b = (*cpu)->Run(b, opts);
+    ASSERT_TRUE(want_b.ok());
+    ExpectClose(*other, *want_b, p, what + ": other batch of the bucket vs cpu");
+    auto again = (*gpu)->Run(b, opts);
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    ExpectIdentical(*again, *other, what + ": other batch replayed twice");
+    // Without last_hidden_state the shape is another bucket, with its own graph.
+    for (int i = 0; i < 3; ++i) {
+      auto plain = (*gpu)->Run(a, {});
+      ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+      ExpectIdentical(*plain, BatchOutputs{{*eager->Find("logits")}}, what + ": logits only");
+    }
+    EXPECT_EQ((*gpu)->device().find("graphs off"), std::string::npos) << (*gpu)->device();
+  }
+}
 
 TEST(CudaEngineTest, RejectsInvalidIdsBeforeAnyKernel) {
   SKIP_WITHOUT_GPU();
@@ -300,6 +360,20 @@ TEST(CudaEngineTest, PoolGrowsAndMaxBatchTokensIsEnforced) {
   EXPECT_EQ((*capped)->Run(MakeBatch({300, 301}, 1), {}).status().code(),
             StatusCode::kInvalidArgument);
   EXPECT_NE((*capped)->device().find("cuda:0"), std::string::npos);
+
+  // A batch filling the reservation cannot be padded: it runs at its exact
+  // shape, which is captured like any other, and the pool does not grow.
+  auto full = MakeCuda(model, Precision::kFp16, 768);
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  const size_t reserved = (*full)->PeakMemoryBytes();
+  auto first = (*full)->Run(MakeBatch({384, 384}, 2), {});
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  for (int i = 0; i < 2; ++i) {
+    auto again = (*full)->Run(MakeBatch({384, 384}, 2), {});
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(again->Find("pooler_output")->data, first->Find("pooler_output")->data);
+  }
+  EXPECT_EQ((*full)->PeakMemoryBytes(), reserved);
 }
 
 }  // namespace

@@ -3,13 +3,26 @@
 // engine's own stream: fused embedding + LayerNorm, cuBLASLt GEMMs with bias /
 // activation / residual epilogues, fused variable-length attention, LayerNorm,
 // then the head, whose fp32 outputs are the only data copied back.
+//
+// Launch overhead dominates small batches, so each batch runs as a padded
+// shape (a bucket) and, from a bucket's second batch on, the whole forward
+// (kernels and cuBLASLt calls, after the host-to-device input copy) replays
+// as one CUDA graph captured for that bucket. The padding tokens form dummy
+// sequences appended after the real ones: every kernel reads cu_seqlens from
+// device memory, attention never crosses a sequence and the rest is row-wise,
+// so the dummies never touch a real row, and one graph serves every batch
+// whose shape rounds to its bucket.
 #include "bertrt/cuda_engine.h"
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <compare>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,7 +48,45 @@ constexpr size_t kAlign = 256;
 // not reallocate every time.
 constexpr int kTokenGranularity = 256;
 
+// Buckets: tokens to a multiple of 64 and max_len to a multiple of 64, with
+// at least one dummy sequence (so the padding tokens have a home) and the
+// sequence count to a multiple of 8. The padding P = tokens - t is at least
+// the D dummies and at most D + 63, so every dummy has 1..64 tokens.
+constexpr int kTokenBucket = 64;
+constexpr int kSeqBucket = 8;
+constexpr int kLenBucket = 64;
+// Captured graphs kept, least recently used evicted first; shapes seen once
+// remembered (a shape is captured on its second batch).
+constexpr size_t kMaxGraphs = 16;
+constexpr size_t kMaxSeenShapes = 1024;
+
 size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+int RoundUp(int n, int step) { return (n + step - 1) / step * step; }
+
+// The shape a batch runs as: the key of its graph.
+struct Shape {
+  int tokens, seqs, max_len;
+  bool hidden_state;
+  auto operator<=>(const Shape&) const = default;
+};
+
+struct GraphExecDeleter {
+  void operator()(cudaGraphExec_t exec) const { cudaGraphExecDestroy(exec); }
+};
+using GraphExec = std::unique_ptr<CUgraphExec_st, GraphExecDeleter>;
+
+struct CachedGraph {
+  GraphExec exec;
+  uint64_t last_use = 0;
+};
+
+// An output computed on the device in fp32, to be copied back.
+struct Pending {
+  std::string name;
+  bool per_token;
+  int width;
+  const float* device;
+};
 
 // Views into the activation pool and the pinned staging buffers, laid out for
 // a capacity of `tokens` tokens (every sequence has a token, so sequences <= tokens).
@@ -57,8 +108,10 @@ class CudaEngine final : public Engine {
   StatusOr<BatchOutputs> Run(const RaggedBatch& batch, const RunOptions& options) override;
   const ModelConfig& config() const override { return model_->config; }
   std::string device() const override {
+    std::lock_guard<std::mutex> lock(mu_);
     return "cuda:" + std::to_string(gpu_.index) + " (" + gpu_.name + ", " +
-           PrecisionName(options_.precision) + ")";
+           PrecisionName(options_.precision) + ")" +
+           (graphs_off_reason_.empty() ? "" : " [CUDA graphs off: " + graphs_off_reason_ + "]");
   }
   size_t PeakMemoryBytes() const override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -71,8 +124,17 @@ class CudaEngine final : public Engine {
   // Byte sizes of the pool's regions for `tokens` tokens, in Workspace order.
   std::vector<size_t> PoolRegions(size_t tokens) const;
   Status Reserve(int tokens);
-  Status Encoder(const RaggedBatch& batch);
-  Status Heads(const RaggedBatch& batch, const RunOptions& options, BatchOutputs* out);
+  Shape ShapeFor(const RaggedBatch& batch, const RunOptions& options) const;
+  Status Stage(const RaggedBatch& batch, const Shape& shape);
+  // Replays the shape's graph, captures it, or runs the kernels eagerly.
+  Status Forward(const Shape& shape);
+  StatusOr<GraphExec> Capture(const Shape& shape);
+  // Every kernel and GEMM of the forward on stream_, nothing else.
+  Status Compute(const Shape& shape);
+  Status Encoder(const Shape& shape);
+  Status HeadKernels(const Shape& shape);
+  std::vector<Pending> Outputs(bool hidden_state) const;
+  Status CopyBack(const RaggedBatch& batch, bool hidden_state, BatchOutputs* out);
 
   std::shared_ptr<const Model> model_;
   CudaEngineOptions options_;
@@ -88,6 +150,12 @@ class CudaEngine final : public Engine {
   DeviceBuffer pool_;
   PinnedBuffer host_ints_, host_floats_;
   Workspace ws_{};
+  // Graphs hold the pool's addresses: both sets are emptied when it moves.
+  bool graphs_enabled_ = true;
+  std::string graphs_off_reason_;  // why a capture failed, for device()
+  std::set<Shape> seen_;
+  std::map<Shape, CachedGraph> graphs_;
+  uint64_t use_clock_ = 0;
 };
 
 CudaEngine::~CudaEngine() {
@@ -117,6 +185,8 @@ Status CudaEngine::Init() {
                                                          : cuda::Epilogue::kBiasRelu;
     ffn_activation_kernel_ = false;
   }
+  // A dummy sequence can be 64 tokens long; its positions must exist.
+  graphs_enabled_ = c.max_position_embeddings >= kLenBucket;
   if (options_.max_batch_tokens > 0) {
     std::lock_guard<std::mutex> lock(mu_);
     RETURN_IF_ERROR(Reserve(options_.max_batch_tokens));
@@ -141,7 +211,10 @@ Status CudaEngine::Reserve(int tokens) {
   const std::string hint =
       "send smaller batches (fewer tokens per batch)" +
       std::string(options_.max_batch_tokens > 0 ? " or lower max_batch_tokens" : "");
-  // Free the old pool first: the two need not fit side by side.
+  // Free the old pool first: the two need not fit side by side. The graphs
+  // point into it.
+  graphs_.clear();
+  seen_.clear();
   capacity_tokens_ = 0;
   RETURN_IF_ERROR(pool_.Allocate(
       total, "activations of " + std::to_string(t) + " tokens", hint));
@@ -165,17 +238,117 @@ Status CudaEngine::Reserve(int tokens) {
   return Status::Ok();
 }
 
-Status CudaEngine::Encoder(const RaggedBatch& batch) {
+Shape CudaEngine::ShapeFor(const RaggedBatch& batch, const RunOptions& options) const {
+  const int t = batch.num_tokens(), n = batch.num_seqs();
+  // From cu_seqlens rather than batch.max_len: the attention grid rests on it.
+  int max_len = 0;
+  for (int s = 0; s < n; ++s)
+    max_len = std::max(max_len, batch.cu_seqlens[s + 1] - batch.cu_seqlens[s]);
+  const Shape exact{t, n, max_len, options.last_hidden_state};
+  if (!graphs_enabled_) return exact;
+  const int seqs = RoundUp(n + 1, kSeqBucket);
+  const Shape padded{RoundUp(t + seqs - n, kTokenBucket), seqs, RoundUp(max_len, kLenBucket),
+                     options.last_hidden_state};
+  // A fixed reservation is never grown for padding.
+  if (options_.max_batch_tokens > 0 && padded.tokens > capacity_tokens_) return exact;
+  return padded;
+}
+
+// Staged in pinned memory so the copies are true async DMAs on our stream.
+Status CudaEngine::Stage(const RaggedBatch& batch, const Shape& shape) {
+  const int t = batch.num_tokens(), n = batch.num_seqs();
+  const int tokens = shape.tokens, seqs = shape.seqs;
+  int32_t* ids = ws_.host_ints;
+  int32_t* types = ids + tokens;
+  int32_t* cu = types + tokens;
+  std::memcpy(ids, batch.input_ids.data(), t * sizeof(int32_t));
+  std::memcpy(types, batch.token_type_ids.data(), t * sizeof(int32_t));
+  std::memcpy(cu, batch.cu_seqlens.data(), (n + 1) * sizeof(int32_t));
+  // Dummy tokens: id 0 and type 0 exist in every vocabulary; their rows are
+  // never read back. The padding is spread evenly over the dummy sequences.
+  std::fill(ids + t, ids + tokens, 0);
+  std::fill(types + t, types + tokens, 0);
+  const int dummies = seqs - n, pad = tokens - t;
+  for (int d = 0; d < dummies; ++d)
+    cu[n + 1 + d] = cu[n + d] + pad / dummies + (d < pad % dummies ? 1 : 0);
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ws_.ids, ids, tokens * sizeof(int32_t),
+                                       cudaMemcpyHostToDevice, stream_));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ws_.types, types, tokens * sizeof(int32_t),
+                                       cudaMemcpyHostToDevice, stream_));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ws_.cu, cu, (seqs + 1) * sizeof(int32_t),
+                                       cudaMemcpyHostToDevice, stream_));
+  return Status::Ok();
+}
+
+Status CudaEngine::Forward(const Shape& shape) {
+  if (auto it = graphs_.find(shape); it != graphs_.end()) {
+    it->second.last_use = ++use_clock_;
+    CUDA_RETURN_IF_ERROR(cudaGraphLaunch(it->second.exec.get(), stream_));
+    return Status::Ok();
+  }
+  // A shape's first batch runs eagerly: it builds the GEMM plans (host work
+  // kept out of the capture), and a one-off shape costs no capture.
+  if (!graphs_enabled_ || seen_.insert(shape).second) {
+    if (seen_.size() > kMaxSeenShapes) seen_.clear();
+    return Compute(shape);
+  }
+  StatusOr<GraphExec> exec = Capture(shape);
+  if (!exec.ok()) {
+    // Graphs are an optimization: the engine keeps serving without them, and
+    // device() says why.
+    graphs_enabled_ = false;
+    graphs_off_reason_ = exec.status().ToString();
+    graphs_.clear();
+    return Compute(shape);
+  }
+  if (graphs_.size() >= kMaxGraphs) {
+    auto oldest = std::min_element(graphs_.begin(), graphs_.end(), [](auto& a, auto& b) {
+      return a.second.last_use < b.second.last_use;
+    });
+    graphs_.erase(oldest);
+  }
+  CachedGraph& cached = graphs_[shape];
+  cached.exec = std::move(*exec);
+  cached.last_use = ++use_clock_;
+  CUDA_RETURN_IF_ERROR(cudaGraphLaunch(cached.exec.get(), stream_));
+  return Status::Ok();
+}
+
+StatusOr<GraphExec> CudaEngine::Capture(const Shape& shape) {
+  // Thread-local mode: other threads' CUDA calls (another engine) are not
+  // disturbed by this capture.
+  CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  const Status computed = Compute(shape);
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+  if (!computed.ok() || ended != cudaSuccess) {
+    if (graph) cudaGraphDestroy(graph);
+    RETURN_IF_ERROR(computed);
+    CUDA_RETURN_IF_ERROR(ended);
+  }
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  CUDA_RETURN_IF_ERROR(instantiated);
+  return GraphExec(exec);
+}
+
+Status CudaEngine::Compute(const Shape& shape) {
+  RETURN_IF_ERROR(Encoder(shape));
+  return HeadKernels(shape);
+}
+
+Status CudaEngine::Encoder(const Shape& shape) {
   const ModelConfig& c = model_->config;
   const Precision p = options_.precision;
-  const int t = batch.num_tokens(), n = batch.num_seqs(), h = c.hidden_size;
+  const int t = shape.tokens, n = shape.seqs, h = c.hidden_size;
   const int inter = c.intermediate_size;
   RETURN_IF_ERROR(cuda::EmbedLayerNorm(
       p,
       {ws_.ids, ws_.types, ws_.cu, n, t, weights_.word, weights_.position, weights_.type,
        weights_.emb_gamma, weights_.emb_beta, h, c.layer_norm_eps, ws_.x},
       stream_));
-  const cuda::AttentionArgs attention{ws_.qkv, ws_.cu,  n, batch.max_len, h, c.num_heads,
+  const cuda::AttentionArgs attention{ws_.qkv, ws_.cu,  n, shape.max_len, h, c.num_heads,
                                       ws_.ctx, gpu_.compute_capability >= 80};
   for (const cuda::DeviceLayer& l : weights_.layers) {
     RETURN_IF_ERROR(gemm_.Linear(ws_.x, t, h, l.qkv_w, l.qkv_b, 3 * h, cuda::Epilogue::kBias,
@@ -199,20 +372,10 @@ Status CudaEngine::Encoder(const RaggedBatch& batch) {
   return Status::Ok();
 }
 
-Status CudaEngine::Heads(const RaggedBatch& batch, const RunOptions& options,
-                         BatchOutputs* out) {
+Status CudaEngine::HeadKernels(const Shape& shape) {
   const ModelConfig& c = model_->config;
   const Precision p = options_.precision;
-  const int t = batch.num_tokens(), n = batch.num_seqs(), h = c.hidden_size;
-  // An output computed on the device in fp32, to be copied back.
-  struct Pending {
-    std::string name;
-    bool per_token;
-    int width;
-    size_t rows;
-    const float* device;
-  };
-  std::vector<Pending> pending;
+  const int t = shape.tokens, n = shape.seqs, h = c.hidden_size;
   if (weights_.pooler_w) {
     // ctx and tmp are free once the encoder is done.
     RETURN_IF_ERROR(cuda::GatherFirstTokens(p, ws_.x, ws_.cu, n, h, ws_.ctx, stream_));
@@ -224,37 +387,61 @@ Status CudaEngine::Heads(const RaggedBatch& batch, const RunOptions& options,
   const int labels = weights_.classifier_out;
   switch (c.head) {
     case HeadKind::kBase:
-      if (weights_.pooler_w) pending.push_back({"pooler_output", false, h, size_t(n), ws_.pooled_f32});
       break;
     case HeadKind::kSequenceClassification:
       RETURN_IF_ERROR(cuda::SmallLinear(Precision::kFp32, ws_.pooled_f32, n, h,
                                         weights_.classifier_w, weights_.classifier_b, labels,
                                         ws_.logits_f32, stream_));
-      pending.push_back({"logits", false, labels, size_t(n), ws_.logits_f32});
       break;
     case HeadKind::kTokenClassification:
     case HeadKind::kQuestionAnswering:
       RETURN_IF_ERROR(cuda::SmallLinear(p, ws_.x, t, h, weights_.classifier_w,
                                         weights_.classifier_b, labels, ws_.logits_f32, stream_));
-      pending.push_back({"logits", true, labels, size_t(t), ws_.logits_f32});
       break;
     case HeadKind::kSentenceEmbedding:
       RETURN_IF_ERROR(cuda::PoolSequences(p, ws_.x, ws_.cu, n, h, c.pooling, ws_.pooled_f32,
                                           stream_));
       if (c.normalize) RETURN_IF_ERROR(cuda::L2NormalizeRows(ws_.pooled_f32, n, h, stream_));
-      pending.push_back({"embedding", false, h, size_t(n), ws_.pooled_f32});
       break;
   }
-  if (options.last_hidden_state) {
+  if (shape.hidden_state)
     RETURN_IF_ERROR(cuda::ConvertToFloat(p, ws_.x, ws_.hidden_f32, static_cast<size_t>(t) * h,
                                          stream_));
-    pending.push_back({"last_hidden_state", true, h, size_t(t), ws_.hidden_f32});
-  }
+  return Status::Ok();
+}
 
+std::vector<Pending> CudaEngine::Outputs(bool hidden_state) const {
+  const ModelConfig& c = model_->config;
+  const int h = c.hidden_size, labels = weights_.classifier_out;
+  std::vector<Pending> pending;
+  switch (c.head) {
+    case HeadKind::kBase:
+      if (weights_.pooler_w) pending.push_back({"pooler_output", false, h, ws_.pooled_f32});
+      break;
+    case HeadKind::kSequenceClassification:
+      pending.push_back({"logits", false, labels, ws_.logits_f32});
+      break;
+    case HeadKind::kTokenClassification:
+    case HeadKind::kQuestionAnswering:
+      pending.push_back({"logits", true, labels, ws_.logits_f32});
+      break;
+    case HeadKind::kSentenceEmbedding:
+      pending.push_back({"embedding", false, h, ws_.pooled_f32});
+      break;
+  }
+  if (hidden_state) pending.push_back({"last_hidden_state", true, h, ws_.hidden_f32});
+  return pending;
+}
+
+// Only the real rows come back: the dummy sequences follow the real ones.
+Status CudaEngine::CopyBack(const RaggedBatch& batch, bool hidden_state, BatchOutputs* out) {
+  const std::vector<Pending> pending = Outputs(hidden_state);
   std::vector<const float*> host;
+  std::vector<size_t> rows;
   float* next = ws_.host_floats;
   for (const Pending& o : pending) {
-    const size_t count = o.rows * o.width;
+    rows.push_back(o.per_token ? batch.num_tokens() : batch.num_seqs());
+    const size_t count = rows.back() * o.width;
     CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(next, o.device, count * sizeof(float),
                                          cudaMemcpyDeviceToHost, stream_));
     host.push_back(next);
@@ -263,10 +450,10 @@ Status CudaEngine::Heads(const RaggedBatch& batch, const RunOptions& options,
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   for (size_t i = 0; i < pending.size(); ++i) {
     const Pending& o = pending[i];
-    if (c.head == HeadKind::kQuestionAnswering && o.name == "logits")
-      AppendQuestionAnsweringOutputs(host[i], o.rows, out);
+    if (model_->config.head == HeadKind::kQuestionAnswering && o.name == "logits")
+      AppendQuestionAnsweringOutputs(host[i], rows[i], out);
     else
-      out->outputs.push_back(MakeOutput(o.name, o.per_token, o.width, host[i], o.rows));
+      out->outputs.push_back(MakeOutput(o.name, o.per_token, o.width, host[i], rows[i]));
   }
   return Status::Ok();
 }
@@ -283,20 +470,11 @@ StatusOr<BatchOutputs> CudaEngine::Run(const RaggedBatch& batch, const RunOption
                            "; split it or raise max_batch_tokens");
   std::lock_guard<std::mutex> lock(mu_);
   CUDA_RETURN_IF_ERROR(cudaSetDevice(gpu_.index));
-  RETURN_IF_ERROR(Reserve(t));
-  // Staged in pinned memory so the copy is a true async DMA on our stream.
-  int32_t* h = ws_.host_ints;
-  std::memcpy(h, batch.input_ids.data(), t * sizeof(int32_t));
-  std::memcpy(h + t, batch.token_type_ids.data(), t * sizeof(int32_t));
-  std::memcpy(h + 2 * t, batch.cu_seqlens.data(), (n + 1) * sizeof(int32_t));
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ws_.ids, h, t * sizeof(int32_t), cudaMemcpyHostToDevice,
-                                       stream_));
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ws_.types, h + t, t * sizeof(int32_t),
-                                       cudaMemcpyHostToDevice, stream_));
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ws_.cu, h + 2 * t, (n + 1) * sizeof(int32_t),
-                                       cudaMemcpyHostToDevice, stream_));
-  RETURN_IF_ERROR(Encoder(batch));
-  RETURN_IF_ERROR(Heads(batch, options, &out));
+  const Shape shape = ShapeFor(batch, options);
+  RETURN_IF_ERROR(Reserve(shape.tokens));
+  RETURN_IF_ERROR(Stage(batch, shape));
+  RETURN_IF_ERROR(Forward(shape));
+  RETURN_IF_ERROR(CopyBack(batch, options.last_hidden_state, &out));
   return out;
 }
 

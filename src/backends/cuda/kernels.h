@@ -40,7 +40,7 @@ Status EmbedLayerNorm(Precision p, const EmbeddingArgs& a, cudaStream_t stream);
 Status LayerNorm(Precision p, const void* in, void* out, int rows, int hidden,
                  const float* gamma, const float* beta, float eps, cudaStream_t stream);
 
-// x = act(x). The fp16/bf16 engines fuse gelu_new and relu into the GEMM
+// x = act(x), x 16-byte aligned. The fp16/bf16 engines fuse gelu_new and relu into the GEMM
 // epilogue and need this only for the erf GELU (cuBLASLt's GELU is the tanh
 // form); the fp32 engine uses it for all three, to match the CPU engine's
 // exact tanh.

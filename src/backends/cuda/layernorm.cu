@@ -1,5 +1,8 @@
-// LayerNorm kernels: one block per row, the row staged in shared memory as
-// fp32 so that the statistics take two exact passes (mean, then variance).
+// LayerNorm kernels. Rows whose width splits into 16-byte vectors across a
+// warp (BERT-base/large: 768, 1024) take one warp per row: the row stays in
+// registers, the statistics take two exact passes over them (mean, then
+// variance) with shuffles only, and every load and store is 16 bytes wide.
+// Other widths take one block per row, staged in shared memory as fp32.
 #include <algorithm>
 
 #include "backends/cuda/cuda_check.h"
@@ -10,8 +13,123 @@ namespace bertrt::cuda {
 namespace {
 
 constexpr int kMaxThreads = 256;
+// The warp path holds up to this many 16-byte vectors of a row per lane:
+// rows up to 2048 wide in fp16/bf16, 1024 in fp32.
+constexpr int kMaxVecsPerLane = 8;
+constexpr int kWarpRowsPerBlock = 4;
 
 int ThreadsFor(int hidden) { return std::min(kMaxThreads, (hidden + 31) / 32 * 32); }
+
+// Vectors per lane for the warp path, or 0 when the row does not split evenly.
+int WarpVecsFor(Precision p, int hidden) {
+  const int per_warp = 32 * (p == Precision::kFp32 ? 4 : 8);
+  if (hidden % per_warp != 0 || hidden / per_warp > kMaxVecsPerLane) return 0;
+  return hidden / per_warp;
+}
+
+// ---- warp per row ----
+
+// The lane's share of a row: vector i of lane l covers columns
+// (i * 32 + l) * kSize onwards, so a warp's loads are contiguous.
+template <typename T>
+__device__ __forceinline__ int VecColumn(int i) {
+  return (i * 32 + (threadIdx.x & 31)) * Vec16<T>::kSize;
+}
+
+template <typename T>
+__device__ __forceinline__ void AddVec(const T* src, int col, float* x) {
+  const Vec16<T> v = *reinterpret_cast<const Vec16<T>*>(src + col);
+#pragma unroll
+  for (int j = 0; j < Vec16<T>::kSize; ++j) x[j] += ToFloat(v.v[j]);
+}
+
+// x holds the lane's `vecs` vectors of the row in fp32; writes the normalized row.
+template <typename T>
+__device__ __forceinline__ void NormalizeWarpRow(float* x, int vecs, int hidden,
+                                                 const float* gamma, const float* beta,
+                                                 float eps, T* out) {
+  constexpr int kSize = Vec16<T>::kSize;
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kMaxVecsPerLane; ++i)
+    if (i < vecs)
+#pragma unroll
+      for (int j = 0; j < kSize; ++j) sum += x[i * kSize + j];
+  const float mean = WarpSum(sum) / hidden;
+  float sq = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kMaxVecsPerLane; ++i)
+    if (i < vecs)
+#pragma unroll
+      for (int j = 0; j < kSize; ++j) {
+        const float d = x[i * kSize + j] - mean;
+        sq += d * d;
+      }
+  const float inv_std = 1.0f / sqrtf(WarpSum(sq) / hidden + eps);
+#pragma unroll
+  for (int i = 0; i < kMaxVecsPerLane; ++i) {
+    if (i >= vecs) continue;
+    const int col = VecColumn<T>(i);
+    float g[kSize], b[kSize];
+#pragma unroll
+    for (int j = 0; j < kSize; j += 4) {
+      *reinterpret_cast<float4*>(g + j) = *reinterpret_cast<const float4*>(gamma + col + j);
+      *reinterpret_cast<float4*>(b + j) = *reinterpret_cast<const float4*>(beta + col + j);
+    }
+    Vec16<T> y;
+#pragma unroll
+    for (int j = 0; j < kSize; ++j)
+      y.v[j] = FromFloat<T>((x[i * kSize + j] - mean) * inv_std * g[j] + b[j]);
+    *reinterpret_cast<Vec16<T>*>(out + col) = y;
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
+    EmbedLayerNormWarpKernel(EmbeddingArgs a, int vecs) {
+  constexpr int kSize = Vec16<T>::kSize;
+  const int t = blockIdx.x * kWarpRowsPerBlock + (threadIdx.x >> 5);
+  if (t >= a.num_tokens) return;  // the whole warp: no block barrier follows
+  const int s = SequenceOf(a.cu_seqlens, a.num_seqs, t);
+  const size_t h = a.hidden;
+  const T* word = static_cast<const T*>(a.word) + static_cast<size_t>(a.ids[t]) * h;
+  const T* pos = static_cast<const T*>(a.position) + static_cast<size_t>(t - a.cu_seqlens[s]) * h;
+  const T* type = static_cast<const T*>(a.type) + static_cast<size_t>(a.types[t]) * h;
+  float x[kMaxVecsPerLane * kSize];
+#pragma unroll
+  for (int i = 0; i < kMaxVecsPerLane; ++i) {
+    if (i >= vecs) continue;
+    float* xi = x + i * kSize;
+#pragma unroll
+    for (int j = 0; j < kSize; ++j) xi[j] = 0.0f;
+    const int col = VecColumn<T>(i);
+    AddVec(word, col, xi);
+    AddVec(pos, col, xi);
+    AddVec(type, col, xi);
+  }
+  NormalizeWarpRow(x, vecs, a.hidden, a.gamma, a.beta, a.eps, static_cast<T*>(a.out) + t * h);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
+    LayerNormWarpKernel(const T* in, T* out, int rows, int hidden, int vecs, const float* gamma,
+                        const float* beta, float eps) {
+  constexpr int kSize = Vec16<T>::kSize;
+  const int r = blockIdx.x * kWarpRowsPerBlock + (threadIdx.x >> 5);
+  if (r >= rows) return;
+  const size_t offset = static_cast<size_t>(r) * hidden;
+  float x[kMaxVecsPerLane * kSize];
+#pragma unroll
+  for (int i = 0; i < kMaxVecsPerLane; ++i) {
+    if (i >= vecs) continue;
+    const Vec16<T> v = *reinterpret_cast<const Vec16<T>*>(in + offset + VecColumn<T>(i));
+#pragma unroll
+    for (int j = 0; j < kSize; ++j) x[i * kSize + j] = ToFloat(v.v[j]);
+  }
+  NormalizeWarpRow(x, vecs, hidden, gamma, beta, eps, out + offset);
+}
+
+// ---- block per row (widths the warp path does not split) ----
 
 // Normalizes row[0, hidden) (shared memory) into out.
 template <typename T>
@@ -57,13 +175,23 @@ __global__ void LayerNormKernel(const T* in, T* out, int hidden, const float* ga
   NormalizeRow(row, hidden, gamma, beta, eps, scratch, out + offset);
 }
 
+unsigned WarpBlocks(int rows) {
+  return static_cast<unsigned>((rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock);
+}
+
 }  // namespace
 
 Status EmbedLayerNorm(Precision p, const EmbeddingArgs& a, cudaStream_t stream) {
   if (a.num_tokens == 0) return Status::Ok();
-  const size_t smem = a.hidden * sizeof(float);
-  BERTRT_DISPATCH_PRECISION(
-      p, EmbedLayerNormKernel<T><<<a.num_tokens, ThreadsFor(a.hidden), smem, stream>>>(a));
+  if (const int vecs = WarpVecsFor(p, a.hidden)) {
+    BERTRT_DISPATCH_PRECISION(
+        p, EmbedLayerNormWarpKernel<T>
+               <<<WarpBlocks(a.num_tokens), 32 * kWarpRowsPerBlock, 0, stream>>>(a, vecs));
+  } else {
+    const size_t smem = a.hidden * sizeof(float);
+    BERTRT_DISPATCH_PRECISION(
+        p, EmbedLayerNormKernel<T><<<a.num_tokens, ThreadsFor(a.hidden), smem, stream>>>(a));
+  }
   CUDA_RETURN_IF_LAUNCH_FAILED("embedding + LayerNorm kernel");
   return Status::Ok();
 }
@@ -71,10 +199,17 @@ Status EmbedLayerNorm(Precision p, const EmbeddingArgs& a, cudaStream_t stream) 
 Status LayerNorm(Precision p, const void* in, void* out, int rows, int hidden,
                  const float* gamma, const float* beta, float eps, cudaStream_t stream) {
   if (rows == 0) return Status::Ok();
-  const size_t smem = hidden * sizeof(float);
-  BERTRT_DISPATCH_PRECISION(p, LayerNormKernel<T><<<rows, ThreadsFor(hidden), smem, stream>>>(
-                                   static_cast<const T*>(in), static_cast<T*>(out), hidden,
-                                   gamma, beta, eps));
+  if (const int vecs = WarpVecsFor(p, hidden)) {
+    BERTRT_DISPATCH_PRECISION(
+        p, LayerNormWarpKernel<T><<<WarpBlocks(rows), 32 * kWarpRowsPerBlock, 0, stream>>>(
+               static_cast<const T*>(in), static_cast<T*>(out), rows, hidden, vecs, gamma, beta,
+               eps));
+  } else {
+    const size_t smem = hidden * sizeof(float);
+    BERTRT_DISPATCH_PRECISION(p, LayerNormKernel<T><<<rows, ThreadsFor(hidden), smem, stream>>>(
+                                     static_cast<const T*>(in), static_cast<T*>(out), hidden,
+                                     gamma, beta, eps));
+  }
   CUDA_RETURN_IF_LAUNCH_FAILED("LayerNorm kernel");
   return Status::Ok();
 }
