@@ -21,5 +21,6 @@ void RegisterRunCommand(CLI::App& app, int& exit_code);
 void RegisterInspectCommand(CLI::App& app, int& exit_code);
 void RegisterBenchCommand(CLI::App& app, int& exit_code);
 void RegisterBuildCommand(CLI::App& app, int& exit_code);
+void RegisterServeCommand(CLI::App& app, int& exit_code);
 
 }  // namespace bertrt::cli

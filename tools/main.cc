@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   bertrt::cli::RegisterInspectCommand(app, exit_code);
   bertrt::cli::RegisterBenchCommand(app, exit_code);
   bertrt::cli::RegisterBuildCommand(app, exit_code);
+  bertrt::cli::RegisterServeCommand(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -18,6 +18,8 @@ enum class StatusCode {
   kFailedPrecondition, // e.g. --device cuda without a GPU
   kResourceExhausted,  // out of memory, queue full
   kInternal,
+  kDeadlineExceeded,   // a request's timeout passed before it was computed
+  kUnavailable,        // the service is shutting down or the client went away
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -48,6 +50,8 @@ inline Status Unimplemented(std::string m) { return {StatusCode::kUnimplemented,
 inline Status FailedPrecondition(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
 inline Status ResourceExhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status DeadlineExceeded(std::string m) { return {StatusCode::kDeadlineExceeded, std::move(m)}; }
+inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
 
 // Either a value or a non-OK Status.
 template <typename T>

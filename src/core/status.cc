@@ -13,6 +13,8 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kFailedPrecondition: return "FailedPrecondition";
     case StatusCode::kResourceExhausted: return "ResourceExhausted";
     case StatusCode::kInternal: return "Internal";
+    case StatusCode::kDeadlineExceeded: return "DeadlineExceeded";
+    case StatusCode::kUnavailable: return "Unavailable";
   }
   return "Unknown";
 }

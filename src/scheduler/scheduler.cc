@@ -1,0 +1,203 @@
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <numeric>
+
+namespace bertrt {
+namespace {
+
+std::future<StatusOr<InferResult>> Ready(Status status) {
+  std::promise<StatusOr<InferResult>> p;
+  p.set_value(std::move(status));
+  return p.get_future();
+}
+
+double Seconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+// Copies sequences [first, first + count) of a batch's outputs.
+InferResult Slice(const BatchOutputs& all, const RaggedBatch& batch, int first, int count,
+                  bool keep_hidden) {
+  InferResult r;
+  const int tok_begin = batch.cu_seqlens[first];
+  const int tok_end = batch.cu_seqlens[first + count];
+  for (int s = first; s < first + count; ++s)
+    r.cu_seqlens.push_back(batch.cu_seqlens[s + 1] - tok_begin);
+  for (const NamedOutput& o : all.outputs) {
+    if (o.name == "last_hidden_state" && !keep_hidden) continue;
+    NamedOutput mine{o.name, o.per_token, o.width, {}};
+    const size_t begin = static_cast<size_t>(o.per_token ? tok_begin : first) * o.width;
+    const size_t end = static_cast<size_t>(o.per_token ? tok_end : first + count) * o.width;
+    mine.data.assign(o.data.begin() + begin, o.data.begin() + end);
+    r.outputs.outputs.push_back(std::move(mine));
+  }
+  return r;
+}
+
+}  // namespace
+
+Scheduler::Scheduler(std::vector<std::unique_ptr<Engine>> engines, SchedulerOptions options)
+    : engines_(std::move(engines)), options_(std::move(options)) {
+  for (auto& engine : engines_) workers_.emplace_back([this, e = engine.get()] { WorkerLoop(*e); });
+}
+
+Scheduler::~Scheduler() { Shutdown(); }
+
+void Scheduler::Shutdown() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (auto& w : workers_)
+    if (w.joinable()) w.join();
+}
+
+size_t Scheduler::queued() const {
+  std::lock_guard lock(mu_);
+  return queue_.size();
+}
+
+std::future<StatusOr<InferResult>> Scheduler::Submit(InferRequest request) {
+  if (request.sequences.empty()) return Ready(InvalidArgument("request has no sequences"));
+  // Checked per request so that one bad request never fails a whole batch.
+  RaggedBatch check;
+  for (const SequenceInput& s : request.sequences) check.Add(s.input_ids, s.token_type_ids);
+  if (Status st = ValidateBatch(check, config()); !st.ok()) return Ready(st);
+
+  auto pending = std::make_unique<Pending>();
+  pending->tokens = check.num_tokens();
+  pending->max_len = check.max_len;
+  pending->request = std::move(request);
+  auto future = pending->promise.get_future();
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return Ready(Unavailable("the server is shutting down"));
+    if (queue_.size() >= options_.max_queue_size)
+      return Ready(ResourceExhausted("queue full (" + std::to_string(options_.max_queue_size) +
+                                     " requests waiting); retry later"));
+    pending->enqueued = Clock::now();
+    queued_tokens_ += pending->tokens;
+    queued_seqs_ += static_cast<int>(pending->request.sequences.size());
+    queue_.push_back(std::move(pending));
+  }
+  cv_.notify_all();
+  return future;
+}
+
+bool Scheduler::QueueFillsBatch() const {
+  return queued_tokens_ >= options_.max_batch_tokens || queued_seqs_ >= options_.max_batch_size;
+}
+
+bool Scheduler::WaitForWork(std::unique_lock<std::mutex>& lock) {
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return false;  // stopping and drained
+    if (stopping_ || QueueFillsBatch()) return true;
+    const auto deadline = queue_.front()->enqueued + options_.max_queue_delay;
+    if (Clock::now() >= deadline) return true;
+    cv_.wait_until(lock, deadline);
+    // Another worker may have taken the queue meanwhile: start over.
+    if (!queue_.empty() && Clock::now() >= queue_.front()->enqueued + options_.max_queue_delay)
+      return true;
+  }
+}
+
+void Scheduler::TakeExpired(std::vector<PendingPtr>& dropped) {
+  const auto now = Clock::now();
+  const bool has_timeout = options_.request_timeout.count() > 0;
+  std::deque<PendingPtr> keep;
+  for (PendingPtr& p : queue_) {
+    const bool timed_out = has_timeout && now - p->enqueued >= options_.request_timeout;
+    const bool cancelled = p->request.is_cancelled && p->request.is_cancelled();
+    if (!timed_out && !cancelled) {
+      keep.push_back(std::move(p));
+      continue;
+    }
+    queued_tokens_ -= p->tokens;
+    queued_seqs_ -= static_cast<int>(p->request.sequences.size());
+    p->promise.set_value(timed_out
+                             ? DeadlineExceeded("request timed out after " +
+                                                std::to_string(options_.request_timeout.count()) +
+                                                " ms in the queue")
+                             : Unavailable("request cancelled by the client"));
+    dropped.push_back(std::move(p));
+  }
+  queue_ = std::move(keep);
+}
+
+std::vector<Scheduler::PendingPtr> Scheduler::TakeBatch() {
+  std::vector<PendingPtr> batch;
+  if (queue_.empty()) return batch;
+  const int head_len = queue_.front()->max_len;
+  std::vector<size_t> order(queue_.size());
+  std::iota(order.begin(), order.end(), 0);
+  // Stable: among equal distances the older request goes first.
+  std::stable_sort(order.begin() + 1, order.end(), [&](size_t a, size_t b) {
+    return std::abs(queue_[a]->max_len - head_len) < std::abs(queue_[b]->max_len - head_len);
+  });
+  int tokens = 0, seqs = 0;
+  for (size_t i : order) {
+    const Pending& p = *queue_[i];
+    const int n = static_cast<int>(p.request.sequences.size());
+    // The head always goes, even alone over the budgets.
+    if (!batch.empty() &&
+        (tokens + p.tokens > options_.max_batch_tokens || seqs + n > options_.max_batch_size))
+      continue;
+    tokens += p.tokens;
+    seqs += n;
+    batch.push_back(std::move(queue_[i]));
+  }
+  queued_tokens_ -= tokens;
+  queued_seqs_ -= seqs;
+  std::erase_if(queue_, [](const PendingPtr& p) { return p == nullptr; });
+  return batch;
+}
+
+void Scheduler::WorkerLoop(Engine& engine) {
+  for (;;) {
+    std::vector<PendingPtr> batch, dropped;
+    {
+      std::unique_lock lock(mu_);
+      if (!WaitForWork(lock)) return;
+      TakeExpired(dropped);
+      batch = TakeBatch();
+    }
+    // More may be waiting than this batch took: let another worker look.
+    cv_.notify_all();
+    if (!batch.empty()) RunBatch(engine, batch);
+  }
+}
+
+void Scheduler::RunBatch(Engine& engine, std::vector<PendingPtr>& batch) {
+  const auto start = Clock::now();
+  RaggedBatch ragged;
+  RunOptions run_options;
+  for (const PendingPtr& p : batch) {
+    for (const SequenceInput& s : p->request.sequences) ragged.Add(s.input_ids, s.token_type_ids);
+    run_options.last_hidden_state |= p->request.last_hidden_state;
+  }
+  auto outputs = engine.Run(ragged, run_options);
+  const double compute = Seconds(Clock::now() - start);
+  if (options_.on_batch)
+    options_.on_batch({static_cast<int>(batch.size()), ragged.num_seqs(), ragged.num_tokens(),
+                       compute, outputs.ok()});
+  int first = 0;
+  for (PendingPtr& p : batch) {
+    const int count = static_cast<int>(p->request.sequences.size());
+    if (!outputs.ok()) {
+      p->promise.set_value(outputs.status());
+      continue;
+    }
+    InferResult r = Slice(*outputs, ragged, first, count, p->request.last_hidden_state);
+    r.queue_seconds = Seconds(start - p->enqueued);
+    r.compute_seconds = compute;
+    r.batch_requests = static_cast<int>(batch.size());
+    p->promise.set_value(std::move(r));
+    first += count;
+  }
+}
+
+}  // namespace bertrt

@@ -1,0 +1,121 @@
+// A per-model dynamic batcher: requests of tokenized sequences wait in one
+// bounded queue; a worker per engine instance forms ragged batches under a
+// token budget and a size cap, waiting at most max_queue_delay for company,
+// and hands each request back exactly its own sequences' outputs. It knows
+// nothing of HTTP or JSON: native ids in, engine outputs out.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "bertrt/engine.h"
+#include "bertrt/status.h"
+
+namespace bertrt {
+
+struct SequenceInput {
+  std::vector<int32_t> input_ids;
+  std::vector<int32_t> token_type_ids;
+};
+
+// One client request: its sequences are always computed in the same batch.
+struct InferRequest {
+  std::vector<SequenceInput> sequences;
+  bool last_hidden_state = false;
+  // Polled just before compute; true drops the request (the client went away).
+  std::function<bool()> is_cancelled;
+};
+
+struct InferResult {
+  // Only this request's rows: per-sequence outputs [num_seqs, width] in
+  // request order, per-token outputs over its own tokens (split by cu_seqlens).
+  BatchOutputs outputs;
+  std::vector<int32_t> cu_seqlens{0};
+  double queue_seconds = 0;
+  double compute_seconds = 0;
+  int batch_requests = 0;  // requests in the batch it ran in
+};
+
+// Reported once per computed batch (for metrics).
+struct BatchStats {
+  int requests = 0;
+  int sequences = 0;
+  int tokens = 0;
+  double compute_seconds = 0;
+  bool ok = true;
+};
+
+struct SchedulerOptions {
+  int max_batch_tokens = 16384;  // a single request above it runs alone
+  int max_batch_size = 64;       // sequences per batch
+  std::chrono::microseconds max_queue_delay{2000};
+  size_t max_queue_size = 1024;                  // requests waiting; beyond: ResourceExhausted
+  std::chrono::milliseconds request_timeout{0};  // 0: none
+  std::function<void(const BatchStats&)> on_batch;
+};
+
+class Scheduler {
+ public:
+  // One worker thread per engine; all engines must serve the same model.
+  Scheduler(std::vector<std::unique_ptr<Engine>> engines, SchedulerOptions options);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Never blocks. The future holds the result, or: InvalidArgument (bad ids,
+  // checked before queueing), ResourceExhausted (queue full, at once),
+  // DeadlineExceeded (timed out in the queue), Unavailable (cancelled or
+  // shutting down), or the engine's error.
+  std::future<StatusOr<InferResult>> Submit(InferRequest request);
+  StatusOr<InferResult> Infer(InferRequest request) { return Submit(std::move(request)).get(); }
+
+  // Stops taking requests, computes those already queued, joins the workers.
+  void Shutdown();
+
+  const ModelConfig& config() const { return engines_.front()->config(); }
+  const SchedulerOptions& options() const { return options_; }
+  size_t queued() const;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Pending {
+    InferRequest request;
+    std::promise<StatusOr<InferResult>> promise;
+    Clock::time_point enqueued;
+    int tokens = 0;
+    int max_len = 0;
+  };
+  using PendingPtr = std::unique_ptr<Pending>;
+
+  void WorkerLoop(Engine& engine);
+  // With mu_ held: waits until a batch is worth forming; false when the
+  // scheduler stopped and the queue is drained.
+  bool WaitForWork(std::unique_lock<std::mutex>& lock);
+  bool QueueFillsBatch() const;
+  // With mu_ held: removes timed-out and cancelled requests into `dropped`.
+  void TakeExpired(std::vector<PendingPtr>& dropped);
+  // With mu_ held: the oldest request plus the queued ones closest in length
+  // that fit the budgets (similar lengths keep attention cost even).
+  std::vector<PendingPtr> TakeBatch();
+  void RunBatch(Engine& engine, std::vector<PendingPtr>& batch);
+
+  std::vector<std::unique_ptr<Engine>> engines_;
+  SchedulerOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<PendingPtr> queue_;
+  int queued_tokens_ = 0;
+  int queued_seqs_ = 0;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace bertrt

@@ -1,0 +1,66 @@
+// Server metrics in the Prometheus text exposition format (version 0.0.4).
+// prometheus-cpp is not packaged in Debian bookworm, and the format is a few
+// lines of text, so the counters, gauge and histograms are written here.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace bertrt::server {
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds)
+      : bounds_(std::move(bounds)), counts_(bounds_.size()) {}
+  void Observe(double v);
+  // The _bucket/_sum/_count lines with `labels` (e.g. model="x").
+  void Render(const std::string& name, const std::string& labels, std::string& out) const;
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<unsigned long> counts_;  // per bucket, not cumulative
+  unsigned long count_ = 0;
+  double sum_ = 0;
+};
+
+class Metrics {
+ public:
+  void CountRequest(const std::string& model, const std::string& endpoint, bool success);
+  void ObserveRequest(const std::string& model, double queue_seconds, double compute_seconds);
+  void ObserveBatch(const std::string& model, int sequences, int tokens);
+  void AddInFlight(int delta);
+  std::string Render() const;
+
+ private:
+  struct PerModel {
+    Histogram queue{{1e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}};
+    Histogram compute{{1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}};
+    Histogram batch_size{{1, 2, 4, 8, 16, 32, 64, 128, 256}};
+    Histogram batch_tokens{{16, 64, 256, 1024, 4096, 16384, 65536}};
+  };
+  PerModel& Model(const std::string& model);
+
+  mutable std::mutex mu_;
+  // (model, endpoint, success) -> count
+  std::map<std::tuple<std::string, std::string, bool>, unsigned long> requests_;
+  std::map<std::string, PerModel> models_;
+  long in_flight_ = 0;
+};
+
+// Holds the in-flight gauge up for one request's lifetime.
+class InFlightGuard {
+ public:
+  explicit InFlightGuard(Metrics& m) : m_(m) { m_.AddInFlight(1); }
+  ~InFlightGuard() { m_.AddInFlight(-1); }
+  InFlightGuard(const InFlightGuard&) = delete;
+  InFlightGuard& operator=(const InFlightGuard&) = delete;
+
+ private:
+  Metrics& m_;
+};
+
+}  // namespace bertrt::server

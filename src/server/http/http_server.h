@@ -1,0 +1,64 @@
+// The HTTP front end: KServe v2, text-embeddings-inference compatible and
+// OpenAI-compatible endpoints, /metrics. Decodes JSON to native requests,
+// hands them to each model's scheduler, encodes the answers; every error is a
+// JSON body {"error": ...} with its 4xx/5xx status.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "server/common/metrics.h"
+#include "server/common/served_model.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace bertrt::server {
+
+struct HttpOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  size_t max_payload_bytes = 8 << 20;
+  int handler_threads = 128;  // handlers block on the batcher, so many may wait at once
+};
+
+class HttpServer {
+ public:
+  HttpServer(ModelRegistry& registry, Metrics& metrics, HttpOptions options);
+  ~HttpServer();
+
+  // Binds the port (so a caller can log "listening" only when it is true).
+  Status Bind();
+  // Serves until Stop(); in-flight requests are finished before it returns.
+  void Run();
+  void Stop();
+
+  // Used by the route files.
+  ModelRegistry& registry() { return registry_; }
+  Metrics& metrics() { return metrics_; }
+  const HttpOptions& options() const { return options_; }
+
+ private:
+  void AddKServeRoutes();
+  void AddTeiRoutes();
+
+  ModelRegistry& registry_;
+  Metrics& metrics_;
+  HttpOptions options_;
+  std::unique_ptr<httplib::Server> http_;
+};
+
+// Helpers shared by the route files.
+int HttpStatusFor(const Status& status);
+void SendJson(httplib::Response& res, int status, const nlohmann::json& body);
+void SendError(httplib::Response& res, const Status& status);
+// The body parsed as JSON, or InvalidArgument.
+StatusOr<nlohmann::json> ParseBody(const httplib::Request& req);
+// Submits `request` to the model and waits; records queue/compute metrics.
+StatusOr<InferResult> RunOn(ServedModel& model, Metrics& metrics, InferRequest request);
+
+}  // namespace bertrt::server

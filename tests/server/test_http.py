@@ -1,0 +1,256 @@
+"""`bertrt serve` end to end: the real binary on a free port, driven by curl,
+requests, tritonclient and the openai client; answers equal `bertrt run`."""
+import json
+import math
+import signal
+import socket
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import requests
+
+from conftest import ROOT, run_jsonl
+
+MODELS = ROOT / "tests/data/models"
+TEXTS = ["hello world", "the quick brown fox jumps", "今天天气很好", "a b c d e f g"]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, binary, args):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen([binary, "serve", *args, "--http-port", str(self.port),
+                                      "--threads", "1"], stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            assert self.proc.poll() is None, self.proc.stderr.read()
+            try:
+                if requests.get(self.url + "/v2/health/ready", timeout=1).status_code == 200:
+                    return
+            except requests.ConnectionError:
+                time.sleep(0.1)
+        raise AssertionError("server did not become ready")
+
+    def post(self, path, body):
+        return requests.post(self.url + path, json=body, timeout=60)
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.wait(timeout=30) == 0, self.proc.stderr.read()
+
+
+@pytest.fixture(scope="module")
+def servers(bertrt_bin, default_model):
+    started = {}
+
+    def get(model, *extra):
+        key = (model, extra)
+        if key not in started:
+            path = default_model if model == "default" else str(MODELS / model)
+            started[key] = Server(bertrt_bin, [path, *extra])
+        return started[key]
+
+    yield get
+    for server in started.values():
+        server.stop()
+
+
+def run_outputs(bertrt_bin, model_path, texts):
+    _, out, _ = run_jsonl(bertrt_bin, ["run", model_path], [{"text": t} for t in texts])
+    return out
+
+
+def close(a, b, tol=1e-4):
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return a.shape == b.shape and np.allclose(a, b, atol=tol * max(1.0, np.abs(b).max()), rtol=0)
+
+
+def test_kserve_metadata_and_health(servers):
+    s = servers("seq_cls")
+    assert requests.get(s.url + "/v2/health/live").status_code == 200
+    meta = requests.get(s.url + "/v2/models/seq_cls").json()
+    assert meta["name"] == "seq_cls" and meta["versions"] == ["1"]
+    assert {"name": "logits", "datatype": "FP32", "shape": [-1, 3]} in meta["outputs"]
+    assert requests.get(s.url + "/v2/models/seq_cls/versions/1/ready").json()["ready"] is True
+    assert requests.get(s.url + "/v2").json()["name"] == "bertrt"
+
+
+def test_kserve_text_logits_equal_run(servers, bertrt_bin):
+    s = servers("seq_cls")
+    r = s.post("/v2/models/seq_cls/versions/1/infer", {"id": "x", "inputs": [
+        {"name": "text", "datatype": "BYTES", "shape": [len(TEXTS), 1], "data": TEXTS}]})
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["id"] == "x" and out["outputs"][0]["shape"] == [len(TEXTS), 3]
+    want = [o["logits"] for o in run_outputs(bertrt_bin, str(MODELS / "seq_cls"), TEXTS)]
+    assert close(np.reshape(out["outputs"][0]["data"], (len(TEXTS), 3)), want)
+
+
+def test_tritonclient_input_ids_with_attention_mask(servers, bertrt_bin):
+    import tritonclient.http as triton
+    s = servers("token_cls")
+    _, toks, _ = run_jsonl(bertrt_bin, ["tokenize", str(MODELS / "token_cls")], [{"text": t} for t in TEXTS])
+    ids = [t["input_ids"] for t in toks]
+    seq = max(map(len, ids))
+    padded = np.array([i + [0] * (seq - len(i)) for i in ids], dtype=np.int64)
+    mask = np.array([[1] * len(i) + [0] * (seq - len(i)) for i in ids], dtype=np.int64)
+    client = triton.InferenceServerClient(f"127.0.0.1:{s.port}")
+    assert client.is_model_ready("token_cls")
+    inputs = [triton.InferInput("input_ids", list(padded.shape), "INT64"),
+              triton.InferInput("attention_mask", list(mask.shape), "INT64")]
+    inputs[0].set_data_from_numpy(padded, binary_data=False)
+    inputs[1].set_data_from_numpy(mask, binary_data=False)
+    result = client.infer("token_cls", inputs,
+                          outputs=[triton.InferRequestedOutput("logits", binary_data=False)])
+    logits = result.as_numpy("logits")
+    assert logits.shape == (len(TEXTS), seq, 9)
+    want = run_outputs(bertrt_bin, str(MODELS / "token_cls"), TEXTS)
+    for i, w in enumerate(want):
+        assert close(logits[i, :len(ids[i])], w["logits"])
+        assert not logits[i, len(ids[i]):].any()
+
+
+def test_qa_start_end_logits(servers, bertrt_bin):
+    s = servers("qa")
+    r = s.post("/v2/models/qa/infer", {"inputs": [
+        {"name": "text", "datatype": "BYTES", "shape": [1], "data": ["who is it"]},
+        {"name": "text_pair", "datatype": "BYTES", "shape": [1], "data": ["it is me"]}]})
+    assert r.status_code == 200, r.text
+    outs = {o["name"]: o for o in r.json()["outputs"]}
+    _, want, _ = run_jsonl(bertrt_bin, ["run", str(MODELS / "qa")], [{"text": "who is it", "text_pair": "it is me"}])
+    n = len(want[0]["start_logits"])
+    assert outs["start_logits"]["shape"] == [1, n]
+    assert close(outs["start_logits"]["data"], want[0]["start_logits"])
+    assert close(outs["end_logits"]["data"], want[0]["end_logits"])
+
+
+def test_predict_and_rerank(servers, bertrt_bin):
+    s = servers("seq_cls")
+    want = run_outputs(bertrt_bin, str(MODELS / "seq_cls"), ["hello world"])[0]["logits"]
+    exp = np.exp(np.array(want) - max(want))
+    probs = exp / exp.sum()
+    preds = s.post("/predict", {"inputs": "hello world"}).json()
+    assert [p["score"] for p in preds] == sorted((p["score"] for p in preds), reverse=True)
+    assert close([p["score"] for p in preds], sorted(probs, reverse=True))
+    batch = s.post("/predict", {"inputs": [["a question", "an answer"], "plain"]}).json()
+    assert len(batch) == 2 and len(batch[0]) == 3
+    ranked = s.post("/rerank", {"query": "q", "texts": ["one", "two", "three"], "return_text": True}).json()
+    assert sorted(r["index"] for r in ranked) == [0, 1, 2]
+    assert [r["score"] for r in ranked] == sorted((r["score"] for r in ranked), reverse=True)
+    assert all("text" in r for r in ranked)
+
+
+def test_default_model_embed_openai_and_curl(servers, bertrt_bin, default_model):
+    import openai
+    s = servers("default")
+    want = [o["embedding"] for o in run_outputs(bertrt_bin, default_model, TEXTS)]
+    got = s.post("/embed", {"inputs": TEXTS}).json()
+    assert close(got, want)
+    client = openai.OpenAI(base_url=s.url + "/v1", api_key="none")
+    resp = client.embeddings.create(input=TEXTS, model="all-MiniLM-L6-v2")
+    assert close([d.embedding for d in resp.data], want)
+    assert resp.usage.prompt_tokens > 0
+    curl = subprocess.run(["curl", "-s", "-X", "POST", s.url + "/embed", "-H", "Content-Type: application/json",
+                           "-d", json.dumps({"inputs": TEXTS[0]})], capture_output=True, text=True, check=True)
+    assert close(json.loads(curl.stdout), want[:1])
+    info = requests.get(s.url + "/info").json()
+    assert info["model_id"] == "all-MiniLM-L6-v2" and info["max_input_length"] > 0
+    toks = s.post("/tokenize", {"inputs": "hello world"}).json()[0]
+    assert toks[0]["special"] and toks[1]["text"] == "hello" and toks[1]["start"] == 0
+
+
+def test_concurrent_clients_get_their_own_answers(servers, bertrt_bin):
+    s = servers("seq_cls", "--max-queue-delay-us", "20000")
+    texts = [f"request {i} " + "word " * (i % 9) for i in range(64)]
+    want = [o["logits"] for o in run_outputs(bertrt_bin, str(MODELS / "seq_cls"), texts)]
+
+    def one(i):
+        r = s.post("/v2/models/seq_cls/infer", {"inputs": [
+            {"name": "text", "datatype": "BYTES", "shape": [1], "data": [texts[i]]}]})
+        return r.json()["outputs"][0]["data"]
+
+    with ThreadPoolExecutor(64) as pool:
+        got = list(pool.map(one, range(64)))
+    for g, w in zip(got, want):
+        assert close(g, w)
+    metrics = requests.get(s.url + "/metrics").text
+    sizes = [line for line in metrics.splitlines() if line.startswith("bertrt_batch_size_bucket")]
+    assert sizes and 'le="1"}' in sizes[0]
+    first, total = int(sizes[0].split()[-1]), int(sizes[-1].split()[-1])
+    assert first < total, "some batch should hold more than one request"
+
+
+def ids_input(ids, datatype="INT64", shape=None):
+    return {"inputs": [{"name": "input_ids", "datatype": datatype, "shape": shape or [1, len(ids)], "data": ids}]}
+
+
+BAD = [
+    ("/v2/models/seq_cls/infer", "{not json", 400),
+    ("/v2/models/seq_cls/infer", ids_input([2, 5, 3], datatype="FP32"), 400),
+    ("/v2/models/seq_cls/infer", ids_input([2, 5, 3], shape=[2, 2]), 400),
+    ("/v2/models/seq_cls/infer", ids_input([2, 100000, 3]), 400),
+    ("/v2/models/nope/infer", ids_input([2, 5, 3]), 404),
+    ("/v2/models/seq_cls/versions/7/infer", ids_input([2, 5, 3]), 404),
+    ("/v2/models/seq_cls/infer", {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": [""]}]}, 400),
+    ("/v2/models/seq_cls/infer", {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1],
+                                              "data": ["word " * 200]}]}, 413),
+    ("/predict", {"inputs": ""}, 400),
+    ("/predict", {"inputs": "word " * 200}, 413),
+    ("/predict", b'{"inputs": "\xff\xfe"}', 400),
+    ("/embed", {"inputs": "hello"}, 400),  # a classification model has no embedding
+    ("/predict", {"inputs": "x" * 2_000_000}, 413),
+]
+
+
+@pytest.mark.parametrize("path,body,status", BAD)
+def test_bad_inputs_get_json_errors(servers, path, body, status):
+    s = servers("seq_cls", "--max-payload-bytes", "1000000")
+    data = body if isinstance(body, bytes) else body.encode() if isinstance(body, str) else json.dumps(body).encode()
+    r = requests.post(s.url + path, data=data, headers={"Content-Type": "application/json"}, timeout=60)
+    assert r.status_code == status, r.text
+    assert isinstance(r.json()["error"], str) and r.json()["error"]
+    assert requests.get(s.url + "/v2/health/ready").status_code == 200
+
+
+def test_truncate_makes_long_text_fit(servers):
+    s = servers("seq_cls", "--max-payload-bytes", "1000000")
+    assert s.post("/predict", {"inputs": "word " * 200, "truncate": True}).status_code == 200
+
+
+def test_queue_full_is_429(servers):
+    s = servers("seq_cls", "--max-queue-size", "1", "--max-batch-size", "1", "--max-queue-delay-us", "0")
+    body = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["word " * 60]}]}
+    with ThreadPoolExecutor(64) as pool:
+        codes = list(pool.map(lambda _: s.post("/v2/models/seq_cls/infer", body), range(256)))
+    statuses = {r.status_code for r in codes}
+    assert statuses <= {200, 429}
+    assert 429 in statuses
+    assert all("error" in r.json() for r in codes if r.status_code == 429)
+
+
+def test_model_repository(bertrt_bin, tmp_path):
+    for version in ("1", "3"):
+        (tmp_path / "cls" / version).mkdir(parents=True)
+        for f in (MODELS / "seq_cls").iterdir():
+            (tmp_path / "cls" / version / f.name).symlink_to(f)
+    (tmp_path / "qa" / "2").mkdir(parents=True)
+    subprocess.run([bertrt_bin, "build", str(MODELS / "qa"), "-o", str(tmp_path / "qa/2/model.plan")],
+                   capture_output=True, check=True)
+    s = Server(bertrt_bin, ["--model-repository", str(tmp_path)])
+    try:
+        assert requests.get(s.url + "/v2/models/cls").json()["versions"] == ["3"]
+        assert requests.get(s.url + "/v2/models/cls/versions/1").status_code == 404
+        assert requests.get(s.url + "/v2/models/qa/versions/2/ready").status_code == 200
+        r = s.post("/v2/models/qa/infer", ids_input([2, 5, 6, 3]))
+        assert r.status_code == 200 and r.json()["outputs"][0]["shape"] == [1, 4]
+    finally:
+        s.stop()

@@ -1,0 +1,143 @@
+// bertrt serve MODEL | --model-repository DIR: the HTTP server (KServe v2,
+// text-embeddings-inference and OpenAI-compatible endpoints, /metrics) over a
+// dynamic batcher per model.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <thread>
+
+#include "cli_util.h"
+#include "commands.h"
+#include "server/http/http_server.h"
+
+namespace bertrt::cli {
+namespace {
+
+struct ServeFlags {
+  std::string model;
+  std::string model_name;
+  std::string repository;
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string device = "cpu";
+  std::string precision;
+  int threads = 0;
+  int instances = 1;
+  int max_batch_tokens = 16384;
+  int max_batch_size = 64;
+  int max_queue_delay_us = 2000;
+  int max_queue_size = 1024;
+  int request_timeout_ms = 30000;
+  size_t max_payload_bytes = 8 << 20;
+};
+
+server::ServeOptions MakeServeOptions(const ServeFlags& f, server::Metrics& metrics) {
+  server::ServeOptions o;
+  o.make_engine = [f](std::shared_ptr<const Model> model) {
+    return CreateEngine(std::move(model), f.device, f.threads, f.precision);
+  };
+  o.device = f.device;
+  o.precision = ResolvePrecision(f.device, f.precision);
+  o.instances = f.instances;
+  o.scheduler.max_batch_tokens = f.max_batch_tokens;
+  o.scheduler.max_batch_size = f.max_batch_size;
+  o.scheduler.max_queue_delay = std::chrono::microseconds(f.max_queue_delay_us);
+  o.scheduler.max_queue_size = static_cast<size_t>(f.max_queue_size);
+  o.scheduler.request_timeout = std::chrono::milliseconds(f.request_timeout_ms);
+  o.metrics = &metrics;
+  return o;
+}
+
+int Serve(const ServeFlags& flags) {
+  if (flags.model.empty() == flags.repository.empty())
+    return Fail(InvalidArgument("give either MODEL or --model-repository DIR"), kExitUsage);
+  // Blocked before any thread exists, so only the waiter below receives them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  server::Metrics metrics;
+  server::ModelRegistry registry;
+  const server::ServeOptions options = MakeServeOptions(flags, metrics);
+  Status loaded = flags.repository.empty()
+                      ? registry.LoadSingle(flags.model, flags.model_name, options)
+                      : registry.LoadRepository(flags.repository, options);
+  if (!loaded.ok()) return Fail(loaded, kExitModelError);
+  for (const auto& m : registry.models())
+    std::fprintf(stderr,
+                 "[serve] model %s version %s (%s, head %s, max input %d tokens) on %s %s x%d\n",
+                 m->name().c_str(), m->version().c_str(), m->source().c_str(),
+                 HeadKindName(m->config().head), m->max_input_length(), m->device().c_str(),
+                 m->precision().c_str(), flags.instances);
+
+  server::HttpServer http(
+      registry, metrics,
+      {flags.host, flags.port, flags.max_payload_bytes, /*handler_threads=*/128});
+  if (Status st = http.Bind(); !st.ok()) return Fail(st, kExitRuntimeError);
+  std::atomic<bool> signalled{false};
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    signalled = true;
+    std::fprintf(stderr, "[serve] signal %d: stopping (finishing in-flight requests)\n", sig);
+    http.Stop();
+  });
+  std::fprintf(stderr,
+               "[serve] listening on http://%s:%d (KServe v2 /v2, TEI /embed /predict /rerank, "
+               "OpenAI /v1/embeddings, /metrics)\n",
+               flags.host.c_str(), flags.port);
+  std::fflush(stderr);
+  http.Run();
+  registry.Shutdown();
+  // Run also returns when listening fails; wake the waiter then.
+  if (!signalled) pthread_kill(waiter.native_handle(), SIGTERM);
+  waiter.join();
+  std::fprintf(stderr, "[serve] stopped\n");
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterServeCommand(CLI::App& app, int& exit_code) {
+  auto f = std::make_shared<ServeFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve",
+      "Serve models over HTTP: KServe v2, text-embeddings-inference and OpenAI-compatible "
+      "endpoints, Prometheus /metrics, with dynamic batching.");
+  cmd->add_option("MODEL", f->model, "HF model directory or plan file");
+  cmd->add_option("--model-name", f->model_name,
+                  "Name to serve MODEL as (default: its directory/file stem)");
+  cmd->add_option(
+      "--model-repository", f->repository,
+      "DIR/<model>/<version>/ holding model.plan or HF files; the highest version is served");
+  cmd->add_option("--host", f->host, "Address to listen on");
+  cmd->add_option("--http-port", f->port, "HTTP port")->check(CLI::Range(0, 65535));
+  cmd->add_option("--device", f->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--precision", f->precision,
+                  "fp32, fp16 or bf16 (default: fp32 on cpu, fp16 on cuda)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+  cmd->add_option("--threads", f->threads, "CPU threads per instance (0: all cores)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--instances", f->instances, "Engine instances per model")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-batch-tokens", f->max_batch_tokens, "Token budget of a batch")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-batch-size", f->max_batch_size, "Sequences per batch")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-queue-delay-us", f->max_queue_delay_us, "Longest wait for a fuller batch")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-queue-size", f->max_queue_size, "Requests waiting per model; beyond: 429")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--request-timeout-ms", f->request_timeout_ms,
+                  "Queue timeout per request (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-payload-bytes", f->max_payload_bytes, "Largest request body; beyond: 413")
+      ->check(CLI::PositiveNumber);
+  cmd->callback([f, &exit_code]() { exit_code = Serve(*f); });
+}
+
+}  // namespace bertrt::cli
