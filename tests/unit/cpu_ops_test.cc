@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "backends/cpu/cpu_linear.h"
 #include "backends/cpu/cpu_ops.h"
 
 namespace bertrt::cpu {
@@ -70,26 +71,76 @@ TEST(CpuOps, ActivationsAccurateOverWideRange) {
   }
 }
 
-TEST(CpuOps, LinearMatchesReference) {
+// Both kernels (whichever the machine would pick), every epilogue, odd sizes
+// (vector and block tails), and the weights read at row counts other than the
+// one their layout was chosen for.
+TEST(CpuOps, LinearMatchesReferenceForEveryEpilogue) {
   std::mt19937 rng(1);
-  for (auto [m, k, n] : {std::tuple{1, 7, 5}, {13, 37, 100}, {64, 48, 144}, {3, 100, 37}}) {
-    for (bool accumulate : {false, true}) {
-      std::vector<float> a = Random(size_t(m) * k, &rng), c0 = Random(size_t(m) * n, &rng);
-      Tensor w = Tensor::ZerosF32({n, k}), b = Tensor::ZerosF32({n});
-      std::vector<float> wv = Random(size_t(n) * k, &rng);
-      std::copy(wv.begin(), wv.end(), w.mutable_f32());
-      auto packed = PackLinear({&w}, {&b}, k, "test");
-      ASSERT_TRUE(packed.ok());
-      std::vector<float> c = c0;
-      Linear(a.data(), m, *packed, c.data(), accumulate, 2);
-      std::vector<double> want(size_t(m) * n);
-      for (int i = 0; i < m; ++i)
-        for (int j = 0; j < n; ++j) {
-          double s = accumulate ? c0[i * n + j] : 0.0;
-          for (int p = 0; p < k; ++p) s += double{a[i * k + p]} * wv[j * k + p];
-          want[i * n + j] = s;
+  MatmulContext ctx;
+  ASSERT_TRUE(ctx.Init().ok());
+  for (Kernel kernel : {Kernel::kMatmul, Kernel::kSgemm})
+    for (auto [k, n] : {std::pair{7, 5}, {37, 100}, {48, 144}, {100, 37}}) {
+      for (Epilogue e : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kGeluTanh, Epilogue::kRelu,
+                         Epilogue::kAccumulate}) {
+        Tensor w = Tensor::ZerosF32({n, k}), b = Tensor::ZerosF32({n});
+        std::vector<float> wv = Random(size_t(n) * k, &rng), bv = Random(n, &rng);
+        std::copy(wv.begin(), wv.end(), w.mutable_f32());
+        std::copy(bv.begin(), bv.end(), b.mutable_f32());
+        auto packed = PackLinear({&w}, {&b}, k, "test");
+        ASSERT_TRUE(packed.ok());
+        auto linear = Linear::Create(std::move(*packed), e, &ctx, kernel);
+        ASSERT_TRUE(linear.ok()) << linear.status().ToString();
+        ASSERT_EQ(linear->kernel(), kernel);
+        for (int m : {1, 13, 129}) {
+          std::vector<float> a = Random(size_t(m) * k, &rng), c0 = Random(size_t(m) * n, &rng);
+          std::vector<float> c = c0;
+          ASSERT_TRUE(linear->Run(a.data(), m, c.data(), &ctx, 2).ok());
+          std::vector<double> want(size_t(m) * n);
+          for (int i = 0; i < m; ++i)
+            for (int j = 0; j < n; ++j) {
+              double s = bv[j];
+              for (int p = 0; p < k; ++p) s += double{a[i * k + p]} * wv[j * k + p];
+              switch (e) {
+                case Epilogue::kNone: break;
+                case Epilogue::kGelu: s = RefAct(s, Act::kGelu); break;
+                case Epilogue::kGeluTanh: s = RefAct(s, Act::kGeluTanh); break;
+                case Epilogue::kRelu: s = RefAct(s, Act::kRelu); break;
+                case Epilogue::kAccumulate: s += c0[i * n + j]; break;
+              }
+              want[i * n + j] = s;
+            }
+          EXPECT_LT(NormRelErr(c, want), 1e-6)
+              << m << "x" << k << "x" << n << " epilogue " << static_cast<int>(e) << " kernel "
+              << static_cast<int>(kernel);
         }
-      EXPECT_LT(NormRelErr(c, want), 1e-6) << m << "x" << k << "x" << n;
+      }
+    }
+}
+
+// A row's result must not depend (beyond rounding noise) on how many other
+// rows share the GEMM: batched and one-at-a-time runs agree.
+TEST(CpuOps, LinearRowDoesNotDependOnRowCount) {
+  std::mt19937 rng(7);
+  MatmulContext ctx;
+  ASSERT_TRUE(ctx.Init().ok());
+  const int k = 768, n = 768, m = 300;
+  Tensor w = Tensor::ZerosF32({n, k}), b = Tensor::ZerosF32({n});
+  std::vector<float> wv = Random(size_t(n) * k, &rng);
+  std::copy(wv.begin(), wv.end(), w.mutable_f32());
+  std::vector<float> a = Random(size_t(m) * k, &rng);
+  for (Kernel kernel : {Kernel::kMatmul, Kernel::kSgemm}) {
+    auto packed = PackLinear({&w}, {&b}, k, "test");
+    ASSERT_TRUE(packed.ok());
+    auto linear = Linear::Create(std::move(*packed), Epilogue::kGelu, &ctx, kernel);
+    ASSERT_TRUE(linear.ok());
+    std::vector<float> all(size_t(m) * n), one(n);
+    ASSERT_TRUE(linear->Run(a.data(), m, all.data(), &ctx, 2).ok());
+    for (int r : {0, 1, 150, 299}) {
+      ASSERT_TRUE(linear->Run(a.data() + size_t(r) * k, 1, one.data(), &ctx, 2).ok());
+      EXPECT_LT(
+          NormRelErr(one, std::vector<double>(all.begin() + r * n, all.begin() + (r + 1) * n)),
+          1e-6)
+          << "row " << r << " kernel " << static_cast<int>(kernel);
     }
   }
 }

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/cpu_linear.h"
 #include "backends/cpu/cpu_ops.h"
 #include "bertrt/engine.h"
 #include "runtime/model_check.h"
@@ -17,10 +18,12 @@
 namespace bertrt {
 namespace {
 
-using cpu::PackedLinear;
+using cpu::Epilogue;
 
 struct CpuLayer {
-  PackedLinear qkv, attn_out, ffn_in, ffn_out;
+  // Bias, FFN activation and both residual adds belong to the Linears (the
+  // GEMM's epilogue, or with sgemm the one pass after it).
+  cpu::Linear qkv, attn_out, ffn_in, ffn_out;
   const float* attn_gamma = nullptr;
   const float* attn_beta = nullptr;
   const float* ffn_gamma = nullptr;
@@ -49,35 +52,60 @@ class CpuEngine final : public Engine {
 
  private:
   Buffers Reserve(const RaggedBatch& batch);
-  void Encoder(const RaggedBatch& batch, const Buffers& b);
-  void Heads(const RaggedBatch& batch, const RunOptions& options, const float* x,
-             BatchOutputs* out);
-  std::vector<float> Dense(const float* a, int rows, const PackedLinear& w, cpu::Act act);
+  Status Encoder(const RaggedBatch& batch, const Buffers& b);
+  Status Heads(const RaggedBatch& batch, const RunOptions& options, const float* x,
+               BatchOutputs* out);
+  StatusOr<std::vector<float>> Dense(const float* a, int rows, cpu::Linear& w, cpu::Act act);
+  // Packs, concatenates and checks the weights, then reorders them for the GEMM.
+  StatusOr<cpu::Linear> MakeLinear(const std::vector<const Tensor*>& weights,
+                                   const std::vector<const Tensor*>& biases, int in,
+                                   Epilogue epilogue, const char* name);
 
   std::shared_ptr<const Model> model_;
   int threads_;
   std::vector<CpuLayer> layers_;
-  PackedLinear pooler_, classifier_;
-  std::mutex mu_;  // Run shares the workspace
+  cpu::Linear pooler_, classifier_;
+  std::mutex mu_;  // Run shares the workspace and the matmul context
+  cpu::MatmulContext matmul_;
   std::vector<float> ws_;
   std::atomic<size_t> peak_bytes_{0};  // readable while a Run holds mu_
 };
 
+StatusOr<cpu::Linear> CpuEngine::MakeLinear(const std::vector<const Tensor*>& weights,
+                                            const std::vector<const Tensor*>& biases, int in,
+                                            Epilogue epilogue, const char* name) {
+  ASSIGN_OR_RETURN(cpu::PackedLinear packed, cpu::PackLinear(weights, biases, in, name));
+  return cpu::Linear::Create(std::move(packed), epilogue, &matmul_);
+}
+
+Epilogue EpilogueFor(HiddenAct act) {
+  switch (act) {
+    case HiddenAct::kGelu: return Epilogue::kGelu;
+    case HiddenAct::kGeluTanh: return Epilogue::kGeluTanh;
+    case HiddenAct::kRelu: return Epilogue::kRelu;
+  }
+  return Epilogue::kNone;
+}
+
 Status CpuEngine::Init() {
   RETURN_IF_ERROR(CheckModel(*model_));
+  RETURN_IF_ERROR(matmul_.Init());
   const ModelConfig& c = model_->config;
   const int h = c.hidden_size;
   for (const LayerWeights& l : model_->weights.layers) {
     CpuLayer layer;
-    ASSIGN_OR_RETURN(layer.qkv, cpu::PackLinear({&l.query_w, &l.key_w, &l.value_w},
-                                                {&l.query_b, &l.key_b, &l.value_b}, h, "qkv"));
-    ASSIGN_OR_RETURN(layer.attn_out,
-                     cpu::PackLinear({&l.attn_out_w}, {&l.attn_out_b}, h, "attention output"));
-    ASSIGN_OR_RETURN(layer.ffn_in, cpu::PackLinear({&l.ffn_in_w}, {&l.ffn_in_b}, h, "ffn in"));
-    ASSIGN_OR_RETURN(layer.ffn_out, cpu::PackLinear({&l.ffn_out_w}, {&l.ffn_out_b},
-                                                    c.intermediate_size, "ffn out"));
-    if (layer.qkv.out != 3 * h || layer.attn_out.out != h ||
-        layer.ffn_in.out != c.intermediate_size || layer.ffn_out.out != h)
+    ASSIGN_OR_RETURN(layer.qkv, MakeLinear({&l.query_w, &l.key_w, &l.value_w},
+                                           {&l.query_b, &l.key_b, &l.value_b}, h,
+                                           Epilogue::kNone, "qkv"));
+    ASSIGN_OR_RETURN(layer.attn_out, MakeLinear({&l.attn_out_w}, {&l.attn_out_b}, h,
+                                                Epilogue::kAccumulate, "attention output"));
+    ASSIGN_OR_RETURN(layer.ffn_in, MakeLinear({&l.ffn_in_w}, {&l.ffn_in_b}, h,
+                                              EpilogueFor(c.hidden_act), "ffn in"));
+    ASSIGN_OR_RETURN(layer.ffn_out, MakeLinear({&l.ffn_out_w}, {&l.ffn_out_b},
+                                               c.intermediate_size, Epilogue::kAccumulate,
+                                               "ffn out"));
+    if (layer.qkv.out() != 3 * h || layer.attn_out.out() != h ||
+        layer.ffn_in.out() != c.intermediate_size || layer.ffn_out.out() != h)
       return InvalidArgument("cpu engine: a layer's linear output sizes disagree with the config");
     layer.attn_gamma = l.attn_ln_gamma.f32();
     layer.attn_beta = l.attn_ln_beta.f32();
@@ -87,12 +115,13 @@ Status CpuEngine::Init() {
   }
   const ModelWeights& w = model_->weights;
   if (HeadUsesPooler(*model_)) {
-    ASSIGN_OR_RETURN(pooler_, cpu::PackLinear({&w.pooler_w}, {&w.pooler_b}, h, "pooler"));
+    ASSIGN_OR_RETURN(pooler_, MakeLinear({&w.pooler_w}, {&w.pooler_b}, h, Epilogue::kNone,
+                                         "pooler"));
   }
   if (!w.classifier_w.empty() && c.head != HeadKind::kBase &&
       c.head != HeadKind::kSentenceEmbedding) {
-    ASSIGN_OR_RETURN(classifier_,
-                     cpu::PackLinear({&w.classifier_w}, {&w.classifier_b}, h, "classifier"));
+    ASSIGN_OR_RETURN(classifier_, MakeLinear({&w.classifier_w}, {&w.classifier_b}, h,
+                                             Epilogue::kNone, "classifier"));
   }
   return Status::Ok();
 }
@@ -120,7 +149,7 @@ Buffers CpuEngine::Reserve(const RaggedBatch& batch) {
   return {p[0], p[1], p[2], p[3], p[4]};
 }
 
-void CpuEngine::Encoder(const RaggedBatch& batch, const Buffers& b) {
+Status CpuEngine::Encoder(const RaggedBatch& batch, const Buffers& b) {
   const ModelConfig& c = model_->config;
   const ModelWeights& w = model_->weights;
   const int t = batch.num_tokens(), h = c.hidden_size, n = batch.num_seqs();
@@ -130,59 +159,59 @@ void CpuEngine::Encoder(const RaggedBatch& batch, const Buffers& b) {
                                     w.emb_ln_beta.f32()};
   cpu::EmbedLayerNorm(batch.input_ids.data(), batch.token_type_ids.data(), cu, n, tables, h,
                       c.layer_norm_eps, b.x, threads_);
-  const cpu::Act act = cpu::ActFor(c.hidden_act);
-  for (const CpuLayer& l : layers_) {
-    cpu::Linear(b.x, t, l.qkv, b.qkv, false, threads_);
-    cpu::BiasAct(b.qkv, t, 3 * h, l.qkv.b, cpu::Act::kNone, threads_);
+  for (CpuLayer& l : layers_) {
+    RETURN_IF_ERROR(l.qkv.Run(b.x, t, b.qkv, &matmul_, threads_));
     cpu::Attention(b.qkv, cu, n, batch.max_len, h, c.num_heads, b.ctx, b.scratch, threads_);
-    // The residual is accumulated by the GEMM itself (x += ctx W^T), so the
-    // LayerNorm pass only adds the bias.
-    cpu::Linear(b.ctx, t, l.attn_out, b.x, true, threads_);
-    cpu::BiasLayerNorm(b.x, t, h, l.attn_out.b, l.attn_gamma, l.attn_beta, c.layer_norm_eps,
+    // The Linear adds bias and residual (x += ctx W^T + b); LayerNorm only normalizes.
+    RETURN_IF_ERROR(l.attn_out.Run(b.ctx, t, b.x, &matmul_, threads_));
+    cpu::BiasLayerNorm(b.x, t, h, nullptr, l.attn_gamma, l.attn_beta, c.layer_norm_eps,
                        threads_);
-    cpu::Linear(b.x, t, l.ffn_in, b.inter, false, threads_);
-    cpu::BiasAct(b.inter, t, c.intermediate_size, l.ffn_in.b, act, threads_);
-    cpu::Linear(b.inter, t, l.ffn_out, b.x, true, threads_);
-    cpu::BiasLayerNorm(b.x, t, h, l.ffn_out.b, l.ffn_gamma, l.ffn_beta, c.layer_norm_eps,
+    RETURN_IF_ERROR(l.ffn_in.Run(b.x, t, b.inter, &matmul_, threads_));
+    RETURN_IF_ERROR(l.ffn_out.Run(b.inter, t, b.x, &matmul_, threads_));
+    cpu::BiasLayerNorm(b.x, t, h, nullptr, l.ffn_gamma, l.ffn_beta, c.layer_norm_eps,
                        threads_);
   }
+  return Status::Ok();
 }
 
-std::vector<float> CpuEngine::Dense(const float* a, int rows, const PackedLinear& w,
-                                    cpu::Act act) {
-  std::vector<float> out(static_cast<size_t>(rows) * w.out);
-  cpu::Linear(a, rows, w, out.data(), false, threads_);
-  cpu::BiasAct(out.data(), rows, w.out, w.b, act, threads_);
+StatusOr<std::vector<float>> CpuEngine::Dense(const float* a, int rows, cpu::Linear& w,
+                                              cpu::Act act) {
+  std::vector<float> out(static_cast<size_t>(rows) * w.out());
+  RETURN_IF_ERROR(w.Run(a, rows, out.data(), &matmul_, threads_));
+  // The pooler's tanh: our own, a few rows, held to the same accuracy as GELU.
+  if (act != cpu::Act::kNone) cpu::BiasAct(out.data(), rows, w.out(), nullptr, act, threads_);
   return out;
 }
 
-void CpuEngine::Heads(const RaggedBatch& batch, const RunOptions& options, const float* x,
+Status CpuEngine::Heads(const RaggedBatch& batch, const RunOptions& options, const float* x,
                       BatchOutputs* out) {
   const ModelConfig& c = model_->config;
   const int t = batch.num_tokens(), h = c.hidden_size, n = batch.num_seqs();
   const int32_t* cu = batch.cu_seqlens.data();
   std::vector<float> pooled;
-  if (pooler_.w) {
+  if (!pooler_.empty()) {
     std::vector<float> cls(static_cast<size_t>(n) * h);
     cpu::GatherFirstTokens(x, cu, n, h, cls.data());
-    pooled = Dense(cls.data(), n, pooler_, cpu::Act::kTanh);
+    ASSIGN_OR_RETURN(pooled, Dense(cls.data(), n, pooler_, cpu::Act::kTanh));
   }
   switch (c.head) {
     case HeadKind::kBase:
-      if (pooler_.w) out->outputs.push_back(MakeOutput("pooler_output", false, h, pooled.data(), n));
+      if (!pooler_.empty())
+        out->outputs.push_back(MakeOutput("pooler_output", false, h, pooled.data(), n));
       break;
     case HeadKind::kSequenceClassification: {
-      std::vector<float> logits = Dense(pooled.data(), n, classifier_, cpu::Act::kNone);
-      out->outputs.push_back(MakeOutput("logits", false, classifier_.out, logits.data(), n));
+      ASSIGN_OR_RETURN(std::vector<float> logits,
+                       Dense(pooled.data(), n, classifier_, cpu::Act::kNone));
+      out->outputs.push_back(MakeOutput("logits", false, classifier_.out(), logits.data(), n));
       break;
     }
     case HeadKind::kTokenClassification: {
-      std::vector<float> logits = Dense(x, t, classifier_, cpu::Act::kNone);
-      out->outputs.push_back(MakeOutput("logits", true, classifier_.out, logits.data(), t));
+      ASSIGN_OR_RETURN(std::vector<float> logits, Dense(x, t, classifier_, cpu::Act::kNone));
+      out->outputs.push_back(MakeOutput("logits", true, classifier_.out(), logits.data(), t));
       break;
     }
     case HeadKind::kQuestionAnswering: {
-      std::vector<float> logits = Dense(x, t, classifier_, cpu::Act::kNone);
+      ASSIGN_OR_RETURN(std::vector<float> logits, Dense(x, t, classifier_, cpu::Act::kNone));
       AppendQuestionAnsweringOutputs(logits.data(), t, out);
       break;
     }
@@ -196,6 +225,7 @@ void CpuEngine::Heads(const RaggedBatch& batch, const RunOptions& options, const
   }
   if (options.last_hidden_state)
     out->outputs.push_back(MakeOutput("last_hidden_state", true, h, x, t));
+  return Status::Ok();
 }
 
 StatusOr<BatchOutputs> CpuEngine::Run(const RaggedBatch& batch, const RunOptions& options) {
@@ -204,8 +234,14 @@ StatusOr<BatchOutputs> CpuEngine::Run(const RaggedBatch& batch, const RunOptions
   BatchOutputs out;
   if (batch.num_seqs() == 0) return out;
   const Buffers b = Reserve(batch);
-  Encoder(batch, b);
-  Heads(batch, options, b.x, &out);
+  // oneDNN threads each GEMM over omp_get_max_threads() of the calling
+  // thread: set it for this run and give the caller's setting back.
+  const int caller_threads = omp_get_max_threads();
+  omp_set_num_threads(threads_);
+  Status status = Encoder(batch, b);
+  if (status.ok()) status = Heads(batch, options, b.x, &out);
+  omp_set_num_threads(caller_threads);
+  RETURN_IF_ERROR(status);
   return out;
 }
 

@@ -1,8 +1,5 @@
 #include "backends/cpu/cpu_ops.h"
 
-#include <oneapi/dnnl/dnnl.h>
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -11,15 +8,6 @@
 #include "backends/cpu/vec_math.h"
 
 namespace bertrt::cpu {
-
-Act ActFor(HiddenAct act) {
-  switch (act) {
-    case HiddenAct::kGelu: return Act::kGelu;
-    case HiddenAct::kGeluTanh: return Act::kGeluTanh;
-    case HiddenAct::kRelu: return Act::kRelu;
-  }
-  return Act::kNone;
-}
 
 StatusOr<PackedLinear> PackLinear(const std::vector<const Tensor*>& weights,
                                   const std::vector<const Tensor*>& biases, int in,
@@ -54,44 +42,6 @@ StatusOr<PackedLinear> PackLinear(const std::vector<const Tensor*>& weights,
   p.w = p.owned.data();
   p.b = p.owned.data() + wsize;
   return p;
-}
-
-namespace {
-
-// Column chunks are multiples of 16 so every thread's slice starts on a
-// vector boundary of the output.
-void SplitColumns(int n, int threads, int t, int* begin, int* end) {
-  int blocks = (n + 15) / 16;
-  int per = blocks / threads, extra = blocks % threads;
-  int b0 = t * per + std::min(t, extra);
-  int b1 = b0 + per + (t < extra ? 1 : 0);
-  *begin = std::min(n, b0 * 16);
-  *end = std::min(n, b1 * 16);
-}
-
-}  // namespace
-
-void Linear(const float* a, int m, const PackedLinear& w, float* c, bool accumulate,
-            int threads) {
-  if (m <= 0 || w.out <= 0) return;
-  // The parallel split over output columns is ours and each oneDNN call runs
-  // on one thread: measured on 2-thread Xeon and EPYC boxes it is as fast as
-  // oneDNN's own threading and never splits the K sum across threads. oneDNN
-  // still picks its kernel by m, so a row batched with others can round
-  // differently (~1e-7 relative) from the same row alone. oneDNN does not
-  // nest inside an active region; the thread-count override covers the
-  // one-thread (inactive) case.
-  int nt = std::max(1, std::min(threads, (w.out + 15) / 16));
-#pragma omp parallel num_threads(nt)
-  {
-    omp_set_num_threads(1);
-    int t = omp_get_thread_num(), n0 = 0, n1 = w.out;
-    SplitColumns(w.out, nt, t, &n0, &n1);
-    if (n1 > n0)
-      dnnl_sgemm('N', 'T', m, n1 - n0, w.in, 1.0f, a, w.in,
-                 w.w + static_cast<size_t>(n0) * w.in, w.in, accumulate ? 1.0f : 0.0f,
-                 c + n0, w.out);
-  }
 }
 
 namespace {

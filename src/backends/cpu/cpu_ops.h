@@ -1,7 +1,7 @@
 // The CPU encoder's kernels. Activations are row-major fp32 [tokens, width],
 // sequences packed back to back (no padding) and delimited by cu_seqlens.
-// Every op but Linear computes a row the same way wherever it sits in the
-// batch; Linear (oneDNN sgemm) may differ in the last bits with the row count.
+// Every op here computes a row the same way wherever it sits in the batch;
+// the GEMMs (cpu_linear.h) may differ in the last bits with the row count.
 #pragma once
 
 #include <cstddef>
@@ -16,10 +16,9 @@ namespace bertrt::cpu {
 
 enum class Act { kNone, kGelu, kGeluTanh, kRelu, kTanh };
 
-Act ActFor(HiddenAct act);
-
-// A Linear layer (or several with the same input, concatenated along the
-// output, e.g. Q, K and V) in the layout the GEMM reads: W [out, in] row-major.
+// A Linear layer's weights (or several with the same input, concatenated
+// along the output, e.g. Q, K and V) as W [out, in] row-major, the input to
+// cpu::Linear::Create.
 // A single layer points into the model's tensors (the engine keeps the model
 // alive); a concatenation owns its copy. Move-only, so the pointers stay valid.
 struct PackedLinear {
@@ -41,11 +40,6 @@ struct PackedLinear {
 StatusOr<PackedLinear> PackLinear(const std::vector<const Tensor*>& weights,
                                   const std::vector<const Tensor*>& biases, int in,
                                   const char* name);
-
-// c[m, out] = a[m, in] W^T, or c += a W^T when accumulate. No bias: callers
-// fold it into the pass that follows. Threads split the output columns.
-void Linear(const float* a, int m, const PackedLinear& w, float* c, bool accumulate,
-            int threads);
 
 // x[r, :] = act(x[r, :] + bias) for r in [0, m); bias may be null.
 void BiasAct(float* x, int m, int n, const float* bias, Act act, int threads);
