@@ -3,6 +3,8 @@
 // the file into place, so a reader never sees a half-written plan.
 #include <cerrno>
 #include <cmath>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -232,7 +234,9 @@ Status WritePlan(const Model& model, const TokenizerSource& tokenizer,
   std::vector<PendingSection> sections =
       CollectSections(model, tokenizer, options, source_checksum, &status);
   RETURN_IF_ERROR(status);
-  const std::string tmp = path + ".tmp";
+  // A name of this process's own, so that two builds of one plan never write
+  // into each other's file; the rename then replaces the plan atomically.
+  const std::string tmp = path + "." + std::to_string(getpid()) + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) return NotFound(tmp + ": cannot create (" + std::strerror(errno) + ")");
   Status written = WriteAll(f, sections);

@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -25,8 +27,12 @@ std::string ModelDir(const std::string& name) {
   return std::string(BERTRT_TEST_DATA_DIR) + "/models/" + name;
 }
 
+// ctest runs each test in its own process, several at once: the pid keeps
+// their files apart.
 std::string TempPath(const std::string& name) {
-  return (fs::temp_directory_path() / ("bertrt_plan_test_" + name + ".plan")).string();
+  return (fs::temp_directory_path() /
+          ("bertrt_plan_test_" + std::to_string(getpid()) + "_" + name + ".plan"))
+      .string();
 }
 
 std::string BuildPlan(const std::string& model, Precision precision = Precision::kFp32) {
