@@ -1,15 +1,15 @@
 #include "cli_util.h"
 
-#include "bertrt/cuda_engine.h"
-#include "bertrt/devices.h"
-#include "bertrt/plan.h"
-
 #include <unistd.h>
 
 #include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+
+#include "bertrt/cuda_engine.h"
+#include "bertrt/devices.h"
+#include "bertrt/plan.h"
 
 namespace bertrt::cli {
 
@@ -28,6 +28,14 @@ void NotePlanRetuning(const std::string& path, int device) {
   if (!info.ok() || !gpus.ok() || device >= static_cast<int>(gpus->size())) return;
   const std::string notice = PlanRetuneNotice(*info, (*gpus)[device]);
   if (!notice.empty()) std::fprintf(stderr, "notice: %s\n", notice.c_str());
+}
+
+void AddEngineOptions(CLI::App* cmd, EngineFlags* flags, const std::string& threads_help) {
+  cmd->add_option("--device", flags->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--precision", flags->precision,
+                  "fp32, fp16 or bf16 (default: fp32 on cpu, fp16 on cuda)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+  cmd->add_option("--threads", flags->threads, threads_help)->check(CLI::NonNegativeNumber);
 }
 
 std::string ResolvePrecision(const std::string& device, const std::string& precision) {
@@ -127,7 +135,8 @@ StatusOr<TextInput> ParseTextLine(const std::string& line, size_t line_number) {
   nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded())
     return InvalidArgument(where + "not valid JSON; expected {\"text\": \"...\"}");
-  if (!j.is_object()) return InvalidArgument(where + "expected a JSON object with a \"text\" field");
+  if (!j.is_object())
+    return InvalidArgument(where + "expected a JSON object with a \"text\" field");
   auto text = j.find("text");
   if (text == j.end()) return InvalidArgument(where + "missing the \"text\" field");
   if (!text->is_string()) return InvalidArgument(where + "\"text\" must be a string");

@@ -3,12 +3,12 @@
 // a progress bar.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstddef>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "bertrt/engine.h"
 #include "bertrt/importer.h"
@@ -22,6 +22,15 @@ StatusOr<LoadedModel> LoadForCli(const std::string& path);
 // `device` re-tunes its GEMMs (a GPU other than the plan's).
 void NotePlanRetuning(const std::string& path, int device);
 
+// --device, --precision and --threads, as run, bench and serve take them.
+struct EngineFlags {
+  std::string device = "cpu";
+  std::string precision;  // empty: the device's default
+  int threads = 0;        // 0: all cores
+};
+void AddEngineOptions(CLI::App* cmd, EngineFlags* flags,
+                      const std::string& threads_help = "CPU threads (0: all cores)");
+
 // The --precision flag's value, or the device's default when it was not given:
 // fp32 on the CPU, fp16 on CUDA.
 std::string ResolvePrecision(const std::string& device, const std::string& precision);
@@ -31,6 +40,10 @@ std::string ResolvePrecision(const std::string& device, const std::string& preci
 StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> model,
                                                const std::string& device, int threads,
                                                const std::string& precision);
+inline StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> model,
+                                                      const EngineFlags& flags) {
+  return CreateEngine(std::move(model), flags.device, flags.threads, flags.precision);
+}
 
 // The float as the shortest decimal that reads back to the same float, so JSON
 // output is exact without printing float->double noise digits.

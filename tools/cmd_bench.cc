@@ -15,10 +15,8 @@ namespace {
 
 struct BenchFlags {
   std::string model;
-  std::string device = "cpu";
-  std::string precision;  // empty: the device's default
+  EngineFlags engine;
   std::string lengths;
-  int threads = 0;
   int batch_size = 1;
   int seq_len = 128;
   int iterations = 20;
@@ -27,8 +25,9 @@ struct BenchFlags {
   bool json = false;
 };
 
-// A batch of `batch_size` sequences of random ids: [CLS]-like first token,
-// [SEP]-like last, ids drawn from the whole vocabulary in between.
+// A batch of `batch_size` sequences of random ids, drawn past the first 1000
+// ids (where BERT vocabularies keep special and unused tokens) when the
+// vocabulary is that large.
 RaggedBatch RandomBatch(const ModelConfig& config, int batch_size, int min_len, int max_len,
                         std::mt19937& rng) {
   std::uniform_int_distribution<int> len_dist(min_len, max_len);
@@ -55,7 +54,8 @@ StatusOr<std::pair<int, int>> ParseLengths(const BenchFlags& flags) {
   int lo = 0, hi = 0;
   char extra = 0;
   if (std::sscanf(flags.lengths.c_str(), "%d:%d%c", &lo, &hi, &extra) != 2 || lo < 1 || hi < lo)
-    return InvalidArgument("--lengths " + flags.lengths + ": expected MIN:MAX with 1 <= MIN <= MAX");
+    return InvalidArgument("--lengths " + flags.lengths +
+                           ": expected MIN:MAX with 1 <= MIN <= MAX");
   return std::make_pair(lo, hi);
 }
 
@@ -66,12 +66,12 @@ int Bench(const BenchFlags& flags) {
   if (!loaded.ok()) return Fail(loaded.status(), kExitModelError);
   const ModelConfig& config = loaded->model->config;
   if (lengths->second > config.max_position_embeddings)
-    return Fail(InvalidArgument("sequence length " + std::to_string(lengths->second) +
-                                " is more than the model's " +
-                                std::to_string(config.max_position_embeddings) +
-                                " position embeddings"),
-                kExitUsage);
-  auto engine = CreateEngine(loaded->model, flags.device, flags.threads, flags.precision);
+    return Fail(
+        InvalidArgument("sequence length " + std::to_string(lengths->second) +
+                        " is more than the model's " +
+                        std::to_string(config.max_position_embeddings) + " position embeddings"),
+        kExitUsage);
+  auto engine = CreateEngine(loaded->model, flags.engine);
   if (!engine.ok()) return Fail(engine.status(), kExitRuntimeError);
 
   std::mt19937 rng(flags.seed);
@@ -98,8 +98,8 @@ int Bench(const BenchFlags& flags) {
   nlohmann::json result = {
       {"model", flags.model},
       {"device", (*engine)->device()},
-      {"precision", ResolvePrecision(flags.device, flags.precision)},
-      {"threads", flags.threads},
+      {"precision", ResolvePrecision(flags.engine.device, flags.engine.precision)},
+      {"threads", flags.engine.threads},
       {"batch_size", flags.batch_size},
       {"iterations", flags.iterations},
       {"median_ms", median},
@@ -110,8 +110,10 @@ int Bench(const BenchFlags& flags) {
       {"total_tokens", batch.num_tokens()},
       {"peak_memory_bytes", (*engine)->PeakMemoryBytes()},
   };
-  if (flags.lengths.empty()) result["seq_len"] = flags.seq_len;
-  else result["lengths"] = flags.lengths;
+  if (flags.lengths.empty())
+    result["seq_len"] = flags.seq_len;
+  else
+    result["lengths"] = flags.lengths;
   if (flags.json) {
     std::printf("%s\n", result.dump().c_str());
     return kExitOk;
@@ -122,10 +124,11 @@ int Bench(const BenchFlags& flags) {
   std::printf("%-*s %-6s %-9s %5s %9s %9s %9s %10s %11s %9s %10s\n", device_width, "device", "prec",
               "lengths", "batch", "median_ms", "p90_ms", "p99_ms", "seq/s", "tokens/s", "peak_MiB",
               "iterations");
+  const std::string precision = ResolvePrecision(flags.engine.device, flags.engine.precision);
   std::printf("%-*s %-6s %-9s %5d %9.3f %9.3f %9.3f %10.1f %11.0f %9.1f %10d\n", device_width,
-              device.c_str(), ResolvePrecision(flags.device, flags.precision).c_str(),
-              len_text.c_str(), flags.batch_size, median, Percentile(ms, 0.9), Percentile(ms, 0.99),
-              seq_per_s, tokens_per_s, (*engine)->PeakMemoryBytes() / 1048576.0, flags.iterations);
+              device.c_str(), precision.c_str(), len_text.c_str(), flags.batch_size, median,
+              Percentile(ms, 0.9), Percentile(ms, 0.99), seq_per_s, tokens_per_s,
+              (*engine)->PeakMemoryBytes() / 1048576.0, flags.iterations);
   return kExitOk;
 }
 
@@ -138,13 +141,9 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
       "Time the engine in-process on random valid token ids (ids in host memory to outputs in "
       "host memory); prints a table, or one JSON object with --json.");
   cmd->add_option("MODEL", flags->model, "HF model directory or plan file")->required();
-  cmd->add_option("--device", flags->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--precision", flags->precision,
-                  "fp32, fp16 or bf16 (default: fp32 on cpu, fp16 on cuda)")
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
-  cmd->add_option("--threads", flags->threads, "CPU threads (0: all cores)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--batch-size", flags->batch_size, "Sequences per batch")->check(CLI::PositiveNumber);
+  AddEngineOptions(cmd, &flags->engine);
+  cmd->add_option("--batch-size", flags->batch_size, "Sequences per batch")
+      ->check(CLI::PositiveNumber);
   auto* seq = cmd->add_option("--seq-len", flags->seq_len, "Tokens per sequence")
                   ->check(CLI::PositiveNumber);
   cmd->add_option("--lengths", flags->lengths,

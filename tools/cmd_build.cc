@@ -65,8 +65,8 @@ int Verify(const BuildFlags& flags, const Plan& plan, std::shared_ptr<const Mode
   auto ref_engine = CreateEngine(reference, "cpu", flags.threads, "fp32");
   if (!ref_engine.ok()) return Fail(ref_engine.status(), kExitRuntimeError);
   const std::string device = on_gpu ? "cuda" : "cpu";
-  auto plan_engine = CreateEngine(plan.model, device, flags.threads,
-                                  on_gpu ? PrecisionName(precision) : "fp32");
+  auto plan_engine =
+      CreateEngine(plan.model, device, flags.threads, on_gpu ? PrecisionName(precision) : "fp32");
   if (!plan_engine.ok()) return Fail(plan_engine.status(), kExitRuntimeError);
   auto report = CompareEngines(**ref_engine, **plan_engine, *plan.tokenizer, samples,
                                plan.model->config.max_seq_length);
@@ -97,7 +97,7 @@ int Build(const BuildFlags& flags) {
   if (!precision.ok()) return Fail(precision.status(), kExitUsage);
   if (IsPlanFile(flags.model))
     return Fail(InvalidArgument(flags.model + " is already a plan; build from the Hugging Face "
-                                "directory it came from"),
+                                              "directory it came from"),
                 kExitUsage);
   Stages stages;
   stages.Begin("load");

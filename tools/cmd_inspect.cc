@@ -2,9 +2,8 @@
 #include <iomanip>
 #include <iostream>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "bertrt/importer.h"
 #include "bertrt/plan.h"
@@ -73,10 +72,12 @@ void PrintText(const nlohmann::json& j, std::ostream& out) {
   auto row = [&out](const char* key, const std::string& value) {
     out << std::left << std::setw(18) << key << value << "\n";
   };
-  auto str = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
+  auto str = [](const nlohmann::json& v) {
+    return v.is_string() ? v.get<std::string>() : v.dump();
+  };
   row("model", str(j["source"]));
-  row("architecture", j["architecture"].get<std::string>().empty() ? "(none given)"
-                                                                   : str(j["architecture"]));
+  row("architecture",
+      j["architecture"].get<std::string>().empty() ? "(none given)" : str(j["architecture"]));
   row("model_type", str(j["model_type"]));
   row("head", str(j["head"]));
   row("hidden size", str(j["hidden_size"]));
@@ -108,8 +109,8 @@ void PrintText(const nlohmann::json& j, std::ostream& out) {
                     " weights for " + str(p["device"]) + ", built by bertrt " +
                     str(p["bertrt_version"]) + " at " + str(p["created_utc"]));
     row("plan source", str(p["source"]) + " (" + str(p["source_checksum"]) + ")");
-    row("tuned on GPU", p["tuned_on_gpu"].get<std::string>().empty() ? "(none)"
-                                                                    : str(p["tuned_on_gpu"]));
+    row("tuned on GPU",
+        p["tuned_on_gpu"].get<std::string>().empty() ? "(none)" : str(p["tuned_on_gpu"]));
   }
   const nlohmann::json& t = j["tokenizer"];
   row("tokenizer vocab", str(t["vocab_size"]));
@@ -129,12 +130,18 @@ int RunInspect(const InspectOptions& opts) {
   if (IsPlanFile(opts.model)) {
     auto info = ReadPlanInfo(opts.model);
     if (!info.ok()) return Fail(info.status(), kExitModelError);
-    j["plan"] = {{"format_version", info->format_version}, {"bertrt_version", info->bertrt_version},
-                 {"created_utc", info->created_utc}, {"source", info->source},
-                 {"source_checksum", info->source_checksum}, {"precision", info->precision},
-                 {"device", info->device}, {"tuned_on_gpu", info->gpu_name},
-                 {"max_seq_len", info->max_seq_len}, {"max_batch_tokens", info->max_batch_tokens},
-                 {"tokenizer", info->tokenizer_kind}, {"file_size", info->file_size}};
+    j["plan"] = {{"format_version", info->format_version},
+                 {"bertrt_version", info->bertrt_version},
+                 {"created_utc", info->created_utc},
+                 {"source", info->source},
+                 {"source_checksum", info->source_checksum},
+                 {"precision", info->precision},
+                 {"device", info->device},
+                 {"tuned_on_gpu", info->gpu_name},
+                 {"max_seq_len", info->max_seq_len},
+                 {"max_batch_tokens", info->max_batch_tokens},
+                 {"tokenizer", info->tokenizer_kind},
+                 {"file_size", info->file_size}};
   }
   if (opts.json)
     std::cout << j.dump(2) << "\n";

@@ -12,13 +12,11 @@ namespace {
 
 struct RunFlags {
   std::string model;
-  std::string device = "cpu";
-  std::string precision;  // empty: fp32 on the CPU, fp16 on CUDA
+  EngineFlags engine;
   std::string truncation = "longest_first";
   std::string output = "default";
   int max_length = 0;
   int batch_size = 32;
-  int threads = 0;
 };
 
 // One input line on its way through: either an error or an encoding.
@@ -117,17 +115,17 @@ int Run(const RunFlags& flags) {
   if (!truncation.ok()) return Fail(truncation.status(), kExitUsage);
   const ModelConfig& config = loaded->model->config;
   if (flags.output != "default" && flags.output != "last_hidden_state")
-    return Fail(InvalidArgument("--output " + flags.output + ": expected default or last_hidden_state"),
-                kExitUsage);
+    return Fail(
+        InvalidArgument("--output " + flags.output + ": expected default or last_hidden_state"),
+        kExitUsage);
   const bool hidden_states = flags.output == "last_hidden_state";
   int max_length = flags.max_length > 0 ? flags.max_length : config.max_seq_length;
   if (max_length > config.max_position_embeddings)
-    return Fail(InvalidArgument("--max-length " + std::to_string(max_length) +
-                                " is more than the model's " +
-                                std::to_string(config.max_position_embeddings) +
-                                " position embeddings"),
+    return Fail(InvalidArgument(
+                    "--max-length " + std::to_string(max_length) + " is more than the model's " +
+                    std::to_string(config.max_position_embeddings) + " position embeddings"),
                 kExitUsage);
-  auto engine = CreateEngine(loaded->model, flags.device, flags.threads, flags.precision);
+  auto engine = CreateEngine(loaded->model, flags.engine);
   if (!engine.ok()) return Fail(engine.status(), kExitRuntimeError);
 
   ProgressBar progress("run");
@@ -154,8 +152,11 @@ int Run(const RunFlags& flags) {
       p.error = input.status();
     } else {
       auto enc = loaded->tokenizer->Encode(input->text, input->text_pair, max_length, *truncation);
-      if (enc.ok()) p.encoding = std::move(*enc);
-      else p.error = InvalidArgument("line " + std::to_string(line_number) + ": " + enc.status().message());
+      if (enc.ok())
+        p.encoding = std::move(*enc);
+      else
+        p.error =
+            InvalidArgument("line " + std::to_string(line_number) + ": " + enc.status().message());
     }
     chunk.push_back(std::move(p));
     if (static_cast<int>(chunk.size()) >= flags.batch_size && !flush()) return kExitRuntimeError;
@@ -175,19 +176,15 @@ void RegisterRunCommand(CLI::App& app, int& exit_code) {
       "classification), logits per token (token classification), start_logits/end_logits "
       "(question answering), embedding (sentence-transformers), pooler_output (BertModel).");
   cmd->add_option("MODEL", flags->model, "HF model directory or plan file")->required();
-  cmd->add_option("--device", flags->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--precision", flags->precision,
-                  "fp32, fp16 or bf16 (default: fp32 on cpu, fp16 on cuda)")
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
-  cmd->add_option("--max-length", flags->max_length,
-                  "Truncate inputs to N tokens, special tokens included (default: the model's limit)")
+  AddEngineOptions(cmd, &flags->engine);
+  cmd->add_option(
+         "--max-length", flags->max_length,
+         "Truncate inputs to N tokens, special tokens included (default: the model's limit)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--truncation", flags->truncation, "longest_first, only_first or only_second")
       ->check(CLI::IsMember({"longest_first", "only_first", "only_second"}));
   cmd->add_option("--batch-size", flags->batch_size, "Inputs per engine call")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--threads", flags->threads, "CPU threads (0: all cores)")
-      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--output", flags->output,
                   "default (the head's outputs) or last_hidden_state (per-token states)")
       ->check(CLI::IsMember({"default", "last_hidden_state"}));

@@ -21,9 +21,7 @@ struct ServeFlags {
   std::string repository;
   std::string host = "127.0.0.1";
   int port = 8000;
-  std::string device = "cpu";
-  std::string precision;
-  int threads = 0;
+  EngineFlags engine;
   int instances = 1;
   int max_batch_tokens = 16384;
   int max_batch_size = 64;
@@ -36,10 +34,10 @@ struct ServeFlags {
 server::ServeOptions MakeServeOptions(const ServeFlags& f, server::Metrics& metrics) {
   server::ServeOptions o;
   o.make_engine = [f](std::shared_ptr<const Model> model) {
-    return CreateEngine(std::move(model), f.device, f.threads, f.precision);
+    return CreateEngine(std::move(model), f.engine);
   };
-  o.device = f.device;
-  o.precision = ResolvePrecision(f.device, f.precision);
+  o.device = f.engine.device;
+  o.precision = ResolvePrecision(f.engine.device, f.engine.precision);
   o.instances = f.instances;
   o.scheduler.max_batch_tokens = f.max_batch_tokens;
   o.scheduler.max_batch_size = f.max_batch_size;
@@ -116,12 +114,7 @@ void RegisterServeCommand(CLI::App& app, int& exit_code) {
       "DIR/<model>/<version>/ holding model.plan or HF files; the highest version is served");
   cmd->add_option("--host", f->host, "Address to listen on");
   cmd->add_option("--http-port", f->port, "HTTP port")->check(CLI::Range(0, 65535));
-  cmd->add_option("--device", f->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--precision", f->precision,
-                  "fp32, fp16 or bf16 (default: fp32 on cpu, fp16 on cuda)")
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
-  cmd->add_option("--threads", f->threads, "CPU threads per instance (0: all cores)")
-      ->check(CLI::NonNegativeNumber);
+  AddEngineOptions(cmd, &f->engine, "CPU threads per instance (0: all cores)");
   cmd->add_option("--instances", f->instances, "Engine instances per model")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-batch-tokens", f->max_batch_tokens, "Token budget of a batch")

@@ -3,9 +3,8 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "bertrt/plan.h"
 #include "bertrt/tokenizer.h"
@@ -50,8 +49,8 @@ void AppendEncoding(std::string& out, const Encoding& e) {
 }
 
 // Encodes one input line into `out`; returns false when it was an error.
-bool TokenizeLine(const Tokenizer& tok, const std::string& line, size_t line_no,
-                  size_t max_length, Truncation truncation, std::string& out) {
+bool TokenizeLine(const Tokenizer& tok, const std::string& line, size_t line_no, size_t max_length,
+                  Truncation truncation, std::string& out) {
   auto input = ParseTextLine(line, line_no);
   StatusOr<Encoding> enc = input.status();
   if (input.ok()) {
@@ -107,7 +106,8 @@ void RegisterTokenizeCommand(CLI::App& app, int& exit_code) {
       "tokenize",
       "Tokenize JSON Lines from stdin with a model's BERT WordPiece tokenizer.\n"
       "Each input line is {\"text\": ..., \"text_pair\": ...} (text_pair optional); each output\n"
-      "line is {\"input_ids\": [...], \"token_type_ids\": [...], \"offsets\": [[start, end], ...]}\n"
+      "line is {\"input_ids\": [...], \"token_type_ids\": [...], \"offsets\": [[start, end], "
+      "...]}\n"
       "with offsets in Unicode code points of the text the token came from ([0, 0] for\n"
       "special tokens), identical to HF tokenizers. A bad line gives {\"error\": \"line N: ...\"}\n"
       "and the other lines are still processed (exit code 1).\n"
