@@ -29,6 +29,7 @@ struct ServeFlags {
   int max_queue_size = 1024;
   int request_timeout_ms = 30000;
   size_t max_payload_bytes = 8 << 20;
+  std::string api_key;
 };
 
 server::ServeOptions MakeServeOptions(const ServeFlags& f, server::Metrics& metrics) {
@@ -74,7 +75,7 @@ int Serve(const ServeFlags& flags) {
 
   server::HttpServer http(
       registry, metrics,
-      {flags.host, flags.port, flags.max_payload_bytes, /*handler_threads=*/128});
+      {flags.host, flags.port, flags.max_payload_bytes, /*handler_threads=*/128, flags.api_key});
   if (Status st = http.Bind(); !st.ok()) return Fail(st, kExitRuntimeError);
   std::atomic<bool> signalled{false};
   std::thread waiter([&] {
@@ -86,8 +87,10 @@ int Serve(const ServeFlags& flags) {
   });
   std::fprintf(stderr,
                "[serve] listening on http://%s:%d (KServe v2 /v2, TEI /embed /predict /rerank, "
-               "OpenAI /v1/embeddings, /metrics)\n",
-               flags.host.c_str(), flags.port);
+               "OpenAI /v1/embeddings, /metrics); API key auth %s\n",
+               flags.host.c_str(), flags.port,
+               flags.api_key.empty() ? "off"
+                                     : "on (Bearer; health and /metrics open)");
   std::fflush(stderr);
   http.Run();
   registry.Shutdown();
@@ -130,6 +133,10 @@ void RegisterServeCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-payload-bytes", f->max_payload_bytes, "Largest request body; beyond: 413")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--api-key", f->api_key,
+                  "Require 'Authorization: Bearer KEY' on every endpoint but "
+                  "/v2/health/* and /metrics")
+      ->envname("BERTRT_API_KEY");
   cmd->callback([f, &exit_code]() { exit_code = Serve(*f); });
 }
 

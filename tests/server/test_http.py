@@ -254,3 +254,52 @@ def test_model_repository(bertrt_bin, tmp_path):
         assert r.status_code == 200 and r.json()["outputs"][0]["shape"] == [1, 4]
     finally:
         s.stop()
+
+
+KEY = "s3cret-key"
+
+
+def test_api_key(bertrt_bin, default_model):
+    import openai
+    s = Server(bertrt_bin, [default_model, "--api-key", KEY])
+    try:
+        infer = ("/v2/models/all-MiniLM-L6-v2/infer",
+                 {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["hi"]}]})
+        calls = [infer, ("/embed", {"inputs": "hi"}),
+                 ("/v1/embeddings", {"input": "hi", "model": "all-MiniLM-L6-v2"})]
+        for path, body in calls:
+            for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": KEY},
+                            {"Authorization": "Bearer " + KEY + "x"}):
+                r = requests.post(s.url + path, json=body, headers=headers, timeout=60)
+                assert r.status_code == 401, (path, headers, r.text)
+                assert "Bearer API key is required" in r.json()["error"]
+                assert r.headers["WWW-Authenticate"] == "Bearer"
+            r = requests.post(s.url + path, json=body, headers={"Authorization": "Bearer " + KEY}, timeout=60)
+            assert r.status_code == 200, (path, r.text)
+        assert requests.get(s.url + "/v2/models/all-MiniLM-L6-v2").status_code == 401
+        for open_path in ("/v2/health/live", "/v2/health/ready", "/metrics"):
+            assert requests.get(s.url + open_path).status_code == 200
+        client = openai.OpenAI(base_url=s.url + "/v1", api_key=KEY)
+        assert len(client.embeddings.create(input=["a", "b"], model="all-MiniLM-L6-v2").data) == 2
+        bad = openai.OpenAI(base_url=s.url + "/v1", api_key="wrong", max_retries=0)
+        with pytest.raises(openai.AuthenticationError):
+            bad.embeddings.create(input="a", model="all-MiniLM-L6-v2")
+        metrics = requests.get(s.url + "/metrics").text
+        assert 'bertrt_request_failure_total{model="",endpoint="kserve_infer"} 4' in metrics
+        assert 'bertrt_request_failure_total{model="",endpoint="/v1/embeddings"} 5' in metrics
+    finally:
+        s.stop()
+    log = s.proc.stderr.read()
+    assert "API key auth on" in log and KEY not in log
+
+
+def test_api_key_from_env(bertrt_bin, default_model, monkeypatch):
+    monkeypatch.setenv("BERTRT_API_KEY", KEY)
+    s = Server(bertrt_bin, [default_model])
+    try:
+        assert s.post("/embed", {"inputs": "hi"}).status_code == 401
+        r = requests.post(s.url + "/embed", json={"inputs": "hi"},
+                          headers={"Authorization": "Bearer " + KEY}, timeout=60)
+        assert r.status_code == 200
+    finally:
+        s.stop()

@@ -2,6 +2,9 @@
 
 #include <httplib.h>
 
+#include <cctype>
+#include <string_view>
+
 #include "server/common/kserve.h"
 
 namespace bertrt::server {
@@ -93,6 +96,49 @@ HttpServer::HttpServer(ModelRegistry& registry, Metrics& metrics, HttpOptions op
 
 HttpServer::~HttpServer() = default;
 
+// The Bearer token of `req` equals the key; the time taken depends only on the
+// key's length, not on how much of it a guess got right.
+bool HttpServer::Authorized(const httplib::Request& req) const {
+  const std::string& key = options_.api_key;
+  if (key.empty()) return true;
+  const std::string header = req.get_header_value("Authorization");
+  constexpr std::string_view kScheme = "bearer ";
+  if (header.size() < kScheme.size()) return false;
+  for (size_t i = 0; i < kScheme.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(header[i])) != kScheme[i]) return false;
+  std::string_view given(header);
+  given.remove_prefix(kScheme.size());
+  while (!given.empty() && given.front() == ' ') given.remove_prefix(1);
+  while (!given.empty() && given.back() == ' ') given.remove_suffix(1);
+  unsigned diff = given.size() != key.size();
+  for (size_t i = 0; i < key.size(); ++i)
+    diff |= static_cast<unsigned char>(key[i]) ^
+            static_cast<unsigned char>(i < given.size() ? given[i] : 0);
+  return diff == 0;
+}
+
+HttpServer::Handler HttpServer::RequireKey(const std::string& endpoint, Handler handler) {
+  if (options_.api_key.empty()) return handler;
+  return [this, endpoint, handler = std::move(handler)](const httplib::Request& req,
+                                                         httplib::Response& res) {
+    if (Authorized(req)) return handler(req, res);
+    res.set_header("WWW-Authenticate", "Bearer");
+    SendJson(res, 401,
+             json{{"error", "unauthorized: a Bearer API key is required "
+                            "(Authorization: Bearer <key>); missing or wrong"}});
+    // No model label: it would come from an unauthenticated client.
+    metrics_.CountRequest("", endpoint, false);
+  };
+}
+
+void HttpServer::Get(const std::string& pattern, const std::string& endpoint, Handler handler) {
+  http_->Get(pattern, RequireKey(endpoint, std::move(handler)));
+}
+
+void HttpServer::Post(const std::string& pattern, const std::string& endpoint, Handler handler) {
+  http_->Post(pattern, RequireKey(endpoint, std::move(handler)));
+}
+
 Status HttpServer::Bind() {
   if (!http_->bind_to_port(options_.host, options_.port))
     return Unavailable("cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
@@ -133,7 +179,7 @@ void Infer(ServedModel& model, Metrics& metrics, const httplib::Request& req,
 
 void HttpServer::AddKServeRoutes() {
   using httplib::Request, httplib::Response;
-  http_->Get("/v2", [](const Request&, Response& res) {
+  Get("/v2", "kserve_server", [](const Request&, Response& res) {
     SendJson(res, 200,
              json{{"name", "bertrt"},
                   {"version", BERTRT_VERSION},
@@ -145,17 +191,17 @@ void HttpServer::AddKServeRoutes() {
              [](const Request&, Response& res) { SendJson(res, 200, json::object()); });
   // /v2/models/{m}[/versions/{v}][/ready]
   const std::string model_path = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
-  http_->Get(model_path, [this](const Request& req, Response& res) {
+  Get(model_path, "kserve_metadata", [this](const Request& req, Response& res) {
     auto model = registry_.Find(req.matches[1], req.matches[2]);
     if (!model.ok()) return SendError(res, model.status());
     SendJson(res, 200, ModelMetadata(**model));
   });
-  http_->Get(model_path + "/ready", [this](const Request& req, Response& res) {
+  Get(model_path + "/ready", "kserve_ready", [this](const Request& req, Response& res) {
     auto model = registry_.Find(req.matches[1], req.matches[2]);
     if (!model.ok()) return SendError(res, model.status());
     SendJson(res, 200, json{{"name", (*model)->name()}, {"ready", true}});
   });
-  http_->Post(model_path + "/infer", [this](const Request& req, Response& res) {
+  Post(model_path + "/infer", "kserve_infer", [this](const Request& req, Response& res) {
     InFlightGuard in_flight(metrics_);
     auto model = registry_.Find(req.matches[1], req.matches[2]);
     if (!model.ok()) {

@@ -4,6 +4,7 @@
 // JSON body {"error": ...} with its 4xx/5xx status.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -24,6 +25,9 @@ struct HttpOptions {
   int port = 8000;
   size_t max_payload_bytes = 8 << 20;
   int handler_threads = 128;  // handlers block on the batcher, so many may wait at once
+  // When non-empty, every endpoint but /v2/health/{live,ready} and /metrics
+  // needs `Authorization: Bearer <api_key>`; otherwise 401.
+  std::string api_key;
 };
 
 class HttpServer {
@@ -45,6 +49,13 @@ class HttpServer {
  private:
   void AddKServeRoutes();
   void AddTeiRoutes();
+  using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
+  // Register a route behind the API key (when one is set): a request without
+  // it gets 401 and counts as a failed `endpoint` request.
+  void Get(const std::string& pattern, const std::string& endpoint, Handler handler);
+  void Post(const std::string& pattern, const std::string& endpoint, Handler handler);
+  Handler RequireKey(const std::string& endpoint, Handler handler);
+  bool Authorized(const httplib::Request& req) const;
 
   ModelRegistry& registry_;
   Metrics& metrics_;

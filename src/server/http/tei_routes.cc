@@ -278,7 +278,7 @@ json Info(HttpServer& s, ServedModel& m) {
 void HttpServer::AddTeiRoutes() {
   using httplib::Request, httplib::Response;
   auto post = [this](const std::string& path, auto handler) {
-    http_->Post(path, [this, path, handler](const Request& req, Response& res) {
+    Post(path, path, [this, path, handler](const Request& req, Response& res) {
       InFlightGuard in_flight(metrics_);
       ServedModel& m = registry_.Default();
       auto body = ParseBody(req);
@@ -296,7 +296,7 @@ void HttpServer::AddTeiRoutes() {
   post("/tokenize", [](HttpServer&, ServedModel& m, const json& b) { return Tokenize(m, b); });
   post("/v1/embeddings",
        [](HttpServer& s, ServedModel&, const json& b) { return OpenAiEmbeddings(s, b); });
-  http_->Get("/info", [this](const Request&, Response& res) {
+  Get("/info", "/info", [this](const Request&, Response& res) {
     SendJson(res, 200, Info(*this, registry_.Default()));
   });
 }
