@@ -22,4 +22,8 @@ bool BuiltWithCuda();
 // are none (no CUDA in this build, no driver, no device).
 StatusOr<std::vector<GpuInfo>> ListGpus();
 
+// Bytes of GPU `device`'s memory in use by every process (total - free), for
+// leak checks and metrics.
+StatusOr<size_t> GpuMemoryInUse(int device);
+
 }  // namespace bertrt

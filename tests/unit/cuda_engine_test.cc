@@ -324,6 +324,41 @@ TEST(CudaEngineTest, GraphReplayMatchesEagerRunsAndServesTheWholeBucket) {
   }
 }
 
+// 1,000 runs over 24 batch shapes (more than the graph cache holds, so graphs
+// are captured, evicted and captured again) must leave the device memory and
+// the engine's pool where they were after the first pass over the shapes.
+TEST(CudaEngineTest, NoMemoryGrowthOver1000Runs) {
+  SKIP_WITHOUT_GPU();
+  const Spec s{"seqcls", 128, 4, 256, HiddenAct::kGelu, HeadKind::kSequenceClassification};
+  auto gpu = MakeCuda(MakeModel(s, 5), Precision::kFp16);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  std::vector<RaggedBatch> batches;
+  for (int i = 0; i < 24; ++i) {
+    std::vector<int> lengths(1 + i % 8);
+    for (size_t j = 0; j < lengths.size(); ++j) lengths[j] = 1 + (37 * i + 11 * j) % 200;
+    batches.push_back(MakeBatch(lengths, 100 + i));
+  }
+  // The largest batch first, so the pool reaches its final size at once.
+  std::sort(batches.begin(), batches.end(), [](const RaggedBatch& a, const RaggedBatch& b) {
+    return a.num_tokens() > b.num_tokens();
+  });
+  auto run = [&](int i) {
+    auto out = (*gpu)->Run(batches[i % batches.size()], {});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+  };
+  for (int i = 0; i < 2 * static_cast<int>(batches.size()); ++i) run(i);
+  auto used_before = GpuMemoryInUse(0);
+  ASSERT_TRUE(used_before.ok()) << used_before.status().ToString();
+  const size_t peak_before = (*gpu)->PeakMemoryBytes();
+  for (int i = 0; i < 1000; ++i) run(i);
+  auto used_after = GpuMemoryInUse(0);
+  ASSERT_TRUE(used_after.ok()) << used_after.status().ToString();
+  EXPECT_EQ((*gpu)->PeakMemoryBytes(), peak_before);
+  // 2 MiB: the driver's allocation granularity, not growth per run.
+  EXPECT_LE(*used_after, *used_before + (2u << 20))
+      << "device memory in use grew from " << *used_before << " to " << *used_after << " bytes";
+}
+
 TEST(CudaEngineTest, RejectsInvalidIdsBeforeAnyKernel) {
   SKIP_WITHOUT_GPU();
   const Spec s{"seqcls", 64, 4, 100, HiddenAct::kGelu, HeadKind::kSequenceClassification};

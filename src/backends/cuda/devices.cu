@@ -24,4 +24,16 @@ StatusOr<std::vector<GpuInfo>> ListGpus() {
   return gpus;
 }
 
+StatusOr<size_t> GpuMemoryInUse(int device) {
+  int previous = 0;
+  cudaError_t err = cudaGetDevice(&previous);
+  if (err == cudaSuccess) err = cudaSetDevice(device);
+  size_t free_bytes = 0, total_bytes = 0;
+  if (err == cudaSuccess) err = cudaMemGetInfo(&free_bytes, &total_bytes);
+  cudaSetDevice(previous);
+  if (err != cudaSuccess)
+    return FailedPrecondition("GPU " + std::to_string(device) + ": " + cudaGetErrorString(err));
+  return total_bytes - free_bytes;
+}
+
 }  // namespace bertrt
