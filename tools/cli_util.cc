@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -67,21 +66,6 @@ StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> mode
     return engine;
   }
   return InvalidArgument("--device " + device + ": expected cpu or cuda");
-}
-
-nlohmann::json FloatJson(float value) {
-  char buf[32];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), value);
-  *end = '\0';
-  // Parsing the float's shortest form as a double gives the double whose own
-  // shortest form has the same digits, which is what nlohmann prints.
-  return ec == std::errc() ? nlohmann::json(std::strtod(buf, nullptr)) : nlohmann::json(value);
-}
-
-nlohmann::json FloatArray(const float* data, size_t n) {
-  nlohmann::json a = nlohmann::json::array();
-  for (size_t i = 0; i < n; ++i) a.push_back(FloatJson(data[i]));
-  return a;
 }
 
 int Fail(const Status& status, int exit_code) {

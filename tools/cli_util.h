@@ -12,10 +12,11 @@
 
 #include "bertrt/engine.h"
 #include "bertrt/importer.h"
+#include "core/json_float.h"
 
 namespace bertrt::cli {
 
-// Loads MODEL (an HF directory), printing import notices to stderr.
+// Loads MODEL (an HF directory or a plan file), printing notices to stderr.
 StatusOr<LoadedModel> LoadForCli(const std::string& path);
 
 // When `path` is a plan, says on stderr whether the CUDA engine on GPU
@@ -44,11 +45,6 @@ inline StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Mode
                                                       const EngineFlags& flags) {
   return CreateEngine(std::move(model), flags.device, flags.threads, flags.precision);
 }
-
-// The float as the shortest decimal that reads back to the same float, so JSON
-// output is exact without printing float->double noise digits.
-nlohmann::json FloatJson(float value);
-nlohmann::json FloatArray(const float* data, size_t n);
 
 // Prints "error: <message>" to stderr and returns `exit_code`.
 int Fail(const Status& status, int exit_code);

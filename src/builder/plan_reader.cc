@@ -16,7 +16,7 @@
 #include "builder/crc32c.h"
 #include "builder/plan_format.h"
 #include "builder/plan_layout.h"
-#include "importer/weight_mapping.h"
+#include "core/half.h"
 #include "runtime/model_check.h"
 
 namespace bertrt {
@@ -242,11 +242,7 @@ F32Data AsFloat32(const uint8_t* p, const Entry& e, const std::shared_ptr<const 
   const DType dtype = static_cast<DType>(e.dtype);
   if (dtype == DType::kF32) return {reinterpret_cast<const float*>(p), owner};
   auto buf = std::make_shared<std::vector<float>>(e.length / 2);
-  for (size_t i = 0; i < buf->size(); ++i) {
-    uint16_t h;
-    std::memcpy(&h, p + 2 * i, 2);
-    (*buf)[i] = dtype == DType::kF16 ? importer::HalfToFloat(h) : importer::BFloat16ToFloat(h);
-  }
+  WidenToFloat(dtype, p, buf->size(), buf->data());
   const float* data = buf->data();
   return {data, std::move(buf)};
 }

@@ -16,6 +16,7 @@
 #include "builder/crc32c.h"
 #include "builder/plan_format.h"
 #include "builder/plan_layout.h"
+#include "core/half.h"
 
 namespace bertrt {
 namespace {
@@ -23,31 +24,6 @@ namespace {
 using nlohmann::json;
 using plan::Entry;
 using plan::SectionKind;
-
-uint16_t FloatToHalf(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7FFFFFFFu;
-  if (ax >= 0x7F800000u)  // inf, or NaN kept quiet with its top payload bits
-    return static_cast<uint16_t>(sign | (ax > 0x7F800000u ? 0x7E00u | ((ax >> 13) & 0x3FFu) : 0x7C00u));
-  if (ax >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // rounds past 65504
-  if (ax < 0x38800000u) {
-    // Half subnormals are multiples of 2^-24: scaling is exact and
-    // nearbyint rounds half to even in the default rounding mode.
-    float a;
-    std::memcpy(&a, &ax, 4);
-    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(a * 16777216.0f)));
-  }
-  const uint32_t rounded = ax + 0xFFFu + ((ax >> 13) & 1u);  // round half to even
-  return static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
-}
-
-uint16_t FloatToBFloat16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
-  return static_cast<uint16_t>((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
-}
 
 std::string UtcNow() {
   std::time_t t = std::time(nullptr);
@@ -98,8 +74,7 @@ StatusOr<uint32_t> WriteTensor(Writer& w, const std::vector<const Tensor*>& part
     for (size_t begin = 0; begin < n; begin += kChunk) {
       const size_t m = std::min(kChunk, n - begin);
       half.resize(m);
-      for (size_t i = 0; i < m; ++i)
-        half[i] = dtype == DType::kF16 ? FloatToHalf(src[begin + i]) : FloatToBFloat16(src[begin + i]);
+      NarrowFromFloat(dtype, src + begin, m, half.data());
       crc = plan::Crc32c(half.data(), m * 2, crc);
       RETURN_IF_ERROR(w.Write(half.data(), m * 2));
     }

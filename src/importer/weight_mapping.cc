@@ -5,34 +5,9 @@
 #include <set>
 #include <vector>
 
+#include "core/half.h"
+
 namespace bertrt::importer {
-
-float HalfToFloat(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu;
-  const uint32_t mant = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0) {
-    // Zero or subnormal: mant * 2^-24 is exact in fp32.
-    float v = static_cast<float>(mant) * 5.9604644775390625e-08f;
-    std::memcpy(&bits, &v, sizeof bits);
-    bits |= sign;
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else {
-    bits = sign | ((exp + 112) << 23) | (mant << 13);
-  }
-  float out;
-  std::memcpy(&out, &bits, sizeof out);
-  return out;
-}
-
-float BFloat16ToFloat(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float out;
-  std::memcpy(&out, &bits, sizeof out);
-  return out;
-}
 
 StatusOr<Tensor> ToFloat32(const Checkpoint::Ref& ref) {
   const Tensor src = ref.file->View(*ref.entry);
@@ -57,11 +32,7 @@ StatusOr<Tensor> ToFloat32(const Checkpoint::Ref& ref) {
         dst[i] = static_cast<float>(d);
         break;
       }
-      default: {
-        uint16_t h;
-        std::memcpy(&h, bytes + 2 * i, 2);
-        dst[i] = dtype == DType::kF16 ? HalfToFloat(h) : BFloat16ToFloat(h);
-      }
+      default: WidenToFloat(dtype, bytes + 2 * i, 1, &dst[i]);
     }
   }
   return out;

@@ -12,10 +12,6 @@
 
 namespace bertrt::importer {
 
-// Bit-exact IEEE half / bfloat16 widening, subnormals, infinities and NaN payloads included.
-float HalfToFloat(uint16_t h);
-float BFloat16ToFloat(uint16_t h);
-
 // An fp32 tensor for `ref`: the mapped bytes themselves when they are aligned
 // F32, otherwise a converted copy.
 StatusOr<Tensor> ToFloat32(const Checkpoint::Ref& ref);

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bertrt/safetensors.h"
-#include "importer/weight_mapping.h"
+#include "core/half.h"
 #include "importer_test_util.h"
 
 namespace bertrt {
@@ -165,7 +165,7 @@ TEST(DTypeConversion, HalfExhaustive) {
     const uint16_t h = static_cast<uint16_t>(bits);
     const int exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
     const float sign = (h & 0x8000) ? -1.0f : 1.0f;
-    const float got = importer::HalfToFloat(h);
+    const float got = HalfToFloat(h);
     if (exp == 31) {
       if (mant == 0) EXPECT_EQ(got, sign * INFINITY) << bits;
       else EXPECT_TRUE(std::isnan(got)) << bits;
@@ -176,18 +176,18 @@ TEST(DTypeConversion, HalfExhaustive) {
     ASSERT_EQ(got, want) << "half bits " << bits;
     EXPECT_EQ(std::signbit(got), (h & 0x8000) != 0) << bits;
   }
-  EXPECT_EQ(importer::HalfToFloat(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
-  EXPECT_EQ(importer::HalfToFloat(0x0400), std::ldexp(1.0f, -14));  // smallest normal
-  EXPECT_EQ(importer::HalfToFloat(0x7bff), 65504.0f);
-  EXPECT_EQ(importer::HalfToFloat(0x3c00), 1.0f);
+  EXPECT_EQ(HalfToFloat(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
+  EXPECT_EQ(HalfToFloat(0x0400), std::ldexp(1.0f, -14));  // smallest normal
+  EXPECT_EQ(HalfToFloat(0x7bff), 65504.0f);
+  EXPECT_EQ(HalfToFloat(0x3c00), 1.0f);
 }
 
 TEST(DTypeConversion, BFloat16) {
-  EXPECT_EQ(importer::BFloat16ToFloat(0x3f80), 1.0f);
-  EXPECT_EQ(importer::BFloat16ToFloat(0xc000), -2.0f);
-  EXPECT_EQ(importer::BFloat16ToFloat(0x7f80), INFINITY);
-  EXPECT_TRUE(std::isnan(importer::BFloat16ToFloat(0x7fc1)));
-  EXPECT_EQ(importer::BFloat16ToFloat(0x0001), std::ldexp(1.0f, -133));  // subnormal
+  EXPECT_EQ(BFloat16ToFloat(0x3f80), 1.0f);
+  EXPECT_EQ(BFloat16ToFloat(0xc000), -2.0f);
+  EXPECT_EQ(BFloat16ToFloat(0x7f80), INFINITY);
+  EXPECT_TRUE(std::isnan(BFloat16ToFloat(0x7fc1)));
+  EXPECT_EQ(BFloat16ToFloat(0x0001), std::ldexp(1.0f, -133));  // subnormal
 }
 
 // seq_cls_f16 / _bf16 hold seq_cls's weights rounded to nearest; the loaded

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "server/common/json_float.h"
+#include "core/json_float.h"
 
 namespace bertrt::server {
 using nlohmann::json;

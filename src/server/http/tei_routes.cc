@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "server/common/json_float.h"
+#include "core/json_float.h"
 #include "server/http/http_server.h"
 
 namespace bertrt::server {
