@@ -22,17 +22,15 @@ StatusOr<Tensor> ToFloat32(const Checkpoint::Ref& ref) {
                            DTypeName(dtype) + "; weights must be F32, F16, BF16 or F64");
   Tensor out = Tensor::ZerosF32(src.shape());
   float* dst = out.mutable_f32();
-  // memcpy per element: the file gives no alignment guarantee.
-  for (size_t i = 0; i < n; ++i) {
-    switch (dtype) {
-      case DType::kF32: std::memcpy(&dst[i], bytes + 4 * i, 4); break;
-      case DType::kF64: {
-        double d;
-        std::memcpy(&d, bytes + 8 * i, 8);
-        dst[i] = static_cast<float>(d);
-        break;
-      }
-      default: WidenToFloat(dtype, bytes + 2 * i, 1, &dst[i]);
+  if (dtype == DType::kF16 || dtype == DType::kBF16) {
+    WidenToFloat(dtype, bytes, n, dst);
+  } else if (dtype == DType::kF32) {
+    std::memcpy(dst, bytes, 4 * n);  // unaligned F32
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      double d;
+      std::memcpy(&d, bytes + 8 * i, 8);  // the file gives no alignment guarantee
+      dst[i] = static_cast<float>(d);
     }
   }
   return out;

@@ -68,11 +68,7 @@ StatusOr<std::vector<std::vector<float>>> Embeddings(const InferResult& r, bool 
   return rows;
 }
 
-json Floats(const std::vector<float>& v) {
-  json a = json::array();
-  for (float x : v) a.push_back(FloatJson(x));
-  return a;
-}
+json Floats(const std::vector<float>& v) { return FloatArray(v.data(), v.size()); }
 
 std::vector<float> Softmax(const float* logits, int n) {
   std::vector<float> p(logits, logits + n);
