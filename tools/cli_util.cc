@@ -44,7 +44,7 @@ std::string ResolvePrecision(const std::string& device, const std::string& preci
 
 StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> model,
                                                const std::string& device, int threads,
-                                               const std::string& precision) {
+                                               const std::string& precision, int gpu) {
   auto parsed = ParsePrecision(ResolvePrecision(device, precision));
   if (!parsed.ok()) return parsed.status();
   if (device == "cpu") {
@@ -57,6 +57,7 @@ StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> mode
   }
   if (device == "cuda") {
     CudaEngineOptions options;
+    options.device = gpu;
     options.precision = *parsed;
     const std::string source = model->source;
     auto engine = CreateCudaEngine(std::move(model), options);

@@ -37,10 +37,10 @@ void AddEngineOptions(CLI::App* cmd, EngineFlags* flags,
 std::string ResolvePrecision(const std::string& device, const std::string& precision);
 
 // --device cpu|cuda with --threads (CPU) and --precision fp32|fp16|bf16 (the
-// CPU engine is fp32 only).
+// CPU engine is fp32 only); `gpu` is the CUDA device index.
 StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> model,
                                                const std::string& device, int threads,
-                                               const std::string& precision);
+                                               const std::string& precision, int gpu = 0);
 inline StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> model,
                                                       const EngineFlags& flags) {
   return CreateEngine(std::move(model), flags.device, flags.threads, flags.precision);

@@ -23,6 +23,10 @@ struct ServeFlags {
   int port = 8000;
   EngineFlags engine;
   int instances = 1;
+  std::vector<int> gpus;
+  std::string model_control = "none";
+  double poll_seconds = 5;
+  std::vector<std::string> load_models;
   int max_batch_tokens = 16384;
   int max_batch_size = 64;
   int max_queue_delay_us = 2000;
@@ -32,21 +36,23 @@ struct ServeFlags {
   std::string api_key;
 };
 
-server::ServeOptions MakeServeOptions(const ServeFlags& f, server::Metrics& metrics) {
-  server::ServeOptions o;
-  o.make_engine = [f](std::shared_ptr<const Model> model) {
-    return CreateEngine(std::move(model), f.engine);
+server::ServeDefaults MakeServeDefaults(const ServeFlags& f, server::Metrics& metrics) {
+  server::ServeDefaults d;
+  d.make_engine = [](std::shared_ptr<const Model> model, const server::InstanceSpec& spec) {
+    return CreateEngine(std::move(model), spec.device, spec.threads, spec.precision, spec.gpu);
   };
-  o.device = f.engine.device;
-  o.precision = ResolvePrecision(f.engine.device, f.engine.precision);
-  o.instances = f.instances;
-  o.scheduler.max_batch_tokens = f.max_batch_tokens;
-  o.scheduler.max_batch_size = f.max_batch_size;
-  o.scheduler.max_queue_delay = std::chrono::microseconds(f.max_queue_delay_us);
-  o.scheduler.max_queue_size = static_cast<size_t>(f.max_queue_size);
-  o.scheduler.request_timeout = std::chrono::milliseconds(f.request_timeout_ms);
-  o.metrics = &metrics;
-  return o;
+  d.device = f.engine.device;
+  d.precision = f.engine.precision;
+  d.threads = f.engine.threads;
+  d.instances = f.instances;
+  d.gpus = f.gpus;
+  d.scheduler.max_batch_tokens = f.max_batch_tokens;
+  d.scheduler.max_batch_size = f.max_batch_size;
+  d.scheduler.max_queue_delay = std::chrono::microseconds(f.max_queue_delay_us);
+  d.scheduler.max_queue_size = static_cast<size_t>(f.max_queue_size);
+  d.scheduler.request_timeout = std::chrono::milliseconds(f.request_timeout_ms);
+  d.metrics = &metrics;
+  return d;
 }
 
 int Serve(const ServeFlags& flags) {
@@ -59,19 +65,29 @@ int Serve(const ServeFlags& flags) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  if (flags.engine.device != "cpu" && flags.engine.device != "cuda")
+    return Fail(InvalidArgument("--device " + flags.engine.device + ": expected cpu or cuda"),
+                kExitUsage);
+  auto control = server::ParseModelControl(flags.model_control);
+  if (!control.ok()) return Fail(control.status(), kExitUsage);
+  if (flags.repository.empty() && *control != server::ModelControl::kNone)
+    return Fail(InvalidArgument("--model-control-mode " + flags.model_control +
+                                " needs --model-repository DIR"),
+                kExitUsage);
+  if (!flags.load_models.empty() && *control != server::ModelControl::kExplicit)
+    return Fail(InvalidArgument("--load-model needs --model-control-mode explicit"), kExitUsage);
+
   server::Metrics metrics;
-  server::ModelRegistry registry;
-  const server::ServeOptions options = MakeServeOptions(flags, metrics);
+  server::ModelRegistry registry(MakeServeDefaults(flags, metrics));
   Status loaded = flags.repository.empty()
-                      ? registry.LoadSingle(flags.model, flags.model_name, options)
-                      : registry.LoadRepository(flags.repository, options);
+                      ? registry.LoadSingle(flags.model, flags.model_name)
+                      : registry.OpenRepository(flags.repository, *control, flags.load_models);
   if (!loaded.ok()) return Fail(loaded, kExitModelError);
-  for (const auto& m : registry.models())
-    std::fprintf(stderr,
-                 "[serve] model %s version %s (%s, head %s, max input %d tokens) on %s %s x%d\n",
+  for (const auto& m : registry.Served())
+    std::fprintf(stderr, "[serve] model %s version %s (%s, head %s, max input %d tokens) on %s\n",
                  m->name().c_str(), m->version().c_str(), m->source().c_str(),
-                 HeadKindName(m->config().head), m->max_input_length(), m->device().c_str(),
-                 m->precision().c_str(), flags.instances);
+                 HeadKindName(m->config().head), m->max_input_length(), m->placement().c_str());
+  if (*control == server::ModelControl::kPoll) registry.StartPolling(flags.poll_seconds);
 
   server::HttpServer http(
       registry, metrics,
@@ -89,8 +105,7 @@ int Serve(const ServeFlags& flags) {
                "[serve] listening on http://%s:%d (KServe v2 /v2, TEI /embed /predict /rerank, "
                "OpenAI /v1/embeddings, /metrics); API key auth %s\n",
                flags.host.c_str(), flags.port,
-               flags.api_key.empty() ? "off"
-                                     : "on (Bearer; health and /metrics open)");
+               flags.api_key.empty() ? "off" : "on (Bearer; health and /metrics open)");
   std::fflush(stderr);
   http.Run();
   registry.Shutdown();
@@ -112,14 +127,31 @@ void RegisterServeCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("MODEL", f->model, "HF model directory or plan file");
   cmd->add_option("--model-name", f->model_name,
                   "Name to serve MODEL as (default: its directory/file stem)");
-  cmd->add_option(
-      "--model-repository", f->repository,
-      "DIR/<model>/<version>/ holding model.plan or HF files; the highest version is served");
+  cmd->add_option("--model-repository", f->repository,
+                  "DIR/<model>/<version>/ holding model.plan or HF files, and an optional "
+                  "DIR/<model>/config.pbtxt (Triton's format); the highest version is served "
+                  "unless its version_policy says otherwise");
+  cmd->add_option("--model-control-mode", f->model_control,
+                  "none: load the repository at start; poll: also reload what changes on disk; "
+                  "explicit: load only --load-model and what POST "
+                  "/v2/repository/models/NAME/load asks for")
+      ->check(CLI::IsMember({"none", "poll", "explicit"}));
+  cmd->add_option("--repository-poll-secs", f->poll_seconds,
+                  "Seconds between rescans of the repository in poll mode")
+      ->check(CLI::Range(0.05, 86400.0));
+  cmd->add_option("--load-model", f->load_models,
+                  "In explicit mode, a model to load at start (repeatable)");
   cmd->add_option("--host", f->host, "Address to listen on");
   cmd->add_option("--http-port", f->port, "HTTP port")->check(CLI::Range(0, 65535));
   AddEngineOptions(cmd, &f->engine, "CPU threads per instance (0: all cores)");
-  cmd->add_option("--instances", f->instances, "Engine instances per model")
+  cmd->add_option("--instances", f->instances,
+                  "Engine instances per model: per GPU with --device cuda, in all on the CPU "
+                  "(a config.pbtxt instance_group overrides it)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--gpus", f->gpus,
+                  "With --device cuda, the GPUs to serve on, e.g. 0,1 (default: every visible GPU)")
+      ->delimiter(',')
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-batch-tokens", f->max_batch_tokens, "Token budget of a batch")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-batch-size", f->max_batch_size, "Sequences per batch")

@@ -40,7 +40,8 @@ InferResult Slice(const BatchOutputs& all, const RaggedBatch& batch, int first, 
 
 Scheduler::Scheduler(std::vector<std::unique_ptr<Engine>> engines, SchedulerOptions options)
     : engines_(std::move(engines)), options_(std::move(options)) {
-  for (auto& engine : engines_) workers_.emplace_back([this, e = engine.get()] { WorkerLoop(*e); });
+  for (size_t i = 0; i < engines_.size(); ++i)
+    workers_.emplace_back([this, i] { WorkerLoop(static_cast<int>(i)); });
 }
 
 Scheduler::~Scheduler() { Shutdown(); }
@@ -88,7 +89,9 @@ std::future<StatusOr<InferResult>> Scheduler::Submit(InferRequest request) {
 }
 
 bool Scheduler::QueueFillsBatch() const {
-  return queued_tokens_ >= options_.max_batch_tokens || queued_seqs_ >= options_.max_batch_size;
+  const auto& preferred = options_.preferred_batch_sizes;
+  return queued_tokens_ >= options_.max_batch_tokens || queued_seqs_ >= options_.max_batch_size ||
+         (!preferred.empty() && queued_seqs_ >= preferred.front());
 }
 
 bool Scheduler::WaitForWork(std::unique_lock<std::mutex>& lock) {
@@ -138,13 +141,16 @@ std::vector<Scheduler::PendingPtr> Scheduler::TakeBatch() {
   std::stable_sort(order.begin() + 1, order.end(), [&](size_t a, size_t b) {
     return std::abs(queue_[a]->max_len - head_len) < std::abs(queue_[b]->max_len - head_len);
   });
+  // With preferred sizes, the largest one the queue fills caps the batch.
+  int max_seqs = options_.max_batch_size;
+  for (int size : options_.preferred_batch_sizes)
+    if (size <= queued_seqs_) max_seqs = std::min(options_.max_batch_size, size);
   int tokens = 0, seqs = 0;
   for (size_t i : order) {
     const Pending& p = *queue_[i];
     const int n = static_cast<int>(p.request.sequences.size());
     // The head always goes, even alone over the budgets.
-    if (!batch.empty() &&
-        (tokens + p.tokens > options_.max_batch_tokens || seqs + n > options_.max_batch_size))
+    if (!batch.empty() && (tokens + p.tokens > options_.max_batch_tokens || seqs + n > max_seqs))
       continue;
     tokens += p.tokens;
     seqs += n;
@@ -156,7 +162,7 @@ std::vector<Scheduler::PendingPtr> Scheduler::TakeBatch() {
   return batch;
 }
 
-void Scheduler::WorkerLoop(Engine& engine) {
+void Scheduler::WorkerLoop(int instance) {
   for (;;) {
     std::vector<PendingPtr> batch, dropped;
     {
@@ -167,11 +173,11 @@ void Scheduler::WorkerLoop(Engine& engine) {
     }
     // More may be waiting than this batch took: let another worker look.
     cv_.notify_all();
-    if (!batch.empty()) RunBatch(engine, batch);
+    if (!batch.empty()) RunBatch(instance, batch);
   }
 }
 
-void Scheduler::RunBatch(Engine& engine, std::vector<PendingPtr>& batch) {
+void Scheduler::RunBatch(int instance, std::vector<PendingPtr>& batch) {
   const auto start = Clock::now();
   RaggedBatch ragged;
   RunOptions run_options;
@@ -179,11 +185,11 @@ void Scheduler::RunBatch(Engine& engine, std::vector<PendingPtr>& batch) {
     for (const SequenceInput& s : p->request.sequences) ragged.Add(s.input_ids, s.token_type_ids);
     run_options.last_hidden_state |= p->request.last_hidden_state;
   }
-  auto outputs = engine.Run(ragged, run_options);
+  auto outputs = engines_[instance]->Run(ragged, run_options);
   const double compute = Seconds(Clock::now() - start);
   if (options_.on_batch)
     options_.on_batch({static_cast<int>(batch.size()), ragged.num_seqs(), ragged.num_tokens(),
-                       compute, outputs.ok()});
+                       compute, outputs.ok(), instance});
   int first = 0;
   for (PendingPtr& p : batch) {
     const int count = static_cast<int>(p->request.sequences.size());

@@ -51,11 +51,15 @@ struct BatchStats {
   int tokens = 0;
   double compute_seconds = 0;
   bool ok = true;
+  int instance = 0;  // index of the engine that ran it
 };
 
 struct SchedulerOptions {
   int max_batch_tokens = 16384;  // a single request above it runs alone
   int max_batch_size = 64;       // sequences per batch
+  // Ascending. When the queue holds at least the smallest, a batch leaves at
+  // once, of the largest preferred size the queue fills (Triton's semantics).
+  std::vector<int> preferred_batch_sizes;
   std::chrono::microseconds max_queue_delay{2000};
   size_t max_queue_size = 1024;                  // requests waiting; beyond: ResourceExhausted
   std::chrono::milliseconds request_timeout{0};  // 0: none
@@ -95,7 +99,7 @@ class Scheduler {
   };
   using PendingPtr = std::unique_ptr<Pending>;
 
-  void WorkerLoop(Engine& engine);
+  void WorkerLoop(int instance);
   // With mu_ held: waits until a batch is worth forming; false when the
   // scheduler stopped and the queue is drained.
   bool WaitForWork(std::unique_lock<std::mutex>& lock);
@@ -105,7 +109,7 @@ class Scheduler {
   // With mu_ held: the oldest request plus the queued ones closest in length
   // that fit the budgets (similar lengths keep attention cost even).
   std::vector<PendingPtr> TakeBatch();
-  void RunBatch(Engine& engine, std::vector<PendingPtr>& batch);
+  void RunBatch(int instance, std::vector<PendingPtr>& batch);
 
   std::vector<std::unique_ptr<Engine>> engines_;
   SchedulerOptions options_;

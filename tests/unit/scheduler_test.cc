@@ -114,6 +114,21 @@ TEST_F(SchedulerTest, BatchesRespectTheSizeCap) {
   EXPECT_LE(engine->max_seqs_, 3);
 }
 
+TEST_F(SchedulerTest, PreferredBatchSizeLeavesWithoutWaiting) {
+  SchedulerOptions options;
+  options.max_queue_delay = std::chrono::seconds(5);
+  options.preferred_batch_sizes = {4};
+  RecordingEngine* engine = nullptr;
+  auto scheduler = Make(options, std::chrono::milliseconds(0), &engine);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::future<StatusOr<InferResult>>> futures;
+  for (int i = 0; i < 4; ++i) futures.push_back(scheduler->Submit(Request(Text(i))));
+  for (auto& f : futures) EXPECT_TRUE(f.get().ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_EQ(engine->batches_, 1);
+  EXPECT_EQ(engine->max_seqs_, 4);
+}
+
 TEST_F(SchedulerTest, FullQueueRejectsAtOnce) {
   SchedulerOptions options;
   options.max_queue_size = 2;

@@ -1,6 +1,9 @@
 #include "server/common/metrics.h"
 
+#include <dlfcn.h>
+
 #include <cstdio>
+#include <mutex>
 #include <tuple>
 
 namespace bertrt::server {
@@ -29,6 +32,71 @@ std::string Escape(const std::string& s) {
 void Header(std::string& out, const char* name, const char* type, const char* help) {
   out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
 }
+
+// NVML, opened at run time from the driver's libnvidia-ml.so.1 so that the
+// server neither links nor needs it: a machine without a GPU just has no GPU
+// lines. The few declarations below are NVML's stable C ABI.
+class Nvml {
+ public:
+  static const Nvml& Get() {
+    static const Nvml nvml;
+    return nvml;
+  }
+  // Appends the GPU gauges; nothing when NVML is not there.
+  void Render(std::string& out) const {
+    if (!ok_) return;
+    unsigned count = 0;
+    if (get_count_(&count) != 0) return;
+    std::string used, total, util;
+    for (unsigned i = 0; i < count; ++i) {
+      void* device = nullptr;
+      if (get_handle_(i, &device) != 0) continue;
+      const std::string label = "{gpu=\"" + std::to_string(i) + "\"} ";
+      Memory mem{};
+      if (get_memory_(device, &mem) == 0) {
+        used += "bertrt_gpu_memory_used_bytes" + label + Num(static_cast<double>(mem.used)) + "\n";
+        total +=
+            "bertrt_gpu_memory_total_bytes" + label + Num(static_cast<double>(mem.total)) + "\n";
+      }
+      Utilization u{};
+      if (get_utilization_(device, &u) == 0)
+        util += "bertrt_gpu_utilization_ratio" + label + Num(u.gpu / 100.0) + "\n";
+    }
+    Header(out, "bertrt_gpu_memory_used_bytes", "gauge",
+           "GPU memory in use (NVML, all processes).");
+    out += used;
+    Header(out, "bertrt_gpu_memory_total_bytes", "gauge", "GPU memory (NVML).");
+    out += total;
+    Header(out, "bertrt_gpu_utilization_ratio", "gauge",
+           "Fraction of the last sample period a kernel ran on the GPU (NVML).");
+    out += util;
+  }
+
+ private:
+  struct Memory {
+    unsigned long long total, free, used;
+  };
+  struct Utilization {
+    unsigned gpu, memory;
+  };
+  Nvml() {
+    void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) return;
+    auto init = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlInit_v2"));
+    get_count_ = reinterpret_cast<int (*)(unsigned*)>(dlsym(lib, "nvmlDeviceGetCount_v2"));
+    get_handle_ =
+        reinterpret_cast<int (*)(unsigned, void**)>(dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
+    get_memory_ = reinterpret_cast<int (*)(void*, Memory*)>(dlsym(lib, "nvmlDeviceGetMemoryInfo"));
+    get_utilization_ =
+        reinterpret_cast<int (*)(void*, Utilization*)>(dlsym(lib, "nvmlDeviceGetUtilizationRates"));
+    ok_ = init && get_count_ && get_handle_ && get_memory_ && get_utilization_ && init() == 0;
+  }
+  bool ok_ = false;
+  int (*get_count_)(unsigned*) = nullptr;
+  int (*get_handle_)(unsigned, void**) = nullptr;
+  int (*get_memory_)(void*, Memory*) = nullptr;
+  int (*get_utilization_)(void*, Utilization*) = nullptr;
+};
 
 }  // namespace
 
@@ -67,11 +135,16 @@ void Metrics::ObserveRequest(const std::string& model, double queue_seconds,
   m.compute.Observe(compute_seconds);
 }
 
-void Metrics::ObserveBatch(const std::string& model, int sequences, int tokens) {
+void Metrics::ObserveBatch(const std::string& model, const std::string& instance, int sequences,
+                           int tokens, double compute_seconds) {
   std::lock_guard lock(mu_);
   PerModel& m = Model(model);
   m.batch_size.Observe(sequences);
   m.batch_tokens.Observe(tokens);
+  PerInstance& i = instances_[{model, instance}];
+  ++i.batches;
+  i.sequences += sequences;
+  i.compute_seconds += compute_seconds;
 }
 
 void Metrics::AddInFlight(int delta) {
@@ -110,6 +183,20 @@ std::string Metrics::Render() const {
       which[h]->Render(hists[h].first, "model=\"" + Escape(model) + "\"", out);
     }
   }
+  // Per instance, so that a GPU that does less than its share shows.
+  const std::tuple<const char*, const char*, int> per_instance[] = {
+      {"bertrt_instance_batches_total", "Engine batches run by each instance.", 0},
+      {"bertrt_instance_sequences_total", "Sequences computed by each instance.", 1},
+      {"bertrt_instance_compute_seconds_total", "Engine time of each instance.", 2}};
+  for (const auto& [name, help, which] : per_instance) {
+    Header(out, name, "counter", help);
+    for (const auto& [key, i] : instances_) {
+      const double v = which == 0 ? i.batches : which == 1 ? i.sequences : i.compute_seconds;
+      out += std::string(name) + "{model=\"" + Escape(key.first) + "\",instance=\"" +
+             Escape(key.second) + "\"} " + Num(v) + "\n";
+    }
+  }
+  Nvml::Get().Render(out);
   return out;
 }
 

@@ -1,6 +1,7 @@
 // Server metrics in the Prometheus text exposition format (version 0.0.4).
 // prometheus-cpp is not packaged in Debian bookworm, and the format is a few
 // lines of text, so the counters, gauge and histograms are written here.
+// GPU memory and utilisation come from NVML when the driver provides it.
 #pragma once
 
 #include <map>
@@ -31,7 +32,9 @@ class Metrics {
  public:
   void CountRequest(const std::string& model, const std::string& endpoint, bool success);
   void ObserveRequest(const std::string& model, double queue_seconds, double compute_seconds);
-  void ObserveBatch(const std::string& model, int sequences, int tokens);
+  // One engine batch of `model` on `instance` ("cpu", "cuda:0", ...).
+  void ObserveBatch(const std::string& model, const std::string& instance, int sequences,
+                    int tokens, double compute_seconds);
   void AddInFlight(int delta);
   std::string Render() const;
 
@@ -48,6 +51,11 @@ class Metrics {
   // (model, endpoint, success) -> count
   std::map<std::tuple<std::string, std::string, bool>, unsigned long> requests_;
   std::map<std::string, PerModel> models_;
+  struct PerInstance {
+    unsigned long batches = 0, sequences = 0;
+    double compute_seconds = 0;
+  };
+  std::map<std::pair<std::string, std::string>, PerInstance> instances_;  // (model, instance)
   long in_flight_ = 0;
 };
 

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <sstream>
+#include <thread>
 
+#include "bertrt/devices.h"
 #include "bertrt/plan.h"
 
 namespace bertrt::server {
@@ -25,39 +28,212 @@ StatusOr<std::vector<OutputSpec>> ProbeOutputs(Scheduler& scheduler, const Token
   return specs;
 }
 
+// Which GPUs a GPU instance group runs on: `wanted`, or every visible GPU.
+StatusOr<std::vector<int>> GroupGpus(const std::vector<int>& wanted, const std::string& where) {
+  auto gpus = ListGpus();
+  if (!gpus.ok()) return FailedPrecondition(where + ": " + gpus.status().message());
+  std::vector<int> out;
+  if (wanted.empty()) {
+    for (const GpuInfo& g : *gpus) out.push_back(g.index);
+    return out;
+  }
+  for (int gpu : wanted) {
+    if (gpu >= static_cast<int>(gpus->size()))
+      return InvalidArgument(where + ": GPU " + std::to_string(gpu) +
+                             " is not visible; this machine has " + std::to_string(gpus->size()) +
+                             " (0.." + std::to_string(gpus->size() - 1) + ")");
+    if (std::find(out.begin(), out.end(), gpu) == out.end()) out.push_back(gpu);
+  }
+  return out;
+}
+
+std::string Placement(const std::vector<InstanceSpec>& instances) {
+  std::vector<std::pair<std::string, int>> groups;  // in order of first appearance
+  for (const InstanceSpec& i : instances) {
+    const std::string key = i.Name() + " " + i.precision;
+    auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == key; });
+    if (it == groups.end())
+      groups.push_back({key, 1});
+    else
+      ++it->second;
+  }
+  std::string out;
+  for (const auto& [key, n] : groups)
+    out += (out.empty() ? "" : ", ") + key + " x" + std::to_string(n);
+  return out;
+}
+
+// What identifies a version's files and its model's config on disk: sizes
+// and modification times, so that a rewritten file triggers a reload.
+std::string Fingerprint(const fs::path& model_dir, const fs::path& version_dir) {
+  std::vector<std::string> parts;
+  std::error_code ec;
+  auto stamp = [&](const fs::path& p) {
+    const auto size = fs::file_size(p, ec);
+    const auto time = fs::last_write_time(p, ec).time_since_epoch().count();
+    parts.push_back(p.lexically_relative(model_dir).string() + ":" + std::to_string(size) + ":" +
+                    std::to_string(time));
+  };
+  if (fs::exists(model_dir / "config.pbtxt", ec)) stamp(model_dir / "config.pbtxt");
+  for (auto it = fs::recursive_directory_iterator(version_dir, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+    if (it->is_regular_file(ec)) stamp(it->path());
+  std::sort(parts.begin(), parts.end());
+  std::string out;
+  for (const std::string& p : parts) out += p + ";";
+  return out;
+}
+
+std::vector<long> NumericVersions(const fs::path& model_dir) {
+  std::vector<long> versions;
+  std::error_code ec;
+  for (const auto& v : fs::directory_iterator(model_dir, ec)) {
+    const std::string s = v.path().filename().string();
+    if (v.is_directory(ec) && !s.empty() && s.size() < 18 &&
+        std::all_of(s.begin(), s.end(), ::isdigit))
+      versions.push_back(std::stol(s));
+  }
+  std::sort(versions.begin(), versions.end());
+  return versions;
+}
+
+StatusOr<std::vector<long>> SelectVersions(const std::vector<long>& available,
+                                           const VersionPolicy& policy, const std::string& name) {
+  switch (policy.kind) {
+    case VersionPolicy::Kind::kAll:
+      return available;
+    case VersionPolicy::Kind::kSpecific: {
+      std::vector<long> out;
+      for (int64_t v : policy.versions) {
+        if (std::find(available.begin(), available.end(), v) == available.end())
+          return NotFound("model " + name + ": version_policy names version " + std::to_string(v) +
+                          ", which has no directory");
+        out.push_back(static_cast<long>(v));
+      }
+      return out;
+    }
+    case VersionPolicy::Kind::kLatest:
+      break;
+  }
+  const size_t n = std::min(available.size(), static_cast<size_t>(policy.num_versions));
+  return std::vector<long>(available.end() - n, available.end());
+}
+
+std::vector<std::string> ModelDirs(const std::string& repository) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(repository, ec))
+    if (e.is_directory(ec)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 }  // namespace
+
+StatusOr<ModelServing> ResolveServing(const ServeDefaults& d, const ModelConfigFile& c) {
+  ModelServing s;
+  s.scheduler = d.scheduler;
+  SchedulerOptions& sched = s.scheduler;
+  if (c.max_batch_size) sched.max_batch_size = *c.max_batch_size;
+  if (c.max_batch_tokens) sched.max_batch_tokens = *c.max_batch_tokens;
+  if (c.max_queue_delay_us)
+    sched.max_queue_delay = std::chrono::microseconds(*c.max_queue_delay_us);
+  if (c.max_queue_size) sched.max_queue_size = static_cast<size_t>(*c.max_queue_size);
+  if (c.request_timeout_us)
+    sched.request_timeout = std::chrono::milliseconds((*c.request_timeout_us + 999) / 1000);
+  if (!c.preferred_batch_sizes.empty()) {
+    sched.preferred_batch_sizes = c.preferred_batch_sizes;
+    std::sort(sched.preferred_batch_sizes.begin(), sched.preferred_batch_sizes.end());
+  }
+  s.version_policy = c.version_policy.value_or(d.version_policy);
+
+  std::vector<InstanceGroup> groups = c.instance_groups;
+  if (groups.empty()) {
+    InstanceGroup g;
+    g.kind = d.device == "cuda" ? InstanceGroup::Kind::kGpu : InstanceGroup::Kind::kCpu;
+    g.count = d.instances;
+    g.gpus = d.gpus;
+    groups.push_back(g);
+  }
+  const std::string gpu_precision =
+      c.precision.value_or(d.precision.empty() ? "fp16" : d.precision);
+  // A CPU runs fp32; an explicit other precision on the command line reaches
+  // the CPU engine, which says so.
+  const std::string cpu_precision =
+      d.device == "cpu" && !d.precision.empty() ? d.precision : "fp32";
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const InstanceGroup& g = groups[i];
+    const std::string where = "instance_group " + std::to_string(i + 1);
+    bool gpu = g.kind == InstanceGroup::Kind::kGpu;
+    if (g.kind == InstanceGroup::Kind::kAuto) {
+      auto visible = ListGpus();
+      gpu = visible.ok() && !visible->empty();
+    }
+    if (!gpu) {
+      for (int n = 0; n < g.count; ++n) s.instances.push_back({"cpu", 0, cpu_precision, 0});
+      continue;
+    }
+    ASSIGN_OR_RETURN(std::vector<int> gpus, GroupGpus(g.gpus, where));
+    for (int index : gpus)
+      for (int n = 0; n < g.count; ++n) s.instances.push_back({"cuda", index, gpu_precision, 0});
+  }
+  // CPU instances share the cores unless told otherwise.
+  const int cpu_instances =
+      static_cast<int>(std::count_if(s.instances.begin(), s.instances.end(),
+                                     [](const InstanceSpec& i) { return i.device == "cpu"; }));
+  int threads = c.threads.value_or(d.threads);
+  if (threads == 0 && cpu_instances > 1)
+    threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / cpu_instances);
+  for (InstanceSpec& i : s.instances)
+    if (i.device == "cpu") i.threads = threads;
+  return s;
+}
 
 StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& name,
                                                          const std::string& version,
                                                          const std::string& path,
-                                                         const ServeOptions& options) {
+                                                         const ModelServing& serving,
+                                                         const ServeDefaults& defaults) {
   ImportOptions import;
   import.on_notice = [&](const std::string& n) {
     std::fprintf(stderr, "notice: %s: %s\n", name.c_str(), n.c_str());
 };
+if (serving.instances.empty()) return InvalidArgument("model " + name + ": no instances");
 ASSIGN_OR_RETURN(LoadedModel loaded, LoadModelAndTokenizer(path, import));
 auto m = std::unique_ptr<ServedModel>(new ServedModel());
 m->name_ = name;
 m->version_ = version;
 m->source_ = path;
-m->device_ = options.device;
-m->precision_ = options.precision;
+m->instances_ = serving.instances;
+m->placement_ = Placement(serving.instances);
 m->max_input_length_ = loaded.model->config.max_seq_length;
 std::vector<std::unique_ptr<Engine>> engines;
-for (int i = 0; i < std::max(1, options.instances); ++i) {
-  ASSIGN_OR_RETURN(auto engine, options.make_engine(loaded.model));
-  engines.push_back(std::move(engine));
+for (const InstanceSpec& spec : serving.instances) {
+  auto engine = defaults.make_engine(loaded.model, spec);
+  if (!engine.ok())
+    return Status(engine.status().code(),
+                  "instance on " + spec.Name() + ": " + engine.status().message());
+  engines.push_back(std::move(*engine));
 }
 m->loaded_ = std::move(loaded);
-SchedulerOptions scheduling = options.scheduler;
-if (options.metrics)
-  scheduling.on_batch = [metrics = options.metrics, name](const BatchStats& b) {
-    metrics->ObserveBatch(name, b.sequences, b.tokens);
+SchedulerOptions scheduling = serving.scheduler;
+if (defaults.metrics) {
+  std::vector<std::string> instance_names;
+  for (const InstanceSpec& spec : serving.instances) instance_names.push_back(spec.Name());
+  scheduling.on_batch = [metrics = defaults.metrics, name, instance_names](const BatchStats& b) {
+    metrics->ObserveBatch(name, instance_names[b.instance], b.sequences, b.tokens,
+                          b.compute_seconds);
   };
+}
 m->scheduler_ = std::make_unique<Scheduler>(std::move(engines), std::move(scheduling));
 ASSIGN_OR_RETURN(m->outputs_, ProbeOutputs(*m->scheduler_, *m->loaded_.tokenizer));
 return m;
 }  // namespace bertrt::server
+
+// Finishes the queued work before the engines go.
+ServedModel::~ServedModel() {
+  if (scheduler_) scheduler_->Shutdown();
+}
 
 StatusOr<SequenceInput> ServedModel::Encode(const TextInput& input, bool truncate) const {
   if (input.text.empty())
@@ -80,66 +256,288 @@ const OutputSpec* ServedModel::FindOutput(const std::string& name) const {
   return nullptr;
 }
 
-Status ModelRegistry::LoadSingle(const std::string& path, std::string name,
-                                 const ServeOptions& options) {
+StatusOr<ModelControl> ParseModelControl(const std::string& text) {
+  if (text == "none") return ModelControl::kNone;
+  if (text == "poll") return ModelControl::kPoll;
+  if (text == "explicit") return ModelControl::kExplicit;
+  return InvalidArgument("--model-control-mode " + text + ": expected none, poll or explicit");
+}
+
+ModelRegistry::~ModelRegistry() { Shutdown(); }
+
+Status ModelRegistry::LoadSingle(const std::string& path, std::string name) {
   if (name.empty()) {
     fs::path p = fs::path(path).lexically_normal();
     if (p.filename().empty()) p = p.parent_path();
     name = IsPlanFile(path) ? p.stem().string() : p.filename().string();
   }
-  ASSIGN_OR_RETURN(auto model, ServedModel::Load(name, "1", path, options));
-  models_.push_back(std::move(model));
+  ASSIGN_OR_RETURN(ModelServing serving, ResolveServing(defaults_, ModelConfigFile{}));
+  ASSIGN_OR_RETURN(auto model, ServedModel::Load(name, "1", path, serving, defaults_));
+  std::lock_guard lock(mu_);
+  models_[name].versions[1] = std::move(model);
   return Status::Ok();
 }
 
-Status ModelRegistry::LoadRepository(const std::string& dir, const ServeOptions& options) {
+Status ModelRegistry::OpenRepository(const std::string& dir, ModelControl control,
+                                     const std::vector<std::string>& startup) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     return NotFound("--model-repository " + dir + ": not a directory");
-  std::vector<fs::path> model_dirs;
-  for (const auto& e : fs::directory_iterator(dir, ec))
-    if (e.is_directory()) model_dirs.push_back(e.path());
-  std::sort(model_dirs.begin(), model_dirs.end());
-  for (const fs::path& model_dir : model_dirs) {
-    long best = -1;
-    for (const auto& v : fs::directory_iterator(model_dir, ec)) {
-      const std::string s = v.path().filename().string();
-      if (v.is_directory() && !s.empty() && std::all_of(s.begin(), s.end(), ::isdigit))
-        best = std::max(best, std::stol(s));
-    }
-    if (best < 0) {
-      std::fprintf(stderr, "notice: %s: no numeric version directory; skipped\n",
-                   model_dir.string().c_str());
+  repository_ = dir;
+  control_ = control;
+  std::lock_guard load_lock(load_mu_);
+  if (control == ModelControl::kExplicit) {
+    for (const std::string& name : startup) RETURN_IF_ERROR(LoadFromRepository(name));
+    return Status::Ok();
+  }
+  for (const std::string& name : ModelDirs(dir)) {
+    if (NumericVersions(fs::path(dir) / name).empty()) {
+      std::fprintf(stderr, "notice: %s/%s: no numeric version directory; skipped\n", dir.c_str(),
+                   name.c_str());
       continue;
     }
-    const fs::path version_dir = model_dir / std::to_string(best);
-    const fs::path plan = version_dir / "model.plan";
-    const std::string path = fs::exists(plan) ? plan.string() : version_dir.string();
-    ASSIGN_OR_RETURN(auto model, ServedModel::Load(model_dir.filename().string(),
-                                                   std::to_string(best), path, options));
-    models_.push_back(std::move(model));
+    RETURN_IF_ERROR(LoadFromRepository(name));
   }
-  if (models_.empty())
+  if (served_models() == 0)
     return NotFound("--model-repository " + dir + ": no models (expected DIR/<model>/<version>/)");
   return Status::Ok();
 }
 
-StatusOr<ServedModel*> ModelRegistry::Find(const std::string& name,
-                                           const std::string& version) const {
-  std::string served;
-  for (const auto& m : models_) {
-    if (m->name() == name) {
-      if (version.empty() || version == m->version()) return m.get();
-      return NotFound("model " + name + " has no version " + version + " (served: " + m->version() +
-                      ")");
+Status ModelRegistry::LoadFromRepository(const std::string& name) {
+  const fs::path model_dir = fs::path(repository_) / name;
+  std::error_code ec;
+  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == ".." ||
+      !fs::is_directory(model_dir, ec))
+    return NotFound("model " + name + " is not in the repository " + repository_);
+  auto record = [&](Status st) {
+    std::lock_guard lock(mu_);
+    models_[name].reason = st.message();
+    return st;
+  };
+  auto config = LoadModelConfig(model_dir.string(), name);
+  if (!config.ok()) return record(config.status());
+  auto serving = ResolveServing(defaults_, *config);
+  if (!serving.ok())
+    return record(
+        Status(serving.status().code(), "model " + name + ": " + serving.status().message()));
+  const std::vector<long> available = NumericVersions(model_dir);
+  if (available.empty())
+    return record(
+        NotFound("model " + name + ": no numeric version directory in " + model_dir.string()));
+  auto selected = SelectVersions(available, serving->version_policy, name);
+  if (!selected.ok()) return record(selected.status());
+
+  std::map<long, std::shared_ptr<ServedModel>> versions;
+  std::map<long, std::string> fingerprints;
+  {
+    std::lock_guard lock(mu_);
+    const Entry& current = models_[name];
+    for (long v : *selected) {
+      const std::string fp = Fingerprint(model_dir, model_dir / std::to_string(v));
+      auto it = current.fingerprints.find(v);
+      if (it != current.fingerprints.end() && it->second == fp)
+        versions[v] = current.versions.at(v);
+      fingerprints[v] = fp;
     }
-    served += (served.empty() ? "" : ", ") + m->name();
   }
-  return NotFound("unknown model " + name + " (served: " + served + ")");
+  // New and changed versions load while the old ones keep serving.
+  for (long v : *selected) {
+    if (versions.count(v)) continue;
+    const fs::path version_dir = model_dir / std::to_string(v);
+    const fs::path plan = version_dir / "model.plan";
+    const std::string path = fs::exists(plan, ec) ? plan.string() : version_dir.string();
+    auto model = ServedModel::Load(name, std::to_string(v), path, *serving, defaults_);
+    if (!model.ok())
+      return record(Status(
+          model.status().code(),
+          "model " + name + " version " + std::to_string(v) + ": " + model.status().message()));
+    std::fprintf(stderr, "[serve] loaded model %s version %ld (%s) on %s\n", name.c_str(), v,
+                 path.c_str(), (*model)->placement().c_str());
+    versions[v] = std::move(*model);
+  }
+  std::map<long, std::shared_ptr<ServedModel>> retired;
+  {
+    std::lock_guard lock(mu_);
+    Entry& entry = models_[name];
+    retired = std::move(entry.versions);
+    entry.versions = std::move(versions);
+    entry.fingerprints = std::move(fingerprints);
+    entry.reason.clear();
+    for (const auto& [v, m] : entry.versions)
+      if (retired.count(v) && retired[v] == m) retired.erase(v);
+  }
+  for (const auto& [v, m] : retired)
+    std::fprintf(stderr, "[serve] retired model %s version %ld\n", name.c_str(), v);
+  // `retired` goes here: each version finishes its queue once the last
+  // request holding it is done.
+  return Status::Ok();
+}
+
+void ModelRegistry::UnloadLocked(const std::string& name) {
+  std::map<long, std::shared_ptr<ServedModel>> retired;
+  {
+    std::lock_guard lock(mu_);
+    Entry& entry = models_[name];
+    retired = std::move(entry.versions);
+    entry.versions.clear();
+    entry.fingerprints.clear();
+    entry.reason = "unloaded";
+  }
+  if (!retired.empty()) std::fprintf(stderr, "[serve] unloaded model %s\n", name.c_str());
+}
+
+void ModelRegistry::StartPolling(double seconds) {
+  poller_ = std::thread([this, seconds] {
+    std::unique_lock lock(poll_mu_);
+    while (!poll_cv_.wait_for(lock, std::chrono::duration<double>(seconds),
+                              [this] { return stopping_; })) {
+      lock.unlock();
+      Poll();
+      lock.lock();
+    }
+  });
+}
+
+void ModelRegistry::Poll() {
+  std::lock_guard load_lock(load_mu_);
+  const std::vector<std::string> names = ModelDirs(repository_);
+  std::vector<std::string> gone;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [name, entry] : models_)
+      if (!entry.versions.empty() && std::find(names.begin(), names.end(), name) == names.end())
+        gone.push_back(name);
+  }
+  for (const std::string& name : gone) UnloadLocked(name);
+  for (const std::string& name : names) {
+    std::string before;
+    {
+      std::lock_guard lock(mu_);
+      before = models_[name].reason;
+    }
+    Status st = LoadFromRepository(name);
+    if (!st.ok() && st.message() != before)
+      std::fprintf(stderr, "[serve] poll: %s (the served versions, if any, stay)\n",
+                   st.message().c_str());
+  }
+}
+
+Status ModelRegistry::CheckExplicit() const {
+  if (repository_.empty())
+    return FailedPrecondition(
+        "no model repository: start with --model-repository DIR "
+        "--model-control-mode explicit to load models by name");
+  if (control_ != ModelControl::kExplicit)
+    return FailedPrecondition(
+        "loading and unloading by API needs --model-control-mode explicit (this server "
+        "runs in " +
+        std::string(control_ == ModelControl::kPoll ? "poll" : "none") + " mode)");
+  return Status::Ok();
+}
+
+Status ModelRegistry::Load(const std::string& name) {
+  RETURN_IF_ERROR(CheckExplicit());
+  std::lock_guard load_lock(load_mu_);
+  return LoadFromRepository(name);
+}
+
+Status ModelRegistry::Unload(const std::string& name) {
+  RETURN_IF_ERROR(CheckExplicit());
+  std::lock_guard load_lock(load_mu_);
+  {
+    std::lock_guard lock(mu_);
+    if (!models_.count(name)) {
+      std::error_code ec;
+      if (!fs::is_directory(fs::path(repository_) / name, ec))
+        return NotFound("model " + name + " is not in the repository " + repository_);
+    }
+  }
+  UnloadLocked(name);
+  return Status::Ok();
+}
+
+StatusOr<std::shared_ptr<ServedModel>> ModelRegistry::Find(const std::string& name,
+                                                           const std::string& version) const {
+  std::lock_guard lock(mu_);
+  auto it = models_.find(name);
+  if (it == models_.end() || it->second.versions.empty()) {
+    std::string served;
+    for (const auto& [n, e] : models_)
+      if (!e.versions.empty()) served += (served.empty() ? "" : ", ") + n;
+    std::error_code ec;
+    const bool in_repository = !repository_.empty() && name.find('/') == std::string::npos &&
+                               fs::is_directory(fs::path(repository_) / name, ec);
+    if (it != models_.end() || in_repository) {
+      std::string why = it != models_.end() ? it->second.reason : "";
+      if (why.empty()) why = "not loaded";
+      if (control_ == ModelControl::kExplicit)
+        why += "; load it with POST /v2/repository/models/" + name + "/load";
+      return NotFound("model " + name + " is not loaded (" + why +
+                      "); served: " + (served.empty() ? "none" : served));
+    }
+    return NotFound("unknown model " + name + " (served: " + (served.empty() ? "none" : served) +
+                    ")");
+  }
+  const auto& versions = it->second.versions;
+  if (version.empty()) return versions.rbegin()->second;
+  for (const auto& [v, m] : versions)
+    if (std::to_string(v) == version) return m;
+  std::string served;
+  for (const auto& [v, m] : versions) served += (served.empty() ? "" : ", ") + std::to_string(v);
+  return NotFound("model " + name + " has no version " + version + " (served: " + served + ")");
+}
+
+StatusOr<std::shared_ptr<ServedModel>> ModelRegistry::Default() const {
+  std::lock_guard lock(mu_);
+  for (const auto& [name, entry] : models_)
+    if (!entry.versions.empty()) return entry.versions.rbegin()->second;
+  return Unavailable("no model is loaded");
+}
+
+std::vector<std::shared_ptr<ServedModel>> ModelRegistry::Served() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::shared_ptr<ServedModel>> out;
+  for (const auto& [name, entry] : models_)
+    for (const auto& [v, m] : entry.versions) out.push_back(m);
+  return out;
+}
+
+size_t ModelRegistry::served_models() const {
+  std::lock_guard lock(mu_);
+  return std::count_if(models_.begin(), models_.end(),
+                       [](const auto& kv) { return !kv.second.versions.empty(); });
+}
+
+std::vector<RepositoryEntry> ModelRegistry::Index() const {
+  std::vector<std::string> names =
+      repository_.empty() ? std::vector<std::string>{} : ModelDirs(repository_);
+  std::lock_guard lock(mu_);
+  for (const auto& [name, entry] : models_)
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  std::vector<RepositoryEntry> out;
+  for (const std::string& name : names) {
+    auto it = models_.find(name);
+    if (it == models_.end() || it->second.versions.empty()) {
+      const std::string reason =
+          it == models_.end() || it->second.reason.empty() ? "not loaded" : it->second.reason;
+      out.push_back({name, "", "UNAVAILABLE", reason});
+      continue;
+    }
+    for (const auto& [v, m] : it->second.versions)
+      out.push_back({name, std::to_string(v), "READY", ""});
+  }
+  return out;
 }
 
 void ModelRegistry::Shutdown() {
-  for (const auto& m : models_) m->scheduler().Shutdown();
+  {
+    std::lock_guard lock(poll_mu_);
+    stopping_ = true;
+  }
+  poll_cv_.notify_all();
+  if (poller_.joinable()) poller_.join();
+  for (const auto& m : Served()) m->scheduler().Shutdown();
 }
 
 }  // namespace bertrt::server

@@ -1,17 +1,27 @@
-// The models a server holds: each loaded once, tokenizer plus a scheduler over
-// N engine instances, with its output layout learned from one warm-up run
-// (so the metadata endpoints describe what the engine really returns).
+// The models a server holds. A ServedModel is one version of one model: its
+// tokenizer plus a scheduler over its engine instances (on CPUs and GPUs), with
+// its output layout learned from one warm-up run (so the metadata endpoints
+// describe what the engine really returns). The ModelRegistry maps names and
+// versions to ServedModels, reads the repository and swaps versions in and out
+// while requests are in flight: a request holds a shared_ptr to the version it
+// runs on, so an unloaded or replaced version finishes its work first.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bertrt/importer.h"
 #include "scheduler/scheduler.h"
 #include "server/common/metrics.h"
+#include "server/common/model_config.h"
 
 namespace bertrt::server {
 
@@ -21,17 +31,40 @@ struct OutputSpec {
   int width = 0;
 };
 
-using EngineFactory =
-    std::function<StatusOr<std::unique_ptr<Engine>>(std::shared_ptr<const Model>)>;
-
-struct ServeOptions {
-  EngineFactory make_engine;   // called once per instance
-  std::string device = "cpu";  // for /info and the logs
+// Where one engine instance runs, and how.
+struct InstanceSpec {
+  std::string device = "cpu";  // "cpu" | "cuda"
+  int gpu = 0;                 // for "cuda"
   std::string precision = "fp32";
-  int instances = 1;
+  int threads = 0;  // for "cpu"; 0: all cores
+  // "cpu" or "cuda:N", as logs and metrics name it.
+  std::string Name() const { return device == "cuda" ? "cuda:" + std::to_string(gpu) : device; }
+};
+
+using EngineFactory = std::function<StatusOr<std::unique_ptr<Engine>>(std::shared_ptr<const Model>,
+                                                                      const InstanceSpec&)>;
+
+// The command line's settings: every model's defaults, which its
+// config.pbtxt may override.
+struct ServeDefaults {
+  EngineFactory make_engine;
+  std::string device = "cpu";  // "cpu" | "cuda"
+  std::string precision;       // empty: fp16 on GPUs (CPUs always run fp32)
+  int threads = 0;             // CPU threads per CPU instance; 0: the cores shared out
+  int instances = 1;           // per GPU on cuda, in all on cpu
+  std::vector<int> gpus;       // empty: every visible GPU
   SchedulerOptions scheduler;
+  VersionPolicy version_policy;
   Metrics* metrics = nullptr;  // batch histograms, when set
 };
+
+// One model's settings once the defaults and its config.pbtxt are combined.
+struct ModelServing {
+  std::vector<InstanceSpec> instances;
+  SchedulerOptions scheduler;
+  VersionPolicy version_policy;
+};
+StatusOr<ModelServing> ResolveServing(const ServeDefaults& defaults, const ModelConfigFile& config);
 
 struct TextInput {
   std::string text;
@@ -43,7 +76,9 @@ class ServedModel {
   static StatusOr<std::unique_ptr<ServedModel>> Load(const std::string& name,
                                                      const std::string& version,
                                                      const std::string& path,
-                                                     const ServeOptions& options);
+                                                     const ModelServing& serving,
+                                                     const ServeDefaults& defaults);
+  ~ServedModel();
 
   // Tokenizes one input. Empty text: InvalidArgument; longer than the model's
   // limit: OutOfRange, unless `truncate` (then cut to the limit).
@@ -52,8 +87,12 @@ class ServedModel {
   const std::string& name() const { return name_; }
   const std::string& version() const { return version_; }
   const std::string& source() const { return source_; }
-  const std::string& device() const { return device_; }
-  const std::string& precision() const { return precision_; }
+  // The instances, e.g. "cuda:0 fp16 x1, cuda:1 fp16 x1".
+  const std::string& placement() const { return placement_; }
+  const std::vector<InstanceSpec>& instances() const { return instances_; }
+  // The first instance's device ("cpu" | "cuda") and precision.
+  const std::string& device() const { return instances_.front().device; }
+  const std::string& precision() const { return instances_.front().precision; }
   const ModelConfig& config() const { return loaded_.model->config; }
   const Tokenizer& tokenizer() const { return *loaded_.tokenizer; }
   Scheduler& scheduler() { return *scheduler_; }
@@ -63,31 +102,88 @@ class ServedModel {
   const OutputSpec* FindOutput(const std::string& name) const;
 
  private:
-  std::string name_, version_, source_, device_, precision_;
+  std::string name_, version_, source_, placement_;
+  std::vector<InstanceSpec> instances_;
   LoadedModel loaded_;
   std::unique_ptr<Scheduler> scheduler_;
   int max_input_length_ = 0;
   std::vector<OutputSpec> outputs_;
 };
 
+// A model of the repository as /v2/repository/index lists it.
+struct RepositoryEntry {
+  std::string name, version;
+  std::string state;  // "READY" | "UNAVAILABLE"
+  std::string reason;
+};
+
+// How the repository's models are loaded (Triton's --model-control-mode):
+// kNone loads every model at start and never again; kPoll also rescans the
+// repository and loads, reloads and unloads what changed; kExplicit loads
+// only what --load-model names and what the load/unload API asks for.
+enum class ModelControl { kNone, kPoll, kExplicit };
+StatusOr<ModelControl> ParseModelControl(const std::string& text);
+
 class ModelRegistry {
  public:
-  // One model; served as `name` (default: the directory or plan file stem), version "1".
-  Status LoadSingle(const std::string& path, std::string name, const ServeOptions& options);
-  // DIR/<model>/<version>/ with model.plan or HF files; the highest numeric
-  // version of each model is served.
-  Status LoadRepository(const std::string& dir, const ServeOptions& options);
+  explicit ModelRegistry(ServeDefaults defaults) : defaults_(std::move(defaults)) {}
+  ~ModelRegistry();
 
-  // NotFound names what is served. An empty version means the served one.
-  StatusOr<ServedModel*> Find(const std::string& name, const std::string& version = "") const;
-  // The model the TEI/OpenAI endpoints use: the first by name.
-  ServedModel& Default() const { return *models_.front(); }
-  const std::vector<std::unique_ptr<ServedModel>>& models() const { return models_; }
-  // Drains every scheduler (queued work is finished).
+  // One model; served as `name` (default: the directory or plan file stem), version "1".
+  Status LoadSingle(const std::string& path, std::string name);
+  // DIR/<model>/[config.pbtxt] and DIR/<model>/<version>/ with model.plan or
+  // HF files. kNone and kPoll load every model; kExplicit those in `startup`.
+  // Fails on the first model that does not load (a server that starts must
+  // serve what it was asked to).
+  Status OpenRepository(const std::string& dir, ModelControl control,
+                        const std::vector<std::string>& startup = {});
+  // kPoll: rescans the repository every `seconds` on a thread of its own.
+  void StartPolling(double seconds);
+
+  // NotFound names what is served. An empty version means the latest served.
+  StatusOr<std::shared_ptr<ServedModel>> Find(const std::string& name,
+                                              const std::string& version = "") const;
+  // The model the TEI/OpenAI endpoints use: the first by name (Unavailable when none).
+  StatusOr<std::shared_ptr<ServedModel>> Default() const;
+  // Every served version, by name then version.
+  std::vector<std::shared_ptr<ServedModel>> Served() const;
+  size_t served_models() const;
+
+  std::vector<RepositoryEntry> Index() const;
+  // The load/unload API (kExplicit only): (re)loads the model from the
+  // repository, swapping versions in without dropping requests; or stops
+  // serving it (in-flight requests finish).
+  Status Load(const std::string& name);
+  Status Unload(const std::string& name);
+  // Rescans the repository once: loads new models and versions, reloads those
+  // whose files or config changed, unloads what disappeared.
+  void Poll();
+
+  // Stops polling and drains every scheduler (queued work is finished).
   void Shutdown();
 
  private:
-  std::vector<std::unique_ptr<ServedModel>> models_;
+  struct Entry {
+    std::map<long, std::shared_ptr<ServedModel>> versions;  // served
+    std::map<long, std::string> fingerprints;               // of the served versions
+    std::string reason;                                     // of the last failed load
+  };
+  // Loads `name` from the repository (load_mu_ held).
+  Status LoadFromRepository(const std::string& name);
+  void UnloadLocked(const std::string& name);
+  // FailedPrecondition unless serving a repository in kExplicit mode.
+  Status CheckExplicit() const;
+
+  ServeDefaults defaults_;
+  std::string repository_;
+  ModelControl control_ = ModelControl::kNone;
+  mutable std::mutex mu_;  // guards models_
+  std::map<std::string, Entry> models_;
+  std::mutex load_mu_;  // one load, unload or poll at a time
+  std::thread poller_;
+  std::mutex poll_mu_;
+  std::condition_variable poll_cv_;
+  bool stopping_ = false;
 };
 
 }  // namespace bertrt::server

@@ -120,12 +120,13 @@ bool HttpServer::Authorized(const httplib::Request& req) const {
 HttpServer::Handler HttpServer::RequireKey(const std::string& endpoint, Handler handler) {
   if (options_.api_key.empty()) return handler;
   return [this, endpoint, handler = std::move(handler)](const httplib::Request& req,
-                                                         httplib::Response& res) {
+                                                        httplib::Response& res) {
     if (Authorized(req)) return handler(req, res);
     res.set_header("WWW-Authenticate", "Bearer");
     SendJson(res, 401,
-             json{{"error", "unauthorized: a Bearer API key is required "
-                            "(Authorization: Bearer <key>); missing or wrong"}});
+             json{{"error",
+                   "unauthorized: a Bearer API key is required "
+                   "(Authorization: Bearer <key>); missing or wrong"}});
     // No model label: it would come from an unauthenticated client.
     metrics_.CountRequest("", endpoint, false);
   };
@@ -183,7 +184,7 @@ void HttpServer::AddKServeRoutes() {
     SendJson(res, 200,
              json{{"name", "bertrt"},
                   {"version", BERTRT_VERSION},
-                  {"extensions", json::array({"model_repository_metadata"})}});
+                  {"extensions", json::array({"model_repository", "model_repository_metadata"})}});
   });
   http_->Get("/v2/health/live",
              [](const Request&, Response& res) { SendJson(res, 200, json::object()); });
@@ -201,6 +202,24 @@ void HttpServer::AddKServeRoutes() {
     if (!model.ok()) return SendError(res, model.status());
     SendJson(res, 200, json{{"name", (*model)->name()}, {"ready", true}});
   });
+  // The model repository extension: what the repository holds, and (with
+  // --model-control-mode explicit) loading and unloading by name.
+  Post("/v2/repository/index", "repository_index", [this](const Request&, Response& res) {
+    json index = json::array();
+    for (const RepositoryEntry& e : registry_.Index()) {
+      json entry = {{"name", e.name}, {"state", e.state}, {"reason", e.reason}};
+      if (!e.version.empty()) entry["version"] = e.version;
+      index.push_back(std::move(entry));
+    }
+    SendJson(res, 200, index);
+  });
+  Post(R"(/v2/repository/models/([^/]+)/(load|unload))", "repository_control",
+       [this](const Request& req, Response& res) {
+         const std::string name = req.matches[1];
+         Status st = req.matches[2] == "load" ? registry_.Load(name) : registry_.Unload(name);
+         if (!st.ok()) return SendError(res, st);
+         SendJson(res, 200, json::object());
+       });
   Post(model_path + "/infer", "kserve_infer", [this](const Request& req, Response& res) {
     InFlightGuard in_flight(metrics_);
     auto model = registry_.Find(req.matches[1], req.matches[2]);

@@ -225,8 +225,8 @@ StatusOr<json> Tokenize(ServedModel& m, const json& body) {
 StatusOr<json> OpenAiEmbeddings(HttpServer& s, const json& body) {
   if (!body.is_object() || !body.contains("input"))
     return InvalidArgument("expected {\"input\": ..., \"model\": ...}");
-  ServedModel* m = &s.registry().Default();
-  if (body.contains("model") && body["model"].is_string() && s.registry().models().size() > 1) {
+  ASSIGN_OR_RETURN(std::shared_ptr<ServedModel> m, s.registry().Default());
+  if (body.contains("model") && body["model"].is_string() && s.registry().served_models() > 1) {
     ASSIGN_OR_RETURN(m, s.registry().Find(body["model"].get<std::string>()));
   }
   bool batch = false;
@@ -259,7 +259,7 @@ json Info(HttpServer& s, ServedModel& m) {
               {"model_dtype", m.precision()},
               {"model_type", model_type},
               {"head", HeadKindName(m.config().head)},
-              {"device", m.device()},
+              {"device", m.placement()},
               {"max_concurrent_requests", so.max_queue_size},
               {"max_input_length", m.max_input_length()},
               {"max_batch_tokens", so.max_batch_tokens},
@@ -276,14 +276,16 @@ void HttpServer::AddTeiRoutes() {
   auto post = [this](const std::string& path, auto handler) {
     Post(path, path, [this, path, handler](const Request& req, Response& res) {
       InFlightGuard in_flight(metrics_);
-      ServedModel& m = registry_.Default();
+      auto m = registry_.Default();
       auto body = ParseBody(req);
-      StatusOr<json> out = body.ok() ? handler(*this, m, *body) : StatusOr<json>(body.status());
+      StatusOr<json> out = !m.ok()     ? StatusOr<json>(m.status())
+                           : body.ok() ? handler(*this, **m, *body)
+                                       : StatusOr<json>(body.status());
       if (out.ok())
         SendJson(res, 200, *out);
       else
         SendError(res, out.status());
-      metrics_.CountRequest(m.name(), path, out.ok());
+      metrics_.CountRequest(m.ok() ? (*m)->name() : "", path, out.ok());
     });
   };
   post("/embed", Embed);
@@ -293,7 +295,9 @@ void HttpServer::AddTeiRoutes() {
   post("/v1/embeddings",
        [](HttpServer& s, ServedModel&, const json& b) { return OpenAiEmbeddings(s, b); });
   Get("/info", "/info", [this](const Request&, Response& res) {
-    SendJson(res, 200, Info(*this, registry_.Default()));
+    auto m = registry_.Default();
+    if (!m.ok()) return SendError(res, m.status());
+    SendJson(res, 200, Info(*this, **m));
   });
 }
 

@@ -1,0 +1,20 @@
+// libFuzzer target: ParseModelConfig over arbitrary text (a config.pbtxt) must
+// return a Status or settings that hold the checks it promises.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "server/common/model_config.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  auto config = bertrt::server::ParseModelConfig(text, "fuzz/config.pbtxt", "m");
+  if (!config.ok()) return 0;
+  if (config->max_batch_size && *config->max_batch_size <= 0) std::abort();
+  for (const auto& g : config->instance_groups)
+    if (g.count <= 0) std::abort();
+  for (int size : config->preferred_batch_sizes)
+    if (size <= 0) std::abort();
+  return 0;
+}

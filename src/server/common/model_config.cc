@@ -1,0 +1,198 @@
+#include "server/common/model_config.h"
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "model_config.pb.h"
+
+namespace bertrt::server {
+namespace {
+
+namespace pb = google::protobuf;
+
+// Keeps the first error with its (1-based) line and column.
+class FirstError : public pb::io::ErrorCollector {
+ public:
+  void AddError(int line, pb::io::ColumnNumber column, const std::string& message) override {
+    if (message_.empty())
+      message_ =
+          "line " + std::to_string(line + 1) + ":" + std::to_string(column + 1) + ": " + message;
+  }
+  const std::string& message() const { return message_; }
+
+ private:
+  std::string message_;
+};
+
+// What a Triton user most often carries over, explained.
+std::string Hint(const std::string& message) {
+  for (const char* field : {"\"input\"", "\"output\""})
+    if (message.find(std::string("no field named ") + field) != std::string::npos)
+      return "; bertrt derives inputs, outputs, dims and datatypes from the model: remove the "
+             "input/output blocks";
+  if (message.find("no field named") != std::string::npos)
+    return "; bertrt reads name, platform, backend, max_batch_size, dynamic_batching, "
+           "instance_group, version_policy and parameters";
+  return "";
+}
+
+StatusOr<int> PositiveInt(const std::string& key, const std::string& value) {
+  try {
+    size_t used = 0;
+    long v = std::stol(value, &used);
+    if (used == value.size() && v > 0 && v <= std::numeric_limits<int>::max())
+      return static_cast<int>(v);
+  } catch (...) {
+  }
+  return InvalidArgument("parameters \"" + key + "\": \"" + value + "\" is not a positive integer");
+}
+
+Status ReadParameters(const config::ModelConfig& pbc, ModelConfigFile& out) {
+  for (const auto& [key, param] : pbc.parameters()) {
+    const std::string& value = param.string_value();
+    if (key == "precision") {
+      if (value != "fp32" && value != "fp16" && value != "bf16")
+        return InvalidArgument("parameters \"precision\": \"" + value +
+                               "\"; expected fp32, fp16 or bf16");
+      out.precision = value;
+    } else if (key == "max_batch_tokens") {
+      ASSIGN_OR_RETURN(out.max_batch_tokens, PositiveInt(key, value));
+    } else if (key == "threads") {
+      ASSIGN_OR_RETURN(out.threads, PositiveInt(key, value));
+    } else {
+      return InvalidArgument("parameters: unknown key \"" + key +
+                             "\"; bertrt reads precision, max_batch_tokens and threads");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ReadInstanceGroups(const config::ModelConfig& pbc, ModelConfigFile& out) {
+  for (int i = 0; i < pbc.instance_group_size(); ++i) {
+    const config::ModelInstanceGroup& g = pbc.instance_group(i);
+    const std::string where = "instance_group " + std::to_string(i + 1);
+    InstanceGroup group;
+    switch (g.kind()) {
+      case config::ModelInstanceGroup::KIND_AUTO:
+        group.kind = InstanceGroup::Kind::kAuto;
+        break;
+      case config::ModelInstanceGroup::KIND_GPU:
+        group.kind = InstanceGroup::Kind::kGpu;
+        break;
+      case config::ModelInstanceGroup::KIND_CPU:
+        group.kind = InstanceGroup::Kind::kCpu;
+        break;
+      default:
+        return InvalidArgument(where + ": kind " + config::ModelInstanceGroup::Kind_Name(g.kind()) +
+                               " is not supported; use KIND_GPU, KIND_CPU or KIND_AUTO");
+    }
+    if (g.count() < 0) return InvalidArgument(where + ": count must be positive");
+    group.count = g.count() == 0 ? 1 : g.count();
+    for (int gpu : g.gpus()) {
+      if (gpu < 0) return InvalidArgument(where + ": gpu index " + std::to_string(gpu));
+      group.gpus.push_back(gpu);
+    }
+    if (!group.gpus.empty() && group.kind == InstanceGroup::Kind::kCpu)
+      return InvalidArgument(where + ": gpus given for a KIND_CPU group");
+    if (!group.gpus.empty()) group.kind = InstanceGroup::Kind::kGpu;
+    out.instance_groups.push_back(std::move(group));
+  }
+  return Status::Ok();
+}
+
+Status ReadBatching(const config::ModelConfig& pbc, ModelConfigFile& out) {
+  if (pbc.max_batch_size() < 0) return InvalidArgument("max_batch_size must not be negative");
+  if (pbc.max_batch_size() > 0) out.max_batch_size = pbc.max_batch_size();
+  if (!pbc.has_dynamic_batching()) return Status::Ok();
+  const config::ModelDynamicBatching& db = pbc.dynamic_batching();
+  for (int size : db.preferred_batch_size()) {
+    if (size <= 0) return InvalidArgument("dynamic_batching: preferred_batch_size must be > 0");
+    if (out.max_batch_size && size > *out.max_batch_size)
+      return InvalidArgument("dynamic_batching: preferred_batch_size " + std::to_string(size) +
+                             " exceeds max_batch_size " + std::to_string(*out.max_batch_size));
+    out.preferred_batch_sizes.push_back(size);
+  }
+  if (db.max_queue_delay_microseconds() > 0)
+    out.max_queue_delay_us = static_cast<int64_t>(db.max_queue_delay_microseconds());
+  const uint32_t policy_size = db.default_queue_policy().max_queue_size();
+  if (policy_size > 0 && db.max_queue_size() > 0 && policy_size != db.max_queue_size())
+    return InvalidArgument(
+        "dynamic_batching: max_queue_size and default_queue_policy.max_queue_size disagree; "
+        "set one");
+  if (const uint32_t size = policy_size ? policy_size : db.max_queue_size(); size > 0)
+    out.max_queue_size = static_cast<int>(std::min<uint32_t>(size, 1 << 30));
+  if (db.default_queue_policy().default_timeout_microseconds() > 0)
+    out.request_timeout_us =
+        static_cast<int64_t>(db.default_queue_policy().default_timeout_microseconds());
+  return Status::Ok();
+}
+
+Status ReadVersionPolicy(const config::ModelConfig& pbc, ModelConfigFile& out) {
+  if (!pbc.has_version_policy()) return Status::Ok();
+  const config::ModelVersionPolicy& vp = pbc.version_policy();
+  VersionPolicy policy;
+  if (vp.has_all()) {
+    policy.kind = VersionPolicy::Kind::kAll;
+  } else if (vp.has_specific()) {
+    policy.kind = VersionPolicy::Kind::kSpecific;
+    for (int64_t v : vp.specific().versions()) {
+      if (v <= 0) return InvalidArgument("version_policy: versions must be positive");
+      policy.versions.push_back(v);
+    }
+    if (policy.versions.empty())
+      return InvalidArgument("version_policy: specific needs at least one version");
+  } else {
+    policy.kind = VersionPolicy::Kind::kLatest;
+    if (vp.has_latest() && vp.latest().num_versions() > 0)
+      policy.num_versions = static_cast<int>(std::min<uint32_t>(vp.latest().num_versions(), 1024));
+  }
+  out.version_policy = std::move(policy);
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<ModelConfigFile> ParseModelConfig(const std::string& text, const std::string& path,
+                                           const std::string& model_name) {
+  config::ModelConfig pbc;
+  pb::TextFormat::Parser parser;
+  FirstError errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(text, &pbc))
+    return InvalidArgument(path + ": " + errors.message() + Hint(errors.message()));
+  auto fail = [&](const Status& st) { return InvalidArgument(path + ": " + st.message()); };
+  if (!pbc.name().empty() && pbc.name() != model_name)
+    return InvalidArgument(path + ": name \"" + pbc.name() + "\" differs from the directory \"" +
+                           model_name + "\"; make them equal or drop the name");
+  if (!pbc.platform().empty() && pbc.platform() != "bertrt")
+    return InvalidArgument(path + ": platform \"" + pbc.platform() +
+                           "\"; bertrt serves its own models: drop the line or write "
+                           "platform: \"bertrt\"");
+  if (!pbc.backend().empty() && pbc.backend() != "bertrt")
+    return InvalidArgument(path + ": backend \"" + pbc.backend() +
+                           "\"; drop the line or write backend: \"bertrt\"");
+  ModelConfigFile out;
+  for (Status st : {ReadParameters(pbc, out), ReadInstanceGroups(pbc, out), ReadBatching(pbc, out),
+                    ReadVersionPolicy(pbc, out)})
+    if (!st.ok()) return fail(st);
+  return out;
+}
+
+StatusOr<ModelConfigFile> LoadModelConfig(const std::string& model_dir,
+                                          const std::string& model_name) {
+  const std::filesystem::path path = std::filesystem::path(model_dir) / "config.pbtxt";
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return ModelConfigFile{};
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound(path.string() + ": cannot read");
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseModelConfig(text.str(), path.string(), model_name);
+}
+
+}  // namespace bertrt::server

@@ -1,0 +1,190 @@
+"""The model repository end to end: config.pbtxt (Triton's format) with
+instance groups, batching and version policies; the repository API (index,
+load, unload) in explicit mode; hot reload in poll mode, with requests running
+while versions are swapped. The real binary over real sockets."""
+import shutil
+import subprocess
+import threading
+import time
+
+import requests
+
+from test_http import MODELS, Server
+
+IDS = {"inputs": [{"name": "input_ids", "datatype": "INT32", "shape": [1, 4], "data": [2, 5, 6, 3]}]}
+
+
+def add_version(repo, model, version, source):
+    """repo/model/version/ holding the files of tests/data/models/<source>."""
+    target = repo / model / str(version)
+    target.mkdir(parents=True)
+    for f in (MODELS / source).iterdir():
+        if f.is_file():
+            shutil.copy(f, target / f.name)
+        else:
+            shutil.copytree(f, target / f.name)
+
+
+def infer(s, model, version=None):
+    path = f"/v2/models/{model}" + (f"/versions/{version}" if version else "") + "/infer"
+    return s.post(path, IDS)
+
+
+def metric_lines(s, prefix):
+    text = requests.get(s.url + "/metrics", timeout=10).text
+    return [line for line in text.splitlines() if line.startswith(prefix)]
+
+
+def test_config_pbtxt_instance_groups_and_batching(bertrt_bin, tmp_path):
+    add_version(tmp_path, "cls", 1, "seq_cls")
+    (tmp_path / "cls" / "config.pbtxt").write_text("""
+        name: "cls"
+        max_batch_size: 8
+        dynamic_batching { preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 3000
+                           default_queue_policy { max_queue_size: 64 } }
+        instance_group [ { count: 2 kind: KIND_CPU } ]
+    """)
+    s = Server(bertrt_bin, ["--model-repository", str(tmp_path)])
+    try:
+        info = requests.get(s.url + "/info", timeout=10).json()
+        assert info["device"] == "cpu fp32 x2"
+        assert info["max_client_batch_size"] == 8 and info["max_concurrent_requests"] == 64
+        results = []
+        threads = [threading.Thread(target=lambda: results.append(infer(s, "cls").status_code))
+                   for _ in range(32)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert results == [200] * 32
+        batches = metric_lines(s, "bertrt_instance_batches_total")
+        assert len(batches) == 1 and 'instance="cpu"' in batches[0]
+        assert float(batches[0].split()[-1]) >= 1
+        sizes = metric_lines(s, 'bertrt_batch_size_bucket{model="cls",le="8"}')
+        total = metric_lines(s, 'bertrt_batch_size_count{model="cls"}')
+        assert sizes[0].split()[-1] == total[0].split()[-1], "a batch above max_batch_size 8"
+    finally:
+        s.stop()
+
+
+def test_bad_config_fails_start_with_line_and_hint(bertrt_bin, tmp_path):
+    add_version(tmp_path, "cls", 1, "seq_cls")
+    cases = {
+        "max_batch_size: 8\ninput [ { name: \"input_ids\" } ]\n": "remove the input/output blocks",
+        "instance_group [ { kind: KIND_GPU gpus: [ 99 ] } ]": "instance_group 1",
+        "max_batch_size: 8\nmax_batch_sise: 4\n": "line 2",
+    }
+    for text, fragment in cases.items():
+        (tmp_path / "cls" / "config.pbtxt").write_text(text)
+        proc = subprocess.run([bertrt_bin, "serve", "--model-repository", str(tmp_path),
+                               "--http-port", "0"], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 3, proc.stderr
+        assert "config.pbtxt" in proc.stderr or "instance_group" in proc.stderr, proc.stderr
+        assert fragment in proc.stderr, proc.stderr
+
+
+def test_version_policy_all_serves_every_version(bertrt_bin, tmp_path):
+    add_version(tmp_path, "m", 1, "seq_cls")
+    add_version(tmp_path, "m", 2, "token_cls")
+    (tmp_path / "m" / "config.pbtxt").write_text("version_policy: { all { } }")
+    s = Server(bertrt_bin, ["--model-repository", str(tmp_path)])
+    try:
+        assert infer(s, "m", 1).json()["model_version"] == "1"
+        assert infer(s, "m", 2).json()["model_version"] == "2"
+        assert infer(s, "m").json()["model_version"] == "2"
+        index = requests.post(s.url + "/v2/repository/index", timeout=10).json()
+        assert [(e["name"], e["version"], e["state"]) for e in index] == [
+            ("m", "1", "READY"), ("m", "2", "READY")]
+    finally:
+        s.stop()
+
+
+def test_explicit_load_and_unload(bertrt_bin, tmp_path):
+    add_version(tmp_path, "cls", 1, "seq_cls")
+    add_version(tmp_path, "qa", 1, "qa")
+    s = Server(bertrt_bin, ["--model-repository", str(tmp_path), "--model-control-mode", "explicit",
+                            "--load-model", "qa"])
+    try:
+        index = {e["name"]: e for e in requests.post(s.url + "/v2/repository/index").json()}
+        assert index["qa"]["state"] == "READY"
+        assert index["cls"]["state"] == "UNAVAILABLE" and index["cls"]["reason"] == "not loaded"
+        r = infer(s, "cls")
+        assert r.status_code == 404 and "not loaded" in r.json()["error"]
+        assert requests.post(s.url + "/v2/repository/models/cls/load").status_code == 200
+        assert infer(s, "cls").status_code == 200
+        assert requests.post(s.url + "/v2/repository/models/cls/unload").status_code == 200
+        r = infer(s, "cls")
+        assert r.status_code == 404 and "unloaded" in r.json()["error"]
+        r = requests.post(s.url + "/v2/repository/models/nope/load")
+        assert r.status_code == 404 and "not in the repository" in r.json()["error"]
+        r = requests.post(s.url + "/v2/repository/models/..%2F..%2Fetc/load")
+        assert r.status_code == 404
+        # A model that fails to load says why in the index and keeps nothing half-loaded.
+        (tmp_path / "cls" / "config.pbtxt").write_text("max_batch_size: -1")
+        r = requests.post(s.url + "/v2/repository/models/cls/load")
+        assert r.status_code == 400 and "max_batch_size" in r.json()["error"]
+        index = {e["name"]: e for e in requests.post(s.url + "/v2/repository/index").json()}
+        assert "max_batch_size" in index["cls"]["reason"]
+        assert infer(s, "qa").status_code == 200
+    finally:
+        s.stop()
+
+
+def test_load_api_needs_explicit_mode(bertrt_bin, tmp_path):
+    add_version(tmp_path, "cls", 1, "seq_cls")
+    s = Server(bertrt_bin, ["--model-repository", str(tmp_path)])
+    try:
+        for action in ("load", "unload"):
+            r = requests.post(s.url + f"/v2/repository/models/cls/{action}")
+            assert r.status_code == 400 and "explicit" in r.json()["error"]
+        assert infer(s, "cls").status_code == 200
+    finally:
+        s.stop()
+
+
+def test_poll_mode_swaps_versions_without_dropping_requests(bertrt_bin, tmp_path):
+    add_version(tmp_path, "m", 1, "seq_cls")
+    s = Server(bertrt_bin, ["--model-repository", str(tmp_path), "--model-control-mode", "poll",
+                            "--repository-poll-secs", "0.2"])
+    statuses, stop = [], threading.Event()
+
+    def client():
+        while not stop.is_set():
+            statuses.append(infer(s, "m").status_code)
+
+    clients = [threading.Thread(target=client) for _ in range(4)]
+    try:
+        assert infer(s, "m").json()["model_version"] == "1"
+        for c in clients:
+            c.start()
+        time.sleep(0.5)
+        add_version(tmp_path, "m", 2, "token_cls")
+        deadline = time.time() + 30
+        while infer(s, "m").json()["model_version"] != "2":
+            assert time.time() < deadline, "version 2 was not picked up"
+            time.sleep(0.1)
+        time.sleep(0.5)
+        stop.set()
+        for c in clients:
+            c.join()
+        assert len(statuses) > 10 and set(statuses) == {200}, set(statuses)
+        # The latest policy serves one version: 1 is gone.
+        assert infer(s, "m", 1).status_code == 404
+        # A changed config reloads the model; a broken one leaves it serving.
+        (tmp_path / "m" / "config.pbtxt").write_text("max_batch_size: 3")
+        deadline = time.time() + 30
+        while requests.get(s.url + "/info").json()["max_client_batch_size"] != 3:
+            assert time.time() < deadline, "config change was not picked up"
+            time.sleep(0.1)
+        (tmp_path / "m" / "config.pbtxt").write_text("max_batch_size: [")
+        time.sleep(1)
+        assert infer(s, "m").status_code == 200
+        # A removed model is unloaded.
+        shutil.rmtree(tmp_path / "m")
+        deadline = time.time() + 30
+        while infer(s, "m").status_code != 404:
+            assert time.time() < deadline, "removed model still served"
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        s.stop()

@@ -1,0 +1,166 @@
+// config.pbtxt parsing: Triton's text format through protobuf, checked into
+// plain settings; every mistake is an error that names the file, the line or
+// the field, and how to fix it.
+#include "server/common/model_config.h"
+
+#include <gtest/gtest.h>
+
+#include "bertrt/devices.h"
+#include "server/common/served_model.h"
+
+namespace bertrt::server {
+namespace {
+
+StatusOr<ModelConfigFile> Parse(const std::string& text) {
+  return ParseModelConfig(text, "repo/m/config.pbtxt", "m");
+}
+
+void ExpectError(const std::string& text, const std::string& fragment) {
+  auto c = Parse(text);
+  ASSERT_FALSE(c.ok()) << text;
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find("repo/m/config.pbtxt"), std::string::npos)
+      << c.status().message();
+  EXPECT_NE(c.status().message().find(fragment), std::string::npos) << c.status().message();
+}
+
+TEST(ModelConfig, EmptyFileChangesNothing) {
+  auto c = Parse("");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_FALSE(c->max_batch_size);
+  EXPECT_TRUE(c->instance_groups.empty());
+  EXPECT_FALSE(c->version_policy);
+}
+
+TEST(ModelConfig, TritonStyleConfigParses) {
+  auto c = Parse(R"(
+    name: "m"
+    platform: "bertrt"
+    max_batch_size: 32
+    version_policy: { latest { num_versions: 2 } }
+    dynamic_batching {
+      preferred_batch_size: [ 8, 16 ]
+      max_queue_delay_microseconds: 500
+      default_queue_policy { max_queue_size: 100 default_timeout_microseconds: 2500 }
+    }
+    instance_group [
+      { count: 2 kind: KIND_GPU gpus: [ 0, 1 ] },
+      { count: 1 kind: KIND_CPU }
+    ]
+    parameters { key: "precision" value: { string_value: "bf16" } }
+    parameters { key: "max_batch_tokens" value: { string_value: "8192" } }
+  )");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(*c->max_batch_size, 32);
+  EXPECT_EQ(c->preferred_batch_sizes, (std::vector<int>{8, 16}));
+  EXPECT_EQ(*c->max_queue_delay_us, 500);
+  EXPECT_EQ(*c->max_queue_size, 100);
+  EXPECT_EQ(*c->request_timeout_us, 2500);
+  ASSERT_EQ(c->instance_groups.size(), 2u);
+  EXPECT_EQ(c->instance_groups[0].kind, InstanceGroup::Kind::kGpu);
+  EXPECT_EQ(c->instance_groups[0].count, 2);
+  EXPECT_EQ(c->instance_groups[0].gpus, (std::vector<int>{0, 1}));
+  EXPECT_EQ(c->instance_groups[1].kind, InstanceGroup::Kind::kCpu);
+  EXPECT_EQ(c->version_policy->kind, VersionPolicy::Kind::kLatest);
+  EXPECT_EQ(c->version_policy->num_versions, 2);
+  EXPECT_EQ(*c->precision, "bf16");
+  EXPECT_EQ(*c->max_batch_tokens, 8192);
+}
+
+TEST(ModelConfig, ShorthandQueueSizeAndOtherPolicies) {
+  auto c = Parse("dynamic_batching { max_queue_size: 7 } version_policy { all {} }");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(*c->max_queue_size, 7);
+  EXPECT_EQ(c->version_policy->kind, VersionPolicy::Kind::kAll);
+  c = Parse("version_policy { specific { versions: [1, 3] } }");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->version_policy->versions, (std::vector<int64_t>{1, 3}));
+}
+
+TEST(ModelConfig, MistakesAreClearErrors) {
+  ExpectError("max_batch_size: 8\nmax_batch_sise: 8\n", "line 2");
+  ExpectError("max_batch_sise: 8", "no field named");
+  ExpectError("input [ { name: \"input_ids\" data_type: TYPE_INT32 dims: [ -1 ] } ]",
+              "derives inputs");
+  ExpectError("output [ { name: \"logits\" } ]", "remove the input/output blocks");
+  ExpectError("name: \"other\"", "differs from the directory");
+  ExpectError("platform: \"tensorrt_plan\"", "platform");
+  ExpectError("instance_group [ { kind: KIND_MODEL } ]", "KIND_MODEL");
+  ExpectError("instance_group [ { kind: KIND_CPU gpus: [0] } ]", "KIND_CPU");
+  ExpectError("instance_group [ { count: -1 } ]", "count");
+  ExpectError("max_batch_size: 4 dynamic_batching { preferred_batch_size: 8 }",
+              "exceeds max_batch_size");
+  ExpectError("dynamic_batching { max_queue_size: 3 default_queue_policy { max_queue_size: 4 } }",
+              "disagree");
+  ExpectError("parameters { key: \"precision\" value { string_value: \"int8\" } }", "int8");
+  ExpectError("parameters { key: \"threads\" value { string_value: \"many\" } }", "positive");
+  ExpectError("parameters { key: \"colour\" value { string_value: \"red\" } }", "unknown key");
+  ExpectError("version_policy { specific { } }", "at least one version");
+  ExpectError("max_batch_size: \"x\"", "line 1");
+  ExpectError("dynamic_batching {", "line 1");
+}
+
+TEST(ModelConfig, MissingFileIsNoConfig) {
+  auto c = LoadModelConfig("/nonexistent/dir", "m");
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->instance_groups.empty());
+}
+
+TEST(ModelConfig, ResolveAppliesConfigOverDefaults) {
+  ServeDefaults d;
+  d.scheduler.max_batch_size = 64;
+  d.threads = 3;
+  auto c = Parse(R"(max_batch_size: 16
+                    dynamic_batching { preferred_batch_size: [8, 4] max_queue_delay_microseconds: 100 }
+                    instance_group [ { count: 2 kind: KIND_CPU } ])");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  auto s = ResolveServing(d, *c);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->scheduler.max_batch_size, 16);
+  EXPECT_EQ(s->scheduler.preferred_batch_sizes, (std::vector<int>{4, 8}));
+  EXPECT_EQ(s->scheduler.max_queue_delay.count(), 100);
+  ASSERT_EQ(s->instances.size(), 2u);
+  for (const InstanceSpec& i : s->instances) {
+    EXPECT_EQ(i.device, "cpu");
+    EXPECT_EQ(i.precision, "fp32");
+    EXPECT_EQ(i.threads, 3);
+  }
+  // No config: the command line's device and instance count.
+  d.instances = 3;
+  s = ResolveServing(d, ModelConfigFile{});
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->instances.size(), 3u);
+}
+
+// Runs everywhere: without a GPU a GPU group is an error that says why and
+// KIND_AUTO falls back to the CPU; with GPUs, instances go on each of them.
+TEST(ModelConfig, InstanceGroupsFollowTheVisibleGpus) {
+  auto gpus = ListGpus();
+  auto c = Parse("instance_group [ { kind: KIND_GPU count: 2 } ]");
+  ASSERT_TRUE(c.ok());
+  auto s = ResolveServing(ServeDefaults{}, *c);
+  auto automatic =
+      ResolveServing(ServeDefaults{}, *Parse("instance_group [ { kind: KIND_AUTO } ]"));
+  ASSERT_TRUE(automatic.ok()) << automatic.status().message();
+  if (!gpus.ok()) {
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.status().message().find("instance_group 1"), std::string::npos)
+        << s.status().message();
+    EXPECT_EQ(automatic->instances.at(0).device, "cpu");
+  } else {
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    ASSERT_EQ(s->instances.size(), 2 * gpus->size());
+    for (size_t i = 0; i < s->instances.size(); ++i) {
+      EXPECT_EQ(s->instances[i].device, "cuda");
+      EXPECT_EQ(s->instances[i].gpu, static_cast<int>(i / 2));
+      EXPECT_EQ(s->instances[i].precision, "fp16");
+    }
+    EXPECT_EQ(automatic->instances.at(0).device, "cuda");
+  }
+  // A GPU index past the visible ones.
+  auto far = ResolveServing(ServeDefaults{}, *Parse("instance_group [ { gpus: [ 64 ] } ]"));
+  ASSERT_FALSE(far.ok());
+}
+
+}  // namespace
+}  // namespace bertrt::server
