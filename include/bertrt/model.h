@@ -74,6 +74,9 @@ struct Model {
   ModelConfig config;
   ModelWeights weights;
   std::string source;  // the directory or plan it came from
+  // From a plan built with --max-batch-tokens: the largest batch engines
+  // reserve memory for and the server's batch token budget; 0: no limit.
+  int max_batch_tokens = 0;
   size_t ParameterCount() const;
 };
 

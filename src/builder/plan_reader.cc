@@ -401,6 +401,7 @@ StatusOr<Plan> ReadPlanFromMemory(std::string_view bytes, std::shared_ptr<const 
   plan.model = std::make_shared<Model>();
   RETURN_IF_ERROR(reader.BindTensors(c, meta, plan.info, owner, options, plan.model.get()));
   plan.model->source = display_name;
+  plan.model->max_batch_tokens = plan.info.max_batch_tokens;
   ASSIGN_OR_RETURN(plan.tokenizer, reader.LoadTokenizer(c, meta));
   if (plan.tokenizer->vocab_size() > static_cast<size_t>(plan.model->config.vocab_size))
     return reader.Error(StatusCode::kDataLoss, "the tokenizer has more tokens than vocab_size");

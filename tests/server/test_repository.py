@@ -188,3 +188,15 @@ def test_poll_mode_swaps_versions_without_dropping_requests(bertrt_bin, tmp_path
     finally:
         stop.set()
         s.stop()
+
+
+def test_plan_max_batch_tokens_caps_the_batches(bertrt_bin, tmp_path):
+    plan = tmp_path / "cls.plan"
+    subprocess.run([bertrt_bin, "build", str(MODELS / "seq_cls"), "-o", str(plan),
+                    "--max-batch-tokens", "48"], capture_output=True, check=True)
+    s = Server(bertrt_bin, [str(plan)])
+    try:
+        assert requests.get(s.url + "/info", timeout=10).json()["max_batch_tokens"] == 48
+        assert infer(s, "cls").status_code == 200
+    finally:
+        s.stop()

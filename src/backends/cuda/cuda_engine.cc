@@ -490,7 +490,10 @@ StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(std::shared_ptr<const Model> 
                            " GPU(s) (0.." + std::to_string(gpus.size() - 1) + ")");
   if (options.max_batch_tokens < 0)
     return InvalidArgument("cuda engine: max_batch_tokens must be >= 0 (0: grow on demand)");
-  auto engine = std::make_unique<CudaEngine>(std::move(model), options, gpus[options.device]);
+  CudaEngineOptions resolved = options;
+  // A plan's limit applies unless the caller set its own.
+  if (resolved.max_batch_tokens == 0) resolved.max_batch_tokens = model->max_batch_tokens;
+  auto engine = std::make_unique<CudaEngine>(std::move(model), resolved, gpus[options.device]);
   RETURN_IF_ERROR(engine->Init());
   return std::unique_ptr<Engine>(std::move(engine));
 }

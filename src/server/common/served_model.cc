@@ -194,41 +194,44 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& name
                                                          const std::string& path,
                                                          const ModelServing& serving,
                                                          const ServeDefaults& defaults) {
-  ImportOptions import;
-  import.on_notice = [&](const std::string& n) {
+  if (serving.instances.empty()) return InvalidArgument("model " + name + ": no instances");
+  ImportOptions import_options;
+  import_options.on_notice = [name](const std::string& n) {
     std::fprintf(stderr, "notice: %s: %s\n", name.c_str(), n.c_str());
-};
-if (serving.instances.empty()) return InvalidArgument("model " + name + ": no instances");
-ASSIGN_OR_RETURN(LoadedModel loaded, LoadModelAndTokenizer(path, import));
-auto m = std::unique_ptr<ServedModel>(new ServedModel());
-m->name_ = name;
-m->version_ = version;
-m->source_ = path;
-m->instances_ = serving.instances;
-m->placement_ = Placement(serving.instances);
-m->max_input_length_ = loaded.model->config.max_seq_length;
-std::vector<std::unique_ptr<Engine>> engines;
-for (const InstanceSpec& spec : serving.instances) {
-  auto engine = defaults.make_engine(loaded.model, spec);
-  if (!engine.ok())
-    return Status(engine.status().code(),
-                  "instance on " + spec.Name() + ": " + engine.status().message());
-  engines.push_back(std::move(*engine));
-}
-m->loaded_ = std::move(loaded);
-SchedulerOptions scheduling = serving.scheduler;
-if (defaults.metrics) {
-  std::vector<std::string> instance_names;
-  for (const InstanceSpec& spec : serving.instances) instance_names.push_back(spec.Name());
-  scheduling.on_batch = [metrics = defaults.metrics, name, instance_names](const BatchStats& b) {
-    metrics->ObserveBatch(name, instance_names[b.instance], b.sequences, b.tokens,
-                          b.compute_seconds);
   };
+  ASSIGN_OR_RETURN(LoadedModel loaded, LoadModelAndTokenizer(path, import_options));
+  auto m = std::unique_ptr<ServedModel>(new ServedModel());
+  m->name_ = name;
+  m->version_ = version;
+  m->source_ = path;
+  m->instances_ = serving.instances;
+  m->placement_ = Placement(serving.instances);
+  m->max_input_length_ = loaded.model->config.max_seq_length;
+  std::vector<std::unique_ptr<Engine>> engines;
+  for (const InstanceSpec& spec : serving.instances) {
+    auto engine = defaults.make_engine(loaded.model, spec);
+    if (!engine.ok())
+      return Status(engine.status().code(),
+                    "instance on " + spec.Name() + ": " + engine.status().message());
+    engines.push_back(std::move(*engine));
+  }
+  SchedulerOptions scheduling = serving.scheduler;
+  // A plan built for at most N tokens per batch: batches stay within it.
+  if (const int limit = loaded.model->max_batch_tokens; limit > 0)
+    scheduling.max_batch_tokens = std::min(scheduling.max_batch_tokens, limit);
+  m->loaded_ = std::move(loaded);
+  if (defaults.metrics) {
+    std::vector<std::string> instance_names;
+    for (const InstanceSpec& spec : serving.instances) instance_names.push_back(spec.Name());
+    scheduling.on_batch = [metrics = defaults.metrics, name, instance_names](const BatchStats& b) {
+      metrics->ObserveBatch(name, instance_names[b.instance], b.sequences, b.tokens,
+                            b.compute_seconds);
+    };
+  }
+  m->scheduler_ = std::make_unique<Scheduler>(std::move(engines), std::move(scheduling));
+  ASSIGN_OR_RETURN(m->outputs_, ProbeOutputs(*m->scheduler_, *m->loaded_.tokenizer));
+  return m;
 }
-m->scheduler_ = std::make_unique<Scheduler>(std::move(engines), std::move(scheduling));
-ASSIGN_OR_RETURN(m->outputs_, ProbeOutputs(*m->scheduler_, *m->loaded_.tokenizer));
-return m;
-}  // namespace bertrt::server
 
 // Finishes the queued work before the engines go.
 ServedModel::~ServedModel() {
