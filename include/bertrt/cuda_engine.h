@@ -25,6 +25,10 @@ struct CudaEngineOptions {
   // batch arrives. > 0: reserved for this many tokens at creation, and larger
   // batches are refused.
   int max_batch_tokens = 0;
+  // Times every GEMM, attention and other kernel with CUDA events, with CUDA
+  // graphs off and a synchronization after each: for Engine::Profile (what
+  // `bertrt bench --profile` prints), never for serving.
+  bool profile = false;
 };
 
 // Uploads the model's weights to the GPU in the chosen precision.

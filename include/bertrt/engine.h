@@ -28,7 +28,8 @@ struct RaggedBatch {
 // One output tensor. Per-sequence outputs are [num_seqs, width]; per-token
 // outputs are ragged [num_tokens, width], split by the batch's cu_seqlens.
 struct NamedOutput {
-  std::string name;  // logits, start_logits, end_logits, embedding, pooler_output, last_hidden_state
+  std::string
+      name;  // logits, start_logits, end_logits, embedding, pooler_output, last_hidden_state
   bool per_token = false;
   int width = 0;
   std::vector<float> data;
@@ -44,6 +45,15 @@ struct BatchOutputs {
   const NamedOutput* Find(const std::string& name) const;
 };
 
+// GPU time of one kind of operation, summed over the batches an engine ran
+// with profiling on (CudaEngineOptions::profile).
+struct OpProfile {
+  std::string name;  // "gemm ffn_in", "attention", "layernorm", ...
+  long calls = 0;
+  double seconds = 0;
+  double flops = 0;  // GEMMs and attention; 0 for the rest
+};
+
 class Engine {
  public:
   virtual ~Engine() = default;
@@ -52,6 +62,8 @@ class Engine {
   virtual std::string device() const = 0;
   // Highest memory the engine's own buffers reached (weights excluded).
   virtual size_t PeakMemoryBytes() const = 0;
+  // Per-operation times, when the engine was created to profile; else empty.
+  virtual std::vector<OpProfile> Profile() const { return {}; }
 };
 
 // Checks ids against the vocabulary, type ids against type_vocab_size and each

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -242,8 +243,8 @@ const Spec kSpecs[] = {
     {"emb_hd128_mean_norm", 256, 2, 100, HiddenAct::kGelu, HeadKind::kSentenceEmbedding,
      Pooling::kMean, true},
     {"base_hd32_pooler", 128, 4, 200, HiddenAct::kGelu, HeadKind::kBase},
-    {"emb_hd16_max", 64, 4, 100, HiddenAct::kGeluTanh, HeadKind::kSentenceEmbedding,
-     Pooling::kMax, false},
+    {"emb_hd16_max", 64, 4, 100, HiddenAct::kGeluTanh, HeadKind::kSentenceEmbedding, Pooling::kMax,
+     false},
     {"emb_hd96_cls_norm", 192, 2, 300, HiddenAct::kRelu, HeadKind::kSentenceEmbedding,
      Pooling::kCls, true},
     {"seqcls_hd64_gelu", 256, 4, 384, HiddenAct::kGelu, HeadKind::kSequenceClassification},
@@ -322,6 +323,51 @@ TEST(CudaEngineTest, GraphReplayMatchesEagerRunsAndServesTheWholeBucket) {
     }
     EXPECT_EQ((*gpu)->device().find("graphs off"), std::string::npos) << (*gpu)->device();
   }
+}
+
+// Two engines of one model on one GPU share the tuned GEMM algorithms, so
+// they compute the same bits; a profiling engine times every operation.
+TEST(CudaEngineTest, TunedEnginesAgreeAndProfileTimesEveryOperation) {
+  SKIP_WITHOUT_GPU();
+  const Spec s{"tokcls", 128, 4, 256, HiddenAct::kGelu, HeadKind::kTokenClassification};
+  auto model = MakeModel(s, 41);
+  const RaggedBatch batch = MakeBatch({17, 64, 3, 120}, 42);
+  auto first = MakeCuda(model, Precision::kFp16);
+  auto second = MakeCuda(model, Precision::kFp16);
+  ASSERT_TRUE(first.ok() && second.ok());
+  for (int i = 0; i < 3; ++i) {
+    auto a = (*first)->Run(batch, {});
+    auto b = (*second)->Run(batch, {});
+    ASSERT_TRUE(a.ok() && b.ok());
+    ExpectIdentical(*b, *a, "second engine vs first, run " + std::to_string(i));
+  }
+
+  CudaEngineOptions o;
+  o.profile = true;
+  auto profiled = CreateCudaEngine(model, o);
+  ASSERT_TRUE(profiled.ok()) << profiled.status().ToString();
+  auto cpu = CreateCpuEngine(model, {});
+  ASSERT_TRUE(cpu.ok());
+  for (int i = 0; i < 2; ++i) {
+    auto out = (*profiled)->Run(batch, {});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    auto want = (*cpu)->Run(batch, {});
+    ASSERT_TRUE(want.ok());
+    ExpectClose(*out, *want, Precision::kFp16, "profiled vs cpu");
+  }
+  std::map<std::string, OpProfile> ops;
+  for (const OpProfile& op : (*profiled)->Profile()) ops[op.name] = op;
+  for (const char* name : {"embedding+layernorm", "gemm qkv", "attention", "gemm attn_out",
+                           "layernorm", "gemm ffn_in", "activation", "gemm ffn_out", "head"}) {
+    ASSERT_TRUE(ops.count(name)) << name;
+    EXPECT_GT(ops[name].seconds, 0) << name;
+  }
+  const long layers = model->config.num_layers;
+  EXPECT_EQ(ops["gemm qkv"].calls, 2 * layers);
+  EXPECT_EQ(ops["layernorm"].calls, 4 * layers);
+  const double tokens = batch.num_tokens(), h = model->config.hidden_size;
+  EXPECT_DOUBLE_EQ(ops["gemm qkv"].flops, 2 * layers * 2.0 * tokens * h * 3 * h);
+  EXPECT_TRUE((*first)->Profile().empty());
 }
 
 // 1,000 runs over 24 batch shapes (more than the graph cache holds, so graphs

@@ -117,6 +117,12 @@ class CudaEngine final : public Engine {
     std::lock_guard<std::mutex> lock(mu_);
     return pool_.size() + gemm_.workspace_bytes();
   }
+  std::vector<OpProfile> Profile() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<OpProfile> out;
+    for (const auto& [name, p] : profile_) out.push_back(p);
+    return out;
+  }
 
  private:
   size_t ElementSize() const { return options_.precision == Precision::kFp32 ? 4 : 2; }
@@ -134,6 +140,9 @@ class CudaEngine final : public Engine {
   Status Encoder(const Shape& shape);
   Status HeadKernels(const Shape& shape);
   std::vector<Pending> Outputs(bool hidden_state) const;
+  // Runs `op`; with options_.profile, also adds its GPU time to profile_[name].
+  template <typename Op>
+  Status Timed(const char* name, double flops, Op&& op);
   Status CopyBack(const RaggedBatch& batch, bool hidden_state, BatchOutputs* out);
 
   std::shared_ptr<const Model> model_;
@@ -156,7 +165,32 @@ class CudaEngine final : public Engine {
   std::set<Shape> seen_;
   std::map<Shape, CachedGraph> graphs_;
   uint64_t use_clock_ = 0;
+  std::map<std::string, OpProfile> profile_;
 };
+
+template <typename Op>
+Status CudaEngine::Timed(const char* name, double flops, Op&& op) {
+  if (!options_.profile) return op();
+  cudaEvent_t begin = nullptr, end = nullptr;
+  CUDA_RETURN_IF_ERROR(cudaEventCreate(&begin));
+  CUDA_RETURN_IF_ERROR(cudaEventCreate(&end));
+  cudaEventRecord(begin, stream_);
+  Status st = op();
+  cudaEventRecord(end, stream_);
+  const cudaError_t synced = cudaEventSynchronize(end);
+  float ms = 0;
+  if (synced == cudaSuccess) cudaEventElapsedTime(&ms, begin, end);
+  cudaEventDestroy(begin);
+  cudaEventDestroy(end);
+  RETURN_IF_ERROR(st);
+  CUDA_RETURN_IF_ERROR(synced);
+  OpProfile& p = profile_[name];
+  p.name = name;
+  ++p.calls;
+  p.seconds += ms * 1e-3;
+  p.flops += flops;
+  return Status::Ok();
+}
 
 CudaEngine::~CudaEngine() {
   cudaSetDevice(gpu_.index);
@@ -175,7 +209,7 @@ Status CudaEngine::Init() {
                          " it supports; use --device cpu");
   CUDA_RETURN_IF_ERROR(cudaSetDevice(gpu_.index));
   CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  RETURN_IF_ERROR(gemm_.Init(options_.precision, kGemmWorkspaceBytes));
+  RETURN_IF_ERROR(gemm_.Init(options_.precision, kGemmWorkspaceBytes, gpu_.name));
   ASSIGN_OR_RETURN(weights_, cuda::UploadWeights(*model_, options_.precision, stream_));
   // The fp32 engine keeps every activation in its own kernel so that it
   // matches the CPU engine's exact formulas; cuBLASLt's GELU epilogue is the
@@ -186,7 +220,8 @@ Status CudaEngine::Init() {
     ffn_activation_kernel_ = false;
   }
   // A dummy sequence can be 64 tokens long; its positions must exist.
-  graphs_enabled_ = c.max_position_embeddings >= kLenBucket;
+  // Profiling times each operation eagerly; graphs would hide them.
+  graphs_enabled_ = c.max_position_embeddings >= kLenBucket && !options_.profile;
   if (options_.max_batch_tokens > 0) {
     std::lock_guard<std::mutex> lock(mu_);
     RETURN_IF_ERROR(Reserve(options_.max_batch_tokens));
@@ -197,9 +232,9 @@ Status CudaEngine::Init() {
 std::vector<size_t> CudaEngine::PoolRegions(size_t t) const {
   const ModelConfig& c = model_->config;
   const size_t h = c.hidden_size, e = ElementSize();
-  return {t * h * e,     t * h * e, t * 3 * h * e, t * h * e, t * c.intermediate_size * e,
-          t * h * 4,     t * h * 4, t * LogitsWidth() * 4,
-          t * 4,         t * 4,     (t + 1) * 4};
+  return {t * h * e,  t * h * e, t * 3 * h * e,         t * h * e, t * c.intermediate_size * e,
+          t * h * 4,  t * h * 4, t * LogitsWidth() * 4, t * 4,     t * 4,
+          (t + 1) * 4};
 }
 
 Status CudaEngine::Reserve(int tokens) {
@@ -216,8 +251,7 @@ Status CudaEngine::Reserve(int tokens) {
   graphs_.clear();
   seen_.clear();
   capacity_tokens_ = 0;
-  RETURN_IF_ERROR(pool_.Allocate(
-      total, "activations of " + std::to_string(t) + " tokens", hint));
+  RETURN_IF_ERROR(pool_.Allocate(total, "activations of " + std::to_string(t) + " tokens", hint));
   std::vector<char*> p;
   char* next = static_cast<char*>(pool_.get());
   for (size_t r : regions) {
@@ -229,11 +263,19 @@ Status CudaEngine::Reserve(int tokens) {
   const size_t float_count = (regions[5] + regions[6] + regions[7]) / sizeof(float);
   RETURN_IF_ERROR(host_ints_.Allocate(int_count * sizeof(int32_t), "batch ids"));
   RETURN_IF_ERROR(host_floats_.Allocate(float_count * sizeof(float), "outputs"));
-  ws_ = Workspace{p[0], p[1], p[2], p[3], p[4],
-                  reinterpret_cast<float*>(p[5]), reinterpret_cast<float*>(p[6]),
-                  reinterpret_cast<float*>(p[7]), reinterpret_cast<int32_t*>(p[8]),
-                  reinterpret_cast<int32_t*>(p[9]), reinterpret_cast<int32_t*>(p[10]),
-                  static_cast<int32_t*>(host_ints_.get()), static_cast<float*>(host_floats_.get())};
+  ws_ = Workspace{p[0],
+                  p[1],
+                  p[2],
+                  p[3],
+                  p[4],
+                  reinterpret_cast<float*>(p[5]),
+                  reinterpret_cast<float*>(p[6]),
+                  reinterpret_cast<float*>(p[7]),
+                  reinterpret_cast<int32_t*>(p[8]),
+                  reinterpret_cast<int32_t*>(p[9]),
+                  reinterpret_cast<int32_t*>(p[10]),
+                  static_cast<int32_t*>(host_ints_.get()),
+                  static_cast<float*>(host_floats_.get())};
   capacity_tokens_ = t;
   return Status::Ok();
 }
@@ -271,12 +313,12 @@ Status CudaEngine::Stage(const RaggedBatch& batch, const Shape& shape) {
   const int dummies = seqs - n, pad = tokens - t;
   for (int d = 0; d < dummies; ++d)
     cu[n + 1 + d] = cu[n + d] + pad / dummies + (d < pad % dummies ? 1 : 0);
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ws_.ids, ids, tokens * sizeof(int32_t),
-                                       cudaMemcpyHostToDevice, stream_));
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ws_.types, types, tokens * sizeof(int32_t),
-                                       cudaMemcpyHostToDevice, stream_));
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ws_.cu, cu, (seqs + 1) * sizeof(int32_t),
-                                       cudaMemcpyHostToDevice, stream_));
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(ws_.ids, ids, tokens * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(ws_.types, types, tokens * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(ws_.cu, cu, (seqs + 1) * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
   return Status::Ok();
 }
 
@@ -335,7 +377,7 @@ StatusOr<GraphExec> CudaEngine::Capture(const Shape& shape) {
 
 Status CudaEngine::Compute(const Shape& shape) {
   RETURN_IF_ERROR(Encoder(shape));
-  return HeadKernels(shape);
+  return Timed("head", 0, [&] { return HeadKernels(shape); });
 }
 
 Status CudaEngine::Encoder(const Shape& shape) {
@@ -343,31 +385,53 @@ Status CudaEngine::Encoder(const Shape& shape) {
   const Precision p = options_.precision;
   const int t = shape.tokens, n = shape.seqs, h = c.hidden_size;
   const int inter = c.intermediate_size;
-  RETURN_IF_ERROR(cuda::EmbedLayerNorm(
-      p,
-      {ws_.ids, ws_.types, ws_.cu, n, t, weights_.word, weights_.position, weights_.type,
-       weights_.emb_gamma, weights_.emb_beta, h, c.layer_norm_eps, ws_.x},
-      stream_));
-  const cuda::AttentionArgs attention{ws_.qkv, ws_.cu,  n, shape.max_len, h, c.num_heads,
-                                      ws_.ctx, gpu_.compute_capability >= 80};
+  RETURN_IF_ERROR(Timed("embedding+layernorm", 0, [&] {
+    return cuda::EmbedLayerNorm(
+        p,
+        {ws_.ids, ws_.types, ws_.cu, n, t, weights_.word, weights_.position, weights_.type,
+         weights_.emb_gamma, weights_.emb_beta, h, c.layer_norm_eps, ws_.x},
+        stream_);
+  }));
+  const cuda::AttentionArgs attention{ws_.qkv, ws_.cu,      n,       shape.max_len,
+                                      h,       c.num_heads, ws_.ctx, gpu_.compute_capability >= 80};
+  // Useful FLOPs, for the profile: 2 per multiply-add; attention counts
+  // QK^T and PV over every sequence's real length (a batch's lengths are
+  // known only as the padded maximum here, so it is an upper bound).
+  const double gemm = 2.0 * t * h;
+  const double attention_flops = 4.0 * n * shape.max_len * static_cast<double>(shape.max_len) * h;
   for (const cuda::DeviceLayer& l : weights_.layers) {
-    RETURN_IF_ERROR(gemm_.Linear(ws_.x, t, h, l.qkv_w, l.qkv_b, 3 * h, cuda::Epilogue::kBias,
-                                 nullptr, ws_.qkv, stream_));
-    RETURN_IF_ERROR(cuda::Attention(p, attention, stream_));
+    RETURN_IF_ERROR(Timed("gemm qkv", gemm * 3 * h, [&] {
+      return gemm_.Linear(ws_.x, t, h, l.qkv_w, l.qkv_b, 3 * h, cuda::Epilogue::kBias, nullptr,
+                          ws_.qkv, stream_);
+    }));
+    RETURN_IF_ERROR(Timed("attention", attention_flops,
+                          [&] { return cuda::Attention(p, attention, stream_); }));
     // The residual enters through the GEMM's C operand (beta = 1).
-    RETURN_IF_ERROR(gemm_.Linear(ws_.ctx, t, h, l.attn_out_w, l.attn_out_b, h,
-                                 cuda::Epilogue::kBias, ws_.x, ws_.tmp, stream_));
-    RETURN_IF_ERROR(cuda::LayerNorm(p, ws_.tmp, ws_.x, t, h, l.attn_gamma, l.attn_beta,
-                                    c.layer_norm_eps, stream_));
-    RETURN_IF_ERROR(gemm_.Linear(ws_.x, t, h, l.ffn_in_w, l.ffn_in_b, inter, ffn_epilogue_,
-                                 nullptr, ws_.inter, stream_));
+    RETURN_IF_ERROR(Timed("gemm attn_out", gemm * h, [&] {
+      return gemm_.Linear(ws_.ctx, t, h, l.attn_out_w, l.attn_out_b, h, cuda::Epilogue::kBias,
+                          ws_.x, ws_.tmp, stream_);
+    }));
+    RETURN_IF_ERROR(Timed("layernorm", 0, [&] {
+      return cuda::LayerNorm(p, ws_.tmp, ws_.x, t, h, l.attn_gamma, l.attn_beta, c.layer_norm_eps,
+                             stream_);
+    }));
+    RETURN_IF_ERROR(Timed("gemm ffn_in", gemm * inter, [&] {
+      return gemm_.Linear(ws_.x, t, h, l.ffn_in_w, l.ffn_in_b, inter, ffn_epilogue_, nullptr,
+                          ws_.inter, stream_);
+    }));
     if (ffn_activation_kernel_)
-      RETURN_IF_ERROR(cuda::ActivationInPlace(p, c.hidden_act, ws_.inter,
-                                              static_cast<size_t>(t) * inter, stream_));
-    RETURN_IF_ERROR(gemm_.Linear(ws_.inter, t, inter, l.ffn_out_w, l.ffn_out_b, h,
-                                 cuda::Epilogue::kBias, ws_.x, ws_.tmp, stream_));
-    RETURN_IF_ERROR(cuda::LayerNorm(p, ws_.tmp, ws_.x, t, h, l.ffn_gamma, l.ffn_beta,
-                                    c.layer_norm_eps, stream_));
+      RETURN_IF_ERROR(Timed("activation", 0, [&] {
+        return cuda::ActivationInPlace(p, c.hidden_act, ws_.inter, static_cast<size_t>(t) * inter,
+                                       stream_);
+      }));
+    RETURN_IF_ERROR(Timed("gemm ffn_out", gemm * inter, [&] {
+      return gemm_.Linear(ws_.inter, t, inter, l.ffn_out_w, l.ffn_out_b, h, cuda::Epilogue::kBias,
+                          ws_.x, ws_.tmp, stream_);
+    }));
+    RETURN_IF_ERROR(Timed("layernorm", 0, [&] {
+      return cuda::LayerNorm(p, ws_.tmp, ws_.x, t, h, l.ffn_gamma, l.ffn_beta, c.layer_norm_eps,
+                             stream_);
+    }));
   }
   return Status::Ok();
 }
@@ -399,14 +463,14 @@ Status CudaEngine::HeadKernels(const Shape& shape) {
                                         weights_.classifier_b, labels, ws_.logits_f32, stream_));
       break;
     case HeadKind::kSentenceEmbedding:
-      RETURN_IF_ERROR(cuda::PoolSequences(p, ws_.x, ws_.cu, n, h, c.pooling, ws_.pooled_f32,
-                                          stream_));
+      RETURN_IF_ERROR(
+          cuda::PoolSequences(p, ws_.x, ws_.cu, n, h, c.pooling, ws_.pooled_f32, stream_));
       if (c.normalize) RETURN_IF_ERROR(cuda::L2NormalizeRows(ws_.pooled_f32, n, h, stream_));
       break;
   }
   if (shape.hidden_state)
-    RETURN_IF_ERROR(cuda::ConvertToFloat(p, ws_.x, ws_.hidden_f32, static_cast<size_t>(t) * h,
-                                         stream_));
+    RETURN_IF_ERROR(
+        cuda::ConvertToFloat(p, ws_.x, ws_.hidden_f32, static_cast<size_t>(t) * h, stream_));
   return Status::Ok();
 }
 
@@ -442,8 +506,8 @@ Status CudaEngine::CopyBack(const RaggedBatch& batch, bool hidden_state, BatchOu
   for (const Pending& o : pending) {
     rows.push_back(o.per_token ? batch.num_tokens() : batch.num_seqs());
     const size_t count = rows.back() * o.width;
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(next, o.device, count * sizeof(float),
-                                         cudaMemcpyDeviceToHost, stream_));
+    CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(next, o.device, count * sizeof(float), cudaMemcpyDeviceToHost, stream_));
     host.push_back(next);
     next += count;
   }
@@ -464,10 +528,9 @@ StatusOr<BatchOutputs> CudaEngine::Run(const RaggedBatch& batch, const RunOption
   const int t = batch.num_tokens(), n = batch.num_seqs();
   if (n == 0) return out;
   if (options_.max_batch_tokens > 0 && t > options_.max_batch_tokens)
-    return InvalidArgument("cuda engine: the batch has " + std::to_string(t) +
-                           " tokens, more than max_batch_tokens " +
-                           std::to_string(options_.max_batch_tokens) +
-                           "; split it or raise max_batch_tokens");
+    return InvalidArgument(
+        "cuda engine: the batch has " + std::to_string(t) + " tokens, more than max_batch_tokens " +
+        std::to_string(options_.max_batch_tokens) + "; split it or raise max_batch_tokens");
   std::lock_guard<std::mutex> lock(mu_);
   CUDA_RETURN_IF_ERROR(cudaSetDevice(gpu_.index));
   const Shape shape = ShapeFor(batch, options);

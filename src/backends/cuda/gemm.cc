@@ -1,6 +1,10 @@
 #include "backends/cuda/gemm.h"
 
+#include <cstdlib>
+#include <limits>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "backends/cuda/cuda_check.h"
 
@@ -9,18 +13,24 @@ namespace {
 
 cudaDataType_t DataType(Precision p) {
   switch (p) {
-    case Precision::kFp32: return CUDA_R_32F;
-    case Precision::kFp16: return CUDA_R_16F;
-    case Precision::kBf16: return CUDA_R_16BF;
+    case Precision::kFp32:
+      return CUDA_R_32F;
+    case Precision::kFp16:
+      return CUDA_R_16F;
+    case Precision::kBf16:
+      return CUDA_R_16BF;
   }
   return CUDA_R_32F;
 }
 
 cublasLtEpilogue_t LtEpilogue(Epilogue e) {
   switch (e) {
-    case Epilogue::kBias: return CUBLASLT_EPILOGUE_BIAS;
-    case Epilogue::kBiasGeluTanh: return CUBLASLT_EPILOGUE_GELU_BIAS;
-    case Epilogue::kBiasRelu: return CUBLASLT_EPILOGUE_RELU_BIAS;
+    case Epilogue::kBias:
+      return CUBLASLT_EPILOGUE_BIAS;
+    case Epilogue::kBiasGeluTanh:
+      return CUBLASLT_EPILOGUE_GELU_BIAS;
+    case Epilogue::kBiasRelu:
+      return CUBLASLT_EPILOGUE_RELU_BIAS;
   }
   return CUBLASLT_EPILOGUE_BIAS;
 }
@@ -30,6 +40,25 @@ Status SetDesc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, c
   CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value)));
   return Status::Ok();
 }
+
+// The tuned algorithms of every engine in this process, by GPU name,
+// precision, shape and epilogue.
+struct TuningCache {
+  std::mutex mu;
+  std::unordered_map<std::string, cublasLtMatmulAlgo_t> algos;
+};
+TuningCache& SharedTuningCache() {
+  static TuningCache cache;
+  return cache;
+}
+
+// Destroys a CUDA event when it leaves scope.
+struct Event {
+  cudaEvent_t e = nullptr;
+  ~Event() {
+    if (e) cudaEventDestroy(e);
+  }
+};
 
 }  // namespace
 
@@ -46,15 +75,24 @@ LtGemm::~LtGemm() {
   if (handle_) cublasLtDestroy(handle_);
 }
 
-Status LtGemm::Init(Precision precision, size_t workspace_bytes) {
+Status LtGemm::Init(Precision precision, size_t workspace_bytes, const std::string& gpu_name) {
   precision_ = precision;
+  gpu_name_ = gpu_name;
+  const char* env = std::getenv("BERTRT_GEMM_TUNING");
+  tuning_ = !(env && std::string(env) == "0");
   CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&handle_));
   CUDA_RETURN_IF_ERROR(cudaMalloc(&workspace_, workspace_bytes));
   workspace_bytes_ = workspace_bytes;
   return Status::Ok();
 }
 
-StatusOr<const LtGemm::Plan*> LtGemm::GetPlan(const Key& key, const void* bias) {
+std::string LtGemm::CacheKey(const Key& key) const {
+  return gpu_name_ + "|" + PrecisionName(precision_) + "|" + std::to_string(key.m) + "," +
+         std::to_string(key.n) + "," + std::to_string(key.k) + "|" +
+         std::to_string(static_cast<int>(key.epilogue));
+}
+
+StatusOr<LtGemm::Plan*> LtGemm::GetPlan(const Key& key, const void* bias) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return &it->second;
   Plan plan;
@@ -63,7 +101,56 @@ StatusOr<const LtGemm::Plan*> LtGemm::GetPlan(const Key& key, const void* bias) 
     DestroyPlan(plan);
     return st;
   }
-  return &plans_.emplace(key, plan).first->second;
+  if (!tuning_ || plan.candidates.size() < 2) {
+    plan.tuned = true;
+  } else {
+    TuningCache& cache = SharedTuningCache();
+    std::lock_guard lock(cache.mu);
+    if (auto hit = cache.algos.find(CacheKey(key)); hit != cache.algos.end()) {
+      plan.algo = hit->second;
+      plan.tuned = true;
+      ++cached_shapes_;
+    }
+  }
+  if (plan.tuned) plan.candidates.clear();
+  return &plans_.emplace(key, std::move(plan)).first->second;
+}
+
+Status LtGemm::Tune(const Key& key, Plan& plan, const void* x, const void* w, const void* c,
+                    void* y, float beta, cudaStream_t stream) {
+  const float alpha = 1.0f;
+  Event start, stop;
+  CUDA_RETURN_IF_ERROR(cudaEventCreate(&start.e));
+  CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop.e));
+  constexpr int kRuns = 3;
+  float best_ms = std::numeric_limits<float>::max();
+  for (const cublasLtMatmulAlgo_t& algo : plan.candidates) {
+    auto run = [&] {
+      return cublasLtMatmul(handle_, plan.desc, &alpha, w, plan.a, x, plan.b, &beta, c, plan.c, y,
+                            plan.c, &algo, workspace_, workspace_bytes_, stream);
+    };
+    // A candidate the library cannot run here is skipped, not an error.
+    if (run() != CUBLAS_STATUS_SUCCESS) continue;
+    CUDA_RETURN_IF_ERROR(cudaEventRecord(start.e, stream));
+    for (int r = 0; r < kRuns; ++r) run();
+    CUDA_RETURN_IF_ERROR(cudaEventRecord(stop.e, stream));
+    CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop.e));
+    float ms = 0;
+    CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start.e, stop.e));
+    if (ms < best_ms) {
+      best_ms = ms;
+      plan.algo = algo;
+    }
+  }
+  plan.candidates.clear();
+  plan.tuned = true;
+  ++tuned_shapes_;
+  TuningCache& cache = SharedTuningCache();
+  std::lock_guard lock(cache.mu);
+  // Another engine may have tuned the same shape meanwhile: one answer wins,
+  // so that identical GPUs compute identical bits.
+  plan.algo = cache.algos.emplace(CacheKey(key), plan.algo).first->second;
+  return Status::Ok();
 }
 
 // Row-major y[n, m] = x[n, k] W^T is, read column-major, D[m, n] = W'[k, m]^T x'[k, n]:
@@ -83,32 +170,43 @@ Status LtGemm::BuildPlan(const Key& key, const void* bias, Plan* p) const {
   CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
   cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_, sizeof(workspace_bytes_));
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kTunedCandidates] = {};
   int found = 0;
   if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasLtMatmulAlgoGetHeuristic(handle_, p->desc, p->a, p->b, p->c, p->c, pref, 1,
-                                        &result, &found);
+    st = cublasLtMatmulAlgoGetHeuristic(handle_, p->desc, p->a, p->b, p->c, p->c, pref,
+                                        kTunedCandidates, results, &found);
   cublasLtMatmulPreferenceDestroy(pref);
-  const std::string shape = "[" + std::to_string(key.n) + ", " + std::to_string(key.k) +
-                            "] x [" + std::to_string(key.m) + ", " + std::to_string(key.k) +
-                            "]^T in " + PrecisionName(precision_);
+  const std::string shape = "[" + std::to_string(key.n) + ", " + std::to_string(key.k) + "] x [" +
+                            std::to_string(key.m) + ", " + std::to_string(key.k) + "]^T in " +
+                            PrecisionName(precision_);
   if (st != CUBLAS_STATUS_SUCCESS)
     return CublasStatus(st, ("algorithm heuristic for " + shape).c_str());
   if (found == 0) return Unimplemented("cuBLASLt has no algorithm for the linear layer " + shape);
-  p->algo = result.algo;
+  p->algo = results[0].algo;
+  for (int i = 0; i < found; ++i)
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) p->candidates.push_back(results[i].algo);
   return Status::Ok();
 }
 
 Status LtGemm::Linear(const void* x, int rows, int in, const void* w, const void* bias, int out,
                       Epilogue epilogue, const void* residual, void* y, cudaStream_t stream) {
   if (rows == 0) return Status::Ok();
-  ASSIGN_OR_RETURN(const Plan* plan, GetPlan({out, rows, in, epilogue}, bias));
+  const Key key{out, rows, in, epilogue};
+  ASSIGN_OR_RETURN(Plan * plan, GetPlan(key, bias));
   RETURN_IF_ERROR(SetDesc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias));
   const float alpha = 1.0f, beta = residual ? 1.0f : 0.0f;
   // With beta = 0, C is not read; D stands in for it.
   const void* c = residual ? residual : y;
-  CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, plan->desc, &alpha, w, plan->a, x, plan->b,
-                                        &beta, c, plan->c, y, plan->c, &plan->algo, workspace_,
+  if (!plan->tuned) {
+    // Timing needs real launches: never inside a graph capture. y is
+    // distinct from x, w and c, so the repeated runs change nothing else.
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
+    if (capture == cudaStreamCaptureStatusNone)
+      RETURN_IF_ERROR(Tune(key, *plan, x, w, c, y, beta, stream));
+  }
+  CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, plan->desc, &alpha, w, plan->a, x, plan->b, &beta,
+                                        c, plan->c, y, plan->c, &plan->algo, workspace_,
                                         workspace_bytes_, stream));
   return Status::Ok();
 }

@@ -1,6 +1,13 @@
 // Linear layers through cuBLASLt: one handle and workspace per engine, and a
-// plan (matmul descriptor, layouts, heuristic's algorithm) cached per shape,
-// so a steady stream of batches does no cuBLASLt set-up work.
+// plan (matmul descriptor, layouts, algorithm) cached per shape, so a steady
+// stream of batches does no cuBLASLt set-up work.
+//
+// The algorithm is timed, not guessed: on a shape's first call outside graph
+// capture, up to kTunedCandidates of the heuristic's answers run on the call's
+// own operands and the fastest is kept. The choice goes into a process-wide
+// cache keyed by the GPU's name, so engines on identical GPUs share it (and
+// so compute the same bits). BERTRT_GEMM_TUNING=0 keeps the heuristic's first
+// answer (for A/B timing).
 #pragma once
 
 #include <cublasLt.h>
@@ -8,6 +15,8 @@
 
 #include <compare>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "bertrt/cuda_engine.h"
 #include "bertrt/status.h"
@@ -24,7 +33,8 @@ class LtGemm {
   LtGemm& operator=(const LtGemm&) = delete;
   ~LtGemm();
 
-  Status Init(Precision precision, size_t workspace_bytes);
+  // `gpu_name` keys the shared tuning cache.
+  Status Init(Precision precision, size_t workspace_bytes, const std::string& gpu_name);
 
   // y[rows, out] = act(x[rows, in] W^T + bias [+ residual[rows, out]]), W is
   // [out, in] row-major (HF's layout), all in the engine's precision; fp32
@@ -33,6 +43,11 @@ class LtGemm {
                 Epilogue epilogue, const void* residual, void* y, cudaStream_t stream);
 
   size_t workspace_bytes() const { return workspace_bytes_; }
+  // Shapes timed by this engine, and shapes whose choice came from the cache.
+  int tuned_shapes() const { return tuned_shapes_; }
+  int cached_shapes() const { return cached_shapes_; }
+
+  static constexpr int kTunedCandidates = 8;
 
  private:
   struct Key {
@@ -44,16 +59,25 @@ class LtGemm {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
+    std::vector<cublasLtMatmulAlgo_t> candidates;  // until tuned
+    bool tuned = false;
   };
-  StatusOr<const Plan*> GetPlan(const Key& key, const void* bias);
+  StatusOr<Plan*> GetPlan(const Key& key, const void* bias);
   Status BuildPlan(const Key& key, const void* bias, Plan* plan) const;
   static void DestroyPlan(Plan& plan);
+  // Times the candidates on these operands and keeps the fastest.
+  Status Tune(const Key& key, Plan& plan, const void* x, const void* w, const void* c, void* y,
+              float beta, cudaStream_t stream);
+  std::string CacheKey(const Key& key) const;
 
   Precision precision_ = Precision::kFp16;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   std::map<Key, Plan> plans_;
+  std::string gpu_name_;
+  bool tuning_ = true;
+  int tuned_shapes_ = 0, cached_shapes_ = 0;
 };
 
 }  // namespace bertrt::cuda

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Serving benchmarks for the GPU machine (device tool), after
+# `scripts/pack_for_device.sh` here and with `carry: [".carry"]`; run it on
+# the kind with two GPUs (nvidia-h200-x2) for step 3.
+#   1. the instance-group and CUDA tests (every visible GPU);
+#   2. served vs in-process on one GPU (scripts/serve_bench.sh: saturation
+#      throughput ratio and the p99 check at half load), issue 5;
+#   3. one model served with one instance per GPU: saturation throughput over
+#      HTTP with 1 GPU and with every GPU, the speed-up, and the share of
+#      batches each GPU ran (from /metrics), issue 6;
+#   4. identical results from every GPU: the same texts through a model pinned
+#      to each GPU (config.pbtxt instance_group gpus: [N]), compared exactly.
+# Logs and JSON under $OUT; bench/RESULTS.md comes back as $OUT/RESULTS.md.
+# STEPS picks steps (default "1 2 3 4"); DURATION is seconds per load step.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export LD_LIBRARY_PATH="$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}
+BIN=$PWD/.carry/bin/bertrt
+STEPS=${STEPS:-1 2 3 4}
+DURATION=${DURATION:-5}
+mkdir -p "$OUT"
+status=0
+want() { [[ " $STEPS " == *" $1 "* ]]; }
+nvidia-smi --query-gpu=index,name,memory.total --format=csv | tee "$OUT/gpus.csv"
+NGPU=$(($(wc -l < "$OUT/gpus.csv") - 1))
+GPUS_ALL=$(seq -s, 0 $((NGPU - 1)))
+
+model=/tmp/bertrt-bench/bert-base-seqcls
+[ -f $model/model.safetensors ] || python3 scripts/make_random_model.py --preset bert-base \
+  --head seq-cls --num-labels 2 -o $model > /dev/null
+# Server settings for GPU saturation: batches of up to 128 sequences of ~128 tokens.
+SERVE_FLAGS=(--device cuda --precision fp16 --max-batch-size 128 --max-batch-tokens 16384
+             --max-queue-delay-us 2000 --max-queue-size 4096)
+LOAD_FLAGS=(--lengths 100:126 --sequences-per-request 8 --duration-s "$DURATION" --warmup-s 2)
+
+free_port() { python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"; }
+start_server() {  # start_server LOG ARGS...: sets SERVER and URL
+  local log=$1; shift
+  local port; port=$(free_port)
+  "$BIN" serve "$@" --http-port "$port" --grpc-port 0 2> "$log" &
+  SERVER=$!
+  URL=http://127.0.0.1:$port
+  for _ in $(seq 600); do
+    curl -sf "$URL/v2/health/ready" > /dev/null && return 0
+    kill -0 $SERVER 2>/dev/null || { cat "$log"; return 1; }
+    sleep 0.2
+  done
+  return 1
+}
+stop_server() { kill -TERM "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null; }
+
+if want 1; then
+  echo "== 1. instance-group and CUDA tests"
+  .carry/bin/bertrt_tests --gtest_filter='ModelConfig*:Scheduler*:Cuda*' > "$OUT/tests.log" 2>&1 \
+    || { tail -40 "$OUT/tests.log"; status=1; }
+  tail -3 "$OUT/tests.log"
+fi
+
+if want 2; then
+  echo "== 2. served vs in-process, one GPU"
+  BIN=$BIN DURATION=$DURATION WORK=$OUT/serve_bench LABEL="H200, BERT-base fp16, 1 GPU" \
+    CONCURRENCY=1,4,16,32,64,128 LENGTHS=100:126 \
+    bash scripts/serve_bench.sh $model "${SERVE_FLAGS[@]}" --gpus 0 > "$OUT/serve_bench.log" 2>&1 \
+    || status=1
+  tail -30 "$OUT/serve_bench.log"
+fi
+
+if want 3; then
+  echo "== 3. one instance per GPU: served throughput with 1 and $NGPU GPUs"
+  for gpus in 0 "$GPUS_ALL"; do
+    tag=gpus_${gpus//,/_}
+    start_server "$OUT/serve_$tag.log" $model "${SERVE_FLAGS[@]}" --gpus "$gpus" || { status=1; continue; }
+    "$BIN" bench --url "$URL" --concurrency 16,32,64,128 "${LOAD_FLAGS[@]}" \
+      --json "$OUT/multigpu_$tag.json" 2>&1 | tee "$OUT/multigpu_$tag.log" || status=1
+    curl -s "$URL/metrics" | grep -E '^bertrt_(instance|gpu)_' > "$OUT/metrics_$tag.txt"
+    stop_server
+  done
+  python3 scripts/multigpu_report.py --out "$OUT" --gpus "$GPUS_ALL" --results bench/RESULTS.md \
+    --command "STEPS=3 bash scripts/device_serve.sh" || status=1
+fi
+
+if want 4; then
+  echo "== 4. identical results from every GPU"
+  repo=/tmp/bertrt-bench/repo
+  rm -rf $repo
+  for ((g = 0; g < NGPU; g++)); do
+    mkdir -p $repo/gpu$g
+    ln -s $model $repo/gpu$g/1
+    printf 'instance_group [ { count: 1 kind: KIND_GPU gpus: [ %d ] } ]\n' $g > $repo/gpu$g/config.pbtxt
+  done
+  start_server "$OUT/serve_repo.log" --model-repository $repo --device cuda --precision fp16 || status=1
+  python3 - "$URL" "$NGPU" <<'PY' || status=1
+import json, sys, urllib.request
+url, n = sys.argv[1], int(sys.argv[2])
+texts = ["the quick brown fox", "a b c " * 40, "hello world", "one more sentence of text"] * 8
+body = json.dumps({"inputs": [{"name": "text", "datatype": "BYTES", "shape": [len(texts)], "data": texts}]}).encode()
+outs = []
+for g in range(n):
+    req = urllib.request.Request(f"{url}/v2/models/gpu{g}/infer", body, {"Content-Type": "application/json"})
+    outs.append(json.load(urllib.request.urlopen(req))["outputs"][0]["data"])
+same = all(o == outs[0] for o in outs)
+print(f"[identical] {len(texts)} texts on {n} GPUs: outputs bitwise equal: {same}")
+sys.exit(0 if same else 1)
+PY
+  stop_server
+fi
+cp bench/RESULTS.md "$OUT/RESULTS.md"
+exit $status
