@@ -1,4 +1,5 @@
-"""What the server tests share: the real `bertrt serve` on free ports , a per-module fixture that starts each configuration once, and the
+"""What the server tests share: the real `bertrt serve` on free ports (HTTP and
+gRPC), a per-module fixture that starts each configuration once, and the
 reference outputs of `bertrt run`."""
 import signal
 import socket
@@ -22,11 +23,13 @@ def free_port():
 
 
 class Server:
-    def __init__(self, binary, args):
+    def __init__(self, binary, args, grpc=True):
         self.port = free_port()
+        self.grpc_port = free_port() if grpc else 0  # 0: gRPC off
         self.url = f"http://127.0.0.1:{self.port}"
+        self.grpc_url = f"127.0.0.1:{self.grpc_port}"
         self.proc = subprocess.Popen([binary, "serve", *args, "--http-port", str(self.port),
-                                      "--threads", "1"],
+                                      "--grpc-port", str(self.grpc_port), "--threads", "1"],
                                      stderr=subprocess.PIPE, text=True)
         deadline = time.time() + 60
         while time.time() < deadline:

@@ -138,6 +138,20 @@ StatusOr<ServedModel*> ModelRegistry::Find(const std::string& name,
   return NotFound("unknown model " + name + " (served: " + served + ")");
 }
 
+std::vector<ModelRegistry::RepositoryEntry> ModelRegistry::Index() const {
+  std::vector<RepositoryEntry> entries;
+  for (const auto& m : models_) entries.push_back({m->name(), m->version(), "READY", ""});
+  return entries;
+}
+
+Status ModelRegistry::Load(const std::string& name) { return Find(name).status(); }
+
+Status ModelRegistry::Unload(const std::string& name) {
+  RETURN_IF_ERROR(Find(name).status());
+  return FailedPrecondition("model " + name +
+                            " cannot be unloaded: this server has no hot reload yet");
+}
+
 void ModelRegistry::Shutdown() {
   for (const auto& m : models_) m->scheduler().Shutdown();
 }

@@ -80,6 +80,15 @@ class ModelRegistry {
 
   // NotFound names what is served. An empty version means the served one.
   StatusOr<ServedModel*> Find(const std::string& name, const std::string& version = "") const;
+  // The repository's models and their states, and loading / unloading by name.
+  // Shim for the gRPC repository RPCs until hot reload lands from main: every
+  // model is READY, Load of a served model is a no-op, Unload is refused.
+  struct RepositoryEntry {
+    std::string name, version, state, reason;  // state: READY | UNAVAILABLE | LOADING
+  };
+  std::vector<RepositoryEntry> Index() const;
+  Status Load(const std::string& name);
+  Status Unload(const std::string& name);
   // The model the TEI/OpenAI endpoints use: the first by name.
   ServedModel& Default() const { return *models_.front(); }
   const std::vector<std::unique_ptr<ServedModel>>& models() const { return models_; }
