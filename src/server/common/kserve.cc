@@ -246,7 +246,7 @@ StatusOr<InputTensor> JsonInput(const json& j, std::string_view binary, size_t& 
   if (auto params = j.find("parameters"); params != j.end() && params->is_object())
     if (auto s = params->find("binary_data_size"); s != params->end()) size = &*s;
   if (size) {
-    if (!size->is_number_unsigned())
+    if (!size->is_number_integer() || (!size->is_number_unsigned() && size->get<int64_t>() < 0))
       return InvalidArgument(Where(t.name) + "parameters.binary_data_size must be a byte count");
     const uint64_t bytes = size->get<uint64_t>();
     if (bytes > binary.size() - offset)

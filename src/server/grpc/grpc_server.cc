@@ -307,7 +307,8 @@ GrpcServer::GrpcServer(ModelRegistry& registry, Metrics& metrics, GrpcOptions op
 
 GrpcServer::~GrpcServer() {
   if (server_) {
-    server_->Shutdown();
+    // Without an earlier Stop (an error path), open streams are cancelled at once.
+    server_->Shutdown(std::chrono::system_clock::now());
     server_->Wait();
   }
 }
