@@ -7,8 +7,8 @@ cd "$(dirname "$0")/.."
 
 DEBS=(build-essential cmake ninja-build pkg-config git unzip curl
       nlohmann-json3-dev libutf8proc-dev libcli11-dev libspdlog-dev libfmt-dev
-      libdnnl-dev libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev clang-14 libclang-rt-14-dev libomp-14-dev
-      libprotobuf-dev protobuf-compiler
+      libdnnl-dev libcpp-httplib-dev libgrpc++-dev libprotobuf-dev protobuf-compiler
+      protobuf-compiler-grpc libgtest-dev libgmock-dev libbenchmark-dev clang-14 libclang-rt-14-dev libomp-14-dev
       python3 python3-pip)
 
 missing=()
@@ -25,8 +25,8 @@ else
 fi
 
 PY=${PYTHON:-python3}
-PIP_PKGS=(numpy tokenizers pytest requests "tritonclient[http]" openai)
-if ! $PY -c "import numpy, tokenizers, pytest, requests, tritonclient.http, openai" 2>/dev/null; then
+PIP_PKGS=(numpy tokenizers pytest requests "tritonclient[http]" "tritonclient[grpc]" openai)
+if ! $PY -c "import numpy, tokenizers, pytest, requests, tritonclient.http, tritonclient.grpc, grpc, openai" 2>/dev/null; then
   echo "[deps] installing Python packages: ${PIP_PKGS[*]}"
   $PY -m pip install -q --disable-pip-version-check "${PIP_PKGS[@]}" 2>&1 | grep -v "WARNING: Running pip as the 'root' user" || true
 else

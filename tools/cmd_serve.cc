@@ -1,6 +1,6 @@
 // bertrt serve MODEL | --model-repository DIR: the HTTP server (KServe v2,
-// text-embeddings-inference and OpenAI-compatible endpoints, /metrics) over a
-// dynamic batcher per model.
+// text-embeddings-inference and OpenAI-compatible endpoints, /metrics) and the
+// KServe v2 gRPC server, over a dynamic batcher per model.
 #include <pthread.h>
 #include <signal.h>
 
@@ -10,6 +10,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "server/grpc/grpc_server.h"
 #include "server/http/http_server.h"
 
 namespace bertrt::cli {
@@ -21,6 +22,7 @@ struct ServeFlags {
   std::string repository;
   std::string host = "127.0.0.1";
   int port = 8000;
+  int grpc_port = 8001;  // 0: no gRPC
   EngineFlags engine;
   int instances = 1;
   std::vector<int> gpus;
@@ -93,6 +95,14 @@ int Serve(const ServeFlags& flags) {
       registry, metrics,
       {flags.host, flags.port, flags.max_payload_bytes, /*handler_threads=*/128, flags.api_key});
   if (Status st = http.Bind(); !st.ok()) return Fail(st, kExitRuntimeError);
+  std::unique_ptr<server::GrpcServer> grpc;
+  if (flags.grpc_port != 0) {
+    grpc = std::make_unique<server::GrpcServer>(
+        registry, metrics,
+        server::GrpcOptions{flags.host, flags.grpc_port, flags.max_payload_bytes,
+                            /*max_threads=*/256, flags.api_key});
+    if (Status st = grpc->Start(); !st.ok()) return Fail(st, kExitRuntimeError);
+  }
   std::atomic<bool> signalled{false};
   std::thread waiter([&] {
     int sig = 0;
@@ -100,14 +110,19 @@ int Serve(const ServeFlags& flags) {
     signalled = true;
     std::fprintf(stderr, "[serve] signal %d: stopping (finishing in-flight requests)\n", sig);
     http.Stop();
+    if (grpc) grpc->Stop();  // waits for in-flight RPCs
   });
+  const std::string grpc_address =
+      grpc ? flags.host + ":" + std::to_string(flags.grpc_port) : "off";
   std::fprintf(stderr,
                "[serve] listening on http://%s:%d (KServe v2 /v2, TEI /embed /predict /rerank, "
-               "OpenAI /v1/embeddings, /metrics); API key auth %s\n",
-               flags.host.c_str(), flags.port,
-               flags.api_key.empty() ? "off" : "on (Bearer; health and /metrics open)");
+               "OpenAI /v1/embeddings, /metrics) and grpc %s (KServe v2); API key auth %s\n",
+               flags.host.c_str(), flags.port, grpc_address.c_str(),
+               flags.api_key.empty() ? "off"
+                                     : "on (Bearer; health and /metrics open)");
   std::fflush(stderr);
   http.Run();
+  if (grpc) grpc->Wait();
   registry.Shutdown();
   // Run also returns when listening fails; wake the waiter then.
   if (!signalled) pthread_kill(waiter.native_handle(), SIGTERM);
@@ -122,8 +137,8 @@ void RegisterServeCommand(CLI::App& app, int& exit_code) {
   auto f = std::make_shared<ServeFlags>();
   CLI::App* cmd = app.add_subcommand(
       "serve",
-      "Serve models over HTTP: KServe v2, text-embeddings-inference and OpenAI-compatible "
-      "endpoints, Prometheus /metrics, with dynamic batching.");
+      "Serve models over HTTP (KServe v2, text-embeddings-inference and OpenAI-compatible "
+      "endpoints, Prometheus /metrics) and gRPC (KServe v2), with dynamic batching.");
   cmd->add_option("MODEL", f->model, "HF model directory or plan file");
   cmd->add_option("--model-name", f->model_name,
                   "Name to serve MODEL as (default: its directory/file stem)");
@@ -143,6 +158,8 @@ void RegisterServeCommand(CLI::App& app, int& exit_code) {
                   "In explicit mode, a model to load at start (repeatable)");
   cmd->add_option("--host", f->host, "Address to listen on");
   cmd->add_option("--http-port", f->port, "HTTP port")->check(CLI::Range(0, 65535));
+  cmd->add_option("--grpc-port", f->grpc_port, "KServe v2 gRPC port (0: no gRPC)")
+      ->check(CLI::Range(0, 65535));
   AddEngineOptions(cmd, &f->engine, "CPU threads per instance (0: all cores)");
   cmd->add_option("--instances", f->instances,
                   "Engine instances per model: per GPU with --device cuda, in all on the CPU "
@@ -163,11 +180,12 @@ void RegisterServeCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--request-timeout-ms", f->request_timeout_ms,
                   "Queue timeout per request (0: none)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--max-payload-bytes", f->max_payload_bytes, "Largest request body; beyond: 413")
+  cmd->add_option("--max-payload-bytes", f->max_payload_bytes,
+                  "Largest request body or gRPC message; beyond: 413 / RESOURCE_EXHAUSTED")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--api-key", f->api_key,
                   "Require 'Authorization: Bearer KEY' on every endpoint but "
-                  "/v2/health/* and /metrics")
+                  "/v2/health/* and /metrics (gRPC: but ServerLive and ServerReady)")
       ->envname("BERTRT_API_KEY");
   cmd->callback([f, &exit_code]() { exit_code = Serve(*f); });
 }

@@ -1,78 +1,15 @@
 """`bertrt serve` end to end: the real binary on a free port, driven by curl,
 requests, tritonclient and the openai client; answers equal `bertrt run`."""
 import json
-import math
-import signal
-import socket
 import subprocess
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 import requests
 
-from conftest import ROOT, run_jsonl
-
-MODELS = ROOT / "tests/data/models"
-TEXTS = ["hello world", "the quick brown fox jumps", "今天天气很好", "a b c d e f g"]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    def __init__(self, binary, args):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen([binary, "serve", *args, "--http-port", str(self.port),
-                                      "--threads", "1"], stderr=subprocess.PIPE, text=True)
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            assert self.proc.poll() is None, self.proc.stderr.read()
-            try:
-                if requests.get(self.url + "/v2/health/ready", timeout=1).status_code == 200:
-                    return
-            except requests.ConnectionError:
-                time.sleep(0.1)
-        raise AssertionError("server did not become ready")
-
-    def post(self, path, body):
-        return requests.post(self.url + path, json=body, timeout=60)
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        assert self.proc.wait(timeout=30) == 0, self.proc.stderr.read()
-
-
-@pytest.fixture(scope="module")
-def servers(bertrt_bin, default_model):
-    started = {}
-
-    def get(model, *extra):
-        key = (model, extra)
-        if key not in started:
-            path = default_model if model == "default" else str(MODELS / model)
-            started[key] = Server(bertrt_bin, [path, *extra])
-        return started[key]
-
-    yield get
-    for server in started.values():
-        server.stop()
-
-
-def run_outputs(bertrt_bin, model_path, texts):
-    _, out, _ = run_jsonl(bertrt_bin, ["run", model_path], [{"text": t} for t in texts])
-    return out
-
-
-def close(a, b, tol=1e-4):
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return a.shape == b.shape and np.allclose(a, b, atol=tol * max(1.0, np.abs(b).max()), rtol=0)
-
+from conftest import run_jsonl
+from server_util import MODELS, TEXTS, Server, close, run_outputs, servers  # noqa: F401 (fixture)
 
 def test_kserve_metadata_and_health(servers):
     s = servers("seq_cls")
@@ -303,3 +240,85 @@ def test_api_key_from_env(bertrt_bin, default_model, monkeypatch):
         assert r.status_code == 200
     finally:
         s.stop()
+
+
+def test_tritonclient_binary_data_defaults(servers, bertrt_bin):
+    """tritonclient.http's defaults: binary inputs, and binary outputs (requested
+    per output, or all of them through binary_data_output)."""
+    import tritonclient.http as triton
+    s = servers("token_cls")
+    c = triton.InferenceServerClient(f"127.0.0.1:{s.port}")
+    text = triton.InferInput("text", [len(TEXTS)], "BYTES")
+    text.set_data_from_numpy(np.array([t.encode() for t in TEXTS], dtype=np.object_))
+    want = run_outputs(bertrt_bin, str(MODELS / "token_cls"), TEXTS)
+    for outputs in (None, [triton.InferRequestedOutput("logits", binary_data=True)]):
+        result = c.infer("token_cls", [text], outputs=outputs)
+        assert result.get_output("logits")["parameters"]["binary_data_size"] > 0
+        logits = result.as_numpy("logits")
+        for i, w in enumerate(want):
+            assert close(logits[i, :len(w["logits"])], w["logits"])
+    # Binary ids, JSON outputs: the response is plain JSON.
+    _, toks, _ = run_jsonl(bertrt_bin, ["tokenize", str(MODELS / "token_cls")], [{"text": TEXTS[0]}])
+    for dtype, name in ((np.int32, "INT32"), (np.int64, "INT64")):
+        ids = triton.InferInput("input_ids", [1, len(toks[0]["input_ids"])], name)
+        ids.set_data_from_numpy(np.array([toks[0]["input_ids"]], dtype=dtype))
+        result = c.infer("token_cls", [ids], outputs=[triton.InferRequestedOutput("logits", binary_data=False)])
+        assert "data" in result.get_output("logits")
+        assert close(result.as_numpy("logits")[0], want[0]["logits"])
+
+
+def binary_body(header, raw):
+    head = json.dumps(header).encode()
+    return head + raw, {"Inference-Header-Content-Length": str(len(head)),
+                        "Content-Type": "application/octet-stream"}
+
+
+def test_binary_response_layout(servers, bertrt_bin):
+    s = servers("seq_cls")
+    raw = b"".join(len(t.encode()).to_bytes(4, "little") + t.encode() for t in TEXTS)
+    body, headers = binary_body({"inputs": [{"name": "text", "datatype": "BYTES", "shape": [len(TEXTS)],
+                                             "parameters": {"binary_data_size": len(raw)}}],
+                                 "outputs": [{"name": "logits", "parameters": {"binary_data": True}}]}, raw)
+    r = requests.post(s.url + "/v2/models/seq_cls/infer", data=body, headers=headers, timeout=60)
+    assert r.status_code == 200, r.text
+    assert r.headers["Content-Type"] == "application/octet-stream"
+    n = int(r.headers["Inference-Header-Content-Length"])
+    head = json.loads(r.content[:n])
+    out = head["outputs"][0]
+    assert "data" not in out and out["parameters"]["binary_data_size"] == len(TEXTS) * 3 * 4
+    assert len(r.content) == n + len(TEXTS) * 3 * 4
+    want = [o["logits"] for o in run_outputs(bertrt_bin, str(MODELS / "seq_cls"), TEXTS)]
+    assert close(np.frombuffer(r.content[n:], dtype="<f4").reshape(len(TEXTS), 3), want)
+
+
+def ids_header(size, datatype="INT64", shape=(1, 3)):
+    return {"inputs": [{"name": "input_ids", "datatype": datatype, "shape": list(shape),
+                        "parameters": {"binary_data_size": size}}]}
+
+
+IDS = np.array([2, 5, 3], dtype="<i8").tobytes()
+BAD_BINARY = [
+    ("size past the end", *binary_body(ids_header(100), IDS)),
+    ("bytes left over", *binary_body(ids_header(24), IDS + bytes(8))),
+    ("size not the shape's", *binary_body(ids_header(24, shape=(1, 2)), IDS)),
+    ("int32 size of int64 data", *binary_body(ids_header(24, datatype="INT32"), IDS)),
+    ("header length past the body", binary_body(ids_header(24), IDS)[0],
+     {"Inference-Header-Content-Length": "100000"}),
+    ("header length not a number", binary_body(ids_header(24), IDS)[0], {"Inference-Header-Content-Length": "-5"}),
+    ("header length cuts the JSON", binary_body(ids_header(24), IDS)[0], {"Inference-Header-Content-Length": "10"}),
+    ("BYTES element past the end", *binary_body(
+        {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "parameters": {"binary_data_size": 7}}]},
+        (99).to_bytes(4, "little") + b"abc")),
+]
+
+
+@pytest.mark.parametrize("what,body,headers", BAD_BINARY, ids=[b[0] for b in BAD_BINARY])
+def test_malformed_binary_body_is_400(servers, what, body, headers):
+    s = servers("seq_cls", "--max-payload-bytes", "1000000")
+    r = requests.post(s.url + "/v2/models/seq_cls/infer", data=body, headers=headers, timeout=60)
+    assert r.status_code == 400, r.text
+    assert isinstance(r.json()["error"], str) and r.json()["error"]
+    assert requests.get(s.url + "/v2/health/ready").status_code == 200
+    # The same ids, well formed, work.
+    body, headers = binary_body(ids_header(24), IDS)
+    assert requests.post(s.url + "/v2/models/seq_cls/infer", data=body, headers=headers).status_code == 200

@@ -9,7 +9,7 @@ import time
 
 import requests
 
-from test_http import MODELS, Server
+from server_util import MODELS, Server
 
 IDS = {"inputs": [{"name": "input_ids", "datatype": "INT32", "shape": [1, 4], "data": [2, 5, 6, 3]}]}
 

@@ -1,92 +1,123 @@
 #include "server/common/kserve.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstring>
 
 #include "core/json_float.h"
 
 namespace bertrt::server {
 using nlohmann::json;
 
+// Raw tensor bytes are little-endian on the wire; the hosts bertrt runs on are too.
+static_assert(std::endian::native == std::endian::little);
+
 namespace {
 
-// KServe allows `data` flat or nested to the shape; both become flat here.
-void Flatten(const json& j, std::vector<const json*>& out) {
-  if (j.is_array()) {
-    for (const json& e : j) Flatten(e, out);
-  } else {
-    out.push_back(&j);
-  }
+std::string Where(const std::string& input) { return "input \"" + input + "\": "; }
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
 }
 
-struct Tensor {
-  std::string name, datatype;
-  std::vector<int64_t> shape;
-  std::vector<const json*> data;
-};
+// Bytes per element of the fixed-size KServe datatypes; 0 for BYTES or unknown.
+size_t ElementSize(const std::string& datatype) {
+  if (datatype == "BOOL" || datatype == "INT8" || datatype == "UINT8") return 1;
+  if (datatype == "INT16" || datatype == "UINT16" || datatype == "FP16" || datatype == "BF16")
+    return 2;
+  if (datatype == "INT32" || datatype == "UINT32" || datatype == "FP32") return 4;
+  if (datatype == "INT64" || datatype == "UINT64" || datatype == "FP64") return 8;
+  return 0;
+}
 
-StatusOr<Tensor> DecodeTensor(const json& j) {
-  if (!j.is_object()) return InvalidArgument("each input must be an object");
-  Tensor t;
-  auto name = j.find("name"), dtype = j.find("datatype"), shape = j.find("shape"),
-       data = j.find("data");
-  if (name == j.end() || !name->is_string()) return InvalidArgument("an input has no \"name\"");
-  t.name = name->get<std::string>();
-  const std::string where = "input \"" + t.name + "\": ";
-  if (dtype == j.end() || !dtype->is_string())
-    return InvalidArgument(where + "missing \"datatype\"");
-  t.datatype = dtype->get<std::string>();
-  if (shape == j.end() || !shape->is_array()) return InvalidArgument(where + "missing \"shape\"");
+}  // namespace
+
+StatusOr<int64_t> ElementCount(const std::vector<int64_t>& shape, const std::string& input) {
+  // Any real request is far below this; it only keeps the product from overflowing.
+  constexpr int64_t kMaxElements = int64_t{1} << 40;
   int64_t count = 1;
-  for (const json& d : *shape) {
-    if (!d.is_number_integer() || d.get<int64_t>() < 0)
-      return InvalidArgument(where + "shape must hold non-negative integers");
-    t.shape.push_back(d.get<int64_t>());
-    count *= t.shape.back();
+  for (int64_t d : shape) {
+    if (d < 0) return InvalidArgument(Where(input) + "shape must hold non-negative integers");
+    if (d > 0 && count > kMaxElements / d)
+      return InvalidArgument(Where(input) + "shape holds too many elements");
+    count *= d;
   }
-  if (data == j.end())
-    return InvalidArgument(where + "missing \"data\" (binary tensors are not supported)");
-  Flatten(*data, t.data);
-  if (static_cast<int64_t>(t.data.size()) != count)
-    return InvalidArgument(where + "shape holds " + std::to_string(count) +
-                           " elements but data has " + std::to_string(t.data.size()));
-  return t;
+  return count;
 }
 
-StatusOr<std::vector<std::string>> Strings(const Tensor& t) {
-  const std::string where = "input \"" + t.name + "\": ";
+Status DecodeRawTensor(std::string_view raw, InputTensor& t) {
+  ASSIGN_OR_RETURN(const int64_t count, ElementCount(t.shape, t.name));
+  if (t.datatype == "BYTES") {
+    // Each element: a 4-byte little-endian length, then that many bytes.
+    size_t at = 0;
+    while (at < raw.size()) {
+      uint32_t len = 0;
+      if (raw.size() - at < sizeof(len))
+        return InvalidArgument(Where(t.name) + "BYTES data ends inside an element's length");
+      std::memcpy(&len, raw.data() + at, sizeof(len));
+      at += sizeof(len);
+      if (raw.size() - at < len)
+        return InvalidArgument(Where(t.name) + "a BYTES element of " + std::to_string(len) +
+                               " bytes runs past the end of the tensor's data");
+      t.strings.emplace_back(raw.substr(at, len));
+      at += len;
+    }
+    if (static_cast<int64_t>(t.strings.size()) != count)
+      return InvalidArgument(Where(t.name) + "shape holds " + std::to_string(count) +
+                             " elements but the data has " + std::to_string(t.strings.size()));
+    return Status::Ok();
+  }
+  const size_t size = ElementSize(t.datatype);
+  if (size == 0) return InvalidArgument(Where(t.name) + "unknown datatype " + t.datatype);
+  if (raw.size() != static_cast<size_t>(count) * size)
+    return InvalidArgument(Where(t.name) + "shape holds " + std::to_string(count) + " " +
+                           t.datatype + " elements (" + std::to_string(count * size) +
+                           " bytes) but the data has " + std::to_string(raw.size()) + " bytes");
+  if (t.datatype == "INT32") {
+    t.ints.resize(static_cast<size_t>(count));
+    for (size_t i = 0; i < t.ints.size(); ++i) {
+      int32_t v;
+      std::memcpy(&v, raw.data() + i * 4, 4);
+      t.ints[i] = v;
+    }
+  } else if (t.datatype == "INT64") {
+    t.ints.resize(static_cast<size_t>(count));
+    std::memcpy(t.ints.data(), raw.data(), raw.size());
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+StatusOr<std::vector<std::string>> Strings(const InputTensor& t) {
   if (t.datatype != "BYTES")
-    return InvalidArgument(where + "datatype must be BYTES, got " + t.datatype);
+    return InvalidArgument(Where(t.name) + "datatype must be BYTES, got " + t.datatype);
   const bool column = t.shape.size() == 2 && t.shape[1] == 1;
-  if (t.shape.size() != 1 && !column) return InvalidArgument(where + "shape must be [N] or [N, 1]");
-  std::vector<std::string> out;
-  for (const json* v : t.data) {
-    if (!v->is_string()) return InvalidArgument(where + "every element must be a string");
-    out.push_back(v->get<std::string>());
-  }
-  return out;
+  if (t.shape.size() != 1 && !column)
+    return InvalidArgument(Where(t.name) + "shape must be [N] or [N, 1], got " +
+                           ShapeString(t.shape));
+  return t.strings;
 }
 
-StatusOr<std::vector<int64_t>> Ints(const Tensor& t, const std::vector<int64_t>& shape) {
-  const std::string where = "input \"" + t.name + "\": ";
+StatusOr<std::vector<int64_t>> Ints(const InputTensor& t, const std::vector<int64_t>& shape) {
   if (t.datatype != "INT32" && t.datatype != "INT64")
-    return InvalidArgument(where + "datatype must be INT32 or INT64, got " + t.datatype);
-  if (t.shape.size() != 2) return InvalidArgument(where + "shape must be [N, S]");
+    return InvalidArgument(Where(t.name) + "datatype must be INT32 or INT64, got " + t.datatype);
+  if (t.shape.size() != 2)
+    return InvalidArgument(Where(t.name) + "shape must be [N, S], got " + ShapeString(t.shape));
   if (!shape.empty() && t.shape != shape)
-    return InvalidArgument(where + "shape must equal input_ids' shape");
-  std::vector<int64_t> out;
-  for (const json* v : t.data) {
-    if (!v->is_number_integer()) return InvalidArgument(where + "every element must be an integer");
-    const int64_t x = v->get<int64_t>();
+    return InvalidArgument(Where(t.name) + "shape must equal input_ids' shape " +
+                           ShapeString(shape) + ", got " + ShapeString(t.shape));
+  for (int64_t x : t.ints)
     if (x < INT32_MIN || x > INT32_MAX)
-      return InvalidArgument(where + "value " + std::to_string(x) + " is out of range");
-    out.push_back(x);
-  }
-  return out;
+      return InvalidArgument(Where(t.name) + "value " + std::to_string(x) + " is out of range");
+  return t.ints;
 }
 
-Status DecodeIds(const std::vector<Tensor>& inputs, KServeRequest& r) {
-  const Tensor *ids = nullptr, *mask = nullptr, *types = nullptr;
-  for (const Tensor& t : inputs) {
+Status AssembleIds(const std::vector<InputTensor>& inputs, KServeRequest& r) {
+  const InputTensor *ids = nullptr, *mask = nullptr, *types = nullptr;
+  for (const InputTensor& t : inputs) {
     if (t.name == "input_ids")
       ids = &t;
     else if (t.name == "attention_mask")
@@ -123,10 +154,10 @@ Status DecodeIds(const std::vector<Tensor>& inputs, KServeRequest& r) {
   return Status::Ok();
 }
 
-Status DecodeTexts(const std::vector<Tensor>& inputs, KServeRequest& r) {
+Status AssembleTexts(const std::vector<InputTensor>& inputs, KServeRequest& r) {
   std::vector<std::string> texts, pairs;
   bool has_pair = false;
-  for (const Tensor& t : inputs) {
+  for (const InputTensor& t : inputs) {
     if (t.name == "text") {
       ASSIGN_OR_RETURN(texts, Strings(t));
     } else if (t.name == "text_pair") {
@@ -148,41 +179,164 @@ Status DecodeTexts(const std::vector<Tensor>& inputs, KServeRequest& r) {
 
 }  // namespace
 
-StatusOr<KServeRequest> DecodeKServeRequest(const json& body) {
+Status AssembleKServeRequest(const std::vector<InputTensor>& inputs, KServeRequest& r) {
+  if (inputs.empty()) return InvalidArgument("the request has no inputs");
+  const bool texts = std::any_of(inputs.begin(), inputs.end(),
+                                 [](const InputTensor& t) { return t.name == "text"; });
+  RETURN_IF_ERROR(texts ? AssembleTexts(inputs, r) : AssembleIds(inputs, r));
+  if (r.texts.empty() && r.sequences.empty()) return InvalidArgument("the batch is empty (N = 0)");
+  return Status::Ok();
+}
+
+namespace {
+
+// KServe allows `data` flat or nested to the shape; both become flat here.
+void Flatten(const json& j, std::vector<const json*>& out) {
+  if (j.is_array()) {
+    for (const json& e : j) Flatten(e, out);
+  } else {
+    out.push_back(&j);
+  }
+}
+
+Status JsonElements(const json& data, int64_t count, InputTensor& t) {
+  std::vector<const json*> flat;
+  Flatten(data, flat);
+  if (static_cast<int64_t>(flat.size()) != count)
+    return InvalidArgument(Where(t.name) + "shape holds " + std::to_string(count) +
+                           " elements but data has " + std::to_string(flat.size()));
+  if (t.datatype == "BYTES") {
+    for (const json* v : flat) {
+      if (!v->is_string()) return InvalidArgument(Where(t.name) + "every element must be a string");
+      t.strings.push_back(v->get<std::string>());
+    }
+  } else if (t.datatype == "INT32" || t.datatype == "INT64") {
+    for (const json* v : flat) {
+      if (!v->is_number_integer())
+        return InvalidArgument(Where(t.name) + "every element must be an integer");
+      if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t{INT64_MAX})
+        return InvalidArgument(Where(t.name) + "value " + v->dump() + " is out of range");
+      t.ints.push_back(v->get<int64_t>());
+    }
+  }
+  return Status::Ok();
+}
+
+// One input object; with parameters.binary_data_size its data is the next
+// that many bytes of `binary` (from `offset`, which it advances).
+StatusOr<InputTensor> JsonInput(const json& j, std::string_view binary, size_t& offset) {
+  if (!j.is_object()) return InvalidArgument("each input must be an object");
+  InputTensor t;
+  auto name = j.find("name"), dtype = j.find("datatype"), shape = j.find("shape"),
+       data = j.find("data");
+  if (name == j.end() || !name->is_string()) return InvalidArgument("an input has no \"name\"");
+  t.name = name->get<std::string>();
+  if (dtype == j.end() || !dtype->is_string())
+    return InvalidArgument(Where(t.name) + "missing \"datatype\"");
+  t.datatype = dtype->get<std::string>();
+  if (shape == j.end() || !shape->is_array())
+    return InvalidArgument(Where(t.name) + "missing \"shape\"");
+  for (const json& d : *shape) {
+    if (!d.is_number_integer() || d.get<int64_t>() < 0)
+      return InvalidArgument(Where(t.name) + "shape must hold non-negative integers");
+    t.shape.push_back(d.get<int64_t>());
+  }
+  ASSIGN_OR_RETURN(const int64_t count, ElementCount(t.shape, t.name));
+  const json* size = nullptr;
+  if (auto params = j.find("parameters"); params != j.end() && params->is_object())
+    if (auto s = params->find("binary_data_size"); s != params->end()) size = &*s;
+  if (size) {
+    if (!size->is_number_integer() || (!size->is_number_unsigned() && size->get<int64_t>() < 0))
+      return InvalidArgument(Where(t.name) + "parameters.binary_data_size must be a byte count");
+    const uint64_t bytes = size->get<uint64_t>();
+    if (bytes > binary.size() - offset)
+      return InvalidArgument(Where(t.name) + "binary_data_size " + std::to_string(bytes) +
+                             " runs past the end of the body's binary data (" +
+                             std::to_string(binary.size() - offset) +
+                             " bytes left); check Inference-Header-Content-Length");
+    RETURN_IF_ERROR(DecodeRawTensor(binary.substr(offset, bytes), t));
+    offset += bytes;
+    return t;
+  }
+  if (data == j.end())
+    return InvalidArgument(Where(t.name) +
+                           "missing \"data\" (or parameters.binary_data_size with binary data)");
+  RETURN_IF_ERROR(JsonElements(*data, count, t));
+  return t;
+}
+
+bool BoolParameter(const json& object, const char* key, bool fallback) {
+  auto params = object.find("parameters");
+  if (params == object.end() || !params->is_object()) return fallback;
+  auto v = params->find(key);
+  return v != params->end() && v->is_boolean() ? v->get<bool>() : fallback;
+}
+
+}  // namespace
+
+StatusOr<KServeRequest> DecodeKServeRequest(const json& body, std::string_view binary) {
   if (!body.is_object()) return InvalidArgument("the body must be a JSON object with \"inputs\"");
   KServeRequest r;
   if (auto id = body.find("id"); id != body.end() && id->is_string()) r.id = id->get<std::string>();
   auto inputs = body.find("inputs");
   if (inputs == body.end() || !inputs->is_array() || inputs->empty())
     return InvalidArgument("\"inputs\" must be a non-empty array");
-  std::vector<Tensor> tensors;
-  bool texts = false;
+  std::vector<InputTensor> tensors;
+  size_t offset = 0;
   for (const json& j : *inputs) {
-    ASSIGN_OR_RETURN(Tensor t, DecodeTensor(j));
-    texts |= t.name == "text";
+    ASSIGN_OR_RETURN(InputTensor t, JsonInput(j, binary, offset));
     tensors.push_back(std::move(t));
   }
-  RETURN_IF_ERROR(texts ? DecodeTexts(tensors, r) : DecodeIds(tensors, r));
-  if (r.texts.empty() && r.sequences.empty()) return InvalidArgument("the batch is empty (N = 0)");
+  if (offset != binary.size())
+    return InvalidArgument("the body has " + std::to_string(binary.size()) +
+                           " bytes of binary data but the inputs' binary_data_size add up to " +
+                           std::to_string(offset) + "; check Inference-Header-Content-Length");
+  RETURN_IF_ERROR(AssembleKServeRequest(tensors, r));
   if (auto outs = body.find("outputs"); outs != body.end()) {
     if (!outs->is_array()) return InvalidArgument("\"outputs\" must be an array");
     for (const json& o : *outs) {
       if (!o.is_object() || !o.contains("name") || !o["name"].is_string())
         return InvalidArgument("each requested output needs a \"name\"");
-      r.outputs.push_back(o["name"].get<std::string>());
+      RequestedOutput out{o["name"].get<std::string>(), std::nullopt};
+      if (auto p = o.find("parameters"); p != o.end() && p->is_object())
+        if (auto b = p->find("binary_data"); b != p->end() && b->is_boolean())
+          out.binary = b->get<bool>();
+      r.outputs.push_back(std::move(out));
     }
   }
-  if (auto params = body.find("parameters"); params != body.end() && params->is_object()) {
-    auto t = params->find("truncate");
-    if (t != params->end() && t->is_boolean()) r.truncate = t->get<bool>();
-  }
+  r.truncate = BoolParameter(body, "truncate", false);
+  r.binary_output = BoolParameter(body, "binary_data_output", false);
   return r;
 }
 
 Status CheckRequestedOutputs(const KServeRequest& request, const ServedModel& model) {
-  for (const std::string& name : request.outputs)
-    if (!model.FindOutput(name)) return InvalidArgument("unknown output \"" + name + "\"");
+  for (const RequestedOutput& o : request.outputs)
+    if (!model.FindOutput(o.name))
+      return InvalidArgument("unknown output \"" + o.name + "\"; the model returns " + [&] {
+        std::string names;
+        for (const OutputSpec& s : model.outputs()) names += (names.empty() ? "" : ", ") + s.name;
+        return names;
+      }());
   return Status::Ok();
+}
+
+StatusOr<std::vector<OutputTensor>> InferKServe(ServedModel& model, Metrics& metrics,
+                                                KServeRequest& request,
+                                                std::function<bool()> is_cancelled) {
+  RETURN_IF_ERROR(CheckRequestedOutputs(request, model));
+  InferRequest native;
+  for (const TextInput& t : request.texts) {
+    ASSIGN_OR_RETURN(SequenceInput seq, model.Encode(t, request.truncate));
+    native.sequences.push_back(std::move(seq));
+  }
+  for (SequenceInput& s : request.sequences) native.sequences.push_back(std::move(s));
+  request.sequences.clear();
+  for (const RequestedOutput& o : request.outputs)
+    native.last_hidden_state |= o.name == "last_hidden_state";
+  native.is_cancelled = std::move(is_cancelled);
+  ASSIGN_OR_RETURN(InferResult result, model.scheduler().Infer(std::move(native)));
+  metrics.ObserveRequest(model.name(), result.queue_seconds, result.compute_seconds);
+  return SelectOutputs(request, result);
 }
 
 namespace {
@@ -193,66 +347,106 @@ std::vector<int64_t> OutputShape(const OutputSpec& o, int64_t n, int64_t s) {
   return {n, s, o.width};
 }
 
-json EncodeOutput(const NamedOutput& o, const KServeRequest& request, const InferResult& result) {
+OutputTensor MakeOutput(const NamedOutput& o, const KServeRequest& request,
+                        const InferResult& result) {
   const int64_t n = static_cast<int64_t>(result.cu_seqlens.size()) - 1;
   int64_t s = request.padded_len;
   if (!request.texts.empty())
     for (int64_t i = 0; i < n; ++i)
       s = std::max<int64_t>(s, result.cu_seqlens[i + 1] - result.cu_seqlens[i]);
-  json data = json::array();
+  OutputTensor t;
+  t.name = o.name;
+  t.shape = OutputShape(OutputSpec{o.name, o.per_token, o.width}, n, s);
   if (!o.per_token) {
-    for (float v : o.data) data.push_back(FloatJson(v));
-  } else {
-    std::vector<float> padded(static_cast<size_t>(n * s * o.width), 0.0f);
-    for (int64_t i = 0; i < n; ++i) {
-      const int begin = result.cu_seqlens[i], len = result.cu_seqlens[i + 1] - begin;
-      for (int t = 0; t < len; ++t) {
-        const int64_t pos = request.texts.empty() ? request.positions[i][t] : t;
-        std::copy_n(o.data.begin() + static_cast<size_t>(begin + t) * o.width, o.width,
-                    padded.begin() + static_cast<size_t>((i * s + pos) * o.width));
-      }
-    }
-    for (float v : padded) data.push_back(FloatJson(v));
+    t.data = o.data;
+    return t;
   }
-  const OutputSpec spec{o.name, o.per_token, o.width};
-  return json{{"name", o.name},
-              {"datatype", "FP32"},
-              {"shape", OutputShape(spec, n, s)},
-              {"data", std::move(data)}};
+  t.data.assign(static_cast<size_t>(n * s * o.width), 0.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    const int begin = result.cu_seqlens[i], len = result.cu_seqlens[i + 1] - begin;
+    for (int k = 0; k < len; ++k) {
+      const int64_t pos = request.texts.empty() ? request.positions[i][k] : k;
+      std::copy_n(o.data.begin() + static_cast<size_t>(begin + k) * o.width, o.width,
+                  t.data.begin() + static_cast<size_t>((i * s + pos) * o.width));
+    }
+  }
+  return t;
 }
 
 }  // namespace
 
-json EncodeKServeResponse(const KServeRequest& request, const ServedModel& model,
-                          const InferResult& result) {
-  json outputs = json::array();
+std::vector<OutputTensor> SelectOutputs(const KServeRequest& request, const InferResult& result) {
+  std::vector<OutputTensor> out;
   for (const NamedOutput& o : result.outputs.outputs) {
-    const bool requested = request.outputs.empty()
-                               ? o.name != "last_hidden_state"
-                               : std::find(request.outputs.begin(), request.outputs.end(),
-                                           o.name) != request.outputs.end();
-    if (requested) outputs.push_back(EncodeOutput(o, request, result));
+    const RequestedOutput* asked = nullptr;
+    for (const RequestedOutput& r : request.outputs)
+      if (r.name == o.name) asked = &r;
+    // Unasked, last_hidden_state is left out: it is large and rarely wanted.
+    if (request.outputs.empty() ? o.name == "last_hidden_state" : !asked) continue;
+    OutputTensor t = MakeOutput(o, request, result);
+    t.binary = asked && asked->binary ? *asked->binary : request.binary_output;
+    out.push_back(std::move(t));
   }
-  json r{{"model_name", model.name()},
-         {"model_version", model.version()},
-         {"outputs", std::move(outputs)}};
+  return out;
+}
+
+HttpAnswer EncodeKServeResponse(const KServeRequest& request, const ServedModel& model,
+                                const std::vector<OutputTensor>& outputs) {
+  json outs = json::array();
+  std::string binary;
+  for (const OutputTensor& o : outputs) {
+    json j{{"name", o.name}, {"datatype", o.datatype}, {"shape", o.shape}};
+    if (o.binary) {
+      const size_t bytes = o.data.size() * sizeof(float);
+      j["parameters"] = {{"binary_data_size", bytes}};
+      binary.append(reinterpret_cast<const char*>(o.data.data()), bytes);
+    } else {
+      json data = json::array();
+      for (float v : o.data) data.push_back(FloatJson(v));
+      j["data"] = std::move(data);
+    }
+    outs.push_back(std::move(j));
+  }
+  json r{{"model_name", model.name()}, {"model_version", model.version()}, {"outputs", outs}};
   if (!request.id.empty()) r["id"] = request.id;
-  return r;
+  HttpAnswer answer;
+  // Replace, never throw, on invalid UTF-8 echoed back (the id).
+  answer.body = r.dump(-1, ' ', false, json::error_handler_t::replace);
+  bool any_binary =
+      std::any_of(outputs.begin(), outputs.end(), [](const OutputTensor& o) { return o.binary; });
+  if (any_binary) {
+    answer.header_length = answer.body.size();
+    answer.body += binary;
+  }
+  return answer;
+}
+
+std::vector<TensorMetadata> InputMetadata() {
+  return {
+      {"text", "BYTES", {-1}, false},
+      {"text_pair", "BYTES", {-1}, true},
+      {"input_ids", "INT64", {-1, -1}, false},
+      {"attention_mask", "INT64", {-1, -1}, true},
+      {"token_type_ids", "INT64", {-1, -1}, true},
+  };
+}
+
+std::vector<TensorMetadata> OutputMetadata(const ServedModel& model) {
+  std::vector<TensorMetadata> out;
+  for (const OutputSpec& o : model.outputs())
+    out.push_back({o.name, "FP32", OutputShape(o, -1, -1), false});
+  return out;
 }
 
 json ModelMetadata(const ServedModel& model) {
-  json inputs = json::array({
-      {{"name", "text"}, {"datatype", "BYTES"}, {"shape", {-1}}},
-      {{"name", "text_pair"}, {"datatype", "BYTES"}, {"shape", {-1}}, {"optional", true}},
-      {{"name", "input_ids"}, {"datatype", "INT64"}, {"shape", {-1, -1}}},
-      {{"name", "attention_mask"}, {"datatype", "INT64"}, {"shape", {-1, -1}}, {"optional", true}},
-      {{"name", "token_type_ids"}, {"datatype", "INT64"}, {"shape", {-1, -1}}, {"optional", true}},
-  });
-  json outputs = json::array();
-  for (const OutputSpec& o : model.outputs()) {
-    std::vector<int64_t> shape = OutputShape(o, -1, -1);
-    outputs.push_back({{"name", o.name}, {"datatype", "FP32"}, {"shape", shape}});
+  json inputs = json::array(), outputs = json::array();
+  for (const TensorMetadata& t : InputMetadata()) {
+    json j{{"name", t.name}, {"datatype", t.datatype}, {"shape", t.shape}};
+    if (t.optional) j["optional"] = true;
+    inputs.push_back(std::move(j));
   }
+  for (const TensorMetadata& t : OutputMetadata(model))
+    outputs.push_back({{"name", t.name}, {"datatype", t.datatype}, {"shape", t.shape}});
   return json{{"name", model.name()},
               {"versions", {model.version()}},
               {"platform", std::string("bertrt_") + model.device()},

@@ -1,15 +1,38 @@
-// KServe v2 (Open Inference Protocol) JSON: request decoding to native types,
-// response and metadata encoding. Shared by the HTTP front end and, later,
-// gRPC (which carries the same tensors in protobuf).
+// KServe v2 (Open Inference Protocol): one native request form and one native
+// output form, shared by every wire format. JSON (with or without the binary
+// tensor data extension) and gRPC's protobuf each only turn their tensors into
+// InputTensor and their answers out of OutputTensor; which inputs mean what,
+// shapes, datatypes and ranges are checked once, in AssembleKServeRequest.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "server/common/metrics.h"
 #include "server/common/served_model.h"
 
 namespace bertrt::server {
+
+// One input as a front end received it, its elements already native: BYTES in
+// `strings`, INT32/INT64 in `ints`. Other datatypes carry no data (no input of
+// bertrt takes them), so the error can name the datatype.
+struct InputTensor {
+  std::string name, datatype;
+  std::vector<int64_t> shape;
+  std::vector<std::string> strings;
+  std::vector<int64_t> ints;
+};
+
+struct RequestedOutput {
+  std::string name;
+  // HTTP binary extension: parameters.binary_data; unset: the request's
+  // binary_data_output.
+  std::optional<bool> binary;
+};
 
 struct KServeRequest {
   std::string id;
@@ -20,22 +43,72 @@ struct KServeRequest {
   // For ids: the positions of row i that the mask kept, so per-token outputs
   // go back to where the client's tokens were.
   std::vector<std::vector<int>> positions;
-  int padded_len = 0;                // S of the ids input
-  std::vector<std::string> outputs;  // requested; empty: the head's outputs
-  bool truncate = false;             // parameters.truncate, for texts
+  int padded_len = 0;                    // S of the ids input
+  std::vector<RequestedOutput> outputs;  // empty: the head's outputs
+  bool truncate = false;                 // parameters.truncate, for texts
+  bool binary_output = false;            // parameters.binary_data_output (HTTP)
 };
 
+// One answer tensor, before any wire format: FP32 [N, width] or [N, S(, width)].
+struct OutputTensor {
+  std::string name;
+  std::string datatype = "FP32";
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+  bool binary = false;  // HTTP: sent as raw bytes after the JSON header
+};
+
+// The element count of `shape`; InvalidArgument for negative dimensions or a
+// count beyond what any request could carry.
+StatusOr<int64_t> ElementCount(const std::vector<int64_t>& shape, const std::string& input);
+
+// Decodes the raw little-endian bytes of one tensor (the HTTP binary extension
+// and gRPC's raw_input_contents): BYTES elements are a 4-byte length then the
+// bytes. Sizes that do not match the shape are InvalidArgument.
+Status DecodeRawTensor(std::string_view raw, InputTensor& tensor);
+
+// The inputs, decoded by any front end, to the native request (texts or ids).
 // InvalidArgument says which input and what was wrong (name, datatype, shape).
-StatusOr<KServeRequest> DecodeKServeRequest(const nlohmann::json& body);
+Status AssembleKServeRequest(const std::vector<InputTensor>& inputs, KServeRequest& request);
+
+// JSON body; `binary` holds the bytes after the JSON header when the body used
+// the binary tensor data extension (inputs with parameters.binary_data_size).
+StatusOr<KServeRequest> DecodeKServeRequest(const nlohmann::json& body,
+                                            std::string_view binary = {});
 
 // Checks the requested outputs against the model (NotFound-free: unknown
 // names are InvalidArgument, as they are the client's mistake).
 Status CheckRequestedOutputs(const KServeRequest& request, const ServedModel& model);
 
-// {"model_name", "model_version", "id", "outputs": [{name, datatype, shape, data}]}.
-// Per-token outputs are [N, S(, width)], zero where a row has no token.
-nlohmann::json EncodeKServeResponse(const KServeRequest& request, const ServedModel& model,
-                                    const InferResult& result);
+// Tokenizes the texts, runs the request on the model's scheduler (recording
+// queue and compute time) and returns the requested outputs. `is_cancelled`
+// lets the scheduler drop the request when its client has gone.
+StatusOr<std::vector<OutputTensor>> InferKServe(ServedModel& model, Metrics& metrics,
+                                                KServeRequest& request,
+                                                std::function<bool()> is_cancelled = {});
+
+// The requested outputs of `result`. Per-token outputs are [N, S(, width)],
+// zero where a row has no token.
+std::vector<OutputTensor> SelectOutputs(const KServeRequest& request, const InferResult& result);
+
+// The HTTP answer: a JSON object, or with binary outputs the JSON header
+// followed by their bytes (header_length then set, for
+// Inference-Header-Content-Length).
+struct HttpAnswer {
+  std::string body;
+  size_t header_length = 0;  // 0: the body is plain JSON
+};
+HttpAnswer EncodeKServeResponse(const KServeRequest& request, const ServedModel& model,
+                                const std::vector<OutputTensor>& outputs);
+
+// What a model takes and returns, for the metadata endpoints of both fronts.
+struct TensorMetadata {
+  std::string name, datatype;
+  std::vector<int64_t> shape;
+  bool optional = false;
+};
+std::vector<TensorMetadata> InputMetadata();
+std::vector<TensorMetadata> OutputMetadata(const ServedModel& model);
 
 // GET /v2/models/{m}: name, versions, platform, inputs and outputs as served.
 nlohmann::json ModelMetadata(const ServedModel& model);

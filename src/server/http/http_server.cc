@@ -2,9 +2,11 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <cctype>
 #include <string_view>
 
+#include "server/common/auth.h"
 #include "server/common/kserve.h"
 
 namespace bertrt::server {
@@ -46,7 +48,8 @@ void SendError(httplib::Response& res, const Status& status) {
 StatusOr<json> ParseBody(const httplib::Request& req) {
   if (req.has_header("Inference-Header-Content-Length"))
     return InvalidArgument(
-        "the binary tensor extension is not supported; send JSON data (binary_data=False)");
+        "binary tensor data (Inference-Header-Content-Length) is taken only by "
+        "/v2/models/{model}/infer; send a JSON body here");
   json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) return InvalidArgument("malformed JSON body (or invalid UTF-8 in it)");
   return body;
@@ -96,25 +99,8 @@ HttpServer::HttpServer(ModelRegistry& registry, Metrics& metrics, HttpOptions op
 
 HttpServer::~HttpServer() = default;
 
-// The Bearer token of `req` equals the key; the time taken depends only on the
-// key's length, not on how much of it a guess got right.
 bool HttpServer::Authorized(const httplib::Request& req) const {
-  const std::string& key = options_.api_key;
-  if (key.empty()) return true;
-  const std::string header = req.get_header_value("Authorization");
-  constexpr std::string_view kScheme = "bearer ";
-  if (header.size() < kScheme.size()) return false;
-  for (size_t i = 0; i < kScheme.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(header[i])) != kScheme[i]) return false;
-  std::string_view given(header);
-  given.remove_prefix(kScheme.size());
-  while (!given.empty() && given.front() == ' ') given.remove_prefix(1);
-  while (!given.empty() && given.back() == ' ') given.remove_suffix(1);
-  unsigned diff = given.size() != key.size();
-  for (size_t i = 0; i < key.size(); ++i)
-    diff |= static_cast<unsigned char>(key[i]) ^
-            static_cast<unsigned char>(i < given.size() ? given[i] : 0);
-  return diff == 0;
+  return BearerKeyMatches(req.get_header_value("Authorization"), options_.api_key);
 }
 
 HttpServer::Handler HttpServer::RequireKey(const std::string& endpoint, Handler handler) {
@@ -153,27 +139,47 @@ void HttpServer::Stop() { http_->stop(); }
 
 namespace {
 
+// A KServe infer body: JSON, or with the binary tensor data extension a JSON
+// header of Inference-Header-Content-Length bytes followed by tensor bytes.
+StatusOr<KServeRequest> DecodeInferBody(const httplib::Request& req) {
+  std::string_view header = req.body, binary;
+  if (req.has_header("Inference-Header-Content-Length")) {
+    const std::string value = req.get_header_value("Inference-Header-Content-Length");
+    size_t length = 0;
+    const bool digits =
+        !value.empty() && value.size() <= 18 &&
+        std::all_of(value.begin(), value.end(), [](unsigned char c) { return std::isdigit(c); });
+    if (digits) length = std::stoull(value);
+    if (!digits || length > header.size())
+      return InvalidArgument("Inference-Header-Content-Length \"" + value +
+                             "\" must be the byte length of the JSON header, at most the body's " +
+                             std::to_string(header.size()) + " bytes");
+    binary = header.substr(length);
+    header = header.substr(0, length);
+  }
+  json body = json::parse(header.begin(), header.end(), nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded())
+    return InvalidArgument(binary.empty() && !req.has_header("Inference-Header-Content-Length")
+                               ? "malformed JSON body (or invalid UTF-8 in it)"
+                               : "malformed JSON header (check Inference-Header-Content-Length)");
+  return DecodeKServeRequest(body, binary);
+}
+
 // The KServe infer handler, once the model is known.
 void Infer(ServedModel& model, Metrics& metrics, const httplib::Request& req,
            httplib::Response& res) {
-  auto body = ParseBody(req);
-  if (!body.ok()) return SendError(res, body.status());
-  auto request = DecodeKServeRequest(*body);
+  auto request = DecodeInferBody(req);
   if (!request.ok()) return SendError(res, request.status());
-  if (Status st = CheckRequestedOutputs(*request, model); !st.ok()) return SendError(res, st);
-  InferRequest native;
-  for (const TextInput& t : request->texts) {
-    auto seq = model.Encode(t, request->truncate);
-    if (!seq.ok()) return SendError(res, seq.status());
-    native.sequences.push_back(std::move(*seq));
+  auto outputs = InferKServe(model, metrics, *request);
+  if (!outputs.ok()) return SendError(res, outputs.status());
+  HttpAnswer answer = EncodeKServeResponse(*request, model, *outputs);
+  res.status = 200;
+  if (answer.header_length == 0) {
+    res.set_content(std::move(answer.body), "application/json");
+    return;
   }
-  for (SequenceInput& s : request->sequences) native.sequences.push_back(std::move(s));
-  request->sequences.clear();
-  for (const std::string& o : request->outputs)
-    native.last_hidden_state |= o == "last_hidden_state";
-  auto result = RunOn(model, metrics, std::move(native));
-  if (!result.ok()) return SendError(res, result.status());
-  SendJson(res, 200, EncodeKServeResponse(*request, model, *result));
+  res.set_header("Inference-Header-Content-Length", std::to_string(answer.header_length));
+  res.set_content(std::move(answer.body), "application/octet-stream");
 }
 
 }  // namespace
@@ -184,7 +190,8 @@ void HttpServer::AddKServeRoutes() {
     SendJson(res, 200,
              json{{"name", "bertrt"},
                   {"version", BERTRT_VERSION},
-                  {"extensions", json::array({"model_repository", "model_repository_metadata"})}});
+                  {"extensions", json::array({"model_repository", "model_repository_metadata",
+                                              "binary_tensor_data"})}});
   });
   http_->Get("/v2/health/live",
              [](const Request&, Response& res) { SendJson(res, 200, json::object()); });

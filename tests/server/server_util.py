@@ -1,0 +1,80 @@
+"""What the server tests share: the real `bertrt serve` on free ports (HTTP and
+gRPC), a per-module fixture that starts each configuration once, and the
+reference outputs of `bertrt run`."""
+import signal
+import socket
+import subprocess
+import time
+
+import numpy as np
+import pytest
+import requests
+
+from conftest import ROOT, run_jsonl
+
+MODELS = ROOT / "tests/data/models"
+TEXTS = ["hello world", "the quick brown fox jumps", "今天天气很好", "a b c d e f g"]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, binary, args, grpc=True):
+        self.port = free_port()
+        self.grpc_port = free_port() if grpc else 0  # 0: gRPC off
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.grpc_url = f"127.0.0.1:{self.grpc_port}"
+        self.proc = subprocess.Popen([binary, "serve", *args, "--http-port", str(self.port),
+                                      "--grpc-port", str(self.grpc_port), "--threads", "1"],
+                                     stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            assert self.proc.poll() is None, self.proc.stderr.read()
+            try:
+                if requests.get(self.url + "/v2/health/ready", timeout=1).status_code == 200:
+                    return
+            except requests.ConnectionError:
+                time.sleep(0.1)
+        raise AssertionError("server did not become ready")
+
+    def post(self, path, body):
+        return requests.post(self.url + path, json=body, timeout=60)
+
+    def alive(self):
+        return self.proc.poll() is None and \
+            requests.get(self.url + "/v2/health/ready", timeout=5).status_code == 200
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.wait(timeout=30) == 0, self.proc.stderr.read()
+
+
+@pytest.fixture(scope="module")
+def servers(bertrt_bin, default_model):
+    """servers(model, *extra_args): the server for that configuration, started once per module."""
+    started = {}
+
+    def get(model, *extra):
+        key = (model, extra)
+        if key not in started:
+            path = default_model if model == "default" else str(MODELS / model)
+            started[key] = Server(bertrt_bin, [path, *extra])
+        return started[key]
+
+    yield get
+    for server in started.values():
+        server.stop()
+
+
+def run_outputs(bertrt_bin, model_path, texts):
+    _, out, _ = run_jsonl(bertrt_bin, ["run", model_path], [{"text": t} for t in texts])
+    return out
+
+
+def close(a, b, tol=1e-4):
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return a.shape == b.shape and np.allclose(a, b, atol=tol * max(1.0, np.abs(b).max()), rtol=0)
