@@ -123,10 +123,35 @@ StatusOr<Baseline> ReadBaseline(const std::string& path) {
   return b;
 }
 
+// The load-mode values CLI11 only parsed.
+Status CheckFlags(const BenchFlags& f) {
+  auto positive = [](double v, const char* flag) {
+    return v > 0 ? Status::Ok() : InvalidArgument(std::string(flag) + " must be positive");
+  };
+  if (f.endpoint != "kserve" && f.endpoint != "embed")
+    return InvalidArgument("--endpoint " + f.endpoint + ": expected kserve or embed");
+  RETURN_IF_ERROR(positive(f.timeout_s, "--timeout-s"));
+  RETURN_IF_ERROR(positive(f.max_inflight, "--max-inflight"));
+  RETURN_IF_ERROR(positive(f.duration_s, "--duration-s"));
+  if (f.warmup_s < 0) return InvalidArgument("--warmup-s must not be negative");
+  if (f.requests < 0) return InvalidArgument("--requests must be positive");
+  if (f.sequences_per_request < 1 || f.sequences_per_request > 4096)
+    return InvalidArgument("--sequences-per-request must be in 1..4096");
+  RETURN_IF_ERROR(positive(f.num_texts, "--num-texts"));
+  RETURN_IF_ERROR(positive(f.instances, "--instances"));
+  RETURN_IF_ERROR(positive(f.max_batch_tokens, "--max-batch-tokens"));
+  RETURN_IF_ERROR(positive(f.max_batch_size, "--max-batch-size"));
+  RETURN_IF_ERROR(positive(f.max_queue_size, "--max-queue-size"));
+  if (f.max_queue_delay_us < 0) return InvalidArgument("--max-queue-delay-us must not be negative");
+  if (f.request_timeout_ms < 0) return InvalidArgument("--request-timeout-ms must not be negative");
+  return Status::Ok();
+}
+
 }  // namespace
 
 int RunLoadBench(const BenchFlags& f) {
   // Flags first, so a usage error never waits for a model or a server.
+  if (Status st = CheckFlags(f); !st.ok()) return Fail(st, kExitUsage);
   std::vector<loadgen::StepOptions> steps;
   loadgen::StepOptions base;
   base.max_inflight = f.max_inflight;

@@ -112,6 +112,8 @@ def test_queue_full_is_counted_not_fatal(bertrt_bin, default_model, serve_inproc
     (["--url", "http://127.0.0.1:1", "--max-queue-size", "4"], "bertrt serve"),
     (["--url", "http://127.0.0.1:1", "--lengths", "9:3"], "--lengths"),
     (["--url", "http://127.0.0.1:1", "--endpoint", "nope"], "--endpoint"),
+    (["--url", "http://127.0.0.1:1", "--duration-s", "0"], "--duration-s"),
+    (["--url", "http://127.0.0.1:1", "--texts", "/nonexistent"], "--texts"),
     (["some/model", "--concurrency", "4"], "--serve-inprocess"),
     (["--serve-inprocess"], "MODEL"),
 ])
