@@ -15,11 +15,11 @@
 # and scheduler flags). Environment: BIN (build/bertrt), DURATION (5 s per
 # step), WARMUP (1 s), CONCURRENCY (1,2,4,8,16,32,64), LENGTHS (16:64 words),
 # RESULTS (bench/RESULTS.md; empty: do not append), WORK (a temp dir; keeps
-# the JSON and the SVG chart).
+# the JSON and the SVG chart), LABEL (added to the section's title).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 1 ]; then
-  sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 MODEL=$1
@@ -30,6 +30,7 @@ WARMUP=${WARMUP:-1}
 CONCURRENCY=${CONCURRENCY:-1,2,4,8,16,32,64}
 LENGTHS=${LENGTHS:-16:64}
 RESULTS=${RESULTS-bench/RESULTS.md}
+LABEL=${LABEL:-}
 WORK=${WORK:-$(mktemp -d /tmp/serve_bench.XXXXXX)}
 mkdir -p "$WORK"
 LOAD=(--duration-s "$DURATION" --warmup-s "$WARMUP" --lengths "$LENGTHS")
@@ -62,9 +63,9 @@ echo "[serve_bench] 4/4 served at $HALF requests/s (open loop)"
 kill $SERVER && wait $SERVER || true
 trap - EXIT
 
-python3 - "$WORK" "$MODEL" "$RESULTS" "bash scripts/serve_bench.sh $MODEL $* (DURATION=$DURATION WARMUP=$WARMUP CONCURRENCY=$CONCURRENCY LENGTHS=$LENGTHS)" <<'EOF'
+python3 - "$WORK" "$MODEL" "$RESULTS" "$LABEL" "bash scripts/serve_bench.sh $MODEL $* (DURATION=$DURATION WARMUP=$WARMUP CONCURRENCY=$CONCURRENCY LENGTHS=$LENGTHS)" <<'EOF'
 import datetime, json, os, platform, shutil, subprocess, sys
-work, model, results, command = sys.argv[1:5]
+work, model, results, label, command = sys.argv[1:6]
 load = lambda name: json.load(open(os.path.join(work, name)))
 inproc, http, inproc_half, http_half = (load(n) for n in
                                         ["inproc.json", "http.json", "inproc_half.json", "http_half.json"])
@@ -97,7 +98,7 @@ for s in http["steps"]:
                 f"{s['sequences_per_s'] / i['sequences_per_s']:.3f} |")
 cores = os.cpu_count()
 text = f"""
-## Served (HTTP) vs in-process serving stack — {inproc['model']} on {inproc['device']} {inproc['precision']} ({datetime.date.today()})
+## Served (HTTP) vs in-process serving stack — {inproc['model']} on {inproc['device']} {inproc['precision']}{' ' + label if label else ''} ({datetime.date.today()})
 
 - date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC
 - machine: {cpu()}, {cores} cores{', GPU ' + gpu if gpu else ''}
