@@ -35,6 +35,7 @@ WORK=${WORK:-$(mktemp -d /tmp/serve_bench.XXXXXX)}
 mkdir -p "$WORK"
 LOAD=(--duration-s "$DURATION" --warmup-s "$WARMUP" --lengths "$LENGTHS")
 
+LOADAVG_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "[serve_bench] 1/4 in-process sweep (concurrency $CONCURRENCY)"
 "$BIN" bench "$MODEL" --serve-inprocess "$@" --concurrency "$CONCURRENCY" "${LOAD[@]}" \
   --json "$WORK/inproc.json"
@@ -49,7 +50,8 @@ PORT=$(python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); p
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true' EXIT
 for _ in $(seq 300); do
-  curl -sf "http://127.0.0.1:$PORT/v2/health/ready" > /dev/null && break
+  python3 -c "import urllib.request, sys; urllib.request.urlopen(sys.argv[1], timeout=1)" \
+    "http://127.0.0.1:$PORT/v2/health/ready" 2> /dev/null && break
   kill -0 $SERVER 2>/dev/null || { cat "$WORK/serve.log"; exit 1; }
   sleep 0.2
 done
@@ -62,10 +64,11 @@ echo "[serve_bench] 4/4 served at $HALF requests/s (open loop)"
   --json "$WORK/http_half.json"
 kill $SERVER && wait $SERVER || true
 trap - EXIT
+LOADAVG="$LOADAVG_BEFORE before, $(cut -d' ' -f1-3 /proc/loadavg) after"
 
-python3 - "$WORK" "$MODEL" "$RESULTS" "$LABEL" "bash scripts/serve_bench.sh $MODEL $* (DURATION=$DURATION WARMUP=$WARMUP CONCURRENCY=$CONCURRENCY LENGTHS=$LENGTHS)" <<'EOF'
+python3 - "$WORK" "$MODEL" "$RESULTS" "$LABEL" "$LOADAVG" "bash scripts/serve_bench.sh $MODEL $* (DURATION=$DURATION WARMUP=$WARMUP CONCURRENCY=$CONCURRENCY LENGTHS=$LENGTHS)" <<'EOF'
 import datetime, json, os, platform, shutil, subprocess, sys
-work, model, results, label, command = sys.argv[1:6]
+work, model, results, label, loadavg, command = sys.argv[1:7]
 load = lambda name: json.load(open(os.path.join(work, name)))
 inproc, http, inproc_half, http_half = (load(n) for n in
                                         ["inproc.json", "http.json", "inproc_half.json", "http_half.json"])
@@ -101,7 +104,7 @@ text = f"""
 ## Served (HTTP) vs in-process serving stack — {inproc['model']} on {inproc['device']} {inproc['precision']}{' ' + label if label else ''} ({datetime.date.today()})
 
 - date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC
-- machine: {cpu()}, {cores} cores{', GPU ' + gpu if gpu else ''}
+- machine: {cpu()}, {cores} cores{', GPU ' + gpu if gpu else ''}; load average {loadavg} (other work on the machine competes for the cores when it exceeds the bench's own)
 - command: `{command}`
 - load: closed loop, one request of 1 text per worker outstanding; texts of {inproc['texts'].get('words', '')} words drawn from common English words (seed {inproc['load']['seed']}); {inproc['load']['duration_s']:g} s measured after {inproc['load']['warmup_s']:g} s warm-up per step; same scheduler flags on both
 - the load generator runs on the same machine as the server{' and shares its ' + str(cores) + ' cores with it' if cores and cores <= 4 else ''}; the in-process run has no HTTP client or server threads to feed, so it is the upper bound the front end is compared against
