@@ -2,7 +2,8 @@
 # Served vs in-process: the same load through `bertrt serve` over HTTP and
 # through the serving stack in-process (`bertrt bench --serve-inprocess`:
 # tokenizer + dynamic batcher + engines, no network), so the two differ only
-# by the HTTP/JSON front end. Prints and appends to bench/RESULTS.md:
+# by the HTTP/JSON front end. The two take turns step by step, so other work
+# on the machine meets both alike. Prints and appends to bench/RESULTS.md:
 #   - the concurrency sweep of both, with the served/in-process throughput
 #     ratio per step and at saturation (the best step of each);
 #   - an open-loop step at half the in-process saturation rate, on both, and
@@ -19,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 1 ]; then
-  sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 MODEL=$1
@@ -36,32 +37,47 @@ mkdir -p "$WORK"
 LOAD=(--duration-s "$DURATION" --warmup-s "$WARMUP" --lengths "$LENGTHS")
 
 LOADAVG_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
-echo "[serve_bench] 1/4 in-process sweep (concurrency $CONCURRENCY)"
-"$BIN" bench "$MODEL" --serve-inprocess "$@" --concurrency "$CONCURRENCY" "${LOAD[@]}" \
-  --json "$WORK/inproc.json"
-HALF=$(python3 -c "import json,sys; print('%.2f' % (json.load(open(sys.argv[1]))['saturation']['requests_per_s'] / 2))" "$WORK/inproc.json")
-
-echo "[serve_bench] 2/4 in-process at half its saturation: $HALF requests/s (open loop)"
-"$BIN" bench "$MODEL" --serve-inprocess "$@" --request-rate "$HALF" "${LOAD[@]}" \
-  --json "$WORK/inproc_half.json"
-
 PORT=$(python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+URL="http://127.0.0.1:$PORT"
 "$BIN" serve "$MODEL" "$@" --http-port "$PORT" 2> "$WORK/serve.log" &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true' EXIT
 for _ in $(seq 300); do
   python3 -c "import urllib.request, sys; urllib.request.urlopen(sys.argv[1], timeout=1)" \
-    "http://127.0.0.1:$PORT/v2/health/ready" 2> /dev/null && break
+    "$URL/v2/health/ready" 2> /dev/null && break
   kill -0 $SERVER 2>/dev/null || { cat "$WORK/serve.log"; exit 1; }
   sleep 0.2
 done
 
-echo "[serve_bench] 3/4 served sweep over HTTP (port $PORT)"
-"$BIN" bench --url "http://127.0.0.1:$PORT" --concurrency "$CONCURRENCY" "${LOAD[@]}" \
-  --baseline "$WORK/inproc.json" --json "$WORK/http.json" --svg "$WORK/served_vs_inprocess.svg"
-echo "[serve_bench] 4/4 served at $HALF requests/s (open loop)"
-"$BIN" bench --url "http://127.0.0.1:$PORT" --request-rate "$HALF" "${LOAD[@]}" \
-  --json "$WORK/http_half.json"
+# Step by step, in-process then served at each concurrency, so a change in
+# what else the machine runs meets both sides alike (not one whole sweep).
+IFS=, read -ra STEPS <<< "$CONCURRENCY"
+for c in "${STEPS[@]}"; do
+  echo "[serve_bench] concurrency $c: in-process, then served over HTTP ($URL)"
+  "$BIN" bench "$MODEL" --serve-inprocess "$@" --concurrency "$c" "${LOAD[@]}" \
+    --json "$WORK/inproc_c$c.json" > /dev/null
+  "$BIN" bench --url "$URL" --concurrency "$c" "${LOAD[@]}" --json "$WORK/http_c$c.json" > /dev/null
+done
+python3 - "$WORK" "${STEPS[@]}" <<'EOF_MERGE'
+import json, sys
+work, steps = sys.argv[1], sys.argv[2:]
+for kind in ["inproc", "http"]:
+    runs = [json.load(open(f"{work}/{kind}_c{c}.json")) for c in steps]
+    merged = runs[0]
+    merged["steps"] = [r["steps"][0] for r in runs]
+    json.dump(merged, open(f"{work}/{kind}_sweep.json", "w"), indent=2)
+EOF_MERGE
+echo "[serve_bench] in-process sweep"
+"$BIN" bench --replot "$WORK/inproc_sweep.json" --json "$WORK/inproc.json"
+echo "[serve_bench] served sweep, against in-process"
+"$BIN" bench --replot "$WORK/http_sweep.json" --baseline "$WORK/inproc.json" \
+  --json "$WORK/http.json" --svg "$WORK/served_vs_inprocess.svg"
+
+HALF=$(python3 -c "import json,sys; print('%.2f' % (json.load(open(sys.argv[1]))['saturation']['requests_per_s'] / 2))" "$WORK/inproc.json")
+echo "[serve_bench] half the in-process saturation: $HALF requests/s (open loop), in-process then served"
+"$BIN" bench "$MODEL" --serve-inprocess "$@" --request-rate "$HALF" "${LOAD[@]}" \
+  --json "$WORK/inproc_half.json"
+"$BIN" bench --url "$URL" --request-rate "$HALF" "${LOAD[@]}" --json "$WORK/http_half.json"
 kill $SERVER && wait $SERVER || true
 trap - EXIT
 LOADAVG="$LOADAVG_BEFORE before, $(cut -d' ' -f1-3 /proc/loadavg) after"
@@ -106,7 +122,7 @@ text = f"""
 - date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC
 - machine: {cpu()}, {cores} cores{', GPU ' + gpu if gpu else ''}; load average {loadavg} (other work on the machine competes for the cores when it exceeds the bench's own)
 - command: `{command}`
-- load: closed loop, one request of 1 text per worker outstanding; texts of {inproc['texts'].get('words', '')} words drawn from common English words (seed {inproc['load']['seed']}); {inproc['load']['duration_s']:g} s measured after {inproc['load']['warmup_s']:g} s warm-up per step; same scheduler flags on both
+- load: closed loop, one request of 1 text per worker outstanding, in-process and served step by step in turn; texts of {inproc['texts'].get('words', '')} words drawn from common English words (seed {inproc['load']['seed']}); {inproc['load']['duration_s']:g} s measured after {inproc['load']['warmup_s']:g} s warm-up per step; same scheduler flags on both
 - the load generator runs on the same machine as the server{' and shares its ' + str(cores) + ' cores with it' if cores and cores <= 4 else ''}; the in-process run has no HTTP client or server threads to feed, so it is the upper bound the front end is compared against
 - columns: in-process and served sequences/s and latency (ms, from send to answer); queue/compute: the server's own mean per request from /metrics over the same window
 

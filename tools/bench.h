@@ -45,6 +45,7 @@ struct BenchFlags {
   // ... reports ...
   std::string svg_path;
   std::string baseline;
+  std::string replot;  // a run's JSON, reported again instead of measuring
   // ... and, in-process, the scheduler `bertrt serve` would run (its defaults).
   int instances = 1;
   int max_batch_tokens = SchedulerOptions{}.max_batch_tokens;

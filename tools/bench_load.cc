@@ -102,25 +102,93 @@ std::map<std::string, double> BaselineRatios(const std::vector<loadgen::StepResu
   return ratios;
 }
 
-struct Baseline {
+// A run as `--json` wrote it: for --baseline and --replot.
+struct Run {
   std::string name;
+  json report;
   std::vector<loadgen::StepResult> steps;
 };
 
-StatusOr<Baseline> ReadBaseline(const std::string& path) {
+StatusOr<Run> ReadRun(const std::string& path, const std::string& flag) {
   std::ifstream in(path);
-  if (!in) return NotFound("--baseline " + path + ": cannot open");
-  json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("steps") || !j["steps"].is_array())
-    return InvalidArgument("--baseline " + path + ": not the JSON of `bertrt bench --json`");
-  Baseline b;
-  b.name = j.value("target", path);
+  if (!in) return NotFound(flag + " " + path + ": cannot open");
+  Run run;
+  run.report = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const json& j = run.report;
+  if (j.is_discarded() || !j.is_object() || !j.contains("steps") || !j["steps"].is_array() ||
+      j["steps"].empty())
+    return InvalidArgument(flag + " " + path + ": not the JSON of a `bertrt bench --json` load run");
+  run.name = j.contains("target") && j["target"].is_string() ? j["target"].get<std::string>() : path;
   for (const json& step : j["steps"]) {
     auto s = loadgen::StepFromJson(step);
-    if (!s.ok()) return InvalidArgument("--baseline " + path + ": " + s.status().message());
-    b.steps.push_back(*s);
+    if (!s.ok()) return InvalidArgument(flag + " " + path + ": " + s.status().message());
+    run.steps.push_back(*s);
   }
-  return b;
+  return run;
+}
+
+// Prints the table (or the JSON), writes --json and --svg: for a run just
+// measured and for one read back with --replot alike.
+int Emit(const BenchFlags& f, json report, const std::vector<loadgen::StepResult>& results,
+         const std::string& name, const std::optional<Run>& baseline) {
+  std::map<std::string, double> ratios;
+  if (baseline) ratios = BaselineRatios(results, baseline->steps);
+  report["steps"] = json::array();
+  for (const auto& s : results) report["steps"].push_back(loadgen::StepToJson(s));
+  size_t best = 0;
+  for (size_t i = 1; i < results.size(); ++i)
+    if (results[i].sequences_per_s > results[best].sequences_per_s) best = i;
+  report["saturation"] = {{"label", results[best].label()},
+                          {"sequences_per_s", results[best].sequences_per_s},
+                          {"requests_per_s", results[best].requests_per_s}};
+  report.erase("baseline");
+  if (baseline)
+    report["baseline"] = {{"file", f.baseline}, {"target", baseline->name},
+                          {"throughput_ratio", ratios}};
+
+  if (!f.json_given || !f.json_path.empty()) {
+    std::printf("%s%s\n", loadgen::TableHeader().c_str(), baseline ? " vs_base" : "");
+    for (const auto& s : results) {
+      std::string ratio;
+      if (baseline) {
+        auto it = ratios.find(s.label());
+        char buf[32];
+        if (it != ratios.end()) std::snprintf(buf, sizeof(buf), " %6.3fx", it->second);
+        ratio = it == ratios.end() ? "       -" : buf;
+      }
+      std::printf("%s%s\n", loadgen::TableRow(s).c_str(), ratio.c_str());
+    }
+  } else {
+    std::printf("%s\n", report.dump(2).c_str());
+  }
+  if (!f.json_path.empty()) {
+    if (Status st = WriteFile(f.json_path, report.dump(2) + "\n", "--json"); !st.ok())
+      return Fail(st, kExitRuntimeError);
+  }
+  if (!f.svg_path.empty()) {
+    std::vector<loadgen::Series> series;
+    if (baseline) series.push_back({baseline->name, baseline->steps});
+    series.push_back({name, results});
+    // The chart is of the concurrency sweep; rate steps go on it only when
+    // there is no sweep.
+    std::vector<loadgen::Series> closed;
+    for (auto& s : series) {
+      loadgen::Series c{s.name, {}};
+      for (const auto& st : s.steps)
+        if (st.concurrency > 0) c.steps.push_back(st);
+      if (!c.steps.empty()) closed.push_back(std::move(c));
+    }
+    const int per_request = report.contains("load") && report["load"].is_object()
+                                ? report["load"].value("sequences_per_request", 1)
+                                : 1;
+    const std::string title = "bertrt bench: p99 latency vs throughput (" +
+                              std::to_string(per_request) + " text/request)";
+    if (Status st = WriteFile(f.svg_path, loadgen::RenderSvg(title, closed.empty() ? series : closed),
+                              "--svg");
+        !st.ok())
+      return Fail(st, kExitRuntimeError);
+  }
+  return kExitOk;
 }
 
 // The load-mode values CLI11 only parsed.
@@ -186,11 +254,16 @@ int RunLoadBench(const BenchFlags& f) {
     if (!range.ok()) return Fail(range.status(), kExitUsage);
     words = *range;
   }
-  std::optional<Baseline> baseline;
+  std::optional<Run> baseline;
   if (!f.baseline.empty()) {
-    auto b = ReadBaseline(f.baseline);
+    auto b = ReadRun(f.baseline, "--baseline");
     if (!b.ok()) return Fail(b.status(), kExitUsage);
     baseline = std::move(*b);
+  }
+  if (!f.replot.empty()) {
+    auto run = ReadRun(f.replot, "--replot");
+    if (!run.ok()) return Fail(run.status(), kExitUsage);
+    return Emit(f, run->report, run->steps, run->name, baseline);
   }
   std::vector<std::string> texts;
   if (!f.texts_file.empty()) {
@@ -286,58 +359,7 @@ int RunLoadBench(const BenchFlags& f) {
     results.push_back(*step);
   }
 
-  std::map<std::string, double> ratios;
-  if (baseline) ratios = BaselineRatios(results, baseline->steps);
-  report["steps"] = json::array();
-  for (const auto& s : results) report["steps"].push_back(loadgen::StepToJson(s));
-  size_t best = 0;
-  for (size_t i = 1; i < results.size(); ++i)
-    if (results[i].sequences_per_s > results[best].sequences_per_s) best = i;
-  report["saturation"] = {{"label", results[best].label()},
-                          {"sequences_per_s", results[best].sequences_per_s},
-                          {"requests_per_s", results[best].requests_per_s}};
-  if (baseline)
-    report["baseline"] = {{"file", f.baseline}, {"target", baseline->name},
-                          {"throughput_ratio", ratios}};
-
-  if (!f.json_given || !f.json_path.empty()) {
-    std::printf("%s%s\n", loadgen::TableHeader().c_str(), baseline ? " vs_base" : "");
-    for (const auto& s : results) {
-      std::string ratio;
-      if (baseline) {
-        auto it = ratios.find(s.label());
-        char buf[32];
-        std::snprintf(buf, sizeof(buf), " %6.3fx", it == ratios.end() ? NAN : it->second);
-        ratio = it == ratios.end() ? "       -" : buf;
-      }
-      std::printf("%s%s\n", loadgen::TableRow(s).c_str(), ratio.c_str());
-    }
-  } else {
-    std::printf("%s\n", report.dump(2).c_str());
-  }
-  if (!f.json_path.empty()) {
-    if (Status st = WriteFile(f.json_path, report.dump(2) + "\n", "--json"); !st.ok())
-      return Fail(st, kExitRuntimeError);
-  }
-  if (!f.svg_path.empty()) {
-    std::vector<loadgen::Series> series;
-    if (baseline) series.push_back({baseline->name, baseline->steps});
-    series.push_back({target->Describe(), results});
-    std::vector<loadgen::Series> closed;
-    for (auto& s : series) {  // the chart is of the sweep; rate steps have no place on it
-      loadgen::Series c{s.name, {}};
-      for (const auto& st : s.steps)
-        if (st.concurrency > 0) c.steps.push_back(st);
-      if (!c.steps.empty()) closed.push_back(std::move(c));
-    }
-    const std::string title = "bertrt bench: p99 latency vs throughput (" +
-                              std::to_string(f.sequences_per_request) + " text/request)";
-    if (Status st = WriteFile(f.svg_path, loadgen::RenderSvg(title, closed.empty() ? series : closed),
-                              "--svg");
-        !st.ok())
-      return Fail(st, kExitRuntimeError);
-  }
-  return kExitOk;
+  return Emit(f, std::move(report), results, target->Describe(), baseline);
 }
 
 }  // namespace bertrt::cli

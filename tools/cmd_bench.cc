@@ -209,6 +209,10 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
   load_only.push_back(cmd->add_option("--baseline", flags->baseline,
                                       "JSON of an earlier load run (e.g. --serve-inprocess): adds "
                                       "the throughput ratio per step and its curve to the chart"));
+  load_only.push_back(cmd->add_option("--replot", flags->replot,
+                                      "Measure nothing: report the JSON of an earlier load run "
+                                      "again (table, --json, --svg, --baseline), e.g. to chart "
+                                      "runs made apart"));
   // The in-process scheduler, as `bertrt serve` takes it.
   std::vector<CLI::Option*> inprocess_only;
   inprocess_only.push_back(cmd->add_option("--instances", flags->instances,
@@ -231,7 +235,7 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
         if (o->count() > 0) return o->get_name();
       return "";
     };
-    const bool load_mode = !flags->url.empty() || flags->serve_inprocess;
+    const bool load_mode = !flags->url.empty() || flags->serve_inprocess || !flags->replot.empty();
     if (!load_mode) {
       if (flags->model.empty())
         exit_code = Fail(InvalidArgument("give MODEL (engine timing) or --url URL (load a server)"),
@@ -247,6 +251,11 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
     if (std::string o = given(engine_only); !o.empty()) {
       exit_code = Fail(InvalidArgument(o + " times the engine alone; it does not apply to load "
                                             "runs (--url, --serve-inprocess)"),
+                       kExitUsage);
+    } else if (!flags->replot.empty() && (flags->serve_inprocess || !flags->url.empty() ||
+                                          !flags->model.empty())) {
+      exit_code = Fail(InvalidArgument("--replot measures nothing: give it without MODEL, --url "
+                                       "and --serve-inprocess"),
                        kExitUsage);
     } else if (flags->serve_inprocess && flags->model.empty()) {
       exit_code = Fail(InvalidArgument("--serve-inprocess needs MODEL"), kExitUsage);

@@ -82,6 +82,10 @@ def test_inprocess_with_baseline(bertrt_bin, server, default_model, tmp_path):
     ratios = json.loads(proc.stdout)["baseline"]["throughput_ratio"]
     assert set(ratios) == {"c=1", "c=4"} and all(r > 0 for r in ratios.values())
     assert len(ET.parse(svg).getroot().findall("{http://www.w3.org/2000/svg}polyline")) == 2
+    # --replot reports a run again without measuring.
+    proc = bench(bertrt_bin, "--replot", str(base), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["steps"] == report["steps"]
 
 
 @pytest.mark.parametrize("serve_inprocess", [False, True])
