@@ -117,8 +117,10 @@ StatusOr<Run> ReadRun(const std::string& path, const std::string& flag) {
   const json& j = run.report;
   if (j.is_discarded() || !j.is_object() || !j.contains("steps") || !j["steps"].is_array() ||
       j["steps"].empty())
-    return InvalidArgument(flag + " " + path + ": not the JSON of a `bertrt bench --json` load run");
-  run.name = j.contains("target") && j["target"].is_string() ? j["target"].get<std::string>() : path;
+    return InvalidArgument(flag + " " + path +
+                           ": not the JSON of a `bertrt bench --json` load run");
+  run.name =
+      j.contains("target") && j["target"].is_string() ? j["target"].get<std::string>() : path;
   for (const json& step : j["steps"]) {
     auto s = loadgen::StepFromJson(step);
     if (!s.ok()) return InvalidArgument(flag + " " + path + ": " + s.status().message());
@@ -143,8 +145,8 @@ int Emit(const BenchFlags& f, json report, const std::vector<loadgen::StepResult
                           {"requests_per_s", results[best].requests_per_s}};
   report.erase("baseline");
   if (baseline)
-    report["baseline"] = {{"file", f.baseline}, {"target", baseline->name},
-                          {"throughput_ratio", ratios}};
+    report["baseline"] = {
+        {"file", f.baseline}, {"target", baseline->name}, {"throughput_ratio", ratios}};
 
   if (!f.json_given || !f.json_path.empty()) {
     std::printf("%s%s\n", loadgen::TableHeader().c_str(), baseline ? " vs_base" : "");
@@ -183,8 +185,8 @@ int Emit(const BenchFlags& f, json report, const std::vector<loadgen::StepResult
                                 : 1;
     const std::string title = "bertrt bench: p99 latency vs throughput (" +
                               std::to_string(per_request) + " text/request)";
-    if (Status st = WriteFile(f.svg_path, loadgen::RenderSvg(title, closed.empty() ? series : closed),
-                              "--svg");
+    if (Status st = WriteFile(f.svg_path,
+                              loadgen::RenderSvg(title, closed.empty() ? series : closed), "--svg");
         !st.ok())
       return Fail(st, kExitRuntimeError);
   }
@@ -300,12 +302,10 @@ int RunLoadBench(const BenchFlags& f) {
     report["device"] = o.device;
     report["precision"] = o.precision;
     report["threads"] = f.engine.threads;
-    report["scheduler"] = {{"instances", f.instances},
-                           {"max_batch_tokens", f.max_batch_tokens},
-                           {"max_batch_size", f.max_batch_size},
-                           {"max_queue_delay_us", f.max_queue_delay_us},
-                           {"max_queue_size", f.max_queue_size},
-                           {"request_timeout_ms", f.request_timeout_ms}};
+    report["scheduler"] = {
+        {"instances", f.instances},           {"max_batch_tokens", f.max_batch_tokens},
+        {"max_batch_size", f.max_batch_size}, {"max_queue_delay_us", f.max_queue_delay_us},
+        {"max_queue_size", f.max_queue_size}, {"request_timeout_ms", f.request_timeout_ms}};
   } else {
     auto url = loadgen::ParseUrl(f.url);
     if (!url.ok()) return Fail(url.status(), kExitUsage);
@@ -316,28 +316,27 @@ int RunLoadBench(const BenchFlags& f) {
     o.timeout_s = f.timeout_s;
     auto connected = ConnectHttpTarget(o, texts.front());
     if (!connected.ok())
-      return Fail(connected.status(), connected.status().code() == StatusCode::kInvalidArgument ||
-                                              connected.status().code() == StatusCode::kUnimplemented
-                                          ? kExitUsage
-                                          : kExitRuntimeError);
+      return Fail(connected.status(),
+                  connected.status().code() == StatusCode::kInvalidArgument ||
+                          connected.status().code() == StatusCode::kUnimplemented
+                      ? kExitUsage
+                      : kExitRuntimeError);
     target = std::move(*connected);
     report["kind"] = "http";
     report["url"] = f.url;
     report["endpoint"] = f.endpoint;
   }
   report["target"] = target->Describe();
-  report["load"] = {{"duration_s", f.duration_s},
-                    {"warmup_s", f.warmup_s},
-                    {"requests", f.requests},
-                    {"sequences_per_request", f.sequences_per_request},
-                    {"max_inflight", f.max_inflight},
-                    {"seed", f.seed}};
-  report["texts"] = f.texts_file.empty()
-                        ? json{{"source", "generated"},
-                               {"words", std::to_string(words.first) + ":" +
-                                             std::to_string(words.second)},
-                               {"count", texts.size()}}
-                        : json{{"source", f.texts_file}, {"count", texts.size()}};
+  report["load"] = {
+      {"duration_s", f.duration_s},     {"warmup_s", f.warmup_s},
+      {"requests", f.requests},         {"sequences_per_request", f.sequences_per_request},
+      {"max_inflight", f.max_inflight}, {"seed", f.seed}};
+  report["texts"] =
+      f.texts_file.empty()
+          ? json{{"source", "generated"},
+                 {"words", std::to_string(words.first) + ":" + std::to_string(words.second)},
+                 {"count", texts.size()}}
+          : json{{"source", f.texts_file}, {"count", texts.size()}};
   std::fprintf(stderr, "[bench] %s: %zu steps of %s\n", target->Describe().c_str(), steps.size(),
                f.requests > 0 ? (std::to_string(f.requests) + " answers").c_str()
                               : (Num(f.duration_s) + " s").c_str());

@@ -44,7 +44,9 @@ std::unique_ptr<httplib::Client> MakeHttpClient(const loadgen::Url& url, double 
 class HttpClient : public loadgen::Client {
  public:
   HttpClient(const HttpTargetOptions& options, std::string path)
-      : options_(options), path_(std::move(path)), http_(MakeHttpClient(options.url, options.timeout_s)) {}
+      : options_(options),
+        path_(std::move(path)),
+        http_(MakeHttpClient(options.url, options.timeout_s)) {}
 
   loadgen::Outcome Send(const std::vector<std::string>& texts) override {
     json body;
@@ -126,8 +128,7 @@ class HttpTarget : public loadgen::Target {
 // queue/compute totals the server would put in /metrics.
 class InProcessTarget : public loadgen::Target {
  public:
-  explicit InProcessTarget(std::shared_ptr<server::ServedModel> model)
-      : model_(std::move(model)) {}
+  explicit InProcessTarget(std::shared_ptr<server::ServedModel> model) : model_(std::move(model)) {}
 
   std::string Describe() const override {
     return "in-process " + model_->name() + " on " + model_->device() + " " + model_->precision();
@@ -199,9 +200,8 @@ StatusOr<std::unique_ptr<loadgen::Target>> ConnectHttpTarget(HttpTargetOptions o
   return std::unique_ptr<loadgen::Target>(std::move(target));
 }
 
-StatusOr<std::unique_ptr<loadgen::Target>> LoadInProcessTarget(const std::string& name,
-                                                               const std::string& path,
-                                                               const server::ServeOptions& options) {
+StatusOr<std::unique_ptr<loadgen::Target>> LoadInProcessTarget(
+    const std::string& name, const std::string& path, const server::ServeOptions& options) {
   auto loaded = server::ServedModel::Load(name, "1", path, options);
   if (!loaded.ok()) return loaded.status();
   std::shared_ptr<server::ServedModel> model = std::move(*loaded);

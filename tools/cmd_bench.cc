@@ -174,9 +174,9 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
   load_only.push_back(cmd->add_option("--model", flags->model_name,
                                       "--url: model name to infer on (default: the server's "
                                       "default, from /info); --serve-inprocess: name to serve as"));
-  load_only.push_back(
-      cmd->add_option("--endpoint", flags->endpoint,
-                      "kserve (POST /v2/models/NAME/infer, BYTES text input) or embed (TEI /embed)"));
+  load_only.push_back(cmd->add_option(
+      "--endpoint", flags->endpoint,
+      "kserve (POST /v2/models/NAME/infer, BYTES text input) or embed (TEI /embed)"));
   load_only.push_back(cmd->add_option("--timeout-s", flags->timeout_s,
                                       "Per-request timeout; a request past it counts as an error"));
   // The load.
@@ -190,19 +190,20 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
   load_only.push_back(cmd->add_option("--max-inflight", flags->max_inflight,
                                       "Open loop: most requests outstanding at once (a later "
                                       "arrival waits and counts as a late send)"));
-  load_only.push_back(cmd->add_option("--duration-s", flags->duration_s, "Measured seconds per step"));
+  load_only.push_back(
+      cmd->add_option("--duration-s", flags->duration_s, "Measured seconds per step"));
   load_only.push_back(cmd->add_option("--warmup-s", flags->warmup_s,
                                       "Unmeasured seconds of the same load before each step"));
-  load_only.push_back(cmd->add_option("--requests", flags->requests,
-                                      "Measure this many answers per step instead of --duration-s"));
+  load_only.push_back(cmd->add_option(
+      "--requests", flags->requests, "Measure this many answers per step instead of --duration-s"));
   load_only.push_back(cmd->add_option("--sequences-per-request", flags->sequences_per_request,
                                       "Texts per request"));
   // The texts.
   load_only.push_back(cmd->add_option("--texts", flags->texts_file,
                                       "File of texts, one per line, sent in order and cycled "
                                       "(default: generated, see --lengths)"));
-  load_only.push_back(cmd->add_option("--num-texts", flags->num_texts,
-                                      "Generated texts (cycled through)"));
+  load_only.push_back(
+      cmd->add_option("--num-texts", flags->num_texts, "Generated texts (cycled through)"));
   // The reports.
   load_only.push_back(cmd->add_option("--svg", flags->svg_path,
                                       "Write a chart of p99 latency against throughput per step"));
@@ -215,12 +216,12 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
                                       "runs made apart"));
   // The in-process scheduler, as `bertrt serve` takes it.
   std::vector<CLI::Option*> inprocess_only;
-  inprocess_only.push_back(cmd->add_option("--instances", flags->instances,
-                                           "Engine instances (as serve)"));
+  inprocess_only.push_back(
+      cmd->add_option("--instances", flags->instances, "Engine instances (as serve)"));
   inprocess_only.push_back(cmd->add_option("--max-batch-tokens", flags->max_batch_tokens,
                                            "Token budget of a batch (as serve)"));
-  inprocess_only.push_back(cmd->add_option("--max-batch-size", flags->max_batch_size,
-                                           "Sequences per batch (as serve)"));
+  inprocess_only.push_back(
+      cmd->add_option("--max-batch-size", flags->max_batch_size, "Sequences per batch (as serve)"));
   inprocess_only.push_back(cmd->add_option("--max-queue-delay-us", flags->max_queue_delay_us,
                                            "Longest wait for a fuller batch (as serve)"));
   inprocess_only.push_back(cmd->add_option("--max-queue-size", flags->max_queue_size,
@@ -242,7 +243,7 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
                          kExitUsage);
       else if (std::string o = given(load_only) + given(inprocess_only); !o.empty())
         exit_code = Fail(InvalidArgument(o + " is for load runs: add --url URL or "
-                                              "--serve-inprocess"),
+                                             "--serve-inprocess"),
                          kExitUsage);
       else
         exit_code = Bench(*flags);
@@ -250,21 +251,21 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
     }
     if (std::string o = given(engine_only); !o.empty()) {
       exit_code = Fail(InvalidArgument(o + " times the engine alone; it does not apply to load "
-                                            "runs (--url, --serve-inprocess)"),
+                                           "runs (--url, --serve-inprocess)"),
                        kExitUsage);
-    } else if (!flags->replot.empty() && (flags->serve_inprocess || !flags->url.empty() ||
-                                          !flags->model.empty())) {
+    } else if (!flags->replot.empty() &&
+               (flags->serve_inprocess || !flags->url.empty() || !flags->model.empty())) {
       exit_code = Fail(InvalidArgument("--replot measures nothing: give it without MODEL, --url "
                                        "and --serve-inprocess"),
                        kExitUsage);
     } else if (flags->serve_inprocess && flags->model.empty()) {
       exit_code = Fail(InvalidArgument("--serve-inprocess needs MODEL"), kExitUsage);
     } else if (std::string o = given(inprocess_only); !o.empty() && !flags->url.empty()) {
-      exit_code = Fail(InvalidArgument(o + " is the server's: pass it to `bertrt serve`"),
-                       kExitUsage);
-    } else if (!flags->url.empty() && (cmd->get_option("--threads")->count() ||
-                                       cmd->get_option("--device")->count() ||
-                                       cmd->get_option("--precision")->count())) {
+      exit_code =
+          Fail(InvalidArgument(o + " is the server's: pass it to `bertrt serve`"), kExitUsage);
+    } else if (!flags->url.empty() &&
+               (cmd->get_option("--threads")->count() || cmd->get_option("--device")->count() ||
+                cmd->get_option("--precision")->count())) {
       exit_code = Fail(InvalidArgument("--device/--precision/--threads are the server's with "
                                        "--url: pass them to `bertrt serve`"),
                        kExitUsage);

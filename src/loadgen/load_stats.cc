@@ -13,28 +13,31 @@ namespace {
 // Common English words, each one WordPiece token in BERT's uncased
 // vocabulary, so N words is close to N tokens (+2 for [CLS]/[SEP]).
 constexpr const char* kWords[] = {
-    "the",     "of",     "and",    "to",      "in",     "is",     "you",    "that",   "it",
-    "he",      "was",    "for",    "on",      "are",    "as",     "with",   "his",    "they",
-    "at",      "be",     "this",   "have",    "from",   "or",     "one",    "had",    "by",
-    "word",    "but",    "not",    "what",    "all",    "were",   "we",     "when",   "your",
-    "can",     "said",   "there",  "use",     "an",     "each",   "which",  "she",    "do",
-    "how",     "their",  "if",     "will",    "up",     "other",  "about",  "out",    "many",
-    "then",    "them",   "these",  "so",      "some",   "her",    "would",  "make",   "like",
-    "him",     "into",   "time",   "has",     "look",   "two",    "more",   "write",  "go",
-    "see",     "number", "no",     "way",     "could",  "people", "my",     "than",   "first",
-    "water",   "been",   "call",   "who",     "oil",    "its",    "now",    "find",   "long",
-    "down",    "day",    "did",    "get",     "come",   "made",   "may",    "part",   "over",
-    "new",     "sound",  "take",   "only",    "little", "work",   "know",   "place",  "year",
-    "live",    "me",     "back",   "give",    "most",   "very",   "after",  "thing",  "our",
-    "just",    "name",   "good",   "sentence", "man",   "think",  "say",    "great",  "where",
-    "help",    "through", "much",  "before",  "line",   "right",  "too",    "mean",   "old",
-    "any",     "same",   "tell",   "boy",     "follow", "came",   "want",   "show",   "also",
-    "around",  "form",   "three",  "small",   "set",    "put",    "end",    "does",   "another",
-    "well",    "large",  "must",   "big",     "even",   "such",   "because", "turn",  "here",
-    "why",     "ask",    "went",   "men",     "read",   "need",   "land",   "different", "home",
-    "us",      "move",   "try",    "kind",    "hand",   "picture", "again", "change", "off",
-    "play",    "spell",  "air",    "away",    "animal", "house",  "point",  "page",   "letter",
-    "mother",  "answer", "found",  "study",   "still",  "learn",  "should", "world",  "high",
+    "the",      "of",        "and",    "to",     "in",     "is",     "you",    "that",
+    "it",       "he",        "was",    "for",    "on",     "are",    "as",     "with",
+    "his",      "they",      "at",     "be",     "this",   "have",   "from",   "or",
+    "one",      "had",       "by",     "word",   "but",    "not",    "what",   "all",
+    "were",     "we",        "when",   "your",   "can",    "said",   "there",  "use",
+    "an",       "each",      "which",  "she",    "do",     "how",    "their",  "if",
+    "will",     "up",        "other",  "about",  "out",    "many",   "then",   "them",
+    "these",    "so",        "some",   "her",    "would",  "make",   "like",   "him",
+    "into",     "time",      "has",    "look",   "two",    "more",   "write",  "go",
+    "see",      "number",    "no",     "way",    "could",  "people", "my",     "than",
+    "first",    "water",     "been",   "call",   "who",    "oil",    "its",    "now",
+    "find",     "long",      "down",   "day",    "did",    "get",    "come",   "made",
+    "may",      "part",      "over",   "new",    "sound",  "take",   "only",   "little",
+    "work",     "know",      "place",  "year",   "live",   "me",     "back",   "give",
+    "most",     "very",      "after",  "thing",  "our",    "just",   "name",   "good",
+    "sentence", "man",       "think",  "say",    "great",  "where",  "help",   "through",
+    "much",     "before",    "line",   "right",  "too",    "mean",   "old",    "any",
+    "same",     "tell",      "boy",    "follow", "came",   "want",   "show",   "also",
+    "around",   "form",      "three",  "small",  "set",    "put",    "end",    "does",
+    "another",  "well",      "large",  "must",   "big",    "even",   "such",   "because",
+    "turn",     "here",      "why",    "ask",    "went",   "men",    "read",   "need",
+    "land",     "different", "home",   "us",     "move",   "try",    "kind",   "hand",
+    "picture",  "again",     "change", "off",    "play",   "spell",  "air",    "away",
+    "animal",   "house",     "point",  "page",   "letter", "mother", "answer", "found",
+    "study",    "still",     "learn",  "should", "world",  "high",
 };
 constexpr size_t kNumWords = sizeof(kWords) / sizeof(kWords[0]);
 
@@ -55,11 +58,20 @@ std::string XmlEscape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out.push_back(c);
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out.push_back(c);
     }
   }
   return out;
@@ -137,7 +149,8 @@ StatusOr<double> SumMetric(const std::string& text, const std::string& metric,
   return sum;
 }
 
-StatusOr<ServerTotals> ParseServerTotals(const std::string& metrics_text, const std::string& model) {
+StatusOr<ServerTotals> ParseServerTotals(const std::string& metrics_text,
+                                         const std::string& model) {
   ServerTotals t;
   ASSIGN_OR_RETURN(t.queue_seconds,
                    SumMetric(metrics_text, "bertrt_queue_duration_seconds_sum", model));
@@ -270,7 +283,10 @@ nlohmann::json StepToJson(const StepResult& s) {
       {"requests_per_s", s.requests_per_s},
       {"sequences_per_s", s.sequences_per_s},
       {"latency_ms",
-       {{"mean", s.mean_ms}, {"p50", s.p50_ms}, {"p90", s.p90_ms}, {"p99", s.p99_ms},
+       {{"mean", s.mean_ms},
+        {"p50", s.p50_ms},
+        {"p90", s.p90_ms},
+        {"p99", s.p99_ms},
         {"max", s.max_ms}}},
       {"errors", s.errors},
       {"error_count", s.error_count()},
@@ -308,8 +324,7 @@ StatusOr<StepResult> StepFromJson(const nlohmann::json& j) {
     s.p99_ms = l.at("p99").get<double>();
     s.max_ms = l.at("max").get<double>();
     s.errors = j.at("errors").get<std::map<std::string, int64_t>>();
-    s.error_messages =
-        j.value("error_messages", std::map<std::string, std::string>{});
+    s.error_messages = j.value("error_messages", std::map<std::string, std::string>{});
     s.late_sends = j.value("late_sends", int64_t{0});
     if (j.contains("server") && j["server"].is_object()) {
       s.has_server_split = true;
@@ -337,7 +352,8 @@ std::string TableRow(const StepResult& s) {
   char buf[256];
   const std::string queue = s.has_server_split ? Num(s.server_queue_ms, 2) : "-";
   const std::string compute = s.has_server_split ? Num(s.server_compute_ms, 2) : "-";
-  std::snprintf(buf, sizeof(buf), "%-8s %8.1f %9.1f %9.2f %8.2f %8.2f %8.2f %8.2f %8s %8s %9lld %7lld",
+  std::snprintf(buf, sizeof(buf),
+                "%-8s %8.1f %9.1f %9.2f %8.2f %8.2f %8.2f %8.2f %8s %8s %9lld %7lld",
                 s.label().c_str(), s.requests_per_s, s.sequences_per_s, s.mean_ms, s.p50_ms,
                 s.p90_ms, s.p99_ms, s.max_ms, queue.c_str(), compute.c_str(),
                 static_cast<long long>(s.requests), static_cast<long long>(s.error_count()));
@@ -345,7 +361,7 @@ std::string TableRow(const StepResult& s) {
 }
 
 std::string RenderSvg(const std::string& title, const std::vector<Series>& series) {
-  constexpr double kW = 720, kH = 440, kLeft = 70, kRight = 160, kTop = 40, kBottom = 50;
+  constexpr double kW = 720, kH = 440, kLeft = 70, kRight = 30, kTop = 40, kBottom = 50;
   const double plot_w = kW - kLeft - kRight, plot_h = kH - kTop - kBottom;
   double max_x = 0, max_y = 0;
   for (const Series& s : series)
@@ -369,8 +385,8 @@ std::string RenderSvg(const std::string& title, const std::vector<Series>& serie
 
   std::ostringstream o;
   o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-    << "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"" << kW
-    << "\" height=\"" << kH << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
+    << "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"" << kW << "\" height=\""
+    << kH << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
     << "<text x=\"" << kW / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">"
     << XmlEscape(title) << "</text>\n";
@@ -378,10 +394,10 @@ std::string RenderSvg(const std::string& title, const std::vector<Series>& serie
     const double x = max_x * i / 5, y = max_y * i / 5;
     o << "<line x1=\"" << px(x) << "\" y1=\"" << kTop << "\" x2=\"" << px(x) << "\" y2=\""
       << kTop + plot_h << "\" stroke=\"#eee\"/>\n"
-      << "<text x=\"" << px(x) << "\" y=\"" << kTop + plot_h + 16
-      << "\" text-anchor=\"middle\">" << Num(x, max_x < 10 ? 1 : 0) << "</text>\n"
-      << "<line x1=\"" << kLeft << "\" y1=\"" << py(y) << "\" x2=\"" << kLeft + plot_w
-      << "\" y2=\"" << py(y) << "\" stroke=\"#eee\"/>\n"
+      << "<text x=\"" << px(x) << "\" y=\"" << kTop + plot_h + 16 << "\" text-anchor=\"middle\">"
+      << Num(x, max_x < 10 ? 1 : 0) << "</text>\n"
+      << "<line x1=\"" << kLeft << "\" y1=\"" << py(y) << "\" x2=\"" << kLeft + plot_w << "\" y2=\""
+      << py(y) << "\" stroke=\"#eee\"/>\n"
       << "<text x=\"" << kLeft - 6 << "\" y=\"" << py(y) + 4 << "\" text-anchor=\"end\">"
       << Num(y, max_y < 10 ? 1 : 0) << "</text>\n";
   }
@@ -396,20 +412,21 @@ std::string RenderSvg(const std::string& title, const std::vector<Series>& serie
     std::string points;
     for (const StepResult& st : series[s].steps)
       points += Num(px(st.sequences_per_s), 1) + "," + Num(py(st.p99_ms), 1) + " ";
-    o << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\" points=\""
-      << points << "\"/>\n";
+    o << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\" points=\"" << points
+      << "\"/>\n";
     for (const StepResult& st : series[s].steps)
-      o << "<circle cx=\"" << Num(px(st.sequences_per_s), 1) << "\" cy=\""
-        << Num(py(st.p99_ms), 1) << "\" r=\"3\" fill=\"" << color << "\"/>\n"
+      o << "<circle cx=\"" << Num(px(st.sequences_per_s), 1) << "\" cy=\"" << Num(py(st.p99_ms), 1)
+        << "\" r=\"3\" fill=\"" << color << "\"/>\n"
         << "<text x=\"" << Num(px(st.sequences_per_s) + 5, 1) << "\" y=\""
         << Num(py(st.p99_ms) - 5, 1) << "\" font-size=\"10\" fill=\"" << color << "\">"
         << XmlEscape(st.label()) << "</text>\n";
-    const double ly = kTop + 14 + 18 * s;
-    o << "<line x1=\"" << kLeft + plot_w + 12 << "\" y1=\"" << ly - 4 << "\" x2=\""
-      << kLeft + plot_w + 32 << "\" y2=\"" << ly - 4 << "\" stroke=\"" << color
-      << "\" stroke-width=\"2\"/>\n"
-      << "<text x=\"" << kLeft + plot_w + 36 << "\" y=\"" << ly << "\">"
-      << XmlEscape(series[s].name) << "</text>\n";
+    // The legend, top left inside the plot: curves rise to the right, so
+    // that corner stays clear, and long target names have the plot's width.
+    const double ly = kTop + 18 + 18 * s;
+    o << "<line x1=\"" << kLeft + 10 << "\" y1=\"" << ly - 4 << "\" x2=\"" << kLeft + 30
+      << "\" y2=\"" << ly - 4 << "\" stroke=\"" << color << "\" stroke-width=\"2\"/>\n"
+      << "<text x=\"" << kLeft + 34 << "\" y=\"" << ly << "\">" << XmlEscape(series[s].name)
+      << "</text>\n";
   }
   o << "</svg>\n";
   return o.str();

@@ -68,9 +68,9 @@ struct StepResult {
   // Latency of the successful requests, ms; open loop: from the scheduled
   // arrival, so a late send counts against the server, not for it.
   double mean_ms = 0, p50_ms = 0, p90_ms = 0, p99_ms = 0, max_ms = 0;
-  std::map<std::string, int64_t> errors;  // by HTTP status ("429"), or "connection"
+  std::map<std::string, int64_t> errors;              // by HTTP status ("429"), or "connection"
   std::map<std::string, std::string> error_messages;  // the first message of each kind
-  int64_t late_sends = 0;                 // open loop: sent > 1 ms after their arrival
+  int64_t late_sends = 0;                             // open loop: sent > 1 ms after their arrival
   // The server's own per-request means over the window (has_server_split:
   // the target reported them).
   bool has_server_split = false;
