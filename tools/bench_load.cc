@@ -309,12 +309,12 @@ int RunLoadBench(const BenchFlags& f) {
   } else {
     auto url = loadgen::ParseUrl(f.url);
     if (!url.ok()) return Fail(url.status(), kExitUsage);
-    HttpTargetOptions o;
+    ServerTargetOptions o;
     o.url = *url;
     o.endpoint = f.endpoint == "embed" ? HttpEndpoint::kEmbed : HttpEndpoint::kKServe;
     o.model = f.model_name;
     o.timeout_s = f.timeout_s;
-    auto connected = ConnectHttpTarget(o, texts.front());
+    auto connected = ConnectServerTarget(o, texts.front());
     if (!connected.ok())
       return Fail(connected.status(),
                   connected.status().code() == StatusCode::kInvalidArgument ||
@@ -358,7 +358,15 @@ int RunLoadBench(const BenchFlags& f) {
     results.push_back(*step);
   }
 
-  return Emit(f, std::move(report), results, target->Describe(), baseline);
+  if (int code = Emit(f, std::move(report), results, target->Describe(), baseline); code)
+    return code;
+  // Errors are counted, not fatal; but a step with no answer at all means the
+  // target went away or refuses everything, which a script must not miss.
+  for (const auto& s : results)
+    if (s.requests == 0)
+      return Fail(Unavailable("step " + s.label() + ": no request succeeded (errors above)"),
+                  kExitRuntimeError);
+  return kExitOk;
 }
 
 }  // namespace bertrt::cli

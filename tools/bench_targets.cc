@@ -43,7 +43,7 @@ std::unique_ptr<httplib::Client> MakeHttpClient(const loadgen::Url& url, double 
 
 class HttpClient : public loadgen::Client {
  public:
-  HttpClient(const HttpTargetOptions& options, std::string path)
+  HttpClient(const ServerTargetOptions& options, std::string path)
       : options_(options),
         path_(std::move(path)),
         http_(MakeHttpClient(options.url, options.timeout_s)) {}
@@ -66,14 +66,14 @@ class HttpClient : public loadgen::Client {
   }
 
  private:
-  const HttpTargetOptions& options_;
+  const ServerTargetOptions& options_;
   std::string path_;
   std::unique_ptr<httplib::Client> http_;
 };
 
 class HttpTarget : public loadgen::Target {
  public:
-  explicit HttpTarget(HttpTargetOptions options)
+  explicit HttpTarget(ServerTargetOptions options)
       : options_(std::move(options)), metrics_(MakeHttpClient(options_.url, options_.timeout_s)) {}
 
   std::string Describe() const override {
@@ -118,7 +118,7 @@ class HttpTarget : public loadgen::Target {
                                                       : "/embed";
   }
 
-  HttpTargetOptions options_;
+  ServerTargetOptions options_;
   std::mutex mu_;
   std::unique_ptr<httplib::Client> metrics_;
 };
@@ -177,14 +177,9 @@ class InProcessTarget : public loadgen::Target {
   loadgen::ServerTotals totals_;
 };
 
-}  // namespace
-
-StatusOr<std::unique_ptr<loadgen::Target>> ConnectHttpTarget(HttpTargetOptions options,
-                                                             const std::string& probe_text) {
-  if (options.url.scheme == "grpc")
-    return Unimplemented("grpc:// targets are not yet supported by `bertrt bench`; use http://");
-  if (options.url.scheme != "http" && options.url.scheme != "https")
-    return InvalidArgument("--url scheme " + options.url.scheme + ": expected http or https");
+// The HTTP target, checked with one request before any load.
+StatusOr<std::unique_ptr<loadgen::Target>> ConnectHttp(ServerTargetOptions options,
+                                                       const std::string& probe_text) {
   auto target = std::make_unique<HttpTarget>(std::move(options));
   RETURN_IF_ERROR(target->Connect());
   ASSIGN_OR_RETURN(auto client, target->NewClient());
@@ -198,6 +193,17 @@ StatusOr<std::unique_ptr<loadgen::Target>> ConnectHttpTarget(HttpTargetOptions o
     std::fprintf(stderr, "notice: no queue/compute split (%s)\n",
                  totals.status().message().c_str());
   return std::unique_ptr<loadgen::Target>(std::move(target));
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<loadgen::Target>> ConnectServerTarget(ServerTargetOptions options,
+                                                               const std::string& probe_text) {
+  const std::string scheme = options.url.scheme;
+  if (scheme == "http" || scheme == "https") return ConnectHttp(std::move(options), probe_text);
+  if (scheme == "grpc")
+    return Unimplemented("grpc:// targets are not yet supported by `bertrt bench`; use http://");
+  return InvalidArgument("--url scheme " + scheme + ": expected http, https or grpc");
 }
 
 StatusOr<std::unique_ptr<loadgen::Target>> LoadInProcessTarget(

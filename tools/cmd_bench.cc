@@ -134,7 +134,8 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
       "Time the engine in-process on random valid token ids (ids in host memory to outputs in "
       "host memory); or, with --url or --serve-inprocess, generate load of text requests against "
       "a server or the serving stack in-process (throughput, latency percentiles, the server's "
-      "queue/compute split). Prints a table, or JSON with --json.");
+      "queue/compute split). Prints a table, or JSON with --json. Load runs exit 4 when the "
+      "server cannot be reached or a step got no successful answer.");
   auto* model = cmd->add_option("MODEL", flags->model, "HF model directory or plan file");
   AddEngineOptions(cmd, &flags->engine);
   cmd->add_option("--lengths", flags->lengths,

@@ -136,3 +136,17 @@ def test_unreachable_url_exit_4(bertrt_bin):
 def test_grpc_not_yet_supported(bertrt_bin):
     proc = bench(bertrt_bin, "--url", "grpc://127.0.0.1:8001", "--concurrency", "1")
     assert proc.returncode == 2 and "not yet supported" in proc.stderr
+
+
+def test_step_without_success_exits_4(bertrt_bin, default_model, tmp_path):
+    # Every text is longer than the model takes: each request fails (413),
+    # the reports are still written, and the exit code says the run failed.
+    texts = tmp_path / "long.txt"
+    texts.write_text(" ".join(["word"] * 600) + "\n")
+    out = tmp_path / "out.json"
+    proc = bench(bertrt_bin, default_model, "--serve-inprocess", "--threads", "1",
+                 "--concurrency", "2", "--texts", str(texts), "--duration-s", "0.5",
+                 "--warmup-s", "0", "--json", str(out))
+    assert proc.returncode == 4 and "no request succeeded" in proc.stderr
+    (step,) = json.loads(out.read_text())["steps"]
+    assert step["requests"] == 0 and step["errors"]["413"] > 0
