@@ -327,6 +327,7 @@ int RunLoadBench(const BenchFlags& f) {
     report["endpoint"] = f.endpoint;
   }
   report["target"] = target->Describe();
+  if (json details = target->Details(); !details.is_null()) report["server_info"] = details;
   report["load"] = {
       {"duration_s", f.duration_s},     {"warmup_s", f.warmup_s},
       {"requests", f.requests},         {"sequences_per_request", f.sequences_per_request},

@@ -84,6 +84,9 @@ class HttpTarget : public loadgen::Target {
     return std::unique_ptr<loadgen::Client>(std::make_unique<HttpClient>(options_, Path()));
   }
 
+  // The server's settings (device, precision, batch limits) as /info says.
+  json Details() const override { return info_; }
+
   // Scraped on a connection of its own, so it never waits behind the load.
   StatusOr<loadgen::ServerTotals> Totals() override {
     std::lock_guard lock(mu_);
@@ -103,8 +106,9 @@ class HttpTarget : public loadgen::Target {
     if (res->status != 200)
       return Unavailable("GET " + BaseUrl(options_.url) + "/info: HTTP " +
                          std::to_string(res->status) + ": " + ErrorText(res));
+    json info = json::parse(res->body, nullptr, /*allow_exceptions=*/false);
+    if (info.is_object()) info_ = info;
     if (options_.model.empty()) {
-      json info = json::parse(res->body, nullptr, /*allow_exceptions=*/false);
       if (!info.is_object() || !info.contains("model_id") || !info["model_id"].is_string())
         return Unavailable("GET /info: no model_id; pass --model NAME");
       options_.model = info["model_id"].get<std::string>();
@@ -119,6 +123,7 @@ class HttpTarget : public loadgen::Target {
   }
 
   ServerTargetOptions options_;
+  json info_;
   std::mutex mu_;
   std::unique_ptr<httplib::Client> metrics_;
 };

@@ -39,6 +39,8 @@ class Target {
   // Cumulative server-side totals now; Unimplemented when the target has none
   // (the step then reports no split).
   virtual StatusOr<ServerTotals> Totals() = 0;
+  // What the target says of itself (a server's /info), for the report; null: nothing.
+  virtual nlohmann::json Details() const { return nullptr; }
 };
 
 // What request i sends: `per_request` consecutive texts of the pool, cycling.

@@ -46,6 +46,7 @@ def test_http_sweep_json_svg(bertrt_bin, server, tmp_path):
     report = json.loads(out.read_text())
     assert report["kind"] == "http" and report["endpoint"] == "kserve"
     assert "model all-MiniLM-L6-v2" in report["target"]  # learned from /info
+    assert report["server_info"]["device"] == "cpu"
     check_steps(report, ["c=1", "c=4"])
     assert "c=4" in proc.stdout and "p99_ms" in proc.stdout and "queue_ms" in proc.stdout
     assert "step 2/2" in proc.stderr  # progress
