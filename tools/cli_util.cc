@@ -69,6 +69,53 @@ StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> mode
   return InvalidArgument("--device " + device + ": expected cpu or cuda");
 }
 
+std::vector<CLI::Option*> AddServingOptions(CLI::App* cmd, ServingFlags* f) {
+  return {
+      cmd->add_option("--instances", f->instances,
+                      "Engine instances per model: per GPU with --device cuda, in all on the "
+                      "CPU (a config.pbtxt instance_group overrides it)")
+          ->check(CLI::PositiveNumber),
+      cmd->add_option("--gpus", f->gpus,
+                      "With --device cuda, the GPUs to serve on, e.g. 0,1 (default: every "
+                      "visible GPU)")
+          ->delimiter(',')
+          ->check(CLI::NonNegativeNumber),
+      cmd->add_option("--max-batch-tokens", f->max_batch_tokens, "Token budget of a batch")
+          ->check(CLI::PositiveNumber),
+      cmd->add_option("--max-batch-size", f->max_batch_size, "Sequences per batch")
+          ->check(CLI::PositiveNumber),
+      cmd->add_option("--max-queue-delay-us", f->max_queue_delay_us,
+                      "Longest wait for a fuller batch")
+          ->check(CLI::NonNegativeNumber),
+      cmd->add_option("--max-queue-size", f->max_queue_size,
+                      "Requests waiting per model; beyond: 429")
+          ->check(CLI::PositiveNumber),
+      cmd->add_option("--request-timeout-ms", f->request_timeout_ms,
+                      "Queue timeout per request (0: none)")
+          ->check(CLI::NonNegativeNumber),
+  };
+}
+
+server::ServeDefaults MakeServeDefaults(const EngineFlags& engine, const ServingFlags& serving,
+                                        server::Metrics* metrics) {
+  server::ServeDefaults d;
+  d.make_engine = [](std::shared_ptr<const Model> model, const server::InstanceSpec& spec) {
+    return CreateEngine(std::move(model), spec.device, spec.threads, spec.precision, spec.gpu);
+  };
+  d.device = engine.device;
+  d.precision = engine.precision;
+  d.threads = engine.threads;
+  d.instances = serving.instances;
+  d.gpus = serving.gpus;
+  d.scheduler.max_batch_tokens = serving.max_batch_tokens;
+  d.scheduler.max_batch_size = serving.max_batch_size;
+  d.scheduler.max_queue_delay = std::chrono::microseconds(serving.max_queue_delay_us);
+  d.scheduler.max_queue_size = static_cast<size_t>(serving.max_queue_size);
+  d.scheduler.request_timeout = std::chrono::milliseconds(serving.request_timeout_ms);
+  d.metrics = metrics;
+  return d;
+}
+
 int Fail(const Status& status, int exit_code) {
   std::fprintf(stderr, "error: %s\n", status.message().c_str());
   return exit_code;

@@ -13,6 +13,7 @@
 #include "bertrt/engine.h"
 #include "bertrt/importer.h"
 #include "core/json_float.h"
+#include "server/common/served_model.h"
 
 namespace bertrt::cli {
 
@@ -31,6 +32,24 @@ struct EngineFlags {
 };
 void AddEngineOptions(CLI::App* cmd, EngineFlags* flags,
                       const std::string& threads_help = "CPU threads (0: all cores)");
+
+// How `bertrt serve` places and batches a model; `bertrt bench
+// --serve-inprocess` takes the same flags, so that it runs what serve runs.
+struct ServingFlags {
+  int instances = 1;
+  std::vector<int> gpus;
+  int max_batch_tokens = 16384;
+  int max_batch_size = 64;
+  int max_queue_delay_us = 2000;
+  int max_queue_size = 1024;
+  int request_timeout_ms = 30000;
+};
+// Adds --instances, --gpus, --max-batch-tokens, --max-batch-size,
+// --max-queue-delay-us, --max-queue-size and --request-timeout-ms.
+std::vector<CLI::Option*> AddServingOptions(CLI::App* cmd, ServingFlags* flags);
+// The serving defaults of every model (a config.pbtxt may override them).
+server::ServeDefaults MakeServeDefaults(const EngineFlags& engine, const ServingFlags& serving,
+                                        server::Metrics* metrics);
 
 // The --precision flag's value, or the device's default when it was not given:
 // fp32 on the CPU, fp16 on CUDA.

@@ -1,5 +1,6 @@
 // bertrt bench MODEL: times the engine in-process on random valid token ids,
-// from ids in host memory to outputs in host memory.
+// from ids in host memory to outputs in host memory. With --url or
+// --serve-inprocess it is a load generator instead (bench_load.cc).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -7,23 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "cli_util.h"
+#include "bench.h"
 #include "commands.h"
 
 namespace bertrt::cli {
 namespace {
-
-struct BenchFlags {
-  std::string model;
-  EngineFlags engine;
-  std::string lengths;
-  int batch_size = 1;
-  int seq_len = 128;
-  int iterations = 20;
-  int warmup = 3;
-  uint32_t seed = 1234;
-  bool json = false;
-};
 
 // A batch of `batch_size` sequences of random ids, drawn past the first 1000
 // ids (where BERT vocabularies keep special and unused tokens) when the
@@ -114,7 +103,11 @@ int Bench(const BenchFlags& flags) {
     result["seq_len"] = flags.seq_len;
   else
     result["lengths"] = flags.lengths;
-  if (flags.json) {
+  if (!flags.json_path.empty()) {
+    std::FILE* out = std::fopen(flags.json_path.c_str(), "w");
+    if (!out || std::fprintf(out, "%s\n", result.dump().c_str()) < 0 || std::fclose(out) != 0)
+      return Fail(Unavailable("--json " + flags.json_path + ": cannot write"), kExitRuntimeError);
+  } else if (flags.json_given) {
     std::printf("%s\n", result.dump().c_str());
     return kExitOk;
   }
@@ -139,21 +132,136 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "bench",
       "Time the engine in-process on random valid token ids (ids in host memory to outputs in "
-      "host memory); prints a table, or one JSON object with --json.");
-  cmd->add_option("MODEL", flags->model, "HF model directory or plan file")->required();
+      "host memory); or, with --url or --serve-inprocess, generate load of text requests against "
+      "a server or the serving stack in-process (throughput, latency percentiles, the server's "
+      "queue/compute split). Prints a table, or JSON with --json. Load runs exit 4 when the "
+      "server cannot be reached or a step got no successful answer.");
+  auto* model = cmd->add_option("MODEL", flags->model, "HF model directory or plan file");
   AddEngineOptions(cmd, &flags->engine);
-  cmd->add_option("--batch-size", flags->batch_size, "Sequences per batch")
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--lengths", flags->lengths,
+                  "MIN:MAX, uniform: engine mode, tokens per sequence of a ragged batch; load "
+                  "mode, words per generated text (default 16:64)");
+  cmd->add_option("--seed", flags->seed, "Random seed (token ids, lengths, texts, arrivals)");
+  cmd->add_option("--json", flags->json_path,
+                  "--json: print JSON instead of the table; --json FILE: write JSON to FILE too")
+      ->expected(0, 1);
+
+  // Engine mode.
+  std::vector<CLI::Option*> engine_only;
+  engine_only.push_back(cmd->add_option("--batch-size", flags->batch_size, "Sequences per batch")
+                            ->check(CLI::PositiveNumber));
   auto* seq = cmd->add_option("--seq-len", flags->seq_len, "Tokens per sequence")
                   ->check(CLI::PositiveNumber);
-  cmd->add_option("--lengths", flags->lengths,
-                  "MIN:MAX: a ragged batch, lengths uniform in [MIN, MAX]")
-      ->excludes(seq);
-  cmd->add_option("--iterations", flags->iterations, "Timed runs")->check(CLI::PositiveNumber);
-  cmd->add_option("--warmup", flags->warmup, "Untimed runs first")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--seed", flags->seed, "Random seed for the token ids and lengths");
-  cmd->add_flag("--json", flags->json, "Print one JSON object instead of a table");
-  cmd->callback([flags, &exit_code]() { exit_code = Bench(*flags); });
+  engine_only.push_back(seq);
+  cmd->get_option("--lengths")->excludes(seq);
+  engine_only.push_back(
+      cmd->add_option("--iterations", flags->iterations, "Timed runs")->check(CLI::PositiveNumber));
+  engine_only.push_back(cmd->add_option("--warmup", flags->warmup, "Untimed runs first")
+                            ->check(CLI::NonNegativeNumber));
+
+  // Load mode. Its values are checked in RunLoadBench, not by CLI11
+  // validators, so a bad one exits with kExitUsage like every other usage
+  // error of this mode.
+  // The target.
+  auto* url = cmd->add_option("--url", flags->url,
+                              "Load a server: http://HOST:PORT (grpc:// is not yet supported)")
+                  ->excludes(model);
+  auto* inprocess = cmd->add_flag(
+      "--serve-inprocess", flags->serve_inprocess,
+      "Load MODEL through the serving stack in-process (tokenizer + dynamic batcher + engines, "
+      "as `bertrt serve` runs them) without the network, for comparing with --url");
+  inprocess->excludes(url);
+  std::vector<CLI::Option*> load_only;
+  load_only.push_back(cmd->add_option("--model", flags->model_name,
+                                      "--url: model name to infer on (default: the server's "
+                                      "default, from /info); --serve-inprocess: name to serve as"));
+  load_only.push_back(cmd->add_option(
+      "--endpoint", flags->endpoint,
+      "kserve (POST /v2/models/NAME/infer, BYTES text input) or embed (TEI /embed)"));
+  load_only.push_back(cmd->add_option("--timeout-s", flags->timeout_s,
+                                      "Per-request timeout; a request past it counts as an error"));
+  // The load.
+  load_only.push_back(cmd->add_option("--concurrency", flags->concurrency,
+                                      "Closed-loop steps: N workers, one request outstanding each, "
+                                      "e.g. 1,2,4,8 (default 1,2,4,8,16,32,64 without "
+                                      "--request-rate)"));
+  load_only.push_back(cmd->add_option("--request-rate", flags->request_rate,
+                                      "Open-loop steps: Poisson arrivals at R requests/s, e.g. "
+                                      "50,100; latency counts from the scheduled arrival"));
+  load_only.push_back(cmd->add_option("--max-inflight", flags->max_inflight,
+                                      "Open loop: most requests outstanding at once (a later "
+                                      "arrival waits and counts as a late send)"));
+  load_only.push_back(
+      cmd->add_option("--duration-s", flags->duration_s, "Measured seconds per step"));
+  load_only.push_back(cmd->add_option("--warmup-s", flags->warmup_s,
+                                      "Unmeasured seconds of the same load before each step"));
+  load_only.push_back(cmd->add_option(
+      "--requests", flags->requests, "Measure this many answers per step instead of --duration-s"));
+  load_only.push_back(cmd->add_option("--sequences-per-request", flags->sequences_per_request,
+                                      "Texts per request"));
+  // The texts.
+  load_only.push_back(cmd->add_option("--texts", flags->texts_file,
+                                      "File of texts, one per line, sent in order and cycled "
+                                      "(default: generated, see --lengths)"));
+  load_only.push_back(
+      cmd->add_option("--num-texts", flags->num_texts, "Generated texts (cycled through)"));
+  // The reports.
+  load_only.push_back(cmd->add_option("--svg", flags->svg_path,
+                                      "Write a chart of p99 latency against throughput per step"));
+  load_only.push_back(cmd->add_option("--baseline", flags->baseline,
+                                      "JSON of an earlier load run (e.g. --serve-inprocess): adds "
+                                      "the throughput ratio per step and its curve to the chart"));
+  load_only.push_back(cmd->add_option("--replot", flags->replot,
+                                      "Measure nothing: report the JSON of an earlier load run "
+                                      "again (table, --json, --svg, --baseline), e.g. to chart "
+                                      "runs made apart"));
+  // The in-process serving stack, as `bertrt serve` takes it.
+  const std::vector<CLI::Option*> inprocess_only = AddServingOptions(cmd, &flags->serving);
+
+  cmd->callback([=, &exit_code]() {
+    flags->json_given = cmd->get_option("--json")->count() > 0;
+    auto given = [](const std::vector<CLI::Option*>& opts) -> std::string {
+      for (CLI::Option* o : opts)
+        if (o->count() > 0) return o->get_name();
+      return "";
+    };
+    const bool load_mode = !flags->url.empty() || flags->serve_inprocess || !flags->replot.empty();
+    if (!load_mode) {
+      if (flags->model.empty())
+        exit_code = Fail(InvalidArgument("give MODEL (engine timing) or --url URL (load a server)"),
+                         kExitUsage);
+      else if (std::string o = given(load_only) + given(inprocess_only); !o.empty())
+        exit_code = Fail(InvalidArgument(o + " is for load runs: add --url URL or "
+                                             "--serve-inprocess"),
+                         kExitUsage);
+      else
+        exit_code = Bench(*flags);
+      return;
+    }
+    if (std::string o = given(engine_only); !o.empty()) {
+      exit_code = Fail(InvalidArgument(o + " times the engine alone; it does not apply to load "
+                                           "runs (--url, --serve-inprocess)"),
+                       kExitUsage);
+    } else if (!flags->replot.empty() &&
+               (flags->serve_inprocess || !flags->url.empty() || !flags->model.empty())) {
+      exit_code = Fail(InvalidArgument("--replot measures nothing: give it without MODEL, --url "
+                                       "and --serve-inprocess"),
+                       kExitUsage);
+    } else if (flags->serve_inprocess && flags->model.empty()) {
+      exit_code = Fail(InvalidArgument("--serve-inprocess needs MODEL"), kExitUsage);
+    } else if (std::string o = given(inprocess_only); !o.empty() && !flags->url.empty()) {
+      exit_code =
+          Fail(InvalidArgument(o + " is the server's: pass it to `bertrt serve`"), kExitUsage);
+    } else if (!flags->url.empty() &&
+               (cmd->get_option("--threads")->count() || cmd->get_option("--device")->count() ||
+                cmd->get_option("--precision")->count())) {
+      exit_code = Fail(InvalidArgument("--device/--precision/--threads are the server's with "
+                                       "--url: pass them to `bertrt serve`"),
+                       kExitUsage);
+    } else {
+      exit_code = RunLoadBench(*flags);
+    }
+  });
 }
 
 }  // namespace bertrt::cli

@@ -189,9 +189,10 @@ void RegisterBuildCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-seq-len", flags->max_seq_len,
                   "Longest input served (default: the model's limit)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--max-batch-tokens", flags->max_batch_tokens,
-                  "Largest batch in tokens: what a GPU engine reserves memory for at start, and the "
-                  "server's batch token budget (default: no limit)")
+  cmd->add_option(
+         "--max-batch-tokens", flags->max_batch_tokens,
+         "Largest batch in tokens: what a GPU engine reserves memory for at start, and the "
+         "server's batch token budget (default: no limit)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--samples", flags->samples,
                   "JSON Lines of {\"text\": ..., \"text_pair\": ...} to verify on (default: "

@@ -24,38 +24,13 @@ struct ServeFlags {
   int port = 8000;
   int grpc_port = 8001;  // 0: no gRPC
   EngineFlags engine;
-  int instances = 1;
-  std::vector<int> gpus;
+  ServingFlags serving;
   std::string model_control = "none";
   double poll_seconds = 5;
   std::vector<std::string> load_models;
-  int max_batch_tokens = 16384;
-  int max_batch_size = 64;
-  int max_queue_delay_us = 2000;
-  int max_queue_size = 1024;
-  int request_timeout_ms = 30000;
   size_t max_payload_bytes = 8 << 20;
   std::string api_key;
 };
-
-server::ServeDefaults MakeServeDefaults(const ServeFlags& f, server::Metrics& metrics) {
-  server::ServeDefaults d;
-  d.make_engine = [](std::shared_ptr<const Model> model, const server::InstanceSpec& spec) {
-    return CreateEngine(std::move(model), spec.device, spec.threads, spec.precision, spec.gpu);
-  };
-  d.device = f.engine.device;
-  d.precision = f.engine.precision;
-  d.threads = f.engine.threads;
-  d.instances = f.instances;
-  d.gpus = f.gpus;
-  d.scheduler.max_batch_tokens = f.max_batch_tokens;
-  d.scheduler.max_batch_size = f.max_batch_size;
-  d.scheduler.max_queue_delay = std::chrono::microseconds(f.max_queue_delay_us);
-  d.scheduler.max_queue_size = static_cast<size_t>(f.max_queue_size);
-  d.scheduler.request_timeout = std::chrono::milliseconds(f.request_timeout_ms);
-  d.metrics = &metrics;
-  return d;
-}
 
 int Serve(const ServeFlags& flags) {
   if (flags.model.empty() == flags.repository.empty())
@@ -80,7 +55,7 @@ int Serve(const ServeFlags& flags) {
     return Fail(InvalidArgument("--load-model needs --model-control-mode explicit"), kExitUsage);
 
   server::Metrics metrics;
-  server::ModelRegistry registry(MakeServeDefaults(flags, metrics));
+  server::ModelRegistry registry(MakeServeDefaults(flags.engine, flags.serving, &metrics));
   Status loaded = flags.repository.empty()
                       ? registry.LoadSingle(flags.model, flags.model_name)
                       : registry.OpenRepository(flags.repository, *control, flags.load_models);
@@ -118,8 +93,7 @@ int Serve(const ServeFlags& flags) {
                "[serve] listening on http://%s:%d (KServe v2 /v2, TEI /embed /predict /rerank, "
                "OpenAI /v1/embeddings, /metrics) and grpc %s (KServe v2); API key auth %s\n",
                flags.host.c_str(), flags.port, grpc_address.c_str(),
-               flags.api_key.empty() ? "off"
-                                     : "on (Bearer; health and /metrics open)");
+               flags.api_key.empty() ? "off" : "on (Bearer; health and /metrics open)");
   std::fflush(stderr);
   http.Run();
   if (grpc) grpc->Wait();
@@ -161,25 +135,7 @@ void RegisterServeCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--grpc-port", f->grpc_port, "KServe v2 gRPC port (0: no gRPC)")
       ->check(CLI::Range(0, 65535));
   AddEngineOptions(cmd, &f->engine, "CPU threads per instance (0: all cores)");
-  cmd->add_option("--instances", f->instances,
-                  "Engine instances per model: per GPU with --device cuda, in all on the CPU "
-                  "(a config.pbtxt instance_group overrides it)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--gpus", f->gpus,
-                  "With --device cuda, the GPUs to serve on, e.g. 0,1 (default: every visible GPU)")
-      ->delimiter(',')
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--max-batch-tokens", f->max_batch_tokens, "Token budget of a batch")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--max-batch-size", f->max_batch_size, "Sequences per batch")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--max-queue-delay-us", f->max_queue_delay_us, "Longest wait for a fuller batch")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--max-queue-size", f->max_queue_size, "Requests waiting per model; beyond: 429")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--request-timeout-ms", f->request_timeout_ms,
-                  "Queue timeout per request (0: none)")
-      ->check(CLI::NonNegativeNumber);
+  AddServingOptions(cmd, &f->serving);
   cmd->add_option("--max-payload-bytes", f->max_payload_bytes,
                   "Largest request body or gRPC message; beyond: 413 / RESOURCE_EXHAUSTED")
       ->check(CLI::PositiveNumber);

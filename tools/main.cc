@@ -20,7 +20,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; every other parse error is a usage error
+    // (exit 2, as commands.h documents), not CLI11's own numbering.
+    const int code = app.exit(e);
+    return code == 0 ? bertrt::cli::kExitOk : bertrt::cli::kExitUsage;
   }
   return exit_code;
 }

@@ -69,6 +69,12 @@ HttpServer::HttpServer(ModelRegistry& registry, Metrics& metrics, HttpOptions op
   const int threads = options_.handler_threads;
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http_->set_payload_max_length(options_.max_payload_bytes);
+  // Headers and body leave as separate writes; with Nagle's algorithm the
+  // body would wait for the client's delayed ACK (~40 ms per response).
+  http_->set_tcp_nodelay(true);
+  // Keep client connections open: httplib's default closes one after 5
+  // requests, and each reconnect goes through its short listen backlog.
+  http_->set_keep_alive_max_count(100000);
   // Fills a JSON body into the errors httplib makes itself (404 route, 413
   // payload); responses the handlers wrote keep their own body.
   http_->set_error_handler([this](const httplib::Request&, httplib::Response& res) {

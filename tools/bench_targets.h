@@ -1,0 +1,38 @@
+// The load generator's targets: a bertrt server over HTTP (KServe v2 infer
+// with a BYTES "text" input, or TEI /embed), and the same serving stack
+// in-process (ServedModel: tokenizer + Scheduler over the engines) with no
+// network front end, so the two differ only by HTTP and JSON. A gRPC target
+// is one more Target subclass next to HttpTarget.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "loadgen/load_driver.h"
+#include "server/common/served_model.h"
+
+namespace bertrt::cli {
+
+// Which HTTP route carries the texts (gRPC, when it comes, has KServe's only).
+enum class HttpEndpoint { kKServe, kEmbed };
+
+struct ServerTargetOptions {
+  loadgen::Url url;  // its scheme picks the transport
+  HttpEndpoint endpoint = HttpEndpoint::kKServe;
+  std::string model;  // empty: the server's default model (from /info)
+  double timeout_s = 60;
+};
+
+// A server target by the URL's scheme: http(s) -> HttpTarget; grpc ->
+// Unimplemented until a GrpcTarget joins HttpTarget in bench_targets.cc.
+// Checks the server answers (/info) and one request of `probe_text`
+// succeeds, so a wrong URL, model or endpoint is one clear error up front:
+// Unavailable when nothing answers, else the server's own message.
+StatusOr<std::unique_ptr<loadgen::Target>> ConnectServerTarget(ServerTargetOptions options,
+                                                               const std::string& probe_text);
+
+// Loads `path` as `bertrt serve` would (one warm-up run included), as `name`.
+StatusOr<std::unique_ptr<loadgen::Target>> LoadInProcessTarget(
+    const std::string& name, const std::string& path, const server::ServeDefaults& defaults);
+
+}  // namespace bertrt::cli
