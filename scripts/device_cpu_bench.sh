@@ -4,6 +4,7 @@
 # PyTorch on that machine's host CPU, pinned to 2 cores and then on 16 threads.
 # Results go to bench/RESULTS.md and $OUT.
 set -euo pipefail
+bash scripts/device_unpack.sh
 export LD_LIBRARY_PATH="$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}

@@ -6,6 +6,7 @@
 # vs PyTorch eager / torch.compile, one run), whose section lands in
 # $OUT/RESULTS.md. Logs go to $OUT.
 set -uo pipefail
+bash scripts/device_unpack.sh
 export LD_LIBRARY_PATH="$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"

@@ -10,6 +10,7 @@
 # STEPS picks the steps (default "1 2 3 4"), to fit a short device lease.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/device_unpack.sh
 export LD_LIBRARY_PATH="$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}

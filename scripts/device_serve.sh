@@ -9,16 +9,20 @@
 #      HTTP with 1 GPU and with every GPU, the speed-up, and the share of
 #      batches each GPU ran (from /metrics), issue 6;
 #   4. identical results from every GPU: the same texts through a model pinned
-#      to each GPU (config.pbtxt instance_group gpus: [N]), compared exactly.
+#      to each GPU (config.pbtxt instance_group gpus: [N]), compared exactly;
+#   5. the CUDA engine alone: timed GEMM algorithm choice against the
+#      heuristic's first answer (BERTRT_GEMM_TUNING=0), interleaved, and the
+#      per-operation profile at batch 128 (issue 4).
 # Logs and JSON under $OUT; bench/RESULTS.md comes back as $OUT/RESULTS.md.
 # STEPS picks steps (default "1 2 3 4"); DURATION is seconds per load step.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/device_unpack.sh
 export LD_LIBRARY_PATH="$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}
 BIN=$PWD/.carry/bin/bertrt
-STEPS=${STEPS:-1 2 3 4}
+STEPS=${STEPS:-1 5 2 3 4}
 DURATION=${DURATION:-5}
 mkdir -p "$OUT"
 status=0
@@ -105,6 +109,23 @@ print(f"[identical] {len(texts)} texts on {n} GPUs: outputs bitwise equal: {same
 sys.exit(0 if same else 1)
 PY
   stop_server
+fi
+if want 5; then
+  echo "== 5. GEMM tuning A/B and per-operation profile (BERT-base fp16, seq 128)"
+  for rep in 1 2; do
+    for b in 1 8 128; do
+      for tuning in 0 1; do
+        BERTRT_GEMM_TUNING=$tuning "$BIN" bench $model --device cuda --precision fp16 \
+          --batch-size $b --seq-len 128 --iterations 100 --warmup 20 \
+          --json "$OUT/perf_b${b}_t${tuning}_r${rep}.json" > /dev/null || status=1
+      done
+    done
+  done
+  "$BIN" bench $model --device cuda --precision fp16 --batch-size 128 --seq-len 128 \
+    --iterations 50 --warmup 10 --profile --json "$OUT/profile_b128.json" \
+    | tee "$OUT/profile_b128.txt" || status=1
+  python3 scripts/perf_report.py --out "$OUT" --results bench/RESULTS.md \
+    --command "STEPS=5 bash scripts/device_serve.sh" || status=1
 fi
 cp bench/RESULTS.md "$OUT/RESULTS.md"
 exit $status

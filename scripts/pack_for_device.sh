@@ -5,6 +5,7 @@
 # glibc, the C++ runtime and the CUDA libraries stay behind: the GPU machine's
 # are newer and compatible (and cuBLAS alone would exceed the carry limit).
 # BUILD_DIR picks the build (default build; build-cuda for a CUDA build).
+# The result is .carry/payload.tar.xz; scripts/device_unpack.sh unpacks it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
@@ -20,4 +21,9 @@ for bin in bertrt bertrt_tests; do
     esac
   done
 done
-du -sh .carry; ls .carry/bin .carry/lib
+# The device tool carries at most 64 MiB with the working tree; oneDNN and
+# gRPC alone are more, so the payload travels compressed and
+# scripts/device_unpack.sh opens it there.
+tar -cf - -C .carry bin lib | xz -9 -T"$(nproc)" > .carry/payload.tar.xz
+rm -rf .carry/bin .carry/lib
+du -sh .carry

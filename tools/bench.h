@@ -23,6 +23,7 @@ struct BenchFlags {
   int seq_len = 128;
   int iterations = 20;
   int warmup = 3;
+  bool profile = false;
 
   // Load mode: a target ...
   std::string url;

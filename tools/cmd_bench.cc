@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bench.h"
+#include "bertrt/cuda_engine.h"
 #include "commands.h"
 
 namespace bertrt::cli {
@@ -38,6 +39,66 @@ double Percentile(std::vector<double> v, double q) {
   return v[std::min(i, v.size() - 1)];
 }
 
+// --profile: the same batch on a CUDA engine that times every operation
+// (eagerly, synchronized after each), per forward pass; with the graph-run
+// median, what lies outside the GEMMs and attention.
+StatusOr<nlohmann::json> ProfileOps(std::shared_ptr<const Model> model, const BenchFlags& flags,
+                                    const RaggedBatch& batch, double graph_median_ms) {
+  CudaEngineOptions options;
+  ASSIGN_OR_RETURN(options.precision,
+                   ParsePrecision(ResolvePrecision(flags.engine.device, flags.engine.precision)));
+  options.profile = true;
+  ASSIGN_OR_RETURN(auto engine, CreateCudaEngine(std::move(model), options));
+  constexpr int kWarmup = 2, kRuns = 5;
+  for (int i = 0; i < kWarmup; ++i) RETURN_IF_ERROR(engine->Run(batch, {}).status());
+  const std::vector<OpProfile> before = engine->Profile();
+  for (int i = 0; i < kRuns; ++i) RETURN_IF_ERROR(engine->Run(batch, {}).status());
+  nlohmann::json ops = nlohmann::json::array();
+  double gemm_ms = 0, attention_ms = 0, total_ms = 0;
+  for (const OpProfile& op : engine->Profile()) {
+    OpProfile d = op;
+    for (const OpProfile& b : before)
+      if (b.name == op.name) {
+        d.calls -= b.calls;
+        d.seconds -= b.seconds;
+        d.flops -= b.flops;
+      }
+    const double ms = d.seconds * 1e3 / kRuns;
+    total_ms += ms;
+    if (d.name.rfind("gemm", 0) == 0) gemm_ms += ms;
+    if (d.name == "attention") attention_ms += ms;
+    ops.push_back({{"op", d.name},
+                   {"calls_per_forward", d.calls / kRuns},
+                   {"ms_per_forward", ms},
+                   {"tflops", d.seconds > 0 && d.flops > 0 ? d.flops / d.seconds / 1e12 : 0.0}});
+  }
+  return nlohmann::json{
+      {"ops", ops},
+      {"runs", kRuns},
+      {"sum_of_ops_ms", total_ms},
+      {"gemm_ms", gemm_ms},
+      {"attention_ms", attention_ms},
+      {"graph_median_ms", graph_median_ms},
+      {"outside_gemm_and_attention_ms", graph_median_ms - gemm_ms - attention_ms}};
+}
+
+void PrintProfile(const nlohmann::json& p) {
+  std::printf("\nper operation (eager, CUDA events, mean of %d forwards):\n", p["runs"].get<int>());
+  std::printf("%-22s %6s %10s %7s %8s\n", "op", "calls", "ms", "share", "TFLOP/s");
+  const double total = p["sum_of_ops_ms"].get<double>();
+  for (const auto& op : p["ops"]) {
+    const double ms = op["ms_per_forward"].get<double>();
+    std::printf("%-22s %6ld %10.3f %6.1f%% %8.1f\n", op["op"].get<std::string>().c_str(),
+                op["calls_per_forward"].get<long>(), ms, total > 0 ? 100 * ms / total : 0.0,
+                op["tflops"].get<double>());
+  }
+  std::printf(
+      "GEMMs %.3f ms + attention %.3f ms of a %.3f ms forward (graph median): %.3f ms "
+      "outside them\n",
+      p["gemm_ms"].get<double>(), p["attention_ms"].get<double>(),
+      p["graph_median_ms"].get<double>(), p["outside_gemm_and_attention_ms"].get<double>());
+}
+
 StatusOr<std::pair<int, int>> ParseLengths(const BenchFlags& flags) {
   if (flags.lengths.empty()) return std::make_pair(flags.seq_len, flags.seq_len);
   int lo = 0, hi = 0;
@@ -49,6 +110,9 @@ StatusOr<std::pair<int, int>> ParseLengths(const BenchFlags& flags) {
 }
 
 int Bench(const BenchFlags& flags) {
+  if (flags.profile && flags.engine.device != "cuda")
+    return Fail(InvalidArgument("--profile times the CUDA engine's operations; add --device cuda"),
+                kExitUsage);
   auto lengths = ParseLengths(flags);
   if (!lengths.ok()) return Fail(lengths.status(), kExitUsage);
   auto loaded = LoadForCli(flags.model);  // an HF directory or a plan
@@ -82,6 +146,12 @@ int Bench(const BenchFlags& flags) {
     progress.Advance();
   }
   const double median = Percentile(ms, 0.5);
+  nlohmann::json profile;
+  if (flags.profile) {
+    auto profiled = ProfileOps(loaded->model, flags, batch, median);
+    if (!profiled.ok()) return Fail(profiled.status(), kExitRuntimeError);
+    profile = std::move(*profiled);
+  }
   const double seq_per_s = flags.batch_size / (median / 1000.0);
   const double tokens_per_s = batch.num_tokens() / (median / 1000.0);
   nlohmann::json result = {
@@ -99,6 +169,7 @@ int Bench(const BenchFlags& flags) {
       {"total_tokens", batch.num_tokens()},
       {"peak_memory_bytes", (*engine)->PeakMemoryBytes()},
   };
+  if (!profile.is_null()) result["profile"] = profile;
   if (flags.lengths.empty())
     result["seq_len"] = flags.seq_len;
   else
@@ -122,6 +193,7 @@ int Bench(const BenchFlags& flags) {
               device.c_str(), precision.c_str(), len_text.c_str(), flags.batch_size, median,
               Percentile(ms, 0.9), Percentile(ms, 0.99), seq_per_s, tokens_per_s,
               (*engine)->PeakMemoryBytes() / 1048576.0, flags.iterations);
+  if (!profile.is_null()) PrintProfile(profile);
   return kExitOk;
 }
 
@@ -138,6 +210,10 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
       "server cannot be reached or a step got no successful answer.");
   auto* model = cmd->add_option("MODEL", flags->model, "HF model directory or plan file");
   AddEngineOptions(cmd, &flags->engine);
+  CLI::Option* profile_flag = cmd->add_flag(
+      "--profile", flags->profile,
+      "Engine mode, --device cuda: also time each operation (GEMMs with their TFLOP/s, attention, "
+      "LayerNorm, ...) and report the time outside GEMMs and attention");
   cmd->add_option("--lengths", flags->lengths,
                   "MIN:MAX, uniform: engine mode, tokens per sequence of a ragged batch; load "
                   "mode, words per generated text (default 16:64)");
@@ -147,7 +223,7 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
       ->expected(0, 1);
 
   // Engine mode.
-  std::vector<CLI::Option*> engine_only;
+  std::vector<CLI::Option*> engine_only{profile_flag};
   engine_only.push_back(cmd->add_option("--batch-size", flags->batch_size, "Sequences per batch")
                             ->check(CLI::PositiveNumber));
   auto* seq = cmd->add_option("--seq-len", flags->seq_len, "Tokens per sequence")

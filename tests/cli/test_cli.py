@@ -111,6 +111,12 @@ def test_bench_json_fields(bertrt_bin, default_model):
     assert res["batch_size"] == 2 and res["seq_len"] == 16 and res["median_ms"] > 0
 
 
+def test_bench_profile_needs_cuda(bertrt_bin, default_model):
+    proc = subprocess.run([bertrt_bin, "bench", default_model, "--profile", "--seq-len", "16"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "--device cuda" in proc.stderr, proc.stderr
+
+
 def test_bench_ragged_lengths(bertrt_bin, default_model):
     proc = subprocess.run([bertrt_bin, "bench", default_model, "--batch-size", "4", "--lengths", "3:40",
                            "--iterations", "2", "--warmup", "0", "--json"],
