@@ -10,9 +10,9 @@
 #      batches each GPU ran (from /metrics), issue 6;
 #   4. identical results from every GPU: the same texts through a model pinned
 #      to each GPU (config.pbtxt instance_group gpus: [N]), compared exactly;
-#   5. the CUDA engine alone: timed GEMM algorithm choice against the
-#      heuristic's first answer (BERTRT_GEMM_TUNING=0), interleaved, and the
-#      per-operation profile at batch 128 (issue 4).
+#   5. the CUDA engine alone: timed GEMM algorithm choice (BERTRT_GEMM_TUNING=1)
+#      against the heuristic's first answer, interleaved, and the
+#      per-operation profile at batch 1 and 128 (issue 4).
 # Logs and JSON under $OUT; bench/RESULTS.md comes back as $OUT/RESULTS.md.
 # STEPS picks steps (default "1 2 3 4"); DURATION is seconds per load step.
 set -uo pipefail
@@ -63,12 +63,15 @@ if want 1; then
 fi
 
 if want 2; then
-  echo "== 2. served vs in-process, one GPU"
-  BIN=$BIN DURATION=$DURATION WORK=$OUT/serve_bench LABEL="H200, BERT-base fp16, 1 GPU" \
-    CONCURRENCY=1,4,16,32,64,128 LENGTHS=100:126 \
-    bash scripts/serve_bench.sh $model "${SERVE_FLAGS[@]}" --gpus 0 > "$OUT/serve_bench.log" 2>&1 \
-    || status=1
-  tail -30 "$OUT/serve_bench.log"
+  echo "== 2. served vs in-process, one GPU (1 and 8 texts per request)"
+  for seqs in 1 8; do
+    BIN=$BIN DURATION=$DURATION WORK=$OUT/serve_bench_s$seqs SEQS=$seqs \
+      LABEL="H200, BERT-base fp16, 1 GPU, $seqs text(s) per request" \
+      CONCURRENCY=1,4,16,32,64,128 LENGTHS=100:126 \
+      bash scripts/serve_bench.sh $model "${SERVE_FLAGS[@]}" --gpus 0 \
+      > "$OUT/serve_bench_s$seqs.log" 2>&1 || status=1
+    tail -16 "$OUT/serve_bench_s$seqs.log"
+  done
 fi
 
 if want 3; then
@@ -121,9 +124,11 @@ if want 5; then
       done
     done
   done
-  "$BIN" bench $model --device cuda --precision fp16 --batch-size 128 --seq-len 128 \
-    --iterations 50 --warmup 10 --profile --json "$OUT/profile_b128.json" \
-    | tee "$OUT/profile_b128.txt" || status=1
+  for b in 1 128; do
+    "$BIN" bench $model --device cuda --precision fp16 --batch-size $b --seq-len 128 \
+      --iterations 50 --warmup 10 --profile --json "$OUT/profile_b$b.json" \
+      | tee "$OUT/profile_b$b.txt" || status=1
+  done
   python3 scripts/perf_report.py --out "$OUT" --results bench/RESULTS.md \
     --command "STEPS=5 bash scripts/device_serve.sh" || status=1
 fi

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Summarises scripts/device_serve.sh step 5: `bertrt bench` medians with the
 GEMM algorithms timed (BERTRT_GEMM_TUNING=1) and with the heuristic's first
-answer (=0), interleaved over two repetitions, and the per-operation profile
-at batch 128; prints it and appends it to bench/RESULTS.md."""
+answer (=0), interleaved over two repetitions, and the per-operation profiles
+at batch 1 and 128; prints it and appends it to bench/RESULTS.md."""
 import argparse
 import datetime
 import json
@@ -35,18 +35,22 @@ def main():
         m0, m1 = statistics.mean(med[0]), statistics.mean(med[1])
         lines.append(f"| {b} | {med[0][0]:.3f} / {med[0][1]:.3f} | {med[1][0]:.3f} / {med[1][1]:.3f} "
                      f"| {m0 / m1:.3f}x | {b / (m1 / 1000):,.0f} |")
-    p = json.loads((a.out / "profile_b128.json").read_text())["profile"]
-    lines += ["", "Batch 128, per operation (eager, CUDA events, synchronized after each; "
-              f"mean of {p['runs']} forwards):", "",
-              "| op | calls | ms | share | TFLOP/s |", "|---|---|---|---|---|"]
-    for op in p["ops"]:
-        share = 100 * op["ms_per_forward"] / p["sum_of_ops_ms"]
-        tf = f"{op['tflops']:.0f}" if op["tflops"] else ""
-        lines.append(f"| {op['op']} | {op['calls_per_forward']} | {op['ms_per_forward']:.3f} "
-                     f"| {share:.1f}% | {tf} |")
-    lines += ["", f"GEMMs {p['gemm_ms']:.3f} ms + attention {p['attention_ms']:.3f} ms of a "
-              f"{p['graph_median_ms']:.3f} ms forward with graphs: "
-              f"{p['outside_gemm_and_attention_ms']:.3f} ms outside them."]
+    for b in (1, 128):
+        path = a.out / f"profile_b{b}.json"
+        if not path.exists():
+            continue
+        p = json.loads(path.read_text())["profile"]
+        lines += ["", f"Batch {b}, per operation (eager, CUDA events, synchronized after each; "
+                  f"mean of {p['runs']} forwards):", "",
+                  "| op | calls | ms | share | TFLOP/s |", "|---|---|---|---|---|"]
+        for op in p["ops"]:
+            share = 100 * op["ms_per_forward"] / p["sum_of_ops_ms"]
+            tf = f"{op['tflops']:.0f}" if op["tflops"] else ""
+            lines.append(f"| {op['op']} | {op['calls_per_forward']} | {op['ms_per_forward']:.3f} "
+                         f"| {share:.1f}% | {tf} |")
+        lines += ["", f"GEMMs {p['gemm_ms']:.3f} ms + attention {p['attention_ms']:.3f} ms of a "
+                  f"{p['graph_median_ms']:.3f} ms forward with graphs: "
+                  f"{p['outside_gemm_and_attention_ms']:.3f} ms outside them."]
     text = "\n".join(lines) + "\n"
     print(text)
     if a.results:

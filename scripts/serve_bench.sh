@@ -16,11 +16,13 @@
 # and scheduler flags). Environment: BIN (build/bertrt), DURATION (5 s per
 # step), WARMUP (1 s), CONCURRENCY (1,2,4,8,16,32,64), LENGTHS (16:64 words),
 # RESULTS (bench/RESULTS.md; empty: do not append), WORK (a temp dir; keeps
-# the JSON and the SVG chart), LABEL (added to the section's title).
+# the JSON and the SVG chart), LABEL (added to the section's title), SEQS
+# (texts per request, 1), MAX_INFLIGHT (open-loop cap on outstanding requests,
+# 1024: a lower cap delays arrivals and inflates the half-load p99).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 1 ]; then
-  sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 MODEL=$1
@@ -34,7 +36,9 @@ RESULTS=${RESULTS-bench/RESULTS.md}
 LABEL=${LABEL:-}
 WORK=${WORK:-$(mktemp -d /tmp/serve_bench.XXXXXX)}
 mkdir -p "$WORK"
-LOAD=(--duration-s "$DURATION" --warmup-s "$WARMUP" --lengths "$LENGTHS")
+SEQS=${SEQS:-1}
+MAX_INFLIGHT=${MAX_INFLIGHT:-1024}
+LOAD=(--duration-s "$DURATION" --warmup-s "$WARMUP" --lengths "$LENGTHS" --sequences-per-request "$SEQS")
 
 LOADAVG_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 PORT=$(python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
@@ -75,9 +79,9 @@ echo "[serve_bench] served sweep, against in-process"
 
 HALF=$(python3 -c "import json,sys; print('%.2f' % (json.load(open(sys.argv[1]))['saturation']['requests_per_s'] / 2))" "$WORK/inproc.json")
 echo "[serve_bench] half the in-process saturation: $HALF requests/s (open loop), in-process then served"
-"$BIN" bench "$MODEL" --serve-inprocess "$@" --request-rate "$HALF" "${LOAD[@]}" \
+"$BIN" bench "$MODEL" --serve-inprocess "$@" --request-rate "$HALF" --max-inflight "$MAX_INFLIGHT" "${LOAD[@]}" \
   --json "$WORK/inproc_half.json"
-"$BIN" bench --url "$URL" --request-rate "$HALF" "${LOAD[@]}" --json "$WORK/http_half.json"
+"$BIN" bench --url "$URL" --request-rate "$HALF" --max-inflight "$MAX_INFLIGHT" "${LOAD[@]}" --json "$WORK/http_half.json"
 kill $SERVER && wait $SERVER || true
 trap - EXIT
 LOADAVG="$LOADAVG_BEFORE before, $(cut -d' ' -f1-3 /proc/loadavg) after"
@@ -122,7 +126,7 @@ text = f"""
 - date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC
 - machine: {cpu()}, {cores} cores{', GPU ' + gpu if gpu else ''}; load average {loadavg} (other work on the machine competes for the cores when it exceeds the bench's own)
 - command: `{command}`
-- load: closed loop, one request of 1 text per worker outstanding, in-process and served step by step in turn; texts of {inproc['texts'].get('words', '')} words drawn from common English words (seed {inproc['load']['seed']}); {inproc['load']['duration_s']:g} s measured after {inproc['load']['warmup_s']:g} s warm-up per step; same scheduler flags on both
+- load: closed loop, one request of {inproc['load']['sequences_per_request']} text(s) per worker outstanding, in-process and served step by step in turn; texts of {inproc['texts'].get('words', '')} words drawn from common English words (seed {inproc['load']['seed']}); {inproc['load']['duration_s']:g} s measured after {inproc['load']['warmup_s']:g} s warm-up per step; same scheduler flags on both
 - the load generator runs on the same machine as the server{' and shares its ' + str(cores) + ' cores with it' if cores and cores <= 4 else ''}; the in-process run has no HTTP client or server threads to feed, so it is the upper bound the front end is compared against
 - columns: in-process and served sequences/s and latency (ms, from send to answer); queue/compute: the server's own mean per request from /metrics over the same window
 

@@ -68,7 +68,7 @@ int Serve(const ServeFlags& flags) {
 
   server::HttpServer http(
       registry, metrics,
-      {flags.host, flags.port, flags.max_payload_bytes, /*handler_threads=*/128, flags.api_key});
+      {flags.host, flags.port, flags.max_payload_bytes, /*handler_threads=*/512, flags.api_key});
   if (Status st = http.Bind(); !st.ok()) return Fail(st, kExitRuntimeError);
   std::unique_ptr<server::GrpcServer> grpc;
   if (flags.grpc_port != 0) {

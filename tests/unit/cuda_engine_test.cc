@@ -325,9 +325,10 @@ TEST(CudaEngineTest, GraphReplayMatchesEagerRunsAndServesTheWholeBucket) {
   }
 }
 
-// Two engines of one model on one GPU share the tuned GEMM algorithms, so
-// they compute the same bits; a profiling engine times every operation.
-TEST(CudaEngineTest, TunedEnginesAgreeAndProfileTimesEveryOperation) {
+// Two engines of one model on one GPU pick the same GEMM algorithms (timed
+// ones too, through the shared cache), so they compute the same bits; a
+// profiling engine times every operation.
+TEST(CudaEngineTest, TwoEnginesAgreeAndProfileTimesEveryOperation) {
   SKIP_WITHOUT_GPU();
   const Spec s{"tokcls", 128, 4, 256, HiddenAct::kGelu, HeadKind::kTokenClassification};
   auto model = MakeModel(s, 41);

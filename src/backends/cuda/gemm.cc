@@ -79,7 +79,7 @@ Status LtGemm::Init(Precision precision, size_t workspace_bytes, const std::stri
   precision_ = precision;
   gpu_name_ = gpu_name;
   const char* env = std::getenv("BERTRT_GEMM_TUNING");
-  tuning_ = !(env && std::string(env) == "0");
+  tuning_ = env && std::string(env) == "1";
   CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&handle_));
   CUDA_RETURN_IF_ERROR(cudaMalloc(&workspace_, workspace_bytes));
   workspace_bytes_ = workspace_bytes;

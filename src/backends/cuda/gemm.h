@@ -2,12 +2,13 @@
 // plan (matmul descriptor, layouts, algorithm) cached per shape, so a steady
 // stream of batches does no cuBLASLt set-up work.
 //
-// The algorithm is timed, not guessed: on a shape's first call outside graph
-// capture, up to kTunedCandidates of the heuristic's answers run on the call's
-// own operands and the fastest is kept. The choice goes into a process-wide
-// cache keyed by the GPU's name, so engines on identical GPUs share it (and
-// so compute the same bits). BERTRT_GEMM_TUNING=0 keeps the heuristic's first
-// answer (for A/B timing).
+// The algorithm is the heuristic's first answer unless BERTRT_GEMM_TUNING=1:
+// then, on a shape's first call outside graph capture, up to
+// kTunedCandidates of the heuristic's answers run on the call's own operands
+// and the fastest is kept, in a process-wide cache keyed by the GPU's name so
+// that engines on identical GPUs share it (and compute the same bits). On the
+// H200 timing gained nothing for BERT-base (bench/RESULTS.md, 2026-11-29:
+// 0.98-1.00x at batch 1, 8 and 128), so it is opt-in, for other GPUs.
 #pragma once
 
 #include <cublasLt.h>
@@ -76,7 +77,7 @@ class LtGemm {
   size_t workspace_bytes_ = 0;
   std::map<Key, Plan> plans_;
   std::string gpu_name_;
-  bool tuning_ = true;
+  bool tuning_ = false;
   int tuned_shapes_ = 0, cached_shapes_ = 0;
 };
 

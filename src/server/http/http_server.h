@@ -24,7 +24,9 @@ struct HttpOptions {
   std::string host = "127.0.0.1";
   int port = 8000;
   size_t max_payload_bytes = 8 << 20;
-  int handler_threads = 128;  // handlers block on the batcher, so many may wait at once
+  // httplib gives each keep-alive connection a pool thread for its lifetime,
+  // and handlers block on the batcher: the pool must exceed the clients.
+  int handler_threads = 512;
   // When non-empty, every endpoint but /v2/health/{live,ready} and /metrics
   // needs `Authorization: Bearer <api_key>`; otherwise 401.
   std::string api_key;
