@@ -30,6 +30,7 @@ struct ServeFlags {
   std::vector<std::string> load_models;
   size_t max_payload_bytes = 8 << 20;
   std::string api_key;
+  server::TlsFiles tls;
 };
 
 int Serve(const ServeFlags& flags) {
@@ -54,6 +55,14 @@ int Serve(const ServeFlags& flags) {
   if (!flags.load_models.empty() && *control != server::ModelControl::kExplicit)
     return Fail(InvalidArgument("--load-model needs --model-control-mode explicit"), kExitUsage);
 
+  // TLS files are checked before any model loads: a typo fails in a second.
+  server::TlsPem tls;
+  if (flags.tls.enabled() || !flags.tls.key_path.empty()) {
+    auto loaded_tls = server::LoadTls(flags.tls);
+    if (!loaded_tls.ok()) return Fail(loaded_tls.status(), kExitUsage);
+    tls = std::move(*loaded_tls);
+  }
+
   server::Metrics metrics;
   server::ModelRegistry registry(MakeServeDefaults(flags.engine, flags.serving, &metrics));
   Status loaded = flags.repository.empty()
@@ -66,16 +75,16 @@ int Serve(const ServeFlags& flags) {
                  HeadKindName(m->config().head), m->max_input_length(), m->placement().c_str());
   if (*control == server::ModelControl::kPoll) registry.StartPolling(flags.poll_seconds);
 
-  server::HttpServer http(
-      registry, metrics,
-      {flags.host, flags.port, flags.max_payload_bytes, /*handler_threads=*/512, flags.api_key});
+  server::HttpServer http(registry, metrics,
+                          {flags.host, flags.port, flags.max_payload_bytes, /*handler_threads=*/512,
+                           flags.api_key, tls});
   if (Status st = http.Bind(); !st.ok()) return Fail(st, kExitRuntimeError);
   std::unique_ptr<server::GrpcServer> grpc;
   if (flags.grpc_port != 0) {
     grpc = std::make_unique<server::GrpcServer>(
         registry, metrics,
         server::GrpcOptions{flags.host, flags.grpc_port, flags.max_payload_bytes,
-                            /*max_threads=*/256, flags.api_key});
+                            /*max_threads=*/256, flags.api_key, tls});
     if (Status st = grpc->Start(); !st.ok()) return Fail(st, kExitRuntimeError);
   }
   std::atomic<bool> signalled{false};
@@ -90,9 +99,10 @@ int Serve(const ServeFlags& flags) {
   const std::string grpc_address =
       grpc ? flags.host + ":" + std::to_string(flags.grpc_port) : "off";
   std::fprintf(stderr,
-               "[serve] listening on http://%s:%d (KServe v2 /v2, TEI /embed /predict /rerank, "
-               "OpenAI /v1/embeddings, /metrics) and grpc %s (KServe v2); API key auth %s\n",
-               flags.host.c_str(), flags.port, grpc_address.c_str(),
+               "[serve] listening on %s://%s:%d (KServe v2 /v2, TEI /embed /predict /rerank, "
+               "OpenAI /v1/embeddings, /metrics) and grpc %s (KServe v2%s); API key auth %s\n",
+               tls.cert.empty() ? "http" : "https", flags.host.c_str(), flags.port,
+               grpc_address.c_str(), tls.cert.empty() ? "" : ", TLS",
                flags.api_key.empty() ? "off" : "on (Bearer; health and /metrics open)");
   std::fflush(stderr);
   http.Run();
@@ -139,6 +149,9 @@ void RegisterServeCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-payload-bytes", f->max_payload_bytes,
                   "Largest request body or gRPC message; beyond: 413 / RESOURCE_EXHAUSTED")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--tls-cert", f->tls.cert_path,
+                  "PEM certificate (chain): serve HTTPS and gRPC over TLS (with --tls-key)");
+  cmd->add_option("--tls-key", f->tls.key_path, "PEM private key of --tls-cert");
   cmd->add_option("--api-key", f->api_key,
                   "Require 'Authorization: Bearer KEY' on every endpoint but "
                   "/v2/health/* and /metrics (gRPC: but ServerLive and ServerReady)")

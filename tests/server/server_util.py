@@ -23,10 +23,13 @@ def free_port():
 
 
 class Server:
-    def __init__(self, binary, args, grpc=True):
+    def __init__(self, binary, args, grpc=True, tls_ca=None):
+        """tls_ca: the CA (here the self-signed certificate) to verify HTTPS with, when the
+        args hold --tls-cert/--tls-key."""
         self.port = free_port()
         self.grpc_port = free_port() if grpc else 0  # 0: gRPC off
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.verify = tls_ca if tls_ca else True
+        self.url = f"{'https' if tls_ca else 'http'}://127.0.0.1:{self.port}"
         self.grpc_url = f"127.0.0.1:{self.grpc_port}"
         self.proc = subprocess.Popen([binary, "serve", *args, "--http-port", str(self.port),
                                       "--grpc-port", str(self.grpc_port), "--threads", "1"],
@@ -35,18 +38,20 @@ class Server:
         while time.time() < deadline:
             assert self.proc.poll() is None, self.proc.stderr.read()
             try:
-                if requests.get(self.url + "/v2/health/ready", timeout=1).status_code == 200:
+                if requests.get(self.url + "/v2/health/ready", timeout=1,
+                                verify=self.verify).status_code == 200:
                     return
             except requests.ConnectionError:
                 time.sleep(0.1)
         raise AssertionError("server did not become ready")
 
     def post(self, path, body):
-        return requests.post(self.url + path, json=body, timeout=60)
+        return requests.post(self.url + path, json=body, timeout=60, verify=self.verify)
 
     def alive(self):
         return self.proc.poll() is None and \
-            requests.get(self.url + "/v2/health/ready", timeout=5).status_code == 200
+            requests.get(self.url + "/v2/health/ready", timeout=5,
+                         verify=self.verify).status_code == 200
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)

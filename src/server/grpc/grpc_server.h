@@ -11,6 +11,7 @@
 
 #include "server/common/metrics.h"
 #include "server/common/served_model.h"
+#include "server/common/tls.h"
 
 namespace grpc {
 class Server;
@@ -26,6 +27,8 @@ struct GrpcOptions {
   // When non-empty, every RPC but ServerLive and ServerReady needs the
   // metadata `authorization: Bearer <api_key>`; otherwise UNAUTHENTICATED.
   std::string api_key;
+  // PEM certificate and key: TLS instead of plaintext (checked by LoadTls).
+  TlsPem tls;
 };
 
 class GrpcServer {

@@ -1,6 +1,8 @@
 #include "server/http/http_server.h"
 
 #include <httplib.h>
+#include <openssl/pem.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cctype>
@@ -61,11 +63,30 @@ StatusOr<InferResult> RunOn(ServedModel& model, Metrics& metrics, InferRequest r
   return result;
 }
 
+namespace {
+
+// httplib::SSLServer from PEM text (it takes files or parsed objects).
+std::unique_ptr<httplib::Server> MakeServer(const TlsPem& tls) {
+  if (tls.cert.empty()) return std::make_unique<httplib::Server>();
+  BIO* cert_bio = BIO_new_mem_buf(tls.cert.data(), static_cast<int>(tls.cert.size()));
+  BIO* key_bio = BIO_new_mem_buf(tls.key.data(), static_cast<int>(tls.key.size()));
+  X509* cert = PEM_read_bio_X509(cert_bio, nullptr, nullptr, nullptr);
+  EVP_PKEY* key = PEM_read_bio_PrivateKey(key_bio, nullptr, nullptr, nullptr);
+  BIO_free(cert_bio);
+  BIO_free(key_bio);
+  auto server = std::make_unique<httplib::SSLServer>(cert, key);
+  X509_free(cert);
+  EVP_PKEY_free(key);
+  return server;
+}
+
+}  // namespace
+
 HttpServer::HttpServer(ModelRegistry& registry, Metrics& metrics, HttpOptions options)
     : registry_(registry),
       metrics_(metrics),
       options_(std::move(options)),
-      http_(std::make_unique<httplib::Server>()) {
+      http_(MakeServer(options_.tls)) {
   const int threads = options_.handler_threads;
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http_->set_payload_max_length(options_.max_payload_bytes);
@@ -133,9 +154,19 @@ void HttpServer::Post(const std::string& pattern, const std::string& endpoint, H
 }
 
 Status HttpServer::Bind() {
+  if (!http_->is_valid())
+    return InvalidArgument("TLS: the certificate or key was not accepted by the HTTPS server");
+  // Remember the listening socket: httplib listens with a backlog of 5
+  // (compiled into Debian's library), which bursts of new connections
+  // overflow; listening again on it widens the queue.
+  http_->set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_fd_ = sock;
+  });
   if (!http_->bind_to_port(options_.host, options_.port))
     return Unavailable("cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
                        " (in use, or not an address of this machine)");
+  if (listen_fd_ >= 0) ::listen(listen_fd_, SOMAXCONN);
   return Status::Ok();
 }
 

@@ -11,6 +11,7 @@
 
 #include "server/common/metrics.h"
 #include "server/common/served_model.h"
+#include "server/common/tls.h"
 
 namespace httplib {
 class Server;
@@ -30,6 +31,8 @@ struct HttpOptions {
   // When non-empty, every endpoint but /v2/health/{live,ready} and /metrics
   // needs `Authorization: Bearer <api_key>`; otherwise 401.
   std::string api_key;
+  // PEM certificate and key: HTTPS instead of HTTP (checked by LoadTls).
+  TlsPem tls;
 };
 
 class HttpServer {
@@ -63,6 +66,7 @@ class HttpServer {
   Metrics& metrics_;
   HttpOptions options_;
   std::unique_ptr<httplib::Server> http_;
+  int listen_fd_ = -1;  // the listening socket, to widen httplib's backlog
 };
 
 // Helpers shared by the route files.

@@ -1,0 +1,69 @@
+"""TLS on both front ends: `bertrt serve --tls-cert --tls-key` serves HTTPS and
+gRPC over TLS with a self-signed certificate made here by the openssl CLI;
+plaintext clients are refused, and bad certificate/key files stop the server
+at start with a usage error that names the flag."""
+import subprocess
+
+import numpy as np
+import pytest
+import requests
+import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
+
+from server_util import MODELS, Server, free_port
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    d = tmp_path_factory.mktemp("pki")
+    for name in ("server", "other"):
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                        "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+                        "-keyout", str(d / f"{name}.key"), "-out", str(d / f"{name}.crt")],
+                       check=True, capture_output=True)
+    return d
+
+
+def test_https_and_grpc_over_tls(bertrt_bin, pki):
+    cert, key = str(pki / "server.crt"), str(pki / "server.key")
+    s = Server(bertrt_bin, [str(MODELS / "seq_cls"), "--tls-cert", cert, "--tls-key", key],
+               tls_ca=cert)
+    try:
+        body = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["hello"]}]}
+        r = s.post("/v2/models/seq_cls/infer", body)
+        assert r.status_code == 200 and r.json()["outputs"][0]["name"] == "logits"
+        with pytest.raises(requests.exceptions.SSLError):  # not our CA
+            requests.get(s.url + "/v2/health/ready", timeout=5)
+        with pytest.raises(requests.ConnectionError):  # plaintext to a TLS port
+            requests.get(s.url.replace("https", "http") + "/v2/health/ready", timeout=5)
+
+        c = grpcclient.InferenceServerClient(s.grpc_url, ssl=True, root_certificates=cert)
+        assert c.is_server_live()
+        text = grpcclient.InferInput("text", [1], "BYTES")
+        text.set_data_from_numpy(np.array([b"hello"], dtype=object))
+        logits = c.infer("seq_cls", [text]).as_numpy("logits")
+        assert np.allclose(logits, np.asarray(r.json()["outputs"][0]["data"]).reshape(logits.shape),
+                           atol=1e-5)
+        plain = grpcclient.InferenceServerClient(s.grpc_url)
+        with pytest.raises(InferenceServerException):
+            plain.is_server_live()
+    finally:
+        s.stop()
+
+
+@pytest.mark.parametrize("case", ["missing_key", "wrong_key", "not_pem", "no_file"])
+def test_bad_tls_files_fail_at_start(bertrt_bin, pki, tmp_path, case):
+    cert, key = str(pki / "server.crt"), str(pki / "server.key")
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate\n")
+    args = {"missing_key": ["--tls-cert", cert],
+            "wrong_key": ["--tls-cert", cert, "--tls-key", str(pki / "other.key")],
+            "not_pem": ["--tls-cert", str(junk), "--tls-key", key],
+            "no_file": ["--tls-cert", cert, "--tls-key", str(tmp_path / "absent.key")]}[case]
+    want = {"missing_key": "both --tls-cert and --tls-key", "wrong_key": "does not belong",
+            "not_pem": "not a PEM certificate", "no_file": "cannot read"}[case]
+    proc = subprocess.run([bertrt_bin, "serve", str(MODELS / "seq_cls"), *args, "--http-port",
+                           str(free_port()), "--grpc-port", "0"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert want in proc.stderr, proc.stderr
