@@ -30,6 +30,7 @@ struct BenchFlags {
   bool serve_inprocess = false;
   std::string model_name;
   std::string endpoint = "kserve";
+  std::string metrics_url;  // grpc://: the server's HTTP address, for /metrics
   double timeout_s = 60;
   // ... a load ...
   std::string concurrency;

@@ -301,6 +301,7 @@ int RunLoadBench(const BenchFlags& f) {
     o.endpoint = f.endpoint == "embed" ? HttpEndpoint::kEmbed : HttpEndpoint::kKServe;
     o.model = f.model_name;
     o.timeout_s = f.timeout_s;
+    o.metrics_url = f.metrics_url;
     auto connected = ConnectServerTarget(o, texts.front());
     if (!connected.ok())
       return Fail(connected.status(),
@@ -309,7 +310,7 @@ int RunLoadBench(const BenchFlags& f) {
                       ? kExitUsage
                       : kExitRuntimeError);
     target = std::move(*connected);
-    report["kind"] = "http";
+    report["kind"] = url->scheme == "grpc" ? "grpc" : "http";
     report["url"] = f.url;
     report["endpoint"] = f.endpoint;
   }

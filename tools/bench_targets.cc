@@ -1,11 +1,13 @@
 #include "bench_targets.h"
 
+#include <grpcpp/grpcpp.h>
 #include <httplib.h>
 
 #include <cstdio>
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "grpc_service.grpc.pb.h"
 #include "server/http/http_server.h"
 
 namespace bertrt::cli {
@@ -182,21 +184,162 @@ class InProcessTarget : public loadgen::Target {
   loadgen::ServerTotals totals_;
 };
 
+// The HTTP status a gRPC status stands for, so both transports count errors
+// alike (0: no answer at all).
+int HttpStatusForGrpc(const grpc::Status& status) {
+  switch (status.error_code()) {
+    case grpc::StatusCode::OK:
+      return 200;
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return 400;
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return 401;
+    case grpc::StatusCode::NOT_FOUND:
+      return 404;
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return 413;
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return 429;
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return 504;
+    case grpc::StatusCode::UNAVAILABLE:
+      return 0;  // no connection
+    default:
+      return 500;
+  }
+}
+
+// KServe v2 over gRPC: one channel per worker (its own HTTP/2 connection, as
+// a worker of the HTTP target has its own keep-alive connection).
+class GrpcTarget : public loadgen::Target {
+ public:
+  explicit GrpcTarget(ServerTargetOptions options) : options_(std::move(options)) {
+    if (!options_.metrics_url.empty())
+      if (auto url = loadgen::ParseUrl(options_.metrics_url); url.ok())
+        metrics_ = MakeHttpClient(*url, options_.timeout_s);
+  }
+
+  std::string Describe() const override {
+    return Address() + " ModelInfer (model " + options_.model + ")";
+  }
+
+  StatusOr<std::unique_ptr<loadgen::Client>> NewClient() override {
+    return std::unique_ptr<loadgen::Client>(std::make_unique<Client>(*this));
+  }
+
+  StatusOr<loadgen::ServerTotals> Totals() override {
+    if (!metrics_) return Unimplemented("no --metrics-url for this grpc:// target");
+    std::lock_guard lock(mu_);
+    httplib::Result res = metrics_->Get("/metrics");
+    if (!res || res->status != 200)
+      return Unavailable("GET " + options_.metrics_url + "/metrics: " + ErrorText(res));
+    return loadgen::ParseServerTotals(res->body, options_.model);
+  }
+
+  // Learns the model from the repository index when none was given.
+  Status Connect() {
+    auto stub = NewStub();
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    inference::RepositoryIndexRequest req;
+    req.set_ready(true);
+    inference::RepositoryIndexResponse resp;
+    const grpc::Status st = stub->RepositoryIndex(&ctx, req, &resp);
+    if (!st.ok())
+      return Unavailable("cannot reach " + Address() + ": " + st.error_message() +
+                         " (is `bertrt serve` listening there with --grpc-port?)");
+    if (options_.model.empty()) {
+      if (resp.models().empty()) return Unavailable(Address() + " serves no model");
+      options_.model = resp.models(0).name();
+    }
+    return Status::Ok();
+  }
+
+ private:
+  class Client : public loadgen::Client {
+   public:
+    explicit Client(GrpcTarget& target) : target_(target), stub_(target.NewStub()) {}
+    loadgen::Outcome Send(const std::vector<std::string>& texts) override {
+      inference::ModelInferRequest req;
+      req.set_model_name(target_.options_.model);
+      auto* input = req.add_inputs();
+      input->set_name("text");
+      input->set_datatype("BYTES");
+      input->add_shape(static_cast<int64_t>(texts.size()));
+      std::string raw;
+      for (const std::string& t : texts) {
+        const uint32_t n = static_cast<uint32_t>(t.size());
+        for (int b = 0; b < 4; ++b) raw.push_back(static_cast<char>((n >> (8 * b)) & 0xff));
+        raw += t;
+      }
+      req.add_raw_input_contents(std::move(raw));
+      grpc::ClientContext ctx;
+      ctx.set_deadline(
+          std::chrono::system_clock::now() +
+          std::chrono::microseconds(static_cast<int64_t>(target_.options_.timeout_s * 1e6)));
+      inference::ModelInferResponse resp;
+      const grpc::Status st = stub_->ModelInfer(&ctx, req, &resp);
+      loadgen::Outcome out;
+      out.status = HttpStatusForGrpc(st);
+      if (!st.ok()) out.error = st.error_message();
+      return out;
+    }
+
+   private:
+    GrpcTarget& target_;
+    std::unique_ptr<inference::GRPCInferenceService::Stub> stub_;
+  };
+
+  std::string Address() const {
+    return "grpc://" + options_.url.host + ":" + std::to_string(options_.url.port);
+  }
+  std::unique_ptr<inference::GRPCInferenceService::Stub> NewStub() const {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(-1);
+    // A channel per worker: gRPC would otherwise share one connection
+    // among channels with equal arguments.
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    auto channel =
+        grpc::CreateCustomChannel(options_.url.host + ":" + std::to_string(options_.url.port),
+                                  grpc::InsecureChannelCredentials(), args);
+    return inference::GRPCInferenceService::NewStub(channel);
+  }
+
+  ServerTargetOptions options_;
+  std::mutex mu_;
+  std::unique_ptr<httplib::Client> metrics_;
+};
+
+// A target checked with one request before any load.
+Status Probe(loadgen::Target& target, const std::string& probe_text) {
+  ASSIGN_OR_RETURN(auto client, target.NewClient());
+  loadgen::Outcome probe = client->Send({probe_text});
+  if (probe.status == 0)
+    return Unavailable("probe request to " + target.Describe() + ": " + probe.error);
+  if (probe.status != 200)
+    return Unavailable("probe request to " + target.Describe() + ": status " +
+                       std::to_string(probe.status) + ": " + probe.error);
+  if (auto totals = target.Totals(); !totals.ok())
+    std::fprintf(stderr, "notice: no queue/compute split (%s)\n",
+                 totals.status().message().c_str());
+  return Status::Ok();
+}
+
 // The HTTP target, checked with one request before any load.
 StatusOr<std::unique_ptr<loadgen::Target>> ConnectHttp(ServerTargetOptions options,
                                                        const std::string& probe_text) {
   auto target = std::make_unique<HttpTarget>(std::move(options));
   RETURN_IF_ERROR(target->Connect());
-  ASSIGN_OR_RETURN(auto client, target->NewClient());
-  loadgen::Outcome probe = client->Send({probe_text});
-  if (probe.status == 0)
-    return Unavailable("probe request to " + target->Describe() + ": " + probe.error);
-  if (probe.status != 200)
-    return Unavailable("probe request to " + target->Describe() + ": HTTP " +
-                       std::to_string(probe.status) + ": " + probe.error);
-  if (auto totals = target->Totals(); !totals.ok())
-    std::fprintf(stderr, "notice: no queue/compute split (%s)\n",
-                 totals.status().message().c_str());
+  RETURN_IF_ERROR(Probe(*target, probe_text));
+  return std::unique_ptr<loadgen::Target>(std::move(target));
+}
+
+StatusOr<std::unique_ptr<loadgen::Target>> ConnectGrpc(ServerTargetOptions options,
+                                                       const std::string& probe_text) {
+  auto target = std::make_unique<GrpcTarget>(std::move(options));
+  RETURN_IF_ERROR(target->Connect());
+  RETURN_IF_ERROR(Probe(*target, probe_text));
   return std::unique_ptr<loadgen::Target>(std::move(target));
 }
 
@@ -206,8 +349,11 @@ StatusOr<std::unique_ptr<loadgen::Target>> ConnectServerTarget(ServerTargetOptio
                                                                const std::string& probe_text) {
   const std::string scheme = options.url.scheme;
   if (scheme == "http" || scheme == "https") return ConnectHttp(std::move(options), probe_text);
-  if (scheme == "grpc")
-    return Unimplemented("grpc:// targets are not yet supported by `bertrt bench`; use http://");
+  if (scheme == "grpc") {
+    if (options.endpoint != HttpEndpoint::kKServe)
+      return InvalidArgument("--endpoint embed is HTTP only; grpc:// speaks KServe v2");
+    return ConnectGrpc(std::move(options), probe_text);
+  }
   return InvalidArgument("--url scheme " + scheme + ": expected http, https or grpc");
 }
 

@@ -240,7 +240,8 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
   // error of this mode.
   // The target.
   auto* url = cmd->add_option("--url", flags->url,
-                              "Load a server: http://HOST:PORT (grpc:// is not yet supported)")
+                              "Load a server: http://HOST:PORT (KServe v2 or TEI over HTTP) or "
+                              "grpc://HOST:PORT (KServe v2 ModelInfer)")
                   ->excludes(model);
   auto* inprocess = cmd->add_flag(
       "--serve-inprocess", flags->serve_inprocess,
@@ -254,6 +255,10 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
   load_only.push_back(cmd->add_option(
       "--endpoint", flags->endpoint,
       "kserve (POST /v2/models/NAME/infer, BYTES text input) or embed (TEI /embed)"));
+  load_only.push_back(cmd->add_option(
+      "--metrics-url", flags->metrics_url,
+      "With grpc://: the server's HTTP address (http://HOST:PORT) to read /metrics from, for "
+      "the queue/compute split"));
   load_only.push_back(cmd->add_option("--timeout-s", flags->timeout_s,
                                       "Per-request timeout; a request past it counts as an error"));
   // The load.

@@ -1,5 +1,5 @@
-"""`bertrt bench` as a load generator: against the real server over HTTP, and
-through the serving stack in-process; JSON, SVG, errors and exit codes."""
+"""`bertrt bench` as a load generator: against the real server over HTTP and
+gRPC, and through the serving stack in-process; JSON, SVG, errors and exit codes."""
 import json
 import subprocess
 import sys
@@ -134,9 +134,26 @@ def test_unreachable_url_exit_4(bertrt_bin):
     assert "cannot reach" in proc.stderr and "bertrt serve" in proc.stderr
 
 
-def test_grpc_not_yet_supported(bertrt_bin):
-    proc = bench(bertrt_bin, "--url", "grpc://127.0.0.1:8001", "--concurrency", "1")
-    assert proc.returncode == 2 and "not yet supported" in proc.stderr
+def test_grpc_sweep_with_metrics_split(bertrt_bin, server, tmp_path):
+    out = tmp_path / "grpc.json"
+    proc = bench(bertrt_bin, "--url", "grpc://" + server.grpc_url, "--metrics-url", server.url,
+                 "--concurrency", "1,4", "--sequences-per-request", "3", *SHORT, "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    assert report["kind"] == "grpc" and "model all-MiniLM-L6-v2" in report["target"]
+    check_steps(report, ["c=1", "c=4"])
+    assert all(s["sequences"] == 3 * s["requests"] for s in report["steps"])
+
+
+def test_grpc_errors(bertrt_bin, server):
+    proc = bench(bertrt_bin, "--url", f"grpc://127.0.0.1:{free_port()}", "--concurrency", "1")
+    assert proc.returncode == 4 and "cannot reach" in proc.stderr, proc.stderr
+    proc = bench(bertrt_bin, "--url", "grpc://" + server.grpc_url, "--model", "nope",
+                 "--concurrency", "1", *SHORT)
+    assert proc.returncode == 4 and "status 404" in proc.stderr, proc.stderr
+    proc = bench(bertrt_bin, "--url", "grpc://" + server.grpc_url, "--endpoint", "embed",
+                 "--concurrency", "1")
+    assert proc.returncode == 2 and "HTTP only" in proc.stderr, proc.stderr
 
 
 def test_step_without_success_exits_4(bertrt_bin, default_model, tmp_path):
