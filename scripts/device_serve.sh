@@ -12,7 +12,9 @@
 #      to each GPU (config.pbtxt instance_group gpus: [N]), compared exactly;
 #   5. the CUDA engine alone: timed GEMM algorithm choice (BERTRT_GEMM_TUNING=1)
 #      against the heuristic's first answer, interleaved, and the
-#      per-operation profile at batch 1 and 128 (issue 4).
+#      per-operation profile at batch 1 and 128 (issue 4);
+#   6. GPU and CPU instances of one model side by side
+#      (tests/server/test_gpu_serving.py, pytest against the real binary).
 # Logs and JSON under $OUT; bench/RESULTS.md comes back as $OUT/RESULTS.md.
 # STEPS picks steps (default "1 2 3 4"); DURATION is seconds per load step.
 set -uo pipefail
@@ -131,6 +133,11 @@ if want 5; then
   done
   python3 scripts/perf_report.py --out "$OUT" --results bench/RESULTS.md \
     --command "STEPS=5 bash scripts/device_serve.sh" || status=1
+fi
+if want 6; then
+  echo "== 6. GPU and CPU instances side by side"
+  BERTRT_BIN=$BIN python3 -m pytest -q -p no:cacheprovider tests/server/test_gpu_serving.py \
+    2>&1 | tail -5 || status=1
 fi
 cp bench/RESULTS.md "$OUT/RESULTS.md"
 exit $status
