@@ -7,9 +7,10 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <optional>
-
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+#include <vector>
 
 #include "bertrt/safetensors.h"
 #include "core/half.h"
@@ -65,8 +66,8 @@ TEST_P(TinyModelTest, LoadsWithExpectedConfig) {
   EXPECT_EQ(w.layers[1].ffn_in_w.shape(), (std::vector<int64_t>{37, 32}));
   EXPECT_EQ(w.layers[1].ffn_out_w.shape(), (std::vector<int64_t>{32, 37}));
   EXPECT_EQ(w.pooler_w.empty(), !c.has_pooler);
-  for (const Tensor* t : {&w.word_embeddings, &w.emb_ln_gamma, &w.layers[0].query_w,
-                          &w.layers[1].ffn_ln_beta})
+  for (const Tensor* t :
+       {&w.word_embeddings, &w.emb_ln_gamma, &w.layers[0].query_w, &w.layers[1].ffn_ln_beta})
     EXPECT_EQ(t->dtype(), DType::kF32);
   if (c.num_labels > 0) {
     EXPECT_EQ(w.classifier_w.shape(), (std::vector<int64_t>{c.num_labels, 32}));
@@ -93,8 +94,7 @@ INSTANTIATE_TEST_SUITE_P(
         ModelCase{"seq_cls_f16", HeadKind::kSequenceClassification, HiddenAct::kGelu, 3, true},
         ModelCase{"seq_cls_bf16", HeadKind::kSequenceClassification, HiddenAct::kGelu, 3, true},
         ModelCase{"sharded", HeadKind::kSequenceClassification, HiddenAct::kGeluTanh, 2, true},
-        ModelCase{"training_junk", HeadKind::kSequenceClassification, HiddenAct::kGelu, 2,
-                  true}),
+        ModelCase{"training_junk", HeadKind::kSequenceClassification, HiddenAct::kGelu, 2, true}),
     [](const auto& info) { return std::string(info.param.dir); });
 
 TEST(Importer, Labels) {
@@ -167,8 +167,10 @@ TEST(DTypeConversion, HalfExhaustive) {
     const float sign = (h & 0x8000) ? -1.0f : 1.0f;
     const float got = HalfToFloat(h);
     if (exp == 31) {
-      if (mant == 0) EXPECT_EQ(got, sign * INFINITY) << bits;
-      else EXPECT_TRUE(std::isnan(got)) << bits;
+      if (mant == 0)
+        EXPECT_EQ(got, sign * INFINITY) << bits;
+      else
+        EXPECT_TRUE(std::isnan(got)) << bits;
       continue;
     }
     const float want = exp == 0 ? sign * std::ldexp(static_cast<float>(mant), -24)
@@ -180,6 +182,46 @@ TEST(DTypeConversion, HalfExhaustive) {
   EXPECT_EQ(HalfToFloat(0x0400), std::ldexp(1.0f, -14));  // smallest normal
   EXPECT_EQ(HalfToFloat(0x7bff), 65504.0f);
   EXPECT_EQ(HalfToFloat(0x3c00), 1.0f);
+}
+
+// The vectorized array conversions give exactly the scalar ones' bits: every
+// half value (at odd offsets, so loads are unaligned), and floats of every
+// kind (normal, subnormal, overflowing, ties, infinities, NaNs) in blocks
+// that mix them.
+TEST(DTypeConversion, ArraysMatchScalarBitForBit) {
+  std::vector<uint16_t> halves(65536 + 3);
+  for (uint32_t b = 0; b < 65536; ++b) halves[b + 1] = static_cast<uint16_t>(b);
+  for (DType dtype : {DType::kF16, DType::kBF16}) {
+    std::vector<float> wide(65536);
+    WidenToFloat(dtype, halves.data() + 1, 65536, wide.data());
+    for (uint32_t b = 0; b < 65536; ++b) {
+      const float want = dtype == DType::kF16 ? HalfToFloat(static_cast<uint16_t>(b))
+                                              : BFloat16ToFloat(static_cast<uint16_t>(b));
+      ASSERT_EQ(std::memcmp(&wide[b], &want, 4), 0) << "bits " << b;
+    }
+  }
+  std::mt19937 rng(3);
+  std::vector<float> floats;
+  for (int i = 0; i < 200000; ++i) {
+    uint32_t bits = rng();
+    if (i % 3 == 0) bits = (bits & 0x80001FFFu) | ((100u + rng() % 60u) << 23);   // near half range
+    if (i % 5 == 0) bits = (bits & 0x8000E000u) | 0x38000000u | (rng() % 4096u);  // subnormal ties
+    float f;
+    std::memcpy(&f, &bits, 4);
+    floats.push_back(f);
+  }
+  for (float special : {INFINITY, -INFINITY, NAN, -NAN, 65504.0f, 65520.0f, 65519.99f, 0.0f, -0.0f,
+                        std::ldexp(1.0f, -25), std::ldexp(1.5f, -25)})
+    floats.push_back(special);
+  for (DType dtype : {DType::kF16, DType::kBF16}) {
+    std::vector<uint16_t> narrow(floats.size());
+    NarrowFromFloat(dtype, floats.data(), floats.size(), narrow.data());
+    for (size_t i = 0; i < floats.size(); ++i) {
+      const uint16_t want =
+          dtype == DType::kF16 ? FloatToHalf(floats[i]) : FloatToBFloat16(floats[i]);
+      ASSERT_EQ(narrow[i], want) << "float " << floats[i] << " at " << i;
+    }
+  }
 }
 
 TEST(DTypeConversion, BFloat16) {
@@ -199,17 +241,17 @@ void ExpectRoundedCopy(const char* dir, int mantissa_bits, float min_normal) {
   ASSERT_TRUE(ref.model.ok() && low.model.ok());
   const auto& a = (*ref.model)->weights;
   const auto& b = (*low.model)->weights;
-  for (auto [x, y] : {std::pair{&a.word_embeddings, &b.word_embeddings},
-                      std::pair{&a.layers[1].ffn_in_w, &b.layers[1].ffn_in_w},
-                      std::pair{&a.emb_ln_gamma, &b.emb_ln_gamma},
-                      std::pair{&a.classifier_w, &b.classifier_w}}) {
+  for (auto [x, y] :
+       {std::pair{&a.word_embeddings, &b.word_embeddings},
+        std::pair{&a.layers[1].ffn_in_w, &b.layers[1].ffn_in_w},
+        std::pair{&a.emb_ln_gamma, &b.emb_ln_gamma}, std::pair{&a.classifier_w, &b.classifier_w}}) {
     const std::vector<float> xs = Values(*x), ys = Values(*y);
     ASSERT_EQ(xs.size(), ys.size());
     for (size_t i = 0; i < xs.size(); ++i) {
       int e = 0;
       std::frexp(xs[i], &e);
-      const float half_ulp = std::ldexp(1.0f, std::max(e, std::ilogb(min_normal) + 1) - 2 -
-                                                   mantissa_bits);
+      const float half_ulp =
+          std::ldexp(1.0f, std::max(e, std::ilogb(min_normal) + 1) - 2 - mantissa_bits);
       ASSERT_LE(std::fabs(xs[i] - ys[i]), half_ulp) << dir << " element " << i;
       const float scaled = std::ldexp(ys[i], -(e - 1) + mantissa_bits);
       if (std::fabs(xs[i]) >= 2 * min_normal)
@@ -218,7 +260,9 @@ void ExpectRoundedCopy(const char* dir, int mantissa_bits, float min_normal) {
   }
 }
 
-TEST(DTypeConversion, F16ModelIsRoundedF32Model) { ExpectRoundedCopy("seq_cls_f16", 10, std::ldexp(1.0f, -14)); }
+TEST(DTypeConversion, F16ModelIsRoundedF32Model) {
+  ExpectRoundedCopy("seq_cls_f16", 10, std::ldexp(1.0f, -14));
+}
 TEST(DTypeConversion, BF16ModelIsRoundedF32Model) { ExpectRoundedCopy("seq_cls_bf16", 7, FLT_MIN); }
 
 // ---- sharded, junk ----
