@@ -9,7 +9,8 @@
 //   B (16x8):  b0 = (k 2t..2t+1, n g), b1 = (k 2t+8..2t+9, n g)
 //   C (16x8):  c0,c1 = (g, 2t..2t+1), c2,c3 = (g+8, 2t..2t+1)
 // so the score accumulators of two adjacent key tiles are exactly the A
-// fragment of P for the P V product, with no trip through shared memory.
+// fragment of P for the P V product, with no trip through shared memory; V's
+// B fragments come from shared memory through ldmatrix.trans.
 #pragma once
 
 #include <cstdint>
@@ -51,14 +52,20 @@ __device__ __forceinline__ uint32_t PackFloats(float lo, float hi, __nv_bfloat16
 }
 
 template <typename T>
-__device__ __forceinline__ uint32_t PackPair(T lo, T hi) {
-  return static_cast<uint32_t>(reinterpret_cast<const uint16_t&>(lo)) |
-         (static_cast<uint32_t>(reinterpret_cast<const uint16_t&>(hi)) << 16);
-}
-
-template <typename T>
 __device__ __forceinline__ uint32_t Load32(const T* p) {
   return *reinterpret_cast<const uint32_t*>(p);
+}
+
+// The B fragment of m16n8k16 from a 16x8 tile of a row-major [k][n] matrix in
+// shared memory, transposed on the way by ldmatrix: lanes 0..15 give the
+// addresses of rows k = 0..15 (8 contiguous n each, 16-byte aligned); b[0]
+// gets (k 2t..2t+1, n g) and b[1] (k 2t+8..2t+9, n g). One instruction in
+// place of four 16-bit loads and two packs.
+__device__ __forceinline__ void LoadBTransposed(uint32_t* b, const void* row) {
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(b[0]), "=r"(b[1])
+               : "r"(addr));
 }
 
 // scale_log2 = log2(e) / sqrt(D): the softmax runs in base 2 (exp2f).
@@ -178,11 +185,11 @@ __global__ void __launch_bounds__(kMmaThreads) AttentionMmaKernel(AttentionArgs 
                               PackFloats(sc[2 * kk][2], sc[2 * kk][3], T{}),
                               PackFloats(sc[2 * kk + 1][0], sc[2 * kk + 1][1], T{}),
                               PackFloats(sc[2 * kk + 1][2], sc[2 * kk + 1][3], T{})};
+      const T* v_rows = &vs[(16 * kk + (lane & 15)) * kStride];
 #pragma unroll
       for (int d = 0; d < kDTiles; ++d) {
-        const T* vp = &vs[(16 * kk + 2 * t) * kStride + 8 * d + g];
-        const uint32_t b[2] = {PackPair(vp[0], vp[kStride]),
-                               PackPair(vp[8 * kStride], vp[9 * kStride])};
+        uint32_t b[2];
+        LoadBTransposed(b, v_rows + 8 * d);
         Mma16816(o[d], pa, b, T{});
       }
     }
