@@ -86,7 +86,7 @@ if want 3; then
     curl -s "$URL/metrics" | grep -E '^bertrt_(instance|gpu)_' > "$OUT/metrics_$tag.txt"
     stop_server
   done
-  python3 scripts/multigpu_report.py --out "$OUT" --gpus "$GPUS_ALL" --results bench/RESULTS.md \
+  python3 scripts/device_report.py multigpu --out "$OUT" --gpus "$GPUS_ALL" --results bench/RESULTS.md \
     --command "STEPS=3 bash scripts/device_serve.sh" || status=1
 fi
 
@@ -131,7 +131,7 @@ if want 5; then
       --iterations 50 --warmup 10 --profile --json "$OUT/profile_b$b.json" \
       | tee "$OUT/profile_b$b.txt" || status=1
   done
-  python3 scripts/perf_report.py --out "$OUT" --results bench/RESULTS.md \
+  python3 scripts/device_report.py perf --out "$OUT" --results bench/RESULTS.md \
     --command "STEPS=5 bash scripts/device_serve.sh" || status=1
 fi
 if want 6; then
