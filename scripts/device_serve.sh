@@ -15,7 +15,7 @@
 #      per-operation profile at batch 1 and 128 (issue 4);
 #   6. GPU and CPU instances of one model side by side
 #      (tests/server/test_gpu_serving.py, pytest against the real binary).
-# Logs and JSON under $OUT; bench/RESULTS.md comes back as $OUT/RESULTS.md.
+# Logs and JSON come back in $OUT/details.tar.gz; bench/RESULTS.md as $OUT/RESULTS.md.
 # STEPS picks steps (default "1 2 3 4"); DURATION is seconds per load step.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -140,4 +140,8 @@ if want 6; then
     2>&1 | tail -5 || status=1
 fi
 cp bench/RESULTS.md "$OUT/RESULTS.md"
+# The device tool brings back only a few files: everything but RESULTS.md
+# travels as one archive.
+(cd "$OUT" && find . -mindepth 1 -maxdepth 1 ! -name RESULTS.md ! -name details.tar.gz -print0 |
+   xargs -0 -r tar -czf details.tar.gz --remove-files)
 exit $status
