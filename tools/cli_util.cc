@@ -93,6 +93,9 @@ std::vector<CLI::Option*> AddServingOptions(CLI::App* cmd, ServingFlags* f) {
       cmd->add_option("--request-timeout-ms", f->request_timeout_ms,
                       "Queue timeout per request (0: none)")
           ->check(CLI::NonNegativeNumber),
+      cmd->add_flag("--auto-truncate", f->auto_truncate,
+                    "Cut texts longer than the model takes to its limit instead of answering "
+                    "413 / OUT_OF_RANGE"),
   };
 }
 
@@ -112,6 +115,7 @@ server::ServeDefaults MakeServeDefaults(const EngineFlags& engine, const Serving
   d.scheduler.max_queue_delay = std::chrono::microseconds(serving.max_queue_delay_us);
   d.scheduler.max_queue_size = static_cast<size_t>(serving.max_queue_size);
   d.scheduler.request_timeout = std::chrono::milliseconds(serving.request_timeout_ms);
+  d.auto_truncate = serving.auto_truncate;
   d.metrics = metrics;
   return d;
 }

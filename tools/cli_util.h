@@ -43,9 +43,10 @@ struct ServingFlags {
   int max_queue_delay_us = 2000;
   int max_queue_size = 1024;
   int request_timeout_ms = 30000;
+  bool auto_truncate = false;
 };
 // Adds --instances, --gpus, --max-batch-tokens, --max-batch-size,
-// --max-queue-delay-us, --max-queue-size and --request-timeout-ms.
+// --max-queue-delay-us, --max-queue-size, --request-timeout-ms and --auto-truncate.
 std::vector<CLI::Option*> AddServingOptions(CLI::App* cmd, ServingFlags* flags);
 // The serving defaults of every model (a config.pbtxt may override them).
 server::ServeDefaults MakeServeDefaults(const EngineFlags& engine, const ServingFlags& serving,

@@ -31,6 +31,7 @@ struct ServeFlags {
   size_t max_payload_bytes = 8 << 20;
   std::string api_key;
   server::TlsFiles tls;
+  bool log_requests = false;
 };
 
 int Serve(const ServeFlags& flags) {
@@ -77,7 +78,7 @@ int Serve(const ServeFlags& flags) {
 
   server::HttpServer http(registry, metrics,
                           {flags.host, flags.port, flags.max_payload_bytes, /*handler_threads=*/512,
-                           flags.api_key, tls});
+                           flags.api_key, tls, flags.log_requests});
   if (Status st = http.Bind(); !st.ok()) return Fail(st, kExitRuntimeError);
   std::unique_ptr<server::GrpcServer> grpc;
   if (flags.grpc_port != 0) {
@@ -149,6 +150,9 @@ void RegisterServeCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-payload-bytes", f->max_payload_bytes,
                   "Largest request body or gRPC message; beyond: 413 / RESOURCE_EXHAUSTED")
       ->check(CLI::PositiveNumber);
+  cmd->add_flag("--log-requests", f->log_requests,
+                "Log one JSON line per HTTP request on stderr (request id, method, path, status, "
+                "latency); every response carries X-Request-Id either way");
   cmd->add_option("--tls-cert", f->tls.cert_path,
                   "PEM certificate (chain): serve HTTPS and gRPC over TLS (with --tls-key)");
   cmd->add_option("--tls-key", f->tls.key_path, "PEM private key of --tls-cert");

@@ -161,6 +161,20 @@ def test_bad_inputs_get_json_errors(servers, path, body, status):
 def test_truncate_makes_long_text_fit(servers):
     s = servers("seq_cls", "--max-payload-bytes", "1000000")
     assert s.post("/predict", {"inputs": "word " * 200, "truncate": True}).status_code == 200
+    r = s.post("/predict", {"inputs": "word " * 200})
+    assert r.status_code == 413 and "--auto-truncate" in r.json()["error"]
+
+
+def test_auto_truncate_cuts_every_long_text(servers):
+    s = servers("seq_cls", "--auto-truncate")
+    long_text = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["word " * 200]}]}
+    assert s.post("/v2/models/seq_cls/infer", long_text).status_code == 200
+    assert s.post("/predict", {"inputs": "word " * 200}).status_code == 200
+    # The same logits as the text cut by hand to the model's 64 tokens ([CLS] + 62 + [SEP]).
+    cut = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["word " * 62]}]}
+    a = s.post("/v2/models/seq_cls/infer", long_text).json()["outputs"][0]["data"]
+    b = s.post("/v2/models/seq_cls/infer", cut).json()["outputs"][0]["data"]
+    assert np.allclose(a, b, atol=1e-6)
 
 
 def test_queue_full_is_429(servers):
@@ -322,3 +336,23 @@ def test_malformed_binary_body_is_400(servers, what, body, headers):
     # The same ids, well formed, work.
     body, headers = binary_body(ids_header(24), IDS)
     assert requests.post(s.url + "/v2/models/seq_cls/infer", data=body, headers=headers).status_code == 200
+
+
+def test_request_ids_and_access_log(bertrt_bin):
+    s = Server(bertrt_bin, [str(MODELS / "seq_cls"), "--log-requests"])
+    body = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["hi"]}]}
+    try:
+        r = requests.post(s.url + "/v2/models/seq_cls/infer", json=body,
+                          headers={"X-Request-Id": "client-id-7"}, timeout=30)
+        assert r.status_code == 200 and r.headers["X-Request-Id"] == "client-id-7"
+        r = requests.post(s.url + "/v2/models/nope/infer", json=body, timeout=30)
+        generated = r.headers["X-Request-Id"]
+        assert r.status_code == 404 and len(generated) == 16
+    finally:
+        s.stop()
+    lines = [json.loads(l) for l in s.proc.stderr.read().splitlines() if l.startswith("{")]
+    by_id = {l["request_id"]: l for l in lines}
+    assert by_id["client-id-7"]["status"] == 200 and by_id["client-id-7"]["method"] == "POST"
+    assert by_id["client-id-7"]["path"] == "/v2/models/seq_cls/infer"
+    assert by_id["client-id-7"]["latency_ms"] >= 0 and by_id["client-id-7"]["ts"].endswith("Z")
+    assert by_id[generated]["status"] == 404

@@ -207,6 +207,7 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& name
   m->instances_ = serving.instances;
   m->placement_ = Placement(serving.instances);
   m->max_input_length_ = loaded.model->config.max_seq_length;
+  m->auto_truncate_ = defaults.auto_truncate;
   std::vector<std::unique_ptr<Engine>> engines;
   for (const InstanceSpec& spec : serving.instances) {
     auto engine = defaults.make_engine(loaded.model, spec);
@@ -245,9 +246,10 @@ StatusOr<SequenceInput> ServedModel::Encode(const TextInput& input, bool truncat
   ASSIGN_OR_RETURN(Encoding enc, tok.Encode(input.text, input.text_pair));
   const int n = static_cast<int>(enc.input_ids.size());
   if (n > max_input_length_) {
-    if (!truncate)
+    if (!truncate && !auto_truncate_)
       return OutOfRange("input is " + std::to_string(n) + " tokens, more than the model's " +
-                        std::to_string(max_input_length_) + "; shorten it or set truncate");
+                        std::to_string(max_input_length_) +
+                        "; shorten it, set truncate, or serve with --auto-truncate");
     ASSIGN_OR_RETURN(enc, tok.Encode(input.text, input.text_pair, max_input_length_));
   }
   return SequenceInput{std::move(enc.input_ids), std::move(enc.token_type_ids)};

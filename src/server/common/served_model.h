@@ -55,6 +55,9 @@ struct ServeDefaults {
   std::vector<int> gpus;       // empty: every visible GPU
   SchedulerOptions scheduler;
   VersionPolicy version_policy;
+  // Texts longer than a model takes are cut to its limit instead of refused
+  // (TEI's --auto-truncate), whatever the request's own truncate says.
+  bool auto_truncate = false;
   Metrics* metrics = nullptr;  // batch histograms, when set
 };
 
@@ -81,7 +84,8 @@ class ServedModel {
   ~ServedModel();
 
   // Tokenizes one input. Empty text: InvalidArgument; longer than the model's
-  // limit: OutOfRange, unless `truncate` (then cut to the limit).
+  // limit: OutOfRange, unless `truncate` or the server's auto_truncate (then
+  // cut to the limit).
   StatusOr<SequenceInput> Encode(const TextInput& input, bool truncate) const;
 
   const std::string& name() const { return name_; }
@@ -107,6 +111,7 @@ class ServedModel {
   LoadedModel loaded_;
   std::unique_ptr<Scheduler> scheduler_;
   int max_input_length_ = 0;
+  bool auto_truncate_ = false;
   std::vector<OutputSpec> outputs_;
 };
 

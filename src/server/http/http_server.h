@@ -33,6 +33,10 @@ struct HttpOptions {
   std::string api_key;
   // PEM certificate and key: HTTPS instead of HTTP (checked by LoadTls).
   TlsPem tls;
+  // One JSON line per request on stderr: request id (the client's
+  // X-Request-Id, else one made here, echoed in the response either way),
+  // method, path, status, latency.
+  bool log_requests = false;
 };
 
 class HttpServer {
