@@ -85,7 +85,7 @@ int Serve(const ServeFlags& flags) {
     grpc = std::make_unique<server::GrpcServer>(
         registry, metrics,
         server::GrpcOptions{flags.host, flags.grpc_port, flags.max_payload_bytes,
-                            /*max_threads=*/256, flags.api_key, tls});
+                            /*max_threads=*/256, flags.api_key, tls, flags.log_requests});
     if (Status st = grpc->Start(); !st.ok()) return Fail(st, kExitRuntimeError);
   }
   std::atomic<bool> signalled{false};
@@ -151,8 +151,9 @@ void RegisterServeCommand(CLI::App& app, int& exit_code) {
                   "Largest request body or gRPC message; beyond: 413 / RESOURCE_EXHAUSTED")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--log-requests", f->log_requests,
-                "Log one JSON line per HTTP request on stderr (request id, method, path, status, "
-                "latency); every response carries X-Request-Id either way");
+                "Log one JSON line per HTTP request and gRPC inference on stderr (request id, "
+                "method, path or model, status, latency); HTTP responses carry X-Request-Id "
+                "either way");
   cmd->add_option("--tls-cert", f->tls.cert_path,
                   "PEM certificate (chain): serve HTTPS and gRPC over TLS (with --tls-key)");
   cmd->add_option("--tls-key", f->tls.key_path, "PEM private key of --tls-cert");

@@ -1,6 +1,7 @@
 """KServe v2 over gRPC end to end: the real `bertrt serve`, driven by
 tritonclient.grpc and by raw grpcio stubs (for requests tritonclient would not
 send); answers equal `bertrt run` and the HTTP endpoint."""
+import json
 import signal
 import socket
 import struct
@@ -383,3 +384,20 @@ def test_cancelled_client_costs_no_compute(bertrt_bin):
         assert metric(s, 'bertrt_batch_size_count{model="seq_cls"}') == batches + 1
     finally:
         s.stop()
+
+
+def test_access_log_has_grpc_requests(bertrt_bin):
+    s = Server(bertrt_bin, [str(MODELS / "seq_cls"), "--log-requests"])
+    try:
+        c = client(s)
+        c.infer("seq_cls", [text_input(["hi"])], headers={"x-request-id": "grpc-id-1"})
+        with pytest.raises(InferenceServerException):
+            c.infer("nope", [text_input(["hi"])])
+    finally:
+        s.stop()
+    lines = [json.loads(l) for l in s.proc.stderr.read().splitlines() if l.startswith("{")]
+    grpc_lines = [l for l in lines if l["protocol"] == "grpc"]
+    ok = next(l for l in grpc_lines if l["request_id"] == "grpc-id-1")
+    assert ok["status"] == "OK" and ok["model"] == "seq_cls" and ok["method"] == "grpc_infer"
+    failed = [l for l in grpc_lines if l["model"] == "nope"]
+    assert failed and failed[0]["status"] == "NotFound" and len(failed[0]["request_id"]) == 16

@@ -4,6 +4,8 @@
 #include <grpcpp/resource_quota.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <string_view>
@@ -11,6 +13,7 @@
 #include "grpc_service.grpc.pb.h"
 #include "server/common/auth.h"
 #include "server/common/kserve.h"
+#include "server/common/request_log.h"
 
 namespace bertrt::server {
 namespace {
@@ -278,6 +281,7 @@ class GrpcServer::Service final : public inference::GRPCInferenceService::Servic
   Status Infer(grpc::ServerContext* ctx, const ModelInferRequest& req, ModelInferResponse& resp,
                const char* endpoint) {
     InFlightGuard in_flight(metrics_);
+    const auto start = std::chrono::steady_clock::now();
     std::string model_name;
     Status st = [&]() -> Status {
       ASSIGN_OR_RETURN(auto model, registry_.Find(req.model_name(), req.model_version()));
@@ -292,6 +296,22 @@ class GrpcServer::Service final : public inference::GRPCInferenceService::Servic
       return Status::Ok();
     }();
     metrics_.CountRequest(model_name, endpoint, st.ok());
+    if (options_.log_requests) {
+      const auto id = ctx->client_metadata().find("x-request-id");
+      const std::string given = id == ctx->client_metadata().end()
+                                    ? ""
+                                    : std::string(id->second.data(), id->second.size());
+      const double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count();
+      LogRequest({{"request_id", RequestId(given)},
+                  {"protocol", "grpc"},
+                  {"method", endpoint},
+                  {"model", req.model_name()},
+                  {"status", StatusCodeName(st.code())},
+                  {"latency_ms", std::round(ms * 1000) / 1000},
+                  {"remote", ctx->peer()}});
+    }
     return st;
   }
 

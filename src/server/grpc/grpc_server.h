@@ -29,6 +29,9 @@ struct GrpcOptions {
   std::string api_key;
   // PEM certificate and key: TLS instead of plaintext (checked by LoadTls).
   TlsPem tls;
+  // One JSON line per ModelInfer / stream request on stderr (request id from
+  // the x-request-id metadata or made here, returned in the initial metadata).
+  bool log_requests = false;
 };
 
 class GrpcServer {

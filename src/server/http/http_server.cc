@@ -5,16 +5,14 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <cmath>
-#include <ctime>
-#include <random>
 #include <string_view>
 
 #include "server/common/auth.h"
 #include "server/common/kserve.h"
+#include "server/common/request_log.h"
 
 namespace bertrt::server {
 using nlohmann::json;
@@ -77,28 +75,6 @@ std::chrono::steady_clock::time_point& RequestStart() {
   return start;
 }
 
-// 16 hex digits: a per-process random prefix and a counter, unique within a
-// run and unlikely to collide across restarts.
-std::string NewRequestId() {
-  static const uint32_t prefix = std::random_device{}();
-  static std::atomic<uint32_t> counter{0};
-  char buf[17];
-  std::snprintf(buf, sizeof(buf), "%08x%08x", prefix, counter.fetch_add(1) + 1);
-  return buf;
-}
-
-std::string UtcNow() {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t t = std::chrono::system_clock::to_time_t(now);
-  const int ms = static_cast<int>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-  return std::string(buf) + "." + std::to_string(1000 + ms).substr(1) + "Z";
-}
-
 // httplib::SSLServer from PEM text (it takes files or parsed objects).
 std::unique_ptr<httplib::Server> MakeServer(const TlsPem& tls) {
   if (tls.cert.empty()) return std::make_unique<httplib::Server>();
@@ -154,9 +130,7 @@ HttpServer::HttpServer(ModelRegistry& registry, Metrics& metrics, HttpOptions op
   // Every response carries a request id, so a client can quote it and the
   // access log can be searched for it.
   http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    std::string id = req.get_header_value("X-Request-Id");
-    if (id.empty() || id.size() > 128) id = NewRequestId();
-    res.set_header("X-Request-Id", id);
+    res.set_header("X-Request-Id", RequestId(req.get_header_value("X-Request-Id")));
     RequestStart() = std::chrono::steady_clock::now();
     return httplib::Server::HandlerResponse::Unhandled;
   });
@@ -165,16 +139,13 @@ HttpServer::HttpServer(ModelRegistry& registry, Metrics& metrics, HttpOptions op
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
                                                                   RequestStart())
                             .count();
-      const json line = {{"ts", UtcNow()},
-                         {"request_id", res.get_header_value("X-Request-Id")},
-                         {"protocol", "http"},
-                         {"method", req.method},
-                         {"path", req.path},
-                         {"status", res.status},
-                         {"latency_ms", std::round(ms * 1000) / 1000},
-                         {"remote", req.remote_addr}};
-      std::fprintf(stderr, "%s\n",
-                   line.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
+      LogRequest({{"request_id", res.get_header_value("X-Request-Id")},
+                  {"protocol", "http"},
+                  {"method", req.method},
+                  {"path", req.path},
+                  {"status", res.status},
+                  {"latency_ms", std::round(ms * 1000) / 1000},
+                  {"remote", req.remote_addr}});
     });
   AddKServeRoutes();
   AddTeiRoutes();

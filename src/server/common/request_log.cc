@@ -1,0 +1,39 @@
+#include "server/common/request_log.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <random>
+
+namespace bertrt::server {
+
+std::string RequestId(const std::string& from_client) {
+  if (!from_client.empty() && from_client.size() <= 128) return from_client;
+  static const uint32_t prefix = std::random_device{}();
+  static std::atomic<uint32_t> counter{0};
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%08x%08x", prefix, counter.fetch_add(1) + 1);
+  return buf;
+}
+
+std::string UtcNow() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  const int ms = static_cast<int>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+  return std::string(buf) + "." + std::to_string(1000 + ms).substr(1) + "Z";
+}
+
+void LogRequest(nlohmann::json line) {
+  line["ts"] = UtcNow();
+  const std::string text =
+      line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  std::fputs(text.c_str(), stderr);  // one write: lines of concurrent requests do not interleave
+}
+
+}  // namespace bertrt::server

@@ -1,0 +1,22 @@
+// Request ids and the access log both front ends write: one JSON line per
+// request on stderr, so that a client's X-Request-Id (HTTP header, or gRPC
+// metadata x-request-id) can be found in the server's log.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace bertrt::server {
+
+// The client's id when it gave a usable one (1..128 characters), else a new
+// one: 16 hex digits, a per-process random prefix and a counter.
+std::string RequestId(const std::string& from_client);
+
+// ISO 8601 UTC with milliseconds, e.g. 2026-11-29T20:54:12.345Z.
+std::string UtcNow();
+
+// Writes `line` (plus a "ts" field) as one line on stderr; invalid UTF-8 from
+// a client is replaced, never thrown on.
+void LogRequest(nlohmann::json line);
+
+}  // namespace bertrt::server
