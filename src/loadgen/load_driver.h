@@ -1,7 +1,7 @@
 // The load generator's driver: sends requests of texts to a Target, closed
 // loop (N workers, one request outstanding each) or open loop (Poisson
 // arrivals at a rate), over a warm-up and a measured window, and summarizes
-// the window. A target is a transport (HTTP, in-process, later gRPC); the
+// the window. A target is a transport (HTTP, gRPC, in-process); the
 // driver knows only this interface.
 #pragma once
 
