@@ -11,6 +11,7 @@
 #include "bench.h"
 #include "bertrt/cuda_engine.h"
 #include "commands.h"
+#include "loadgen/load_stats.h"
 
 namespace bertrt::cli {
 namespace {
@@ -31,12 +32,6 @@ RaggedBatch RandomBatch(const ModelConfig& config, int batch_size, int min_len, 
     batch.Add(ids, types);
   }
   return batch;
-}
-
-double Percentile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  size_t i = static_cast<size_t>(q * (v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
 }
 
 // --profile: the same batch on a CUDA engine that times every operation
@@ -145,7 +140,9 @@ int Bench(const BenchFlags& flags) {
     ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     progress.Advance();
   }
-  const double median = Percentile(ms, 0.5);
+  // The load generator's nearest-rank percentiles, so both modes report alike.
+  const double median = loadgen::Percentile(ms, 0.5);
+  const double p90 = loadgen::Percentile(ms, 0.9), p99 = loadgen::Percentile(ms, 0.99);
   nlohmann::json profile;
   if (flags.profile) {
     auto profiled = ProfileOps(loaded->model, flags, batch, median);
@@ -162,8 +159,8 @@ int Bench(const BenchFlags& flags) {
       {"batch_size", flags.batch_size},
       {"iterations", flags.iterations},
       {"median_ms", median},
-      {"p90_ms", Percentile(ms, 0.9)},
-      {"p99_ms", Percentile(ms, 0.99)},
+      {"p90_ms", p90},
+      {"p99_ms", p99},
       {"seq_per_s", seq_per_s},
       {"tokens_per_s", tokens_per_s},
       {"total_tokens", batch.num_tokens()},
@@ -190,9 +187,9 @@ int Bench(const BenchFlags& flags) {
               "iterations");
   const std::string precision = ResolvePrecision(flags.engine.device, flags.engine.precision);
   std::printf("%-*s %-6s %-9s %5d %9.3f %9.3f %9.3f %10.1f %11.0f %9.1f %10d\n", device_width,
-              device.c_str(), precision.c_str(), len_text.c_str(), flags.batch_size, median,
-              Percentile(ms, 0.9), Percentile(ms, 0.99), seq_per_s, tokens_per_s,
-              (*engine)->PeakMemoryBytes() / 1048576.0, flags.iterations);
+              device.c_str(), precision.c_str(), len_text.c_str(), flags.batch_size, median, p90,
+              p99, seq_per_s, tokens_per_s, (*engine)->PeakMemoryBytes() / 1048576.0,
+              flags.iterations);
   if (!profile.is_null()) PrintProfile(profile);
   return kExitOk;
 }
