@@ -46,9 +46,11 @@ def make_model(preset, workdir):
     return path
 
 
-def run_bertrt(binary, model, batch, seq_len=None, lengths=None, iterations=50, warmup=10):
+def run_bertrt(binary, model, batch, seq_len=None, lengths=None, iterations=50, warmup=10,
+               gelu="exact"):
     cmd = [binary, "bench", model, "--device", "cuda", "--precision", "fp16", "--batch-size",
-           str(batch), "--iterations", str(iterations), "--warmup", str(warmup), "--json"]
+           str(batch), "--iterations", str(iterations), "--warmup", str(warmup), "--json",
+           "--gelu", gelu]
     cmd += ["--lengths", lengths] if lengths else ["--seq-len", str(seq_len)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
@@ -110,7 +112,14 @@ def main():
     ap.add_argument("--compile-reserve-s", type=float, default=100.0,
                     help="time a torch.compile step needs; skipped when less is left")
     ap.add_argument("--no-large", action="store_true")
+    ap.add_argument("--gelu", default="tanh,exact",
+                    help="bertrt's --gelu modes to run, comma-separated; anchors are compared "
+                         "with the first")
     args = ap.parse_args()
+    modes = args.gelu.split(",")
+
+    def label(mode):
+        return "bertrt" if mode == modes[0] else f"bertrt --gelu {mode}"
     os.makedirs(args.workdir, exist_ok=True)
     rows, notes = [], []  # rows: (case, system, batch, mean_len, ms)
 
@@ -121,19 +130,20 @@ def main():
     log("bert-base model ready")
 
     # bertrt first: it is what this run is for.
-    brt = {}
-    for b in (1, 8, 128):
-        r = run_bertrt(args.bertrt, base, b, seq_len=128)
-        brt[b] = r
-        rows.append((f"base s128 b{b}", "bertrt", b, 128, r["median_ms"]))
-        log(f"bertrt b{b}: {r['median_ms']:.3f} ms ({r['device']})")
-    r = run_bertrt(args.bertrt, base, 32, lengths="16:128")
-    ragged_mean = r["total_tokens"] / 32
-    rows.append(("base ragged 32x16..128", "bertrt", 32, ragged_mean, r["median_ms"]))
-    r32 = run_bertrt(args.bertrt, base, 32, seq_len=128)
-    rows.append(("base 32x128", "bertrt", 32, 128, r32["median_ms"]))
-    log(f"bertrt ragged {rows[-2][4]:.3f} ms, 32x128 {r32['median_ms']:.3f} ms")
-    device_name = brt[1]["device"]
+    devices = []
+    for mode in modes:
+        for b in (1, 8, 128):
+            r = run_bertrt(args.bertrt, base, b, seq_len=128, gelu=mode)
+            rows.append((f"base s128 b{b}", label(mode), b, 128, r["median_ms"]))
+            log(f"bertrt --gelu {mode} b{b}: {r['median_ms']:.3f} ms ({r['device']})")
+        devices.append(r["device"])
+        r = run_bertrt(args.bertrt, base, 32, lengths="16:128", gelu=mode)
+        ragged_mean = r["total_tokens"] / 32
+        rows.append(("base ragged 32x16..128", label(mode), 32, ragged_mean, r["median_ms"]))
+        r32 = run_bertrt(args.bertrt, base, 32, seq_len=128, gelu=mode)
+        rows.append(("base 32x128", label(mode), 32, 128, r32["median_ms"]))
+        log(f"bertrt --gelu {mode} ragged {rows[-2][4]:.3f} ms, 32x128 {r32['median_ms']:.3f} ms")
+    device_name = "`, `".join(devices)
 
     import torch
     import transformers
@@ -175,9 +185,11 @@ def main():
     if not args.no_large and left() > 60:
         large = make_model("bert-large", args.workdir)
         log("bert-large model ready")
-        r = run_bertrt(args.bertrt, large, 256, seq_len=384, iterations=10, warmup=3)
-        rows.append(("large s384 b256", "bertrt", 256, 384, r["median_ms"]))
-        log(f"bertrt large: {r['median_ms']:.2f} ms")
+        for mode in modes:
+            r = run_bertrt(args.bertrt, large, 256, seq_len=384, iterations=10, warmup=3,
+                           gelu=mode)
+            rows.append(("large s384 b256", label(mode), 256, 384, r["median_ms"]))
+            log(f"bertrt --gelu {mode} large: {r['median_ms']:.2f} ms")
         if left() > 30:
             tl = Torch(large)
             ms = tl.time(tl.model, tl.inputs(256, 384), 3, 10)
@@ -193,6 +205,8 @@ def main():
              "|---|---|---:|---:|---:|---:|---:|"]
     for case, system, b, mean_len, ms in rows:
         ratio = "" if system == "bertrt" else f"{ms / brt_ms[case]:.2f}x"
+        if system.startswith("bertrt --gelu"):
+            ratio = f"{ms / brt_ms[case]:.2f}x (of bertrt)"
         lines.append(f"| {case} | {system} | {b} | {mean_len:.1f} | {ms:.3f} | "
                      f"{b / ms * 1000:,.0f} | {ratio} |")
     table = "\n".join(lines)
@@ -203,11 +217,11 @@ def main():
         "", f"## CUDA engine vs PyTorch — BERT fp16 on {gpu} ({now[:10]})", "",
         f"- date: {now}",
         f"- machine: {gpu}; bertrt reports `{device_name}`",
-        f"- command: `python3 bench/cuda_bench.py --bertrt {args.bertrt}`",
+        f"- command: `python3 bench/cuda_bench.py --bertrt {args.bertrt} --gelu {args.gelu}`",
         f"- anchors measured in the same run: {versions}; BertForSequenceClassification fp16, "
         "SDPA, ids already on the GPU, CUDA-event median; bertrt: `bertrt bench --device cuda "
-        "--precision fp16 --json`, ids in host memory to logits in host memory, median of 50 "
-        "(10 for BERT-large)",
+        "--precision fp16 --json --gelu MODE`, ids in host memory to logits in host memory, "
+        "median of 50 (10 for BERT-large); ratios are over the first bertrt row of each case",
         "- random weights (scripts/make_random_model.py); the ragged case draws lengths "
         "uniform in 16..128 on each side with its own seed (mean length in the table)",
         *[f"- {n}" for n in notes], "", table, ""])

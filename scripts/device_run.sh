@@ -5,9 +5,14 @@
 #   2. `bertrt bench --device cuda` on a random BERT-base (fp16, seq 128);
 #   3. the CPU benchmark against ONNX Runtime and PyTorch on the host CPU;
 #   4. plans: CPU-built plans served on CUDA, CUDA-built plans served on the
-#      CPU, and the BERT-base plan build / time-to-serving-ready benchmark.
-# Everything is logged under $OUT; bench/RESULTS.md comes back as $OUT/RESULTS.md.
-# STEPS picks the steps (default "1 2 3 4"), to fit a short device lease.
+#      CPU, and the BERT-base plan build / time-to-serving-ready benchmark;
+#   5. per-operation profiles (`bertrt bench --profile`) with the exact and
+#      the tanh-form GELU: BERT-base seq 128 at batch 1 and 128, BERT-large
+#      seq 384 at batch 256.
+# CUDA_BENCH=1 adds bench/cuda_bench.py (bertrt vs PyTorch) to step 1.
+# bench/RESULTS.md comes back as $OUT/RESULTS.md, everything else in
+# $OUT/details.tar.gz. STEPS picks the steps (default "1 2 3 4"), to fit a
+# short device lease.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/device_unpack.sh
@@ -44,4 +49,30 @@ if want 4; then
 echo "== 4. Plans: CPU-built plan on the GPU, GPU-built plan on the CPU, build/load timing"
 bash scripts/device_plan.sh || status=1
 fi
+
+if want 5; then
+echo "== 5. Per-operation profiles, exact and tanh-form GELU"
+base=/tmp/bertrt-bench/bert-base-seqcls large=/tmp/bertrt-bench/bert-large-seqcls
+for preset in bert-base bert-large; do
+  dir=/tmp/bertrt-bench/$preset-seqcls
+  [ -f $dir/model.safetensors ] || python3 scripts/make_random_model.py --preset $preset \
+    --head seq-cls --num-labels 2 --dtype f16 -o $dir > /dev/null
+done
+for gelu in exact tanh; do
+  for b in 1 128; do
+    .carry/bin/bertrt bench $base --device cuda --precision fp16 --batch-size $b --seq-len 128 \
+      --iterations 50 --warmup 10 --profile --gelu $gelu | tee "$OUT/profile_base_b${b}_$gelu.txt" || status=1
+  done
+  .carry/bin/bertrt bench $large --device cuda --precision fp16 --batch-size 256 --seq-len 384 \
+    --iterations 10 --warmup 3 --profile --gelu $gelu | tee "$OUT/profile_large_$gelu.txt" || status=1
+done
+# Whether timed algorithm choice finds a faster GEMM for the GELU epilogue.
+BERTRT_GEMM_TUNING=1 .carry/bin/bertrt bench $base --device cuda --precision fp16 --batch-size 128 \
+  --seq-len 128 --iterations 50 --warmup 10 --profile --gelu tanh | tee "$OUT/profile_base_b128_tanh_tuned.txt" || status=1
+fi
+cp bench/RESULTS.md "$OUT/RESULTS.md" 2>/dev/null
+# The device tool brings back only a few files: everything but RESULTS.md
+# travels as one archive.
+(cd "$OUT" && find . -mindepth 1 -maxdepth 1 ! -name RESULTS.md ! -name details.tar.gz -print0 |
+   xargs -0 -r tar -czf details.tar.gz --remove-files)
 exit $status

@@ -35,6 +35,12 @@ void AddEngineOptions(CLI::App* cmd, EngineFlags* flags, const std::string& thre
                   "fp32, fp16 or bf16 (default: fp32 on cpu, fp16 on cuda)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
   cmd->add_option("--threads", flags->threads, threads_help)->check(CLI::NonNegativeNumber);
+  cmd->add_option("--gelu", flags->gelu,
+                  "Models with the erf GELU (hidden_act \"gelu\") on cuda fp16/bf16: tanh "
+                  "(fused into the GEMM in the tanh form, which differs by at most 4.7e-4; "
+                  "faster) or exact (a pass of its own); fp32 and cpu are always exact")
+      ->check(CLI::IsMember({"exact", "tanh"}))
+      ->capture_default_str();
 }
 
 std::string ResolvePrecision(const std::string& device, const std::string& precision) {
@@ -43,8 +49,9 @@ std::string ResolvePrecision(const std::string& device, const std::string& preci
 }
 
 StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> model,
-                                               const std::string& device, int threads,
-                                               const std::string& precision, int gpu) {
+                                               const EngineFlags& flags, int gpu) {
+  const std::string& device = flags.device;
+  const std::string& precision = flags.precision;
   auto parsed = ParsePrecision(ResolvePrecision(device, precision));
   if (!parsed.ok()) return parsed.status();
   if (device == "cpu") {
@@ -52,13 +59,14 @@ StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> mode
       return InvalidArgument("--precision " + precision +
                              ": the CPU engine runs fp32 only; use --device cuda for fp16/bf16");
     CpuEngineOptions options;
-    options.threads = threads;
+    options.threads = flags.threads;
     return CreateCpuEngine(std::move(model), options);
   }
   if (device == "cuda") {
     CudaEngineOptions options;
     options.device = gpu;
     options.precision = *parsed;
+    options.approximate_erf_gelu = flags.gelu != "exact";
     const std::string source = model->source;
     auto engine = CreateCudaEngine(std::move(model), options);
     if (engine.ok()) NotePlanRetuning(source, options.device);
@@ -102,8 +110,10 @@ std::vector<CLI::Option*> AddServingOptions(CLI::App* cmd, ServingFlags* f) {
 server::ServeDefaults MakeServeDefaults(const EngineFlags& engine, const ServingFlags& serving,
                                         server::Metrics* metrics) {
   server::ServeDefaults d;
-  d.make_engine = [](std::shared_ptr<const Model> model, const server::InstanceSpec& spec) {
-    return CreateEngine(std::move(model), spec.device, spec.threads, spec.precision, spec.gpu);
+  d.make_engine = [gelu = engine.gelu](std::shared_ptr<const Model> model,
+                                       const server::InstanceSpec& spec) {
+    const EngineFlags flags{spec.device, spec.precision, spec.threads, gelu};
+    return CreateEngine(std::move(model), flags, spec.gpu);
   };
   d.device = engine.device;
   d.precision = engine.precision;

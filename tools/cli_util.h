@@ -29,6 +29,7 @@ struct EngineFlags {
   std::string device = "cpu";
   std::string precision;  // empty: the device's default
   int threads = 0;        // 0: all cores
+  std::string gelu = "tanh";  // tanh | exact: CudaEngineOptions::approximate_erf_gelu
 };
 void AddEngineOptions(CLI::App* cmd, EngineFlags* flags,
                       const std::string& threads_help = "CPU threads (0: all cores)");
@@ -56,15 +57,10 @@ server::ServeDefaults MakeServeDefaults(const EngineFlags& engine, const Serving
 // fp32 on the CPU, fp16 on CUDA.
 std::string ResolvePrecision(const std::string& device, const std::string& precision);
 
-// --device cpu|cuda with --threads (CPU) and --precision fp32|fp16|bf16 (the
-// CPU engine is fp32 only); `gpu` is the CUDA device index.
+// --device cpu|cuda with --threads (CPU), --precision fp32|fp16|bf16 (the
+// CPU engine is fp32 only) and --gelu; `gpu` is the CUDA device index.
 StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> model,
-                                               const std::string& device, int threads,
-                                               const std::string& precision, int gpu = 0);
-inline StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> model,
-                                                      const EngineFlags& flags) {
-  return CreateEngine(std::move(model), flags.device, flags.threads, flags.precision);
-}
+                                               const EngineFlags& flags, int gpu = 0);
 
 // Prints "error: <message>" to stderr and returns `exit_code`.
 int Fail(const Status& status, int exit_code);

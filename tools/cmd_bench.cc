@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "bench.h"
 #include "bertrt/cuda_engine.h"
+#include "bertrt/devices.h"
 #include "commands.h"
 #include "loadgen/load_stats.h"
 
@@ -43,6 +45,7 @@ StatusOr<nlohmann::json> ProfileOps(std::shared_ptr<const Model> model, const Be
   ASSIGN_OR_RETURN(options.precision,
                    ParsePrecision(ResolvePrecision(flags.engine.device, flags.engine.precision)));
   options.profile = true;
+  options.approximate_erf_gelu = flags.engine.gelu != "exact";
   ASSIGN_OR_RETURN(auto engine, CreateCudaEngine(std::move(model), options));
   constexpr int kWarmup = 2, kRuns = 5;
   for (int i = 0; i < kWarmup; ++i) RETURN_IF_ERROR(engine->Run(batch, {}).status());
@@ -110,6 +113,8 @@ int Bench(const BenchFlags& flags) {
                 kExitUsage);
   auto lengths = ParseLengths(flags);
   if (!lengths.ok()) return Fail(lengths.status(), kExitUsage);
+  std::optional<GpuContextWarmup> warmup;  // overlaps with loading the model
+  if (flags.engine.device == "cuda") warmup.emplace(std::vector<int>{0});
   auto loaded = LoadForCli(flags.model);  // an HF directory or a plan
   if (!loaded.ok()) return Fail(loaded.status(), kExitModelError);
   const ModelConfig& config = loaded->model->config;

@@ -62,11 +62,15 @@ int Verify(const BuildFlags& flags, const Plan& plan, std::shared_ptr<const Mode
     if (!read.ok()) return Fail(read.status(), kExitUsage);
     samples = std::move(read).value();
   }
-  auto ref_engine = CreateEngine(reference, "cpu", flags.threads, "fp32");
+  EngineFlags ref_flags;
+  ref_flags.threads = flags.threads;
+  auto ref_engine = CreateEngine(reference, ref_flags);
   if (!ref_engine.ok()) return Fail(ref_engine.status(), kExitRuntimeError);
-  const std::string device = on_gpu ? "cuda" : "cpu";
-  auto plan_engine =
-      CreateEngine(plan.model, device, flags.threads, on_gpu ? PrecisionName(precision) : "fp32");
+  // The plan runs as serve runs it by default.
+  EngineFlags plan_flags = ref_flags;
+  plan_flags.device = on_gpu ? "cuda" : "cpu";
+  plan_flags.precision = on_gpu ? PrecisionName(precision) : "fp32";
+  auto plan_engine = CreateEngine(plan.model, plan_flags);
   if (!plan_engine.ok()) return Fail(plan_engine.status(), kExitRuntimeError);
   auto report = CompareEngines(**ref_engine, **plan_engine, *plan.tokenizer, samples,
                                plan.model->config.max_seq_length);
@@ -154,9 +158,7 @@ int Build(const BuildFlags& flags) {
     Notice("--skip-verify: the plan was not checked against the reference");
   } else {
     stages.Begin("verify");
-    PlanReadOptions read_options;
-    read_options.on_notice = Notice;
-    auto plan = ReadPlan(flags.output, read_options);
+    auto plan = ReadPlan(flags.output);
     if (!plan.ok()) return Fail(plan.status(), kExitModelError);
     code = Verify(flags, *plan, model, *precision, on_gpu);
     stages.End();

@@ -1,9 +1,11 @@
 // bertrt run MODEL: JSON Lines of texts in, one JSON line of outputs per input.
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "bertrt/devices.h"
 #include "cli_util.h"
 #include "commands.h"
 
@@ -109,6 +111,8 @@ StatusOr<bool> RunChunk(Engine& engine, std::vector<Pending>& chunk, bool hidden
 }
 
 int Run(const RunFlags& flags) {
+  std::optional<GpuContextWarmup> warmup;  // overlaps with loading the model
+  if (flags.engine.device == "cuda") warmup.emplace(std::vector<int>{0});
   auto loaded = LoadForCli(flags.model);
   if (!loaded.ok()) return Fail(loaded.status(), kExitModelError);
   auto truncation = ParseTruncation(flags.truncation);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bertrt/status.h"
@@ -25,5 +26,22 @@ StatusOr<std::vector<GpuInfo>> ListGpus();
 // Bytes of GPU `device`'s memory in use by every process (total - free), for
 // leak checks and metrics.
 StatusOr<size_t> GpuMemoryInUse(int device);
+
+// Creates the CUDA contexts of `devices` (every visible GPU when empty) on a
+// thread of its own. Context creation is the slowest step of starting a CUDA
+// engine; begun before the model is read, it overlaps with the reading, and
+// the engines created afterwards find their contexts made. Joins in the
+// destructor. Without CUDA or a GPU it does nothing (engine creation reports
+// that).
+class GpuContextWarmup {
+ public:
+  explicit GpuContextWarmup(std::vector<int> devices = {});
+  ~GpuContextWarmup();
+  GpuContextWarmup(const GpuContextWarmup&) = delete;
+  GpuContextWarmup& operator=(const GpuContextWarmup&) = delete;
+
+ private:
+  std::thread thread_;
+};
 
 }  // namespace bertrt

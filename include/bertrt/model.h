@@ -67,9 +67,18 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   Tensor pooler_w, pooler_b;          // empty when the checkpoint has no pooler
   Tensor classifier_w, classifier_b;  // classifier / qa_outputs; empty for base/embedding
+
+  // Every tensor, empty ones included, in a fixed order.
+  std::vector<const Tensor*> All() const;
+  std::vector<Tensor*> All();
 };
 
-// All weights are fp32 on the host (converted from fp16/bf16 at load time).
+// Weights live on the host as fp32 (checkpoints' fp16/bf16 are widened at
+// import), except that a plan's compute-precision tensors (GEMM weights and
+// biases, embedding tables) stay the plan's fp16/bf16 views of the mapped
+// file: the CUDA engine uploads them as they are, and the CPU engine widens
+// its own copy (WithFloat32Weights). LayerNorm and classifier tensors are
+// always fp32.
 struct Model {
   ModelConfig config;
   ModelWeights weights;
@@ -79,5 +88,9 @@ struct Model {
   int max_batch_tokens = 0;
   size_t ParameterCount() const;
 };
+
+// `model` itself when every tensor is fp32, else a copy whose fp16/bf16
+// tensors are widened to fp32 (exactly).
+std::shared_ptr<const Model> WithFloat32Weights(std::shared_ptr<const Model> model);
 
 }  // namespace bertrt

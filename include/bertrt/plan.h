@@ -11,7 +11,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,8 +28,6 @@ namespace bertrt {
 
 // Bumped whenever a reader of the old version could misread a new plan.
 inline constexpr uint32_t kPlanFormatVersion = 1;
-
-using PlanNoticeFn = std::function<void(const std::string&)>;
 
 struct PlanBuildOptions {
   // Precision of the stored GEMM weights, GEMM biases and embedding tables
@@ -62,13 +59,9 @@ struct PlanInfo {
 };
 
 struct Plan {
-  std::shared_ptr<Model> model;  // fp32 tensors; zero-copy views of the mapping for fp32 plans
+  std::shared_ptr<Model> model;  // zero-copy views of the mapping, in the stored dtypes
   std::shared_ptr<Tokenizer> tokenizer;
   PlanInfo info;
-};
-
-struct PlanReadOptions {
-  PlanNoticeFn on_notice;  // e.g. "fp16 plan: weights widened to fp32 for the CPU"
 };
 
 // Whether `path` is a regular file that starts with the plan magic (cheap: it
@@ -76,11 +69,10 @@ struct PlanReadOptions {
 bool IsPlanFile(const std::string& path);
 
 // mmaps `path` read-only, validates it and binds the Model to the mapping.
-StatusOr<Plan> ReadPlan(const std::string& path, const PlanReadOptions& options = {});
+StatusOr<Plan> ReadPlan(const std::string& path);
 // The same over bytes in memory (tests, fuzzing); `owner` keeps them alive.
 StatusOr<Plan> ReadPlanFromMemory(std::string_view bytes, std::shared_ptr<const void> owner,
-                                  const std::string& display_name,
-                                  const PlanReadOptions& options = {});
+                                  const std::string& display_name);
 
 // Only the header, table and metadata (validated, metadata checksum
 // included): for `inspect` and for the CUDA engine's re-tuning notice.

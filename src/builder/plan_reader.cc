@@ -55,8 +55,7 @@ class Reader {
   Status CheckAllSections(const Container& c) const;
   Status ParseMeta(const Container& c, json* meta, PlanInfo* info);
   Status BindTensors(const Container& c, const json& meta, const PlanInfo& info,
-                     std::shared_ptr<const void> owner, const PlanReadOptions& options,
-                     Model* model) const;
+                     std::shared_ptr<const void> owner, Model* model) const;
   StatusOr<std::shared_ptr<Tokenizer>> LoadTokenizer(const Container& c, const json& meta) const;
 
  private:
@@ -230,26 +229,8 @@ Status Reader::ParseMeta(const Container& c, json* meta, PlanInfo* info) {
   return Status::Ok();
 }
 
-// A tensor section's values as fp32: the mapped bytes themselves when they
-// are fp32 (the buffer is float-aligned and the offsets 64-byte aligned),
-// else a widened copy that `owner` keeps alive.
-struct F32Data {
-  const float* data;
-  std::shared_ptr<const void> owner;
-};
-
-F32Data AsFloat32(const uint8_t* p, const Entry& e, const std::shared_ptr<const void>& owner) {
-  const DType dtype = static_cast<DType>(e.dtype);
-  if (dtype == DType::kF32) return {reinterpret_cast<const float*>(p), owner};
-  auto buf = std::make_shared<std::vector<float>>(e.length / 2);
-  WidenToFloat(dtype, p, buf->size(), buf->data());
-  const float* data = buf->data();
-  return {data, std::move(buf)};
-}
-
 Status Reader::BindTensors(const Container& c, const json& meta, const PlanInfo& info,
-                           std::shared_ptr<const void> owner, const PlanReadOptions& options,
-                           Model* model) const {
+                           std::shared_ptr<const void> owner, Model* model) const {
   auto config = meta.find("config");
   if (config == meta.end()) return Error(StatusCode::kDataLoss, "metadata has no config");
   auto parsed = plan::ConfigFromJson(*config);
@@ -268,7 +249,6 @@ Status Reader::BindTensors(const Container& c, const json& meta, const PlanInfo&
                                             std::to_string(specs.size()));
   model->weights.layers.resize(static_cast<size_t>(model->config.num_layers));
   const auto* base = reinterpret_cast<const uint8_t*>(c.bytes.data());
-  bool widened = false;
   for (const plan::TensorSpec& spec : specs) {
     const Entry* e = c.Find(spec.name);
     const DType want = plan::StoredDType(precision, spec.in_compute_precision);
@@ -280,23 +260,22 @@ Status Reader::BindTensors(const Container& c, const json& meta, const PlanInfo&
                                               DTypeName(static_cast<DType>(e->dtype)) +
                                               ShapeToString(shape) + ", expected " +
                                               DTypeName(want) + ShapeToString(spec.shape));
-    widened = widened || want != DType::kF32;
-    const F32Data whole = AsFloat32(base + e->offset, *e, owner);
+    // Views of the mapping in the stored dtype (the buffer is 8-byte aligned
+    // and sections 64-byte aligned): the CUDA engine uploads fp16/bf16 as
+    // they are, the CPU engine widens its own copy.
+    const uint8_t* whole = base + e->offset;
     const std::vector<Tensor*> parts = plan::TargetTensors(&model->weights, spec.name);
     // Q, K and V are equal row blocks of the packed tensor.
     const int64_t rows = spec.shape[0] / static_cast<int64_t>(parts.size());
-    const int64_t row_elems = spec.shape.size() == 2 ? spec.shape[1] : 1;
+    const int64_t row_bytes =
+        (spec.shape.size() == 2 ? spec.shape[1] : 1) * static_cast<int64_t>(DTypeSize(want));
     for (size_t k = 0; k < parts.size(); ++k) {
       std::vector<int64_t> part_shape = spec.shape;
       part_shape[0] = rows;
-      *parts[k] = Tensor(DType::kF32, std::move(part_shape),
-                         whole.data + static_cast<int64_t>(k) * rows * row_elems, whole.owner);
+      *parts[k] = Tensor(want, std::move(part_shape),
+                         whole + static_cast<int64_t>(k) * rows * row_bytes, owner);
     }
   }
-  if (widened && options.on_notice)
-    options.on_notice(name_ + ": " + info.precision +
-                      " plan: weights widened to fp32 at load (the CPU engine computes in fp32; "
-                      "the CUDA engine narrows them back exactly)");
   Status check = CheckModel(*model);
   if (!check.ok()) return Error(StatusCode::kDataLoss, check.message());
   return Status::Ok();
@@ -380,9 +359,8 @@ bool IsPlanFile(const std::string& path) {
 }
 
 StatusOr<Plan> ReadPlanFromMemory(std::string_view bytes, std::shared_ptr<const void> owner,
-                                  const std::string& display_name,
-                                  const PlanReadOptions& options) {
-  // Zero-copy float views need 4-byte alignment; the offsets are 64-aligned
+                                  const std::string& display_name) {
+  // Zero-copy views need 4-byte alignment; the offsets are 64-aligned
   // relative to the start, so only a misaligned buffer (possible from
   // memory, never from mmap) is copied, once.
   if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(float) != 0) {
@@ -399,7 +377,7 @@ StatusOr<Plan> ReadPlanFromMemory(std::string_view bytes, std::shared_ptr<const 
   json meta;
   RETURN_IF_ERROR(reader.ParseMeta(c, &meta, &plan.info));
   plan.model = std::make_shared<Model>();
-  RETURN_IF_ERROR(reader.BindTensors(c, meta, plan.info, owner, options, plan.model.get()));
+  RETURN_IF_ERROR(reader.BindTensors(c, meta, plan.info, owner, plan.model.get()));
   plan.model->source = display_name;
   plan.model->max_batch_tokens = plan.info.max_batch_tokens;
   ASSIGN_OR_RETURN(plan.tokenizer, reader.LoadTokenizer(c, meta));
@@ -408,10 +386,10 @@ StatusOr<Plan> ReadPlanFromMemory(std::string_view bytes, std::shared_ptr<const 
   return plan;
 }
 
-StatusOr<Plan> ReadPlan(const std::string& path, const PlanReadOptions& options) {
+StatusOr<Plan> ReadPlan(const std::string& path) {
   ASSIGN_OR_RETURN(auto mapping, MapFile(path, /*populate=*/true));
   std::string_view bytes(static_cast<const char*>(mapping->data), mapping->size);
-  return ReadPlanFromMemory(bytes, mapping, path, options);
+  return ReadPlanFromMemory(bytes, mapping, path);
 }
 
 StatusOr<PlanInfo> ReadPlanInfo(const std::string& path) {

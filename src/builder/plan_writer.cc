@@ -58,23 +58,37 @@ class Writer {
 uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 // Streams one tensor section (its parts concatenated, converted to `dtype`)
-// and returns its CRC32C.
+// and returns its CRC32C. Parts already in `dtype` (a plan rebuilt at its own
+// precision) are written as they are; others go through fp32 in chunks.
 StatusOr<uint32_t> WriteTensor(Writer& w, const std::vector<const Tensor*>& parts, DType dtype) {
   uint32_t crc = 0;
+  std::vector<float> wide;
   std::vector<uint16_t> half;
   constexpr size_t kChunk = 1 << 16;
   for (const Tensor* t : parts) {
-    const float* src = t->f32();
-    const size_t n = static_cast<size_t>(t->numel());
-    if (dtype == DType::kF32) {
-      crc = plan::Crc32c(src, n * 4, crc);
-      RETURN_IF_ERROR(w.Write(src, n * 4));
+    if (t->dtype() == dtype) {
+      crc = plan::Crc32c(t->raw(), t->nbytes(), crc);
+      RETURN_IF_ERROR(w.Write(t->raw(), t->nbytes()));
       continue;
     }
+    const size_t n = static_cast<size_t>(t->numel());
+    const size_t in_size = DTypeSize(t->dtype());
     for (size_t begin = 0; begin < n; begin += kChunk) {
       const size_t m = std::min(kChunk, n - begin);
+      const float* src = t->f32() + begin;
+      if (t->dtype() != DType::kF32) {
+        wide.resize(m);
+        WidenToFloat(t->dtype(), static_cast<const char*>(t->raw()) + begin * in_size, m,
+                     wide.data());
+        src = wide.data();
+      }
+      if (dtype == DType::kF32) {
+        crc = plan::Crc32c(src, m * 4, crc);
+        RETURN_IF_ERROR(w.Write(src, m * 4));
+        continue;
+      }
       half.resize(m);
-      NarrowFromFloat(dtype, src + begin, m, half.data());
+      NarrowFromFloat(dtype, src, m, half.data());
       crc = plan::Crc32c(half.data(), m * 2, crc);
       RETURN_IF_ERROR(w.Write(half.data(), m * 2));
     }
@@ -140,8 +154,10 @@ std::vector<PendingSection> CollectSections(const Model& model, const TokenizerS
     s.parts = plan::SourceTensors(model.weights, spec.name);
     int64_t numel = 0;
     for (const Tensor* t : s.parts) {
-      if (t->empty() || t->dtype() != DType::kF32) {
-        *status = InvalidArgument("plan writer: " + spec.name + " is missing or not fp32");
+      if (t->empty() || (t->dtype() != DType::kF32 && t->dtype() != DType::kF16 &&
+                         t->dtype() != DType::kBF16)) {
+        *status = InvalidArgument("plan writer: " + spec.name +
+                                  " is missing or not a float tensor");
         return {};
       }
       numel += t->numel();

@@ -13,4 +13,7 @@ StatusOr<std::vector<GpuInfo>> ListGpus() {
 
 StatusOr<size_t> GpuMemoryInUse(int) { return ListGpus().status(); }
 
+GpuContextWarmup::GpuContextWarmup(std::vector<int>) {}
+GpuContextWarmup::~GpuContextWarmup() = default;
+
 }  // namespace bertrt

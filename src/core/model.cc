@@ -1,5 +1,9 @@
 #include "bertrt/model.h"
 
+#include <algorithm>
+
+#include "core/half.h"
+
 namespace bertrt {
 
 const char* HeadKindName(HeadKind h) {
@@ -31,21 +35,50 @@ const char* PoolingName(Pooling p) {
   return "?";
 }
 
+namespace {
+
+// ModelWeights::All for const and mutable weights alike.
+template <typename TensorT, typename Weights>
+std::vector<TensorT*> AllTensors(Weights& w) {
+  std::vector<TensorT*> all = {&w.word_embeddings, &w.position_embeddings,
+                               &w.token_type_embeddings, &w.emb_ln_gamma, &w.emb_ln_beta,
+                               &w.pooler_w, &w.pooler_b, &w.classifier_w, &w.classifier_b};
+  for (auto& l : w.layers)
+    all.insert(all.end(), {&l.query_w, &l.query_b, &l.key_w, &l.key_b, &l.value_w, &l.value_b,
+                           &l.attn_out_w, &l.attn_out_b, &l.attn_ln_gamma, &l.attn_ln_beta,
+                           &l.ffn_in_w, &l.ffn_in_b, &l.ffn_out_w, &l.ffn_out_b,
+                           &l.ffn_ln_gamma, &l.ffn_ln_beta});
+  return all;
+}
+
+}  // namespace
+
+std::vector<const Tensor*> ModelWeights::All() const { return AllTensors<const Tensor>(*this); }
+std::vector<Tensor*> ModelWeights::All() { return AllTensors<Tensor>(*this); }
+
 size_t Model::ParameterCount() const {
   size_t n = 0;
-  auto add = [&n](const Tensor& t) { n += t.empty() ? 0 : static_cast<size_t>(t.numel()); };
-  const ModelWeights& w = weights;
-  for (const Tensor* t : {&w.word_embeddings, &w.position_embeddings, &w.token_type_embeddings,
-                          &w.emb_ln_gamma, &w.emb_ln_beta, &w.pooler_w, &w.pooler_b,
-                          &w.classifier_w, &w.classifier_b})
-    add(*t);
-  for (const LayerWeights& l : w.layers)
-    for (const Tensor* t : {&l.query_w, &l.query_b, &l.key_w, &l.key_b, &l.value_w, &l.value_b,
-                            &l.attn_out_w, &l.attn_out_b, &l.attn_ln_gamma, &l.attn_ln_beta,
-                            &l.ffn_in_w, &l.ffn_in_b, &l.ffn_out_w, &l.ffn_out_b,
-                            &l.ffn_ln_gamma, &l.ffn_ln_beta})
-      add(*t);
+  for (const Tensor* t : weights.All()) n += t->empty() ? 0 : static_cast<size_t>(t->numel());
   return n;
+}
+
+std::shared_ptr<const Model> WithFloat32Weights(std::shared_ptr<const Model> model) {
+  const std::vector<const Tensor*> all = model->weights.All();
+  if (std::all_of(all.begin(), all.end(),
+                  [](const Tensor* t) { return t->empty() || t->dtype() == DType::kF32; }))
+    return model;
+  auto widened = std::make_shared<Model>(*model);
+  // The copy's tensors are in the same order as the original's.
+  const std::vector<Tensor*> dst = widened->weights.All();
+  for (size_t i = 0; i < all.size(); ++i) {
+    const Tensor& t = *all[i];
+    if (t.empty() || t.dtype() == DType::kF32) continue;
+    auto buf = std::make_shared<std::vector<float>>(static_cast<size_t>(t.numel()));
+    WidenToFloat(t.dtype(), t.raw(), buf->size(), buf->data());
+    const float* data = buf->data();
+    *dst[i] = Tensor(DType::kF32, t.shape(), data, std::move(buf));
+  }
+  return widened;
 }
 
 }  // namespace bertrt

@@ -10,9 +10,7 @@ StatusOr<LoadedModel> LoadModelAndTokenizer(const std::string& path,
   LoadedModel loaded;
   // A plan file carries its own tokenizer; everything else is an HF directory.
   if (IsPlanFile(path)) {
-    PlanReadOptions plan_options;
-    plan_options.on_notice = options.on_notice;
-    ASSIGN_OR_RETURN(Plan plan, ReadPlan(path, plan_options));
+    ASSIGN_OR_RETURN(Plan plan, ReadPlan(path));
     loaded.model = std::move(plan.model);
     loaded.tokenizer = std::move(plan.tokenizer);
     return loaded;

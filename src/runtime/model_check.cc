@@ -6,11 +6,17 @@
 namespace bertrt {
 namespace {
 
-Status CheckTensor(const Tensor& t, const std::vector<int64_t>& shape, const std::string& name) {
+// `half_ok`: a compute-precision tensor, which a plan keeps in fp16/bf16
+// (see Model); the others are always fp32.
+Status CheckTensor(const Tensor& t, const std::vector<int64_t>& shape, const std::string& name,
+                   bool half_ok = false) {
   if (t.empty()) return InvalidArgument("model: " + name + " is missing");
-  if (t.dtype() != DType::kF32 || t.shape() != shape)
+  const bool dtype_ok = t.dtype() == DType::kF32 ||
+                        (half_ok && (t.dtype() == DType::kF16 || t.dtype() == DType::kBF16));
+  if (!dtype_ok || t.shape() != shape)
     return InvalidArgument("model: " + name + " is " + DTypeName(t.dtype()) +
-                           ShapeToString(t.shape()) + ", expected F32" + ShapeToString(shape));
+                           ShapeToString(t.shape()) + ", expected " +
+                           (half_ok ? "F32/F16/BF16" : "F32") + ShapeToString(shape));
   return Status::Ok();
 }
 
@@ -41,11 +47,11 @@ Status CheckModel(const Model& model) {
   const ModelWeights& w = model.weights;
   RETURN_IF_ERROR(CheckConfig(c, w.layers.size()));
   const int64_t h = c.hidden_size;
-  RETURN_IF_ERROR(CheckTensor(w.word_embeddings, {c.vocab_size, h}, "word_embeddings"));
-  RETURN_IF_ERROR(
-      CheckTensor(w.position_embeddings, {c.max_position_embeddings, h}, "position_embeddings"));
-  RETURN_IF_ERROR(
-      CheckTensor(w.token_type_embeddings, {c.type_vocab_size, h}, "token_type_embeddings"));
+  RETURN_IF_ERROR(CheckTensor(w.word_embeddings, {c.vocab_size, h}, "word_embeddings", true));
+  RETURN_IF_ERROR(CheckTensor(w.position_embeddings, {c.max_position_embeddings, h},
+                              "position_embeddings", true));
+  RETURN_IF_ERROR(CheckTensor(w.token_type_embeddings, {c.type_vocab_size, h},
+                              "token_type_embeddings", true));
   RETURN_IF_ERROR(CheckTensor(w.emb_ln_gamma, {h}, "embeddings LayerNorm weight"));
   RETURN_IF_ERROR(CheckTensor(w.emb_ln_beta, {h}, "embeddings LayerNorm bias"));
   for (size_t i = 0; i < w.layers.size(); ++i) {
@@ -57,8 +63,8 @@ Status CheckModel(const Model& model) {
     RETURN_IF_ERROR(CheckTensor(l.ffn_ln_beta, {h}, p + "output LayerNorm bias"));
   }
   if (HeadUsesPooler(model)) {
-    RETURN_IF_ERROR(CheckTensor(w.pooler_w, {h, h}, "pooler dense weight"));
-    RETURN_IF_ERROR(CheckTensor(w.pooler_b, {h}, "pooler dense bias"));
+    RETURN_IF_ERROR(CheckTensor(w.pooler_w, {h, h}, "pooler dense weight", true));
+    RETURN_IF_ERROR(CheckTensor(w.pooler_b, {h}, "pooler dense bias", true));
   }
   if (c.head == HeadKind::kSequenceClassification || c.head == HeadKind::kTokenClassification ||
       c.head == HeadKind::kQuestionAnswering) {

@@ -6,6 +6,7 @@ bertrt tokenizes the golden texts itself, so this checks tokenizer, importer
 runtime together. Tolerance: 1e-4 relative, as the foundation issue asks.
 """
 import json
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -73,3 +74,53 @@ def test_last_hidden_state_matches_hf(bertrt_bin, path):
             assert_close(got["last_hidden_state"], want["last_hidden_state"], f"{path.name} input {i}")
             compared += 1
     assert compared > 0
+
+
+def have_gpu():
+    try:
+        return subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
+# Outputs compared by cosine in half precision; the rest are scores.
+EMBEDDINGS = {"embedding", "pooler_output"}
+# Largest |score - golden|: issue 4's 1e-2 for fp16; bf16 keeps 3 fewer
+# mantissa bits, so the same computation rounds 8x coarser (measured on the
+# H200: up to 0.017 on these goldens with the exact GELU, where fp16 stays
+# under 1e-2).
+SCORE_TOLERANCE = {"fp16": 1e-2, "bf16": 8e-2}
+
+
+@pytest.mark.skipif(not have_gpu(), reason="needs an NVIDIA GPU (runs in scripts/device_cuda.sh)")
+@pytest.mark.parametrize("precision,gelu", [("fp32", "exact"), ("fp16", "exact"), ("fp16", "tanh"),
+                                            ("bf16", "exact"), ("bf16", "tanh")])
+def test_cuda_outputs_match_hf(bertrt_bin, model, precision, gelu):
+    """The CUDA engine against the HF goldens, with issue 4's bounds: fp32 within
+    1e-4 relative; fp16/bf16 (either GELU form) cosine >= 0.9999 per embedding,
+    scores within SCORE_TOLERANCE and the same argmax wherever the golden top
+    two are more than twice that apart (closer ones no such bound can order)."""
+    path, golden = model
+    _, out, _ = run_jsonl(bertrt_bin, ["run", str(path), "--device", "cuda", "--precision", precision,
+                                       "--gelu", gelu, "--batch-size", "3"], records(golden))
+    assert len(out) == len(golden["inputs"])
+    for i, (got, want) in enumerate(zip(out, golden["inputs"])):
+        for name in [k for k in want if k not in TOKEN_FIELDS and k != "last_hidden_state"]:
+            what = f"{path.name} {precision} --gelu {gelu} input {i} {name}"
+            g = np.asarray(got[RENAME.get(name, name)], dtype=np.float64)
+            w = np.asarray(want[name], dtype=np.float64)
+            if precision == "fp32":
+                assert_close(g, w, what)
+            elif RENAME.get(name, name) in EMBEDDINGS:
+                g2, w2 = g.reshape(-1, w.shape[-1]), w.reshape(-1, w.shape[-1])
+                cos = (g2 * w2).sum(-1) / np.linalg.norm(g2, axis=-1) / np.linalg.norm(w2, axis=-1)
+                assert cos.min() >= 0.9999, f"{what}: cosine {cos.min():.6f}"
+            else:
+                tol = SCORE_TOLERANCE[precision]
+                assert g.shape == w.shape, what
+                assert np.abs(g - w).max() <= tol, f"{what}: max abs diff {np.abs(g - w).max():.4g}"
+                if w.ndim >= 1 and w.shape[-1] > 1:
+                    w2, g2 = w.reshape(-1, w.shape[-1]), g.reshape(-1, w.shape[-1])
+                    top2 = np.sort(w2, axis=-1)[:, -2:]
+                    clear = top2[:, 1] - top2[:, 0] > 2 * tol
+                    assert (w2.argmax(-1) == g2.argmax(-1))[clear].all(), f"{what}: argmax differs"

@@ -176,10 +176,12 @@ BatchOutputs Slice(const BatchOutputs& all, const RaggedBatch& batch, int s) {
 }
 
 StatusOr<std::unique_ptr<Engine>> MakeCuda(std::shared_ptr<const Model> m, Precision p,
-                                           int max_batch_tokens = 0) {
+                                           int max_batch_tokens = 0,
+                                           bool erf_gelu_as_tanh = false) {
   CudaEngineOptions o;
   o.precision = p;
   o.max_batch_tokens = max_batch_tokens;
+  o.approximate_erf_gelu = erf_gelu_as_tanh;
   return CreateCudaEngine(std::move(m), o);
 }
 
@@ -202,6 +204,9 @@ TEST(CudaEngineTest, RefusesClearlyWithoutGpu) {
 struct Case {
   Spec spec;
   Precision precision;
+  // The erf GELU fused as cuBLASLt's tanh form: held to the same thresholds
+  // against the CPU engine's exact erf.
+  bool erf_gelu_as_tanh = false;
 };
 
 class CudaParityTest : public ::testing::TestWithParam<Case> {};
@@ -212,8 +217,10 @@ TEST_P(CudaParityTest, MatchesCpuEngineAndSingleRuns) {
   auto model = MakeModel(c.spec, 7);
   auto cpu = CreateCpuEngine(model, {});
   ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
-  auto gpu = MakeCuda(model, c.precision);
+  auto gpu = MakeCuda(model, c.precision, 0, c.erf_gelu_as_tanh);
   ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  if (c.erf_gelu_as_tanh)
+    EXPECT_NE((*gpu)->device().find("erf GELU as tanh"), std::string::npos) << (*gpu)->device();
   const RunOptions opts{.last_hidden_state = true};
 
   const RaggedBatch batch = MakeBatch({1, 7, 64, 300, 512, 33, 128, 2}, 11);
@@ -256,15 +263,18 @@ const Spec kSpecs[] = {
 std::vector<Case> AllCases() {
   std::vector<Case> cases;
   for (const Spec& s : kSpecs)
-    for (Precision p : {Precision::kFp32, Precision::kFp16, Precision::kBf16})
+    for (Precision p : {Precision::kFp32, Precision::kFp16, Precision::kBf16}) {
       cases.push_back({s, p});
+      if (s.act == HiddenAct::kGelu && p != Precision::kFp32) cases.push_back({s, p, true});
+    }
   return cases;
 }
 
 INSTANTIATE_TEST_SUITE_P(Cuda, CudaParityTest, ::testing::ValuesIn(AllCases()),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return std::string(info.param.spec.name) + "_" +
-                                  PrecisionName(info.param.precision);
+                                  PrecisionName(info.param.precision) +
+                                  (info.param.erf_gelu_as_tanh ? "_tanh_gelu" : "");
                          });
 
 void ExpectIdentical(const BatchOutputs& got, const BatchOutputs& want, const std::string& what) {
@@ -345,6 +355,7 @@ TEST(CudaEngineTest, TwoEnginesAgreeAndProfileTimesEveryOperation) {
 
   CudaEngineOptions o;
   o.profile = true;
+  o.approximate_erf_gelu = false;  // so that the GELU is an operation of its own
   auto profiled = CreateCudaEngine(model, o);
   ASSERT_TRUE(profiled.ok()) << profiled.status().ToString();
   auto cpu = CreateCpuEngine(model, {});

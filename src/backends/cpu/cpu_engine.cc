@@ -253,7 +253,8 @@ StatusOr<std::unique_ptr<Engine>> CreateCpuEngine(std::shared_ptr<const Model> m
   if (options.threads < 0)
     return InvalidArgument("cpu engine: threads must be >= 0 (0: all cores)");
   const int threads = options.threads > 0 ? options.threads : omp_get_num_procs();
-  auto engine = std::make_unique<CpuEngine>(std::move(model), threads);
+  // The CPU engine computes in fp32; an fp16/bf16 plan is widened here, once.
+  auto engine = std::make_unique<CpuEngine>(WithFloat32Weights(std::move(model)), threads);
   RETURN_IF_ERROR(engine->Init());
   return std::unique_ptr<Engine>(std::move(engine));
 }

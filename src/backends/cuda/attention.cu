@@ -126,21 +126,37 @@ Status LaunchGeneralFor(const AttentionArgs& a, int d, cudaStream_t stream) {
   return LaunchGeneral<T, 8>(a, d, stream);
 }
 
-template <typename T, int D>
+template <typename T, int D, int kWarps>
 Status LaunchMma(const AttentionArgs& a, cudaStream_t stream) {
-  const dim3 grid(a.num_seqs, a.heads, (a.max_len + kMmaQueries - 1) / kMmaQueries);
+  constexpr int kQueries = kWarps * 16;
+  constexpr size_t kSmem = AttentionMmaSmemBytes<T, D>();
+  auto kernel = AttentionMmaKernel<T, D, kWarps>;
+  // Per device, so set on every launch (a host-side attribute, cheap).
+  if (kSmem > 48 * 1024)
+    CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
+  const dim3 grid(a.num_seqs, a.heads, (a.max_len + kQueries - 1) / kQueries);
   const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(D));
-  AttentionMmaKernel<T, D><<<grid, kMmaThreads, 0, stream>>>(a, scale_log2);
+  kernel<<<grid, kWarps * 32, kSmem, stream>>>(a, scale_log2);
   CUDA_RETURN_IF_LAUNCH_FAILED("attention kernel (tensor cores)");
   return Status::Ok();
 }
 
+// 128-query blocks read each K/V tile once for twice the queries; they pay
+// off when sequences fill them, and at head dim 128 their registers would
+// leave one block per SM, so there 64-query blocks stay.
+template <typename T, int D>
+Status LaunchMmaForLength(const AttentionArgs& a, cudaStream_t stream) {
+  if (D <= 64 && a.max_len > 64) return LaunchMma<T, D, 8>(a, stream);
+  return LaunchMma<T, D, 4>(a, stream);
+}
+
 template <typename T>
-Status LaunchMmaFor(const AttentionArgs& a, int d, cudaStream_t stream) {
+Status LaunchMmaForDim(const AttentionArgs& a, int d, cudaStream_t stream) {
   switch (d) {
-    case 32: return LaunchMma<T, 32>(a, stream);
-    case 64: return LaunchMma<T, 64>(a, stream);
-    default: return LaunchMma<T, 128>(a, stream);
+    case 32: return LaunchMmaForLength<T, 32>(a, stream);
+    case 64: return LaunchMmaForLength<T, 64>(a, stream);
+    default: return LaunchMmaForLength<T, 128>(a, stream);
   }
 }
 
@@ -156,10 +172,10 @@ Status Attention(Precision p, const AttentionArgs& a, cudaStream_t stream) {
   switch (p) {
     case Precision::kFp32: return LaunchGeneralFor<float>(a, d, stream);
     case Precision::kFp16:
-      return a.tensor_cores && mma_dim ? LaunchMmaFor<__half>(a, d, stream)
+      return a.tensor_cores && mma_dim ? LaunchMmaForDim<__half>(a, d, stream)
                                        : LaunchGeneralFor<__half>(a, d, stream);
     case Precision::kBf16:
-      return a.tensor_cores && mma_dim ? LaunchMmaFor<__nv_bfloat16>(a, d, stream)
+      return a.tensor_cores && mma_dim ? LaunchMmaForDim<__nv_bfloat16>(a, d, stream)
                                        : LaunchGeneralFor<__nv_bfloat16>(a, d, stream);
   }
   return Internal("attention: unknown precision");

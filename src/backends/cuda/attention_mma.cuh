@@ -1,16 +1,22 @@
 // Variable-length attention on tensor cores (fp16/bf16, head dims 32/64/128),
-// flash-attention style: one block of 4 warps per (sequence, head, 64
-// queries); each warp owns 16 query rows, streams 64-key tiles of K and V
-// through shared memory and keeps the softmax running max and sum in fp32
-// registers, so the [len, len] score matrix never exists in memory.
+// flash-attention style: one block of kWarps warps per (sequence, head,
+// 16 * kWarps queries); each warp owns 16 query rows, streams 64-key tiles of
+// K and V through shared memory and keeps the softmax running max and sum in
+// fp32 registers, so the [len, len] score matrix never exists in memory.
+//
+// K/V tiles arrive by cp.async into two shared-memory stages: the next tile's
+// copy is in flight while the current one is multiplied, and a thread's copies
+// are all issued before any is waited on (with plain loads each 16-byte load
+// waited for the previous one, and that latency dominated at seq 128).
 //
 // Fragment layouts are those of PTX mma.m16n8k16 (g = lane / 4, t = lane % 4):
 //   A (16x16): a0 = (g, 2t..2t+1), a1 = (g+8, 2t..), a2 = (g, 2t+8..), a3 = (g+8, 2t+8..)
 //   B (16x8):  b0 = (k 2t..2t+1, n g), b1 = (k 2t+8..2t+9, n g)
 //   C (16x8):  c0,c1 = (g, 2t..2t+1), c2,c3 = (g+8, 2t..2t+1)
 // so the score accumulators of two adjacent key tiles are exactly the A
-// fragment of P for the P V product, with no trip through shared memory; V's
-// B fragments come from shared memory through ldmatrix.trans.
+// fragment of P for the P V product, with no trip through shared memory. K's
+// B fragments come from shared memory through ldmatrix (K rows are the n
+// index, dims the contiguous k index) and V's through ldmatrix.trans.
 #pragma once
 
 #include <cstdint>
@@ -20,9 +26,14 @@
 
 namespace bertrt::cuda {
 
-constexpr int kMmaQueries = 64;  // per block: 4 warps x 16 rows
-constexpr int kMmaKeys = 64;     // per shared-memory tile
-constexpr int kMmaThreads = 128;
+constexpr int kMmaKeys = 64;  // per shared-memory tile
+
+// Dynamic shared memory of one block: two stages of a K tile and a V tile,
+// rows padded by 16 bytes so that ldmatrix's 8 row addresses hit distinct banks.
+template <typename T, int D>
+constexpr size_t AttentionMmaSmemBytes() {
+  return 2 * 2 * kMmaKeys * (D + 8) * sizeof(T);
+}
 
 __device__ __forceinline__ void Mma16816(float* c, const uint32_t* a, const uint32_t* b, __half) {
   asm volatile(
@@ -56,34 +67,84 @@ __device__ __forceinline__ uint32_t Load32(const T* p) {
   return *reinterpret_cast<const uint32_t*>(p);
 }
 
-// The B fragment of m16n8k16 from a 16x8 tile of a row-major [k][n] matrix in
-// shared memory, transposed on the way by ldmatrix: lanes 0..15 give the
-// addresses of rows k = 0..15 (8 contiguous n each, 16-byte aligned); b[0]
-// gets (k 2t..2t+1, n g) and b[1] (k 2t+8..2t+9, n g). One instruction in
-// place of four 16-bit loads and two packs.
-__device__ __forceinline__ void LoadBTransposed(uint32_t* b, const void* row) {
+// Four 8x8 b16 matrices from shared memory: lanes 8m..8m+7 give the row
+// addresses of matrix m (16-byte aligned), and r[m] gets (row g, columns
+// 2t..2t+1) of matrix m. Untransposed on rows that are B's n index (K's keys)
+// that is a B fragment half; with .trans on rows that are B's k index (V's
+// keys), the same.
+__device__ __forceinline__ void LoadMatrixX4(uint32_t* r, const void* row) {
   const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(row));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
-               : "=r"(b[0]), "=r"(b[1])
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
 }
 
-// scale_log2 = log2(e) / sqrt(D): the softmax runs in base 2 (exp2f).
-template <typename T, int D>
-__global__ void __launch_bounds__(kMmaThreads) AttentionMmaKernel(AttentionArgs a,
-                                                                  float scale_log2) {
+__device__ __forceinline__ void LoadMatrixX4Transposed(uint32_t* r, const void* row) {
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// 16 bytes global -> shared without passing through registers; with
+// valid == false the destination is zero-filled and nothing is read (src
+// must still be a mapped address).
+__device__ __forceinline__ void CopyAsync16(void* dst, const void* src, bool valid) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  constexpr int kStride = D + 8;  // 16-byte pad: conflict-free fragment loads
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(src),
+               "r"(valid ? 16 : 0));
+#endif
+}
+
+__device__ __forceinline__ void CopyAsyncCommit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n");
+#endif
+}
+
+// Waits until at most `kPending` committed groups of this thread are in flight.
+template <int kPending>
+__device__ __forceinline__ void CopyAsyncWait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+#endif
+}
+
+// 2^x on the special-function unit with subnormal results flushed to zero
+// (far below any probability fp16/bf16 can hold next to the row's maximum,
+// which is 1); exp2f wraps the same instruction in subnormal handling.
+// 2^-inf = 0.
+__device__ __forceinline__ float Exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// scale_log2 = log2(e) / sqrt(D): the softmax runs in base 2.
+// Launched with AttentionMmaSmemBytes<T, D>() of dynamic shared memory.
+// Up to head dim 64 the registers are capped at 128 per thread, so that 16
+// warps fit on an SM (at 142, an 8-warp block ran alone); at 128 the fragments
+// need more.
+template <typename T, int D, int kWarps>
+__global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 16 / kWarps : 1)
+    AttentionMmaKernel(AttentionArgs a, float scale_log2) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  constexpr int kThreads = kWarps * 32;
+  constexpr int kQueries = kWarps * 16;
+  constexpr int kStride = D + 8;
+  constexpr int kTile = kMmaKeys * kStride;  // elements of one K or V stage
   constexpr int kChunks = D / 16;
   constexpr int kDTiles = D / 8;
   constexpr int kKeyTiles = kMmaKeys / 8;
   constexpr int kVecPerRow = D / 8;  // 16-byte vectors
-  __shared__ __align__(16) T ks[kMmaKeys * kStride];
-  __shared__ __align__(16) T vs[kMmaKeys * kStride];
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* const ks = reinterpret_cast<T*>(smem);  // [2 stages][kMmaKeys][kStride]
+  T* const vs = ks + 2 * kTile;
 
   const int s = blockIdx.x, head = blockIdx.y;
   const int begin = a.cu_seqlens[s], len = a.cu_seqlens[s + 1] - begin;
-  const int q0 = blockIdx.z * kMmaQueries;
+  const int q0 = blockIdx.z * kQueries;
   if (q0 >= len) return;
   const int hidden = a.hidden;
   const size_t ld = 3 * static_cast<size_t>(hidden);
@@ -91,6 +152,24 @@ __global__ void __launch_bounds__(kMmaThreads) AttentionMmaKernel(AttentionArgs 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
   const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
+  // A warp past the sequence's end still copies tiles and meets the barriers.
+  const bool active = q0 + warp * 16 < len;
+
+  // Rows past the end are zero-filled: their scores are masked to -inf, and
+  // a zero V row keeps 0 * V finite.
+  auto load_tile = [&](int stage, int k0) {
+    T* kd = ks + stage * kTile;
+    T* vd = vs + stage * kTile;
+    for (int i = threadIdx.x; i < kMmaKeys * kVecPerRow; i += kThreads) {
+      const int r = i / kVecPerRow, c = (i % kVecPerRow) * 8;
+      const bool valid = k0 + r < len;
+      const T* row = base + (valid ? k0 + r : 0) * ld + c;
+      CopyAsync16(kd + r * kStride + c, row + hidden, valid);
+      CopyAsync16(vd + r * kStride + c, row + 2 * hidden, valid);
+    }
+    CopyAsyncCommit();
+  };
+  load_tile(0, 0);
 
   uint32_t qf[kChunks][4];
 #pragma unroll
@@ -108,92 +187,109 @@ __global__ void __launch_bounds__(kMmaThreads) AttentionMmaKernel(AttentionArgs 
   for (int d = 0; d < kDTiles; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
 
-  for (int k0 = 0; k0 < len; k0 += kMmaKeys) {
-    __syncthreads();  // the previous tile is consumed
-    for (int i = threadIdx.x; i < kMmaKeys * kVecPerRow; i += kMmaThreads) {
-      const int r = i / kVecPerRow, c = (i % kVecPerRow) * 8;
-      uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
-      if (k0 + r < len) {
-        const T* row = base + (k0 + r) * ld + c;
-        kv = *reinterpret_cast<const uint4*>(row + hidden);
-        vv = *reinterpret_cast<const uint4*>(row + 2 * hidden);
-      }
-      *reinterpret_cast<uint4*>(&ks[r * kStride + c]) = kv;
-      *reinterpret_cast<uint4*>(&vs[r * kStride + c]) = vv;
+  for (int k0 = 0, stage = 0; k0 < len; k0 += kMmaKeys, stage ^= 1) {
+    // The other stage was consumed before the previous iteration's last barrier.
+    if (k0 + kMmaKeys < len) {
+      load_tile(stage ^ 1, k0 + kMmaKeys);
+      CopyAsyncWait<1>();  // this tile's group has landed; the next may fly
+    } else {
+      CopyAsyncWait<0>();
     }
     __syncthreads();
-
-    float sc[kKeyTiles][4];
+    if (active) {
+      const T* kt = ks + stage * kTile;
+      const T* vt = vs + stage * kTile;
+      float sc[kKeyTiles][4];
 #pragma unroll
-    for (int j = 0; j < kKeyTiles; ++j) {
-      sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;
+      for (int j = 0; j < kKeyTiles; ++j) {
+        sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;
+        // Lanes 8m..8m+7 address keys 8j..8j+7 at dims 16c + 8m: b[0..1] is
+        // chunk c's fragment, b[2..3] chunk c + 1's.
+        const T* k_rows = kt + (8 * j + (lane & 7)) * kStride + 8 * (lane >> 3);
 #pragma unroll
-      for (int c = 0; c < kChunks; ++c) {
-        const T* kp = &ks[(8 * j + g) * kStride + 16 * c + 2 * t];
-        const uint32_t b[2] = {Load32(kp), Load32(kp + 8)};
-        Mma16816(sc[j], qf[c], b, T{});
+        for (int c = 0; c < kChunks; c += 2) {
+          uint32_t b[4];
+          LoadMatrixX4(b, k_rows + 16 * c);
+          Mma16816(sc[j], qf[c], b, T{});
+          Mma16816(sc[j], qf[c + 1], b + 2, T{});
+        }
       }
-    }
 
-    float mx0 = m0, mx1 = m1;
+      // The running max is kept on unscaled scores, so that scaling and
+      // subtracting it are one FMA per score; only the sequence's last tile
+      // has keys to mask (the branch is uniform across the block).
+      if (k0 + kMmaKeys > len) {
 #pragma unroll
-    for (int j = 0; j < kKeyTiles; ++j) {
+        for (int j = 0; j < kKeyTiles; ++j) {
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const bool valid = k0 + 8 * j + 2 * t + e < len;
-        sc[j][e] = valid ? sc[j][e] * scale_log2 : -INFINITY;
-        sc[j][2 + e] = valid ? sc[j][2 + e] * scale_log2 : -INFINITY;
-        mx0 = fmaxf(mx0, sc[j][e]);
-        mx1 = fmaxf(mx1, sc[j][2 + e]);
+          for (int e = 0; e < 2; ++e) {
+            if (k0 + 8 * j + 2 * t + e >= len) sc[j][e] = sc[j][2 + e] = -INFINITY;
+          }
+        }
       }
-    }
-    // A row's 8-key slices live in the 4 lanes of one group.
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    // The tile holds at least one valid key, so mx0/mx1 are finite.
-    const float alpha0 = exp2f(m0 - mx0), alpha1 = exp2f(m1 - mx1);
-    m0 = mx0;
-    m1 = mx1;
-    float sum0 = 0.0f, sum1 = 0.0f;
+      float mx0 = m0, mx1 = m1;
 #pragma unroll
-    for (int j = 0; j < kKeyTiles; ++j) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        sc[j][e] = exp2f(sc[j][e] - m0);
-        sc[j][2 + e] = exp2f(sc[j][2 + e] - m1);
-        sum0 += sc[j][e];
-        sum1 += sc[j][2 + e];
+      for (int j = 0; j < kKeyTiles; ++j) {
+        mx0 = fmaxf(mx0, fmaxf(sc[j][0], sc[j][1]));
+        mx1 = fmaxf(mx1, fmaxf(sc[j][2], sc[j][3]));
       }
-    }
-    // Partial sums per lane; alpha is uniform along a row, so the lanes'
-    // partials are reduced once at the end.
-    l0 = l0 * alpha0 + sum0;
-    l1 = l1 * alpha1 + sum1;
+      // A row's 8-key slices live in the 4 lanes of one group.
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+      // The tile holds at least one valid key, so mx0/mx1 are finite (and
+      // the first tile's alpha is 2^-inf = 0).
+      const float alpha0 = Exp2((m0 - mx0) * scale_log2);
+      const float alpha1 = Exp2((m1 - mx1) * scale_log2);
+      m0 = mx0;
+      m1 = mx1;
+      const float shift0 = -m0 * scale_log2, shift1 = -m1 * scale_log2;
+      float sum0 = 0.0f, sum1 = 0.0f;
 #pragma unroll
-    for (int d = 0; d < kDTiles; ++d) {
-      o[d][0] *= alpha0;
-      o[d][1] *= alpha0;
-      o[d][2] *= alpha1;
-      o[d][3] *= alpha1;
-    }
-
+      for (int j = 0; j < kKeyTiles; ++j) {
 #pragma unroll
-    for (int kk = 0; kk < kMmaKeys / 16; ++kk) {
-      const uint32_t pa[4] = {PackFloats(sc[2 * kk][0], sc[2 * kk][1], T{}),
-                              PackFloats(sc[2 * kk][2], sc[2 * kk][3], T{}),
-                              PackFloats(sc[2 * kk + 1][0], sc[2 * kk + 1][1], T{}),
-                              PackFloats(sc[2 * kk + 1][2], sc[2 * kk + 1][3], T{})};
-      const T* v_rows = &vs[(16 * kk + (lane & 15)) * kStride];
+        for (int e = 0; e < 2; ++e) {
+          sc[j][e] = Exp2(fmaf(sc[j][e], scale_log2, shift0));
+          sc[j][2 + e] = Exp2(fmaf(sc[j][2 + e], scale_log2, shift1));
+          sum0 += sc[j][e];
+          sum1 += sc[j][2 + e];
+        }
+      }
+      // Partial sums per lane; alpha is uniform along a row, so the lanes'
+      // partials are reduced once at the end.
+      l0 = l0 * alpha0 + sum0;
+      l1 = l1 * alpha1 + sum1;
 #pragma unroll
       for (int d = 0; d < kDTiles; ++d) {
-        uint32_t b[2];
-        LoadBTransposed(b, v_rows + 8 * d);
-        Mma16816(o[d], pa, b, T{});
+        o[d][0] *= alpha0;
+        o[d][1] *= alpha0;
+        o[d][2] *= alpha1;
+        o[d][3] *= alpha1;
+      }
+
+#pragma unroll
+      for (int kk = 0; kk < kMmaKeys / 16; ++kk) {
+        const uint32_t pa[4] = {PackFloats(sc[2 * kk][0], sc[2 * kk][1], T{}),
+                                PackFloats(sc[2 * kk][2], sc[2 * kk][3], T{}),
+                                PackFloats(sc[2 * kk + 1][0], sc[2 * kk + 1][1], T{}),
+                                PackFloats(sc[2 * kk + 1][2], sc[2 * kk + 1][3], T{})};
+        // Lanes 0..15 address keys 16kk..16kk+15 at dims 8d, lanes 16..31
+        // the same keys at dims 8(d + 1): b[0..1] is tile d's fragment,
+        // b[2..3] tile d + 1's.
+        const T* v_rows = vt + (16 * kk + (lane & 15)) * kStride + 8 * (lane >> 4);
+#pragma unroll
+        for (int d = 0; d < kDTiles; d += 2) {
+          uint32_t b[4];
+          LoadMatrixX4Transposed(b, v_rows + 8 * d);
+          Mma16816(o[d], pa, b, T{});
+          Mma16816(o[d + 1], pa, b + 2, T{});
+        }
       }
     }
+    __syncthreads();  // this stage is consumed before the next iteration refills it
   }
+  if (!active) return;
 
   l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
   l0 += __shfl_xor_sync(0xffffffffu, l0, 2);

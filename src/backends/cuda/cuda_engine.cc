@@ -113,7 +113,8 @@ class CudaEngine final : public Engine {
   std::string device() const override {
     std::lock_guard<std::mutex> lock(mu_);
     return "cuda:" + std::to_string(gpu_.index) + " (" + gpu_.name + ", " +
-           PrecisionName(options_.precision) + ")" +
+           PrecisionName(options_.precision) + (erf_gelu_as_tanh_ ? ", erf GELU as tanh" : "") +
+           ")" +
            (graphs_off_reason_.empty() ? "" : " [CUDA graphs off: " + graphs_off_reason_ + "]");
   }
   size_t PeakMemoryBytes() const override {
@@ -155,6 +156,7 @@ class CudaEngine final : public Engine {
   cuda::DeviceWeights weights_;
   cuda::LtGemm gemm_;
   cuda::Epilogue ffn_epilogue_ = cuda::Epilogue::kBias;
+  bool erf_gelu_as_tanh_ = false;  // CudaEngineOptions::approximate_erf_gelu took effect
   bool ffn_activation_kernel_ = true;  // the activation is not in the GEMM epilogue
 
   mutable std::mutex mu_;  // Run shares the pool and the stream
@@ -216,11 +218,13 @@ Status CudaEngine::Init() {
   ASSIGN_OR_RETURN(weights_, cuda::UploadWeights(*model_, options_.precision, stream_));
   // The fp32 engine keeps every activation in its own kernel so that it
   // matches the CPU engine's exact formulas; cuBLASLt's GELU epilogue is the
-  // tanh form, so the erf GELU always runs as a kernel.
-  if (options_.precision != Precision::kFp32 && c.hidden_act != HiddenAct::kGelu) {
-    ffn_epilogue_ = c.hidden_act == HiddenAct::kGeluTanh ? cuda::Epilogue::kBiasGeluTanh
-                                                         : cuda::Epilogue::kBiasRelu;
+  // tanh form, so the erf GELU runs as a kernel unless approximated.
+  const bool fuse_gelu = c.hidden_act == HiddenAct::kGeluTanh ||
+                         (c.hidden_act == HiddenAct::kGelu && options_.approximate_erf_gelu);
+  if (options_.precision != Precision::kFp32 && (fuse_gelu || c.hidden_act == HiddenAct::kRelu)) {
+    ffn_epilogue_ = fuse_gelu ? cuda::Epilogue::kBiasGeluTanh : cuda::Epilogue::kBiasRelu;
     ffn_activation_kernel_ = false;
+    erf_gelu_as_tanh_ = c.hidden_act == HiddenAct::kGelu;
   }
   // A dummy sequence can be 64 tokens long; its positions must exist.
   // Profiling times each operation eagerly; graphs would hide them.

@@ -1,21 +1,35 @@
 #include "backends/cuda/device_weights.h"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/kernels.h"
+#include "core/half.h"
 #include "runtime/model_check.h"
 
 namespace bertrt::cuda {
 namespace {
 
-size_t ElementSize(Precision p) { return p == Precision::kFp32 ? 4 : 2; }
+DType StorageDType(Precision p) {
+  switch (p) {
+    case Precision::kFp16: return DType::kF16;
+    case Precision::kBf16: return DType::kBF16;
+    case Precision::kFp32: break;
+  }
+  return DType::kF32;
+}
 
+// A Linear's weight or bias: fp32, or fp16/bf16 from a plan (see Model).
 Status CheckShape(const Tensor& t, const std::vector<int64_t>& shape, const std::string& name) {
   if (t.empty()) return InvalidArgument("model: " + name + " is missing");
-  if (t.dtype() != DType::kF32 || t.shape() != shape)
+  const bool float_dtype =
+      t.dtype() == DType::kF32 || t.dtype() == DType::kF16 || t.dtype() == DType::kBF16;
+  if (!float_dtype || t.shape() != shape)
     return InvalidArgument("model: " + name + " is " + DTypeName(t.dtype()) +
-                           ShapeToString(t.shape()) + ", expected F32" + ShapeToString(shape));
+                           ShapeToString(t.shape()) + ", expected F32/F16/BF16" +
+                           ShapeToString(shape));
   return Status::Ok();
 }
 
@@ -24,19 +38,22 @@ class Uploader {
   Uploader(Precision p, cudaStream_t stream, DeviceWeights* out)
       : precision_(p), stream_(stream), out_(out) {}
 
-  // Concatenates the fp32 tensors and stores them in the compute precision
+  // Concatenates the tensors and stores them in the compute precision
   // (`convert`) or as fp32.
   StatusOr<void*> Upload(const std::vector<const Tensor*>& parts, bool convert,
                          const std::string& name) {
     size_t n = 0;
     for (const Tensor* t : parts) n += t->numel();
-    const Precision target = convert ? precision_ : Precision::kFp32;
+    const DType target = convert ? StorageDType(precision_) : DType::kF32;
     DeviceBuffer dst;
-    RETURN_IF_ERROR(dst.Allocate(n * ElementSize(target), "the weights (" + name + ")",
+    RETURN_IF_ERROR(dst.Allocate(n * DTypeSize(target), "the weights (" + name + ")",
                                  "use a smaller model, fp16/bf16, or a GPU with more memory"));
-    // Straight into the destination when no conversion is needed, else
-    // through an fp32 staging buffer that the conversion kernel reads.
-    const bool direct = target == Precision::kFp32;
+    // Tensors already in the target dtype (fp32 into fp32, a plan's fp16
+    // into fp16) go straight into the destination; the rest through an fp32
+    // staging buffer that the conversion kernel reads, widened on the host
+    // first if they are fp16/bf16 of the other kind.
+    const bool direct = std::all_of(parts.begin(), parts.end(),
+                                    [&](const Tensor* t) { return t->dtype() == target; });
     if (!direct && staging_.size() < n * sizeof(float)) {
       // The old staging buffer may still be read by a queued conversion.
       CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
@@ -48,15 +65,26 @@ class Uploader {
     // Copies and conversions are all ordered on `stream_`. (A plain cudaMemcpy
     // from pageable memory may return before its DMA lands, and `stream_`
     // does not wait for the legacy stream: conversions then read stale
-    // staging data. The first H200 run showed exactly that.)
+    // staging data. The first H200 run showed exactly that.) A copy from
+    // pageable memory has read its source when it returns, so `wide` may be
+    // reused at once.
+    std::vector<float> wide;
     for (const Tensor* t : parts) {
-      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(bytes + offset, t->raw(), t->nbytes(),
-                                           cudaMemcpyHostToDevice, stream_));
-      offset += t->nbytes();
+      const void* src = t->raw();
+      if (!direct && t->dtype() != DType::kF32) {
+        wide.resize(static_cast<size_t>(t->numel()));
+        WidenToFloat(t->dtype(), t->raw(), wide.size(), wide.data());
+        src = wide.data();
+      }
+      const size_t size = direct ? t->nbytes() : t->numel() * sizeof(float);
+      CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(bytes + offset, src, size, cudaMemcpyHostToDevice, stream_));
+      offset += size;
     }
     if (!direct)
-      RETURN_IF_ERROR(ConvertFromFloat(target, static_cast<const float*>(staging_.get()),
-                                       dst.get(), n, stream_));
+      RETURN_IF_ERROR(ConvertFromFloat(convert ? precision_ : Precision::kFp32,
+                                       static_cast<const float*>(staging_.get()), dst.get(), n,
+                                       stream_));
     out_->bytes += dst.size();
     void* ptr = dst.get();
     out_->storage.push_back(std::move(dst));

@@ -24,6 +24,23 @@ StatusOr<std::vector<GpuInfo>> ListGpus() {
   return gpus;
 }
 
+GpuContextWarmup::GpuContextWarmup(std::vector<int> devices)
+    : thread_([devices = std::move(devices)] {
+        int count = 0;
+        if (cudaGetDeviceCount(&count) != cudaSuccess) return;
+        std::vector<int> wanted = devices;
+        for (int i = 0; wanted.empty() && i < count; ++i) wanted.push_back(i);
+        for (int d : wanted) {
+          // cudaFree(nullptr) is the conventional way to make the runtime
+          // create the current device's primary context.
+          if (d >= 0 && d < count && cudaSetDevice(d) == cudaSuccess) cudaFree(nullptr);
+        }
+      }) {}
+
+GpuContextWarmup::~GpuContextWarmup() {
+  if (thread_.joinable()) thread_.join();
+}
+
 StatusOr<size_t> GpuMemoryInUse(int device) {
   int previous = 0;
   cudaError_t err = cudaGetDevice(&previous);

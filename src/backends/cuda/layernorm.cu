@@ -4,6 +4,7 @@
 // variance) with shuffles only, and every load and store is 16 bytes wide.
 // Other widths take one block per row, staged in shared memory as fp32.
 #include <algorithm>
+#include <type_traits>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device_util.cuh"
@@ -43,32 +44,24 @@ __device__ __forceinline__ void AddVec(const T* src, int col, float* x) {
   for (int j = 0; j < Vec16<T>::kSize; ++j) x[j] += ToFloat(v.v[j]);
 }
 
-// x holds the lane's `vecs` vectors of the row in fp32; writes the normalized row.
-template <typename T>
-__device__ __forceinline__ void NormalizeWarpRow(float* x, int vecs, int hidden,
-                                                 const float* gamma, const float* beta,
-                                                 float eps, T* out) {
+// x holds the lane's kVecs vectors of the row in fp32; writes the normalized row.
+template <typename T, int kVecs>
+__device__ __forceinline__ void NormalizeWarpRow(float* x, int hidden, const float* gamma,
+                                                 const float* beta, float eps, T* out) {
   constexpr int kSize = Vec16<T>::kSize;
   float sum = 0.0f;
 #pragma unroll
-  for (int i = 0; i < kMaxVecsPerLane; ++i)
-    if (i < vecs)
-#pragma unroll
-      for (int j = 0; j < kSize; ++j) sum += x[i * kSize + j];
+  for (int i = 0; i < kVecs * kSize; ++i) sum += x[i];
   const float mean = WarpSum(sum) / hidden;
   float sq = 0.0f;
 #pragma unroll
-  for (int i = 0; i < kMaxVecsPerLane; ++i)
-    if (i < vecs)
-#pragma unroll
-      for (int j = 0; j < kSize; ++j) {
-        const float d = x[i * kSize + j] - mean;
-        sq += d * d;
-      }
+  for (int i = 0; i < kVecs * kSize; ++i) {
+    const float d = x[i] - mean;
+    sq += d * d;
+  }
   const float inv_std = 1.0f / sqrtf(WarpSum(sq) / hidden + eps);
 #pragma unroll
-  for (int i = 0; i < kMaxVecsPerLane; ++i) {
-    if (i >= vecs) continue;
+  for (int i = 0; i < kVecs; ++i) {
     const int col = VecColumn<T>(i);
     float g[kSize], b[kSize];
 #pragma unroll
@@ -84,9 +77,11 @@ __device__ __forceinline__ void NormalizeWarpRow(float* x, int vecs, int hidden,
   }
 }
 
-template <typename T>
+// The vector count is a template argument so that the row takes exactly the
+// registers it needs (a runtime count sized every row for the widest).
+template <typename T, int kVecs>
 __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
-    EmbedLayerNormWarpKernel(EmbeddingArgs a, int vecs) {
+    EmbedLayerNormWarpKernel(EmbeddingArgs a) {
   constexpr int kSize = Vec16<T>::kSize;
   const int t = blockIdx.x * kWarpRowsPerBlock + (threadIdx.x >> 5);
   if (t >= a.num_tokens) return;  // the whole warp: no block barrier follows
@@ -95,10 +90,9 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
   const T* word = static_cast<const T*>(a.word) + static_cast<size_t>(a.ids[t]) * h;
   const T* pos = static_cast<const T*>(a.position) + static_cast<size_t>(t - a.cu_seqlens[s]) * h;
   const T* type = static_cast<const T*>(a.type) + static_cast<size_t>(a.types[t]) * h;
-  float x[kMaxVecsPerLane * kSize];
+  float x[kVecs * kSize];
 #pragma unroll
-  for (int i = 0; i < kMaxVecsPerLane; ++i) {
-    if (i >= vecs) continue;
+  for (int i = 0; i < kVecs; ++i) {
     float* xi = x + i * kSize;
 #pragma unroll
     for (int j = 0; j < kSize; ++j) xi[j] = 0.0f;
@@ -107,26 +101,25 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
     AddVec(pos, col, xi);
     AddVec(type, col, xi);
   }
-  NormalizeWarpRow(x, vecs, a.hidden, a.gamma, a.beta, a.eps, static_cast<T*>(a.out) + t * h);
+  NormalizeWarpRow<T, kVecs>(x, a.hidden, a.gamma, a.beta, a.eps, static_cast<T*>(a.out) + t * h);
 }
 
-template <typename T>
+template <typename T, int kVecs>
 __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
-    LayerNormWarpKernel(const T* in, T* out, int rows, int hidden, int vecs, const float* gamma,
+    LayerNormWarpKernel(const T* in, T* out, int rows, int hidden, const float* gamma,
                         const float* beta, float eps) {
   constexpr int kSize = Vec16<T>::kSize;
   const int r = blockIdx.x * kWarpRowsPerBlock + (threadIdx.x >> 5);
   if (r >= rows) return;
   const size_t offset = static_cast<size_t>(r) * hidden;
-  float x[kMaxVecsPerLane * kSize];
+  float x[kVecs * kSize];
 #pragma unroll
-  for (int i = 0; i < kMaxVecsPerLane; ++i) {
-    if (i >= vecs) continue;
+  for (int i = 0; i < kVecs; ++i) {
     const Vec16<T> v = *reinterpret_cast<const Vec16<T>*>(in + offset + VecColumn<T>(i));
 #pragma unroll
     for (int j = 0; j < kSize; ++j) x[i * kSize + j] = ToFloat(v.v[j]);
   }
-  NormalizeWarpRow(x, vecs, hidden, gamma, beta, eps, out + offset);
+  NormalizeWarpRow<T, kVecs>(x, hidden, gamma, beta, eps, out + offset);
 }
 
 // ---- block per row (widths the warp path does not split) ----
@@ -179,14 +172,32 @@ unsigned WarpBlocks(int rows) {
   return static_cast<unsigned>((rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock);
 }
 
+// Calls launch(std::integral_constant<int, V>{}) for V = vecs (1..kMaxVecsPerLane).
+template <typename Launch>
+void WithVecs(int vecs, Launch&& launch) {
+  switch (vecs) {
+    case 1: return launch(std::integral_constant<int, 1>{});
+    case 2: return launch(std::integral_constant<int, 2>{});
+    case 3: return launch(std::integral_constant<int, 3>{});
+    case 4: return launch(std::integral_constant<int, 4>{});
+    case 5: return launch(std::integral_constant<int, 5>{});
+    case 6: return launch(std::integral_constant<int, 6>{});
+    case 7: return launch(std::integral_constant<int, 7>{});
+    default: return launch(std::integral_constant<int, 8>{});
+  }
+}
+static_assert(kMaxVecsPerLane == 8, "WithVecs covers 1..8");
+
 }  // namespace
 
 Status EmbedLayerNorm(Precision p, const EmbeddingArgs& a, cudaStream_t stream) {
   if (a.num_tokens == 0) return Status::Ok();
   if (const int vecs = WarpVecsFor(p, a.hidden)) {
-    BERTRT_DISPATCH_PRECISION(
-        p, EmbedLayerNormWarpKernel<T>
-               <<<WarpBlocks(a.num_tokens), 32 * kWarpRowsPerBlock, 0, stream>>>(a, vecs));
+    BERTRT_DISPATCH_PRECISION(p, WithVecs(vecs, [&](auto v) {
+                                EmbedLayerNormWarpKernel<T, decltype(v)::value>
+                                    <<<WarpBlocks(a.num_tokens), 32 * kWarpRowsPerBlock, 0,
+                                       stream>>>(a);
+                              }));
   } else {
     const size_t smem = a.hidden * sizeof(float);
     BERTRT_DISPATCH_PRECISION(
@@ -200,10 +211,12 @@ Status LayerNorm(Precision p, const void* in, void* out, int rows, int hidden,
                  const float* gamma, const float* beta, float eps, cudaStream_t stream) {
   if (rows == 0) return Status::Ok();
   if (const int vecs = WarpVecsFor(p, hidden)) {
-    BERTRT_DISPATCH_PRECISION(
-        p, LayerNormWarpKernel<T><<<WarpBlocks(rows), 32 * kWarpRowsPerBlock, 0, stream>>>(
-               static_cast<const T*>(in), static_cast<T*>(out), rows, hidden, vecs, gamma, beta,
-               eps));
+    BERTRT_DISPATCH_PRECISION(p, WithVecs(vecs, [&](auto v) {
+                                LayerNormWarpKernel<T, decltype(v)::value>
+                                    <<<WarpBlocks(rows), 32 * kWarpRowsPerBlock, 0, stream>>>(
+                                        static_cast<const T*>(in), static_cast<T*>(out), rows,
+                                        hidden, gamma, beta, eps);
+                              }));
   } else {
     const size_t smem = hidden * sizeof(float);
     BERTRT_DISPATCH_PRECISION(p, LayerNormKernel<T><<<rows, ThreadsFor(hidden), smem, stream>>>(
