@@ -60,7 +60,13 @@ StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> mode
                              ": the CPU engine runs fp32 only; use --device cuda for fp16/bf16");
     CpuEngineOptions options;
     options.threads = flags.threads;
-    return CreateCpuEngine(std::move(model), options);
+    std::shared_ptr<const Model> widened = WithFloat32Weights(model);
+    if (widened != model)
+      std::fprintf(stderr,
+                   "notice: %s: fp16/bf16 weights widened to fp32 for the CPU engine, which "
+                   "computes in fp32\n",
+                   model->source.c_str());
+    return CreateCpuEngine(std::move(widened), options);
   }
   if (device == "cuda") {
     CudaEngineOptions options;

@@ -19,8 +19,8 @@ struct GpuInfo {
 // Whether this binary was built with the CUDA backend.
 bool BuiltWithCuda();
 
-// The GPUs visible to this process; FailedPrecondition saying why when there
-// are none (no CUDA in this build, no driver, no device).
+// The GPUs visible to this process, read once; FailedPrecondition saying why
+// when there are none (no CUDA in this build, no driver, no device).
 StatusOr<std::vector<GpuInfo>> ListGpus();
 
 // Bytes of GPU `device`'s memory in use by every process (total - free), for

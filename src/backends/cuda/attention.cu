@@ -126,11 +126,11 @@ Status LaunchGeneralFor(const AttentionArgs& a, int d, cudaStream_t stream) {
   return LaunchGeneral<T, 8>(a, d, stream);
 }
 
-template <typename T, int D, int kWarps>
+template <typename T, int D, int kWarps, int kRowTiles>
 Status LaunchMma(const AttentionArgs& a, cudaStream_t stream) {
-  constexpr int kQueries = kWarps * 16;
+  constexpr int kQueries = kWarps * 16 * kRowTiles;
   constexpr size_t kSmem = AttentionMmaSmemBytes<T, D>();
-  auto kernel = AttentionMmaKernel<T, D, kWarps>;
+  auto kernel = AttentionMmaKernel<T, D, kWarps, kRowTiles>;
   // Per device, so set on every launch (a host-side attribute, cheap).
   if (kSmem > 48 * 1024)
     CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
@@ -143,12 +143,16 @@ Status LaunchMma(const AttentionArgs& a, cudaStream_t stream) {
 }
 
 // 128-query blocks read each K/V tile once for twice the queries; they pay
-// off when sequences fill them, and at head dim 128 their registers would
-// leave one block per SM, so there 64-query blocks stay.
+// off when sequences fill them. Their 4 warps take two row tiles each (on the
+// H200 at seq 128 and 384, 6% and 10% faster than 8 warps with one, although
+// the registers leave 8 warps per SM instead of 16). At head dim 128 two row
+// tiles would spill, so there 64-query blocks stay.
 template <typename T, int D>
 Status LaunchMmaForLength(const AttentionArgs& a, cudaStream_t stream) {
-  if (D <= 64 && a.max_len > 64) return LaunchMma<T, D, 8>(a, stream);
-  return LaunchMma<T, D, 4>(a, stream);
+  if constexpr (D <= 64) {
+    if (a.max_len > 64) return LaunchMma<T, D, 4, 2>(a, stream);
+  }
+  return LaunchMma<T, D, 4, 1>(a, stream);
 }
 
 template <typename T>

@@ -1,8 +1,9 @@
 // Variable-length attention on tensor cores (fp16/bf16, head dims 32/64/128),
 // flash-attention style: one block of kWarps warps per (sequence, head,
-// 16 * kWarps queries); each warp owns 16 query rows, streams 64-key tiles of
-// K and V through shared memory and keeps the softmax running max and sum in
-// fp32 registers, so the [len, len] score matrix never exists in memory.
+// 16 * kWarps * kRowTiles queries); each warp owns kRowTiles tiles of 16 query
+// rows, streams 64-key tiles of K and V through shared memory and keeps the
+// softmax running max and sum in fp32 registers, so the [len, len] score
+// matrix never exists in memory.
 //
 // K/V tiles arrive by cp.async into two shared-memory stages: the next tile's
 // copy is in flight while the current one is multiplied, and a thread's copies
@@ -123,15 +124,17 @@ __device__ __forceinline__ float Exp2(float x) {
 
 // scale_log2 = log2(e) / sqrt(D): the softmax runs in base 2.
 // Launched with AttentionMmaSmemBytes<T, D>() of dynamic shared memory.
-// Up to head dim 64 the registers are capped at 128 per thread, so that 16
-// warps fit on an SM (at 142, an 8-warp block ran alone); at 128 the fragments
-// need more.
-template <typename T, int D, int kWarps>
-__global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 16 / kWarps : 1)
+// Each warp owns kRowTiles tiles of 16 query rows: with two, every K and V
+// fragment read from shared memory feeds two MMAs instead of one. One row
+// tile up to head dim 64 caps the registers at 128 per thread, so that 16
+// warps fit on an SM (at 142, an 8-warp block ran alone).
+template <typename T, int D, int kWarps, int kRowTiles>
+__global__ void __launch_bounds__(kWarps * 32, kRowTiles == 1 && D <= 64 ? 16 / kWarps : 1)
     AttentionMmaKernel(AttentionArgs a, float scale_log2) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int kThreads = kWarps * 32;
-  constexpr int kQueries = kWarps * 16;
+  constexpr int kWarpRows = 16 * kRowTiles;
+  constexpr int kQueries = kWarps * kWarpRows;
   constexpr int kStride = D + 8;
   constexpr int kTile = kMmaKeys * kStride;  // elements of one K or V stage
   constexpr int kChunks = D / 16;
@@ -151,9 +154,15 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 16 / kWarps : 1)
   const T* base = static_cast<const T*>(a.qkv) + begin * ld + head * D;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
-  const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
+  // Row tile r holds rows rows[r][0] (fragment rows g) and rows[r][1] (g + 8).
+  int rows[kRowTiles][2];
+#pragma unroll
+  for (int r = 0; r < kRowTiles; ++r) {
+    rows[r][0] = q0 + warp * kWarpRows + 16 * r + g;
+    rows[r][1] = rows[r][0] + 8;
+  }
   // A warp past the sequence's end still copies tiles and meets the barriers.
-  const bool active = q0 + warp * 16 < len;
+  const bool active = q0 + warp * kWarpRows < len;
 
   // Rows past the end are zero-filled: their scores are masked to -inf, and
   // a zero V row keeps 0 * V finite.
@@ -171,21 +180,32 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 16 / kWarps : 1)
   };
   load_tile(0, 0);
 
-  uint32_t qf[kChunks][4];
+  uint32_t qf[kRowTiles][kChunks][4];
 #pragma unroll
-  for (int c = 0; c < kChunks; ++c) {
-    const T* q0p = base + r0 * ld + 16 * c + 2 * t;
-    const T* q1p = base + r1 * ld + 16 * c + 2 * t;
-    qf[c][0] = r0 < len ? Load32(q0p) : 0u;
-    qf[c][1] = r1 < len ? Load32(q1p) : 0u;
-    qf[c][2] = r0 < len ? Load32(q0p + 8) : 0u;
-    qf[c][3] = r1 < len ? Load32(q1p + 8) : 0u;
+  for (int r = 0; r < kRowTiles; ++r) {
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const T* p0 = base + rows[r][0] * ld + 16 * c + 2 * t;
+      const T* p1 = base + rows[r][1] * ld + 16 * c + 2 * t;
+      qf[r][c][0] = rows[r][0] < len ? Load32(p0) : 0u;
+      qf[r][c][1] = rows[r][1] < len ? Load32(p1) : 0u;
+      qf[r][c][2] = rows[r][0] < len ? Load32(p0 + 8) : 0u;
+      qf[r][c][3] = rows[r][1] < len ? Load32(p1 + 8) : 0u;
+    }
   }
 
-  float o[kDTiles][4];
+  float o[kRowTiles][kDTiles][4];
+  // Per row tile and fragment row (g, g + 8): the running max (of unscaled
+  // scores, so that scaling and subtracting it are one FMA per score) and
+  // this lane's partial sum.
+  float m[kRowTiles][2], l[kRowTiles][2];
 #pragma unroll
-  for (int d = 0; d < kDTiles; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
-  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+  for (int r = 0; r < kRowTiles; ++r) {
+#pragma unroll
+    for (int d = 0; d < kDTiles; ++d) o[r][d][0] = o[r][d][1] = o[r][d][2] = o[r][d][3] = 0.0f;
+    m[r][0] = m[r][1] = -INFINITY;
+    l[r][0] = l[r][1] = 0.0f;
+  }
 
   for (int k0 = 0, stage = 0; k0 < len; k0 += kMmaKeys, stage ^= 1) {
     // The other stage was consumed before the previous iteration's last barrier.
@@ -199,10 +219,11 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 16 / kWarps : 1)
     if (active) {
       const T* kt = ks + stage * kTile;
       const T* vt = vs + stage * kTile;
-      float sc[kKeyTiles][4];
+      float sc[kRowTiles][kKeyTiles][4];
 #pragma unroll
       for (int j = 0; j < kKeyTiles; ++j) {
-        sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;
+#pragma unroll
+        for (int r = 0; r < kRowTiles; ++r) sc[r][j][0] = sc[r][j][1] = sc[r][j][2] = sc[r][j][3] = 0.0f;
         // Lanes 8m..8m+7 address keys 8j..8j+7 at dims 16c + 8m: b[0..1] is
         // chunk c's fragment, b[2..3] chunk c + 1's.
         const T* k_rows = kt + (8 * j + (lane & 7)) * kStride + 8 * (lane >> 3);
@@ -210,70 +231,82 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 16 / kWarps : 1)
         for (int c = 0; c < kChunks; c += 2) {
           uint32_t b[4];
           LoadMatrixX4(b, k_rows + 16 * c);
-          Mma16816(sc[j], qf[c], b, T{});
-          Mma16816(sc[j], qf[c + 1], b + 2, T{});
+#pragma unroll
+          for (int r = 0; r < kRowTiles; ++r) {
+            Mma16816(sc[r][j], qf[r][c], b, T{});
+            Mma16816(sc[r][j], qf[r][c + 1], b + 2, T{});
+          }
         }
       }
 
-      // The running max is kept on unscaled scores, so that scaling and
-      // subtracting it are one FMA per score; only the sequence's last tile
-      // has keys to mask (the branch is uniform across the block).
+      // Only the sequence's last tile has keys to mask (the branch is
+      // uniform across the block).
       if (k0 + kMmaKeys > len) {
 #pragma unroll
         for (int j = 0; j < kKeyTiles; ++j) {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            if (k0 + 8 * j + 2 * t + e >= len) sc[j][e] = sc[j][2 + e] = -INFINITY;
+            if (k0 + 8 * j + 2 * t + e >= len) {
+#pragma unroll
+              for (int r = 0; r < kRowTiles; ++r) sc[r][j][e] = sc[r][j][2 + e] = -INFINITY;
+            }
           }
         }
       }
-      float mx0 = m0, mx1 = m1;
 #pragma unroll
-      for (int j = 0; j < kKeyTiles; ++j) {
-        mx0 = fmaxf(mx0, fmaxf(sc[j][0], sc[j][1]));
-        mx1 = fmaxf(mx1, fmaxf(sc[j][2], sc[j][3]));
-      }
-      // A row's 8-key slices live in the 4 lanes of one group.
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-      // The tile holds at least one valid key, so mx0/mx1 are finite (and
-      // the first tile's alpha is 2^-inf = 0).
-      const float alpha0 = Exp2((m0 - mx0) * scale_log2);
-      const float alpha1 = Exp2((m1 - mx1) * scale_log2);
-      m0 = mx0;
-      m1 = mx1;
-      const float shift0 = -m0 * scale_log2, shift1 = -m1 * scale_log2;
-      float sum0 = 0.0f, sum1 = 0.0f;
+      for (int r = 0; r < kRowTiles; ++r) {
+        float mx0 = m[r][0], mx1 = m[r][1];
 #pragma unroll
-      for (int j = 0; j < kKeyTiles; ++j) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          sc[j][e] = Exp2(fmaf(sc[j][e], scale_log2, shift0));
-          sc[j][2 + e] = Exp2(fmaf(sc[j][2 + e], scale_log2, shift1));
-          sum0 += sc[j][e];
-          sum1 += sc[j][2 + e];
+        for (int j = 0; j < kKeyTiles; ++j) {
+          mx0 = fmaxf(mx0, fmaxf(sc[r][j][0], sc[r][j][1]));
+          mx1 = fmaxf(mx1, fmaxf(sc[r][j][2], sc[r][j][3]));
         }
-      }
-      // Partial sums per lane; alpha is uniform along a row, so the lanes'
-      // partials are reduced once at the end.
-      l0 = l0 * alpha0 + sum0;
-      l1 = l1 * alpha1 + sum1;
+        // A row's 8-key slices live in the 4 lanes of one group.
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        // The tile holds at least one valid key, so mx0/mx1 are finite (and
+        // the first tile's alpha is 2^-inf = 0).
+        const float alpha0 = Exp2((m[r][0] - mx0) * scale_log2);
+        const float alpha1 = Exp2((m[r][1] - mx1) * scale_log2);
+        m[r][0] = mx0;
+        m[r][1] = mx1;
+        const float shift0 = -mx0 * scale_log2, shift1 = -mx1 * scale_log2;
+        float sum0 = 0.0f, sum1 = 0.0f;
 #pragma unroll
-      for (int d = 0; d < kDTiles; ++d) {
-        o[d][0] *= alpha0;
-        o[d][1] *= alpha0;
-        o[d][2] *= alpha1;
-        o[d][3] *= alpha1;
+        for (int j = 0; j < kKeyTiles; ++j) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            sc[r][j][e] = Exp2(fmaf(sc[r][j][e], scale_log2, shift0));
+            sc[r][j][2 + e] = Exp2(fmaf(sc[r][j][2 + e], scale_log2, shift1));
+            sum0 += sc[r][j][e];
+            sum1 += sc[r][j][2 + e];
+          }
+        }
+        // Partial sums per lane; alpha is uniform along a row, so the lanes'
+        // partials are reduced once at the end.
+        l[r][0] = l[r][0] * alpha0 + sum0;
+        l[r][1] = l[r][1] * alpha1 + sum1;
+#pragma unroll
+        for (int d = 0; d < kDTiles; ++d) {
+          o[r][d][0] *= alpha0;
+          o[r][d][1] *= alpha0;
+          o[r][d][2] *= alpha1;
+          o[r][d][3] *= alpha1;
+        }
       }
 
 #pragma unroll
       for (int kk = 0; kk < kMmaKeys / 16; ++kk) {
-        const uint32_t pa[4] = {PackFloats(sc[2 * kk][0], sc[2 * kk][1], T{}),
-                                PackFloats(sc[2 * kk][2], sc[2 * kk][3], T{}),
-                                PackFloats(sc[2 * kk + 1][0], sc[2 * kk + 1][1], T{}),
-                                PackFloats(sc[2 * kk + 1][2], sc[2 * kk + 1][3], T{})};
+        uint32_t pa[kRowTiles][4];
+#pragma unroll
+        for (int r = 0; r < kRowTiles; ++r) {
+          pa[r][0] = PackFloats(sc[r][2 * kk][0], sc[r][2 * kk][1], T{});
+          pa[r][1] = PackFloats(sc[r][2 * kk][2], sc[r][2 * kk][3], T{});
+          pa[r][2] = PackFloats(sc[r][2 * kk + 1][0], sc[r][2 * kk + 1][1], T{});
+          pa[r][3] = PackFloats(sc[r][2 * kk + 1][2], sc[r][2 * kk + 1][3], T{});
+        }
         // Lanes 0..15 address keys 16kk..16kk+15 at dims 8d, lanes 16..31
         // the same keys at dims 8(d + 1): b[0..1] is tile d's fragment,
         // b[2..3] tile d + 1's.
@@ -282,8 +315,11 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 16 / kWarps : 1)
         for (int d = 0; d < kDTiles; d += 2) {
           uint32_t b[4];
           LoadMatrixX4Transposed(b, v_rows + 8 * d);
-          Mma16816(o[d], pa, b, T{});
-          Mma16816(o[d + 1], pa, b + 2, T{});
+#pragma unroll
+          for (int r = 0; r < kRowTiles; ++r) {
+            Mma16816(o[r][d], pa[r], b, T{});
+            Mma16816(o[r][d + 1], pa[r], b + 2, T{});
+          }
         }
       }
     }
@@ -291,20 +327,25 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 16 / kWarps : 1)
   }
   if (!active) return;
 
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-  const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
   T* out = static_cast<T*>(a.ctx) + static_cast<size_t>(begin) * hidden + head * D + 2 * t;
 #pragma unroll
-  for (int d = 0; d < kDTiles; ++d) {
-    if (r0 < len)
-      *reinterpret_cast<uint32_t*>(out + static_cast<size_t>(r0) * hidden + 8 * d) =
-          PackFloats(o[d][0] * inv0, o[d][1] * inv0, T{});
-    if (r1 < len)
-      *reinterpret_cast<uint32_t*>(out + static_cast<size_t>(r1) * hidden + 8 * d) =
-          PackFloats(o[d][2] * inv1, o[d][3] * inv1, T{});
+  for (int r = 0; r < kRowTiles; ++r) {
+    float sum[2] = {l[r][0], l[r][1]};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
+      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
+    }
+    const float inv0 = 1.0f / sum[0], inv1 = 1.0f / sum[1];
+#pragma unroll
+    for (int d = 0; d < kDTiles; ++d) {
+      if (rows[r][0] < len)
+        *reinterpret_cast<uint32_t*>(out + static_cast<size_t>(rows[r][0]) * hidden + 8 * d) =
+            PackFloats(o[r][d][0] * inv0, o[r][d][1] * inv0, T{});
+      if (rows[r][1] < len)
+        *reinterpret_cast<uint32_t*>(out + static_cast<size_t>(rows[r][1]) * hidden + 8 * d) =
+            PackFloats(o[r][d][2] * inv1, o[r][d][3] * inv1, T{});
+    }
   }
 #endif
 }

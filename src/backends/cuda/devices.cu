@@ -6,7 +6,9 @@ namespace bertrt {
 
 bool BuiltWithCuda() { return true; }
 
-StatusOr<std::vector<GpuInfo>> ListGpus() {
+namespace {
+
+StatusOr<std::vector<GpuInfo>> ReadGpus() {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess)
@@ -21,6 +23,15 @@ StatusOr<std::vector<GpuInfo>> ListGpus() {
       return Internal("cudaGetDeviceProperties(" + std::to_string(i) + "): " + cudaGetErrorString(err));
     gpus.push_back({i, prop.name, prop.major * 10 + prop.minor, prop.totalGlobalMem});
   }
+  return gpus;
+}
+
+}  // namespace
+
+StatusOr<std::vector<GpuInfo>> ListGpus() {
+  // The GPUs a process sees are fixed when CUDA initializes, so they are read
+  // once (the server's repository poll asks on every pass).
+  static const StatusOr<std::vector<GpuInfo>> gpus = ReadGpus();
   return gpus;
 }
 

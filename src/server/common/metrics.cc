@@ -153,6 +153,13 @@ void Metrics::AddInFlight(int delta) {
 }
 
 std::string Metrics::Render() const {
+  std::string out = RenderCounters();
+  // Outside the lock: a slow driver call must not hold up request counting.
+  Nvml::Get().Render(out);
+  return out;
+}
+
+std::string Metrics::RenderCounters() const {
   std::lock_guard lock(mu_);
   std::string out;
   Header(out, "bertrt_request_success_total", "counter", "Requests answered successfully.");
@@ -196,7 +203,6 @@ std::string Metrics::Render() const {
              Escape(key.second) + "\"} " + Num(v) + "\n";
     }
   }
-  Nvml::Get().Render(out);
   return out;
 }
 

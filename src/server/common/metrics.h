@@ -36,9 +36,11 @@ class Metrics {
   void ObserveBatch(const std::string& model, const std::string& instance, int sequences,
                     int tokens, double compute_seconds);
   void AddInFlight(int delta);
+  // The Prometheus text: the counters above, then the NVML GPU gauges.
   std::string Render() const;
 
  private:
+  std::string RenderCounters() const;
   struct PerModel {
     Histogram queue{{1e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}};
     Histogram compute{{1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}};
