@@ -38,7 +38,7 @@ model=/tmp/bertrt-bench/bert-base-seqcls
   --head seq-cls --num-labels 2 -o $model > /dev/null
 # Server settings for GPU saturation: batches of up to 128 sequences of ~128 tokens.
 SERVE_FLAGS=(--device cuda --precision fp16 --max-batch-size 128 --max-batch-tokens 16384
-             --max-queue-delay-us 2000 --max-queue-size 4096)
+             --max-queue-size 4096)
 LOAD_FLAGS=(--lengths 100:126 --sequences-per-request 8 --duration-s "$DURATION" --warmup-s 2)
 
 free_port() { python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"; }

@@ -99,7 +99,8 @@ std::vector<CLI::Option*> AddServingOptions(CLI::App* cmd, ServingFlags* f) {
       cmd->add_option("--max-batch-size", f->max_batch_size, "Sequences per batch")
           ->check(CLI::PositiveNumber),
       cmd->add_option("--max-queue-delay-us", f->max_queue_delay_us,
-                      "Longest wait for a fuller batch")
+                      "Longest wait of an idle instance for a fuller batch (0, Triton's "
+                      "default: batches form from what queues while instances are busy)")
           ->check(CLI::NonNegativeNumber),
       cmd->add_option("--max-queue-size", f->max_queue_size,
                       "Requests waiting per model; beyond: 429")

@@ -41,7 +41,7 @@ struct ServingFlags {
   std::vector<int> gpus;
   int max_batch_tokens = 16384;
   int max_batch_size = 64;
-  int max_queue_delay_us = 2000;
+  int max_queue_delay_us = 0;
   int max_queue_size = 1024;
   int request_timeout_ms = 30000;
   bool auto_truncate = false;

@@ -60,7 +60,10 @@ struct SchedulerOptions {
   // Ascending. When the queue holds at least the smallest, a batch leaves at
   // once, of the largest preferred size the queue fills (Triton's semantics).
   std::vector<int> preferred_batch_sizes;
-  std::chrono::microseconds max_queue_delay{2000};
+  // How long an idle instance waits for a fuller batch. 0 (Triton's default)
+  // runs whatever is queued at once: under load, batches still fill with what
+  // arrives while the instances are busy, and at low load nothing waits.
+  std::chrono::microseconds max_queue_delay{0};
   size_t max_queue_size = 1024;                  // requests waiting; beyond: ResourceExhausted
   std::chrono::milliseconds request_timeout{0};  // 0: none
   std::function<void(const BatchStats&)> on_batch;
