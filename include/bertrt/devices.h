@@ -28,11 +28,11 @@ StatusOr<std::vector<GpuInfo>> ListGpus();
 StatusOr<size_t> GpuMemoryInUse(int device);
 
 // Creates the CUDA contexts of `devices` (every visible GPU when empty) on a
-// thread of its own. Context creation is the slowest step of starting a CUDA
-// engine; begun before the model is read, it overlaps with the reading, and
-// the engines created afterwards find their contexts made. Joins in the
-// destructor. Without CUDA or a GPU it does nothing (engine creation reports
-// that).
+// thread of its own, and opens cuBLASLt on another. These are the slowest
+// steps of starting a CUDA engine; begun before the model is read, they
+// overlap with the reading, and the engines created afterwards find them
+// done. Joins in the destructor. Without CUDA or a GPU it does nothing
+// (engine creation reports that).
 class GpuContextWarmup {
  public:
   explicit GpuContextWarmup(std::vector<int> devices = {});
@@ -41,7 +41,7 @@ class GpuContextWarmup {
   GpuContextWarmup& operator=(const GpuContextWarmup&) = delete;
 
  private:
-  std::thread thread_;
+  std::thread context_thread_, library_thread_;
 };
 
 }  // namespace bertrt

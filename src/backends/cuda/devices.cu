@@ -1,5 +1,6 @@
 #include <cuda_runtime.h>
 
+#include "backends/cuda/cublaslt_api.h"
 #include "bertrt/devices.h"
 
 namespace bertrt {
@@ -36,7 +37,7 @@ StatusOr<std::vector<GpuInfo>> ListGpus() {
 }
 
 GpuContextWarmup::GpuContextWarmup(std::vector<int> devices)
-    : thread_([devices = std::move(devices)] {
+    : context_thread_([devices = std::move(devices)] {
         int count = 0;
         if (cudaGetDeviceCount(&count) != cudaSuccess) return;
         std::vector<int> wanted = devices;
@@ -46,10 +47,13 @@ GpuContextWarmup::GpuContextWarmup(std::vector<int> devices)
           // create the current device's primary context.
           if (d >= 0 && d < count && cudaSetDevice(d) == cudaSuccess) cudaFree(nullptr);
         }
-      }) {}
+      }),
+      // An error here is the engine's to report, when it asks again.
+      library_thread_([] { (void)cuda::CublasLt(); }) {}
 
 GpuContextWarmup::~GpuContextWarmup() {
-  if (thread_.joinable()) thread_.join();
+  if (context_thread_.joinable()) context_thread_.join();
+  if (library_thread_.joinable()) library_thread_.join();
 }
 
 StatusOr<size_t> GpuMemoryInUse(int device) {

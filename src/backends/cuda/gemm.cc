@@ -6,6 +6,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "backends/cuda/cublaslt_api.h"
 #include "backends/cuda/cuda_check.h"
 
 namespace bertrt::cuda {
@@ -36,8 +37,9 @@ cublasLtEpilogue_t LtEpilogue(Epilogue e) {
 }
 
 template <typename V>
-Status SetDesc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const V& value) {
-  CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value)));
+Status SetDesc(const CublasLtApi& lt, cublasLtMatmulDesc_t desc,
+               cublasLtMatmulDescAttributes_t attr, const V& value) {
+  CUBLAS_RETURN_IF_ERROR(lt.MatmulDescSetAttribute(desc, attr, &value, sizeof(value)));
   return Status::Ok();
 }
 
@@ -62,17 +64,18 @@ struct Event {
 
 }  // namespace
 
-void LtGemm::DestroyPlan(Plan& plan) {
-  if (plan.a) cublasLtMatrixLayoutDestroy(plan.a);
-  if (plan.b) cublasLtMatrixLayoutDestroy(plan.b);
-  if (plan.c) cublasLtMatrixLayoutDestroy(plan.c);
-  if (plan.desc) cublasLtMatmulDescDestroy(plan.desc);
+void LtGemm::DestroyPlan(Plan& plan) const {
+  if (plan.a) lt_->MatrixLayoutDestroy(plan.a);
+  if (plan.b) lt_->MatrixLayoutDestroy(plan.b);
+  if (plan.c) lt_->MatrixLayoutDestroy(plan.c);
+  if (plan.desc) lt_->MatmulDescDestroy(plan.desc);
 }
 
 LtGemm::~LtGemm() {
+  if (!lt_) return;  // never initialized: nothing was created
   for (auto& [key, plan] : plans_) DestroyPlan(plan);
   if (workspace_) cudaFree(workspace_);
-  if (handle_) cublasLtDestroy(handle_);
+  if (handle_) lt_->Destroy(handle_);
 }
 
 Status LtGemm::Init(Precision precision, size_t workspace_bytes, const std::string& gpu_name) {
@@ -80,7 +83,8 @@ Status LtGemm::Init(Precision precision, size_t workspace_bytes, const std::stri
   gpu_name_ = gpu_name;
   const char* env = std::getenv("BERTRT_GEMM_TUNING");
   tuning_ = env && std::string(env) == "1";
-  CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&handle_));
+  ASSIGN_OR_RETURN(lt_, CublasLt());
+  CUBLAS_RETURN_IF_ERROR(lt_->Create(&handle_));
   CUDA_RETURN_IF_ERROR(cudaMalloc(&workspace_, workspace_bytes));
   workspace_bytes_ = workspace_bytes;
   return Status::Ok();
@@ -126,7 +130,7 @@ Status LtGemm::Tune(const Key& key, Plan& plan, const void* x, const void* w, co
   float best_ms = std::numeric_limits<float>::max();
   for (const cublasLtMatmulAlgo_t& algo : plan.candidates) {
     auto run = [&] {
-      return cublasLtMatmul(handle_, plan.desc, &alpha, w, plan.a, x, plan.b, &beta, c, plan.c, y,
+      return lt_->Matmul(handle_, plan.desc, &alpha, w, plan.a, x, plan.b, &beta, c, plan.c, y,
                             plan.c, &algo, workspace_, workspace_bytes_, stream);
     };
     // A candidate the library cannot run here is skipped, not an error.
@@ -157,25 +161,26 @@ Status LtGemm::Tune(const Key& key, Plan& plan, const void* x, const void* w, co
 // A = W with transa = T, B = x with transb = N, D with leading dimension m.
 Status LtGemm::BuildPlan(const Key& key, const void* bias, Plan* p) const {
   const cudaDataType_t dt = DataType(precision_);
-  CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  RETURN_IF_ERROR(SetDesc(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T));
-  RETURN_IF_ERROR(SetDesc(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N));
-  RETURN_IF_ERROR(SetDesc(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, LtEpilogue(key.epilogue)));
-  RETURN_IF_ERROR(SetDesc(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias));
-  CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p->a, dt, key.k, key.m, key.k));
-  CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p->b, dt, key.k, key.n, key.k));
-  CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p->c, dt, key.m, key.n, key.m));
+  const CublasLtApi& lt = *lt_;
+  CUBLAS_RETURN_IF_ERROR(lt.MatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  RETURN_IF_ERROR(SetDesc(lt, p->desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T));
+  RETURN_IF_ERROR(SetDesc(lt, p->desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N));
+  RETURN_IF_ERROR(SetDesc(lt, p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, LtEpilogue(key.epilogue)));
+  RETURN_IF_ERROR(SetDesc(lt, p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias));
+  CUBLAS_RETURN_IF_ERROR(lt.MatrixLayoutCreate(&p->a, dt, key.k, key.m, key.k));
+  CUBLAS_RETURN_IF_ERROR(lt.MatrixLayoutCreate(&p->b, dt, key.k, key.n, key.k));
+  CUBLAS_RETURN_IF_ERROR(lt.MatrixLayoutCreate(&p->c, dt, key.m, key.n, key.m));
 
   cublasLtMatmulPreference_t pref = nullptr;
-  CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
-  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
+  CUBLAS_RETURN_IF_ERROR(lt.MatmulPreferenceCreate(&pref));
+  cublasStatus_t st = lt.MatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_, sizeof(workspace_bytes_));
   cublasLtMatmulHeuristicResult_t results[kTunedCandidates] = {};
   int found = 0;
   if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasLtMatmulAlgoGetHeuristic(handle_, p->desc, p->a, p->b, p->c, p->c, pref,
-                                        kTunedCandidates, results, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
+    st = lt.MatmulAlgoGetHeuristic(handle_, p->desc, p->a, p->b, p->c, p->c, pref,
+                                   kTunedCandidates, results, &found);
+  lt.MatmulPreferenceDestroy(pref);
   const std::string shape = "[" + std::to_string(key.n) + ", " + std::to_string(key.k) + "] x [" +
                             std::to_string(key.m) + ", " + std::to_string(key.k) + "]^T in " +
                             PrecisionName(precision_);
@@ -193,7 +198,7 @@ Status LtGemm::Linear(const void* x, int rows, int in, const void* w, const void
   if (rows == 0) return Status::Ok();
   const Key key{out, rows, in, epilogue};
   ASSIGN_OR_RETURN(Plan * plan, GetPlan(key, bias));
-  RETURN_IF_ERROR(SetDesc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias));
+  RETURN_IF_ERROR(SetDesc(*lt_, plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias));
   const float alpha = 1.0f, beta = residual ? 1.0f : 0.0f;
   // With beta = 0, C is not read; D stands in for it.
   const void* c = residual ? residual : y;
@@ -205,9 +210,9 @@ Status LtGemm::Linear(const void* x, int rows, int in, const void* w, const void
     if (capture == cudaStreamCaptureStatusNone)
       RETURN_IF_ERROR(Tune(key, *plan, x, w, c, y, beta, stream));
   }
-  CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, plan->desc, &alpha, w, plan->a, x, plan->b, &beta,
-                                        c, plan->c, y, plan->c, &plan->algo, workspace_,
-                                        workspace_bytes_, stream));
+  CUBLAS_RETURN_IF_ERROR(lt_->Matmul(handle_, plan->desc, &alpha, w, plan->a, x, plan->b, &beta, c,
+                                     plan->c, y, plan->c, &plan->algo, workspace_,
+                                     workspace_bytes_, stream));
   return Status::Ok();
 }
 

@@ -12,6 +12,8 @@
 #pragma once
 
 #include <cublasLt.h>
+
+#include "backends/cuda/cublaslt_api.h"
 #include <cuda_runtime.h>
 
 #include <compare>
@@ -65,13 +67,14 @@ class LtGemm {
   };
   StatusOr<Plan*> GetPlan(const Key& key, const void* bias);
   Status BuildPlan(const Key& key, const void* bias, Plan* plan) const;
-  static void DestroyPlan(Plan& plan);
+  void DestroyPlan(Plan& plan) const;
   // Times the candidates on these operands and keeps the fastest.
   Status Tune(const Key& key, Plan& plan, const void* x, const void* w, const void* c, void* y,
               float beta, cudaStream_t stream);
   std::string CacheKey(const Key& key) const;
 
   Precision precision_ = Precision::kFp16;
+  const CublasLtApi* lt_ = nullptr;  // set by Init
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;

@@ -1,0 +1,59 @@
+#include "backends/cuda/cublaslt_api.h"
+
+#include <dlfcn.h>
+
+#include <string>
+#include <type_traits>
+
+namespace bertrt::cuda {
+namespace {
+
+StatusOr<CublasLtApi> Open() {
+  const std::string name = "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR);
+  // RTLD_LOCAL: its symbols stay out of the global namespace; the table is
+  // the only way in. The loader's search path (LD_LIBRARY_PATH, ld.so.cache)
+  // first, then the toolkit the build used and the toolkit's usual homes.
+  void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+  const std::string first_error = lib ? "" : dlerror();
+  for (const char* dir : {BERTRT_CUDA_LIBRARY_DIR, "/usr/local/cuda/lib64",
+                          "/usr/local/cuda/targets/x86_64-linux/lib"}) {
+    if (lib) break;
+    lib = dlopen((std::string(dir) + "/" + name).c_str(), RTLD_NOW | RTLD_LOCAL);
+  }
+  if (!lib)
+    return FailedPrecondition("cannot open " + name + " (" + first_error + "): install the CUDA " +
+                              std::to_string(CUBLAS_VER_MAJOR) +
+                              " cuBLAS library or add its directory to LD_LIBRARY_PATH");
+  CublasLtApi api{};
+  std::string missing;
+  auto bind = [&](auto& fn, const char* symbol) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, symbol));
+    if (!fn) missing += std::string(missing.empty() ? "" : ", ") + symbol;
+  };
+  bind(api.Create, "cublasLtCreate");
+  bind(api.Destroy, "cublasLtDestroy");
+  bind(api.Matmul, "cublasLtMatmul");
+  bind(api.MatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic");
+  bind(api.MatmulDescCreate, "cublasLtMatmulDescCreate");
+  bind(api.MatmulDescDestroy, "cublasLtMatmulDescDestroy");
+  bind(api.MatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute");
+  bind(api.MatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate");
+  bind(api.MatmulPreferenceDestroy, "cublasLtMatmulPreferenceDestroy");
+  bind(api.MatmulPreferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute");
+  bind(api.MatrixLayoutCreate, "cublasLtMatrixLayoutCreate");
+  bind(api.MatrixLayoutDestroy, "cublasLtMatrixLayoutDestroy");
+  if (!missing.empty())
+    return FailedPrecondition(name + " lacks " + missing + ": it is not the cuBLAS " +
+                              std::to_string(CUBLAS_VER_MAJOR) + " this bertrt was built with");
+  return api;  // the library stays open for the life of the process
+}
+
+}  // namespace
+
+StatusOr<const CublasLtApi*> CublasLt() {
+  static const StatusOr<CublasLtApi> api = Open();
+  if (!api.ok()) return api.status();
+  return &*api;
+}
+
+}  // namespace bertrt::cuda
