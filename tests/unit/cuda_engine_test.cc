@@ -335,6 +335,32 @@ TEST(CudaEngineTest, GraphReplayMatchesEagerRunsAndServesTheWholeBucket) {
   }
 }
 
+// Past 2048 tokens the buckets step by up to 1/16 of the size: 41 sequences
+// of 500 tokens (20,500) pad to 21,504 tokens, more than the 7 dummies the
+// sequence count leaves can hold at 64 tokens each, so the batch gets 64
+// sequences. Eager, captured and replayed runs agree, and with the CPU.
+TEST(CudaEngineTest, LargeBucketsSpreadThePaddingOverEnoughDummies) {
+  SKIP_WITHOUT_GPU();
+  const Spec s{"tokcls", 128, 4, 256, HiddenAct::kGelu, HeadKind::kTokenClassification};
+  auto model = MakeModel(s, 51);
+  auto cpu = CreateCpuEngine(model, {});
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  auto gpu = MakeCuda(model, Precision::kFp16);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  const RaggedBatch batch = MakeBatch(std::vector<int>(41, 500), 52);
+  std::vector<BatchOutputs> runs;
+  for (int i = 0; i < 3; ++i) {
+    auto out = (*gpu)->Run(batch, {});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    runs.push_back(std::move(out).value());
+  }
+  ExpectIdentical(runs[1], runs[0], "captured vs eager");
+  ExpectIdentical(runs[2], runs[0], "replayed vs eager");
+  auto want = (*cpu)->Run(batch, {});
+  ASSERT_TRUE(want.ok());
+  ExpectClose(runs[2], *want, Precision::kFp16, "replayed vs cpu");
+}
+
 // Two engines of one model on one GPU pick the same GEMM algorithms (timed
 // ones too, through the shared cache), so they compute the same bits; a
 // profiling engine times every operation.

@@ -48,10 +48,12 @@ constexpr size_t kAlign = 256;
 // not reallocate every time.
 constexpr int kTokenGranularity = 256;
 
-// Buckets: tokens to a multiple of 64 and max_len to a multiple of 64, with
-// at least one dummy sequence (so the padding tokens have a home) and the
-// sequence count to a multiple of 8. The padding P = tokens - t is at least
-// the D dummies and at most D + 63, so every dummy has 1..64 tokens.
+// Buckets: tokens to a multiple of 64 up to 2048 and then to 16 steps per
+// doubling (at most 6.25% padding), so that a server's batches meet few
+// shapes: a new shape costs a graph capture on the request path, and at a
+// steady load those captures set the p99. max_len goes to a multiple of 64.
+// The padding tokens form dummy sequences of 1..64 tokens each, and the
+// sequence count goes to a multiple of 8.
 constexpr int kTokenBucket = 64;
 constexpr int kSeqBucket = 8;
 constexpr int kLenBucket = 64;
@@ -65,6 +67,14 @@ constexpr size_t kMaxSeenShapes = 1024;
 
 size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 int RoundUp(int n, int step) { return (n + step - 1) / step * step; }
+
+// The smallest bucket >= t: the step is the largest power of two (>= 64)
+// that is at most t / 16.
+int TokenBucket(int t) {
+  int step = kTokenBucket;
+  while (step * 2 * 16 <= t) step *= 2;
+  return RoundUp(t, step);
+}
 
 // The shape a batch runs as: the key of its graph.
 struct Shape {
@@ -295,9 +305,18 @@ Shape CudaEngine::ShapeFor(const RaggedBatch& batch, const RunOptions& options) 
     max_len = std::max(max_len, batch.cu_seqlens[s + 1] - batch.cu_seqlens[s]);
   const Shape exact{t, n, max_len, options.last_hidden_state};
   if (!graphs_enabled_) return exact;
-  const int seqs = RoundUp(n + 1, kSeqBucket);
-  const Shape padded{RoundUp(t + seqs - n, kTokenBucket), seqs, RoundUp(max_len, kLenBucket),
-                     options.last_hidden_state};
+  // Every dummy needs a token; padding needs at least one dummy, and enough
+  // of at most kLenBucket tokens each (more than the sequence rounding gives
+  // only when the padding is over 64 tokens, which then outnumbers them). A
+  // batch already on both buckets (128 x 128) runs as it is.
+  int seqs = RoundUp(n, kSeqBucket);
+  int tokens = TokenBucket(t + seqs - n);
+  if (tokens > t && seqs == n) {
+    seqs += kSeqBucket;
+    tokens = TokenBucket(t + kSeqBucket);
+  }
+  seqs = std::max(seqs, RoundUp(n + (tokens - t + kLenBucket - 1) / kLenBucket, kSeqBucket));
+  const Shape padded{tokens, seqs, RoundUp(max_len, kLenBucket), options.last_hidden_state};
   // A fixed reservation is never grown for padding.
   if (options_.max_batch_tokens > 0 && padded.tokens > capacity_tokens_) return exact;
   return padded;
