@@ -117,14 +117,14 @@ std::vector<CLI::Option*> AddServingOptions(CLI::App* cmd, ServingFlags* f) {
 server::ServeDefaults MakeServeDefaults(const EngineFlags& engine, const ServingFlags& serving,
                                         server::Metrics* metrics) {
   server::ServeDefaults d;
-  d.make_engine = [gelu = engine.gelu](std::shared_ptr<const Model> model,
-                                       const server::InstanceSpec& spec) {
-    const EngineFlags flags{spec.device, spec.precision, spec.threads, gelu};
+  d.make_engine = [](std::shared_ptr<const Model> model, const server::InstanceSpec& spec) {
+    const EngineFlags flags{spec.device, spec.precision, spec.threads, spec.gelu};
     return CreateEngine(std::move(model), flags, spec.gpu);
   };
   d.device = engine.device;
   d.precision = engine.precision;
   d.threads = engine.threads;
+  d.gelu = engine.gelu;
   d.instances = serving.instances;
   d.gpus = serving.gpus;
   d.scheduler.max_batch_tokens = serving.max_batch_tokens;

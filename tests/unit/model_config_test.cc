@@ -49,6 +49,7 @@ TEST(ModelConfig, TritonStyleConfigParses) {
     ]
     parameters { key: "precision" value: { string_value: "bf16" } }
     parameters { key: "max_batch_tokens" value: { string_value: "8192" } }
+    parameters { key: "gelu" value: { string_value: "exact" } }
   )");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(*c->max_batch_size, 32);
@@ -65,6 +66,7 @@ TEST(ModelConfig, TritonStyleConfigParses) {
   EXPECT_EQ(c->version_policy->num_versions, 2);
   EXPECT_EQ(*c->precision, "bf16");
   EXPECT_EQ(*c->max_batch_tokens, 8192);
+  EXPECT_EQ(*c->gelu, "exact");
 }
 
 TEST(ModelConfig, ShorthandQueueSizeAndOtherPolicies) {
@@ -94,6 +96,7 @@ TEST(ModelConfig, MistakesAreClearErrors) {
               "disagree");
   ExpectError("parameters { key: \"precision\" value { string_value: \"int8\" } }", "int8");
   ExpectError("parameters { key: \"threads\" value { string_value: \"many\" } }", "positive");
+  ExpectError("parameters { key: \"gelu\" value { string_value: \"fast\" } }", "tanh or exact");
   ExpectError("parameters { key: \"colour\" value { string_value: \"red\" } }", "unknown key");
   ExpectError("version_policy { specific { } }", "at least one version");
   ExpectError("max_batch_size: \"x\"", "line 1");
@@ -110,9 +113,11 @@ TEST(ModelConfig, ResolveAppliesConfigOverDefaults) {
   ServeDefaults d;
   d.scheduler.max_batch_size = 64;
   d.threads = 3;
+  EXPECT_EQ(d.gelu, "tanh");
   auto c = Parse(R"(max_batch_size: 16
                     dynamic_batching { preferred_batch_size: [8, 4] max_queue_delay_microseconds: 100 }
-                    instance_group [ { count: 2 kind: KIND_CPU } ])");
+                    instance_group [ { count: 2 kind: KIND_CPU } ]
+                    parameters { key: "gelu" value: { string_value: "exact" } })");
   ASSERT_TRUE(c.ok()) << c.status().message();
   auto s = ResolveServing(d, *c);
   ASSERT_TRUE(s.ok()) << s.status().message();
@@ -124,6 +129,7 @@ TEST(ModelConfig, ResolveAppliesConfigOverDefaults) {
     EXPECT_EQ(i.device, "cpu");
     EXPECT_EQ(i.precision, "fp32");
     EXPECT_EQ(i.threads, 3);
+    EXPECT_EQ(i.gelu, "exact");
   }
   // No config: the command line's device and instance count.
   d.instances = 3;

@@ -64,9 +64,13 @@ Status ReadParameters(const config::ModelConfig& pbc, ModelConfigFile& out) {
       ASSIGN_OR_RETURN(out.max_batch_tokens, PositiveInt(key, value));
     } else if (key == "threads") {
       ASSIGN_OR_RETURN(out.threads, PositiveInt(key, value));
+    } else if (key == "gelu") {
+      if (value != "tanh" && value != "exact")
+        return InvalidArgument("parameters \"gelu\": \"" + value + "\"; expected tanh or exact");
+      out.gelu = value;
     } else {
       return InvalidArgument("parameters: unknown key \"" + key +
-                             "\"; bertrt reads precision, max_batch_tokens and threads");
+                             "\"; bertrt reads precision, max_batch_tokens, threads and gelu");
     }
   }
   return Status::Ok();

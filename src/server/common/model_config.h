@@ -39,6 +39,7 @@ struct ModelConfigFile {
   std::optional<std::string> precision;
   std::optional<int> max_batch_tokens;
   std::optional<int> threads;
+  std::optional<std::string> gelu;  // "tanh" | "exact": the command line's --gelu
 };
 
 // Parses config.pbtxt text. `path` and `model_name` go into the messages:

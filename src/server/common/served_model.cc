@@ -157,6 +157,7 @@ StatusOr<ModelServing> ResolveServing(const ServeDefaults& d, const ModelConfigF
   }
   const std::string gpu_precision =
       c.precision.value_or(d.precision.empty() ? "fp16" : d.precision);
+  const std::string gelu = c.gelu.value_or(d.gelu);
   // A CPU runs fp32; an explicit other precision on the command line reaches
   // the CPU engine, which says so.
   const std::string cpu_precision =
@@ -170,12 +171,13 @@ StatusOr<ModelServing> ResolveServing(const ServeDefaults& d, const ModelConfigF
       gpu = visible.ok() && !visible->empty();
     }
     if (!gpu) {
-      for (int n = 0; n < g.count; ++n) s.instances.push_back({"cpu", 0, cpu_precision, 0});
+      for (int n = 0; n < g.count; ++n) s.instances.push_back({"cpu", 0, cpu_precision, 0, gelu});
       continue;
     }
     ASSIGN_OR_RETURN(std::vector<int> gpus, GroupGpus(g.gpus, where));
     for (int index : gpus)
-      for (int n = 0; n < g.count; ++n) s.instances.push_back({"cuda", index, gpu_precision, 0});
+      for (int n = 0; n < g.count; ++n)
+        s.instances.push_back({"cuda", index, gpu_precision, 0, gelu});
   }
   // CPU instances share the cores unless told otherwise.
   const int cpu_instances =
