@@ -69,10 +69,7 @@ StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> mode
     return CreateCpuEngine(std::move(widened), options);
   }
   if (device == "cuda") {
-    CudaEngineOptions options;
-    options.device = gpu;
-    options.precision = *parsed;
-    options.approximate_erf_gelu = flags.gelu != "exact";
+    ASSIGN_OR_RETURN(CudaEngineOptions options, CudaOptions(flags, gpu));
     const std::string source = model->source;
     auto engine = CreateCudaEngine(std::move(model), options);
     if (engine.ok()) NotePlanRetuning(source, options.device);
@@ -81,6 +78,19 @@ StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> mode
     return engine;
   }
   return InvalidArgument("--device " + device + ": expected cpu or cuda");
+}
+
+StatusOr<CudaEngineOptions> CudaOptions(const EngineFlags& flags, int gpu) {
+  CudaEngineOptions options;
+  options.device = gpu;
+  ASSIGN_OR_RETURN(options.precision, ParsePrecision(ResolvePrecision("cuda", flags.precision)));
+  options.approximate_erf_gelu = flags.gelu != "exact";
+  return options;
+}
+
+std::unique_ptr<GpuContextWarmup> WarmUpGpus(const EngineFlags& flags, std::vector<int> gpus) {
+  if (flags.device != "cuda") return nullptr;
+  return std::make_unique<GpuContextWarmup>(std::move(gpus));
 }
 
 std::vector<CLI::Option*> AddServingOptions(CLI::App* cmd, ServingFlags* f) {

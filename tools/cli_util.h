@@ -10,6 +10,8 @@
 #include <optional>
 #include <string>
 
+#include "bertrt/cuda_engine.h"
+#include "bertrt/devices.h"
 #include "bertrt/engine.h"
 #include "bertrt/importer.h"
 #include "core/json_float.h"
@@ -61,6 +63,11 @@ std::string ResolvePrecision(const std::string& device, const std::string& preci
 // CPU engine is fp32 only) and --gelu; `gpu` is the CUDA device index.
 StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> model,
                                                const EngineFlags& flags, int gpu = 0);
+// The CUDA engine options --precision and --gelu ask for, on GPU `gpu`.
+StatusOr<CudaEngineOptions> CudaOptions(const EngineFlags& flags, int gpu = 0);
+// With --device cuda: creates the contexts of `gpus` (every visible GPU when
+// empty) and opens cuBLASLt while the caller reads the model; nullptr on the CPU.
+std::unique_ptr<GpuContextWarmup> WarmUpGpus(const EngineFlags& flags, std::vector<int> gpus);
 
 // Prints "error: <message>" to stderr and returns `exit_code`.
 int Fail(const Status& status, int exit_code);

@@ -4,14 +4,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "bench.h"
 #include "bertrt/cuda_engine.h"
-#include "bertrt/devices.h"
 #include "commands.h"
 #include "loadgen/load_stats.h"
 
@@ -41,11 +39,8 @@ RaggedBatch RandomBatch(const ModelConfig& config, int batch_size, int min_len, 
 // median, what lies outside the GEMMs and attention.
 StatusOr<nlohmann::json> ProfileOps(std::shared_ptr<const Model> model, const BenchFlags& flags,
                                     const RaggedBatch& batch, double graph_median_ms) {
-  CudaEngineOptions options;
-  ASSIGN_OR_RETURN(options.precision,
-                   ParsePrecision(ResolvePrecision(flags.engine.device, flags.engine.precision)));
+  ASSIGN_OR_RETURN(CudaEngineOptions options, CudaOptions(flags.engine));
   options.profile = true;
-  options.approximate_erf_gelu = flags.engine.gelu != "exact";
   ASSIGN_OR_RETURN(auto engine, CreateCudaEngine(std::move(model), options));
   constexpr int kWarmup = 2, kRuns = 5;
   for (int i = 0; i < kWarmup; ++i) RETURN_IF_ERROR(engine->Run(batch, {}).status());
@@ -113,8 +108,7 @@ int Bench(const BenchFlags& flags) {
                 kExitUsage);
   auto lengths = ParseLengths(flags);
   if (!lengths.ok()) return Fail(lengths.status(), kExitUsage);
-  std::optional<GpuContextWarmup> warmup;  // overlaps with loading the model
-  if (flags.engine.device == "cuda") warmup.emplace(std::vector<int>{0});
+  const auto warmup = WarmUpGpus(flags.engine, {0});
   auto loaded = LoadForCli(flags.model);  // an HF directory or a plan
   if (!loaded.ok()) return Fail(loaded.status(), kExitModelError);
   const ModelConfig& config = loaded->model->config;

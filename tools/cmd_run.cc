@@ -1,11 +1,9 @@
 // bertrt run MODEL: JSON Lines of texts in, one JSON line of outputs per input.
 #include <cstdio>
 #include <iostream>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "bertrt/devices.h"
 #include "cli_util.h"
 #include "commands.h"
 
@@ -111,8 +109,7 @@ StatusOr<bool> RunChunk(Engine& engine, std::vector<Pending>& chunk, bool hidden
 }
 
 int Run(const RunFlags& flags) {
-  std::optional<GpuContextWarmup> warmup;  // overlaps with loading the model
-  if (flags.engine.device == "cuda") warmup.emplace(std::vector<int>{0});
+  const auto warmup = WarmUpGpus(flags.engine, {0});
   auto loaded = LoadForCli(flags.model);
   if (!loaded.ok()) return Fail(loaded.status(), kExitModelError);
   auto truncation = ParseTruncation(flags.truncation);

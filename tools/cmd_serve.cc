@@ -6,10 +6,8 @@
 
 #include <atomic>
 #include <cstdio>
-#include <optional>
 #include <thread>
 
-#include "bertrt/devices.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "server/grpc/grpc_server.h"
@@ -66,8 +64,7 @@ int Serve(const ServeFlags& flags) {
     tls = std::move(*loaded_tls);
   }
 
-  std::optional<GpuContextWarmup> warmup;  // overlaps with loading the models
-  if (flags.engine.device == "cuda") warmup.emplace(flags.serving.gpus);
+  const auto warmup = WarmUpGpus(flags.engine, flags.serving.gpus);
   server::Metrics metrics;
   server::ModelRegistry registry(MakeServeDefaults(flags.engine, flags.serving, &metrics));
   Status loaded = flags.repository.empty()

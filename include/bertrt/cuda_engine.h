@@ -17,6 +17,8 @@ enum class Precision { kFp32, kFp16, kBf16 };
 // "fp32" | "fp16" | "bf16".
 StatusOr<Precision> ParsePrecision(std::string_view text);
 const char* PrecisionName(Precision precision);
+// The dtype a tensor computed in this precision is stored in: F32, F16 or BF16.
+DType PrecisionDType(Precision precision);
 
 struct CudaEngineOptions {
   int device = 0;

@@ -18,6 +18,9 @@ const char* DTypeName(DType dtype);  // safetensors spelling: "F32", "BF16", ...
 
 std::string ShapeToString(const std::vector<int64_t>& shape);  // "[768, 3072]"
 
+// F32, F16 or BF16: the dtypes a Model's weights and a plan's tensors come in.
+bool IsWeightDType(DType dtype);
+
 class Tensor {
  public:
   Tensor() = default;

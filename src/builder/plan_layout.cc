@@ -147,13 +147,7 @@ std::vector<Tensor*> TargetTensors(ModelWeights* weights, const std::string& nam
 }
 
 DType StoredDType(Precision precision, bool in_compute_precision) {
-  if (!in_compute_precision) return DType::kF32;
-  switch (precision) {
-    case Precision::kFp16: return DType::kF16;
-    case Precision::kBf16: return DType::kBF16;
-    case Precision::kFp32: break;
-  }
-  return DType::kF32;
+  return in_compute_precision ? PrecisionDType(precision) : DType::kF32;
 }
 
 json ConfigToJson(const ModelConfig& c) {

@@ -16,7 +16,6 @@
 #include "builder/crc32c.h"
 #include "builder/plan_format.h"
 #include "builder/plan_layout.h"
-#include "core/half.h"
 #include "runtime/model_check.h"
 
 namespace bertrt {
@@ -140,8 +139,7 @@ Status Reader::CheckEntry(const Container& c, const Entry& e, size_t i) const {
                                               std::to_string(end) + ")");
   if (e.kind != SectionKind::kTensor) return Status::Ok();
   const DType dtype = static_cast<DType>(e.dtype);
-  if (e.dtype > static_cast<uint32_t>(DType::kBool) ||
-      (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16))
+  if (e.dtype > static_cast<uint32_t>(DType::kBool) || !IsWeightDType(dtype))
     return Error(StatusCode::kDataLoss, what + " has dtype code " + std::to_string(e.dtype) +
                                             "; plans hold F32, F16 or BF16");
   if (e.rank == 0 || e.rank > plan::kMaxRank)

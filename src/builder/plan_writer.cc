@@ -75,8 +75,10 @@ StatusOr<uint32_t> WriteTensor(Writer& w, const std::vector<const Tensor*>& part
     const size_t in_size = DTypeSize(t->dtype());
     for (size_t begin = 0; begin < n; begin += kChunk) {
       const size_t m = std::min(kChunk, n - begin);
-      const float* src = t->f32() + begin;
-      if (t->dtype() != DType::kF32) {
+      const float* src = nullptr;
+      if (t->dtype() == DType::kF32) {
+        src = t->f32() + begin;
+      } else {
         wide.resize(m);
         WidenToFloat(t->dtype(), static_cast<const char*>(t->raw()) + begin * in_size, m,
                      wide.data());
@@ -154,8 +156,7 @@ std::vector<PendingSection> CollectSections(const Model& model, const TokenizerS
     s.parts = plan::SourceTensors(model.weights, spec.name);
     int64_t numel = 0;
     for (const Tensor* t : s.parts) {
-      if (t->empty() || (t->dtype() != DType::kF32 && t->dtype() != DType::kF16 &&
-                         t->dtype() != DType::kBF16)) {
+      if (t->empty() || !IsWeightDType(t->dtype())) {
         *status = InvalidArgument("plan writer: " + spec.name +
                                   " is missing or not a float tensor");
         return {};

@@ -21,4 +21,13 @@ const char* PrecisionName(Precision precision) {
   return "?";
 }
 
+DType PrecisionDType(Precision precision) {
+  switch (precision) {
+    case Precision::kFp16: return DType::kF16;
+    case Precision::kBf16: return DType::kBF16;
+    case Precision::kFp32: break;
+  }
+  return DType::kF32;
+}
+
 }  // namespace bertrt

@@ -31,6 +31,10 @@ const char* DTypeName(DType dtype) {
   return "?";
 }
 
+bool IsWeightDType(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16;
+}
+
 std::string ShapeToString(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) {

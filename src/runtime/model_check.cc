@@ -6,20 +6,6 @@
 namespace bertrt {
 namespace {
 
-// `half_ok`: a compute-precision tensor, which a plan keeps in fp16/bf16
-// (see Model); the others are always fp32.
-Status CheckTensor(const Tensor& t, const std::vector<int64_t>& shape, const std::string& name,
-                   bool half_ok = false) {
-  if (t.empty()) return InvalidArgument("model: " + name + " is missing");
-  const bool dtype_ok = t.dtype() == DType::kF32 ||
-                        (half_ok && (t.dtype() == DType::kF16 || t.dtype() == DType::kBF16));
-  if (!dtype_ok || t.shape() != shape)
-    return InvalidArgument("model: " + name + " is " + DTypeName(t.dtype()) +
-                           ShapeToString(t.shape()) + ", expected " +
-                           (half_ok ? "F32/F16/BF16" : "F32") + ShapeToString(shape));
-  return Status::Ok();
-}
-
 Status CheckConfig(const ModelConfig& c, size_t num_layer_weights) {
   if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.num_layers <= 0 || c.num_heads <= 0 ||
       c.intermediate_size <= 0 || c.max_position_embeddings <= 0 || c.type_vocab_size <= 0)
@@ -35,6 +21,17 @@ Status CheckConfig(const ModelConfig& c, size_t num_layer_weights) {
 }
 
 }  // namespace
+
+Status CheckTensor(const Tensor& t, const std::vector<int64_t>& shape, const std::string& name,
+                   bool half_ok) {
+  if (t.empty()) return InvalidArgument("model: " + name + " is missing");
+  const bool dtype_ok = half_ok ? IsWeightDType(t.dtype()) : t.dtype() == DType::kF32;
+  if (!dtype_ok || t.shape() != shape)
+    return InvalidArgument("model: " + name + " is " + DTypeName(t.dtype()) +
+                           ShapeToString(t.shape()) + ", expected " +
+                           (half_ok ? "F32/F16/BF16" : "F32") + ShapeToString(shape));
+  return Status::Ok();
+}
 
 bool HeadUsesPooler(const Model& model) {
   const HeadKind head = model.config.head;

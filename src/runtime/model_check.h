@@ -13,6 +13,11 @@ namespace bertrt {
 // config's head needs. Linear layers are checked by the backend's packing.
 Status CheckModel(const Model& model);
 
+// A tensor of this shape is present, fp32, or (`half_ok`, for the
+// compute-precision tensors a plan keeps in fp16/bf16, see Model) fp16/bf16.
+Status CheckTensor(const Tensor& t, const std::vector<int64_t>& shape, const std::string& name,
+                   bool half_ok = false);
+
 // Whether the head reads the pooler (pooler dense + tanh on the first token).
 bool HeadUsesPooler(const Model& model);
 

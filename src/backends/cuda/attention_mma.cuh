@@ -223,7 +223,8 @@ __global__ void __launch_bounds__(kWarps * 32, kRowTiles == 1 && D <= 64 ? 16 / 
 #pragma unroll
       for (int j = 0; j < kKeyTiles; ++j) {
 #pragma unroll
-        for (int r = 0; r < kRowTiles; ++r) sc[r][j][0] = sc[r][j][1] = sc[r][j][2] = sc[r][j][3] = 0.0f;
+        for (int r = 0; r < kRowTiles; ++r)
+          sc[r][j][0] = sc[r][j][1] = sc[r][j][2] = sc[r][j][3] = 0.0f;
         // Lanes 8m..8m+7 address keys 8j..8j+7 at dims 16c + 8m: b[0..1] is
         // chunk c's fragment, b[2..3] chunk c + 1's.
         const T* k_rows = kt + (8 * j + (lane & 7)) * kStride + 8 * (lane >> 3);

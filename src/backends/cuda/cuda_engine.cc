@@ -123,7 +123,7 @@ class CudaEngine final : public Engine {
   std::string device() const override {
     std::lock_guard<std::mutex> lock(mu_);
     return "cuda:" + std::to_string(gpu_.index) + " (" + gpu_.name + ", " +
-           PrecisionName(options_.precision) + (erf_gelu_as_tanh_ ? ", erf GELU as tanh" : "") +
+           PrecisionName(options_.precision) + (ErfGeluAsTanh() ? ", erf GELU as tanh" : "") +
            ")" +
            (graphs_off_reason_.empty() ? "" : " [CUDA graphs off: " + graphs_off_reason_ + "]");
   }
@@ -165,9 +165,14 @@ class CudaEngine final : public Engine {
   cudaStream_t stream_ = nullptr;
   cuda::DeviceWeights weights_;
   cuda::LtGemm gemm_;
+  // The FFN's first GEMM epilogue; with plain kBias the activation runs as a
+  // kernel of its own.
   cuda::Epilogue ffn_epilogue_ = cuda::Epilogue::kBias;
-  bool erf_gelu_as_tanh_ = false;  // CudaEngineOptions::approximate_erf_gelu took effect
-  bool ffn_activation_kernel_ = true;  // the activation is not in the GEMM epilogue
+  // CudaEngineOptions::approximate_erf_gelu took effect.
+  bool ErfGeluAsTanh() const {
+    return ffn_epilogue_ == cuda::Epilogue::kBiasGeluTanh &&
+           model_->config.hidden_act == HiddenAct::kGelu;
+  }
 
   mutable std::mutex mu_;  // Run shares the pool and the stream
   int capacity_tokens_ = 0;
@@ -233,8 +238,6 @@ Status CudaEngine::Init() {
                          (c.hidden_act == HiddenAct::kGelu && options_.approximate_erf_gelu);
   if (options_.precision != Precision::kFp32 && (fuse_gelu || c.hidden_act == HiddenAct::kRelu)) {
     ffn_epilogue_ = fuse_gelu ? cuda::Epilogue::kBiasGeluTanh : cuda::Epilogue::kBiasRelu;
-    ffn_activation_kernel_ = false;
-    erf_gelu_as_tanh_ = c.hidden_act == HiddenAct::kGelu;
   }
   // A dummy sequence can be 64 tokens long; its positions must exist.
   // Profiling times each operation eagerly; graphs would hide them.
@@ -445,7 +448,7 @@ Status CudaEngine::Encoder(const Shape& shape) {
       return gemm_.Linear(ws_.x, t, h, l.ffn_in_w, l.ffn_in_b, inter, ffn_epilogue_, nullptr,
                           ws_.inter, stream_);
     }));
-    if (ffn_activation_kernel_)
+    if (ffn_epilogue_ == cuda::Epilogue::kBias)
       RETURN_IF_ERROR(Timed("activation", 0, [&] {
         return cuda::ActivationInPlace(p, c.hidden_act, ws_.inter, static_cast<size_t>(t) * inter,
                                        stream_);

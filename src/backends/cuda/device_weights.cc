@@ -12,27 +12,6 @@
 namespace bertrt::cuda {
 namespace {
 
-DType StorageDType(Precision p) {
-  switch (p) {
-    case Precision::kFp16: return DType::kF16;
-    case Precision::kBf16: return DType::kBF16;
-    case Precision::kFp32: break;
-  }
-  return DType::kF32;
-}
-
-// A Linear's weight or bias: fp32, or fp16/bf16 from a plan (see Model).
-Status CheckShape(const Tensor& t, const std::vector<int64_t>& shape, const std::string& name) {
-  if (t.empty()) return InvalidArgument("model: " + name + " is missing");
-  const bool float_dtype =
-      t.dtype() == DType::kF32 || t.dtype() == DType::kF16 || t.dtype() == DType::kBF16;
-  if (!float_dtype || t.shape() != shape)
-    return InvalidArgument("model: " + name + " is " + DTypeName(t.dtype()) +
-                           ShapeToString(t.shape()) + ", expected F32/F16/BF16" +
-                           ShapeToString(shape));
-  return Status::Ok();
-}
-
 class Uploader {
  public:
   Uploader(Precision p, cudaStream_t stream, DeviceWeights* out)
@@ -44,7 +23,7 @@ class Uploader {
                          const std::string& name) {
     size_t n = 0;
     for (const Tensor* t : parts) n += t->numel();
-    const DType target = convert ? StorageDType(precision_) : DType::kF32;
+    const DType target = convert ? PrecisionDType(precision_) : DType::kF32;
     DeviceBuffer dst;
     RETURN_IF_ERROR(dst.Allocate(n * DTypeSize(target), "the weights (" + name + ")",
                                  "use a smaller model, fp16/bf16, or a GPU with more memory"));
@@ -118,18 +97,18 @@ StatusOr<DeviceWeights> UploadWeights(const Model& model, Precision precision,
   for (size_t i = 0; i < w.layers.size(); ++i) {
     const LayerWeights& l = w.layers[i];
     const std::string p = "layer " + std::to_string(i) + " ";
-    RETURN_IF_ERROR(CheckShape(l.query_w, {h, h}, p + "query weight"));
-    RETURN_IF_ERROR(CheckShape(l.key_w, {h, h}, p + "key weight"));
-    RETURN_IF_ERROR(CheckShape(l.value_w, {h, h}, p + "value weight"));
-    RETURN_IF_ERROR(CheckShape(l.query_b, {h}, p + "query bias"));
-    RETURN_IF_ERROR(CheckShape(l.key_b, {h}, p + "key bias"));
-    RETURN_IF_ERROR(CheckShape(l.value_b, {h}, p + "value bias"));
-    RETURN_IF_ERROR(CheckShape(l.attn_out_w, {h, h}, p + "attention output weight"));
-    RETURN_IF_ERROR(CheckShape(l.attn_out_b, {h}, p + "attention output bias"));
-    RETURN_IF_ERROR(CheckShape(l.ffn_in_w, {inter, h}, p + "intermediate weight"));
-    RETURN_IF_ERROR(CheckShape(l.ffn_in_b, {inter}, p + "intermediate bias"));
-    RETURN_IF_ERROR(CheckShape(l.ffn_out_w, {h, inter}, p + "output weight"));
-    RETURN_IF_ERROR(CheckShape(l.ffn_out_b, {h}, p + "output bias"));
+    RETURN_IF_ERROR(CheckTensor(l.query_w, {h, h}, p + "query weight", true));
+    RETURN_IF_ERROR(CheckTensor(l.key_w, {h, h}, p + "key weight", true));
+    RETURN_IF_ERROR(CheckTensor(l.value_w, {h, h}, p + "value weight", true));
+    RETURN_IF_ERROR(CheckTensor(l.query_b, {h}, p + "query bias", true));
+    RETURN_IF_ERROR(CheckTensor(l.key_b, {h}, p + "key bias", true));
+    RETURN_IF_ERROR(CheckTensor(l.value_b, {h}, p + "value bias", true));
+    RETURN_IF_ERROR(CheckTensor(l.attn_out_w, {h, h}, p + "attention output weight", true));
+    RETURN_IF_ERROR(CheckTensor(l.attn_out_b, {h}, p + "attention output bias", true));
+    RETURN_IF_ERROR(CheckTensor(l.ffn_in_w, {inter, h}, p + "intermediate weight", true));
+    RETURN_IF_ERROR(CheckTensor(l.ffn_in_b, {inter}, p + "intermediate bias", true));
+    RETURN_IF_ERROR(CheckTensor(l.ffn_out_w, {h, inter}, p + "output weight", true));
+    RETURN_IF_ERROR(CheckTensor(l.ffn_out_b, {h}, p + "output bias", true));
     DeviceLayer d{};
     ASSIGN_OR_RETURN(d.qkv_w, up.Upload({&l.query_w, &l.key_w, &l.value_w}, true, p + "qkv"));
     ASSIGN_OR_RETURN(d.qkv_b, up.Upload({&l.query_b, &l.key_b, &l.value_b}, true, p + "qkv"));
@@ -155,8 +134,8 @@ StatusOr<DeviceWeights> UploadWeights(const Model& model, Precision precision,
   if (!w.classifier_w.empty() && c.head != HeadKind::kBase &&
       c.head != HeadKind::kSentenceEmbedding) {
     const int64_t labels = w.classifier_w.dim(0);
-    RETURN_IF_ERROR(CheckShape(w.classifier_w, {labels, h}, "classifier weight"));
-    RETURN_IF_ERROR(CheckShape(w.classifier_b, {labels}, "classifier bias"));
+    RETURN_IF_ERROR(CheckTensor(w.classifier_w, {labels, h}, "classifier weight"));
+    RETURN_IF_ERROR(CheckTensor(w.classifier_b, {labels}, "classifier bias"));
     ASSIGN_OR_RETURN(void* cw, up.Upload({&w.classifier_w}, false, "classifier"));
     ASSIGN_OR_RETURN(void* cb, up.Upload({&w.classifier_b}, false, "classifier"));
     dw.classifier_w = static_cast<const float*>(cw);

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <random>
@@ -29,7 +30,10 @@ std::string UtcNow() {
   return std::string(buf) + "." + std::to_string(1000 + ms).substr(1) + "Z";
 }
 
-void LogRequest(nlohmann::json line) {
+void LogRequest(nlohmann::json line, std::chrono::steady_clock::time_point start) {
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  line["latency_ms"] = std::round(ms * 1000) / 1000;
   line["ts"] = UtcNow();
   const std::string text =
       line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";

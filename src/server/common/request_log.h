@@ -3,6 +3,7 @@
 // metadata x-request-id) can be found in the server's log.
 #pragma once
 
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -15,8 +16,9 @@ std::string RequestId(const std::string& from_client);
 // ISO 8601 UTC with milliseconds, e.g. 2026-11-29T20:54:12.345Z.
 std::string UtcNow();
 
-// Writes `line` (plus a "ts" field) as one line on stderr; invalid UTF-8 from
-// a client is replaced, never thrown on.
-void LogRequest(nlohmann::json line);
+// Writes `line` plus "ts" and "latency_ms" (since `start`, to the
+// microsecond) as one line on stderr; invalid UTF-8 from a client is
+// replaced, never thrown on.
+void LogRequest(nlohmann::json line, std::chrono::steady_clock::time_point start);
 
 }  // namespace bertrt::server

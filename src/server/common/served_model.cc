@@ -210,9 +210,18 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& name
   m->placement_ = Placement(serving.instances);
   m->max_input_length_ = loaded.model->config.max_seq_length;
   m->auto_truncate_ = defaults.auto_truncate;
+  // CPU instances compute in fp32: an fp16/bf16 plan is widened once for all
+  // of them (each would otherwise widen its own copy); GPU instances take the
+  // plan's tensors as they are.
+  std::shared_ptr<const Model> cpu_model;
   std::vector<std::unique_ptr<Engine>> engines;
   for (const InstanceSpec& spec : serving.instances) {
-    auto engine = defaults.make_engine(loaded.model, spec);
+    if (spec.device == "cpu" && !cpu_model) {
+      cpu_model = WithFloat32Weights(loaded.model);
+      if (cpu_model != loaded.model)
+        import_options.on_notice("fp16/bf16 weights widened to fp32 for the CPU instances");
+    }
+    auto engine = defaults.make_engine(spec.device == "cpu" ? cpu_model : loaded.model, spec);
     if (!engine.ok())
       return Status(engine.status().code(),
                     "instance on " + spec.Name() + ": " + engine.status().message());

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <limits>
 #include <optional>
 #include <string_view>
@@ -301,16 +300,13 @@ class GrpcServer::Service final : public inference::GRPCInferenceService::Servic
       const std::string given = id == ctx->client_metadata().end()
                                     ? ""
                                     : std::string(id->second.data(), id->second.size());
-      const double ms =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-              .count();
       LogRequest({{"request_id", RequestId(given)},
                   {"protocol", "grpc"},
                   {"method", endpoint},
                   {"model", req.model_name()},
                   {"status", StatusCodeName(st.code())},
-                  {"latency_ms", std::round(ms * 1000) / 1000},
-                  {"remote", ctx->peer()}});
+                  {"remote", ctx->peer()}},
+                 start);
     }
     return st;
   }

@@ -30,7 +30,7 @@ struct GrpcOptions {
   // PEM certificate and key: TLS instead of plaintext (checked by LoadTls).
   TlsPem tls;
   // One JSON line per ModelInfer / stream request on stderr (request id from
-  // the x-request-id metadata or made here, returned in the initial metadata).
+  // the client's x-request-id metadata, else one made here for the log).
   bool log_requests = false;
 };
 

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
-#include <cmath>
 #include <string_view>
 
 #include "server/common/auth.h"
@@ -136,16 +135,13 @@ HttpServer::HttpServer(ModelRegistry& registry, Metrics& metrics, HttpOptions op
   });
   if (options_.log_requests)
     http_->set_logger([](const httplib::Request& req, const httplib::Response& res) {
-      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                                  RequestStart())
-                            .count();
       LogRequest({{"request_id", res.get_header_value("X-Request-Id")},
                   {"protocol", "http"},
                   {"method", req.method},
                   {"path", req.path},
                   {"status", res.status},
-                  {"latency_ms", std::round(ms * 1000) / 1000},
-                  {"remote", req.remote_addr}});
+                  {"remote", req.remote_addr}},
+                 RequestStart());
     });
   AddKServeRoutes();
   AddTeiRoutes();
