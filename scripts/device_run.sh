@@ -2,13 +2,16 @@
 # The one command for the GPU machine (device tool), after
 # `scripts/pack_for_device.sh` here and with `carry: [".carry"]`:
 #   1. the CUDA engine's tests (parity with the CPU engine, errors);
-#   2. `bertrt bench --device cuda` on a random BERT-base (fp16, seq 128);
+#   2. `bertrt bench --device cuda` (fp16): random BERT-base at seq 128,
+#      batch 1, 8, 128, 32 and a ragged 32 x 16..128; BERT-large seq 384 b256;
 #   3. the CPU benchmark against ONNX Runtime and PyTorch on the host CPU;
 #   4. plans: CPU-built plans served on CUDA, CUDA-built plans served on the
 #      CPU, and the BERT-base plan build / time-to-serving-ready benchmark;
 #   5. per-operation profiles (`bertrt bench --profile`) with the exact and
 #      the tanh-form GELU: BERT-base seq 128 at batch 1 and 128, BERT-large
 #      seq 384 at batch 256.
+#   6. served vs in-process (scripts/serve_bench.sh, 8 texts per request):
+#      saturation and the p99 at half load.
 # CUDA_BENCH=1 adds bench/cuda_bench.py (bertrt vs PyTorch) to step 1.
 # bench/RESULTS.md comes back as $OUT/RESULTS.md, everything else in
 # $OUT/details.tar.gz. STEPS picks the steps (default "1 2 3 4"), to fit a
@@ -34,10 +37,13 @@ echo "== 2. CUDA engine smoke benchmark (BERT-base, random weights)"
 model=/tmp/bertrt-bench/bert-base-seqcls
 [ -f $model/model.safetensors ] || python3 scripts/make_random_model.py --preset bert-base \
   --head seq-cls --num-labels 2 -o $model > /dev/null
-for b in 1 8 128; do
-  .carry/bin/bertrt bench $model --device cuda --precision fp16 --batch-size $b --seq-len 128 \
-    --iterations 50 --warmup 10 2>&1 | tee -a "$OUT/cuda_bench.log" || status=1
-done
+large=/tmp/bertrt-bench/bert-large-seqcls
+[ -f $large/model.safetensors ] || python3 scripts/make_random_model.py --preset bert-large \
+  --head seq-cls --num-labels 2 --dtype f16 -o $large > /dev/null
+bench() { .carry/bin/bertrt bench "$@" --device cuda --precision fp16 2>/dev/null | tail -1 | tee -a "$OUT/cuda_bench.log" || status=1; }
+for b in 1 8 32 128; do bench $model --batch-size $b --seq-len 128 --iterations 200 --warmup 20; done
+bench $model --batch-size 32 --lengths 16:128 --iterations 200 --warmup 20
+bench $large --batch-size 256 --seq-len 384 --iterations 10 --warmup 3
 fi
 
 if want 3; then
@@ -69,6 +75,17 @@ done
 # Whether timed algorithm choice finds a faster GEMM for the GELU epilogue.
 BERTRT_GEMM_TUNING=1 .carry/bin/bertrt bench $base --device cuda --precision fp16 --batch-size 128 \
   --seq-len 128 --iterations 50 --warmup 10 --profile --gelu tanh | tee "$OUT/profile_base_b128_tanh_tuned.txt" || status=1
+fi
+if want 6; then
+echo "== 6. Served vs in-process, 8 texts per request: saturation and half-load p99"
+model=/tmp/bertrt-bench/bert-base-seqcls
+[ -f $model/model.safetensors ] || python3 scripts/make_random_model.py --preset bert-base \
+  --head seq-cls --num-labels 2 -o $model > /dev/null
+BIN=$PWD/.carry/bin/bertrt DURATION=${DURATION:-4} WORK=$OUT/serve_bench SEQS=8 \
+  LABEL="H200, BERT-base fp16, 1 GPU, 8 texts per request" CONCURRENCY=${CONCURRENCY:-16,32,64} \
+  LENGTHS=100:126 bash scripts/serve_bench.sh $model --device cuda --precision fp16 \
+  --max-batch-size 128 --max-batch-tokens 16384 --max-queue-size 4096 > "$OUT/serve_bench.log" 2>&1 || status=1
+tail -12 "$OUT/serve_bench.log"
 fi
 cp bench/RESULTS.md "$OUT/RESULTS.md" 2>/dev/null
 # The device tool brings back only a few files: everything but RESULTS.md

@@ -64,6 +64,10 @@ class Engine {
   virtual size_t PeakMemoryBytes() const = 0;
   // Per-operation times, when the engine was created to profile; else empty.
   virtual std::vector<OpProfile> Profile() const { return {}; }
+  // Blocks until the work an engine does off the request path (the CUDA
+  // engine's graph captures) is done, so that the next Run of a shape seen
+  // before takes the steady-state path: for benchmarks and tests.
+  virtual void WaitForBackgroundWork() {}
 };
 
 // Checks ids against the vocabulary, type ids against type_vocab_size and each

@@ -285,10 +285,11 @@ void ExpectIdentical(const BatchOutputs& got, const BatchOutputs& want, const st
   }
 }
 
-// A bucket's first batch runs eagerly, its second is captured into a CUDA
-// graph and replayed, later ones replay: all give the same bits, and a
-// different batch of the same bucket (other lengths, other ids) replays the
-// graph and still matches the CPU engine, padding rows never leaking in.
+// A bucket's first batch runs eagerly and has its CUDA graph captured in the
+// background; once that is done, later batches replay it: all give the same
+// bits, and a different batch of the same bucket (other lengths, other ids)
+// replays the graph and still matches the CPU engine, padding rows never
+// leaking in.
 TEST(CudaEngineTest, GraphReplayMatchesEagerRunsAndServesTheWholeBucket) {
   SKIP_WITHOUT_GPU();
   for (Precision p : {Precision::kFp16, Precision::kFp32}) {
@@ -307,6 +308,7 @@ TEST(CudaEngineTest, GraphReplayMatchesEagerRunsAndServesTheWholeBucket) {
     const RaggedBatch b = MakeBatch({20, 40, 30, 5}, 32);
     auto eager = (*gpu)->Run(a, opts);
     ASSERT_TRUE(eager.ok()) << eager.status().ToString();
+    (*gpu)->WaitForBackgroundWork();
     auto captured = (*gpu)->Run(a, opts);
     ASSERT_TRUE(captured.ok()) << captured.status().ToString();
     auto replayed = (*gpu)->Run(a, opts);
@@ -330,6 +332,7 @@ TEST(CudaEngineTest, GraphReplayMatchesEagerRunsAndServesTheWholeBucket) {
       auto plain = (*gpu)->Run(a, {});
       ASSERT_TRUE(plain.ok()) << plain.status().ToString();
       ExpectIdentical(*plain, BatchOutputs{{*eager->Find("logits")}}, what + ": logits only");
+      (*gpu)->WaitForBackgroundWork();
     }
     EXPECT_EQ((*gpu)->device().find("graphs off"), std::string::npos) << (*gpu)->device();
   }
@@ -353,12 +356,52 @@ TEST(CudaEngineTest, LargeBucketsSpreadThePaddingOverEnoughDummies) {
     auto out = (*gpu)->Run(batch, {});
     ASSERT_TRUE(out.ok()) << out.status().ToString();
     runs.push_back(std::move(out).value());
+    (*gpu)->WaitForBackgroundWork();
   }
-  ExpectIdentical(runs[1], runs[0], "captured vs eager");
-  ExpectIdentical(runs[2], runs[0], "replayed vs eager");
+  ExpectIdentical(runs[1], runs[0], "replayed vs eager");
+  ExpectIdentical(runs[2], runs[0], "replayed again vs eager");
   auto want = (*cpu)->Run(batch, {});
   ASSERT_TRUE(want.ok());
   ExpectClose(runs[2], *want, Precision::kFp16, "replayed vs cpu");
+}
+
+// Graphs are captured on the engine's own thread while batches keep coming:
+// a capture that began before the activation pool grew points into the old
+// pool and must be discarded, and runs interleaved with captures (eager and
+// replayed, many shapes) must all still match the CPU engine.
+TEST(CudaEngineTest, BackgroundCapturesSurviveAPoolThatGrowsUnderThem) {
+  SKIP_WITHOUT_GPU();
+  const Spec s{"tokcls", 128, 4, 256, HiddenAct::kGelu, HeadKind::kTokenClassification};
+  auto model = MakeModel(s, 61);
+  auto cpu = CreateCpuEngine(model, {});
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  auto gpu = MakeCuda(model, Precision::kFp16);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  // Growing batches: each new size moves the pool while the previous
+  // shapes' captures may still be running.
+  std::vector<RaggedBatch> batches;
+  for (int i = 0; i < 12; ++i)
+    batches.push_back(MakeBatch(std::vector<int>(1 + 3 * i, 20 + 19 * i), 62 + i));
+  for (int pass = 0; pass < 3; ++pass) {
+    for (const RaggedBatch& b : batches) {
+      auto got = (*gpu)->Run(b, {});
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      auto want = (*cpu)->Run(b, {});
+      ASSERT_TRUE(want.ok());
+      ExpectClose(*got, *want, Precision::kFp16,
+                  "pass " + std::to_string(pass) + ", " + std::to_string(b.num_seqs()) + " seqs");
+    }
+  }
+  (*gpu)->WaitForBackgroundWork();
+  for (const RaggedBatch& b : batches) {
+    auto got = (*gpu)->Run(b, {});
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    auto want = (*cpu)->Run(b, {});
+    ASSERT_TRUE(want.ok());
+    ExpectClose(*got, *want, Precision::kFp16,
+                "after the captures, " + std::to_string(b.num_seqs()));
+  }
+  EXPECT_EQ((*gpu)->device().find("graphs off"), std::string::npos) << (*gpu)->device();
 }
 
 // Two engines of one model on one GPU pick the same GEMM algorithms (timed
@@ -432,10 +475,12 @@ TEST(CudaEngineTest, NoMemoryGrowthOver1000Runs) {
     ASSERT_TRUE(out.ok()) << out.status().ToString();
   };
   for (int i = 0; i < 2 * static_cast<int>(batches.size()); ++i) run(i);
+  (*gpu)->WaitForBackgroundWork();
   auto used_before = GpuMemoryInUse(0);
   ASSERT_TRUE(used_before.ok()) << used_before.status().ToString();
   const size_t peak_before = (*gpu)->PeakMemoryBytes();
   for (int i = 0; i < 1000; ++i) run(i);
+  (*gpu)->WaitForBackgroundWork();
   auto used_after = GpuMemoryInUse(0);
   ASSERT_TRUE(used_after.ok()) << used_after.status().ToString();
   EXPECT_EQ((*gpu)->PeakMemoryBytes(), peak_before);

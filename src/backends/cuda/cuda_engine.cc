@@ -5,25 +5,30 @@
 // then the head, whose fp32 outputs are the only data copied back.
 //
 // Launch overhead dominates small batches, so each batch runs as a padded
-// shape (a bucket) and, from a bucket's second batch on, the whole forward
-// (kernels and cuBLASLt calls, after the host-to-device input copy) replays
-// as one CUDA graph captured for that bucket. The padding tokens form dummy
-// sequences appended after the real ones: every kernel reads cu_seqlens from
-// device memory, attention never crosses a sequence and the rest is row-wise,
-// so the dummies never touch a real row, and one graph serves every batch
-// whose shape rounds to its bucket.
+// shape (a bucket) and the whole forward (kernels and cuBLASLt calls, after
+// the host-to-device input copy) replays as one CUDA graph captured for that
+// bucket. The padding tokens form dummy sequences appended after the real
+// ones: every kernel reads cu_seqlens from device memory, attention never
+// crosses a sequence and the rest is row-wise, so the dummies never touch a
+// real row, and one graph serves every batch whose shape rounds to its
+// bucket. Graphs are captured on a thread of the engine's own, off the request
+// path: a bucket's batches run eagerly until its graph is ready (a capture
+// takes milliseconds, and on the request path it set a server's p99).
 #include "bertrt/cuda_engine.h"
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <compare>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -50,20 +55,18 @@ constexpr int kTokenGranularity = 256;
 
 // Buckets: tokens to a multiple of 64 up to 2048 and then to 16 steps per
 // doubling (at most 6.25% padding), so that a server's batches meet few
-// shapes: a new shape costs a graph capture on the request path, and at a
-// steady load those captures set the p99. max_len goes to a multiple of 64.
+// shapes: each new shape runs eagerly until its graph is captured, and costs
+// a capture. max_len goes to a multiple of 64.
 // The padding tokens form dummy sequences of 1..64 tokens each, and the
 // sequence count goes to a multiple of 8.
 constexpr int kTokenBucket = 64;
 constexpr int kSeqBucket = 8;
 constexpr int kLenBucket = 64;
-// Captured graphs kept, least recently used evicted first; shapes seen once
-// remembered (a shape is captured on its second batch). A server's batches
+// Captured graphs kept, least recently used evicted first. A server's batches
 // vary in three bucketed dimensions, and with 16 graphs the half-load p99 on
 // the H200 was set by re-running and re-capturing evicted shapes; a graph
 // costs host memory only.
 constexpr size_t kMaxGraphs = 256;
-constexpr size_t kMaxSeenShapes = 1024;
 
 size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 int RoundUp(int n, int step) { return (n + step - 1) / step * step; }
@@ -106,10 +109,22 @@ struct Pending {
 struct Workspace {
   void *x, *tmp, *qkv, *ctx, *inter;  // compute precision
   float *hidden_f32, *pooled_f32, *logits_f32;
-  int32_t *ids, *types, *cu;  // device copies of the batch
-  int32_t* host_ints;         // pinned: ids | types | cu, one copy
-  float* host_floats;         // pinned: the outputs coming back
+  int32_t* ints;       // the batch on the device, as BatchInts lays it out
+  int32_t* host_ints;  // pinned: the same, staged for one copy
+  float* host_floats;  // pinned: the outputs coming back
 };
+
+// A batch's ints, ids | types | cu_seqlens, back to back for a shape of
+// `tokens` tokens, so that one copy moves them.
+struct BatchInts {
+  int32_t *ids, *types, *cu;
+};
+BatchInts LayOutInts(int32_t* base, const Shape& shape) {
+  return {base, base + shape.tokens, base + 2 * static_cast<size_t>(shape.tokens)};
+}
+size_t IntCount(const Shape& shape) {
+  return 2 * static_cast<size_t>(shape.tokens) + shape.seqs + 1;
+}
 
 class CudaEngine final : public Engine {
  public:
@@ -119,12 +134,15 @@ class CudaEngine final : public Engine {
 
   Status Init();
   StatusOr<BatchOutputs> Run(const RaggedBatch& batch, const RunOptions& options) override;
+  void WaitForBackgroundWork() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    captures_done_.wait(lock, [&] { return capture_queue_.empty() && !capture_running_; });
+  }
   const ModelConfig& config() const override { return model_->config; }
   std::string device() const override {
     std::lock_guard<std::mutex> lock(mu_);
     return "cuda:" + std::to_string(gpu_.index) + " (" + gpu_.name + ", " +
-           PrecisionName(options_.precision) + (ErfGeluAsTanh() ? ", erf GELU as tanh" : "") +
-           ")" +
+           PrecisionName(options_.precision) + (ErfGeluAsTanh() ? ", erf GELU as tanh" : "") + ")" +
            (graphs_off_reason_.empty() ? "" : " [CUDA graphs off: " + graphs_off_reason_ + "]");
   }
   size_t PeakMemoryBytes() const override {
@@ -146,17 +164,24 @@ class CudaEngine final : public Engine {
   Status Reserve(int tokens);
   Shape ShapeFor(const RaggedBatch& batch, const RunOptions& options) const;
   Status Stage(const RaggedBatch& batch, const Shape& shape);
-  // Replays the shape's graph, captures it, or runs the kernels eagerly.
+  // Replays the shape's graph, or runs the kernels eagerly and has the graph
+  // captured.
   Status Forward(const Shape& shape);
-  StatusOr<GraphExec> Capture(const Shape& shape);
-  // Every kernel and GEMM of the forward on stream_, nothing else.
-  Status Compute(const Shape& shape);
-  Status Encoder(const Shape& shape);
-  Status HeadKernels(const Shape& shape);
+  // The capture thread's loop, and one capture (with instantiation and
+  // upload) on capture_stream_, unlocked.
+  void CaptureLoop();
+  StatusOr<GraphExec> Capture(const Shape& shape, const Workspace& ws);
+  // Every kernel and GEMM of the forward on `stream`, nothing else. Reads
+  // only what Init fixed, `ws` and gemm_ (which locks itself), so the capture
+  // thread runs it without mu_.
+  Status Compute(const Shape& shape, const Workspace& ws, cudaStream_t stream);
+  Status Encoder(const Shape& shape, const Workspace& ws, cudaStream_t stream);
+  Status HeadKernels(const Shape& shape, const Workspace& ws, cudaStream_t stream);
   std::vector<Pending> Outputs(bool hidden_state) const;
-  // Runs `op`; with options_.profile, also adds its GPU time to profile_[name].
+  // Runs `op`; with options_.profile, also adds its GPU time to profile_[name]
+  // (profiling engines run eagerly, on stream_, under mu_).
   template <typename Op>
-  Status Timed(const char* name, double flops, Op&& op);
+  Status Timed(const char* name, double flops, cudaStream_t stream, Op&& op);
   Status CopyBack(const RaggedBatch& batch, bool hidden_state, BatchOutputs* out);
 
   std::shared_ptr<const Model> model_;
@@ -179,24 +204,35 @@ class CudaEngine final : public Engine {
   DeviceBuffer pool_;
   PinnedBuffer host_ints_, host_floats_;
   Workspace ws_{};
-  // Graphs hold the pool's addresses: both sets are emptied when it moves.
+  // Graphs hold the pool's addresses: they are dropped when it moves, and a
+  // capture that began before the move is discarded.
+  uint64_t pool_generation_ = 0;
   bool graphs_enabled_ = true;
   std::string graphs_off_reason_;  // why a capture failed, for device()
-  std::set<Shape> seen_;
   std::map<Shape, CachedGraph> graphs_;
   uint64_t use_clock_ = 0;
   std::map<std::string, OpProfile> profile_;
+
+  // The capture thread (started with the first capture) and its queue of
+  // shapes, guarded by mu_.
+  cudaStream_t capture_stream_ = nullptr;
+  std::thread capture_thread_;
+  std::condition_variable capture_wanted_, captures_done_;
+  std::deque<Shape> capture_queue_;
+  std::set<Shape> capture_pending_;  // queued or being captured
+  bool capture_running_ = false;
+  bool stopping_ = false;
 };
 
 template <typename Op>
-Status CudaEngine::Timed(const char* name, double flops, Op&& op) {
+Status CudaEngine::Timed(const char* name, double flops, cudaStream_t stream, Op&& op) {
   if (!options_.profile) return op();
   cudaEvent_t begin = nullptr, end = nullptr;
   CUDA_RETURN_IF_ERROR(cudaEventCreate(&begin));
   CUDA_RETURN_IF_ERROR(cudaEventCreate(&end));
-  cudaEventRecord(begin, stream_);
+  cudaEventRecord(begin, stream);
   Status st = op();
-  cudaEventRecord(end, stream_);
+  cudaEventRecord(end, stream);
   const cudaError_t synced = cudaEventSynchronize(end);
   float ms = 0;
   if (synced == cudaSuccess) cudaEventElapsedTime(&ms, begin, end);
@@ -213,10 +249,18 @@ Status CudaEngine::Timed(const char* name, double flops, Op&& op) {
 }
 
 CudaEngine::~CudaEngine() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  capture_wanted_.notify_all();
+  if (capture_thread_.joinable()) capture_thread_.join();
   cudaSetDevice(gpu_.index);
-  if (stream_) {
-    cudaStreamSynchronize(stream_);
-    cudaStreamDestroy(stream_);
+  graphs_.clear();
+  for (cudaStream_t s : {stream_, capture_stream_}) {
+    if (!s) continue;
+    cudaStreamSynchronize(s);
+    cudaStreamDestroy(s);
   }
 }
 
@@ -229,6 +273,7 @@ Status CudaEngine::Init() {
                          " it supports; use --device cpu");
   CUDA_RETURN_IF_ERROR(cudaSetDevice(gpu_.index));
   CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&capture_stream_, cudaStreamNonBlocking));
   RETURN_IF_ERROR(gemm_.Init(options_.precision, kGemmWorkspaceBytes, gpu_.name));
   ASSIGN_OR_RETURN(weights_, cuda::UploadWeights(*model_, options_.precision, stream_));
   // The fp32 engine keeps every activation in its own kernel so that it
@@ -252,9 +297,8 @@ Status CudaEngine::Init() {
 std::vector<size_t> CudaEngine::PoolRegions(size_t t) const {
   const ModelConfig& c = model_->config;
   const size_t h = c.hidden_size, e = ElementSize();
-  return {t * h * e,  t * h * e, t * 3 * h * e,         t * h * e, t * c.intermediate_size * e,
-          t * h * 4,  t * h * 4, t * LogitsWidth() * 4, t * 4,     t * 4,
-          (t + 1) * 4};
+  return {t * h * e, t * h * e, t * 3 * h * e,         t * h * e,      t * c.intermediate_size * e,
+          t * h * 4, t * h * 4, t * LogitsWidth() * 4, (3 * t + 1) * 4};
 }
 
 Status CudaEngine::Reserve(int tokens) {
@@ -269,7 +313,7 @@ Status CudaEngine::Reserve(int tokens) {
   // Free the old pool first: the two need not fit side by side. The graphs
   // point into it.
   graphs_.clear();
-  seen_.clear();
+  ++pool_generation_;
   capacity_tokens_ = 0;
   RETURN_IF_ERROR(pool_.Allocate(total, "activations of " + std::to_string(t) + " tokens", hint));
   std::vector<char*> p;
@@ -292,8 +336,6 @@ Status CudaEngine::Reserve(int tokens) {
                   reinterpret_cast<float*>(p[6]),
                   reinterpret_cast<float*>(p[7]),
                   reinterpret_cast<int32_t*>(p[8]),
-                  reinterpret_cast<int32_t*>(p[9]),
-                  reinterpret_cast<int32_t*>(p[10]),
                   static_cast<int32_t*>(host_ints_.get()),
                   static_cast<float*>(host_floats_.get())};
   capacity_tokens_ = t;
@@ -329,9 +371,7 @@ Shape CudaEngine::ShapeFor(const RaggedBatch& batch, const RunOptions& options) 
 Status CudaEngine::Stage(const RaggedBatch& batch, const Shape& shape) {
   const int t = batch.num_tokens(), n = batch.num_seqs();
   const int tokens = shape.tokens, seqs = shape.seqs;
-  int32_t* ids = ws_.host_ints;
-  int32_t* types = ids + tokens;
-  int32_t* cu = types + tokens;
+  const auto [ids, types, cu] = LayOutInts(ws_.host_ints, shape);
   std::memcpy(ids, batch.input_ids.data(), t * sizeof(int32_t));
   std::memcpy(types, batch.token_type_ids.data(), t * sizeof(int32_t));
   std::memcpy(cu, batch.cu_seqlens.data(), (n + 1) * sizeof(int32_t));
@@ -342,12 +382,8 @@ Status CudaEngine::Stage(const RaggedBatch& batch, const Shape& shape) {
   const int dummies = seqs - n, pad = tokens - t;
   for (int d = 0; d < dummies; ++d)
     cu[n + 1 + d] = cu[n + d] + pad / dummies + (d < pad % dummies ? 1 : 0);
-  CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(ws_.ids, ids, tokens * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
-  CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(ws_.types, types, tokens * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
-  CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(ws_.cu, cu, (seqs + 1) * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ws_.ints, ws_.host_ints, IntCount(shape) * sizeof(int32_t),
+                                       cudaMemcpyHostToDevice, stream_));
   return Status::Ok();
 }
 
@@ -357,149 +393,176 @@ Status CudaEngine::Forward(const Shape& shape) {
     CUDA_RETURN_IF_ERROR(cudaGraphLaunch(it->second.exec.get(), stream_));
     return Status::Ok();
   }
-  // A shape's first batch runs eagerly: it builds the GEMM plans (host work
-  // kept out of the capture), and a one-off shape costs no capture.
-  if (!graphs_enabled_ || seen_.insert(shape).second) {
-    if (seen_.size() > kMaxSeenShapes) seen_.clear();
-    return Compute(shape);
+  // Eagerly, which also builds the shape's GEMM plans before the capture
+  // needs them.
+  RETURN_IF_ERROR(Compute(shape, ws_, stream_));
+  if (graphs_enabled_ && capture_pending_.insert(shape).second) {
+    capture_queue_.push_back(shape);
+    if (!capture_thread_.joinable()) capture_thread_ = std::thread([this] { CaptureLoop(); });
+    capture_wanted_.notify_one();
   }
-  StatusOr<GraphExec> exec = Capture(shape);
-  if (!exec.ok()) {
-    // Graphs are an optimization: the engine keeps serving without them, and
-    // device() says why.
-    graphs_enabled_ = false;
-    graphs_off_reason_ = exec.status().ToString();
-    graphs_.clear();
-    return Compute(shape);
-  }
-  if (graphs_.size() >= kMaxGraphs) {
-    auto oldest = std::min_element(graphs_.begin(), graphs_.end(), [](auto& a, auto& b) {
-      return a.second.last_use < b.second.last_use;
-    });
-    graphs_.erase(oldest);
-  }
-  CachedGraph& cached = graphs_[shape];
-  cached.exec = std::move(*exec);
-  cached.last_use = ++use_clock_;
-  CUDA_RETURN_IF_ERROR(cudaGraphLaunch(cached.exec.get(), stream_));
   return Status::Ok();
 }
 
-StatusOr<GraphExec> CudaEngine::Capture(const Shape& shape) {
-  // Thread-local mode: other threads' CUDA calls (another engine) are not
-  // disturbed by this capture.
-  CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-  const Status computed = Compute(shape);
+void CudaEngine::CaptureLoop() {
+  cudaSetDevice(gpu_.index);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    capture_wanted_.wait(lock, [&] { return stopping_ || !capture_queue_.empty(); });
+    if (stopping_) return;
+    const Shape shape = capture_queue_.front();
+    capture_queue_.pop_front();
+    const Workspace ws = ws_;
+    const uint64_t generation = pool_generation_;
+    capture_running_ = true;
+    lock.unlock();
+    StatusOr<GraphExec> exec = Capture(shape, ws);
+    lock.lock();
+    capture_running_ = false;
+    capture_pending_.erase(shape);
+    if (!exec.ok()) {
+      // Graphs are an optimization: the engine keeps serving without them,
+      // and device() says why.
+      graphs_enabled_ = false;
+      graphs_off_reason_ = exec.status().ToString();
+      graphs_.clear();
+      capture_queue_.clear();
+      capture_pending_.clear();
+    } else if (generation == pool_generation_ && graphs_enabled_) {
+      if (graphs_.size() >= kMaxGraphs) {
+        auto oldest = std::min_element(graphs_.begin(), graphs_.end(), [](auto& a, auto& b) {
+          return a.second.last_use < b.second.last_use;
+        });
+        graphs_.erase(oldest);
+      }
+      CachedGraph& cached = graphs_[shape];
+      cached.exec = std::move(*exec);
+      cached.last_use = ++use_clock_;
+    }
+    if (capture_queue_.empty()) captures_done_.notify_all();
+  }
+}
+
+StatusOr<GraphExec> CudaEngine::Capture(const Shape& shape, const Workspace& ws) {
+  // Thread-local mode: the request thread's eager launches on stream_ go on
+  // while this thread captures.
+  CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(capture_stream_, cudaStreamCaptureModeThreadLocal));
+  const Status computed = Compute(shape, ws, capture_stream_);
   cudaGraph_t graph = nullptr;
-  const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+  const cudaError_t ended = cudaStreamEndCapture(capture_stream_, &graph);
   if (!computed.ok() || ended != cudaSuccess) {
     if (graph) cudaGraphDestroy(graph);
     RETURN_IF_ERROR(computed);
     CUDA_RETURN_IF_ERROR(ended);
   }
-  cudaGraphExec_t exec = nullptr;
-  const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphExec_t raw = nullptr;
+  const cudaError_t instantiated = cudaGraphInstantiate(&raw, graph, 0);
   cudaGraphDestroy(graph);
   CUDA_RETURN_IF_ERROR(instantiated);
-  return GraphExec(exec);
+  GraphExec exec(raw);
+  // Uploaded here, so that its first replay on the request path does not.
+  CUDA_RETURN_IF_ERROR(cudaGraphUpload(exec.get(), capture_stream_));
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(capture_stream_));
+  return exec;
 }
 
-Status CudaEngine::Compute(const Shape& shape) {
-  RETURN_IF_ERROR(Encoder(shape));
-  return Timed("head", 0, [&] { return HeadKernels(shape); });
+Status CudaEngine::Compute(const Shape& shape, const Workspace& ws, cudaStream_t stream) {
+  RETURN_IF_ERROR(Encoder(shape, ws, stream));
+  return Timed("head", 0, stream, [&] { return HeadKernels(shape, ws, stream); });
 }
 
-Status CudaEngine::Encoder(const Shape& shape) {
+Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t stream) {
   const ModelConfig& c = model_->config;
   const Precision p = options_.precision;
   const int t = shape.tokens, n = shape.seqs, h = c.hidden_size;
   const int inter = c.intermediate_size;
-  RETURN_IF_ERROR(Timed("embedding+layernorm", 0, [&] {
+  const BatchInts ints = LayOutInts(ws.ints, shape);
+  RETURN_IF_ERROR(Timed("embedding+layernorm", 0, stream, [&] {
     return cuda::EmbedLayerNorm(
         p,
-        {ws_.ids, ws_.types, ws_.cu, n, t, weights_.word, weights_.position, weights_.type,
-         weights_.emb_gamma, weights_.emb_beta, h, c.layer_norm_eps, ws_.x},
-        stream_);
+        {ints.ids, ints.types, ints.cu, n, t, weights_.word, weights_.position, weights_.type,
+         weights_.emb_gamma, weights_.emb_beta, h, c.layer_norm_eps, ws.x},
+        stream);
   }));
-  const cuda::AttentionArgs attention{ws_.qkv, ws_.cu,      n,       shape.max_len,
-                                      h,       c.num_heads, ws_.ctx, gpu_.compute_capability >= 80};
+  const cuda::AttentionArgs attention{ws.qkv, ints.cu,     n,      shape.max_len,
+                                      h,      c.num_heads, ws.ctx, gpu_.compute_capability >= 80};
   // Useful FLOPs, for the profile: 2 per multiply-add; attention counts
   // QK^T and PV over every sequence's real length (a batch's lengths are
   // known only as the padded maximum here, so it is an upper bound).
   const double gemm = 2.0 * t * h;
   const double attention_flops = 4.0 * n * shape.max_len * static_cast<double>(shape.max_len) * h;
   for (const cuda::DeviceLayer& l : weights_.layers) {
-    RETURN_IF_ERROR(Timed("gemm qkv", gemm * 3 * h, [&] {
-      return gemm_.Linear(ws_.x, t, h, l.qkv_w, l.qkv_b, 3 * h, cuda::Epilogue::kBias, nullptr,
-                          ws_.qkv, stream_);
+    RETURN_IF_ERROR(Timed("gemm qkv", gemm * 3 * h, stream, [&] {
+      return gemm_.Linear(ws.x, t, h, l.qkv_w, l.qkv_b, 3 * h, cuda::Epilogue::kBias, nullptr,
+                          ws.qkv, stream);
     }));
-    RETURN_IF_ERROR(Timed("attention", attention_flops,
-                          [&] { return cuda::Attention(p, attention, stream_); }));
+    RETURN_IF_ERROR(Timed("attention", attention_flops, stream,
+                          [&] { return cuda::Attention(p, attention, stream); }));
     // The residual enters through the GEMM's C operand (beta = 1).
-    RETURN_IF_ERROR(Timed("gemm attn_out", gemm * h, [&] {
-      return gemm_.Linear(ws_.ctx, t, h, l.attn_out_w, l.attn_out_b, h, cuda::Epilogue::kBias,
-                          ws_.x, ws_.tmp, stream_);
+    RETURN_IF_ERROR(Timed("gemm attn_out", gemm * h, stream, [&] {
+      return gemm_.Linear(ws.ctx, t, h, l.attn_out_w, l.attn_out_b, h, cuda::Epilogue::kBias, ws.x,
+                          ws.tmp, stream);
     }));
-    RETURN_IF_ERROR(Timed("layernorm", 0, [&] {
-      return cuda::LayerNorm(p, ws_.tmp, ws_.x, t, h, l.attn_gamma, l.attn_beta, c.layer_norm_eps,
-                             stream_);
+    RETURN_IF_ERROR(Timed("layernorm", 0, stream, [&] {
+      return cuda::LayerNorm(p, ws.tmp, ws.x, t, h, l.attn_gamma, l.attn_beta, c.layer_norm_eps,
+                             stream);
     }));
-    RETURN_IF_ERROR(Timed("gemm ffn_in", gemm * inter, [&] {
-      return gemm_.Linear(ws_.x, t, h, l.ffn_in_w, l.ffn_in_b, inter, ffn_epilogue_, nullptr,
-                          ws_.inter, stream_);
+    RETURN_IF_ERROR(Timed("gemm ffn_in", gemm * inter, stream, [&] {
+      return gemm_.Linear(ws.x, t, h, l.ffn_in_w, l.ffn_in_b, inter, ffn_epilogue_, nullptr,
+                          ws.inter, stream);
     }));
     if (ffn_epilogue_ == cuda::Epilogue::kBias)
-      RETURN_IF_ERROR(Timed("activation", 0, [&] {
-        return cuda::ActivationInPlace(p, c.hidden_act, ws_.inter, static_cast<size_t>(t) * inter,
-                                       stream_);
+      RETURN_IF_ERROR(Timed("activation", 0, stream, [&] {
+        return cuda::ActivationInPlace(p, c.hidden_act, ws.inter, static_cast<size_t>(t) * inter,
+                                       stream);
       }));
-    RETURN_IF_ERROR(Timed("gemm ffn_out", gemm * inter, [&] {
-      return gemm_.Linear(ws_.inter, t, inter, l.ffn_out_w, l.ffn_out_b, h, cuda::Epilogue::kBias,
-                          ws_.x, ws_.tmp, stream_);
+    RETURN_IF_ERROR(Timed("gemm ffn_out", gemm * inter, stream, [&] {
+      return gemm_.Linear(ws.inter, t, inter, l.ffn_out_w, l.ffn_out_b, h, cuda::Epilogue::kBias,
+                          ws.x, ws.tmp, stream);
     }));
-    RETURN_IF_ERROR(Timed("layernorm", 0, [&] {
-      return cuda::LayerNorm(p, ws_.tmp, ws_.x, t, h, l.ffn_gamma, l.ffn_beta, c.layer_norm_eps,
-                             stream_);
+    RETURN_IF_ERROR(Timed("layernorm", 0, stream, [&] {
+      return cuda::LayerNorm(p, ws.tmp, ws.x, t, h, l.ffn_gamma, l.ffn_beta, c.layer_norm_eps,
+                             stream);
     }));
   }
   return Status::Ok();
 }
 
-Status CudaEngine::HeadKernels(const Shape& shape) {
+Status CudaEngine::HeadKernels(const Shape& shape, const Workspace& ws, cudaStream_t stream) {
   const ModelConfig& c = model_->config;
   const Precision p = options_.precision;
   const int t = shape.tokens, n = shape.seqs, h = c.hidden_size;
+  const int32_t* cu = LayOutInts(ws.ints, shape).cu;
   if (weights_.pooler_w) {
     // ctx and tmp are free once the encoder is done.
-    RETURN_IF_ERROR(cuda::GatherFirstTokens(p, ws_.x, ws_.cu, n, h, ws_.ctx, stream_));
-    RETURN_IF_ERROR(gemm_.Linear(ws_.ctx, n, h, weights_.pooler_w, weights_.pooler_b, h,
-                                 cuda::Epilogue::kBias, nullptr, ws_.tmp, stream_));
+    RETURN_IF_ERROR(cuda::GatherFirstTokens(p, ws.x, cu, n, h, ws.ctx, stream));
+    RETURN_IF_ERROR(gemm_.Linear(ws.ctx, n, h, weights_.pooler_w, weights_.pooler_b, h,
+                                 cuda::Epilogue::kBias, nullptr, ws.tmp, stream));
     RETURN_IF_ERROR(
-        cuda::TanhToFloat(p, ws_.tmp, ws_.pooled_f32, static_cast<size_t>(n) * h, stream_));
+        cuda::TanhToFloat(p, ws.tmp, ws.pooled_f32, static_cast<size_t>(n) * h, stream));
   }
   const int labels = weights_.classifier_out;
   switch (c.head) {
     case HeadKind::kBase:
       break;
     case HeadKind::kSequenceClassification:
-      RETURN_IF_ERROR(cuda::SmallLinear(Precision::kFp32, ws_.pooled_f32, n, h,
+      RETURN_IF_ERROR(cuda::SmallLinear(Precision::kFp32, ws.pooled_f32, n, h,
                                         weights_.classifier_w, weights_.classifier_b, labels,
-                                        ws_.logits_f32, stream_));
+                                        ws.logits_f32, stream));
       break;
     case HeadKind::kTokenClassification:
     case HeadKind::kQuestionAnswering:
-      RETURN_IF_ERROR(cuda::SmallLinear(p, ws_.x, t, h, weights_.classifier_w,
-                                        weights_.classifier_b, labels, ws_.logits_f32, stream_));
+      RETURN_IF_ERROR(cuda::SmallLinear(p, ws.x, t, h, weights_.classifier_w, weights_.classifier_b,
+                                        labels, ws.logits_f32, stream));
       break;
     case HeadKind::kSentenceEmbedding:
-      RETURN_IF_ERROR(
-          cuda::PoolSequences(p, ws_.x, ws_.cu, n, h, c.pooling, ws_.pooled_f32, stream_));
-      if (c.normalize) RETURN_IF_ERROR(cuda::L2NormalizeRows(ws_.pooled_f32, n, h, stream_));
+      RETURN_IF_ERROR(cuda::PoolSequences(p, ws.x, cu, n, h, c.pooling, ws.pooled_f32, stream));
+      if (c.normalize) RETURN_IF_ERROR(cuda::L2NormalizeRows(ws.pooled_f32, n, h, stream));
       break;
   }
   if (shape.hidden_state)
     RETURN_IF_ERROR(
-        cuda::ConvertToFloat(p, ws_.x, ws_.hidden_f32, static_cast<size_t>(t) * h, stream_));
+        cuda::ConvertToFloat(p, ws.x, ws.hidden_f32, static_cast<size_t>(t) * h, stream));
   return Status::Ok();
 }
 

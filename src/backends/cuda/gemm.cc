@@ -131,7 +131,7 @@ Status LtGemm::Tune(const Key& key, Plan& plan, const void* x, const void* w, co
   for (const cublasLtMatmulAlgo_t& algo : plan.candidates) {
     auto run = [&] {
       return lt_->Matmul(handle_, plan.desc, &alpha, w, plan.a, x, plan.b, &beta, c, plan.c, y,
-                            plan.c, &algo, workspace_, workspace_bytes_, stream);
+                         plan.c, &algo, workspace_, workspace_bytes_, stream);
     };
     // A candidate the library cannot run here is skipped, not an error.
     if (run() != CUBLAS_STATUS_SUCCESS) continue;
@@ -178,8 +178,8 @@ Status LtGemm::BuildPlan(const Key& key, const void* bias, Plan* p) const {
   cublasLtMatmulHeuristicResult_t results[kTunedCandidates] = {};
   int found = 0;
   if (st == CUBLAS_STATUS_SUCCESS)
-    st = lt.MatmulAlgoGetHeuristic(handle_, p->desc, p->a, p->b, p->c, p->c, pref,
-                                   kTunedCandidates, results, &found);
+    st = lt.MatmulAlgoGetHeuristic(handle_, p->desc, p->a, p->b, p->c, p->c, pref, kTunedCandidates,
+                                   results, &found);
   lt.MatmulPreferenceDestroy(pref);
   const std::string shape = "[" + std::to_string(key.n) + ", " + std::to_string(key.k) + "] x [" +
                             std::to_string(key.m) + ", " + std::to_string(key.k) + "]^T in " +
@@ -197,6 +197,7 @@ Status LtGemm::Linear(const void* x, int rows, int in, const void* w, const void
                       Epilogue epilogue, const void* residual, void* y, cudaStream_t stream) {
   if (rows == 0) return Status::Ok();
   const Key key{out, rows, in, epilogue};
+  std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(Plan * plan, GetPlan(key, bias));
   RETURN_IF_ERROR(SetDesc(*lt_, plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias));
   const float alpha = 1.0f, beta = residual ? 1.0f : 0.0f;
@@ -211,8 +212,8 @@ Status LtGemm::Linear(const void* x, int rows, int in, const void* w, const void
       RETURN_IF_ERROR(Tune(key, *plan, x, w, c, y, beta, stream));
   }
   CUBLAS_RETURN_IF_ERROR(lt_->Matmul(handle_, plan->desc, &alpha, w, plan->a, x, plan->b, &beta, c,
-                                     plan->c, y, plan->c, &plan->algo, workspace_,
-                                     workspace_bytes_, stream));
+                                     plan->c, y, plan->c, &plan->algo, workspace_, workspace_bytes_,
+                                     stream));
   return Status::Ok();
 }
 

@@ -7,20 +7,22 @@
 // kTunedCandidates of the heuristic's answers run on the call's own operands
 // and the fastest is kept, in a process-wide cache keyed by the GPU's name so
 // that engines on identical GPUs share it (and compute the same bits). On the
-// H200 timing gained nothing for BERT-base (bench/RESULTS.md, 2026-11-29:
-// 0.98-1.00x at batch 1, 8 and 128), so it is opt-in, for other GPUs.
+// H200 it makes BERT-base batch 128 1-2% faster and batch 1 no faster
+// (bench/RESULTS.md, 2026-11-30). It is opt-in because the timing runs on the
+// request path, at each new batch shape's first call; persisting the choices
+// in the plan (built once, on the serving GPU) is the way to make it free.
 #pragma once
 
 #include <cublasLt.h>
-
-#include "backends/cuda/cublaslt_api.h"
 #include <cuda_runtime.h>
 
 #include <compare>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "backends/cuda/cublaslt_api.h"
 #include "bertrt/cuda_engine.h"
 #include "bertrt/status.h"
 
@@ -42,6 +44,8 @@ class LtGemm {
   // y[rows, out] = act(x[rows, in] W^T + bias [+ residual[rows, out]]), W is
   // [out, in] row-major (HF's layout), all in the engine's precision; fp32
   // accumulation (plain fp32, no TF32, for the fp32 engine).
+  // Thread-safe: an engine calls it from its request thread and, while
+  // capturing a CUDA graph, from its capture thread.
   Status Linear(const void* x, int rows, int in, const void* w, const void* bias, int out,
                 Epilogue epilogue, const void* residual, void* y, cudaStream_t stream);
 
@@ -78,6 +82,7 @@ class LtGemm {
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
+  std::mutex mu_;  // Linear: the plans, and a plan's bias pointer until its call is made
   std::map<Key, Plan> plans_;
   std::string gpu_name_;
   bool tuning_ = false;
