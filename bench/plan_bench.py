@@ -103,6 +103,8 @@ def main():
         if proc.returncode != 0:
             sys.exit(f"bertrt build failed:\n{proc.stderr}")
     verify_line = next((l.strip() for l in proc.stdout.splitlines() if "max abs diff" in l), "")
+    tune_line = next((l.split(": ", 1)[-1].strip() for l in proc.stderr.splitlines()
+                      if l.startswith("[build] tune done")), "")
 
     rows = []
     for label, path in (("HF directory", model), ("plan", plan)):
@@ -144,8 +146,9 @@ def main():
         f"--repeats {args.repeats}`",
         f"- model: random BERT-base seq-cls (110M parameters, fp32 safetensors); plan "
         f"{precision}, {size_mib:.0f} MiB",
-        f"- build (`bertrt build`, load + convert + write + verify on 7 built-in samples): "
-        f"median {statistics.median(builds):.2f} s over {len(builds)} runs; {verify_line}",
+        f"- build (`bertrt build`, load + convert + "
+        f"{'tune (' + tune_line + ') + ' if tune_line else ''}write + verify on 7 built-in "
+        f"samples): median {statistics.median(builds):.2f} s over {len(builds)} runs; {verify_line}",
         "- serving-ready: `bertrt run MODEL` with one input line, process start to first "
         f"result, wall clock, median of {args.repeats}; cold = {how}",
         "",

@@ -12,6 +12,8 @@
 #      seq 384 at batch 256.
 #   6. served vs in-process (scripts/serve_bench.sh, 8 texts per request):
 #      saturation and the p99 at half load.
+#   7. GEMM choices a `bertrt build --device cuda` stores in the plan against
+#      cuBLASLt's heuristic (bench/tuned_plan_bench.py; LARGE=1 adds BERT-large).
 # CUDA_BENCH=1 adds bench/cuda_bench.py (bertrt vs PyTorch) to step 1.
 # bench/RESULTS.md comes back as $OUT/RESULTS.md, everything else in
 # $OUT/details.tar.gz. STEPS picks the steps (default "1 2 3 4"), to fit a
@@ -86,6 +88,12 @@ BIN=$PWD/.carry/bin/bertrt DURATION=${DURATION:-4} WORK=$OUT/serve_bench SEQS=8 
   LENGTHS=100:126 bash scripts/serve_bench.sh $model --device cuda --precision fp16 \
   --max-batch-size 128 --max-batch-tokens 16384 --max-queue-size 4096 > "$OUT/serve_bench.log" 2>&1 || status=1
 tail -12 "$OUT/serve_bench.log"
+fi
+if want 7; then
+echo "== 7. GEMM choices stored in the plan vs the heuristic"
+python3 bench/tuned_plan_bench.py --bin .carry/bin/bertrt $([ "${LARGE:-0}" = 1 ] && echo --large) \
+  > "$OUT/tuned_plan_bench.log" 2>&1 || status=1
+tail -16 "$OUT/tuned_plan_bench.log"
 fi
 cp bench/RESULTS.md "$OUT/RESULTS.md" 2>/dev/null
 # The device tool brings back only a few files: everything but RESULTS.md

@@ -20,15 +20,6 @@ StatusOr<LoadedModel> LoadForCli(const std::string& path) {
   return LoadModelAndTokenizer(path, options);
 }
 
-void NotePlanRetuning(const std::string& path, int device) {
-  if (!IsPlanFile(path)) return;
-  auto info = ReadPlanInfo(path);
-  auto gpus = ListGpus();
-  if (!info.ok() || !gpus.ok() || device >= static_cast<int>(gpus->size())) return;
-  const std::string notice = PlanRetuneNotice(*info, (*gpus)[device]);
-  if (!notice.empty()) std::fprintf(stderr, "notice: %s\n", notice.c_str());
-}
-
 void AddEngineOptions(CLI::App* cmd, EngineFlags* flags, const std::string& threads_help) {
   cmd->add_option("--device", flags->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--precision", flags->precision,
@@ -70,9 +61,7 @@ StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> mode
   }
   if (device == "cuda") {
     ASSIGN_OR_RETURN(CudaEngineOptions options, CudaOptions(flags, gpu));
-    const std::string source = model->source;
     auto engine = CreateCudaEngine(std::move(model), options);
-    if (engine.ok()) NotePlanRetuning(source, options.device);
     if (!engine.ok())
       return Status(engine.status().code(), "--device cuda: " + engine.status().message());
     return engine;
@@ -85,6 +74,13 @@ StatusOr<CudaEngineOptions> CudaOptions(const EngineFlags& flags, int gpu) {
   options.device = gpu;
   ASSIGN_OR_RETURN(options.precision, ParsePrecision(ResolvePrecision("cuda", flags.precision)));
   options.approximate_erf_gelu = flags.gelu != "exact";
+  // Timing at first use for every model, not only for plans without this
+  // GPU's choices: for comparisons against cuBLASLt's heuristic.
+  const char* timing = std::getenv("BERTRT_GEMM_TUNING");
+  options.time_gemms = timing && std::string(timing) == "1";
+  options.on_notice = [](const std::string& notice) {
+    std::fprintf(stderr, "notice: %s\n", notice.c_str());
+  };
   return options;
 }
 

@@ -22,10 +22,6 @@ namespace bertrt::cli {
 // Loads MODEL (an HF directory or a plan file), printing notices to stderr.
 StatusOr<LoadedModel> LoadForCli(const std::string& path);
 
-// When `path` is a plan, says on stderr whether the CUDA engine on GPU
-// `device` re-tunes its GEMMs (a GPU other than the plan's).
-void NotePlanRetuning(const std::string& path, int device);
-
 // --device, --precision and --threads, as run, bench and serve take them.
 struct EngineFlags {
   std::string device = "cpu";

@@ -52,6 +52,39 @@ class Stages {
 
 void Notice(const std::string& n) { std::fprintf(stderr, "notice: %s\n", n.c_str()); }
 
+// Batches up to this many tokens get timed GEMMs when the plan sets no
+// --max-batch-tokens: 128 sequences of 128 tokens.
+constexpr int kDefaultTimedTokens = 16384;
+
+// The tune stage: times the GEMMs of every batch size a CUDA engine runs up
+// to the plan's batch limit, for the plan's tuning cache. A failure (a GPU
+// too small for the largest batch, say) leaves the cache empty; engines then
+// time their GEMMs at first use.
+std::vector<GemmChoice> TuneGemms(const ModelConfig& config, Precision precision,
+                                  int max_batch_tokens, Stages& stages) {
+  stages.Begin("tune");
+  const int max_tokens = max_batch_tokens > 0 ? max_batch_tokens : kDefaultTimedTokens;
+  CudaEngineOptions options;  // as `serve` runs the plan by default
+  options.precision = precision;
+  std::unique_ptr<ProgressBar> progress;
+  int batch_sizes = 0;
+  auto choices = TimeGemms(config, options, max_tokens, [&](int done, int total) {
+    if (!progress) progress = std::make_unique<ProgressBar>("tune", total);
+    progress->Advance();
+    batch_sizes = done;
+  });
+  progress.reset();
+  if (!choices.ok()) {
+    Notice("GEMM timing failed (" + choices.status().message() +
+           "): the plan stores no GEMM choices, and engines time their GEMMs at first use");
+    stages.End();
+    return {};
+  }
+  stages.End(std::to_string(choices->size()) + " GEMM choices over " + std::to_string(batch_sizes) +
+             " batch sizes up to " + std::to_string(max_tokens) + " tokens");
+  return std::move(choices).value();
+}
+
 // Runs the built plan and the HF directory's fp32 model on the samples.
 // Returns the exit code; prints the comparison on stdout.
 int Verify(const BuildFlags& flags, const Plan& plan, std::shared_ptr<const Model> reference,
@@ -133,8 +166,8 @@ int Build(const BuildFlags& flags) {
       on_gpu = true;
     } else {
       Notice("--device cuda without a usable GPU (" + gpus.status().message() +
-             "): the plan is written for CUDA and verified on the CPU; its GEMM tuning happens "
-             "on the GPU that serves it");
+             "): the plan is written for CUDA and verified on the CPU; its GEMMs are timed on "
+             "the GPU that serves it, at first use");
     }
   }
   auto tokenizer = ReadTokenizerSource(flags.model);
@@ -142,6 +175,8 @@ int Build(const BuildFlags& flags) {
   auto checksum = SourceChecksum(flags.model);
   if (!checksum.ok()) return Fail(checksum.status(), kExitModelError);
   stages.End(*checksum + ", tokenizer from " + tokenizer->kind);
+  if (on_gpu)
+    options.gemm_choices = TuneGemms(model->config, *precision, flags.max_batch_tokens, stages);
 
   stages.Begin("write");
   Status written = WritePlan(*model, *tokenizer, options, *checksum, flags.output);
@@ -186,15 +221,18 @@ void RegisterBuildCommand(CLI::App& app, int& exit_code) {
                   "Weight precision: fp32, fp16 or bf16 (default: fp32 for cpu, fp16 for cuda)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
   cmd->add_option("--device", flags->device,
-                  "Backend the plan is laid out and tuned for: cpu or cuda (it serves on both)")
+                  "Backend the plan is laid out for: cpu or cuda (it serves on both); cuda also "
+                  "times the GEMMs on GPU 0 and stores the fastest cuBLASLt algorithms in the "
+                  "plan, for engines on the same GPU model and cuBLASLt")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--max-seq-len", flags->max_seq_len,
                   "Longest input served (default: the model's limit)")
       ->check(CLI::PositiveNumber);
   cmd->add_option(
          "--max-batch-tokens", flags->max_batch_tokens,
-         "Largest batch in tokens: what a GPU engine reserves memory for at start, and the "
-         "server's batch token budget (default: no limit)")
+         "Largest batch in tokens: what a GPU engine reserves memory for at start, the "
+         "server's batch token budget, and with --device cuda the largest batch whose GEMMs "
+         "are timed into the plan (default: no limit; GEMMs timed up to 16384 tokens)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--samples", flags->samples,
                   "JSON Lines of {\"text\": ..., \"text_pair\": ...} to verify on (default: "

@@ -138,6 +138,7 @@ int RunInspect(const InspectOptions& opts) {
                  {"precision", info->precision},
                  {"device", info->device},
                  {"tuned_on_gpu", info->gpu_name},
+                 {"gemm_choices", info->gemm_choices},
                  {"max_seq_len", info->max_seq_len},
                  {"max_batch_tokens", info->max_batch_tokens},
                  {"tokenizer", info->tokenizer_kind},

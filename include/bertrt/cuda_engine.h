@@ -2,8 +2,11 @@
 // In a build without the CUDA backend CreateCudaEngine exists too and says so.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "bertrt/engine.h"
 #include "bertrt/status.h"
@@ -38,11 +41,29 @@ struct CudaEngineOptions {
   // the activations; the engine still meets fp16's parity bounds against HF
   // (tests/models/test_goldens.py). fp32 engines are always exact.
   bool approximate_erf_gelu = true;
+  // How each GEMM's cuBLASLt algorithm is picked where no choice is cached
+  // for this GPU (a plan's tuning cache, or an engine of this process timed
+  // it): false, the heuristic's first answer; true, the fastest of its
+  // candidates, timed at the shape's first call (milliseconds on the request
+  // path, once per batch shape). A plan whose cache has no choice for this
+  // GPU and cuBLASLt turns it on, and says so through on_notice.
+  bool time_gemms = false;
+  // Where the engine's notices go (nullptr: nowhere).
+  std::function<void(const std::string&)> on_notice;
 };
 
 // Uploads the model's weights to the GPU in the chosen precision.
 // FailedPrecondition when this process has no usable GPU.
 StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(std::shared_ptr<const Model> model,
                                                    const CudaEngineOptions& options);
+
+// The plan builder's tuning step: times cuBLASLt's candidate algorithms for
+// every GEMM that an engine with `options` runs on a model of `config`, at
+// each batch size in tokens that the engine rounds batches to, up to
+// max_tokens, on GPU options.device. progress(done, total) follows the batch
+// sizes. Returns this GPU's choices, to store in the plan.
+StatusOr<std::vector<GemmChoice>> TimeGemms(const ModelConfig& config,
+                                            const CudaEngineOptions& options, int max_tokens,
+                                            const std::function<void(int, int)>& progress);
 
 }  // namespace bertrt

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,15 @@ struct ModelWeights {
   std::vector<Tensor*> All();
 };
 
+// One entry of a plan's GEMM tuning cache: the cuBLASLt algorithm timed
+// fastest for one GEMM, and what it was timed for:
+// "<gpu name>|cublasLt <version>|<precision>|<m>,<n>,<k>|<epilogue>".
+struct GemmChoice {
+  std::string gemm;
+  std::string algo;  // the cublasLtMatmulAlgo_t's 64 bytes, 128 hex digits
+  bool operator==(const GemmChoice& o) const { return gemm == o.gemm && algo == o.algo; }
+};
+
 // Weights live on the host as fp32 (checkpoints' fp16/bf16 are widened at
 // import), except that a plan's compute-precision tensors (GEMM weights and
 // biases, embedding tables) stay the plan's fp16/bf16 views of the mapped
@@ -86,6 +96,9 @@ struct Model {
   // From a plan built with --max-batch-tokens: the largest batch engines
   // reserve memory for and the server's batch token budget; 0: no limit.
   int max_batch_tokens = 0;
+  // A plan's GEMM tuning cache (empty when built without a GPU); nullopt for
+  // a Hugging Face directory.
+  std::optional<std::vector<GemmChoice>> gemm_choices;
   size_t ParameterCount() const;
 };
 

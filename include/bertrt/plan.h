@@ -36,24 +36,27 @@ struct PlanBuildOptions {
   std::string device = "cpu";  // the backend the plan is laid out for: cpu | cuda
   int max_seq_len = 0;         // 0: the model's max_seq_length
   int max_batch_tokens = 0;    // 0: no limit; a hint for engines that reserve memory
-  // The GPU the tuning-cache slot is keyed by; nullopt when built without one.
+  // The GPU the plan was built and tuned on; nullopt when built without one.
   std::optional<GpuInfo> gpu;
+  // Its GEMM tuning cache (TimeGemms on that GPU).
+  std::vector<GemmChoice> gemm_choices;
 };
 
 // What the plan says about itself (its metadata section).
 struct PlanInfo {
   uint32_t format_version = 0;
-  std::string bertrt_version;  // of the build that wrote it
-  std::string created_utc;     // ISO 8601
-  std::string source;          // the HF directory it was built from
-  std::string source_checksum; // "crc32c:<hex>" over the source weight files
-  std::string precision;       // fp32 | fp16 | bf16
-  std::string device;          // cpu | cuda
-  std::string gpu_name;        // empty when not built on a GPU
+  std::string bertrt_version;   // of the build that wrote it
+  std::string created_utc;      // ISO 8601
+  std::string source;           // the HF directory it was built from
+  std::string source_checksum;  // "crc32c:<hex>" over the source weight files
+  std::string precision;        // fp32 | fp16 | bf16
+  std::string device;           // cpu | cuda
+  std::string gpu_name;         // empty when not built on a GPU
   int gpu_compute_capability = 0;
   int max_seq_len = 0;
   int max_batch_tokens = 0;
   std::string tokenizer_kind;  // "tokenizer.json" | "vocab"
+  size_t gemm_choices = 0;     // entries of the GEMM tuning cache
   uint64_t file_size = 0;
   size_t num_sections = 0;
 };
@@ -82,8 +85,8 @@ StatusOr<PlanInfo> ReadPlanInfo(const std::string& path);
 // tokenizer.json bytes, or the vocab.txt lines (as parsed) plus the settings
 // the directory's tokenizer_config.json / special_tokens_map.json gave.
 struct TokenizerSource {
-  std::string kind;   // "tokenizer.json" | "vocab"
-  std::string bytes;  // the tokenizer.json text, or the vocabulary joined by '\n'
+  std::string kind;            // "tokenizer.json" | "vocab"
+  std::string bytes;           // the tokenizer.json text, or the vocabulary joined by '\n'
   TokenizerSettings settings;  // used for "vocab"
 };
 
@@ -103,10 +106,6 @@ Status WritePlan(const Model& model, const TokenizerSource& tokenizer,
 // "crc32c:<hex>" over the *.safetensors files of the model directory (its
 // transformer directory for sentence-transformers), in name order.
 StatusOr<std::string> SourceChecksum(const std::string& model_dir);
-
-// What a CUDA engine should say when serving this plan on `gpu`: empty when
-// it is the GPU the plan was tuned on, else that the GEMMs are re-tuned.
-std::string PlanRetuneNotice(const PlanInfo& info, const GpuInfo& gpu);
 
 // Verification of a built plan against the fp32 reference.
 struct VerifySample {

@@ -56,6 +56,7 @@ class Reader {
   Status BindTensors(const Container& c, const json& meta, const PlanInfo& info,
                      std::shared_ptr<const void> owner, Model* model) const;
   StatusOr<std::shared_ptr<Tokenizer>> LoadTokenizer(const Container& c, const json& meta) const;
+  StatusOr<std::vector<GemmChoice>> ReadGemmChoices(const Container& c) const;
 
  private:
   Status CheckEntry(const Container& c, const Entry& e, size_t i) const;
@@ -72,10 +73,10 @@ Status Reader::ParseContainer(std::string_view bytes, Container* c) {
   // plan of another version is named as such, not as corrupted.
   const uint32_t version = plan::GetU32(p + 8);
   if (version != kPlanFormatVersion)
-    return Error(StatusCode::kFailedPrecondition,
-                 "plan format version " + std::to_string(version) + ", but this bertrt (" +
-                     BERTRT_VERSION + ") reads plan format version " +
-                     std::to_string(kPlanFormatVersion));
+    return Error(StatusCode::kFailedPrecondition, "plan format version " + std::to_string(version) +
+                                                      ", but this bertrt (" + BERTRT_VERSION +
+                                                      ") reads plan format version " +
+                                                      std::to_string(kPlanFormatVersion));
   if (bytes.size() < plan::kHeaderSize)
     return Error(StatusCode::kDataLoss, "truncated: " + std::to_string(bytes.size()) +
                                             " bytes, less than the 64-byte header");
@@ -91,20 +92,22 @@ Status Reader::ParseContainer(std::string_view bytes, Container* c) {
                                             std::to_string(h.file_size) + " (truncated?)");
   if (h.section_count == 0 || h.section_count > plan::kMaxSections)
     return Error(StatusCode::kDataLoss, "section count " + std::to_string(h.section_count) +
-                                            " outside [1, " + std::to_string(plan::kMaxSections) + "]");
+                                            " outside [1, " + std::to_string(plan::kMaxSections) +
+                                            "]");
   const uint64_t table_bytes = uint64_t{h.section_count} * plan::kEntrySize;
   if (h.table_offset < plan::kHeaderSize || h.table_offset > bytes.size() ||
       bytes.size() - h.table_offset != table_bytes)
-    return Error(StatusCode::kDataLoss, "the section table (offset " +
-                                            std::to_string(h.table_offset) +
-                                            ") does not end the file");
+    return Error(
+        StatusCode::kDataLoss,
+        "the section table (offset " + std::to_string(h.table_offset) + ") does not end the file");
   const uint8_t* table = p + h.table_offset;
   if (plan::Crc32c(table, table_bytes) != h.table_crc)
     return Error(StatusCode::kDataLoss, "section table checksum mismatch (corrupted table)");
   for (uint32_t i = 0; i < h.section_count; ++i) {
     const uint8_t* raw = table + i * plan::kEntrySize;
     if (std::memchr(raw, 0, plan::kNameSize) == nullptr)
-      return Error(StatusCode::kDataLoss, "section " + std::to_string(i) + " has an unterminated name");
+      return Error(StatusCode::kDataLoss,
+                   "section " + std::to_string(i) + " has an unterminated name");
     c->entries.push_back(plan::DecodeEntry(raw));
     RETURN_IF_ERROR(CheckEntry(*c, c->entries.back(), i));
     if (!c->index.emplace(c->entries.back().name, i).second)
@@ -130,8 +133,8 @@ Status Reader::CheckEntry(const Container& c, const Entry& e, size_t i) const {
   // Sections live between the header and the table, 64-byte aligned.
   const uint64_t end = c.header.table_offset;
   if (e.offset % plan::kMinAlignment != 0)
-    return Error(StatusCode::kDataLoss, what + ": offset " + std::to_string(e.offset) +
-                                            " is not 64-byte aligned");
+    return Error(StatusCode::kDataLoss,
+                 what + ": offset " + std::to_string(e.offset) + " is not 64-byte aligned");
   if (e.offset < plan::kHeaderSize || e.offset > end || e.length > end - e.offset)
     return Error(StatusCode::kOutOfRange, what + ": offset " + std::to_string(e.offset) +
                                               " + length " + std::to_string(e.length) +
@@ -147,7 +150,8 @@ Status Reader::CheckEntry(const Container& c, const Entry& e, size_t i) const {
   uint64_t bytes = DTypeSize(dtype);
   for (uint32_t d = 0; d < e.rank; ++d) {
     if (e.shape[d] <= 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(e.shape[d]), &bytes))
-      return Error(StatusCode::kDataLoss, what + " has a bad dimension " + std::to_string(e.shape[d]));
+      return Error(StatusCode::kDataLoss,
+                   what + " has a bad dimension " + std::to_string(e.shape[d]));
   }
   if (bytes != e.length)
     return Error(StatusCode::kDataLoss, what + " is " + std::to_string(e.length) +
@@ -172,6 +176,35 @@ Status Reader::CheckAllSections(const Container& c) const {
   for (size_t i = 0; i < c.entries.size(); ++i) results[i] = CheckSection(c, c.entries[i]);
   for (Status& s : results) RETURN_IF_ERROR(s);
   return Status::Ok();
+}
+
+// The tuning section: {"key": {the GPU it was built on}, "algorithms":
+// [{"gemm": GemmChoice::gemm, "algo": 128 hex digits}, ...]}. cuBLASLt checks
+// each algorithm again before an engine runs it.
+StatusOr<std::vector<GemmChoice>> Reader::ReadGemmChoices(const Container& c) const {
+  const Entry* e = c.Find("tuning");
+  if (!e || e->kind != SectionKind::kTuning || e->length > plan::kMaxMetaBytes)
+    return Error(StatusCode::kDataLoss, "no valid tuning section");
+  RETURN_IF_ERROR(CheckSection(c, *e));
+  const json tuning = json::parse(c.Bytes(*e), nullptr, /*allow_exceptions=*/false);
+  auto algorithms = tuning.is_object() ? tuning.find("algorithms") : tuning.end();
+  if (tuning.is_discarded() || !tuning.is_object() || algorithms == tuning.end() ||
+      !algorithms->is_array())
+    return Error(StatusCode::kDataLoss, "the tuning section has no algorithms array");
+  std::vector<GemmChoice> choices;
+  for (const json& a : *algorithms) {
+    auto gemm = a.is_object() ? a.find("gemm") : a.end();
+    auto algo = a.is_object() ? a.find("algo") : a.end();
+    if (gemm == a.end() || algo == a.end() || !gemm->is_string() || !algo->is_string())
+      return Error(StatusCode::kDataLoss, "a tuning entry lacks its gemm or algo string");
+    GemmChoice choice{gemm->get<std::string>(), algo->get<std::string>()};
+    if (choice.algo.size() != 128 ||
+        choice.algo.find_first_not_of("0123456789abcdef") != std::string::npos)
+      return Error(StatusCode::kDataLoss,
+                   "the tuning entry for " + choice.gemm + " is not 128 lowercase hex digits");
+    choices.push_back(std::move(choice));
+  }
+  return choices;
 }
 
 Status Reader::ParseMeta(const Container& c, json* meta, PlanInfo* info) {
@@ -378,6 +411,8 @@ StatusOr<Plan> ReadPlanFromMemory(std::string_view bytes, std::shared_ptr<const 
   RETURN_IF_ERROR(reader.BindTensors(c, meta, plan.info, owner, plan.model.get()));
   plan.model->source = display_name;
   plan.model->max_batch_tokens = plan.info.max_batch_tokens;
+  ASSIGN_OR_RETURN(plan.model->gemm_choices, reader.ReadGemmChoices(c));
+  plan.info.gemm_choices = plan.model->gemm_choices->size();
   ASSIGN_OR_RETURN(plan.tokenizer, reader.LoadTokenizer(c, meta));
   if (plan.tokenizer->vocab_size() > static_cast<size_t>(plan.model->config.vocab_size))
     return reader.Error(StatusCode::kDataLoss, "the tokenizer has more tokens than vocab_size");
@@ -399,6 +434,8 @@ StatusOr<PlanInfo> ReadPlanInfo(const std::string& path) {
   PlanInfo info;
   json meta;
   RETURN_IF_ERROR(reader.ParseMeta(c, &meta, &info));
+  ASSIGN_OR_RETURN(const std::vector<GemmChoice> choices, reader.ReadGemmChoices(c));
+  info.gemm_choices = choices.size();
   return info;
 }
 

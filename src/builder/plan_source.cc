@@ -119,14 +119,4 @@ StatusOr<std::string> SourceChecksum(const std::string& model_dir) {
          " safetensors file(s)";
 }
 
-std::string PlanRetuneNotice(const PlanInfo& info, const GpuInfo& gpu) {
-  const std::string here = gpu.name + " (sm_" + std::to_string(gpu.compute_capability) + ")";
-  if (info.gpu_name.empty())
-    return "plan built without a GPU: GEMM algorithms are tuned for " + here + " at first use";
-  if (info.gpu_name == gpu.name && info.gpu_compute_capability == gpu.compute_capability)
-    return "";
-  return "plan tuned on " + info.gpu_name + " (sm_" + std::to_string(info.gpu_compute_capability) +
-         "); re-tuning GEMM algorithms for " + here;
-}
-
 }  // namespace bertrt

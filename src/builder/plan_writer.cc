@@ -1,10 +1,10 @@
 // WritePlan: lays the sections out (aligned), streams them to a temporary
 // file with their CRC32Cs, then writes the table and the header and renames
 // the file into place, so a reader never sees a half-written plan.
-#include <cerrno>
-#include <cmath>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -45,7 +45,8 @@ class Writer {
   }
   Status PadTo(uint64_t offset) {
     static const uint8_t kZeros[plan::kPageAlignment] = {};
-    while (pos_ < offset) RETURN_IF_ERROR(Write(kZeros, std::min<uint64_t>(offset - pos_, sizeof(kZeros))));
+    while (pos_ < offset)
+      RETURN_IF_ERROR(Write(kZeros, std::min<uint64_t>(offset - pos_, sizeof(kZeros))));
     return Status::Ok();
   }
   uint64_t pos() const { return pos_; }
@@ -100,8 +101,8 @@ StatusOr<uint32_t> WriteTensor(Writer& w, const std::vector<const Tensor*>& part
 
 struct PendingSection {
   Entry entry;
-  std::string bytes;                  // meta, tokenizer, tuning
-  std::vector<const Tensor*> parts;   // tensors
+  std::string bytes;                 // meta, tokenizer, tuning
+  std::vector<const Tensor*> parts;  // tensors
 };
 
 json MetaJson(const Model& model, const TokenizerSource& tok, const PlanBuildOptions& o,
@@ -125,14 +126,16 @@ json MetaJson(const Model& model, const TokenizerSource& tok, const PlanBuildOpt
   };
 }
 
-// The GEMM tuning cache slot, keyed by the GPU it was tuned on. The CUDA
-// engine picks its cuBLASLt algorithms by heuristic per shape at first use
-// and does not export them yet, so `algorithms` is empty: serving on any GPU
-// re-selects them (which the key lets the loader report).
+// The GEMM tuning cache (read back by Reader::ReadGemmChoices): each entry
+// names the GPU, cuBLASLt version, precision and shape it was timed for, so
+// that an engine elsewhere ignores it.
 json TuningJson(const PlanBuildOptions& o) {
   json key;
   if (o.gpu) key = {{"gpu_name", o.gpu->name}, {"compute_capability", o.gpu->compute_capability}};
-  return json{{"key", key}, {"algorithms", json::array()}};
+  json algorithms = json::array();
+  for (const GemmChoice& c : o.gemm_choices)
+    algorithms.push_back({{"gemm", c.gemm}, {"algo", c.algo}});
+  return json{{"key", key}, {"algorithms", algorithms}};
 }
 
 std::vector<PendingSection> CollectSections(const Model& model, const TokenizerSource& tok,
@@ -157,8 +160,8 @@ std::vector<PendingSection> CollectSections(const Model& model, const TokenizerS
     int64_t numel = 0;
     for (const Tensor* t : s.parts) {
       if (t->empty() || !IsWeightDType(t->dtype())) {
-        *status = InvalidArgument("plan writer: " + spec.name +
-                                  " is missing or not a float tensor");
+        *status =
+            InvalidArgument("plan writer: " + spec.name + " is missing or not a float tensor");
         return {};
       }
       numel += t->numel();
@@ -187,8 +190,8 @@ Status WriteAll(std::FILE* f, std::vector<PendingSection>& sections) {
   RETURN_IF_ERROR(w.PadTo(plan::kHeaderSize));
   for (PendingSection& s : sections) {
     // Page-aligned large tensors can be mapped or DMA'd page by page.
-    const uint64_t align = s.entry.length >= plan::kPageAlignment ? plan::kPageAlignment
-                                                                  : plan::kMinAlignment;
+    const uint64_t align =
+        s.entry.length >= plan::kPageAlignment ? plan::kPageAlignment : plan::kMinAlignment;
     RETURN_IF_ERROR(w.PadTo(AlignUp(w.pos(), align)));
     s.entry.offset = w.pos();
     if (s.entry.kind == SectionKind::kTensor) {

@@ -404,6 +404,87 @@ TEST(CudaEngineTest, BackgroundCapturesSurviveAPoolThatGrowsUnderThem) {
   EXPECT_EQ((*gpu)->device().find("graphs off"), std::string::npos) << (*gpu)->device();
 }
 
+// `bertrt build --device cuda` times the GEMMs of every batch size
+// (TimeGemms) and the plan carries the choices: an engine on the same GPU
+// uses them as they are; one whose plan holds only other GPUs' choices times
+// its own at first use and says so (one built without a GPU keeps the
+// heuristic, and says that); a choice under this GPU's name that
+// cuBLASLt rejects (garbage bytes, as a hostile plan could hold) falls back
+// to the heuristic. All match the CPU engine.
+TEST(CudaEngineTest, PlanGemmChoicesServeWhereTheyWereTimed) {
+  SKIP_WITHOUT_GPU();
+  const Spec s{"seqcls", 128, 4, 256, HiddenAct::kGelu, HeadKind::kSequenceClassification};
+  auto base = MakeModel(s, 71);
+  int calls = 0, total = 0;
+  auto choices = TimeGemms(base->config, CudaEngineOptions{}, 512, [&](int done, int n) {
+    EXPECT_EQ(done, ++calls);
+    total = n;
+  });
+  ASSERT_TRUE(choices.ok()) << choices.status().ToString();
+  EXPECT_EQ(calls, 8);  // 64, 128, ..., 512 tokens
+  EXPECT_EQ(total, 8);
+  ASSERT_FALSE(choices->empty());
+  EXPECT_LE(choices->size(), 4u * 8);
+  auto gpus = ListGpus();
+  ASSERT_TRUE(gpus.ok());
+  const std::string prefix = (*gpus)[0].name + "|cublasLt ";
+  for (const GemmChoice& c : *choices) {
+    EXPECT_EQ(c.gemm.rfind(prefix, 0), 0u) << c.gemm;
+    EXPECT_EQ(c.algo.size(), 128u) << c.gemm;
+  }
+
+  auto cpu = CreateCpuEngine(base, {});
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  // 270 tokens run as 320, within the timed sizes; 900 run as 960, beyond.
+  const RaggedBatch small = MakeBatch({100, 37, 128, 5}, 72);
+  const RaggedBatch large = MakeBatch({300, 300, 300}, 73);
+  std::vector<std::string> notices;
+  auto run_plan = [&](std::vector<GemmChoice> plan_choices, const std::string& what,
+                      bool expect_timing) {
+    auto m = std::make_shared<Model>(*base);
+    m->gemm_choices = std::move(plan_choices);
+    CudaEngineOptions o;
+    o.on_notice = [&](const std::string& n) { notices.push_back(n); };
+    auto gpu = CreateCudaEngine(m, o);
+    ASSERT_TRUE(gpu.ok()) << what << ": " << gpu.status().ToString();
+    EXPECT_EQ((*gpu)->device().find("GEMMs timed at first use") != std::string::npos, expect_timing)
+        << what << ": " << (*gpu)->device();
+    for (const RaggedBatch* b : {&small, &large}) {
+      auto got = (*gpu)->Run(*b, {});
+      ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
+      auto want = (*cpu)->Run(*b, {});
+      ASSERT_TRUE(want.ok());
+      ExpectClose(*got, *want, Precision::kFp16, what);
+    }
+  };
+
+  run_plan(*choices, "plan timed on this GPU", false);
+  EXPECT_TRUE(notices.empty()) << notices.front();
+
+  // The four encoder GEMMs of the 960-token batch, named as the engine
+  // names them ("out,rows,in|epilogue"), with bytes no algorithm has (before
+  // an engine that times its own GEMMs puts real choices under these names).
+  std::vector<GemmChoice> garbage = *choices;
+  // "<gpu>|cublasLt <version>|fp16|": what comes before the shape.
+  const std::string& first = (*choices)[0].gemm;
+  size_t cut = first.find('|');
+  cut = first.find('|', cut + 1);
+  cut = first.find('|', cut + 1);
+  const std::string here = first.substr(0, cut + 1);
+  for (const char* shape : {"384,960,128|0", "128,960,128|0", "256,960,128|1", "128,960,256|0"})
+    garbage.push_back({here + shape, std::string(128, 'f')});
+  run_plan(garbage, "plan with garbage choices", false);
+
+  std::vector<GemmChoice> elsewhere = *choices;
+  for (GemmChoice& c : elsewhere) c.gemm = "Another GPU" + c.gemm.substr(c.gemm.find('|'));
+  run_plan(elsewhere, "plan timed on another GPU", true);
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_NE(notices[0].find("re-timing each GEMM"), std::string::npos) << notices[0];
+  run_plan({}, "plan built without a GPU", false);
+  ASSERT_EQ(notices.size(), 2u);
+  EXPECT_NE(notices[1].find("holds no GEMM choices"), std::string::npos) << notices[1];
+}
+
 // Two engines of one model on one GPU pick the same GEMM algorithms (timed
 // ones too, through the shared cache), so they compute the same bits; a
 // profiling engine times every operation.

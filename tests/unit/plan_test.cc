@@ -1,20 +1,19 @@
 // Plan files: round trips (bitwise for fp32), fp16/bf16 plans on the CPU, and
 // hostile files (truncated, flipped bits, bad offsets, sizes, counts, JSON).
+#include "bertrt/plan.h"
+
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "bertrt/engine.h"
 #include "bertrt/importer.h"
-#include "bertrt/plan.h"
 #include "builder/crc32c.h"
 #include "builder/plan_format.h"
 
@@ -35,13 +34,20 @@ std::string TempPath(const std::string& name) {
       .string();
 }
 
-std::string BuildPlan(const std::string& model, Precision precision = Precision::kFp32) {
+// Two entries shaped like TimeGemms's (the CPU engine never reads them).
+const std::vector<GemmChoice> kChoices = {
+    {"NVIDIA H200|cublasLt 130100|fp16|96,64,32|0", std::string(128, 'a')},
+    {"NVIDIA H200|cublasLt 130100|fp16|32,64,32|1", std::string(64, '0') + std::string(64, 'f')}};
+
+std::string BuildPlan(const std::string& model, Precision precision = Precision::kFp32,
+                      const std::vector<GemmChoice>& choices = {}) {
   auto loaded = LoadModelAndTokenizer(ModelDir(model));
   EXPECT_TRUE(loaded.ok()) << loaded.status().ToString();
   auto tok = ReadTokenizerSource(ModelDir(model));
   EXPECT_TRUE(tok.ok()) << tok.status().ToString();
   PlanBuildOptions options;
   options.precision = precision;
+  options.gemm_choices = choices;
   const std::string path = TempPath(model + "_" + PrecisionName(precision));
   Status st = WritePlan(*loaded->model, *tok, options, "crc32c:test", path);
   EXPECT_TRUE(st.ok()) << st.ToString();
@@ -199,14 +205,15 @@ TEST_P(HalfPlan, RebuildsFromItself) {
   fs::remove(path);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fp16AndBf16, HalfPlan, testing::Values(Precision::kFp16, Precision::kBf16));
+INSTANTIATE_TEST_SUITE_P(Fp16AndBf16, HalfPlan,
+                         testing::Values(Precision::kFp16, Precision::kBf16));
 
 // Hostile edits: the test re-seals the checksums after an edit, so it is the
 // reader's validation, not only the CRCs, that must refuse the file.
 class HostilePlan : public testing::Test {
  protected:
   void SetUp() override {
-    const std::string path = BuildPlan("token_cls");
+    const std::string path = BuildPlan("token_cls", Precision::kFp32, kChoices);
     bytes_ = ReadAll(path);
     fs::remove(path);
   }
@@ -230,8 +237,9 @@ class HostilePlan : public testing::Test {
     Reseal();
   }
   // Replaces the metadata JSON in place (padded with spaces).
-  void SetMeta(const std::string& json) {
-    const size_t i = Find("meta");
+  void SetMeta(const std::string& json) { SetSection("meta", json); }
+  void SetSection(const std::string& name, const std::string& json) {
+    const size_t i = Find(name);
     plan::Entry e = plan::DecodeEntry(entry(i));
     ASSERT_LE(json.size(), e.length);
     std::memset(at(e.offset), ' ', e.length);
@@ -391,6 +399,20 @@ TEST_F(HostilePlan, LabelsThatDoNotMatchTheClasses) {
   ExpectError("labels");
 }
 
+TEST_F(HostilePlan, TuningSectionThatIsNotAListOfHexAlgorithms) {
+  SetSection("tuning", "[1, 2]");
+  ExpectError("no algorithms array");
+  SetSection("tuning", R"({"algorithms": [{"gemm": "g"}]})");
+  ExpectError("lacks its gemm or algo");
+  SetSection("tuning", R"({"algorithms": [{"gemm": "g", "algo": 7}]})");
+  ExpectError("lacks its gemm or algo");
+  SetSection("tuning", R"({"algorithms": [{"gemm": "g", "algo": "zz"}]})");
+  ExpectError("not 128 lowercase hex digits");
+  SetSection("tuning",
+             R"({"algorithms": [{"gemm": "g", "algo": ")" + std::string(127, 'a') + "G\"}]}");
+  ExpectError("not 128 lowercase hex digits");
+}
+
 TEST_F(HostilePlan, UnknownTokenizerKind) {
   nlohmann::json meta = Meta();
   meta["tokenizer"]["kind"] = "sentencepiece";
@@ -413,15 +435,30 @@ TEST(Plan, IsPlanFileAndLoadModelAndTokenizerRouteByMagic) {
   fs::remove(path);
 }
 
-TEST(Plan, RetuneNotice) {
-  PlanInfo info;
-  GpuInfo h200{0, "NVIDIA H200", 90, 0};
-  EXPECT_NE(PlanRetuneNotice(info, h200).find("built without a GPU"), std::string::npos);
-  info.gpu_name = "NVIDIA H200";
-  info.gpu_compute_capability = 90;
-  EXPECT_EQ(PlanRetuneNotice(info, h200), "");
-  GpuInfo a100{0, "NVIDIA A100-SXM4-80GB", 80, 0};
-  EXPECT_NE(PlanRetuneNotice(info, a100).find("re-tuning"), std::string::npos);
+// The GEMM tuning cache travels in the plan as written; a plan without one
+// says so with an empty list, a Hugging Face directory with none at all.
+TEST(Plan, CarriesItsGemmChoices) {
+  const std::string with = BuildPlan("token_cls", Precision::kFp16, kChoices);
+  auto plan = ReadPlan(with);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_TRUE(plan->model->gemm_choices.has_value());
+  EXPECT_EQ(*plan->model->gemm_choices, kChoices);
+  EXPECT_EQ(plan->info.gemm_choices, 2u);
+  auto info = ReadPlanInfo(with);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->gemm_choices, 2u);
+  fs::remove(with);
+
+  const std::string without = BuildPlan("token_cls", Precision::kFp16);
+  plan = ReadPlan(without);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_TRUE(plan->model->gemm_choices.has_value());
+  EXPECT_TRUE(plan->model->gemm_choices->empty());
+  fs::remove(without);
+
+  auto dir = LoadModelAndTokenizer(ModelDir("token_cls"));
+  ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+  EXPECT_FALSE(dir->model->gemm_choices.has_value());
 }
 
 TEST(Plan, Crc32cKnownValue) {

@@ -32,7 +32,9 @@ StatusOr<CublasLtApi> Open() {
   };
   bind(api.Create, "cublasLtCreate");
   bind(api.Destroy, "cublasLtDestroy");
+  bind(api.GetVersion, "cublasLtGetVersion");
   bind(api.Matmul, "cublasLtMatmul");
+  bind(api.MatmulAlgoCheck, "cublasLtMatmulAlgoCheck");
   bind(api.MatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic");
   bind(api.MatmulDescCreate, "cublasLtMatmulDescCreate");
   bind(api.MatmulDescDestroy, "cublasLtMatmulDescDestroy");

@@ -15,7 +15,9 @@ namespace bertrt::cuda {
 struct CublasLtApi {
   decltype(&cublasLtCreate) Create;
   decltype(&cublasLtDestroy) Destroy;
+  decltype(&cublasLtGetVersion) GetVersion;
   decltype(&cublasLtMatmul) Matmul;
+  decltype(&cublasLtMatmulAlgoCheck) MatmulAlgoCheck;
   decltype(&cublasLtMatmulAlgoGetHeuristic) MatmulAlgoGetHeuristic;
   decltype(&cublasLtMatmulDescCreate) MatmulDescCreate;
   decltype(&cublasLtMatmulDescDestroy) MatmulDescDestroy;

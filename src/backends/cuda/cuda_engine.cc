@@ -29,6 +29,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -69,6 +70,20 @@ constexpr int kLenBucket = 64;
 constexpr size_t kMaxGraphs = 256;
 
 size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// The FFN's first GEMM epilogue; with plain kBias the activation runs as a
+// kernel of its own. The fp32 engine keeps every activation in its own kernel
+// so that it matches the CPU engine's exact formulas; cuBLASLt's GELU
+// epilogue is the tanh form, so the erf GELU runs as a kernel unless
+// approximated.
+cuda::Epilogue FfnEpilogue(const ModelConfig& c, const CudaEngineOptions& options) {
+  if (options.precision == Precision::kFp32) return cuda::Epilogue::kBias;
+  if (c.hidden_act == HiddenAct::kGeluTanh ||
+      (c.hidden_act == HiddenAct::kGelu && options.approximate_erf_gelu))
+    return cuda::Epilogue::kBiasGeluTanh;
+  if (c.hidden_act == HiddenAct::kRelu) return cuda::Epilogue::kBiasRelu;
+  return cuda::Epilogue::kBias;
+}
 int RoundUp(int n, int step) { return (n + step - 1) / step * step; }
 
 // The smallest bucket >= t: the step is the largest power of two (>= 64)
@@ -142,7 +157,8 @@ class CudaEngine final : public Engine {
   std::string device() const override {
     std::lock_guard<std::mutex> lock(mu_);
     return "cuda:" + std::to_string(gpu_.index) + " (" + gpu_.name + ", " +
-           PrecisionName(options_.precision) + (ErfGeluAsTanh() ? ", erf GELU as tanh" : "") + ")" +
+           PrecisionName(options_.precision) + (ErfGeluAsTanh() ? ", erf GELU as tanh" : "") +
+           (options_.time_gemms ? ", GEMMs timed at first use" : "") + ")" +
            (graphs_off_reason_.empty() ? "" : " [CUDA graphs off: " + graphs_off_reason_ + "]");
   }
   size_t PeakMemoryBytes() const override {
@@ -190,8 +206,6 @@ class CudaEngine final : public Engine {
   cudaStream_t stream_ = nullptr;
   cuda::DeviceWeights weights_;
   cuda::LtGemm gemm_;
-  // The FFN's first GEMM epilogue; with plain kBias the activation runs as a
-  // kernel of its own.
   cuda::Epilogue ffn_epilogue_ = cuda::Epilogue::kBias;
   // CudaEngineOptions::approximate_erf_gelu took effect.
   bool ErfGeluAsTanh() const {
@@ -274,16 +288,10 @@ Status CudaEngine::Init() {
   CUDA_RETURN_IF_ERROR(cudaSetDevice(gpu_.index));
   CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&capture_stream_, cudaStreamNonBlocking));
-  RETURN_IF_ERROR(gemm_.Init(options_.precision, kGemmWorkspaceBytes, gpu_.name));
+  RETURN_IF_ERROR(
+      gemm_.Init(options_.precision, kGemmWorkspaceBytes, gpu_.name, options_.time_gemms));
   ASSIGN_OR_RETURN(weights_, cuda::UploadWeights(*model_, options_.precision, stream_));
-  // The fp32 engine keeps every activation in its own kernel so that it
-  // matches the CPU engine's exact formulas; cuBLASLt's GELU epilogue is the
-  // tanh form, so the erf GELU runs as a kernel unless approximated.
-  const bool fuse_gelu = c.hidden_act == HiddenAct::kGeluTanh ||
-                         (c.hidden_act == HiddenAct::kGelu && options_.approximate_erf_gelu);
-  if (options_.precision != Precision::kFp32 && (fuse_gelu || c.hidden_act == HiddenAct::kRelu)) {
-    ffn_epilogue_ = fuse_gelu ? cuda::Epilogue::kBiasGeluTanh : cuda::Epilogue::kBiasRelu;
-  }
+  ffn_epilogue_ = FfnEpilogue(c, options_);
   // A dummy sequence can be 64 tokens long; its positions must exist.
   // Profiling times each operation eagerly; graphs would hide them.
   graphs_enabled_ = c.max_position_embeddings >= kLenBucket && !options_.profile;
@@ -648,9 +656,91 @@ StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(std::shared_ptr<const Model> 
   CudaEngineOptions resolved = options;
   // A plan's limit applies unless the caller set its own.
   if (resolved.max_batch_tokens == 0) resolved.max_batch_tokens = model->max_batch_tokens;
+  if (model->gemm_choices) {
+    // A plan's GEMM choices serve where they were timed (this GPU model,
+    // cuBLASLt version and precision); elsewhere the engine times its own.
+    RETURN_IF_ERROR(cuda::AddGemmChoices(*model->gemm_choices));
+    const GpuInfo& gpu = gpus[options.device];
+    ASSIGN_OR_RETURN(const std::string prefix, cuda::GemmChoicePrefix(gpu.name, options.precision));
+    const bool covered = std::any_of(
+        model->gemm_choices->begin(), model->gemm_choices->end(),
+        [&](const GemmChoice& c) { return c.gemm.compare(0, prefix.size(), prefix) == 0; });
+    // A plan built without a GPU keeps the heuristic, as the model's own
+    // directory does (same algorithms, same bits).
+    std::string notice;
+    if (!covered && model->gemm_choices->empty()) {
+      notice =
+          "the plan holds no GEMM choices (built without a GPU): cuBLASLt's heuristic picks "
+          "each GEMM's algorithm";
+    } else if (!covered && !resolved.time_gemms) {
+      resolved.time_gemms = true;
+      notice = "the plan's " + std::to_string(model->gemm_choices->size()) +
+               " GEMM choices were timed for other GPUs, cuBLASLt versions or precisions, not " +
+               prefix + ": re-timing each GEMM at its batch shape's first use";
+    }
+    if (!notice.empty() && resolved.on_notice)
+      resolved.on_notice(model->source + ": " + notice +
+                         "; `bertrt build --device cuda` on this GPU stores timed choices");
+  }
   auto engine = std::make_unique<CudaEngine>(std::move(model), resolved, gpus[options.device]);
   RETURN_IF_ERROR(engine->Init());
   return std::unique_ptr<Engine>(std::move(engine));
+}
+
+StatusOr<std::vector<GemmChoice>> TimeGemms(const ModelConfig& config,
+                                            const CudaEngineOptions& options, int max_tokens,
+                                            const std::function<void(int, int)>& progress) {
+  ASSIGN_OR_RETURN(std::vector<GpuInfo> gpus, ListGpus());
+  if (options.device < 0 || options.device >= static_cast<int>(gpus.size()))
+    return InvalidArgument("GEMM timing: GPU " + std::to_string(options.device) +
+                           " does not exist");
+  const GpuInfo& gpu = gpus[options.device];
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(gpu.index));
+  cuda::LtGemm gemm;
+  RETURN_IF_ERROR(gemm.Init(options.precision, kGemmWorkspaceBytes, gpu.name, true));
+  // The batch sizes the engine runs at: every token bucket up to max_tokens.
+  std::vector<int> buckets;
+  for (int t = kTokenBucket; t <= TokenBucket(max_tokens); t = TokenBucket(t + 1))
+    buckets.push_back(t);
+  const size_t m = buckets.back(), h = config.hidden_size, inter = config.intermediate_size;
+  const size_t e = options.precision == Precision::kFp32 ? 4 : 2;
+  const size_t widest = std::max(3 * h, inter);
+  // Operands with the GEMMs' shapes; their values do not matter to the
+  // timing, but all-zero inputs would draw less power than real ones.
+  cuda::DeviceBuffer x, w, bias, residual, y;
+  const std::string hint = "build with a smaller --max-batch-tokens";
+  RETURN_IF_ERROR(x.Allocate(m * widest * e, "GEMM timing inputs", hint));
+  RETURN_IF_ERROR(w.Allocate(widest * std::max(h, inter) * e, "GEMM timing weights", hint));
+  RETURN_IF_ERROR(bias.Allocate(widest * e, "GEMM timing bias", hint));
+  RETURN_IF_ERROR(residual.Allocate(m * h * e, "GEMM timing residual", hint));
+  RETURN_IF_ERROR(y.Allocate(m * widest * e, "GEMM timing outputs", hint));
+  for (cuda::DeviceBuffer* b : {&x, &w, &bias, &residual})
+    CUDA_RETURN_IF_ERROR(cudaMemset(b->get(), 0x2f, b->size()));
+  cudaStream_t stream = nullptr;
+  CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const cuda::Epilogue ffn = FfnEpilogue(config, options);
+  // The encoder's four GEMMs, as CudaEngine::Encoder runs them: out, in,
+  // epilogue, residual.
+  const std::tuple<size_t, size_t, cuda::Epilogue, bool> encoder_gemms[] = {
+      {3 * h, h, cuda::Epilogue::kBias, false},
+      {h, h, cuda::Epilogue::kBias, true},
+      {inter, h, ffn, false},
+      {h, inter, cuda::Epilogue::kBias, true}};
+  Status st = Status::Ok();
+  for (size_t i = 0; i < buckets.size() && st.ok(); ++i) {
+    for (const auto& [n, k, epilogue, with_residual] : encoder_gemms) {
+      st = gemm.Linear(x.get(), buckets[i], static_cast<int>(k), w.get(), bias.get(),
+                       static_cast<int>(n), epilogue, with_residual ? residual.get() : nullptr,
+                       y.get(), stream);
+      if (!st.ok()) break;
+    }
+    if (st.ok()) st = cuda::CudaStatus(cudaStreamSynchronize(stream), "GEMM timing");
+    if (progress) progress(static_cast<int>(i) + 1, static_cast<int>(buckets.size()));
+  }
+  cudaStreamDestroy(stream);
+  RETURN_IF_ERROR(st);
+  ASSIGN_OR_RETURN(const std::string prefix, cuda::GemmChoicePrefix(gpu.name, options.precision));
+  return cuda::GemmChoicesWithPrefix(prefix);
 }
 
 }  // namespace bertrt

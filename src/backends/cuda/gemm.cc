@@ -1,6 +1,8 @@
 #include "backends/cuda/gemm.h"
 
-#include <cstdlib>
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
 #include <limits>
 #include <mutex>
 #include <string>
@@ -43,8 +45,8 @@ Status SetDesc(const CublasLtApi& lt, cublasLtMatmulDesc_t desc,
   return Status::Ok();
 }
 
-// The tuned algorithms of every engine in this process, by GPU name,
-// precision, shape and epilogue.
+// The timed choices of every engine in this process and of the plans it
+// loaded, by GemmChoice name.
 struct TuningCache {
   std::mutex mu;
   std::unordered_map<std::string, cublasLtMatmulAlgo_t> algos;
@@ -78,11 +80,11 @@ LtGemm::~LtGemm() {
   if (handle_) lt_->Destroy(handle_);
 }
 
-Status LtGemm::Init(Precision precision, size_t workspace_bytes, const std::string& gpu_name) {
+Status LtGemm::Init(Precision precision, size_t workspace_bytes, const std::string& gpu_name,
+                    bool time_gemms) {
   precision_ = precision;
-  gpu_name_ = gpu_name;
-  const char* env = std::getenv("BERTRT_GEMM_TUNING");
-  tuning_ = env && std::string(env) == "1";
+  tuning_ = time_gemms;
+  ASSIGN_OR_RETURN(key_prefix_, GemmChoicePrefix(gpu_name, precision));
   ASSIGN_OR_RETURN(lt_, CublasLt());
   CUBLAS_RETURN_IF_ERROR(lt_->Create(&handle_));
   CUDA_RETURN_IF_ERROR(cudaMalloc(&workspace_, workspace_bytes));
@@ -91,9 +93,28 @@ Status LtGemm::Init(Precision precision, size_t workspace_bytes, const std::stri
 }
 
 std::string LtGemm::CacheKey(const Key& key) const {
-  return gpu_name_ + "|" + PrecisionName(precision_) + "|" + std::to_string(key.m) + "," +
-         std::to_string(key.n) + "," + std::to_string(key.k) + "|" +
-         std::to_string(static_cast<int>(key.epilogue));
+  return key_prefix_ + std::to_string(key.m) + "," + std::to_string(key.n) + "," +
+         std::to_string(key.k) + "|" + std::to_string(static_cast<int>(key.epilogue));
+}
+
+bool LtGemm::CachedChoice(const Key& key, Plan* plan) const {
+  cublasLtMatmulAlgo_t algo;
+  {
+    TuningCache& cache = SharedTuningCache();
+    std::lock_guard lock(cache.mu);
+    auto hit = cache.algos.find(CacheKey(key));
+    if (hit == cache.algos.end()) return false;
+    algo = hit->second;
+  }
+  // A plan's bytes are untrusted: cuBLASLt checks the algorithm against
+  // this GEMM's descriptors before it may run.
+  cublasLtMatmulHeuristicResult_t checked{};
+  if (lt_->MatmulAlgoCheck(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, &algo,
+                           &checked) != CUBLAS_STATUS_SUCCESS ||
+      checked.state != CUBLAS_STATUS_SUCCESS || checked.workspaceSize > workspace_bytes_)
+    return false;
+  plan->algo = algo;
+  return true;
 }
 
 StatusOr<LtGemm::Plan*> LtGemm::GetPlan(const Key& key, const void* bias) {
@@ -105,47 +126,67 @@ StatusOr<LtGemm::Plan*> LtGemm::GetPlan(const Key& key, const void* bias) {
     DestroyPlan(plan);
     return st;
   }
-  if (!tuning_ || plan.candidates.size() < 2) {
+  if (CachedChoice(key, &plan)) {
     plan.tuned = true;
-  } else {
-    TuningCache& cache = SharedTuningCache();
-    std::lock_guard lock(cache.mu);
-    if (auto hit = cache.algos.find(CacheKey(key)); hit != cache.algos.end()) {
-      plan.algo = hit->second;
-      plan.tuned = true;
-      ++cached_shapes_;
-    }
+    ++cached_shapes_;
+  } else if (!tuning_ || plan.candidates.size() < 2) {
+    plan.tuned = true;
   }
   if (plan.tuned) plan.candidates.clear();
   return &plans_.emplace(key, std::move(plan)).first->second;
 }
 
+// Each candidate runs for about kTimedMs (kMinRuns..kMaxRuns times, so that a
+// GEMM of a few microseconds is not timed at the events' resolution), in two
+// rounds, keeping its better round. Another algorithm replaces the
+// heuristic's first answer only when it is more than kMargin faster: with 3
+// runs each and no margin, the choices made some batch sizes 1-2% slower in
+// the forward on the H200 than the heuristic's (bench/RESULTS.md,
+// 2026-11-30).
 Status LtGemm::Tune(const Key& key, Plan& plan, const void* x, const void* w, const void* c,
                     void* y, float beta, cudaStream_t stream) {
+  constexpr float kTimedMs = 0.5f, kMargin = 0.03f;
+  constexpr int kMinRuns = 3, kMaxRuns = 200, kRounds = 2;
   const float alpha = 1.0f;
   Event start, stop;
   CUDA_RETURN_IF_ERROR(cudaEventCreate(&start.e));
   CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop.e));
-  constexpr int kRuns = 3;
-  float best_ms = std::numeric_limits<float>::max();
-  for (const cublasLtMatmulAlgo_t& algo : plan.candidates) {
-    auto run = [&] {
-      return lt_->Matmul(handle_, plan.desc, &alpha, w, plan.a, x, plan.b, &beta, c, plan.c, y,
-                         plan.c, &algo, workspace_, workspace_bytes_, stream);
-    };
-    // A candidate the library cannot run here is skipped, not an error.
-    if (run() != CUBLAS_STATUS_SUCCESS) continue;
+  const size_t n = plan.candidates.size();
+  std::vector<float> best(n, std::numeric_limits<float>::infinity());
+  std::vector<int> runs(n, 0);  // 0: the library cannot run it here (skipped, not an error)
+  auto time_runs = [&](size_t i, int count, float* ms_per_run) -> Status {
     CUDA_RETURN_IF_ERROR(cudaEventRecord(start.e, stream));
-    for (int r = 0; r < kRuns; ++r) run();
+    for (int r = 0; r < count; ++r)
+      lt_->Matmul(handle_, plan.desc, &alpha, w, plan.a, x, plan.b, &beta, c, plan.c, y, plan.c,
+                  &plan.candidates[i], workspace_, workspace_bytes_, stream);
     CUDA_RETURN_IF_ERROR(cudaEventRecord(stop.e, stream));
     CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop.e));
     float ms = 0;
     CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start.e, stop.e));
-    if (ms < best_ms) {
-      best_ms = ms;
-      plan.algo = algo;
-    }
+    *ms_per_run = ms / count;
+    return Status::Ok();
+  };
+  for (size_t i = 0; i < n; ++i) {
+    if (lt_->Matmul(handle_, plan.desc, &alpha, w, plan.a, x, plan.b, &beta, c, plan.c, y, plan.c,
+                    &plan.candidates[i], workspace_, workspace_bytes_,
+                    stream) != CUBLAS_STATUS_SUCCESS)
+      continue;
+    float once = 0;
+    RETURN_IF_ERROR(time_runs(i, 1, &once));
+    runs[i] = std::clamp(static_cast<int>(kTimedMs / std::max(once, 1e-4f)), kMinRuns, kMaxRuns);
   }
+  for (int round = 0; round < kRounds; ++round)
+    for (size_t i = 0; i < n; ++i) {
+      if (runs[i] == 0) continue;
+      float ms = 0;
+      RETURN_IF_ERROR(time_runs(i, runs[i], &ms));
+      best[i] = std::min(best[i], ms);
+    }
+  size_t fastest = 0;
+  for (size_t i = 1; i < n; ++i)
+    if (best[i] < best[fastest]) fastest = i;
+  if (runs[0] > 0 && best[fastest] > (1.0f - kMargin) * best[0]) fastest = 0;
+  plan.algo = plan.candidates[fastest];
   plan.candidates.clear();
   plan.tuned = true;
   ++tuned_shapes_;
@@ -215,6 +256,57 @@ Status LtGemm::Linear(const void* x, int rows, int in, const void* w, const void
                                      plan->c, y, plan->c, &plan->algo, workspace_, workspace_bytes_,
                                      stream));
   return Status::Ok();
+}
+
+StatusOr<std::string> GemmChoicePrefix(const std::string& gpu_name, Precision precision) {
+  ASSIGN_OR_RETURN(const CublasLtApi* lt, CublasLt());
+  return gpu_name + "|cublasLt " + std::to_string(lt->GetVersion()) + "|" +
+         PrecisionName(precision) + "|";
+}
+
+Status AddGemmChoices(const std::vector<GemmChoice>& choices) {
+  std::vector<std::pair<std::string, cublasLtMatmulAlgo_t>> parsed;
+  for (const GemmChoice& c : choices) {
+    cublasLtMatmulAlgo_t algo{};
+    static_assert(sizeof(algo) == 64, "cublasLtMatmulAlgo_t is 64 bytes");
+    auto* bytes = reinterpret_cast<unsigned char*>(&algo);
+    bool valid = c.algo.size() == 2 * sizeof(algo);
+    for (size_t i = 0; valid && i < sizeof(algo); ++i) {
+      unsigned value = 0;
+      valid = std::sscanf(c.algo.c_str() + 2 * i, "%2x", &value) == 1 &&
+              std::isxdigit(static_cast<unsigned char>(c.algo[2 * i])) &&
+              std::isxdigit(static_cast<unsigned char>(c.algo[2 * i + 1]));
+      bytes[i] = static_cast<unsigned char>(value);
+    }
+    if (!valid)
+      return InvalidArgument("GEMM choice for " + c.gemm +
+                             ": the algorithm is not 128 hex digits; rebuild the plan");
+    parsed.emplace_back(c.gemm, algo);
+  }
+  TuningCache& cache = SharedTuningCache();
+  std::lock_guard lock(cache.mu);
+  for (auto& [name, algo] : parsed) cache.algos.emplace(name, algo);
+  return Status::Ok();
+}
+
+std::vector<GemmChoice> GemmChoicesWithPrefix(const std::string& prefix) {
+  std::vector<GemmChoice> out;
+  TuningCache& cache = SharedTuningCache();
+  std::lock_guard lock(cache.mu);
+  for (const auto& [name, algo] : cache.algos) {
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const auto* bytes = reinterpret_cast<const unsigned char*>(&algo);
+    std::string hex;
+    char digits[3];
+    for (size_t i = 0; i < sizeof(algo); ++i) {
+      std::snprintf(digits, sizeof(digits), "%02x", bytes[i]);
+      hex += digits;
+    }
+    out.push_back({name, hex});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const GemmChoice& a, const GemmChoice& b) { return a.gemm < b.gemm; });
+  return out;
 }
 
 }  // namespace bertrt::cuda

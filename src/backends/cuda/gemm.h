@@ -2,15 +2,19 @@
 // plan (matmul descriptor, layouts, algorithm) cached per shape, so a steady
 // stream of batches does no cuBLASLt set-up work.
 //
-// The algorithm is the heuristic's first answer unless BERTRT_GEMM_TUNING=1:
-// then, on a shape's first call outside graph capture, up to
-// kTunedCandidates of the heuristic's answers run on the call's own operands
-// and the fastest is kept, in a process-wide cache keyed by the GPU's name so
-// that engines on identical GPUs share it (and compute the same bits). On the
-// H200 it makes BERT-base batch 128 1-2% faster and batch 1 no faster
-// (bench/RESULTS.md, 2026-11-30). It is opt-in because the timing runs on the
-// request path, at each new batch shape's first call; persisting the choices
-// in the plan (built once, on the serving GPU) is the way to make it free.
+// A shape's algorithm comes from the process-wide cache of timed choices when
+// it holds one for this GPU, cuBLASLt version, precision, shape and epilogue
+// (a plan's choices are added to it; cuBLASLt checks each before use). Else it
+// is the heuristic's first answer, or with time_gemms, the fastest of up to
+// kTunedCandidates of the heuristic's answers, run on the call's own
+// operands at the shape's first call outside graph capture; the result joins
+// the cache, so engines on identical GPUs share it and compute the same bits.
+// On the H200 a plan's timed choices make BERT-base batch 32 and 128 1-1.5%
+// faster, batch 1 and 8 no faster, and the ragged 32 x 16..128 batch 1.7%
+// slower (bench/RESULTS.md, 2026-11-30): a GEMM timed alone is not a GEMM in
+// the forward. Timing at first use runs on the request path, so it is off by
+// default; `bertrt build --device cuda` times the shapes once and stores the
+// choices in the plan.
 #pragma once
 
 #include <cublasLt.h>
@@ -38,8 +42,9 @@ class LtGemm {
   LtGemm& operator=(const LtGemm&) = delete;
   ~LtGemm();
 
-  // `gpu_name` keys the shared tuning cache.
-  Status Init(Precision precision, size_t workspace_bytes, const std::string& gpu_name);
+  // `gpu_name` keys the shared cache of timed choices.
+  Status Init(Precision precision, size_t workspace_bytes, const std::string& gpu_name,
+              bool time_gemms);
 
   // y[rows, out] = act(x[rows, in] W^T + bias [+ residual[rows, out]]), W is
   // [out, in] row-major (HF's layout), all in the engine's precision; fp32
@@ -76,6 +81,8 @@ class LtGemm {
   Status Tune(const Key& key, Plan& plan, const void* x, const void* w, const void* c, void* y,
               float beta, cudaStream_t stream);
   std::string CacheKey(const Key& key) const;
+  // The cached choice for `key`, when there is one and cuBLASLt accepts it.
+  bool CachedChoice(const Key& key, Plan* plan) const;
 
   Precision precision_ = Precision::kFp16;
   const CublasLtApi* lt_ = nullptr;  // set by Init
@@ -84,9 +91,18 @@ class LtGemm {
   size_t workspace_bytes_ = 0;
   std::mutex mu_;  // Linear: the plans, and a plan's bias pointer until its call is made
   std::map<Key, Plan> plans_;
-  std::string gpu_name_;
+  std::string key_prefix_;  // GemmChoicePrefix of this engine
   bool tuning_ = false;
   int tuned_shapes_ = 0, cached_shapes_ = 0;
 };
+
+// "<gpu name>|cublasLt <version>|<precision>|": the part of a GemmChoice's
+// name that says where it applies.
+StatusOr<std::string> GemmChoicePrefix(const std::string& gpu_name, Precision precision);
+// Adds choices (a plan's) to the process-wide cache; InvalidArgument when an
+// algorithm is not 128 hex digits.
+Status AddGemmChoices(const std::vector<GemmChoice>& choices);
+// The cached choices whose names start with `prefix`.
+std::vector<GemmChoice> GemmChoicesWithPrefix(const std::string& prefix);
 
 }  // namespace bertrt::cuda
