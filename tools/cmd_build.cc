@@ -166,8 +166,8 @@ int Build(const BuildFlags& flags) {
       on_gpu = true;
     } else {
       Notice("--device cuda without a usable GPU (" + gpus.status().message() +
-             "): the plan is written for CUDA and verified on the CPU; its GEMMs are timed on "
-             "the GPU that serves it, at first use");
+             "): the plan is written for CUDA and verified on the CPU; it holds no timed GEMM "
+             "choices, so CUDA engines take cuBLASLt's heuristic ones");
     }
   }
   auto tokenizer = ReadTokenizerSource(flags.model);

@@ -109,8 +109,11 @@ void PrintText(const nlohmann::json& j, std::ostream& out) {
                     " weights for " + str(p["device"]) + ", built by bertrt " +
                     str(p["bertrt_version"]) + " at " + str(p["created_utc"]));
     row("plan source", str(p["source"]) + " (" + str(p["source_checksum"]) + ")");
-    row("tuned on GPU",
-        p["tuned_on_gpu"].get<std::string>().empty() ? "(none)" : str(p["tuned_on_gpu"]));
+    row("tuned on GPU", p["tuned_on_gpu"].get<std::string>().empty()
+                            ? "(none: CUDA engines take cuBLASLt's heuristic GEMM algorithms)"
+                            : str(p["tuned_on_gpu"]) + " (" +
+                                  std::to_string(p["gemm_choices"].get<size_t>()) +
+                                  " timed GEMM choices)");
   }
   const nlohmann::json& t = j["tokenizer"];
   row("tokenizer vocab", str(t["vocab_size"]));

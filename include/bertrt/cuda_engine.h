@@ -45,8 +45,9 @@ struct CudaEngineOptions {
   // for this GPU (a plan's tuning cache, or an engine of this process timed
   // it): false, the heuristic's first answer; true, the fastest of its
   // candidates, timed at the shape's first call (milliseconds on the request
-  // path, once per batch shape). A plan whose cache has no choice for this
-  // GPU and cuBLASLt turns it on, and says so through on_notice.
+  // path, once per batch shape). A plan whose choices were all timed for
+  // other GPUs, cuBLASLt versions or precisions turns it on (one built
+  // without a GPU keeps the heuristic); either says so through on_notice.
   bool time_gemms = false;
   // Where the engine's notices go (nullptr: nowhere).
   std::function<void(const std::string&)> on_notice;

@@ -94,6 +94,10 @@ def test_cuda_without_a_gpu_builds_and_verifies_on_cpu(bertrt_bin, tmp_path):
     info = json.loads(subprocess.run([bertrt_bin, "inspect", str(plan), "--json"],
                                      capture_output=True, text=True, check=True).stdout)["plan"]
     assert info["device"] == "cuda" and info["precision"] == "fp16"
+    # Nothing was timed: CUDA engines will take cuBLASLt's heuristic, and the
+    # build said so.
+    assert info["tuned_on_gpu"] == "" and info["gemm_choices"] == 0
+    assert "no timed GEMM choices" in proc.stderr
 
 
 def fragile_model(tmp_path):

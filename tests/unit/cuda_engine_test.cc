@@ -382,7 +382,9 @@ TEST(CudaEngineTest, BackgroundCapturesSurviveAPoolThatGrowsUnderThem) {
   std::vector<RaggedBatch> batches;
   for (int i = 0; i < 12; ++i)
     batches.push_back(MakeBatch(std::vector<int>(1 + 3 * i, 20 + 19 * i), 62 + i));
-  for (int pass = 0; pass < 3; ++pass) {
+  for (int pass = 0; pass < 4; ++pass) {
+    // The last pass comes after every capture has finished: all replays.
+    if (pass == 3) (*gpu)->WaitForBackgroundWork();
     for (const RaggedBatch& b : batches) {
       auto got = (*gpu)->Run(b, {});
       ASSERT_TRUE(got.ok()) << got.status().ToString();
@@ -391,15 +393,6 @@ TEST(CudaEngineTest, BackgroundCapturesSurviveAPoolThatGrowsUnderThem) {
       ExpectClose(*got, *want, Precision::kFp16,
                   "pass " + std::to_string(pass) + ", " + std::to_string(b.num_seqs()) + " seqs");
     }
-  }
-  (*gpu)->WaitForBackgroundWork();
-  for (const RaggedBatch& b : batches) {
-    auto got = (*gpu)->Run(b, {});
-    ASSERT_TRUE(got.ok()) << got.status().ToString();
-    auto want = (*cpu)->Run(b, {});
-    ASSERT_TRUE(want.ok());
-    ExpectClose(*got, *want, Precision::kFp16,
-                "after the captures, " + std::to_string(b.num_seqs()));
   }
   EXPECT_EQ((*gpu)->device().find("graphs off"), std::string::npos) << (*gpu)->device();
 }
