@@ -25,12 +25,12 @@ size_t GeneralSmemBytes(int d) {
 // and walks the keys in 32-key tiles with an online softmax. Lane j scores
 // key j of a tile; for the output, lane l accumulates dims l, l + 32, ...
 template <typename T, int kDimsPerLane>
-__global__ void __launch_bounds__(kGenThreads) AttentionGeneralKernel(AttentionArgs a, int d,
-                                                                      float scale) {
+__global__ void __launch_bounds__(kGenThreads)
+    AttentionGeneralKernel(AttentionArgs a, int d, float scale) {
   extern __shared__ float smem[];
-  float* qs = smem;                        // [kGenQueries][d], pre-scaled
-  float* ks = qs + kGenQueries * d;        // [kGenKeys][d + 1]: padded against bank conflicts
-  float* vs = ks + kGenKeys * (d + 1);     // [kGenKeys][d]
+  float* qs = smem;                     // [kGenQueries][d], pre-scaled
+  float* ks = qs + kGenQueries * d;     // [kGenKeys][d + 1]: padded against bank conflicts
+  float* vs = ks + kGenKeys * (d + 1);  // [kGenKeys][d]
   const int s = blockIdx.x, head = blockIdx.y;
   const int begin = a.cu_seqlens[s], len = a.cu_seqlens[s + 1] - begin;
   const int q0 = blockIdx.z * kGenQueries;
@@ -110,8 +110,8 @@ Status LaunchGeneral(const AttentionArgs& a, int d, cudaStream_t stream) {
   const size_t smem = GeneralSmemBytes(d);
   auto kernel = AttentionGeneralKernel<T, kDimsPerLane>;
   if (smem > 48 * 1024)
-    CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(smem)));
   const dim3 grid(a.num_seqs, a.heads, (a.max_len + kGenQueries - 1) / kGenQueries);
   kernel<<<grid, kGenThreads, smem, stream>>>(a, d, 1.0f / std::sqrt(static_cast<float>(d)));
   CUDA_RETURN_IF_LAUNCH_FAILED("attention kernel (general path)");
@@ -133,8 +133,8 @@ Status LaunchMma(const AttentionArgs& a, cudaStream_t stream) {
   auto kernel = AttentionMmaKernel<T, D, kWarps, kRowTiles>;
   // Per device, so set on every launch (a host-side attribute, cheap).
   if (kSmem > 48 * 1024)
-    CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
+    CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(kSmem)));
   const dim3 grid(a.num_seqs, a.heads, (a.max_len + kQueries - 1) / kQueries);
   const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(D));
   kernel<<<grid, kWarps * 32, kSmem, stream>>>(a, scale_log2);
@@ -146,11 +146,14 @@ Status LaunchMma(const AttentionArgs& a, cudaStream_t stream) {
 // off when sequences fill them. Their 4 warps take two row tiles each (on the
 // H200 at seq 128 and 384, 6% and 10% faster than 8 warps with one, although
 // the registers leave 8 warps per SM instead of 16). At head dim 128 two row
-// tiles would spill, so there 64-query blocks stay.
+// tiles would spill, so there 64-query blocks stay; so they do for a batch
+// whose 128-query blocks would leave multiprocessors idle (batch 1 at seq
+// 128: 12 blocks on 132), where twice the blocks finish in half the time.
 template <typename T, int D>
 Status LaunchMmaForLength(const AttentionArgs& a, cudaStream_t stream) {
   if constexpr (D <= 64) {
-    if (a.max_len > 64) return LaunchMma<T, D, 4, 2>(a, stream);
+    const long blocks = static_cast<long>(a.num_seqs) * a.heads * ((a.max_len + 127) / 128);
+    if (a.max_len > 64 && blocks >= a.sm_count) return LaunchMma<T, D, 4, 2>(a, stream);
   }
   return LaunchMma<T, D, 4, 1>(a, stream);
 }
@@ -158,9 +161,12 @@ Status LaunchMmaForLength(const AttentionArgs& a, cudaStream_t stream) {
 template <typename T>
 Status LaunchMmaForDim(const AttentionArgs& a, int d, cudaStream_t stream) {
   switch (d) {
-    case 32: return LaunchMmaForLength<T, 32>(a, stream);
-    case 64: return LaunchMmaForLength<T, 64>(a, stream);
-    default: return LaunchMmaForLength<T, 128>(a, stream);
+    case 32:
+      return LaunchMmaForLength<T, 32>(a, stream);
+    case 64:
+      return LaunchMmaForLength<T, 64>(a, stream);
+    default:
+      return LaunchMmaForLength<T, 128>(a, stream);
   }
 }
 
@@ -174,7 +180,8 @@ Status Attention(Precision p, const AttentionArgs& a, cudaStream_t stream) {
                          std::to_string(kMaxAttentionHeadDim) + " the CUDA engine supports");
   const bool mma_dim = d == 32 || d == 64 || d == 128;
   switch (p) {
-    case Precision::kFp32: return LaunchGeneralFor<float>(a, d, stream);
+    case Precision::kFp32:
+      return LaunchGeneralFor<float>(a, d, stream);
     case Precision::kFp16:
       return a.tensor_cores && mma_dim ? LaunchMmaForDim<__half>(a, d, stream)
                                        : LaunchGeneralFor<__half>(a, d, stream);

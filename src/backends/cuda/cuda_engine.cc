@@ -203,6 +203,7 @@ class CudaEngine final : public Engine {
   std::shared_ptr<const Model> model_;
   CudaEngineOptions options_;
   GpuInfo gpu_;
+  int sm_count_ = 0;
   cudaStream_t stream_ = nullptr;
   cuda::DeviceWeights weights_;
   cuda::LtGemm gemm_;
@@ -286,6 +287,8 @@ Status CudaEngine::Init() {
                          " is above the " + std::to_string(cuda::kMaxAttentionHeadDim) +
                          " it supports; use --device cpu");
   CUDA_RETURN_IF_ERROR(cudaSetDevice(gpu_.index));
+  CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, gpu_.index));
   CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&capture_stream_, cudaStreamNonBlocking));
   RETURN_IF_ERROR(
@@ -492,8 +495,9 @@ Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t
          weights_.emb_gamma, weights_.emb_beta, h, c.layer_norm_eps, ws.x},
         stream);
   }));
-  const cuda::AttentionArgs attention{ws.qkv, ints.cu,     n,      shape.max_len,
-                                      h,      c.num_heads, ws.ctx, gpu_.compute_capability >= 80};
+  const cuda::AttentionArgs attention{ws.qkv,   ints.cu,     n,      shape.max_len,
+                                      h,        c.num_heads, ws.ctx, gpu_.compute_capability >= 80,
+                                      sm_count_};
   // Useful FLOPs, for the profile: 2 per multiply-add; attention counts
   // QK^T and PV over every sequence's real length (a batch's lengths are
   // known only as the padded maximum here, so it is an upper bound).

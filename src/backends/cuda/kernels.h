@@ -37,8 +37,8 @@ struct EmbeddingArgs {
 Status EmbedLayerNorm(Precision p, const EmbeddingArgs& a, cudaStream_t stream);
 
 // out[r] = LayerNorm(in[r]) * gamma + beta; in may equal out.
-Status LayerNorm(Precision p, const void* in, void* out, int rows, int hidden,
-                 const float* gamma, const float* beta, float eps, cudaStream_t stream);
+Status LayerNorm(Precision p, const void* in, void* out, int rows, int hidden, const float* gamma,
+                 const float* beta, float eps, cudaStream_t stream);
 
 // x = act(x), x 16-byte aligned. The fp16/bf16 engines fuse gelu_new and relu into the GEMM
 // epilogue and need this only for the erf GELU (cuBLASLt's GELU is the tanh
@@ -79,6 +79,7 @@ struct AttentionArgs {
   void* ctx;  // [tokens, hidden]
   // mma.sync m16n8k16 needs sm_80 or newer; older GPUs take the general path.
   bool tensor_cores;
+  int sm_count;  // the GPU's multiprocessors: a small batch takes smaller blocks, to use them
 };
 
 // Largest head dimension Attention supports.
