@@ -23,6 +23,7 @@ struct ServeFlags {
   std::string host = "127.0.0.1";
   int port = 8000;
   int grpc_port = 8001;  // 0: no gRPC
+  int http_threads = 512;
   EngineFlags engine;
   ServingFlags serving;
   std::string model_control = "none";
@@ -78,7 +79,7 @@ int Serve(const ServeFlags& flags) {
   if (*control == server::ModelControl::kPoll) registry.StartPolling(flags.poll_seconds);
 
   server::HttpServer http(registry, metrics,
-                          {flags.host, flags.port, flags.max_payload_bytes, /*handler_threads=*/512,
+                          {flags.host, flags.port, flags.max_payload_bytes, flags.http_threads,
                            flags.api_key, tls, flags.log_requests});
   if (Status st = http.Bind(); !st.ok()) return Fail(st, kExitRuntimeError);
   std::unique_ptr<server::GrpcServer> grpc;
@@ -146,6 +147,12 @@ void RegisterServeCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--http-port", f->port, "HTTP port")->check(CLI::Range(0, 65535));
   cmd->add_option("--grpc-port", f->grpc_port, "KServe v2 gRPC port (0: no gRPC)")
       ->check(CLI::Range(0, 65535));
+  cmd->add_option("--http-thread-count", f->http_threads,
+                  "HTTP handler threads. Each open keep-alive connection holds one while it is "
+                  "open (up to 5 s idle), so clients with more connections than this wait for "
+                  "a free one: raise it for more concurrent connections")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
   AddEngineOptions(cmd, &f->engine, "CPU threads per instance (0: all cores)");
   AddServingOptions(cmd, &f->serving);
   cmd->add_option("--max-payload-bytes", f->max_payload_bytes,

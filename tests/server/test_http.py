@@ -2,6 +2,7 @@
 requests, tritonclient and the openai client; answers equal `bertrt run`."""
 import json
 import subprocess
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -356,3 +357,24 @@ def test_request_ids_and_access_log(bertrt_bin):
     assert by_id["client-id-7"]["path"] == "/v2/models/seq_cls/infer"
     assert by_id["client-id-7"]["latency_ms"] >= 0 and by_id["client-id-7"]["ts"].endswith("Z")
     assert by_id[generated]["status"] == 404
+
+
+def test_http_thread_count_bounds_open_connections(bertrt_bin):
+    """Each open keep-alive connection holds one of --http-thread-count handler
+    threads: with two, a third connection is answered once one of the first two
+    closes, not before."""
+    s = Server(bertrt_bin, [str(MODELS / "seq_cls"), "--http-thread-count", "2"], grpc=False)
+    held = [requests.Session() for _ in range(2)]
+    try:
+        for h in held:  # each session keeps its connection open
+            assert h.get(s.url + "/v2/health/live", timeout=5).status_code == 200
+        with ThreadPoolExecutor(1) as pool:
+            third = pool.submit(requests.get, s.url + "/v2/health/live", timeout=30)
+            time.sleep(1.0)  # well within the server's 5 s keep-alive
+            assert not third.done()
+            held[0].close()
+            assert third.result(timeout=20).status_code == 200
+    finally:
+        for h in held:
+            h.close()
+        s.stop()
