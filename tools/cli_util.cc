@@ -12,11 +12,13 @@
 
 namespace bertrt::cli {
 
+void PrintNotice(const std::string& notice) {
+  std::fprintf(stderr, "notice: %s\n", notice.c_str());
+}
+
 StatusOr<LoadedModel> LoadForCli(const std::string& path) {
   ImportOptions options;
-  options.on_notice = [](const std::string& notice) {
-    std::fprintf(stderr, "notice: %s\n", notice.c_str());
-  };
+  options.on_notice = PrintNotice;
   return LoadModelAndTokenizer(path, options);
 }
 
@@ -51,13 +53,8 @@ StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> mode
                              ": the CPU engine runs fp32 only; use --device cuda for fp16/bf16");
     CpuEngineOptions options;
     options.threads = flags.threads;
-    std::shared_ptr<const Model> widened = WithFloat32Weights(model);
-    if (widened != model)
-      std::fprintf(stderr,
-                   "notice: %s: fp16/bf16 weights widened to fp32 for the CPU engine, which "
-                   "computes in fp32\n",
-                   model->source.c_str());
-    return CreateCpuEngine(std::move(widened), options);
+    options.on_notice = PrintNotice;
+    return CreateCpuEngine(std::move(model), options);
   }
   if (device == "cuda") {
     ASSIGN_OR_RETURN(CudaEngineOptions options, CudaOptions(flags, gpu));
@@ -78,9 +75,7 @@ StatusOr<CudaEngineOptions> CudaOptions(const EngineFlags& flags, int gpu) {
   // GPU's choices: for comparisons against cuBLASLt's heuristic.
   const char* timing = std::getenv("BERTRT_GEMM_TUNING");
   options.time_gemms = timing && std::string(timing) == "1";
-  options.on_notice = [](const std::string& notice) {
-    std::fprintf(stderr, "notice: %s\n", notice.c_str());
-  };
+  options.on_notice = PrintNotice;
   return options;
 }
 

@@ -19,14 +19,18 @@
 
 namespace bertrt::cli {
 
+// "notice: <text>" on stderr: where the CLI's importer, engines and commands
+// say what they did on the user's behalf.
+void PrintNotice(const std::string& notice);
+
 // Loads MODEL (an HF directory or a plan file), printing notices to stderr.
 StatusOr<LoadedModel> LoadForCli(const std::string& path);
 
 // --device, --precision and --threads, as run, bench and serve take them.
 struct EngineFlags {
   std::string device = "cpu";
-  std::string precision;  // empty: the device's default
-  int threads = 0;        // 0: all cores
+  std::string precision;      // empty: the device's default
+  int threads = 0;            // 0: all cores
   std::string gelu = "tanh";  // tanh | exact: CudaEngineOptions::approximate_erf_gelu
 };
 void AddEngineOptions(CLI::App* cmd, EngineFlags* flags,

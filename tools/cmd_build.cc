@@ -50,8 +50,6 @@ class Stages {
   double t0_ = Now();
 };
 
-void Notice(const std::string& n) { std::fprintf(stderr, "notice: %s\n", n.c_str()); }
-
 // Batches up to this many tokens get timed GEMMs when the plan sets no
 // --max-batch-tokens: 128 sequences of 128 tokens.
 constexpr int kDefaultTimedTokens = 16384;
@@ -59,7 +57,7 @@ constexpr int kDefaultTimedTokens = 16384;
 // The tune stage: times the GEMMs of every batch size a CUDA engine runs up
 // to the plan's batch limit, for the plan's tuning cache. A failure (a GPU
 // too small for the largest batch, say) leaves the cache empty; engines then
-// time their GEMMs at first use.
+// take cuBLASLt's heuristic choices, as for a plan built without a GPU.
 std::vector<GemmChoice> TuneGemms(const ModelConfig& config, Precision precision,
                                   int max_batch_tokens, Stages& stages) {
   stages.Begin("tune");
@@ -75,8 +73,9 @@ std::vector<GemmChoice> TuneGemms(const ModelConfig& config, Precision precision
   });
   progress.reset();
   if (!choices.ok()) {
-    Notice("GEMM timing failed (" + choices.status().message() +
-           "): the plan stores no GEMM choices, and engines time their GEMMs at first use");
+    PrintNotice(
+        "GEMM timing failed (" + choices.status().message() +
+        "): the plan stores no GEMM choices, so CUDA engines take cuBLASLt's heuristic ones");
     stages.End();
     return {};
   }
@@ -165,9 +164,9 @@ int Build(const BuildFlags& flags) {
       options.gpu = (*gpus)[0];
       on_gpu = true;
     } else {
-      Notice("--device cuda without a usable GPU (" + gpus.status().message() +
-             "): the plan is written for CUDA and verified on the CPU; it holds no timed GEMM "
-             "choices, so CUDA engines take cuBLASLt's heuristic ones");
+      PrintNotice("--device cuda without a usable GPU (" + gpus.status().message() +
+                  "): the plan is written for CUDA and verified on the CPU; it holds no timed GEMM "
+                  "choices, so CUDA engines take cuBLASLt's heuristic ones");
     }
   }
   auto tokenizer = ReadTokenizerSource(flags.model);
@@ -190,7 +189,7 @@ int Build(const BuildFlags& flags) {
 
   int code = kExitOk;
   if (flags.skip_verify) {
-    Notice("--skip-verify: the plan was not checked against the reference");
+    PrintNotice("--skip-verify: the plan was not checked against the reference");
   } else {
     stages.Begin("verify");
     auto plan = ReadPlan(flags.output);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -76,6 +77,9 @@ Status ValidateBatch(const RaggedBatch& batch, const ModelConfig& config);
 
 struct CpuEngineOptions {
   int threads = 0;  // 0: all cores
+  // Where the engine's notices go (nullptr: nowhere): it computes in fp32
+  // and says so when it widens a plan's fp16/bf16 weights.
+  std::function<void(const std::string&)> on_notice;
 };
 
 StatusOr<std::unique_ptr<Engine>> CreateCpuEngine(std::shared_ptr<const Model> model,

@@ -79,7 +79,9 @@ struct ModelWeights {
 // "<gpu name>|cublasLt <version>|<precision>|<m>,<n>,<k>|<epilogue>".
 struct GemmChoice {
   std::string gemm;
-  std::string algo;  // the cublasLtMatmulAlgo_t's 64 bytes, 128 hex digits
+  std::string algo;  // the cublasLtMatmulAlgo_t's 64 bytes, 128 lowercase hex digits
+  // Whether `algo` has that form (a plan's bytes are untrusted).
+  bool AlgoWellFormed() const;
   bool operator==(const GemmChoice& o) const { return gemm == o.gemm && algo == o.algo; }
 };
 

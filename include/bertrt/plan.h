@@ -77,8 +77,8 @@ StatusOr<Plan> ReadPlan(const std::string& path);
 StatusOr<Plan> ReadPlanFromMemory(std::string_view bytes, std::shared_ptr<const void> owner,
                                   const std::string& display_name);
 
-// Only the header, table and metadata (validated, metadata checksum
-// included): for `inspect` and for the CUDA engine's re-tuning notice.
+// Only the header, table, metadata and tuning section (validated, their
+// checksums included), not the tensors: for `inspect`.
 StatusOr<PlanInfo> ReadPlanInfo(const std::string& path);
 
 // How the tokenizer is stored so that it reloads exactly: the source

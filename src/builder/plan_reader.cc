@@ -198,8 +198,7 @@ StatusOr<std::vector<GemmChoice>> Reader::ReadGemmChoices(const Container& c) co
     if (gemm == a.end() || algo == a.end() || !gemm->is_string() || !algo->is_string())
       return Error(StatusCode::kDataLoss, "a tuning entry lacks its gemm or algo string");
     GemmChoice choice{gemm->get<std::string>(), algo->get<std::string>()};
-    if (choice.algo.size() != 128 ||
-        choice.algo.find_first_not_of("0123456789abcdef") != std::string::npos)
+    if (!choice.AlgoWellFormed())
       return Error(StatusCode::kDataLoss,
                    "the tuning entry for " + choice.gemm + " is not 128 lowercase hex digits");
     choices.push_back(std::move(choice));

@@ -53,6 +53,10 @@ std::vector<TensorT*> AllTensors(Weights& w) {
 
 }  // namespace
 
+bool GemmChoice::AlgoWellFormed() const {
+  return algo.size() == 128 && algo.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
 std::vector<const Tensor*> ModelWeights::All() const { return AllTensors<const Tensor>(*this); }
 std::vector<Tensor*> ModelWeights::All() { return AllTensors<Tensor>(*this); }
 

@@ -51,9 +51,23 @@ Status CheckModel(const Model& model) {
                               "token_type_embeddings", true));
   RETURN_IF_ERROR(CheckTensor(w.emb_ln_gamma, {h}, "embeddings LayerNorm weight"));
   RETURN_IF_ERROR(CheckTensor(w.emb_ln_beta, {h}, "embeddings LayerNorm bias"));
+  const int64_t inter = c.intermediate_size;
   for (size_t i = 0; i < w.layers.size(); ++i) {
     const std::string p = "layer " + std::to_string(i) + " ";
     const LayerWeights& l = w.layers[i];
+    // Linear weights and biases may be a plan's fp16/bf16 (see Model).
+    RETURN_IF_ERROR(CheckTensor(l.query_w, {h, h}, p + "query weight", true));
+    RETURN_IF_ERROR(CheckTensor(l.key_w, {h, h}, p + "key weight", true));
+    RETURN_IF_ERROR(CheckTensor(l.value_w, {h, h}, p + "value weight", true));
+    RETURN_IF_ERROR(CheckTensor(l.query_b, {h}, p + "query bias", true));
+    RETURN_IF_ERROR(CheckTensor(l.key_b, {h}, p + "key bias", true));
+    RETURN_IF_ERROR(CheckTensor(l.value_b, {h}, p + "value bias", true));
+    RETURN_IF_ERROR(CheckTensor(l.attn_out_w, {h, h}, p + "attention output weight", true));
+    RETURN_IF_ERROR(CheckTensor(l.attn_out_b, {h}, p + "attention output bias", true));
+    RETURN_IF_ERROR(CheckTensor(l.ffn_in_w, {inter, h}, p + "intermediate weight", true));
+    RETURN_IF_ERROR(CheckTensor(l.ffn_in_b, {inter}, p + "intermediate bias", true));
+    RETURN_IF_ERROR(CheckTensor(l.ffn_out_w, {h, inter}, p + "output weight", true));
+    RETURN_IF_ERROR(CheckTensor(l.ffn_out_b, {h}, p + "output bias", true));
     RETURN_IF_ERROR(CheckTensor(l.attn_ln_gamma, {h}, p + "attention LayerNorm weight"));
     RETURN_IF_ERROR(CheckTensor(l.attn_ln_beta, {h}, p + "attention LayerNorm bias"));
     RETURN_IF_ERROR(CheckTensor(l.ffn_ln_gamma, {h}, p + "output LayerNorm weight"));

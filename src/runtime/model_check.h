@@ -9,8 +9,8 @@
 namespace bertrt {
 
 // Config sanity (sizes positive, hidden divisible by heads, layer count) and
-// the shapes and dtypes of the embeddings, LayerNorms and head weights the
-// config's head needs. Linear layers are checked by the backend's packing.
+// the shapes and dtypes of every tensor the config's head needs: embeddings,
+// each layer's linear weights and LayerNorms, pooler and classifier.
 Status CheckModel(const Model& model);
 
 // A tensor of this shape is present, fp32, or (`half_ok`, for the

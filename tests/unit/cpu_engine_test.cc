@@ -323,6 +323,11 @@ TEST(CpuEngine, RejectsInconsistentModels) {
   for (auto& m : {no_classifier, bad_heads, bad_ffn})
     EXPECT_FALSE(CreateCpuEngine(m, {1}).ok());
   EXPECT_FALSE(CreateCpuEngine(nullptr, {1}).ok());
+  // CheckModel, which every engine runs, names the tensor and its shapes.
+  const Status bad = CreateCpuEngine(bad_ffn, {1}).status();
+  EXPECT_NE(bad.message().find("layer 1 output weight is F32[48, 36], expected"),
+            std::string::npos)
+      << bad.ToString();
 }
 
 }  // namespace

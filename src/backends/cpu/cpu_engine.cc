@@ -254,7 +254,12 @@ StatusOr<std::unique_ptr<Engine>> CreateCpuEngine(std::shared_ptr<const Model> m
     return InvalidArgument("cpu engine: threads must be >= 0 (0: all cores)");
   const int threads = options.threads > 0 ? options.threads : omp_get_num_procs();
   // The CPU engine computes in fp32; an fp16/bf16 plan is widened here, once.
-  auto engine = std::make_unique<CpuEngine>(WithFloat32Weights(std::move(model)), threads);
+  std::shared_ptr<const Model> widened = WithFloat32Weights(model);
+  if (widened != model && options.on_notice)
+    options.on_notice(model->source +
+                      ": fp16/bf16 weights widened to fp32 for the CPU engine, which computes in "
+                      "fp32");
+  auto engine = std::make_unique<CpuEngine>(std::move(widened), threads);
   RETURN_IF_ERROR(engine->Init());
   return std::unique_ptr<Engine>(std::move(engine));
 }

@@ -152,7 +152,9 @@ Status LaunchMma(const AttentionArgs& a, cudaStream_t stream) {
 template <typename T, int D>
 Status LaunchMmaForLength(const AttentionArgs& a, cudaStream_t stream) {
   if constexpr (D <= 64) {
-    const long blocks = static_cast<long>(a.num_seqs) * a.heads * ((a.max_len + 127) / 128);
+    constexpr int kWideQueries = 4 * 16 * 2;  // LaunchMma<T, D, 4, 2>'s block
+    const long blocks =
+        static_cast<long>(a.num_seqs) * a.heads * ((a.max_len + kWideQueries - 1) / kWideQueries);
     if (a.max_len > 64 && blocks >= a.sm_count) return LaunchMma<T, D, 4, 2>(a, stream);
   }
   return LaunchMma<T, D, 4, 1>(a, stream);

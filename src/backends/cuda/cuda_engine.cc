@@ -70,6 +70,15 @@ constexpr int kLenBucket = 64;
 constexpr size_t kMaxGraphs = 256;
 
 size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+int RoundUp(int n, int step) { return (n + step - 1) / step * step; }
+
+// The smallest bucket >= t: the step is the largest power of two (>= 64)
+// that is at most t / 16.
+int TokenBucket(int t) {
+  int step = kTokenBucket;
+  while (step * 2 * 16 <= t) step *= 2;
+  return RoundUp(t, step);
+}
 
 // The FFN's first GEMM epilogue; with plain kBias the activation runs as a
 // kernel of its own. The fp32 engine keeps every activation in its own kernel
@@ -83,15 +92,6 @@ cuda::Epilogue FfnEpilogue(const ModelConfig& c, const CudaEngineOptions& option
     return cuda::Epilogue::kBiasGeluTanh;
   if (c.hidden_act == HiddenAct::kRelu) return cuda::Epilogue::kBiasRelu;
   return cuda::Epilogue::kBias;
-}
-int RoundUp(int n, int step) { return (n + step - 1) / step * step; }
-
-// The smallest bucket >= t: the step is the largest power of two (>= 64)
-// that is at most t / 16.
-int TokenBucket(int t) {
-  int step = kTokenBucket;
-  while (step * 2 * 16 <= t) step *= 2;
-  return RoundUp(t, step);
 }
 
 // The shape a batch runs as: the key of its graph.
@@ -674,8 +674,8 @@ StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(std::shared_ptr<const Model> 
     std::string notice;
     if (!covered && model->gemm_choices->empty()) {
       notice =
-          "the plan holds no GEMM choices (built without a GPU): cuBLASLt's heuristic picks "
-          "each GEMM's algorithm";
+          "the plan holds no GEMM choices (built without a GPU, or their timing failed): "
+          "cuBLASLt's heuristic picks each GEMM's algorithm";
     } else if (!covered && !resolved.time_gemms) {
       resolved.time_gemms = true;
       notice = "the plan's " + std::to_string(model->gemm_choices->size()) +

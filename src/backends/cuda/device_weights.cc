@@ -83,7 +83,6 @@ StatusOr<DeviceWeights> UploadWeights(const Model& model, Precision precision,
                                       cudaStream_t stream) {
   const ModelConfig& c = model.config;
   const ModelWeights& w = model.weights;
-  const int64_t h = c.hidden_size, inter = c.intermediate_size;
   DeviceWeights dw;
   Uploader up(precision, stream, &dw);
   ASSIGN_OR_RETURN(dw.word, up.Upload({&w.word_embeddings}, true, "word embeddings"));
@@ -97,18 +96,6 @@ StatusOr<DeviceWeights> UploadWeights(const Model& model, Precision precision,
   for (size_t i = 0; i < w.layers.size(); ++i) {
     const LayerWeights& l = w.layers[i];
     const std::string p = "layer " + std::to_string(i) + " ";
-    RETURN_IF_ERROR(CheckTensor(l.query_w, {h, h}, p + "query weight", true));
-    RETURN_IF_ERROR(CheckTensor(l.key_w, {h, h}, p + "key weight", true));
-    RETURN_IF_ERROR(CheckTensor(l.value_w, {h, h}, p + "value weight", true));
-    RETURN_IF_ERROR(CheckTensor(l.query_b, {h}, p + "query bias", true));
-    RETURN_IF_ERROR(CheckTensor(l.key_b, {h}, p + "key bias", true));
-    RETURN_IF_ERROR(CheckTensor(l.value_b, {h}, p + "value bias", true));
-    RETURN_IF_ERROR(CheckTensor(l.attn_out_w, {h, h}, p + "attention output weight", true));
-    RETURN_IF_ERROR(CheckTensor(l.attn_out_b, {h}, p + "attention output bias", true));
-    RETURN_IF_ERROR(CheckTensor(l.ffn_in_w, {inter, h}, p + "intermediate weight", true));
-    RETURN_IF_ERROR(CheckTensor(l.ffn_in_b, {inter}, p + "intermediate bias", true));
-    RETURN_IF_ERROR(CheckTensor(l.ffn_out_w, {h, inter}, p + "output weight", true));
-    RETURN_IF_ERROR(CheckTensor(l.ffn_out_b, {h}, p + "output bias", true));
     DeviceLayer d{};
     ASSIGN_OR_RETURN(d.qkv_w, up.Upload({&l.query_w, &l.key_w, &l.value_w}, true, p + "qkv"));
     ASSIGN_OR_RETURN(d.qkv_b, up.Upload({&l.query_b, &l.key_b, &l.value_b}, true, p + "qkv"));
@@ -134,8 +121,6 @@ StatusOr<DeviceWeights> UploadWeights(const Model& model, Precision precision,
   if (!w.classifier_w.empty() && c.head != HeadKind::kBase &&
       c.head != HeadKind::kSentenceEmbedding) {
     const int64_t labels = w.classifier_w.dim(0);
-    RETURN_IF_ERROR(CheckTensor(w.classifier_w, {labels, h}, "classifier weight"));
-    RETURN_IF_ERROR(CheckTensor(w.classifier_b, {labels}, "classifier bias"));
     ASSIGN_OR_RETURN(void* cw, up.Upload({&w.classifier_w}, false, "classifier"));
     ASSIGN_OR_RETURN(void* cb, up.Upload({&w.classifier_b}, false, "classifier"));
     dw.classifier_w = static_cast<const float*>(cw);

@@ -32,8 +32,8 @@ struct DeviceWeights {
   std::vector<DeviceBuffer> storage;  // owns everything above
 };
 
-// Checks every Linear's shape against the config (CheckModel covers the rest)
-// and uploads. `stream` orders the conversion kernels.
+// Uploads a model that passed CheckModel. `stream` orders the conversion
+// kernels.
 StatusOr<DeviceWeights> UploadWeights(const Model& model, Precision precision,
                                       cudaStream_t stream);
 

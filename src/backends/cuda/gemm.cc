@@ -1,7 +1,6 @@
 #include "backends/cuda/gemm.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <limits>
 #include <mutex>
@@ -266,21 +265,16 @@ StatusOr<std::string> GemmChoicePrefix(const std::string& gpu_name, Precision pr
 
 Status AddGemmChoices(const std::vector<GemmChoice>& choices) {
   std::vector<std::pair<std::string, cublasLtMatmulAlgo_t>> parsed;
+  auto nibble = [](char h) { return h <= '9' ? h - '0' : h - 'a' + 10; };
   for (const GemmChoice& c : choices) {
+    if (!c.AlgoWellFormed())
+      return InvalidArgument("GEMM choice for " + c.gemm +
+                             ": the algorithm is not 128 lowercase hex digits; rebuild the plan");
     cublasLtMatmulAlgo_t algo{};
     static_assert(sizeof(algo) == 64, "cublasLtMatmulAlgo_t is 64 bytes");
     auto* bytes = reinterpret_cast<unsigned char*>(&algo);
-    bool valid = c.algo.size() == 2 * sizeof(algo);
-    for (size_t i = 0; valid && i < sizeof(algo); ++i) {
-      unsigned value = 0;
-      valid = std::sscanf(c.algo.c_str() + 2 * i, "%2x", &value) == 1 &&
-              std::isxdigit(static_cast<unsigned char>(c.algo[2 * i])) &&
-              std::isxdigit(static_cast<unsigned char>(c.algo[2 * i + 1]));
-      bytes[i] = static_cast<unsigned char>(value);
-    }
-    if (!valid)
-      return InvalidArgument("GEMM choice for " + c.gemm +
-                             ": the algorithm is not 128 hex digits; rebuild the plan");
+    for (size_t i = 0; i < sizeof(algo); ++i)
+      bytes[i] = static_cast<unsigned char>(nibble(c.algo[2 * i]) << 4 | nibble(c.algo[2 * i + 1]));
     parsed.emplace_back(c.gemm, algo);
   }
   TuningCache& cache = SharedTuningCache();
