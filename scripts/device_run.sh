@@ -14,6 +14,8 @@
 #      saturation and the p99 at half load.
 #   7. GEMM choices a `bertrt build --device cuda` stores in the plan against
 #      cuBLASLt's heuristic (bench/tuned_plan_bench.py; LARGE=1 adds BERT-large).
+#   8. where a start goes: `bertrt run PLAN` with BERTRT_TRACE_STARTUP=1, from
+#      page cache and cold, three times each.
 # CUDA_BENCH=1 adds bench/cuda_bench.py (bertrt vs PyTorch) to step 1.
 # bench/RESULTS.md comes back as $OUT/RESULTS.md, everything else in
 # $OUT/details.tar.gz. STEPS picks the steps (default "1 2 3 4"), to fit a
@@ -94,6 +96,21 @@ echo "== 7. GEMM choices stored in the plan vs the heuristic"
 python3 bench/tuned_plan_bench.py --bin .carry/bin/bertrt $([ "${LARGE:-0}" = 1 ] && echo --large) \
   > "$OUT/tuned_plan_bench.log" 2>&1 || status=1
 tail -16 "$OUT/tuned_plan_bench.log"
+fi
+if want 8; then
+echo "== 8. Where a start goes (BERTRT_TRACE_STARTUP=1): BERT-base fp16 plan, page cache and cold"
+model=/tmp/bertrt-bench/bert-base-seqcls plan=/tmp/bertrt-bench/bert-base-fp16.plan
+[ -f $model/model.safetensors ] || python3 scripts/make_random_model.py --preset bert-base \
+  --head seq-cls --num-labels 2 -o $model > /dev/null
+[ -f $plan ] || .carry/bin/bertrt build $model -o $plan --device cuda --precision fp16 > /dev/null 2>&1
+for mode in warm cold warm cold warm cold; do
+  # Cold: the page cache dropped (root only), so the plan, bertrt and the
+  # CUDA libraries all come from disk.
+  if [ $mode = cold ]; then sync; echo 3 > /proc/sys/vm/drop_caches || echo "(not permitted)"; fi
+  echo "-- $mode"
+  echo '{"text": "a short sentence"}' | BERTRT_TRACE_STARTUP=1 .carry/bin/bertrt run $plan \
+    --device cuda 2>&1 >/dev/null | grep startup
+done 2>&1 | tee "$OUT/startup_trace.log"
 fi
 cp bench/RESULTS.md "$OUT/RESULTS.md" 2>/dev/null
 # The device tool brings back only a few files: everything but RESULTS.md

@@ -6,6 +6,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "core/startup_trace.h"
 
 namespace bertrt::cli {
 namespace {
@@ -109,9 +110,11 @@ StatusOr<bool> RunChunk(Engine& engine, std::vector<Pending>& chunk, bool hidden
 }
 
 int Run(const RunFlags& flags) {
+  TraceStartup("bertrt run: started");
   const auto warmup = WarmUpGpus(flags.engine, {0});
   auto loaded = LoadForCli(flags.model);
   if (!loaded.ok()) return Fail(loaded.status(), kExitModelError);
+  TraceStartup("bertrt run: model read and checked");
   auto truncation = ParseTruncation(flags.truncation);
   if (!truncation.ok()) return Fail(truncation.status(), kExitUsage);
   const ModelConfig& config = loaded->model->config;
@@ -128,6 +131,7 @@ int Run(const RunFlags& flags) {
                 kExitUsage);
   auto engine = CreateEngine(loaded->model, flags.engine);
   if (!engine.ok()) return Fail(engine.status(), kExitRuntimeError);
+  TraceStartup("bertrt run: engine created");
 
   ProgressBar progress("run");
   std::vector<Pending> chunk;
@@ -136,6 +140,7 @@ int Run(const RunFlags& flags) {
   bool all_ok = true;
   auto flush = [&]() -> bool {
     auto ok = RunChunk(**engine, chunk, hidden_states);
+    TraceStartup("bertrt run: results of a chunk");
     progress.Advance(chunk.size());
     chunk.clear();
     if (!ok.ok()) {

@@ -28,11 +28,12 @@ StatusOr<std::vector<GpuInfo>> ListGpus();
 StatusOr<size_t> GpuMemoryInUse(int device);
 
 // Creates the CUDA contexts of `devices` (every visible GPU when empty) on a
-// thread of its own, and opens cuBLASLt on another. These are the slowest
-// steps of starting a CUDA engine; begun before the model is read, they
-// overlap with the reading, and the engines created afterwards find them
-// done. Joins in the destructor. Without CUDA or a GPU it does nothing
-// (engine creation reports that).
+// thread of its own, and opens cuBLASLt on another; once both are done, makes
+// cuBLASLt's first heuristic query on each (it loads the library's tables).
+// These are the slowest steps of starting a CUDA engine; begun before the
+// model is read, they overlap with the reading and with the weight upload.
+// Joins in the destructor. Without CUDA or a GPU it does nothing (engine
+// creation reports that).
 class GpuContextWarmup {
  public:
   explicit GpuContextWarmup(std::vector<int> devices = {});

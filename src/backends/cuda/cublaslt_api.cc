@@ -58,4 +58,27 @@ StatusOr<const CublasLtApi*> CublasLt() {
   return &*api;
 }
 
+void WarmUpCublasLt() {
+  StatusOr<const CublasLtApi*> lt = CublasLt();
+  if (!lt.ok()) return;  // the engine reports it
+  const CublasLtApi& api = **lt;
+  cublasLtHandle_t handle = nullptr;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t layout = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  if (api.Create(&handle) == CUBLAS_STATUS_SUCCESS &&
+      api.MatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
+      api.MatrixLayoutCreate(&layout, CUDA_R_16F, 64, 64, 64) == CUBLAS_STATUS_SUCCESS &&
+      api.MatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS) {
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    api.MatmulAlgoGetHeuristic(handle, desc, layout, layout, layout, layout, pref, 1, &result,
+                               &found);
+  }
+  if (pref) api.MatmulPreferenceDestroy(pref);
+  if (layout) api.MatrixLayoutDestroy(layout);
+  if (desc) api.MatmulDescDestroy(desc);
+  if (handle) api.Destroy(handle);
+}
+
 }  // namespace bertrt::cuda

@@ -33,4 +33,9 @@ struct CublasLtApi {
 // (thread-safe; later calls return the same table or the same error).
 StatusOr<const CublasLtApi*> CublasLt();
 
+// Makes a first heuristic query on the current device and forgets it: the
+// first one in a process loads cuBLASLt's tables (~0.1 s on the H200), which
+// GpuContextWarmup spends while the engine uploads its weights.
+void WarmUpCublasLt();
+
 }  // namespace bertrt::cuda

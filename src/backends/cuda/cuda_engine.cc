@@ -39,6 +39,7 @@
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/kernels.h"
 #include "bertrt/devices.h"
+#include "core/startup_trace.h"
 #include "runtime/model_check.h"
 #include "runtime/outputs.h"
 
@@ -223,6 +224,7 @@ class CudaEngine final : public Engine {
   // capture that began before the move is discarded.
   uint64_t pool_generation_ = 0;
   bool graphs_enabled_ = true;
+  uint64_t runs_ = 0;  // batches run (the first is traced)
   std::string graphs_off_reason_;  // why a capture failed, for device()
   std::map<Shape, CachedGraph> graphs_;
   uint64_t use_clock_ = 0;
@@ -293,7 +295,9 @@ Status CudaEngine::Init() {
   CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&capture_stream_, cudaStreamNonBlocking));
   RETURN_IF_ERROR(
       gemm_.Init(options_.precision, kGemmWorkspaceBytes, gpu_.name, options_.time_gemms));
+  TraceStartup("cuda engine: cuBLASLt handle created");
   ASSIGN_OR_RETURN(weights_, cuda::UploadWeights(*model_, options_.precision, stream_));
+  TraceStartup("cuda engine: weights uploaded");
   ffn_epilogue_ = FfnEpilogue(c, options_);
   // A dummy sequence can be 64 tokens long; its positions must exist.
   // Profiling times each operation eagerly; graphs would hide them.
@@ -638,10 +642,14 @@ StatusOr<BatchOutputs> CudaEngine::Run(const RaggedBatch& batch, const RunOption
   std::lock_guard<std::mutex> lock(mu_);
   CUDA_RETURN_IF_ERROR(cudaSetDevice(gpu_.index));
   const Shape shape = ShapeFor(batch, options);
+  const bool first = runs_++ == 0;
   RETURN_IF_ERROR(Reserve(shape.tokens));
   RETURN_IF_ERROR(Stage(batch, shape));
+  if (first) TraceStartup("cuda engine: first batch staged");
   RETURN_IF_ERROR(Forward(shape));
+  if (first) TraceStartup("cuda engine: first forward enqueued");
   RETURN_IF_ERROR(CopyBack(batch, options.last_hidden_state, &out));
+  if (first) TraceStartup("cuda engine: first results copied back");
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include <cuda_runtime.h>
 
 #include "backends/cuda/cublaslt_api.h"
+#include "core/startup_trace.h"
 #include "bertrt/devices.h"
 
 namespace bertrt {
@@ -47,9 +48,17 @@ GpuContextWarmup::GpuContextWarmup(std::vector<int> devices)
           // create the current device's primary context.
           if (d >= 0 && d < count && cudaSetDevice(d) == cudaSuccess) cudaFree(nullptr);
         }
+        TraceStartup("CUDA contexts created");
+        // Waits for the library thread's dlopen.
+        for (int d : wanted)
+          if (d >= 0 && d < count && cudaSetDevice(d) == cudaSuccess) cuda::WarmUpCublasLt();
+        TraceStartup("cuBLASLt's first heuristic query made");
       }),
       // An error here is the engine's to report, when it asks again.
-      library_thread_([] { (void)cuda::CublasLt(); }) {}
+      library_thread_([] {
+        (void)cuda::CublasLt();
+        TraceStartup("cuBLASLt opened");
+      }) {}
 
 GpuContextWarmup::~GpuContextWarmup() {
   if (context_thread_.joinable()) context_thread_.join();

@@ -120,16 +120,20 @@ StatusOr<LtGemm::Plan*> LtGemm::GetPlan(const Key& key, const void* bias) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return &it->second;
   Plan plan;
-  const Status st = BuildPlan(key, bias, &plan);
+  // A cached choice spares the heuristic, whose first call in a process
+  // takes ~0.1 s on the H200 (GpuContextWarmup makes it early, off the
+  // critical path, but a plan's engine need not wait for it).
+  Status st = MakeDescriptors(key, bias, &plan);
+  if (st.ok() && CachedChoice(key, &plan)) {
+    plan.tuned = true;
+    ++cached_shapes_;
+  } else if (st.ok()) {
+    st = AskHeuristic(key, &plan);
+    plan.tuned = !tuning_ || plan.candidates.size() < 2;
+  }
   if (!st.ok()) {
     DestroyPlan(plan);
     return st;
-  }
-  if (CachedChoice(key, &plan)) {
-    plan.tuned = true;
-    ++cached_shapes_;
-  } else if (!tuning_ || plan.candidates.size() < 2) {
-    plan.tuned = true;
   }
   if (plan.tuned) plan.candidates.clear();
   return &plans_.emplace(key, std::move(plan)).first->second;
@@ -199,7 +203,7 @@ Status LtGemm::Tune(const Key& key, Plan& plan, const void* x, const void* w, co
 
 // Row-major y[n, m] = x[n, k] W^T is, read column-major, D[m, n] = W'[k, m]^T x'[k, n]:
 // A = W with transa = T, B = x with transb = N, D with leading dimension m.
-Status LtGemm::BuildPlan(const Key& key, const void* bias, Plan* p) const {
+Status LtGemm::MakeDescriptors(const Key& key, const void* bias, Plan* p) const {
   const cudaDataType_t dt = DataType(precision_);
   const CublasLtApi& lt = *lt_;
   CUBLAS_RETURN_IF_ERROR(lt.MatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -210,7 +214,11 @@ Status LtGemm::BuildPlan(const Key& key, const void* bias, Plan* p) const {
   CUBLAS_RETURN_IF_ERROR(lt.MatrixLayoutCreate(&p->a, dt, key.k, key.m, key.k));
   CUBLAS_RETURN_IF_ERROR(lt.MatrixLayoutCreate(&p->b, dt, key.k, key.n, key.k));
   CUBLAS_RETURN_IF_ERROR(lt.MatrixLayoutCreate(&p->c, dt, key.m, key.n, key.m));
+  return Status::Ok();
+}
 
+Status LtGemm::AskHeuristic(const Key& key, Plan* p) const {
+  const CublasLtApi& lt = *lt_;
   cublasLtMatmulPreference_t pref = nullptr;
   CUBLAS_RETURN_IF_ERROR(lt.MatmulPreferenceCreate(&pref));
   cublasStatus_t st = lt.MatmulPreferenceSetAttribute(

@@ -75,7 +75,10 @@ class LtGemm {
     bool tuned = false;
   };
   StatusOr<Plan*> GetPlan(const Key& key, const void* bias);
-  Status BuildPlan(const Key& key, const void* bias, Plan* plan) const;
+  // The matmul descriptor and matrix layouts of `key`.
+  Status MakeDescriptors(const Key& key, const void* bias, Plan* plan) const;
+  // The heuristic's answers for `key`: plan->algo and plan->candidates.
+  Status AskHeuristic(const Key& key, Plan* plan) const;
   void DestroyPlan(Plan& plan) const;
   // Times the candidates on these operands and keeps the fastest.
   Status Tune(const Key& key, Plan& plan, const void* x, const void* w, const void* c, void* y,
