@@ -1,6 +1,8 @@
 """The bertrt CLI end to end: the real binary on the real default model."""
 import json
 import math
+import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -92,6 +94,23 @@ def test_cuda_without_gpu_says_so(bertrt_bin, default_model):
                           input='{"text": "x"}\n', capture_output=True, text=True)
     assert proc.returncode == 4
     assert "--device cuda" in proc.stderr
+
+
+def test_startup_trace_names_each_step_in_order(bertrt_bin, default_model):
+    env = dict(os.environ, BERTRT_TRACE_STARTUP="1")
+    proc = subprocess.run([bertrt_bin, "run", default_model], input='{"text": "x"}\n',
+                          capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    steps = re.findall(r"^\[startup \+([0-9.]+) ms\] (.*)$", proc.stderr, re.M)
+    assert [what for _, what in steps] == [
+        "bertrt run: started", "bertrt run: model read and checked", "bertrt run: engine created",
+        "bertrt run: results of a chunk"]
+    times = [float(t) for t, _ in steps]
+    assert times == sorted(times) and 0 < times[-1] < 60_000
+    # Off by default.
+    quiet = subprocess.run([bertrt_bin, "run", default_model], input='{"text": "x"}\n',
+                           capture_output=True, text=True)
+    assert "[startup" not in quiet.stderr
 
 
 def test_max_length_truncates(bertrt_bin, default_model):
