@@ -135,7 +135,10 @@ Status LaunchMma(const AttentionArgs& a, cudaStream_t stream) {
   if (kSmem > 48 * 1024)
     CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               static_cast<int>(kSmem)));
-  const dim3 grid(a.num_seqs, a.heads, (a.max_len + kQueries - 1) / kQueries);
+  // AttentionMmaKernel's block order: heads first in 64-query blocks.
+  const int query_blocks = (a.max_len + kQueries - 1) / kQueries;
+  const dim3 grid = kRowTiles == 1 ? dim3(a.num_seqs * a.heads, 1, query_blocks)
+                                   : dim3(a.num_seqs, a.heads, query_blocks);
   const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(D));
   kernel<<<grid, kWarps * 32, kSmem, stream>>>(a, scale_log2);
   CUDA_RETURN_IF_LAUNCH_FAILED("attention kernel (tensor cores)");
@@ -149,6 +152,10 @@ Status LaunchMma(const AttentionArgs& a, cudaStream_t stream) {
 // tiles would spill, so there 64-query blocks stay; so they do for a batch
 // whose 128-query blocks would leave multiprocessors idle (batch 1 at seq
 // 128: 12 blocks on 132), where twice the blocks finish in half the time.
+// 64-query blocks start heads first: batch 1 on the H200 was 3.6-4.3%
+// faster so (0.441 against 0.458 ms, bench/RESULTS.md 2026-11-30), but the
+// ragged 32 x 16..128 batch in 128-query blocks 0.6-0.9% slower, so those
+// keep sequences first.
 template <typename T, int D>
 Status LaunchMmaForLength(const AttentionArgs& a, cudaStream_t stream) {
   if constexpr (D <= 64) {

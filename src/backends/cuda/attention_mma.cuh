@@ -145,7 +145,12 @@ __global__ void __launch_bounds__(kWarps * 32, kRowTiles == 1 && D <= 64 ? 16 / 
   T* const ks = reinterpret_cast<T*>(smem);  // [2 stages][kMmaKeys][kStride]
   T* const vs = ks + 2 * kTile;
 
-  const int s = blockIdx.x, head = blockIdx.y;
+  // Blocks start roughly in index order. 64-query blocks (small batches)
+  // run blockIdx.x over (sequence, head), heads fastest, so that a batch of
+  // one sequence and seven dummies starts the real sequence's blocks first.
+  constexpr bool kHeadsFirst = kRowTiles == 1;
+  const int s = kHeadsFirst ? blockIdx.x / a.heads : blockIdx.x;
+  const int head = kHeadsFirst ? blockIdx.x % a.heads : blockIdx.y;
   const int begin = a.cu_seqlens[s], len = a.cu_seqlens[s + 1] - begin;
   const int q0 = blockIdx.z * kQueries;
   if (q0 >= len) return;
