@@ -19,6 +19,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -65,19 +66,21 @@ def time_cmd(cmd, cold_paths=None):
     how = None
     if cold_paths is not None:
         how = evict(cold_paths)
-    start = time.perf_counter()
-    proc = subprocess.Popen([str(c) for c in cmd], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
-    proc.stdin.write(INPUT)
-    proc.stdin.close()
-    first_line = proc.stdout.readline()
-    first = time.perf_counter() - start
-    rest = proc.stdout.read()
-    stderr = proc.stderr.read()
-    proc.wait()
-    exited = time.perf_counter() - start
-    if proc.returncode != 0 or not first_line.strip():
-        sys.exit(f"{' '.join(map(str, cmd))} failed: {stderr.decode()}")
+    # stderr to a file, so that a chatty command cannot fill a pipe nobody reads.
+    with tempfile.TemporaryFile() as stderr:
+        start = time.perf_counter()
+        proc = subprocess.Popen([str(c) for c in cmd], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=stderr)
+        proc.stdin.write(INPUT)
+        proc.stdin.close()
+        first_line = proc.stdout.readline()
+        first = time.perf_counter() - start
+        proc.stdout.read()
+        proc.wait()
+        exited = time.perf_counter() - start
+        if proc.returncode != 0 or not first_line.strip():
+            stderr.seek(0)
+            sys.exit(f"{' '.join(map(str, cmd))} failed: {stderr.read().decode()}")
     return first, exited, how
 
 
