@@ -30,6 +30,8 @@ if [ "$FUZZ_SECONDS" -gt 0 ]; then
   fi
   ninja -C build-fuzz -j"$(nproc)" > build-fuzz/build.log 2>&1 || { tail -50 build-fuzz/build.log; exit 1; }
   for fuzzer in build-fuzz/*_fuzz; do
+    # The corpus directories end in _fuzz too, from a previous run.
+    [ -f "$fuzzer" ] && [ -x "$fuzzer" ] || continue
     name=$(basename "$fuzzer")
     corpus=fuzz/corpus/${name%_fuzz}
     mkdir -p "build-fuzz/corpus-$name"
