@@ -30,6 +30,14 @@ mkdir -p "$OUT"
 status=0
 STEPS=${STEPS:-1 2 3 4}
 want() { [[ " $STEPS " == *" $1 "* ]]; }
+# A random seq-cls model of preset $1 in directory $2, made once; further
+# arguments go to scripts/make_random_model.py.
+random_model() {
+  local preset=$1 dir=$2
+  shift 2
+  [ -f "$dir/model.safetensors" ] || python3 scripts/make_random_model.py --preset "$preset" \
+    --head seq-cls --num-labels 2 "$@" -o "$dir" > /dev/null
+}
 
 if want 1; then
 echo "== 1. CUDA tests"
@@ -38,12 +46,9 @@ fi
 
 if want 2; then
 echo "== 2. CUDA engine smoke benchmark (BERT-base, random weights)"
-model=/tmp/bertrt-bench/bert-base-seqcls
-[ -f $model/model.safetensors ] || python3 scripts/make_random_model.py --preset bert-base \
-  --head seq-cls --num-labels 2 -o $model > /dev/null
-large=/tmp/bertrt-bench/bert-large-seqcls
-[ -f $large/model.safetensors ] || python3 scripts/make_random_model.py --preset bert-large \
-  --head seq-cls --num-labels 2 --dtype f16 -o $large > /dev/null
+model=/tmp/bertrt-bench/bert-base-seqcls large=/tmp/bertrt-bench/bert-large-seqcls
+random_model bert-base $model
+random_model bert-large $large --dtype f16
 bench() { .carry/bin/bertrt bench "$@" --device cuda --precision fp16 2>/dev/null | tail -1 | tee -a "$OUT/cuda_bench.log" || status=1; }
 for b in 1 8 32 128; do bench $model --batch-size $b --seq-len 128 --iterations 200 --warmup 20; done
 bench $model --batch-size 32 --lengths 16:128 --iterations 200 --warmup 20
@@ -64,9 +69,7 @@ if want 5; then
 echo "== 5. Per-operation profiles, exact and tanh-form GELU"
 base=/tmp/bertrt-bench/bert-base-seqcls large=/tmp/bertrt-bench/bert-large-seqcls
 for preset in bert-base bert-large; do
-  dir=/tmp/bertrt-bench/$preset-seqcls
-  [ -f $dir/model.safetensors ] || python3 scripts/make_random_model.py --preset $preset \
-    --head seq-cls --num-labels 2 --dtype f16 -o $dir > /dev/null
+  random_model $preset /tmp/bertrt-bench/$preset-seqcls --dtype f16
 done
 for gelu in exact tanh; do
   for b in 1 128; do
@@ -83,8 +86,7 @@ fi
 if want 6; then
 echo "== 6. Served vs in-process, 8 texts per request: saturation and half-load p99"
 model=/tmp/bertrt-bench/bert-base-seqcls
-[ -f $model/model.safetensors ] || python3 scripts/make_random_model.py --preset bert-base \
-  --head seq-cls --num-labels 2 -o $model > /dev/null
+random_model bert-base $model
 BIN=$PWD/.carry/bin/bertrt DURATION=${DURATION:-4} WORK=$OUT/serve_bench SEQS=8 \
   LABEL="H200, BERT-base fp16, 1 GPU, 8 texts per request" CONCURRENCY=${CONCURRENCY:-16,32,64} \
   LENGTHS=100:126 bash scripts/serve_bench.sh $model --device cuda --precision fp16 \
@@ -100,8 +102,7 @@ fi
 if want 8; then
 echo "== 8. Where a start goes (BERTRT_TRACE_STARTUP=1): BERT-base fp16 plan, page cache and cold"
 model=/tmp/bertrt-bench/bert-base-seqcls plan=/tmp/bertrt-bench/bert-base-fp16.plan
-[ -f $model/model.safetensors ] || python3 scripts/make_random_model.py --preset bert-base \
-  --head seq-cls --num-labels 2 -o $model > /dev/null
+random_model bert-base $model
 [ -f $plan ] || .carry/bin/bertrt build $model -o $plan --device cuda --precision fp16 > /dev/null 2>&1
 for mode in warm cold warm cold warm cold; do
   # Cold: the page cache dropped (root only), so the plan, bertrt and the

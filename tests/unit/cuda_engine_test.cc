@@ -185,6 +185,24 @@ StatusOr<std::unique_ptr<Engine>> MakeCuda(std::shared_ptr<const Model> m, Preci
   return CreateCudaEngine(std::move(m), o);
 }
 
+// The small token-classification model of the graph tests.
+const Spec kTokCls{"tokcls", 128, 4, 256, HiddenAct::kGelu, HeadKind::kTokenClassification};
+
+// kTokCls (weights from `seed`) on the CPU engine, the reference, and on the
+// CUDA engine in precision `p`.
+struct CpuAndCuda {
+  std::unique_ptr<Engine> cpu, gpu;
+};
+void MakeCpuAndCuda(uint32_t seed, Precision p, CpuAndCuda* out) {
+  auto model = MakeModel(kTokCls, seed);
+  auto cpu = CreateCpuEngine(model, {});
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  auto gpu = MakeCuda(model, p);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  out->cpu = std::move(cpu).value();
+  out->gpu = std::move(gpu).value();
+}
+
 TEST(CudaEngineTest, ParsesPrecision) {
   EXPECT_EQ(*ParsePrecision("fp32"), Precision::kFp32);
   EXPECT_EQ(*ParsePrecision("fp16"), Precision::kFp16);
@@ -293,12 +311,8 @@ void ExpectIdentical(const BatchOutputs& got, const BatchOutputs& want, const st
 TEST(CudaEngineTest, GraphReplayMatchesEagerRunsAndServesTheWholeBucket) {
   SKIP_WITHOUT_GPU();
   for (Precision p : {Precision::kFp16, Precision::kFp32}) {
-    const Spec s{"tokcls", 128, 4, 256, HiddenAct::kGelu, HeadKind::kTokenClassification};
-    auto model = MakeModel(s, 21);
-    auto cpu = CreateCpuEngine(model, {});
-    ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
-    auto gpu = MakeCuda(model, p);
-    ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+    CpuAndCuda e;
+    ASSERT_NO_FATAL_FAILURE(MakeCpuAndCuda(21, p, &e));
     const RunOptions opts{.last_hidden_state = true};
     const std::string what = PrecisionName(p);
 
@@ -306,35 +320,35 @@ TEST(CudaEngineTest, GraphReplayMatchesEagerRunsAndServesTheWholeBucket) {
     // sequences, max_len 64.
     const RaggedBatch a = MakeBatch({10, 50, 33}, 31);
     const RaggedBatch b = MakeBatch({20, 40, 30, 5}, 32);
-    auto eager = (*gpu)->Run(a, opts);
+    auto eager = e.gpu->Run(a, opts);
     ASSERT_TRUE(eager.ok()) << eager.status().ToString();
-    (*gpu)->WaitForBackgroundWork();
-    auto captured = (*gpu)->Run(a, opts);
+    e.gpu->WaitForBackgroundWork();
+    auto captured = e.gpu->Run(a, opts);
     ASSERT_TRUE(captured.ok()) << captured.status().ToString();
-    auto replayed = (*gpu)->Run(a, opts);
+    auto replayed = e.gpu->Run(a, opts);
     ASSERT_TRUE(replayed.ok()) << replayed.status().ToString();
     ExpectIdentical(*captured, *eager, what + ": captured vs eager");
     ExpectIdentical(*replayed, *eager, what + ": replayed vs eager");
-    auto want_a = (*cpu)->Run(a, opts);
+    auto want_a = e.cpu->Run(a, opts);
     ASSERT_TRUE(want_a.ok());
     ExpectClose(*replayed, *want_a, p, what + ": replayed vs cpu");
 
-    auto other = (*gpu)->Run(b, opts);
+    auto other = e.gpu->Run(b, opts);
     ASSERT_TRUE(other.ok()) << other.status().ToString();
-    auto want_b = (*cpu)->Run(b, opts);
+    auto want_b = e.cpu->Run(b, opts);
     ASSERT_TRUE(want_b.ok());
     ExpectClose(*other, *want_b, p, what + ": other batch of the bucket vs cpu");
-    auto again = (*gpu)->Run(b, opts);
+    auto again = e.gpu->Run(b, opts);
     ASSERT_TRUE(again.ok()) << again.status().ToString();
     ExpectIdentical(*again, *other, what + ": other batch replayed twice");
     // Without last_hidden_state the shape is another bucket, with its own graph.
     for (int i = 0; i < 3; ++i) {
-      auto plain = (*gpu)->Run(a, {});
+      auto plain = e.gpu->Run(a, {});
       ASSERT_TRUE(plain.ok()) << plain.status().ToString();
       ExpectIdentical(*plain, BatchOutputs{{*eager->Find("logits")}}, what + ": logits only");
-      (*gpu)->WaitForBackgroundWork();
+      e.gpu->WaitForBackgroundWork();
     }
-    EXPECT_EQ((*gpu)->device().find("graphs off"), std::string::npos) << (*gpu)->device();
+    EXPECT_EQ(e.gpu->device().find("graphs off"), std::string::npos) << e.gpu->device();
   }
 }
 
@@ -344,23 +358,19 @@ TEST(CudaEngineTest, GraphReplayMatchesEagerRunsAndServesTheWholeBucket) {
 // sequences. Eager, captured and replayed runs agree, and with the CPU.
 TEST(CudaEngineTest, LargeBucketsSpreadThePaddingOverEnoughDummies) {
   SKIP_WITHOUT_GPU();
-  const Spec s{"tokcls", 128, 4, 256, HiddenAct::kGelu, HeadKind::kTokenClassification};
-  auto model = MakeModel(s, 51);
-  auto cpu = CreateCpuEngine(model, {});
-  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
-  auto gpu = MakeCuda(model, Precision::kFp16);
-  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  CpuAndCuda e;
+  ASSERT_NO_FATAL_FAILURE(MakeCpuAndCuda(51, Precision::kFp16, &e));
   const RaggedBatch batch = MakeBatch(std::vector<int>(41, 500), 52);
   std::vector<BatchOutputs> runs;
   for (int i = 0; i < 3; ++i) {
-    auto out = (*gpu)->Run(batch, {});
+    auto out = e.gpu->Run(batch, {});
     ASSERT_TRUE(out.ok()) << out.status().ToString();
     runs.push_back(std::move(out).value());
-    (*gpu)->WaitForBackgroundWork();
+    e.gpu->WaitForBackgroundWork();
   }
   ExpectIdentical(runs[1], runs[0], "replayed vs eager");
   ExpectIdentical(runs[2], runs[0], "replayed again vs eager");
-  auto want = (*cpu)->Run(batch, {});
+  auto want = e.cpu->Run(batch, {});
   ASSERT_TRUE(want.ok());
   ExpectClose(runs[2], *want, Precision::kFp16, "replayed vs cpu");
 }
@@ -371,12 +381,8 @@ TEST(CudaEngineTest, LargeBucketsSpreadThePaddingOverEnoughDummies) {
 // replayed, many shapes) must all still match the CPU engine.
 TEST(CudaEngineTest, BackgroundCapturesSurviveAPoolThatGrowsUnderThem) {
   SKIP_WITHOUT_GPU();
-  const Spec s{"tokcls", 128, 4, 256, HiddenAct::kGelu, HeadKind::kTokenClassification};
-  auto model = MakeModel(s, 61);
-  auto cpu = CreateCpuEngine(model, {});
-  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
-  auto gpu = MakeCuda(model, Precision::kFp16);
-  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  CpuAndCuda e;
+  ASSERT_NO_FATAL_FAILURE(MakeCpuAndCuda(61, Precision::kFp16, &e));
   // Growing batches: each new size moves the pool while the previous
   // shapes' captures may still be running.
   std::vector<RaggedBatch> batches;
@@ -384,17 +390,17 @@ TEST(CudaEngineTest, BackgroundCapturesSurviveAPoolThatGrowsUnderThem) {
     batches.push_back(MakeBatch(std::vector<int>(1 + 3 * i, 20 + 19 * i), 62 + i));
   for (int pass = 0; pass < 4; ++pass) {
     // The last pass comes after every capture has finished: all replays.
-    if (pass == 3) (*gpu)->WaitForBackgroundWork();
+    if (pass == 3) e.gpu->WaitForBackgroundWork();
     for (const RaggedBatch& b : batches) {
-      auto got = (*gpu)->Run(b, {});
+      auto got = e.gpu->Run(b, {});
       ASSERT_TRUE(got.ok()) << got.status().ToString();
-      auto want = (*cpu)->Run(b, {});
+      auto want = e.cpu->Run(b, {});
       ASSERT_TRUE(want.ok());
       ExpectClose(*got, *want, Precision::kFp16,
                   "pass " + std::to_string(pass) + ", " + std::to_string(b.num_seqs()) + " seqs");
     }
   }
-  EXPECT_EQ((*gpu)->device().find("graphs off"), std::string::npos) << (*gpu)->device();
+  EXPECT_EQ(e.gpu->device().find("graphs off"), std::string::npos) << e.gpu->device();
 }
 
 // `bertrt build --device cuda` times the GEMMs of every batch size
@@ -483,8 +489,7 @@ TEST(CudaEngineTest, PlanGemmChoicesServeWhereTheyWereTimed) {
 // profiling engine times every operation.
 TEST(CudaEngineTest, TwoEnginesAgreeAndProfileTimesEveryOperation) {
   SKIP_WITHOUT_GPU();
-  const Spec s{"tokcls", 128, 4, 256, HiddenAct::kGelu, HeadKind::kTokenClassification};
-  auto model = MakeModel(s, 41);
+  auto model = MakeModel(kTokCls, 41);
   const RaggedBatch batch = MakeBatch({17, 64, 3, 120}, 42);
   auto first = MakeCuda(model, Precision::kFp16);
   auto second = MakeCuda(model, Precision::kFp16);

@@ -135,10 +135,9 @@ Status LaunchMma(const AttentionArgs& a, cudaStream_t stream) {
   if (kSmem > 48 * 1024)
     CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               static_cast<int>(kSmem)));
-  // AttentionMmaKernel's block order: heads first in 64-query blocks.
   const int query_blocks = (a.max_len + kQueries - 1) / kQueries;
-  const dim3 grid = kRowTiles == 1 ? dim3(a.num_seqs * a.heads, 1, query_blocks)
-                                   : dim3(a.num_seqs, a.heads, query_blocks);
+  const dim3 grid = kHeadsFirst<kRowTiles> ? dim3(a.num_seqs * a.heads, 1, query_blocks)
+                                           : dim3(a.num_seqs, a.heads, query_blocks);
   const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(D));
   kernel<<<grid, kWarps * 32, kSmem, stream>>>(a, scale_log2);
   CUDA_RETURN_IF_LAUNCH_FAILED("attention kernel (tensor cores)");

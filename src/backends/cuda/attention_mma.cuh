@@ -112,6 +112,14 @@ __device__ __forceinline__ void CopyAsyncWait() {
 #endif
 }
 
+// The block order of AttentionMmaKernel<..., kRowTiles>: 64-query blocks
+// (small batches) run blockIdx.x over (sequence, head), heads fastest, so
+// that a batch of one sequence and seven dummies starts the real sequence's
+// blocks first; 128-query blocks run blockIdx.x over sequences and
+// blockIdx.y over heads.
+template <int kRowTiles>
+inline constexpr bool kHeadsFirst = kRowTiles == 1;
+
 // 2^x on the special-function unit with subnormal results flushed to zero
 // (far below any probability fp16/bf16 can hold next to the row's maximum,
 // which is 1); exp2f wraps the same instruction in subnormal handling.
@@ -145,12 +153,8 @@ __global__ void __launch_bounds__(kWarps * 32, kRowTiles == 1 && D <= 64 ? 16 / 
   T* const ks = reinterpret_cast<T*>(smem);  // [2 stages][kMmaKeys][kStride]
   T* const vs = ks + 2 * kTile;
 
-  // Blocks start roughly in index order. 64-query blocks (small batches)
-  // run blockIdx.x over (sequence, head), heads fastest, so that a batch of
-  // one sequence and seven dummies starts the real sequence's blocks first.
-  constexpr bool kHeadsFirst = kRowTiles == 1;
-  const int s = kHeadsFirst ? blockIdx.x / a.heads : blockIdx.x;
-  const int head = kHeadsFirst ? blockIdx.x % a.heads : blockIdx.y;
+  const int s = kHeadsFirst<kRowTiles> ? blockIdx.x / a.heads : blockIdx.x;
+  const int head = kHeadsFirst<kRowTiles> ? blockIdx.x % a.heads : blockIdx.y;
   const int begin = a.cu_seqlens[s], len = a.cu_seqlens[s + 1] - begin;
   const int q0 = blockIdx.z * kQueries;
   if (q0 >= len) return;

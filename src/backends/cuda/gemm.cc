@@ -157,11 +157,13 @@ Status LtGemm::Tune(const Key& key, Plan& plan, const void* x, const void* w, co
   const size_t n = plan.candidates.size();
   std::vector<float> best(n, std::numeric_limits<float>::infinity());
   std::vector<int> runs(n, 0);  // 0: the library cannot run it here (skipped, not an error)
+  auto run = [&](size_t i) {
+    return lt_->Matmul(handle_, plan.desc, &alpha, w, plan.a, x, plan.b, &beta, c, plan.c, y,
+                       plan.c, &plan.candidates[i], workspace_, workspace_bytes_, stream);
+  };
   auto time_runs = [&](size_t i, int count, float* ms_per_run) -> Status {
     CUDA_RETURN_IF_ERROR(cudaEventRecord(start.e, stream));
-    for (int r = 0; r < count; ++r)
-      lt_->Matmul(handle_, plan.desc, &alpha, w, plan.a, x, plan.b, &beta, c, plan.c, y, plan.c,
-                  &plan.candidates[i], workspace_, workspace_bytes_, stream);
+    for (int r = 0; r < count; ++r) run(i);
     CUDA_RETURN_IF_ERROR(cudaEventRecord(stop.e, stream));
     CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop.e));
     float ms = 0;
@@ -170,10 +172,7 @@ Status LtGemm::Tune(const Key& key, Plan& plan, const void* x, const void* w, co
     return Status::Ok();
   };
   for (size_t i = 0; i < n; ++i) {
-    if (lt_->Matmul(handle_, plan.desc, &alpha, w, plan.a, x, plan.b, &beta, c, plan.c, y, plan.c,
-                    &plan.candidates[i], workspace_, workspace_bytes_,
-                    stream) != CUBLAS_STATUS_SUCCESS)
-      continue;
+    if (run(i) != CUBLAS_STATUS_SUCCESS) continue;
     float once = 0;
     RETURN_IF_ERROR(time_runs(i, 1, &once));
     runs[i] = std::clamp(static_cast<int>(kTimedMs / std::max(once, 1e-4f)), kMinRuns, kMaxRuns);
