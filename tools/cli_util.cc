@@ -75,6 +75,8 @@ StatusOr<CudaEngineOptions> CudaOptions(const EngineFlags& flags, int gpu) {
   // GPU's choices: for comparisons against cuBLASLt's heuristic.
   const char* timing = std::getenv("BERTRT_GEMM_TUNING");
   options.time_gemms = timing && std::string(timing) == "1";
+  const char* pdl = std::getenv("BERTRT_PDL");
+  options.overlap_kernel_launches = !(pdl && std::string(pdl) == "0");
   options.on_notice = PrintNotice;
   return options;
 }

@@ -49,6 +49,11 @@ struct CudaEngineOptions {
   // other GPUs, cuBLASLt versions or precisions turns it on (one built
   // without a GPU keeps the heuristic); either says so through on_notice.
   bool time_gemms = false;
+  // sm_90 and newer: the engine's own kernels (LayerNorm, attention, heads;
+  // not cuBLASLt's) are launched with programmatic dependent launch, so that
+  // each one's launch overlaps the end of the kernel before it. Off only for
+  // comparisons (BERTRT_PDL=0 in the command-line tools).
+  bool overlap_kernel_launches = true;
   // Where the engine's notices go (nullptr: nowhere).
   std::function<void(const std::string&)> on_notice;
 };

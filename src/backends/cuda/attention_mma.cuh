@@ -139,6 +139,10 @@ __device__ __forceinline__ float Exp2(float x) {
 template <typename T, int D, int kWarps, int kRowTiles>
 __global__ void __launch_bounds__(kWarps * 32, kRowTiles == 1 && D <= 64 ? 16 / kWarps : 1)
     AttentionMmaKernel(AttentionArgs a, float scale_log2) {
+  AfterPreviousKernel();
+  if (threadIdx.x < 32 && a.prefetch.count > 0)
+    PrefetchShare(a.prefetch, blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z),
+                  gridDim.x * gridDim.y * gridDim.z);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int kThreads = kWarps * 32;
   constexpr int kWarpRows = 16 * kRowTiles;

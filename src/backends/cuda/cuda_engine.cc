@@ -60,10 +60,19 @@ constexpr int kTokenGranularity = 256;
 // shapes: each new shape runs eagerly until its graph is captured, and costs
 // a capture. max_len goes to a multiple of 64.
 // The padding tokens form dummy sequences of 1..64 tokens each, and the
-// sequence count goes to a multiple of 8.
+// sequence count goes to a power of two up to 8 and then to a multiple of 8:
+// a single sequence on a token bucket (batch 1 at 128 tokens) runs as it is,
+// not as 8 sequences and 192 tokens.
 constexpr int kTokenBucket = 64;
 constexpr int kSeqBucket = 8;
 constexpr int kLenBucket = 64;
+// A batch of at most this many tokens (batch 1 at seq 128) has its attention
+// kernels prefetch the layer's attention-output and FFN weights into L2 for
+// the GEMMs after them. A GEMM at 128 rows reading its weights from HBM took
+// 0.5-0.9 us longer than with them in L2 (BERT-base on the H200); batch 1 was
+// 1.5-1.7% faster with the prefetch, batches of 256 to 1,024 tokens 0.5-1%
+// slower, and larger ones 1.3-1.5% slower (bench/RESULTS.md, 2026-11-30).
+constexpr int kPrefetchMaxTokens = 128;
 // Captured graphs kept, least recently used evicted first. A server's batches
 // vary in three bucketed dimensions, and with 16 graphs the half-load p99 on
 // the H200 was set by re-running and re-capturing evicted shapes; a graph
@@ -79,6 +88,13 @@ int TokenBucket(int t) {
   int step = kTokenBucket;
   while (step * 2 * 16 <= t) step *= 2;
   return RoundUp(t, step);
+}
+
+int SeqBucket(int n) {
+  if (n > kSeqBucket) return RoundUp(n, kSeqBucket);
+  int seqs = 1;
+  while (seqs < n) seqs *= 2;
+  return seqs;
 }
 
 // The FFN's first GEMM epilogue; with plain kBias the activation runs as a
@@ -199,12 +215,16 @@ class CudaEngine final : public Engine {
   // (profiling engines run eagerly, on stream_, under mu_).
   template <typename Op>
   Status Timed(const char* name, double flops, cudaStream_t stream, Op&& op);
+  // How the engine's own kernels go onto `stream` (cuBLASLt launches its own).
+  cuda::Stream KernelStream(cudaStream_t stream) const { return {stream, overlap_launch_}; }
   Status CopyBack(const RaggedBatch& batch, bool hidden_state, BatchOutputs* out);
 
   std::shared_ptr<const Model> model_;
   CudaEngineOptions options_;
   GpuInfo gpu_;
   int sm_count_ = 0;
+  // CudaEngineOptions::overlap_kernel_launches, on a GPU that has them.
+  bool overlap_launch_ = false;
   cudaStream_t stream_ = nullptr;
   cuda::DeviceWeights weights_;
   cuda::LtGemm gemm_;
@@ -291,6 +311,7 @@ Status CudaEngine::Init() {
   CUDA_RETURN_IF_ERROR(cudaSetDevice(gpu_.index));
   CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, gpu_.index));
+  overlap_launch_ = options_.overlap_kernel_launches && gpu_.compute_capability >= 90;
   CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&capture_stream_, cudaStreamNonBlocking));
   RETURN_IF_ERROR(
@@ -369,13 +390,13 @@ Shape CudaEngine::ShapeFor(const RaggedBatch& batch, const RunOptions& options) 
   // of at most kLenBucket tokens each (more than the sequence rounding gives
   // only when the padding is over 64 tokens, which then outnumbers them). A
   // batch already on both buckets (128 x 128) runs as it is.
-  int seqs = RoundUp(n, kSeqBucket);
+  int seqs = SeqBucket(n);
   int tokens = TokenBucket(t + seqs - n);
   if (tokens > t && seqs == n) {
-    seqs += kSeqBucket;
-    tokens = TokenBucket(t + kSeqBucket);
+    seqs = SeqBucket(n + 1);
+    tokens = TokenBucket(t + seqs - n);
   }
-  seqs = std::max(seqs, RoundUp(n + (tokens - t + kLenBucket - 1) / kLenBucket, kSeqBucket));
+  seqs = std::max(seqs, SeqBucket(n + (tokens - t + kLenBucket - 1) / kLenBucket));
   const Shape padded{tokens, seqs, RoundUp(max_len, kLenBucket), options.last_hidden_state};
   // A fixed reservation is never grown for padding.
   if (options_.max_batch_tokens > 0 && padded.tokens > capacity_tokens_) return exact;
@@ -492,28 +513,38 @@ Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t
   const int t = shape.tokens, n = shape.seqs, h = c.hidden_size;
   const int inter = c.intermediate_size;
   const BatchInts ints = LayOutInts(ws.ints, shape);
+  const cuda::Stream kernels = KernelStream(stream);
   RETURN_IF_ERROR(Timed("embedding+layernorm", 0, stream, [&] {
     return cuda::EmbedLayerNorm(
         p,
         {ints.ids, ints.types, ints.cu, n, t, weights_.word, weights_.position, weights_.type,
          weights_.emb_gamma, weights_.emb_beta, h, c.layer_norm_eps, ws.x},
-        stream);
+        kernels);
   }));
-  const cuda::AttentionArgs attention{ws.qkv,   ints.cu,     n,      shape.max_len,
-                                      h,        c.num_heads, ws.ctx, gpu_.compute_capability >= 80,
-                                      sm_count_};
+  cuda::AttentionArgs attention{ws.qkv,   ints.cu,     n,      shape.max_len,
+                                h,        c.num_heads, ws.ctx, gpu_.compute_capability >= 80,
+                                sm_count_};
+
   // Useful FLOPs, for the profile: 2 per multiply-add; attention counts
   // QK^T and PV over every sequence's real length (a batch's lengths are
   // known only as the padded maximum here, so it is an upper bound).
   const double gemm = 2.0 * t * h;
   const double attention_flops = 4.0 * n * shape.max_len * static_cast<double>(shape.max_len) * h;
+  const size_t elem = p == Precision::kFp32 ? 4 : 2;
   for (const cuda::DeviceLayer& l : weights_.layers) {
+    // See kPrefetchMaxTokens.
+    attention.prefetch = {};
+    if (t <= kPrefetchMaxTokens) {
+      attention.prefetch.Add(l.attn_out_w, size_t{1} * h * h * elem);
+      attention.prefetch.Add(l.ffn_in_w, size_t{1} * inter * h * elem);
+      attention.prefetch.Add(l.ffn_out_w, size_t{1} * h * inter * elem);
+    }
     RETURN_IF_ERROR(Timed("gemm qkv", gemm * 3 * h, stream, [&] {
       return gemm_.Linear(ws.x, t, h, l.qkv_w, l.qkv_b, 3 * h, cuda::Epilogue::kBias, nullptr,
                           ws.qkv, stream);
     }));
     RETURN_IF_ERROR(Timed("attention", attention_flops, stream,
-                          [&] { return cuda::Attention(p, attention, stream); }));
+                          [&] { return cuda::Attention(p, attention, kernels); }));
     // The residual enters through the GEMM's C operand (beta = 1).
     RETURN_IF_ERROR(Timed("gemm attn_out", gemm * h, stream, [&] {
       return gemm_.Linear(ws.ctx, t, h, l.attn_out_w, l.attn_out_b, h, cuda::Epilogue::kBias, ws.x,
@@ -521,7 +552,7 @@ Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t
     }));
     RETURN_IF_ERROR(Timed("layernorm", 0, stream, [&] {
       return cuda::LayerNorm(p, ws.tmp, ws.x, t, h, l.attn_gamma, l.attn_beta, c.layer_norm_eps,
-                             stream);
+                             kernels);
     }));
     RETURN_IF_ERROR(Timed("gemm ffn_in", gemm * inter, stream, [&] {
       return gemm_.Linear(ws.x, t, h, l.ffn_in_w, l.ffn_in_b, inter, ffn_epilogue_, nullptr,
@@ -530,7 +561,7 @@ Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t
     if (ffn_epilogue_ == cuda::Epilogue::kBias)
       RETURN_IF_ERROR(Timed("activation", 0, stream, [&] {
         return cuda::ActivationInPlace(p, c.hidden_act, ws.inter, static_cast<size_t>(t) * inter,
-                                       stream);
+                                       kernels);
       }));
     RETURN_IF_ERROR(Timed("gemm ffn_out", gemm * inter, stream, [&] {
       return gemm_.Linear(ws.inter, t, inter, l.ffn_out_w, l.ffn_out_b, h, cuda::Epilogue::kBias,
@@ -538,7 +569,7 @@ Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t
     }));
     RETURN_IF_ERROR(Timed("layernorm", 0, stream, [&] {
       return cuda::LayerNorm(p, ws.tmp, ws.x, t, h, l.ffn_gamma, l.ffn_beta, c.layer_norm_eps,
-                             stream);
+                             kernels);
     }));
   }
   return Status::Ok();
@@ -549,13 +580,14 @@ Status CudaEngine::HeadKernels(const Shape& shape, const Workspace& ws, cudaStre
   const Precision p = options_.precision;
   const int t = shape.tokens, n = shape.seqs, h = c.hidden_size;
   const int32_t* cu = LayOutInts(ws.ints, shape).cu;
+  const cuda::Stream kernels = KernelStream(stream);
   if (weights_.pooler_w) {
     // ctx and tmp are free once the encoder is done.
-    RETURN_IF_ERROR(cuda::GatherFirstTokens(p, ws.x, cu, n, h, ws.ctx, stream));
+    RETURN_IF_ERROR(cuda::GatherFirstTokens(p, ws.x, cu, n, h, ws.ctx, kernels));
     RETURN_IF_ERROR(gemm_.Linear(ws.ctx, n, h, weights_.pooler_w, weights_.pooler_b, h,
                                  cuda::Epilogue::kBias, nullptr, ws.tmp, stream));
     RETURN_IF_ERROR(
-        cuda::TanhToFloat(p, ws.tmp, ws.pooled_f32, static_cast<size_t>(n) * h, stream));
+        cuda::TanhToFloat(p, ws.tmp, ws.pooled_f32, static_cast<size_t>(n) * h, kernels));
   }
   const int labels = weights_.classifier_out;
   switch (c.head) {
@@ -564,21 +596,21 @@ Status CudaEngine::HeadKernels(const Shape& shape, const Workspace& ws, cudaStre
     case HeadKind::kSequenceClassification:
       RETURN_IF_ERROR(cuda::SmallLinear(Precision::kFp32, ws.pooled_f32, n, h,
                                         weights_.classifier_w, weights_.classifier_b, labels,
-                                        ws.logits_f32, stream));
+                                        ws.logits_f32, kernels));
       break;
     case HeadKind::kTokenClassification:
     case HeadKind::kQuestionAnswering:
       RETURN_IF_ERROR(cuda::SmallLinear(p, ws.x, t, h, weights_.classifier_w, weights_.classifier_b,
-                                        labels, ws.logits_f32, stream));
+                                        labels, ws.logits_f32, kernels));
       break;
     case HeadKind::kSentenceEmbedding:
-      RETURN_IF_ERROR(cuda::PoolSequences(p, ws.x, cu, n, h, c.pooling, ws.pooled_f32, stream));
-      if (c.normalize) RETURN_IF_ERROR(cuda::L2NormalizeRows(ws.pooled_f32, n, h, stream));
+      RETURN_IF_ERROR(cuda::PoolSequences(p, ws.x, cu, n, h, c.pooling, ws.pooled_f32, kernels));
+      if (c.normalize) RETURN_IF_ERROR(cuda::L2NormalizeRows(ws.pooled_f32, n, h, kernels));
       break;
   }
   if (shape.hidden_state)
     RETURN_IF_ERROR(
-        cuda::ConvertToFloat(p, ws.x, ws.hidden_f32, static_cast<size_t>(t) * h, stream));
+        cuda::ConvertToFloat(p, ws.x, ws.hidden_f32, static_cast<size_t>(t) * h, kernels));
   return Status::Ok();
 }
 

@@ -1,13 +1,78 @@
-// Device-side helpers shared by the kernels: element conversions, reductions
-// and the dispatch from Precision to an element type.
+// Helpers shared by the kernels and their launchers: element conversions,
+// reductions, the dispatch from Precision to an element type, and the launch
+// with programmatic dependent launch.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_runtime.h>
 
+#include <utility>
+
+#include "backends/cuda/kernels.h"
 #include "bertrt/cuda_engine.h"
 
 namespace bertrt::cuda {
+
+// The first statement of every kernel here. Under programmatic dependent
+// launch (Launch with Stream::overlap_launch, sm_90 and newer) a kernel's
+// blocks may start while the stream's previous kernel is still running:
+// griddepcontrol.wait holds them until that kernel has completed and its
+// writes are visible, so they read and write nothing early. Then
+// griddepcontrol.launch_dependents lets the next kernel's launch begin (it
+// waits in turn). Without the attribute, or before sm_90, both are no-ops.
+__device__ __forceinline__ void AfterPreviousKernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
+// Block `part` of `parts` starts copying its share of `r` into L2
+// (cp.async.bulk.prefetch, sm_90 and newer): lane i of the calling warp takes
+// pieces i, i + 32, ... of up to 64 KiB. A hint: it changes no data.
+__device__ __forceinline__ void PrefetchShare(const PrefetchRanges& r, unsigned part,
+                                              unsigned parts) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr size_t kPiece = 64 << 10;
+  const unsigned lane = threadIdx.x & 31;
+  for (int i = 0; i < r.count; ++i) {
+    const size_t share = (r.bytes[i] / parts + 15) & ~size_t{15};
+    const size_t begin = part * share;
+    const size_t end = begin + share < r.bytes[i] ? begin + share : r.bytes[i];
+    for (size_t off = begin + lane * kPiece; off < end; off += 32 * kPiece) {
+      const size_t left = end - off;
+      const unsigned size = static_cast<unsigned>((left < kPiece ? left : kPiece) & ~size_t{15});
+      if (size > 0)
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(
+                         static_cast<const char*>(r.ptr[i]) + off),
+                     "r"(size)
+                     : "memory");
+    }
+  }
+#endif
+}
+
+// kernel<<<grid, block, smem, stream.handle>>>(args...), with programmatic
+// stream serialization when stream.overlap_launch: the kernel's launch then
+// overlaps the end of the previous kernel, and AfterPreviousKernel keeps the
+// order of their memory accesses. A bad launch
+// shows in cudaGetLastError, as with <<<>>>.
+template <typename... Params, typename... Args>
+void Launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, Stream stream,
+            Args&&... args) {
+  cudaLaunchAttribute overlap{};
+  overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  overlap.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream.handle;
+  config.attrs = &overlap;
+  config.numAttrs = stream.overlap_launch ? 1 : 0;
+  cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
 
 __device__ __forceinline__ float ToFloat(float x) { return x; }
 __device__ __forceinline__ float ToFloat(__half x) { return __half2float(x); }

@@ -63,7 +63,7 @@ class Uploader {
     if (!direct)
       RETURN_IF_ERROR(ConvertFromFloat(convert ? precision_ : Precision::kFp32,
                                        static_cast<const float*>(staging_.get()), dst.get(), n,
-                                       stream_));
+                                       {stream_, false}));
     out_->bytes += dst.size();
     void* ptr = dst.get();
     out_->storage.push_back(std::move(dst));

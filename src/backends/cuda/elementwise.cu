@@ -31,6 +31,7 @@ __device__ __forceinline__ float Activate(float v) {
 // the few elements of a tail.
 template <typename T, HiddenAct kAct>
 __global__ void ActivationKernel(T* x, size_t n) {
+  AfterPreviousKernel();
   constexpr int kSize = Vec16<T>::kSize;
   const size_t stride = size_t{gridDim.x} * blockDim.x;
   const size_t first = blockIdx.x * size_t{blockDim.x} + threadIdx.x;
@@ -47,23 +48,24 @@ __global__ void ActivationKernel(T* x, size_t n) {
 }
 
 template <typename T>
-void LaunchActivation(HiddenAct act, T* x, size_t n, cudaStream_t stream) {
+void LaunchActivation(HiddenAct act, T* x, size_t n, Stream stream) {
   const unsigned blocks = BlocksFor((n + Vec16<T>::kSize - 1) / Vec16<T>::kSize);
   switch (act) {
     case HiddenAct::kGelu:
-      ActivationKernel<T, HiddenAct::kGelu><<<blocks, kThreads, 0, stream>>>(x, n);
+      Launch(ActivationKernel<T, HiddenAct::kGelu>, blocks, kThreads, 0, stream, x, n);
       break;
     case HiddenAct::kGeluTanh:
-      ActivationKernel<T, HiddenAct::kGeluTanh><<<blocks, kThreads, 0, stream>>>(x, n);
+      Launch(ActivationKernel<T, HiddenAct::kGeluTanh>, blocks, kThreads, 0, stream, x, n);
       break;
     case HiddenAct::kRelu:
-      ActivationKernel<T, HiddenAct::kRelu><<<blocks, kThreads, 0, stream>>>(x, n);
+      Launch(ActivationKernel<T, HiddenAct::kRelu>, blocks, kThreads, 0, stream, x, n);
       break;
   }
 }
 
 template <typename T>
 __global__ void FromFloatKernel(const float* in, T* out, size_t n) {
+  AfterPreviousKernel();
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
        i += size_t{gridDim.x} * blockDim.x)
     out[i] = FromFloat<T>(in[i]);
@@ -71,6 +73,7 @@ __global__ void FromFloatKernel(const float* in, T* out, size_t n) {
 
 template <typename T>
 __global__ void ToFloatKernel(const T* in, float* out, size_t n) {
+  AfterPreviousKernel();
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
        i += size_t{gridDim.x} * blockDim.x)
     out[i] = ToFloat(in[i]);
@@ -78,25 +81,25 @@ __global__ void ToFloatKernel(const T* in, float* out, size_t n) {
 
 }  // namespace
 
-Status ActivationInPlace(Precision p, HiddenAct act, void* x, size_t n, cudaStream_t stream) {
+Status ActivationInPlace(Precision p, HiddenAct act, void* x, size_t n, Stream stream) {
   if (n == 0) return Status::Ok();
   BERTRT_DISPATCH_PRECISION(p, LaunchActivation(act, static_cast<T*>(x), n, stream));
   CUDA_RETURN_IF_LAUNCH_FAILED("activation kernel");
   return Status::Ok();
 }
 
-Status ConvertFromFloat(Precision p, const float* in, void* out, size_t n, cudaStream_t stream) {
+Status ConvertFromFloat(Precision p, const float* in, void* out, size_t n, Stream stream) {
   if (n == 0) return Status::Ok();
-  BERTRT_DISPATCH_PRECISION(
-      p, FromFloatKernel<T><<<BlocksFor(n), kThreads, 0, stream>>>(in, static_cast<T*>(out), n));
+  BERTRT_DISPATCH_PRECISION(p, Launch(FromFloatKernel<T>, BlocksFor(n), kThreads, 0, stream, in,
+                                      static_cast<T*>(out), n));
   CUDA_RETURN_IF_LAUNCH_FAILED("conversion kernel");
   return Status::Ok();
 }
 
-Status ConvertToFloat(Precision p, const void* in, float* out, size_t n, cudaStream_t stream) {
+Status ConvertToFloat(Precision p, const void* in, float* out, size_t n, Stream stream) {
   if (n == 0) return Status::Ok();
-  BERTRT_DISPATCH_PRECISION(p, ToFloatKernel<T><<<BlocksFor(n), kThreads, 0, stream>>>(
-                                   static_cast<const T*>(in), out, n));
+  BERTRT_DISPATCH_PRECISION(p, Launch(ToFloatKernel<T>, BlocksFor(n), kThreads, 0, stream,
+                                      static_cast<const T*>(in), out, n));
   CUDA_RETURN_IF_LAUNCH_FAILED("conversion kernel");
   return Status::Ok();
 }

@@ -11,6 +11,7 @@ namespace {
 
 template <typename T>
 __global__ void GatherFirstTokensKernel(const T* x, const int32_t* cu, int hidden, T* out) {
+  AfterPreviousKernel();
   const int s = blockIdx.x;
   const T* row = x + static_cast<size_t>(cu[s]) * hidden;
   for (int i = threadIdx.x; i < hidden; i += blockDim.x)
@@ -19,6 +20,7 @@ __global__ void GatherFirstTokensKernel(const T* x, const int32_t* cu, int hidde
 
 template <typename T>
 __global__ void TanhToFloatKernel(const T* in, float* out, size_t n) {
+  AfterPreviousKernel();
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
        i += size_t{gridDim.x} * blockDim.x)
     out[i] = tanhf(ToFloat(in[i]));
@@ -28,6 +30,7 @@ __global__ void TanhToFloatKernel(const T* in, float* out, size_t n) {
 template <typename T>
 __global__ void SmallLinearKernel(const T* x, int rows, int in, const float* w, const float* b,
                                   int out, float* y) {
+  AfterPreviousKernel();
   const size_t warp = (blockIdx.x * size_t{blockDim.x} + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   if (warp >= static_cast<size_t>(rows) * out) return;
@@ -45,6 +48,7 @@ __global__ void SmallLinearKernel(const T* x, int rows, int in, const float* w, 
 template <typename T>
 __global__ void PoolKernel(const T* x, const int32_t* cu, int hidden, Pooling pooling,
                            float* out) {
+  AfterPreviousKernel();
   const int s = blockIdx.x;
   const int begin = cu[s], end = cu[s + 1];
   for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
@@ -64,6 +68,7 @@ __global__ void PoolKernel(const T* x, const int32_t* cu, int hidden, Pooling po
 }
 
 __global__ void L2NormalizeKernel(float* x, int width) {
+  AfterPreviousKernel();
   __shared__ float scratch[32];
   float* row = x + static_cast<size_t>(blockIdx.x) * width;
   float sq = 0.0f;
@@ -77,51 +82,50 @@ int ThreadsFor(int width) { return std::min(256, (width + 31) / 32 * 32); }
 }  // namespace
 
 Status GatherFirstTokens(Precision p, const void* x, const int32_t* cu_seqlens, int num_seqs,
-                         int hidden, void* out, cudaStream_t stream) {
+                         int hidden, void* out, Stream stream) {
   if (num_seqs == 0) return Status::Ok();
-  BERTRT_DISPATCH_PRECISION(p, GatherFirstTokensKernel<T><<<num_seqs, ThreadsFor(hidden), 0,
-                                                            stream>>>(
-                                   static_cast<const T*>(x), cu_seqlens, hidden,
-                                   static_cast<T*>(out)));
+  BERTRT_DISPATCH_PRECISION(p, Launch(GatherFirstTokensKernel<T>, num_seqs, ThreadsFor(hidden), 0,
+                                      stream, static_cast<const T*>(x), cu_seqlens, hidden,
+                                      static_cast<T*>(out)));
   CUDA_RETURN_IF_LAUNCH_FAILED("gather first tokens kernel");
   return Status::Ok();
 }
 
-Status TanhToFloat(Precision p, const void* in, float* out, size_t n, cudaStream_t stream) {
+Status TanhToFloat(Precision p, const void* in, float* out, size_t n, Stream stream) {
   if (n == 0) return Status::Ok();
   const unsigned blocks = static_cast<unsigned>(std::min<size_t>((n + 255) / 256, 4096));
   BERTRT_DISPATCH_PRECISION(
-      p, TanhToFloatKernel<T><<<blocks, 256, 0, stream>>>(static_cast<const T*>(in), out, n));
+      p, Launch(TanhToFloatKernel<T>, blocks, 256, 0, stream, static_cast<const T*>(in), out, n));
   CUDA_RETURN_IF_LAUNCH_FAILED("tanh kernel");
   return Status::Ok();
 }
 
 Status SmallLinear(Precision p, const void* x, int rows, int in, const float* w, const float* b,
-                   int out, float* y, cudaStream_t stream) {
+                   int out, float* y, Stream stream) {
   const size_t warps = static_cast<size_t>(rows) * out;
   if (warps == 0) return Status::Ok();
   constexpr int kThreads = 256;
   const size_t blocks = (warps * 32 + kThreads - 1) / kThreads;
-  BERTRT_DISPATCH_PRECISION(
-      p, SmallLinearKernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-             static_cast<const T*>(x), rows, in, w, b, out, y));
+  BERTRT_DISPATCH_PRECISION(p, Launch(SmallLinearKernel<T>, static_cast<unsigned>(blocks),
+                                      kThreads, 0, stream, static_cast<const T*>(x), rows, in,
+                                      w, b, out, y));
   CUDA_RETURN_IF_LAUNCH_FAILED("head linear kernel");
   return Status::Ok();
 }
 
 Status PoolSequences(Precision p, const void* x, const int32_t* cu_seqlens, int num_seqs,
-                     int hidden, Pooling pooling, float* out, cudaStream_t stream) {
+                     int hidden, Pooling pooling, float* out, Stream stream) {
   if (num_seqs == 0) return Status::Ok();
-  BERTRT_DISPATCH_PRECISION(
-      p, PoolKernel<T><<<num_seqs, ThreadsFor(hidden), 0, stream>>>(
-             static_cast<const T*>(x), cu_seqlens, hidden, pooling, out));
+  BERTRT_DISPATCH_PRECISION(p, Launch(PoolKernel<T>, num_seqs, ThreadsFor(hidden), 0, stream,
+                                      static_cast<const T*>(x), cu_seqlens, hidden, pooling,
+                                      out));
   CUDA_RETURN_IF_LAUNCH_FAILED("pooling kernel");
   return Status::Ok();
 }
 
-Status L2NormalizeRows(float* x, int rows, int width, cudaStream_t stream) {
+Status L2NormalizeRows(float* x, int rows, int width, Stream stream) {
   if (rows == 0) return Status::Ok();
-  L2NormalizeKernel<<<rows, ThreadsFor(width), 0, stream>>>(x, width);
+  Launch(L2NormalizeKernel, rows, ThreadsFor(width), 0, stream, x, width);
   CUDA_RETURN_IF_LAUNCH_FAILED("L2 normalize kernel");
   return Status::Ok();
 }

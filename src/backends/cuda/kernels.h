@@ -17,6 +17,28 @@
 
 namespace bertrt::cuda {
 
+// Where a launcher enqueues its kernel: the engine's stream, and whether the
+// kernel may launch while the stream's previous kernel is still finishing
+// (programmatic dependent launch, sm_90 and newer; device_util.cuh's Launch).
+// Always safe for the kernels here: each waits for the previous kernel's
+// results before it touches memory.
+struct Stream {
+  cudaStream_t handle;
+  bool overlap_launch;
+};
+
+// Weights (16-byte aligned) that a kernel pulls into L2 as it starts, for
+// the GEMMs after it (device_util.cuh's PrefetchShare).
+struct PrefetchRanges {
+  static constexpr int kMax = 4;
+  const void* ptr[kMax];
+  size_t bytes[kMax];
+  int count = 0;
+  void Add(const void* p, size_t n) {
+    if (p && n && count < kMax) ptr[count] = p, bytes[count++] = n;
+  }
+};
+
 struct EmbeddingArgs {
   const int32_t* ids;         // [tokens], validated against the vocabulary
   const int32_t* types;       // [tokens]
@@ -34,40 +56,40 @@ struct EmbeddingArgs {
 };
 
 // out[t] = LayerNorm(word[ids[t]] + position[t - start of its sequence] + type[types[t]]).
-Status EmbedLayerNorm(Precision p, const EmbeddingArgs& a, cudaStream_t stream);
+Status EmbedLayerNorm(Precision p, const EmbeddingArgs& a, Stream stream);
 
 // out[r] = LayerNorm(in[r]) * gamma + beta; in may equal out.
 Status LayerNorm(Precision p, const void* in, void* out, int rows, int hidden, const float* gamma,
-                 const float* beta, float eps, cudaStream_t stream);
+                 const float* beta, float eps, Stream stream);
 
 // x = act(x), x 16-byte aligned. The fp16/bf16 engines fuse gelu_new and relu into the GEMM
 // epilogue and need this only for the erf GELU (cuBLASLt's GELU is the tanh
 // form); the fp32 engine uses it for all three, to match the CPU engine's
 // exact tanh.
-Status ActivationInPlace(Precision p, HiddenAct act, void* x, size_t n, cudaStream_t stream);
+Status ActivationInPlace(Precision p, HiddenAct act, void* x, size_t n, Stream stream);
 
-Status ConvertFromFloat(Precision p, const float* in, void* out, size_t n, cudaStream_t stream);
-Status ConvertToFloat(Precision p, const void* in, float* out, size_t n, cudaStream_t stream);
+Status ConvertFromFloat(Precision p, const float* in, void* out, size_t n, Stream stream);
+Status ConvertToFloat(Precision p, const void* in, float* out, size_t n, Stream stream);
 
 // out[s] = x[first token of sequence s], [num_seqs, hidden].
 Status GatherFirstTokens(Precision p, const void* x, const int32_t* cu_seqlens, int num_seqs,
-                         int hidden, void* out, cudaStream_t stream);
+                         int hidden, void* out, Stream stream);
 
 // out = tanh(in) as fp32.
-Status TanhToFloat(Precision p, const void* in, float* out, size_t n, cudaStream_t stream);
+Status TanhToFloat(Precision p, const void* in, float* out, size_t n, Stream stream);
 
 // y[rows, out] = x[rows, in] W^T + b for the small heads (a few labels), where
 // a GEMM library's tile would be mostly empty. W and b are fp32; x is in
 // precision `p` (kFp32 for fp32 inputs).
 Status SmallLinear(Precision p, const void* x, int rows, int in, const float* w, const float* b,
-                   int out, float* y, cudaStream_t stream);
+                   int out, float* y, Stream stream);
 
 // out[s] = cls / mean / max over sequence s's rows of x, fp32 [num_seqs, hidden].
 Status PoolSequences(Precision p, const void* x, const int32_t* cu_seqlens, int num_seqs,
-                     int hidden, Pooling pooling, float* out, cudaStream_t stream);
+                     int hidden, Pooling pooling, float* out, Stream stream);
 
 // Each row x / max(||x||_2, 1e-12).
-Status L2NormalizeRows(float* x, int rows, int width, cudaStream_t stream);
+Status L2NormalizeRows(float* x, int rows, int width, Stream stream);
 
 struct AttentionArgs {
   const void* qkv;            // [tokens, 3 * hidden]: Q | K | V, heads contiguous in each
@@ -80,6 +102,7 @@ struct AttentionArgs {
   // mma.sync m16n8k16 needs sm_80 or newer; older GPUs take the general path.
   bool tensor_cores;
   int sm_count;  // the GPU's multiprocessors: a small batch takes smaller blocks, to use them
+  PrefetchRanges prefetch;  // the tensor-core kernel's blocks share it out; the general path ignores it
 };
 
 // Largest head dimension Attention supports.
@@ -88,6 +111,6 @@ inline constexpr int kMaxAttentionHeadDim = 256;
 // Per sequence and head: softmax(Q K^T / sqrt(head_dim)) V over that
 // sequence's own tokens. Tensor cores for fp16/bf16 with head dims 32, 64 and
 // 128; a general fp32-arithmetic path otherwise.
-Status Attention(Precision p, const AttentionArgs& a, cudaStream_t stream);
+Status Attention(Precision p, const AttentionArgs& a, Stream stream);
 
 }  // namespace bertrt::cuda

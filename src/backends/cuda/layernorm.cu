@@ -82,6 +82,7 @@ __device__ __forceinline__ void NormalizeWarpRow(float* x, int hidden, const flo
 template <typename T, int kVecs>
 __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
     EmbedLayerNormWarpKernel(EmbeddingArgs a) {
+  AfterPreviousKernel();
   constexpr int kSize = Vec16<T>::kSize;
   const int t = blockIdx.x * kWarpRowsPerBlock + (threadIdx.x >> 5);
   if (t >= a.num_tokens) return;  // the whole warp: no block barrier follows
@@ -108,6 +109,7 @@ template <typename T, int kVecs>
 __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
     LayerNormWarpKernel(const T* in, T* out, int rows, int hidden, const float* gamma,
                         const float* beta, float eps) {
+  AfterPreviousKernel();
   constexpr int kSize = Vec16<T>::kSize;
   const int r = blockIdx.x * kWarpRowsPerBlock + (threadIdx.x >> 5);
   if (r >= rows) return;
@@ -143,6 +145,7 @@ __device__ void NormalizeRow(const float* row, int hidden, const float* gamma, c
 
 template <typename T>
 __global__ void EmbedLayerNormKernel(EmbeddingArgs a) {
+  AfterPreviousKernel();
   extern __shared__ float row[];
   __shared__ float scratch[32];
   const int t = blockIdx.x;
@@ -160,6 +163,7 @@ __global__ void EmbedLayerNormKernel(EmbeddingArgs a) {
 template <typename T>
 __global__ void LayerNormKernel(const T* in, T* out, int hidden, const float* gamma,
                                 const float* beta, float eps) {
+  AfterPreviousKernel();
   extern __shared__ float row[];
   __shared__ float scratch[32];
   const size_t offset = static_cast<size_t>(blockIdx.x) * hidden;
@@ -190,38 +194,38 @@ static_assert(kMaxVecsPerLane == 8, "WithVecs covers 1..8");
 
 }  // namespace
 
-Status EmbedLayerNorm(Precision p, const EmbeddingArgs& a, cudaStream_t stream) {
+Status EmbedLayerNorm(Precision p, const EmbeddingArgs& a, Stream stream) {
   if (a.num_tokens == 0) return Status::Ok();
   if (const int vecs = WarpVecsFor(p, a.hidden)) {
     BERTRT_DISPATCH_PRECISION(p, WithVecs(vecs, [&](auto v) {
-                                EmbedLayerNormWarpKernel<T, decltype(v)::value>
-                                    <<<WarpBlocks(a.num_tokens), 32 * kWarpRowsPerBlock, 0,
-                                       stream>>>(a);
+                                Launch(EmbedLayerNormWarpKernel<T, decltype(v)::value>,
+                                       WarpBlocks(a.num_tokens), 32 * kWarpRowsPerBlock, 0,
+                                       stream, a);
                               }));
   } else {
     const size_t smem = a.hidden * sizeof(float);
-    BERTRT_DISPATCH_PRECISION(
-        p, EmbedLayerNormKernel<T><<<a.num_tokens, ThreadsFor(a.hidden), smem, stream>>>(a));
+    BERTRT_DISPATCH_PRECISION(p, Launch(EmbedLayerNormKernel<T>, a.num_tokens,
+                                        ThreadsFor(a.hidden), smem, stream, a));
   }
   CUDA_RETURN_IF_LAUNCH_FAILED("embedding + LayerNorm kernel");
   return Status::Ok();
 }
 
 Status LayerNorm(Precision p, const void* in, void* out, int rows, int hidden,
-                 const float* gamma, const float* beta, float eps, cudaStream_t stream) {
+                 const float* gamma, const float* beta, float eps, Stream stream) {
   if (rows == 0) return Status::Ok();
   if (const int vecs = WarpVecsFor(p, hidden)) {
     BERTRT_DISPATCH_PRECISION(p, WithVecs(vecs, [&](auto v) {
-                                LayerNormWarpKernel<T, decltype(v)::value>
-                                    <<<WarpBlocks(rows), 32 * kWarpRowsPerBlock, 0, stream>>>(
-                                        static_cast<const T*>(in), static_cast<T*>(out), rows,
-                                        hidden, gamma, beta, eps);
+                                Launch(LayerNormWarpKernel<T, decltype(v)::value>,
+                                       WarpBlocks(rows), 32 * kWarpRowsPerBlock, 0, stream,
+                                       static_cast<const T*>(in), static_cast<T*>(out), rows,
+                                       hidden, gamma, beta, eps);
                               }));
   } else {
     const size_t smem = hidden * sizeof(float);
-    BERTRT_DISPATCH_PRECISION(p, LayerNormKernel<T><<<rows, ThreadsFor(hidden), smem, stream>>>(
-                                     static_cast<const T*>(in), static_cast<T*>(out), hidden,
-                                     gamma, beta, eps));
+    BERTRT_DISPATCH_PRECISION(p, Launch(LayerNormKernel<T>, rows, ThreadsFor(hidden), smem,
+                                        stream, static_cast<const T*>(in),
+                                        static_cast<T*>(out), hidden, gamma, beta, eps));
   }
   CUDA_RETURN_IF_LAUNCH_FAILED("LayerNorm kernel");
   return Status::Ok();
