@@ -247,8 +247,15 @@ TEST_P(CudaParityTest, MatchesCpuEngineAndSingleRuns) {
   auto got = (*gpu)->Run(batch, opts);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   ExpectClose(*got, *want, c.precision, "batched vs cpu");
+  // Without hidden states, a head that reads only first tokens (pooler, CLS
+  // pooling) has the last layer run on those rows alone.
+  auto want_heads = (*cpu)->Run(batch, {});
+  ASSERT_TRUE(want_heads.ok()) << want_heads.status().ToString();
+  auto heads = (*gpu)->Run(batch, {});
+  ASSERT_TRUE(heads.ok()) << heads.status().ToString();
+  ExpectClose(*heads, *want_heads, c.precision, "batched vs cpu, heads only");
 
-  // Each sequence alone gives its rows of the batch.
+  // Each sequence alone gives its rows of the batch, with and without hidden states.
   for (int s = 0; s < batch.num_seqs(); ++s) {
     const int b = batch.cu_seqlens[s], e = batch.cu_seqlens[s + 1];
     RaggedBatch one;
@@ -258,6 +265,10 @@ TEST_P(CudaParityTest, MatchesCpuEngineAndSingleRuns) {
     ASSERT_TRUE(alone.ok()) << alone.status().ToString();
     ExpectClose(*alone, Slice(*got, batch, s), c.precision,
                 "sequence " + std::to_string(s) + " alone vs batched");
+    auto alone_heads = (*gpu)->Run(one, {});
+    ASSERT_TRUE(alone_heads.ok()) << alone_heads.status().ToString();
+    ExpectClose(*alone_heads, Slice(*heads, batch, s), c.precision,
+                "sequence " + std::to_string(s) + " alone vs batched, heads only");
   }
 }
 

@@ -208,6 +208,9 @@ class CudaEngine final : public Engine {
   // only what Init fixed, `ws` and gemm_ (which locks itself), so the capture
   // thread runs it without mu_.
   Status Compute(const Shape& shape, const Workspace& ws, cudaStream_t stream);
+  // Whether the outputs of `shape` read only each sequence's first token of
+  // the last layer (the pooler, CLS pooling; no hidden states asked for).
+  bool FirstTokensOnly(const Shape& shape) const;
   Status Encoder(const Shape& shape, const Workspace& ws, cudaStream_t stream);
   Status HeadKernels(const Shape& shape, const Workspace& ws, cudaStream_t stream);
   std::vector<Pending> Outputs(bool hidden_state) const;
@@ -507,6 +510,21 @@ Status CudaEngine::Compute(const Shape& shape, const Workspace& ws, cudaStream_t
   return Timed("head", 0, stream, [&] { return HeadKernels(shape, ws, stream); });
 }
 
+bool CudaEngine::FirstTokensOnly(const Shape& shape) const {
+  if (shape.hidden_state) return false;
+  switch (model_->config.head) {
+    case HeadKind::kBase:
+    case HeadKind::kSequenceClassification:
+      return weights_.pooler_w != nullptr;
+    case HeadKind::kSentenceEmbedding:
+      return model_->config.pooling == Pooling::kCls;
+    case HeadKind::kTokenClassification:
+    case HeadKind::kQuestionAnswering:
+      return false;
+  }
+  return false;
+}
+
 Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t stream) {
   const ModelConfig& c = model_->config;
   const Precision p = options_.precision;
@@ -528,10 +546,17 @@ Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t
   // Useful FLOPs, for the profile: 2 per multiply-add; attention counts
   // QK^T and PV over every sequence's real length (a batch's lengths are
   // known only as the padded maximum here, so it is an upper bound).
-  const double gemm = 2.0 * t * h;
   const double attention_flops = 4.0 * n * shape.max_len * static_cast<double>(shape.max_len) * h;
   const size_t elem = p == Precision::kFp32 ? 4 : 2;
+  const bool first_tokens_only = FirstTokensOnly(shape);
   for (const cuda::DeviceLayer& l : weights_.layers) {
+    // After the last layer's attention, a head that reads only each
+    // sequence's first token keeps those rows alone, gathered into rows
+    // 0..n-1: three quarters of the layer's GEMM work, and the LayerNorms,
+    // shrink from t rows to n.
+    const bool compact = first_tokens_only && &l == &weights_.layers.back();
+    const int rows = compact ? n : t;
+    const double gemm = 2.0 * rows * h;
     // See kPrefetchMaxTokens.
     attention.prefetch = {};
     if (t <= kPrefetchMaxTokens) {
@@ -539,36 +564,48 @@ Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t
       attention.prefetch.Add(l.ffn_in_w, size_t{1} * inter * h * elem);
       attention.prefetch.Add(l.ffn_out_w, size_t{1} * h * inter * elem);
     }
-    RETURN_IF_ERROR(Timed("gemm qkv", gemm * 3 * h, stream, [&] {
+    RETURN_IF_ERROR(Timed("gemm qkv", 2.0 * t * h * 3 * h, stream, [&] {
       return gemm_.Linear(ws.x, t, h, l.qkv_w, l.qkv_b, 3 * h, cuda::Epilogue::kBias, nullptr,
                           ws.qkv, stream);
     }));
     RETURN_IF_ERROR(Timed("attention", attention_flops, stream,
                           [&] { return cuda::Attention(p, attention, kernels); }));
+    // The attention output GEMM reads `context` and the residual `skip`
+    // and writes `sum`; compact, they are the gathered first rows (qkv is
+    // free once attention has read it).
+    void *context = ws.ctx, *sum = ws.tmp;
+    const void* skip = ws.x;
+    if (compact) {
+      RETURN_IF_ERROR(Timed("gather first tokens", 0, stream, [&] {
+        RETURN_IF_ERROR(cuda::GatherFirstTokens(p, ws.ctx, ints.cu, n, h, ws.tmp, kernels));
+        return cuda::GatherFirstTokens(p, ws.x, ints.cu, n, h, ws.qkv, kernels);
+      }));
+      context = ws.tmp, skip = ws.qkv, sum = ws.ctx;
+    }
     // The residual enters through the GEMM's C operand (beta = 1).
     RETURN_IF_ERROR(Timed("gemm attn_out", gemm * h, stream, [&] {
-      return gemm_.Linear(ws.ctx, t, h, l.attn_out_w, l.attn_out_b, h, cuda::Epilogue::kBias, ws.x,
-                          ws.tmp, stream);
+      return gemm_.Linear(context, rows, h, l.attn_out_w, l.attn_out_b, h, cuda::Epilogue::kBias,
+                          skip, sum, stream);
     }));
     RETURN_IF_ERROR(Timed("layernorm", 0, stream, [&] {
-      return cuda::LayerNorm(p, ws.tmp, ws.x, t, h, l.attn_gamma, l.attn_beta, c.layer_norm_eps,
+      return cuda::LayerNorm(p, sum, ws.x, rows, h, l.attn_gamma, l.attn_beta, c.layer_norm_eps,
                              kernels);
     }));
     RETURN_IF_ERROR(Timed("gemm ffn_in", gemm * inter, stream, [&] {
-      return gemm_.Linear(ws.x, t, h, l.ffn_in_w, l.ffn_in_b, inter, ffn_epilogue_, nullptr,
+      return gemm_.Linear(ws.x, rows, h, l.ffn_in_w, l.ffn_in_b, inter, ffn_epilogue_, nullptr,
                           ws.inter, stream);
     }));
     if (ffn_epilogue_ == cuda::Epilogue::kBias)
       RETURN_IF_ERROR(Timed("activation", 0, stream, [&] {
-        return cuda::ActivationInPlace(p, c.hidden_act, ws.inter, static_cast<size_t>(t) * inter,
-                                       kernels);
+        return cuda::ActivationInPlace(p, c.hidden_act, ws.inter,
+                                       static_cast<size_t>(rows) * inter, kernels);
       }));
     RETURN_IF_ERROR(Timed("gemm ffn_out", gemm * inter, stream, [&] {
-      return gemm_.Linear(ws.inter, t, inter, l.ffn_out_w, l.ffn_out_b, h, cuda::Epilogue::kBias,
-                          ws.x, ws.tmp, stream);
+      return gemm_.Linear(ws.inter, rows, inter, l.ffn_out_w, l.ffn_out_b, h,
+                          cuda::Epilogue::kBias, ws.x, ws.tmp, stream);
     }));
     RETURN_IF_ERROR(Timed("layernorm", 0, stream, [&] {
-      return cuda::LayerNorm(p, ws.tmp, ws.x, t, h, l.ffn_gamma, l.ffn_beta, c.layer_norm_eps,
+      return cuda::LayerNorm(p, ws.tmp, ws.x, rows, h, l.ffn_gamma, l.ffn_beta, c.layer_norm_eps,
                              kernels);
     }));
   }
@@ -581,10 +618,17 @@ Status CudaEngine::HeadKernels(const Shape& shape, const Workspace& ws, cudaStre
   const int t = shape.tokens, n = shape.seqs, h = c.hidden_size;
   const int32_t* cu = LayOutInts(ws.ints, shape).cu;
   const cuda::Stream kernels = KernelStream(stream);
+  // Each sequence's first token: rows 0..n-1 of x already when the encoder
+  // kept only those.
+  const bool first_tokens_only = FirstTokensOnly(shape);
   if (weights_.pooler_w) {
     // ctx and tmp are free once the encoder is done.
-    RETURN_IF_ERROR(cuda::GatherFirstTokens(p, ws.x, cu, n, h, ws.ctx, kernels));
-    RETURN_IF_ERROR(gemm_.Linear(ws.ctx, n, h, weights_.pooler_w, weights_.pooler_b, h,
+    const void* first = ws.x;
+    if (!first_tokens_only) {
+      RETURN_IF_ERROR(cuda::GatherFirstTokens(p, ws.x, cu, n, h, ws.ctx, kernels));
+      first = ws.ctx;
+    }
+    RETURN_IF_ERROR(gemm_.Linear(first, n, h, weights_.pooler_w, weights_.pooler_b, h,
                                  cuda::Epilogue::kBias, nullptr, ws.tmp, stream));
     RETURN_IF_ERROR(
         cuda::TanhToFloat(p, ws.tmp, ws.pooled_f32, static_cast<size_t>(n) * h, kernels));
@@ -604,7 +648,12 @@ Status CudaEngine::HeadKernels(const Shape& shape, const Workspace& ws, cudaStre
                                         labels, ws.logits_f32, kernels));
       break;
     case HeadKind::kSentenceEmbedding:
-      RETURN_IF_ERROR(cuda::PoolSequences(p, ws.x, cu, n, h, c.pooling, ws.pooled_f32, kernels));
+      if (first_tokens_only)  // CLS pooling of the compacted rows
+        RETURN_IF_ERROR(cuda::ConvertToFloat(p, ws.x, ws.pooled_f32, static_cast<size_t>(n) * h,
+                                             kernels));
+      else
+        RETURN_IF_ERROR(
+            cuda::PoolSequences(p, ws.x, cu, n, h, c.pooling, ws.pooled_f32, kernels));
       if (c.normalize) RETURN_IF_ERROR(cuda::L2NormalizeRows(ws.pooled_f32, n, h, kernels));
       break;
   }

@@ -36,7 +36,11 @@ __device__ __forceinline__ void PrefetchShare(const PrefetchRanges& r, unsigned 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr size_t kPiece = 64 << 10;
   const unsigned lane = threadIdx.x & 31;
-  for (int i = 0; i < r.count; ++i) {
+  // Unrolled, so that r stays in parameter space (an indexed loop copied
+  // it to the stack of every kernel that calls this).
+#pragma unroll
+  for (int i = 0; i < PrefetchRanges::kMax; ++i) {
+    if (i >= r.count) break;
     const size_t share = (r.bytes[i] / parts + 15) & ~size_t{15};
     const size_t begin = part * share;
     const size_t end = begin + share < r.bytes[i] ? begin + share : r.bytes[i];
