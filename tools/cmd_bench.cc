@@ -168,10 +168,16 @@ int Bench(const BenchFlags& flags) {
       {"peak_memory_bytes", (*engine)->PeakMemoryBytes()},
   };
   if (!profile.is_null()) result["profile"] = profile;
-  if (flags.lengths.empty())
+  if (flags.lengths.empty()) {
     result["seq_len"] = flags.seq_len;
-  else
+  } else {
     result["lengths"] = flags.lengths;
+    // The lengths drawn, so that another system can run this very batch.
+    std::vector<int> drawn;
+    for (int i = 0; i < batch.num_seqs(); ++i)
+      drawn.push_back(batch.cu_seqlens[i + 1] - batch.cu_seqlens[i]);
+    result["sequence_lengths"] = drawn;
+  }
   if (!flags.json_path.empty()) {
     std::FILE* out = std::fopen(flags.json_path.c_str(), "w");
     if (!out || std::fprintf(out, "%s\n", result.dump().c_str()) < 0 || std::fclose(out) != 0)

@@ -142,6 +142,8 @@ def test_bench_ragged_lengths(bertrt_bin, default_model):
                           capture_output=True, text=True, check=True)
     res = json.loads(proc.stdout)
     assert res["lengths"] == "3:40" and 4 * 3 <= res["total_tokens"] <= 4 * 40
+    drawn = res["sequence_lengths"]
+    assert len(drawn) == 4 and sum(drawn) == res["total_tokens"] and all(3 <= n <= 40 for n in drawn)
 
 
 def test_inspect_default_model(bertrt_bin, default_model):
