@@ -25,4 +25,20 @@ void AppendQuestionAnsweringOutputs(const float* logits, size_t tokens, BatchOut
   out->outputs.push_back(std::move(end));
 }
 
+bool OutputsReadOnlyFirstTokens(const ModelConfig& config, bool has_pooler,
+                                bool last_hidden_state) {
+  if (last_hidden_state) return false;
+  switch (config.head) {
+    case HeadKind::kBase:
+    case HeadKind::kSequenceClassification:
+      return has_pooler;
+    case HeadKind::kSentenceEmbedding:
+      return config.pooling == Pooling::kCls;
+    case HeadKind::kTokenClassification:
+    case HeadKind::kQuestionAnswering:
+      return false;
+  }
+  return false;
+}
+
 }  // namespace bertrt

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "bertrt/engine.h"
+#include "bertrt/model.h"
 
 namespace bertrt {
 
@@ -16,5 +17,12 @@ NamedOutput MakeOutput(std::string name, bool per_token, int width, const float*
 // Splits qa_outputs logits [tokens, 2] into start_logits and end_logits,
 // per token, width 1.
 void AppendQuestionAnsweringOutputs(const float* logits, size_t tokens, BatchOutputs* out);
+
+// Whether the outputs read only each sequence's first token of the last
+// layer: a pooler (sequence classification, the base model's pooler_output)
+// or CLS pooling, and no hidden states asked for. The backends then run the
+// last layer after its attention on those rows alone.
+bool OutputsReadOnlyFirstTokens(const ModelConfig& config, bool has_pooler,
+                                bool last_hidden_state);
 
 }  // namespace bertrt

@@ -236,7 +236,9 @@ double NormRelErr(const std::vector<float>& got, const Mat& want) {
 }
 
 // Runs lens {1, 2, 7, 64} as one batch and one at a time: both must match
-// the float64 reference, and each other to fp32 noise.
+// the float64 reference, and each other to fp32 noise. The batch runs again
+// without hidden states, where a head that reads only first tokens has the
+// last layer run on those rows alone: the same outputs.
 void CheckModel(const Spec& spec, int threads = 2) {
   auto model = MakeModel(spec);
   auto engine = CreateCpuEngine(model, {threads});
@@ -246,6 +248,8 @@ void CheckModel(const Spec& spec, int threads = 2) {
   for (const Seq& s : seqs) batch.Add(s.ids, s.types);
   auto got = (*engine)->Run(batch, {.last_hidden_state = true});
   ASSERT_TRUE(got.ok()) << got.status().ToString();
+  auto heads = (*engine)->Run(batch, {});
+  ASSERT_TRUE(heads.ok()) << heads.status().ToString();
   for (size_t i = 0; i < seqs.size(); ++i) {
     RaggedBatch one;
     one.Add(seqs[i].ids, seqs[i].types);
@@ -257,6 +261,11 @@ void CheckModel(const Spec& spec, int threads = 2) {
       const NamedOutput* o = got->Find(name);
       ASSERT_NE(o, nullptr) << name;
       EXPECT_LE(NormRelErr(Rows(*o, batch, i), ref), 1e-4) << name << " seq " << i;
+      if (name != "last_hidden_state") {
+        const NamedOutput* h = heads->Find(name);
+        ASSERT_NE(h, nullptr) << name;
+        EXPECT_LE(NormRelErr(Rows(*h, batch, i), ref), 1e-4) << name << " seq " << i << ", heads only";
+      }
       // oneDNN's sgemm picks its kernel by the row count, so a row batched
       // with others may round differently from the same row alone: equal to
       // fp32 noise (~1e-6 of the output scale), not bit for bit.

@@ -52,8 +52,12 @@ class CpuEngine final : public Engine {
 
  private:
   Buffers Reserve(const RaggedBatch& batch);
-  Status Encoder(const RaggedBatch& batch, const Buffers& b);
-  Status Heads(const RaggedBatch& batch, const RunOptions& options, const float* x,
+  // With first_tokens_only (OutputsReadOnlyFirstTokens), the last layer
+  // keeps each sequence's first row alone after its attention, in rows
+  // 0..n-1 of x.
+  Status Encoder(const RaggedBatch& batch, const Buffers& b, bool first_tokens_only);
+  Status Heads(const RaggedBatch& batch, const RunOptions& options, bool first_tokens_only,
+               const float* x,
                BatchOutputs* out);
   StatusOr<std::vector<float>> Dense(const float* a, int rows, cpu::Linear& w, cpu::Act act);
   // Packs, concatenates and checks the weights, then reorders them for the GEMM.
@@ -149,7 +153,7 @@ Buffers CpuEngine::Reserve(const RaggedBatch& batch) {
   return {p[0], p[1], p[2], p[3], p[4]};
 }
 
-Status CpuEngine::Encoder(const RaggedBatch& batch, const Buffers& b) {
+Status CpuEngine::Encoder(const RaggedBatch& batch, const Buffers& b, bool first_tokens_only) {
   const ModelConfig& c = model_->config;
   const ModelWeights& w = model_->weights;
   const int t = batch.num_tokens(), h = c.hidden_size, n = batch.num_seqs();
@@ -162,13 +166,20 @@ Status CpuEngine::Encoder(const RaggedBatch& batch, const Buffers& b) {
   for (CpuLayer& l : layers_) {
     RETURN_IF_ERROR(l.qkv.Run(b.x, t, b.qkv, &matmul_, threads_));
     cpu::Attention(b.qkv, cu, n, batch.max_len, h, c.num_heads, b.ctx, b.scratch, threads_);
+    int rows = t;
+    if (first_tokens_only && &l == &layers_.back()) {
+      // The rest of the last layer on first rows only: 3/4 of its GEMM work.
+      cpu::GatherFirstTokens(b.ctx, cu, n, h, b.ctx);
+      cpu::GatherFirstTokens(b.x, cu, n, h, b.x);
+      rows = n;
+    }
     // The Linear adds bias and residual (x += ctx W^T + b); LayerNorm only normalizes.
-    RETURN_IF_ERROR(l.attn_out.Run(b.ctx, t, b.x, &matmul_, threads_));
-    cpu::BiasLayerNorm(b.x, t, h, nullptr, l.attn_gamma, l.attn_beta, c.layer_norm_eps,
+    RETURN_IF_ERROR(l.attn_out.Run(b.ctx, rows, b.x, &matmul_, threads_));
+    cpu::BiasLayerNorm(b.x, rows, h, nullptr, l.attn_gamma, l.attn_beta, c.layer_norm_eps,
                        threads_);
-    RETURN_IF_ERROR(l.ffn_in.Run(b.x, t, b.inter, &matmul_, threads_));
-    RETURN_IF_ERROR(l.ffn_out.Run(b.inter, t, b.x, &matmul_, threads_));
-    cpu::BiasLayerNorm(b.x, t, h, nullptr, l.ffn_gamma, l.ffn_beta, c.layer_norm_eps,
+    RETURN_IF_ERROR(l.ffn_in.Run(b.x, rows, b.inter, &matmul_, threads_));
+    RETURN_IF_ERROR(l.ffn_out.Run(b.inter, rows, b.x, &matmul_, threads_));
+    cpu::BiasLayerNorm(b.x, rows, h, nullptr, l.ffn_gamma, l.ffn_beta, c.layer_norm_eps,
                        threads_);
   }
   return Status::Ok();
@@ -183,16 +194,19 @@ StatusOr<std::vector<float>> CpuEngine::Dense(const float* a, int rows, cpu::Lin
   return out;
 }
 
-Status CpuEngine::Heads(const RaggedBatch& batch, const RunOptions& options, const float* x,
-                      BatchOutputs* out) {
+Status CpuEngine::Heads(const RaggedBatch& batch, const RunOptions& options,
+                        bool first_tokens_only, const float* x, BatchOutputs* out) {
   const ModelConfig& c = model_->config;
   const int t = batch.num_tokens(), h = c.hidden_size, n = batch.num_seqs();
   const int32_t* cu = batch.cu_seqlens.data();
   std::vector<float> pooled;
   if (!pooler_.empty()) {
-    std::vector<float> cls(static_cast<size_t>(n) * h);
-    cpu::GatherFirstTokens(x, cu, n, h, cls.data());
-    ASSIGN_OR_RETURN(pooled, Dense(cls.data(), n, pooler_, cpu::Act::kTanh));
+    std::vector<float> cls;
+    if (!first_tokens_only) {
+      cls.resize(static_cast<size_t>(n) * h);
+      cpu::GatherFirstTokens(x, cu, n, h, cls.data());
+    }
+    ASSIGN_OR_RETURN(pooled, Dense(first_tokens_only ? x : cls.data(), n, pooler_, cpu::Act::kTanh));
   }
   switch (c.head) {
     case HeadKind::kBase:
@@ -217,7 +231,10 @@ Status CpuEngine::Heads(const RaggedBatch& batch, const RunOptions& options, con
     }
     case HeadKind::kSentenceEmbedding: {
       std::vector<float> emb(static_cast<size_t>(n) * h);
-      cpu::PoolSequences(x, cu, n, h, c.pooling, emb.data());
+      if (first_tokens_only)  // CLS pooling of the rows the encoder kept
+        std::copy(x, x + emb.size(), emb.begin());
+      else
+        cpu::PoolSequences(x, cu, n, h, c.pooling, emb.data());
       if (c.normalize) cpu::L2NormalizeRows(emb.data(), n, h);
       out->outputs.push_back(MakeOutput("embedding", false, h, emb.data(), n));
       break;
@@ -238,8 +255,10 @@ StatusOr<BatchOutputs> CpuEngine::Run(const RaggedBatch& batch, const RunOptions
   // thread: set it for this run and give the caller's setting back.
   const int caller_threads = omp_get_max_threads();
   omp_set_num_threads(threads_);
-  Status status = Encoder(batch, b);
-  if (status.ok()) status = Heads(batch, options, b.x, &out);
+  const bool first_tokens_only =
+      OutputsReadOnlyFirstTokens(model_->config, !pooler_.empty(), options.last_hidden_state);
+  Status status = Encoder(batch, b, first_tokens_only);
+  if (status.ok()) status = Heads(batch, options, first_tokens_only, b.x, &out);
   omp_set_num_threads(caller_threads);
   RETURN_IF_ERROR(status);
   return out;

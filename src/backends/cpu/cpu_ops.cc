@@ -123,9 +123,11 @@ void EmbedLayerNorm(const int32_t* ids, const int32_t* types, const int32_t* cu_
 
 void GatherFirstTokens(const float* x, const int32_t* cu_seqlens, int num_seqs, int h,
                        float* out) {
+  // memmove: out may be x (row s then comes from row cu_seqlens[s] >= s,
+  // which no earlier row overwrote).
   for (int s = 0; s < num_seqs; ++s)
-    std::memcpy(out + static_cast<size_t>(s) * h, x + static_cast<size_t>(cu_seqlens[s]) * h,
-                sizeof(float) * h);
+    std::memmove(out + static_cast<size_t>(s) * h, x + static_cast<size_t>(cu_seqlens[s]) * h,
+                 sizeof(float) * h);
 }
 
 void PoolSequences(const float* x, const int32_t* cu_seqlens, int num_seqs, int h,

@@ -71,7 +71,7 @@ size_t AttentionScratchFloats(int max_len, int threads);
 void Attention(const float* qkv, const int32_t* cu_seqlens, int num_seqs, int max_len, int h,
                int heads, float* ctx, float* scratch, int threads);
 
-// out[s] = x[first token of sequence s].
+// out[s] = x[first token of sequence s]; out may be x.
 void GatherFirstTokens(const float* x, const int32_t* cu_seqlens, int num_seqs, int h,
                        float* out);
 

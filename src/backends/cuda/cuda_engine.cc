@@ -511,18 +511,8 @@ Status CudaEngine::Compute(const Shape& shape, const Workspace& ws, cudaStream_t
 }
 
 bool CudaEngine::FirstTokensOnly(const Shape& shape) const {
-  if (shape.hidden_state) return false;
-  switch (model_->config.head) {
-    case HeadKind::kBase:
-    case HeadKind::kSequenceClassification:
-      return weights_.pooler_w != nullptr;
-    case HeadKind::kSentenceEmbedding:
-      return model_->config.pooling == Pooling::kCls;
-    case HeadKind::kTokenClassification:
-    case HeadKind::kQuestionAnswering:
-      return false;
-  }
-  return false;
+  return OutputsReadOnlyFirstTokens(model_->config, weights_.pooler_w != nullptr,
+                                    shape.hidden_state);
 }
 
 Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t stream) {
