@@ -48,6 +48,13 @@ class Server:
     def post(self, path, body):
         return requests.post(self.url + path, json=body, timeout=60, verify=self.verify)
 
+    def metric(self, line_prefix):
+        """The value of the first /metrics line that starts with line_prefix (0 if none)."""
+        for line in requests.get(self.url + "/metrics", timeout=10, verify=self.verify).text.splitlines():
+            if line.startswith(line_prefix):
+                return float(line.split()[-1])
+        return 0.0
+
     def alive(self):
         return self.proc.poll() is None and \
             requests.get(self.url + "/v2/health/ready", timeout=5,

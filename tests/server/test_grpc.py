@@ -357,19 +357,12 @@ def test_grpc_port_zero_turns_grpc_off(bertrt_bin):
     assert "grpc off" in s.proc.stderr.read()
 
 
-def metric(s, line_prefix):
-    for line in requests.get(s.url + "/metrics").text.splitlines():
-        if line.startswith(line_prefix):
-            return float(line.split()[-1])
-    return 0.0
-
-
 def test_cancelled_client_costs_no_compute(bertrt_bin):
     # The request waits a second for company in the batcher; the client gives
     # up after 0.2 s, so the scheduler must drop it instead of computing it.
     s = Server(bertrt_bin, [str(MODELS / "seq_cls"), "--max-queue-delay-us", "1000000"])
     try:
-        batches = metric(s, 'bertrt_batch_size_count{model="seq_cls"}')  # the warm-up run
+        batches = s.metric('bertrt_batch_size_count{model="seq_cls"}')  # the warm-up run
         req = pb.ModelInferRequest(model_name="seq_cls", inputs=[
             pb.ModelInferRequest.InferInputTensor(name="text", datatype="BYTES", shape=[1],
                                                   contents=pb.InferTensorContents(bytes_contents=[b"hi"]))])
@@ -377,11 +370,11 @@ def test_cancelled_client_costs_no_compute(bertrt_bin):
             stub(s).ModelInfer(req, timeout=0.2)
         assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
         time.sleep(1.5)
-        assert metric(s, 'bertrt_batch_size_count{model="seq_cls"}') == batches
-        assert metric(s, 'bertrt_request_failure_total{model="seq_cls",endpoint="grpc_infer"}') == 1
+        assert s.metric('bertrt_batch_size_count{model="seq_cls"}') == batches
+        assert s.metric('bertrt_request_failure_total{model="seq_cls",endpoint="grpc_infer"}') == 1
         # A patient client still gets its answer.
         assert stub(s).ModelInfer(req, timeout=30).outputs[0].name == "logits"
-        assert metric(s, 'bertrt_batch_size_count{model="seq_cls"}') == batches + 1
+        assert s.metric('bertrt_batch_size_count{model="seq_cls"}') == batches + 1
     finally:
         s.stop()
 

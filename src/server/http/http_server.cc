@@ -12,6 +12,7 @@
 #include "server/common/auth.h"
 #include "server/common/kserve.h"
 #include "server/common/request_log.h"
+#include "server/http/client_gone.h"
 
 namespace bertrt::server {
 using nlohmann::json;
@@ -233,7 +234,7 @@ void Infer(ServedModel& model, Metrics& metrics, const httplib::Request& req,
            httplib::Response& res) {
   auto request = DecodeInferBody(req);
   if (!request.ok()) return SendError(res, request.status());
-  auto outputs = InferKServe(model, metrics, *request);
+  auto outputs = InferKServe(model, metrics, *request, ClientGoneCheck(req));
   if (!outputs.ok()) return SendError(res, outputs.status());
   HttpAnswer answer = EncodeKServeResponse(*request, model, *outputs);
   res.status = 200;

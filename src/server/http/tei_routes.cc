@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/json_float.h"
+#include "server/http/client_gone.h"
 #include "server/http/http_server.h"
 
 namespace bertrt::server {
@@ -37,15 +38,25 @@ bool Flag(const json& body, const char* name, bool fallback) {
   return it != body.end() && it->is_boolean() ? it->get<bool>() : fallback;
 }
 
+// What a TEI-style handler gets: the server, the model, the parsed body and
+// the client's liveness check (ClientGoneCheck).
+struct Call {
+  HttpServer& server;
+  ServedModel& model;
+  const json& body;
+  std::function<bool()> client_gone;
+};
+
 // Tokenizes and runs `inputs` on the model; the result holds every row.
-StatusOr<InferResult> RunTexts(HttpServer& s, ServedModel& m, const std::vector<TextInput>& inputs,
+StatusOr<InferResult> RunTexts(const Call& c, ServedModel& m, const std::vector<TextInput>& inputs,
                                bool truncate) {
   InferRequest request;
+  request.is_cancelled = c.client_gone;
   for (const TextInput& t : inputs) {
     ASSIGN_OR_RETURN(SequenceInput seq, m.Encode(t, truncate));
     request.sequences.push_back(std::move(seq));
   }
-  return RunOn(m, s.metrics(), std::move(request));
+  return RunOn(m, c.server.metrics(), std::move(request));
 }
 
 // The pooled vector per row: the sentence embedding, else BertModel's pooler.
@@ -118,26 +129,30 @@ StatusOr<std::vector<TextInput>> PredictInputs(const json& v, bool* batch) {
   return out;
 }
 
-StatusOr<json> Embed(HttpServer& s, ServedModel& m, const json& body) {
+StatusOr<json> Embed(const Call& c) {
+  ServedModel& m = c.model;
+  const json& body = c.body;
   if (!body.is_object() || !body.contains("inputs"))
     return InvalidArgument("expected {\"inputs\": ...}");
   bool batch = false;
   ASSIGN_OR_RETURN(auto texts, TextList(body["inputs"], "inputs", &batch));
   std::vector<TextInput> inputs;
   for (auto& t : texts) inputs.push_back({std::move(t), std::nullopt});
-  ASSIGN_OR_RETURN(InferResult r, RunTexts(s, m, inputs, Flag(body, "truncate", false)));
+  ASSIGN_OR_RETURN(InferResult r, RunTexts(c, m, inputs, Flag(body, "truncate", false)));
   ASSIGN_OR_RETURN(auto rows, Embeddings(r, Flag(body, "normalize", true)));
   json out = json::array();
   for (const auto& row : rows) out.push_back(Floats(row));
   return out;
 }
 
-StatusOr<json> Predict(HttpServer& s, ServedModel& m, const json& body) {
+StatusOr<json> Predict(const Call& c) {
+  ServedModel& m = c.model;
+  const json& body = c.body;
   if (!body.is_object() || !body.contains("inputs"))
     return InvalidArgument("expected {\"inputs\": ...}");
   bool batch = false;
   ASSIGN_OR_RETURN(auto inputs, PredictInputs(body["inputs"], &batch));
-  ASSIGN_OR_RETURN(InferResult r, RunTexts(s, m, inputs, Flag(body, "truncate", false)));
+  ASSIGN_OR_RETURN(InferResult r, RunTexts(c, m, inputs, Flag(body, "truncate", false)));
   ASSIGN_OR_RETURN(const NamedOutput* logits, ClassLogits(m, r));
   const bool raw = Flag(body, "raw_scores", false);
   json all = json::array();
@@ -157,7 +172,9 @@ StatusOr<json> Predict(HttpServer& s, ServedModel& m, const json& body) {
   return batch ? all : all[0];
 }
 
-StatusOr<json> Rerank(HttpServer& s, ServedModel& m, const json& body) {
+StatusOr<json> Rerank(const Call& c) {
+  ServedModel& m = c.model;
+  const json& body = c.body;
   if (!body.is_object() || !body.contains("query") || !body["query"].is_string() ||
       !body.contains("texts"))
     return InvalidArgument("expected {\"query\": str, \"texts\": [str, ...]}");
@@ -165,7 +182,7 @@ StatusOr<json> Rerank(HttpServer& s, ServedModel& m, const json& body) {
   ASSIGN_OR_RETURN(auto texts, TextList(body["texts"], "texts", &batch));
   std::vector<TextInput> inputs;
   for (const auto& t : texts) inputs.push_back({body["query"].get<std::string>(), t});
-  ASSIGN_OR_RETURN(InferResult r, RunTexts(s, m, inputs, Flag(body, "truncate", false)));
+  ASSIGN_OR_RETURN(InferResult r, RunTexts(c, m, inputs, Flag(body, "truncate", false)));
   ASSIGN_OR_RETURN(const NamedOutput* logits, ClassLogits(m, r));
   const bool raw = Flag(body, "raw_scores", false);
   std::vector<std::pair<float, size_t>> scored;
@@ -222,7 +239,9 @@ StatusOr<json> Tokenize(ServedModel& m, const json& body) {
   return all;
 }
 
-StatusOr<json> OpenAiEmbeddings(HttpServer& s, const json& body) {
+StatusOr<json> OpenAiEmbeddings(const Call& c) {
+  HttpServer& s = c.server;
+  const json& body = c.body;
   if (!body.is_object() || !body.contains("input"))
     return InvalidArgument("expected {\"input\": ..., \"model\": ...}");
   ASSIGN_OR_RETURN(std::shared_ptr<ServedModel> m, s.registry().Default());
@@ -233,7 +252,7 @@ StatusOr<json> OpenAiEmbeddings(HttpServer& s, const json& body) {
   ASSIGN_OR_RETURN(auto texts, TextList(body["input"], "input", &batch));
   std::vector<TextInput> inputs;
   for (auto& t : texts) inputs.push_back({std::move(t), std::nullopt});
-  ASSIGN_OR_RETURN(InferResult r, RunTexts(s, *m, inputs, false));
+  ASSIGN_OR_RETURN(InferResult r, RunTexts(c, *m, inputs, false));
   ASSIGN_OR_RETURN(auto rows, Embeddings(r, false));
   json data = json::array();
   for (size_t i = 0; i < rows.size(); ++i)
@@ -279,7 +298,7 @@ void HttpServer::AddTeiRoutes() {
       auto m = registry_.Default();
       auto body = ParseBody(req);
       StatusOr<json> out = !m.ok()     ? StatusOr<json>(m.status())
-                           : body.ok() ? handler(*this, **m, *body)
+                           : body.ok() ? handler(Call{*this, **m, *body, ClientGoneCheck(req)})
                                        : StatusOr<json>(body.status());
       if (out.ok())
         SendJson(res, 200, *out);
@@ -291,9 +310,8 @@ void HttpServer::AddTeiRoutes() {
   post("/embed", Embed);
   post("/predict", Predict);
   post("/rerank", Rerank);
-  post("/tokenize", [](HttpServer&, ServedModel& m, const json& b) { return Tokenize(m, b); });
-  post("/v1/embeddings",
-       [](HttpServer& s, ServedModel&, const json& b) { return OpenAiEmbeddings(s, b); });
+  post("/tokenize", [](const Call& c) { return Tokenize(c.model, c.body); });
+  post("/v1/embeddings", OpenAiEmbeddings);
   Get("/info", "/info", [this](const Request&, Response& res) {
     auto m = registry_.Default();
     if (!m.ok()) return SendError(res, m.status());

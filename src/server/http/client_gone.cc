@@ -1,0 +1,98 @@
+#include "server/http/client_gone.h"
+
+#include <dirent.h>
+#include <httplib.h>
+#include <netdb.h>
+#include <openssl/ssl.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+namespace bertrt::server {
+namespace {
+
+// The numeric host and the port of a socket address, as httplib writes them
+// into Request::remote_addr / local_addr (getnameinfo, NI_NUMERICHOST).
+bool HostAndPort(const sockaddr_storage& addr, socklen_t len, std::string* host, int* port) {
+  char h[NI_MAXHOST], p[NI_MAXSERV];
+  if (getnameinfo(reinterpret_cast<const sockaddr*>(&addr), len, h, sizeof(h), p, sizeof(p),
+                  NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+    return false;
+  *host = h;
+  *port = std::atoi(p);
+  return true;
+}
+
+// Whether `fd` is the connection `req` came in on.
+bool IsConnectionOf(int fd, const httplib::Request& req) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  std::string host;
+  int port = -1;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
+      !HostAndPort(addr, len, &host, &port) || port != req.local_port)
+    return false;
+  len = sizeof(addr);
+  return getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0 &&
+         HostAndPort(addr, len, &host, &port) && port == req.remote_port &&
+         host == req.remote_addr;
+}
+
+// The socket of a plain HTTP request. A handler thread serves one connection
+// at a time, so its last answer is checked first; otherwise the process's
+// open descriptors are searched.
+int PlainConnectionSocket(const httplib::Request& req) {
+  thread_local int last = -1;
+  if (last >= 0 && IsConnectionOf(last, req)) return last;
+  last = -1;
+  DIR* dir = opendir("/proc/self/fd");
+  if (!dir) return -1;
+  while (dirent* entry = readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(entry->d_name, &end, 10);
+    if (*end != '\0' || end == entry->d_name || fd == dirfd(dir)) continue;
+    if (IsConnectionOf(static_cast<int>(fd), req)) {
+      last = static_cast<int>(fd);
+      break;
+    }
+  }
+  closedir(dir);
+  return last;
+}
+
+}  // namespace
+
+std::function<bool()> ClientGoneCheck(const httplib::Request& req) {
+  const int fd = req.ssl ? SSL_get_fd(req.ssl) : PlainConnectionSocket(req);
+  if (fd < 0) return {};
+  struct State {
+    int fd;
+    std::atomic<bool> gone{false};
+    std::atomic<int64_t> next_look_ns{0};
+  };
+  auto state = std::make_shared<State>();
+  state->fd = fd;
+  return [state] {
+    if (state->gone) return true;
+    // The scheduler asks for every queued request each time it forms a
+    // batch: one syscall per request and millisecond at most.
+    const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::steady_clock::now().time_since_epoch())
+                            .count();
+    if (now < state->next_look_ns) return false;
+    state->next_look_ns = now + 1'000'000;
+    char byte;
+    const ssize_t n = recv(state->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    // 0: the peer closed its side; < 0 other than "nothing to read": reset.
+    const bool gone = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    if (gone) state->gone = true;
+    return gone;
+  };
+}
+
+}  // namespace bertrt::server
