@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <httplib.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <openssl/ssl.h>
 #include <sys/socket.h>
 
@@ -16,31 +17,34 @@
 namespace bertrt::server {
 namespace {
 
-// The numeric host and the port of a socket address, as httplib writes them
-// into Request::remote_addr / local_addr (getnameinfo, NI_NUMERICHOST).
-bool HostAndPort(const sockaddr_storage& addr, socklen_t len, std::string* host, int* port) {
-  char h[NI_MAXHOST], p[NI_MAXSERV];
-  if (getnameinfo(reinterpret_cast<const sockaddr*>(&addr), len, h, sizeof(h), p, sizeof(p),
-                  NI_NUMERICHOST | NI_NUMERICSERV) != 0)
-    return false;
-  *host = h;
-  *port = std::atoi(p);
-  return true;
+int PortOf(const sockaddr_storage& addr) {
+  if (addr.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(addr).sin_port);
+  if (addr.ss_family == AF_INET6)
+    return ntohs(reinterpret_cast<const sockaddr_in6&>(addr).sin6_port);
+  return -1;
 }
 
-// Whether `fd` is the connection `req` came in on.
+// The numeric host of a socket address, as httplib writes it into
+// Request::remote_addr (getnameinfo, NI_NUMERICHOST).
+std::string HostOf(const sockaddr_storage& addr, socklen_t len) {
+  char host[NI_MAXHOST];
+  if (getnameinfo(reinterpret_cast<const sockaddr*>(&addr), len, host, sizeof(host), nullptr, 0,
+                  NI_NUMERICHOST) != 0)
+    return {};
+  return host;
+}
+
+// Whether `fd` is the connection `req` came in on: ports first, which
+// rules out every other descriptor cheaply, then the peer's address.
 bool IsConnectionOf(int fd, const httplib::Request& req) {
   sockaddr_storage addr{};
   socklen_t len = sizeof(addr);
-  std::string host;
-  int port = -1;
   if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
-      !HostAndPort(addr, len, &host, &port) || port != req.local_port)
+      PortOf(addr) != req.local_port)
     return false;
   len = sizeof(addr);
   return getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0 &&
-         HostAndPort(addr, len, &host, &port) && port == req.remote_port &&
-         host == req.remote_addr;
+         PortOf(addr) == req.remote_port && HostOf(addr, len) == req.remote_addr;
 }
 
 // The socket of a plain HTTP request. A handler thread serves one connection
