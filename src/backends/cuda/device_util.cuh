@@ -41,7 +41,7 @@ __device__ __forceinline__ void PrefetchShare(const PrefetchRanges& r, unsigned 
 #pragma unroll
   for (int i = 0; i < PrefetchRanges::kMax; ++i) {
     if (i >= r.count) break;
-    const size_t share = (r.bytes[i] / parts + 15) & ~size_t{15};
+    const size_t share = ((r.bytes[i] + parts - 1) / parts + 15) & ~size_t{15};
     const size_t begin = part * share;
     const size_t end = begin + share < r.bytes[i] ? begin + share : r.bytes[i];
     for (size_t off = begin + lane * kPiece; off < end; off += 32 * kPiece) {
@@ -60,8 +60,8 @@ __device__ __forceinline__ void PrefetchShare(const PrefetchRanges& r, unsigned 
 // kernel<<<grid, block, smem, stream.handle>>>(args...), with programmatic
 // stream serialization when stream.overlap_launch: the kernel's launch then
 // overlaps the end of the previous kernel, and AfterPreviousKernel keeps the
-// order of their memory accesses. A bad launch
-// shows in cudaGetLastError, as with <<<>>>.
+// order of their memory accesses. A bad launch shows in cudaGetLastError, as
+// with <<<>>>.
 template <typename... Params, typename... Args>
 void Launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, Stream stream,
             Args&&... args) {
