@@ -1,8 +1,10 @@
 """What the server tests share: the real `bertrt serve` on free ports (HTTP and
 gRPC), a per-module fixture that starts each configuration once, and the
 reference outputs of `bertrt run`."""
+import json
 import signal
 import socket
+import ssl
 import subprocess
 import time
 
@@ -47,6 +49,20 @@ class Server:
 
     def post(self, path, body):
         return requests.post(self.url + path, json=body, timeout=60, verify=self.verify)
+
+    def raw_post(self, path, body, send_bytes=None):
+        """A raw socket (TLS when the server serves HTTPS) that has sent POST path
+        with the JSON body, or only the first send_bytes bytes of the whole request:
+        for clients that stall or vanish."""
+        payload = json.dumps(body).encode()
+        request = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                   f"Content-Length: {len(payload)}\r\n\r\n").encode() + payload
+        c = socket.create_connection(("127.0.0.1", self.port))
+        if self.verify is not True:  # a CA file: HTTPS
+            c = ssl.create_default_context(cafile=self.verify).wrap_socket(
+                c, server_hostname="127.0.0.1")
+        c.sendall(request if send_bytes is None else request[:send_bytes])
+        return c
 
     def metric(self, line_prefix):
         """The value of the first /metrics line that starts with line_prefix (0 if none)."""

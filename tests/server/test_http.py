@@ -1,7 +1,6 @@
 """`bertrt serve` end to end: the real binary on a free port, driven by curl,
 requests, tritonclient and the openai client; answers equal `bertrt run`."""
 import json
-import socket
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -381,17 +380,6 @@ def test_http_thread_count_bounds_open_connections(bertrt_bin):
         s.stop()
 
 
-def raw_post(port, path, body, send_bytes=None):
-    """A socket that has sent POST path with the JSON body (or only its first
-    send_bytes bytes of the whole request)."""
-    payload = json.dumps(body).encode()
-    request = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-               f"Content-Length: {len(payload)}\r\n\r\n").encode() + payload
-    c = socket.create_connection(("127.0.0.1", port))
-    c.sendall(request if send_bytes is None else request[:send_bytes])
-    return c
-
-
 def test_client_that_disconnects_costs_no_compute(bertrt_bin):
     """Each request waits a second for company in the batcher; its client
     closes the connection after 0.2 s, so the scheduler drops the request
@@ -402,7 +390,7 @@ def test_client_that_disconnects_costs_no_compute(bertrt_bin):
     try:
         batches = s.metric('bertrt_batch_size_count{model="seq_cls"}')  # the warm-up run
         for path, body in [("/v2/models/seq_cls/infer", infer), ("/predict", {"inputs": "hi"})]:
-            c = raw_post(s.port, path, body)
+            c = s.raw_post(path, body)
             time.sleep(0.2)
             c.close()
         time.sleep(1.5)
@@ -422,8 +410,8 @@ def test_slow_and_vanishing_clients_do_not_hold_up_others(bertrt_bin):
     s = Server(bertrt_bin, [str(MODELS / "seq_cls")], grpc=False)
     infer = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["hi"]}]}
     try:
-        stalled = raw_post(s.port, "/v2/models/seq_cls/infer", infer, send_bytes=90)
-        raw_post(s.port, "/v2/models/seq_cls/infer", infer, send_bytes=120).close()
+        stalled = s.raw_post("/v2/models/seq_cls/infer", infer, send_bytes=90)
+        s.raw_post("/v2/models/seq_cls/infer", infer, send_bytes=120).close()
         t0 = time.time()
         assert s.post("/v2/models/seq_cls/infer", infer).status_code == 200
         assert time.time() - t0 < 5

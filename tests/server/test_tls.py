@@ -2,9 +2,6 @@
 gRPC over TLS with a self-signed certificate made here by the openssl CLI;
 plaintext clients are refused, and bad certificate/key files stop the server
 at start with a usage error that names the flag."""
-import json
-import socket
-import ssl
 import subprocess
 import time
 
@@ -81,14 +78,8 @@ def test_https_client_that_disconnects_costs_no_compute(bertrt_bin, pki):
                             "--max-queue-delay-us", "1000000"], grpc=False, tls_ca=cert)
     try:
         batches = s.metric('bertrt_batch_size_count{model="seq_cls"}')
-        payload = json.dumps({"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1],
-                                          "data": ["hi"]}]}).encode()
-        context = ssl.create_default_context(cafile=cert)
-        raw = socket.create_connection(("127.0.0.1", s.port))
-        c = context.wrap_socket(raw, server_hostname="127.0.0.1")
-        c.sendall(b"POST /v2/models/seq_cls/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                  b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(payload)
-                  + payload)
+        c = s.raw_post("/v2/models/seq_cls/infer", {"inputs": [
+            {"name": "text", "datatype": "BYTES", "shape": [1], "data": ["hi"]}]})
         time.sleep(0.2)
         c.close()  # no close_notify: the TCP connection just ends
         time.sleep(1.5)

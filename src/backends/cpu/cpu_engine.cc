@@ -57,8 +57,7 @@ class CpuEngine final : public Engine {
   // 0..n-1 of x.
   Status Encoder(const RaggedBatch& batch, const Buffers& b, bool first_tokens_only);
   Status Heads(const RaggedBatch& batch, const RunOptions& options, bool first_tokens_only,
-               const float* x,
-               BatchOutputs* out);
+               const float* x, BatchOutputs* out);
   StatusOr<std::vector<float>> Dense(const float* a, int rows, cpu::Linear& w, cpu::Act act);
   // Packs, concatenates and checks the weights, then reorders them for the GEMM.
   StatusOr<cpu::Linear> MakeLinear(const std::vector<const Tensor*>& weights,
@@ -201,12 +200,15 @@ Status CpuEngine::Heads(const RaggedBatch& batch, const RunOptions& options,
   const int32_t* cu = batch.cu_seqlens.data();
   std::vector<float> pooled;
   if (!pooler_.empty()) {
+    // The first tokens: rows 0..n-1 of x already when the encoder kept only those.
     std::vector<float> cls;
+    const float* first = x;
     if (!first_tokens_only) {
       cls.resize(static_cast<size_t>(n) * h);
       cpu::GatherFirstTokens(x, cu, n, h, cls.data());
+      first = cls.data();
     }
-    ASSIGN_OR_RETURN(pooled, Dense(first_tokens_only ? x : cls.data(), n, pooler_, cpu::Act::kTanh));
+    ASSIGN_OR_RETURN(pooled, Dense(first, n, pooler_, cpu::Act::kTanh));
   }
   switch (c.head) {
     case HeadKind::kBase:

@@ -159,17 +159,16 @@ Status LaunchMma(const AttentionArgs& a, Stream stream) {
 template <typename T, int D>
 Status LaunchMmaForLength(const AttentionArgs& a, Stream stream) {
   if constexpr (D <= 64) {
-    constexpr int kWideQueries = 4 * 16 * 2;  // LaunchMma<T, D, 4, 2>'s block
-    const long blocks =
-        static_cast<long>(a.num_seqs) * a.heads * ((a.max_len + kWideQueries - 1) / kWideQueries);
-    if (a.max_len > 64 && blocks >= a.sm_count) return LaunchMma<T, D, 4, 2>(a, stream);
+    // The grid's size in blocks of `queries` queries (LaunchMma<T, D, w, r>'s
+    // block holds 16 * w * r).
+    auto blocks = [&](int queries) {
+      return static_cast<long>(a.num_seqs) * a.heads * ((a.max_len + queries - 1) / queries);
+    };
+    if (a.max_len > 64 && blocks(4 * 16 * 2) >= a.sm_count) return LaunchMma<T, D, 4, 2>(a, stream);
     // 32-query blocks for a batch that leaves most multiprocessors idle even
     // so (batch 1: 48 blocks instead of 24): 1-2% faster at batch 1 and 2 on
     // the H200; 16-query blocks were no faster than 64.
-    constexpr int kNarrowQueries = 4 * 16;
-    const long narrow =
-        static_cast<long>(a.num_seqs) * a.heads * ((a.max_len + kNarrowQueries - 1) / kNarrowQueries);
-    if (2 * narrow < a.sm_count) return LaunchMma<T, D, 2, 1>(a, stream);
+    if (2 * blocks(4 * 16) < a.sm_count) return LaunchMma<T, D, 2, 1>(a, stream);
   }
   return LaunchMma<T, D, 4, 1>(a, stream);
 }

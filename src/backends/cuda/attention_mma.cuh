@@ -114,9 +114,9 @@ __device__ __forceinline__ void CopyAsyncWait() {
 
 // The block order of AttentionMmaKernel<..., kRowTiles>: 64-query blocks
 // (small batches) run blockIdx.x over (sequence, head), heads fastest, so
-// that a batch of one sequence and seven dummies starts the real sequence's
-// blocks first; 128-query blocks run blockIdx.x over sequences and
-// blockIdx.y over heads.
+// that the real sequences' blocks, which come before the dummies', start
+// first; 128-query blocks run blockIdx.x over sequences and blockIdx.y over
+// heads.
 template <int kRowTiles>
 inline constexpr bool kHeadsFirst = kRowTiles == 1;
 

@@ -190,7 +190,7 @@ class CudaEngine final : public Engine {
   }
 
  private:
-  size_t ElementSize() const { return options_.precision == Precision::kFp32 ? 4 : 2; }
+  size_t ElementSize() const { return DTypeSize(PrecisionDType(options_.precision)); }
   int LogitsWidth() const { return std::max(weights_.classifier_out, 1); }
   // Byte sizes of the pool's regions for `tokens` tokens, in Workspace order.
   std::vector<size_t> PoolRegions(size_t tokens) const;
@@ -537,7 +537,7 @@ Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t
   // QK^T and PV over every sequence's real length (a batch's lengths are
   // known only as the padded maximum here, so it is an upper bound).
   const double attention_flops = 4.0 * n * shape.max_len * static_cast<double>(shape.max_len) * h;
-  const size_t elem = p == Precision::kFp32 ? 4 : 2;
+  const size_t elem = ElementSize();
   const bool first_tokens_only = FirstTokensOnly(shape);
   for (const cuda::DeviceLayer& l : weights_.layers) {
     // After the last layer's attention, a head that reads only each
@@ -786,7 +786,7 @@ StatusOr<std::vector<GemmChoice>> TimeGemms(const ModelConfig& config,
   for (int t = kTokenBucket; t <= TokenBucket(max_tokens); t = TokenBucket(t + 1))
     buckets.push_back(t);
   const size_t m = buckets.back(), h = config.hidden_size, inter = config.intermediate_size;
-  const size_t e = options.precision == Precision::kFp32 ? 4 : 2;
+  const size_t e = DTypeSize(PrecisionDType(options.precision));
   const size_t widest = std::max(3 * h, inter);
   // Operands with the GEMMs' shapes; their values do not matter to the
   // timing, but all-zero inputs would draw less power than real ones.

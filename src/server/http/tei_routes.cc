@@ -39,19 +39,19 @@ bool Flag(const json& body, const char* name, bool fallback) {
 }
 
 // What a TEI-style handler gets: the server, the model, the parsed body and
-// the client's liveness check (ClientGoneCheck).
+// the request (whose client RunTexts watches, ClientGoneCheck).
 struct Call {
   HttpServer& server;
   ServedModel& model;
   const json& body;
-  std::function<bool()> client_gone;
+  const httplib::Request& req;
 };
 
 // Tokenizes and runs `inputs` on the model; the result holds every row.
 StatusOr<InferResult> RunTexts(const Call& c, ServedModel& m, const std::vector<TextInput>& inputs,
                                bool truncate) {
   InferRequest request;
-  request.is_cancelled = c.client_gone;
+  request.is_cancelled = ClientGoneCheck(c.req);
   for (const TextInput& t : inputs) {
     ASSIGN_OR_RETURN(SequenceInput seq, m.Encode(t, truncate));
     request.sequences.push_back(std::move(seq));
@@ -298,7 +298,7 @@ void HttpServer::AddTeiRoutes() {
       auto m = registry_.Default();
       auto body = ParseBody(req);
       StatusOr<json> out = !m.ok()     ? StatusOr<json>(m.status())
-                           : body.ok() ? handler(Call{*this, **m, *body, ClientGoneCheck(req)})
+                           : body.ok() ? handler(Call{*this, **m, *body, req})
                                        : StatusOr<json>(body.status());
       if (out.ok())
         SendJson(res, 200, *out);
