@@ -327,10 +327,11 @@ TEST(CudaEngineTest, GraphReplayMatchesEagerRunsAndServesTheWholeBucket) {
     const RunOptions opts{.last_hidden_state = true};
     const std::string what = PrecisionName(p);
 
-    // 93 tokens in 3 sequences and 95 in 4 both pad to 128 tokens in 8
-    // sequences, max_len 64.
-    const RaggedBatch a = MakeBatch({10, 50, 33}, 31);
-    const RaggedBatch b = MakeBatch({20, 40, 30, 5}, 32);
+    // 105 tokens in 5 sequences and 107 in 5 both pad to 128 tokens in 8
+    // sequences, max_len 64: the padding in the last dummy, two empty ones
+    // before it.
+    const RaggedBatch a = MakeBatch({10, 50, 33, 5, 7}, 31);
+    const RaggedBatch b = MakeBatch({20, 40, 30, 5, 12}, 32);
     auto eager = e.gpu->Run(a, opts);
     ASSERT_TRUE(eager.ok()) << eager.status().ToString();
     e.gpu->WaitForBackgroundWork();
@@ -419,6 +420,37 @@ TEST(CudaEngineTest, LargeBucketsSpreadThePaddingOverEnoughDummies) {
   auto want = e.cpu->Run(batch, {});
   ASSERT_TRUE(want.ok());
   ExpectClose(runs[2], *want, Precision::kFp16, "replayed vs cpu");
+}
+
+// From 8,192 rows a LayerNorm's warps take two rows each. 9,007 tokens in 21
+// sequences, every row compared (a QA head reads them all), at a width on the
+// warp path (256): bucketed (9,216 rows) and as they are (a profiling engine
+// runs exact shapes, so the last warp has one row of its two).
+TEST(CudaEngineTest, LayerNormsOverManyRowsMatchTheCpuEngine) {
+  SKIP_WITHOUT_GPU();
+  auto model = MakeModel(kSpecs[2], 61);
+  ASSERT_EQ(model->config.hidden_size, 256);
+  auto cpu = CreateCpuEngine(model, {});
+  ASSERT_TRUE(cpu.ok());
+  std::vector<int> lengths(20, 450);
+  lengths.push_back(7);
+  const RaggedBatch batch = MakeBatch(lengths, 62);
+  ASSERT_EQ(batch.num_tokens(), 9007);
+  const RunOptions opts{.last_hidden_state = true};
+  auto want = (*cpu)->Run(batch, opts);
+  ASSERT_TRUE(want.ok());
+  for (Precision p : {Precision::kFp16, Precision::kBf16}) {
+    for (bool exact : {false, true}) {
+      CudaEngineOptions o;
+      o.precision = p;
+      o.profile = exact;
+      auto gpu = CreateCudaEngine(model, o);
+      ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+      auto got = (*gpu)->Run(batch, opts);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      ExpectClose(*got, *want, p, std::string(PrecisionName(p)) + (exact ? ", exact" : ", bucketed"));
+    }
+  }
 }
 
 // Graphs are captured on the engine's own thread while batches keep coming:

@@ -32,7 +32,7 @@ __global__ void __launch_bounds__(kGenThreads)
   float* qs = smem;                     // [kGenQueries][d], pre-scaled
   float* ks = qs + kGenQueries * d;     // [kGenKeys][d + 1]: padded against bank conflicts
   float* vs = ks + kGenKeys * (d + 1);  // [kGenKeys][d]
-  const int s = blockIdx.x, head = blockIdx.y;
+  const int s = a.order[blockIdx.x], head = blockIdx.y;
   const int begin = a.cu_seqlens[s], len = a.cu_seqlens[s + 1] - begin;
   const int q0 = blockIdx.z * kGenQueries;
   if (q0 >= len) return;
@@ -127,6 +127,11 @@ Status LaunchGeneralFor(const AttentionArgs& a, int d, Stream stream) {
   return LaunchGeneral<T, 8>(a, d, stream);
 }
 
+// The tensor-core kernel's grid for blocks of `queries` queries.
+long MmaBlocks(const AttentionArgs& a, int queries) {
+  return static_cast<long>(a.num_seqs) * a.heads * ((a.max_len + queries - 1) / queries);
+}
+
 template <typename T, int D, int kWarps, int kRowTiles>
 Status LaunchMma(const AttentionArgs& a, Stream stream) {
   constexpr int kQueries = kWarps * 16 * kRowTiles;
@@ -136,9 +141,11 @@ Status LaunchMma(const AttentionArgs& a, Stream stream) {
   if (kSmem > 48 * 1024)
     CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               static_cast<int>(kSmem)));
-  const int query_blocks = (a.max_len + kQueries - 1) / kQueries;
-  const dim3 grid = kHeadsFirst<kRowTiles> ? dim3(a.num_seqs * a.heads, 1, query_blocks)
-                                           : dim3(a.num_seqs, a.heads, query_blocks);
+  const long blocks = MmaBlocks(a, kQueries);
+  if (blocks > 0x7fffffff)
+    return InvalidArgument("attention: " + std::to_string(blocks) +
+                           " blocks are more than one launch takes; send smaller batches");
+  const dim3 grid(static_cast<unsigned>(blocks));
   const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(D));
   Launch(kernel, grid, kWarps * 32, kSmem, stream, a, scale_log2);
   CUDA_RETURN_IF_LAUNCH_FAILED("attention kernel (tensor cores)");
@@ -152,23 +159,17 @@ Status LaunchMma(const AttentionArgs& a, Stream stream) {
 // tiles would spill, so there 64-query blocks stay; so they do for a batch
 // whose 128-query blocks would leave multiprocessors idle (batch 1 at seq
 // 128: 12 blocks on 132), where twice the blocks finish in half the time.
-// 64-query blocks start heads first: batch 1 on the H200 was 3.6-4.3%
-// faster so (0.441 against 0.458 ms, bench/RESULTS.md 2026-11-30), but the
-// ragged 32 x 16..128 batch in 128-query blocks 0.6-0.9% slower, so those
-// keep sequences first.
+// Blocks start longest sequence first (AttentionBlockAt).
 template <typename T, int D>
 Status LaunchMmaForLength(const AttentionArgs& a, Stream stream) {
   if constexpr (D <= 64) {
-    // The grid's size in blocks of `queries` queries (LaunchMma<T, D, w, r>'s
-    // block holds 16 * w * r).
-    auto blocks = [&](int queries) {
-      return static_cast<long>(a.num_seqs) * a.heads * ((a.max_len + queries - 1) / queries);
-    };
-    if (a.max_len > 64 && blocks(4 * 16 * 2) >= a.sm_count) return LaunchMma<T, D, 4, 2>(a, stream);
+    // LaunchMma<T, D, w, r>'s block holds 16 * w * r queries.
+    if (a.max_len > 64 && MmaBlocks(a, 4 * 16 * 2) >= a.sm_count)
+      return LaunchMma<T, D, 4, 2>(a, stream);
     // 32-query blocks for a batch that leaves most multiprocessors idle even
     // so (batch 1: 48 blocks instead of 24): 1-2% faster at batch 1 and 2 on
     // the H200; 16-query blocks were no faster than 64.
-    if (2 * blocks(4 * 16) < a.sm_count) return LaunchMma<T, D, 2, 1>(a, stream);
+    if (2 * MmaBlocks(a, 4 * 16) < a.sm_count) return LaunchMma<T, D, 2, 1>(a, stream);
   }
   return LaunchMma<T, D, 4, 1>(a, stream);
 }

@@ -112,13 +112,24 @@ __device__ __forceinline__ void CopyAsyncWait() {
 #endif
 }
 
-// The block order of AttentionMmaKernel<..., kRowTiles>: 64-query blocks
-// (small batches) run blockIdx.x over (sequence, head), heads fastest, so
-// that the real sequences' blocks, which come before the dummies', start
-// first; 128-query blocks run blockIdx.x over sequences and blockIdx.y over
-// heads.
-template <int kRowTiles>
-inline constexpr bool kHeadsFirst = kRowTiles == 1;
+// Where block `b` of AttentionMmaKernel works, and its grid: one dimension,
+// heads fastest, then query blocks, then sequences in the order a.order
+// gives (longest first), so that all of a long sequence's blocks start
+// before a shorter one's. Blocks run in about their index order, and a
+// block's time follows its sequence's length: started last, a long block
+// would set the kernel's end alone. On the H200 (bench/RESULTS.md,
+// 2026-11-30) the ragged 32 x 16..128 batch was 1.8% faster so than with
+// sequences fastest in their own order; equal lengths at seq 128 were 0-1%
+// slower (b32, b128), and batch 1 had been 3.6-4.3% faster heads first.
+struct AttentionBlock {
+  int seq, head, query_block;
+};
+__device__ __forceinline__ AttentionBlock AttentionBlockAt(const AttentionArgs& a, unsigned b,
+                                                           int query_blocks) {
+  const int head = static_cast<int>(b % a.heads);
+  const unsigned rest = b / a.heads;
+  return {a.order[rest / query_blocks], head, static_cast<int>(rest % query_blocks)};
+}
 
 // 2^x on the special-function unit with subnormal results flushed to zero
 // (far below any probability fp16/bf16 can hold next to the row's maximum,
@@ -140,9 +151,7 @@ template <typename T, int D, int kWarps, int kRowTiles>
 __global__ void __launch_bounds__(kWarps * 32, kRowTiles == 1 && D <= 64 ? 16 / kWarps : 1)
     AttentionMmaKernel(AttentionArgs a, float scale_log2) {
   AfterPreviousKernel();
-  if (threadIdx.x < 32 && a.prefetch.count > 0)
-    PrefetchShare(a.prefetch, blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z),
-                  gridDim.x * gridDim.y * gridDim.z);
+  if (threadIdx.x < 32 && a.prefetch.count > 0) PrefetchShare(a.prefetch, blockIdx.x, gridDim.x);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int kThreads = kWarps * 32;
   constexpr int kWarpRows = 16 * kRowTiles;
@@ -157,10 +166,11 @@ __global__ void __launch_bounds__(kWarps * 32, kRowTiles == 1 && D <= 64 ? 16 / 
   T* const ks = reinterpret_cast<T*>(smem);  // [2 stages][kMmaKeys][kStride]
   T* const vs = ks + 2 * kTile;
 
-  const int s = kHeadsFirst<kRowTiles> ? blockIdx.x / a.heads : blockIdx.x;
-  const int head = kHeadsFirst<kRowTiles> ? blockIdx.x % a.heads : blockIdx.y;
+  const int query_blocks = (a.max_len + kQueries - 1) / kQueries;
+  const AttentionBlock block = AttentionBlockAt(a, blockIdx.x, query_blocks);
+  const int s = block.seq, head = block.head;
   const int begin = a.cu_seqlens[s], len = a.cu_seqlens[s + 1] - begin;
-  const int q0 = blockIdx.z * kQueries;
+  const int q0 = block.query_block * kQueries;
   if (q0 >= len) return;
   const int hidden = a.hidden;
   const size_t ld = 3 * static_cast<size_t>(hidden);

@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cuda/batch_shape.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device_memory.h"
 #include "backends/cuda/device_weights.h"
@@ -46,8 +47,10 @@
 namespace bertrt {
 namespace {
 
+using cuda::BatchInts;
 using cuda::DeviceBuffer;
 using cuda::PinnedBuffer;
+using cuda::Shape;
 
 constexpr size_t kGemmWorkspaceBytes = 32 << 20;
 constexpr size_t kAlign = 256;
@@ -55,17 +58,6 @@ constexpr size_t kAlign = 256;
 // not reallocate every time.
 constexpr int kTokenGranularity = 256;
 
-// Buckets: tokens to a multiple of 64 up to 2048 and then to 16 steps per
-// doubling (at most 6.25% padding), so that a server's batches meet few
-// shapes: each new shape runs eagerly until its graph is captured, and costs
-// a capture. max_len goes to a multiple of 64.
-// The padding tokens form dummy sequences of 1..64 tokens each, and the
-// sequence count goes to a power of two up to 8 and then to a multiple of 8:
-// a single sequence on a token bucket (batch 1 at 128 tokens) runs as it is,
-// not as 8 sequences and 192 tokens.
-constexpr int kTokenBucket = 64;
-constexpr int kSeqBucket = 8;
-constexpr int kLenBucket = 64;
 // A batch of at most this many tokens (batch 1 at seq 128) has its attention
 // kernels prefetch the layer's attention-output and FFN weights into L2 for
 // the GEMMs after them. A GEMM at 128 rows reading its weights from HBM took
@@ -80,22 +72,6 @@ constexpr int kPrefetchMaxTokens = 128;
 constexpr size_t kMaxGraphs = 256;
 
 size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-int RoundUp(int n, int step) { return (n + step - 1) / step * step; }
-
-// The smallest bucket >= t: the step is the largest power of two (>= 64)
-// that is at most t / 16.
-int TokenBucket(int t) {
-  int step = kTokenBucket;
-  while (step * 2 * 16 <= t) step *= 2;
-  return RoundUp(t, step);
-}
-
-int SeqBucket(int n) {
-  if (n > kSeqBucket) return RoundUp(n, kSeqBucket);
-  int seqs = 1;
-  while (seqs < n) seqs *= 2;
-  return seqs;
-}
 
 // The FFN's first GEMM epilogue; with plain kBias the activation runs as a
 // kernel of its own. The fp32 engine keeps every activation in its own kernel
@@ -110,13 +86,6 @@ cuda::Epilogue FfnEpilogue(const ModelConfig& c, const CudaEngineOptions& option
   if (c.hidden_act == HiddenAct::kRelu) return cuda::Epilogue::kBiasRelu;
   return cuda::Epilogue::kBias;
 }
-
-// The shape a batch runs as: the key of its graph.
-struct Shape {
-  int tokens, seqs, max_len;
-  bool hidden_state;
-  auto operator<=>(const Shape&) const = default;
-};
 
 struct GraphExecDeleter {
   void operator()(cudaGraphExec_t exec) const { cudaGraphExecDestroy(exec); }
@@ -137,7 +106,7 @@ struct Pending {
 };
 
 // Views into the activation pool and the pinned staging buffers, laid out for
-// a capacity of `tokens` tokens (every sequence has a token, so sequences <= tokens).
+// a capacity of `tokens` tokens (a shape has no more sequences than tokens).
 struct Workspace {
   void *x, *tmp, *qkv, *ctx, *inter;  // compute precision
   float *hidden_f32, *pooled_f32, *logits_f32;
@@ -145,18 +114,6 @@ struct Workspace {
   int32_t* host_ints;  // pinned: the same, staged for one copy
   float* host_floats;  // pinned: the outputs coming back
 };
-
-// A batch's ints, ids | types | cu_seqlens, back to back for a shape of
-// `tokens` tokens, so that one copy moves them.
-struct BatchInts {
-  int32_t *ids, *types, *cu;
-};
-BatchInts LayOutInts(int32_t* base, const Shape& shape) {
-  return {base, base + shape.tokens, base + 2 * static_cast<size_t>(shape.tokens)};
-}
-size_t IntCount(const Shape& shape) {
-  return 2 * static_cast<size_t>(shape.tokens) + shape.seqs + 1;
-}
 
 class CudaEngine final : public Engine {
  public:
@@ -325,7 +282,7 @@ Status CudaEngine::Init() {
   ffn_epilogue_ = FfnEpilogue(c, options_);
   // A dummy sequence can be 64 tokens long; its positions must exist.
   // Profiling times each operation eagerly; graphs would hide them.
-  graphs_enabled_ = c.max_position_embeddings >= kLenBucket && !options_.profile;
+  graphs_enabled_ = c.max_position_embeddings >= cuda::kLenBucket && !options_.profile;
   if (options_.max_batch_tokens > 0) {
     std::lock_guard<std::mutex> lock(mu_);
     RETURN_IF_ERROR(Reserve(options_.max_batch_tokens));
@@ -337,7 +294,7 @@ std::vector<size_t> CudaEngine::PoolRegions(size_t t) const {
   const ModelConfig& c = model_->config;
   const size_t h = c.hidden_size, e = ElementSize();
   return {t * h * e, t * h * e, t * 3 * h * e,         t * h * e,      t * c.intermediate_size * e,
-          t * h * 4, t * h * 4, t * LogitsWidth() * 4, (3 * t + 1) * 4};
+          t * h * 4, t * h * 4, t * LogitsWidth() * 4, cuda::IntCapacity(t) * 4};
 }
 
 Status CudaEngine::Reserve(int tokens) {
@@ -361,7 +318,7 @@ Status CudaEngine::Reserve(int tokens) {
     p.push_back(next);
     next += AlignUp(r);
   }
-  const size_t int_count = 3 * static_cast<size_t>(t) + 1;
+  const size_t int_count = cuda::IntCapacity(t);
   // hidden states, pooled rows and logits can all come back from one batch.
   const size_t float_count = (regions[5] + regions[6] + regions[7]) / sizeof(float);
   RETURN_IF_ERROR(host_ints_.Allocate(int_count * sizeof(int32_t), "batch ids"));
@@ -389,18 +346,7 @@ Shape CudaEngine::ShapeFor(const RaggedBatch& batch, const RunOptions& options) 
     max_len = std::max(max_len, batch.cu_seqlens[s + 1] - batch.cu_seqlens[s]);
   const Shape exact{t, n, max_len, options.last_hidden_state};
   if (!graphs_enabled_) return exact;
-  // Every dummy needs a token; padding needs at least one dummy, and enough
-  // of at most kLenBucket tokens each (more than the sequence rounding gives
-  // only when the padding is over 64 tokens, which then outnumbers them). A
-  // batch already on both buckets (128 x 128) runs as it is.
-  int seqs = SeqBucket(n);
-  int tokens = TokenBucket(t + seqs - n);
-  if (tokens > t && seqs == n) {
-    seqs = SeqBucket(n + 1);
-    tokens = TokenBucket(t + seqs - n);
-  }
-  seqs = std::max(seqs, SeqBucket(n + (tokens - t + kLenBucket - 1) / kLenBucket));
-  const Shape padded{tokens, seqs, RoundUp(max_len, kLenBucket), options.last_hidden_state};
+  const Shape padded = cuda::PaddedShape(t, n, max_len, options.last_hidden_state);
   // A fixed reservation is never grown for padding.
   if (options_.max_batch_tokens > 0 && padded.tokens > capacity_tokens_) return exact;
   return padded;
@@ -409,19 +355,18 @@ Shape CudaEngine::ShapeFor(const RaggedBatch& batch, const RunOptions& options) 
 // Staged in pinned memory so the copies are true async DMAs on our stream.
 Status CudaEngine::Stage(const RaggedBatch& batch, const Shape& shape) {
   const int t = batch.num_tokens(), n = batch.num_seqs();
-  const int tokens = shape.tokens, seqs = shape.seqs;
-  const auto [ids, types, cu] = LayOutInts(ws_.host_ints, shape);
-  std::memcpy(ids, batch.input_ids.data(), t * sizeof(int32_t));
-  std::memcpy(types, batch.token_type_ids.data(), t * sizeof(int32_t));
-  std::memcpy(cu, batch.cu_seqlens.data(), (n + 1) * sizeof(int32_t));
+  const int tokens = shape.tokens;
+  const BatchInts ints = cuda::LayOutInts(ws_.host_ints, shape);
+  std::memcpy(ints.ids, batch.input_ids.data(), t * sizeof(int32_t));
+  std::memcpy(ints.types, batch.token_type_ids.data(), t * sizeof(int32_t));
+  std::memcpy(ints.cu, batch.cu_seqlens.data(), (n + 1) * sizeof(int32_t));
   // Dummy tokens: id 0 and type 0 exist in every vocabulary; their rows are
-  // never read back. The padding is spread evenly over the dummy sequences.
-  std::fill(ids + t, ids + tokens, 0);
-  std::fill(types + t, types + tokens, 0);
-  const int dummies = seqs - n, pad = tokens - t;
-  for (int d = 0; d < dummies; ++d)
-    cu[n + 1 + d] = cu[n + d] + pad / dummies + (d < pad % dummies ? 1 : 0);
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ws_.ints, ws_.host_ints, IntCount(shape) * sizeof(int32_t),
+  // never read back.
+  std::fill(ints.ids + t, ints.ids + tokens, 0);
+  std::fill(ints.types + t, ints.types + tokens, 0);
+  cuda::LayOutDummies(shape, n, ints.cu);
+  cuda::LongestFirst(ints.cu, shape.seqs, ints.order);
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ws_.ints, ws_.host_ints, cuda::IntCount(shape) * sizeof(int32_t),
                                        cudaMemcpyHostToDevice, stream_));
   return Status::Ok();
 }
@@ -520,7 +465,7 @@ Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t
   const Precision p = options_.precision;
   const int t = shape.tokens, n = shape.seqs, h = c.hidden_size;
   const int inter = c.intermediate_size;
-  const BatchInts ints = LayOutInts(ws.ints, shape);
+  const BatchInts ints = cuda::LayOutInts(ws.ints, shape);
   const cuda::Stream kernels = KernelStream(stream);
   RETURN_IF_ERROR(Timed("embedding+layernorm", 0, stream, [&] {
     return cuda::EmbedLayerNorm(
@@ -529,9 +474,9 @@ Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t
          weights_.emb_gamma, weights_.emb_beta, h, c.layer_norm_eps, ws.x},
         kernels);
   }));
-  cuda::AttentionArgs attention{ws.qkv,   ints.cu,     n,      shape.max_len,
-                                h,        c.num_heads, ws.ctx, gpu_.compute_capability >= 80,
-                                sm_count_};
+  cuda::AttentionArgs attention{ws.qkv,  ints.cu, ints.order,  n,
+                                shape.max_len, h, c.num_heads, ws.ctx,
+                                gpu_.compute_capability >= 80, sm_count_};
 
   // Useful FLOPs, for the profile: 2 per multiply-add; attention counts
   // QK^T and PV over every sequence's real length (a batch's lengths are
@@ -606,7 +551,7 @@ Status CudaEngine::HeadKernels(const Shape& shape, const Workspace& ws, cudaStre
   const ModelConfig& c = model_->config;
   const Precision p = options_.precision;
   const int t = shape.tokens, n = shape.seqs, h = c.hidden_size;
-  const int32_t* cu = LayOutInts(ws.ints, shape).cu;
+  const int32_t* cu = cuda::LayOutInts(ws.ints, shape).cu;
   const cuda::Stream kernels = KernelStream(stream);
   // Each sequence's first token: rows 0..n-1 of x already when the encoder
   // kept only those.
@@ -783,7 +728,7 @@ StatusOr<std::vector<GemmChoice>> TimeGemms(const ModelConfig& config,
   RETURN_IF_ERROR(gemm.Init(options.precision, kGemmWorkspaceBytes, gpu.name, true));
   // The batch sizes the engine runs at: every token bucket up to max_tokens.
   std::vector<int> buckets;
-  for (int t = kTokenBucket; t <= TokenBucket(max_tokens); t = TokenBucket(t + 1))
+  for (int t = cuda::kTokenBucket; t <= cuda::TokenBucket(max_tokens); t = cuda::TokenBucket(t + 1))
     buckets.push_back(t);
   const size_t m = buckets.back(), h = config.hidden_size, inter = config.intermediate_size;
   const size_t e = DTypeSize(PrecisionDType(options.precision));

@@ -93,7 +93,10 @@ Status L2NormalizeRows(float* x, int rows, int width, Stream stream);
 
 struct AttentionArgs {
   const void* qkv;            // [tokens, 3 * hidden]: Q | K | V, heads contiguous in each
-  const int32_t* cu_seqlens;  // [num_seqs + 1]
+  const int32_t* cu_seqlens;  // [num_seqs + 1]; a sequence may be empty
+  // [num_seqs]: the sequences longest first, the order in which their blocks
+  // start (batch_shape.h's LongestFirst).
+  const int32_t* order;
   int num_seqs;
   int max_len;
   int hidden;
