@@ -5,9 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bertrt::cuda {
@@ -50,20 +50,25 @@ void CheckBatch(const std::vector<int>& lengths) {
     if (s < n) EXPECT_EQ(len, lengths[s]) << what << ", sequence " << s;
   }
 
-  LongestFirst(b.cu, shape.seqs, b.order);
-  std::vector<int32_t> seen(b.order, b.order + shape.seqs);
-  std::sort(seen.begin(), seen.end());
-  std::vector<int32_t> all(shape.seqs);
-  std::iota(all.begin(), all.end(), 0);
-  EXPECT_EQ(seen, all) << what << ": order is not a permutation";
-  for (int i = 1; i < shape.seqs; ++i) {
-    const int prev = b.order[i - 1], cur = b.order[i];
-    const int prev_len = b.cu[prev + 1] - b.cu[prev], cur_len = b.cu[cur + 1] - b.cu[cur];
-    EXPECT_TRUE(prev_len > cur_len || (prev_len == cur_len && prev < cur))
-        << what << ": order position " << i;
+  LongestFirst(b.cu, shape.seqs, b.by_length);
+  // Every sequence's (first token, length) once, longest first, ties in index order.
+  std::vector<std::pair<int32_t, int32_t>> seen, all;
+  for (int i = 0; i < shape.seqs; ++i) {
+    seen.emplace_back(b.by_length[2 * i], b.by_length[2 * i + 1]);
+    all.emplace_back(b.cu[i], b.cu[i + 1] - b.cu[i]);
   }
-  // The order comes after cu_seqlens, inside the batch's ints.
-  EXPECT_EQ(b.order + shape.seqs - ints.data(), static_cast<std::ptrdiff_t>(IntCount(shape)));
+  for (int i = 1; i < shape.seqs; ++i) {
+    const auto [prev_begin, prev_len] = seen[i - 1];
+    const auto [begin, len] = seen[i];
+    EXPECT_TRUE(prev_len > len || (prev_len == len && prev_begin <= begin))
+        << what << ": position " << i;
+  }
+  std::sort(seen.begin(), seen.end());
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(seen, all) << what << ": not every sequence once";
+  // by_length ends the batch's ints.
+  EXPECT_EQ(b.by_length + 2 * shape.seqs - ints.data(),
+            static_cast<std::ptrdiff_t>(IntCount(shape)));
 }
 
 TEST(BatchShapeTest, BatchesOnBothBucketsRunAsTheyAre) {

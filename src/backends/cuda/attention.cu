@@ -32,8 +32,8 @@ __global__ void __launch_bounds__(kGenThreads)
   float* qs = smem;                     // [kGenQueries][d], pre-scaled
   float* ks = qs + kGenQueries * d;     // [kGenKeys][d + 1]: padded against bank conflicts
   float* vs = ks + kGenKeys * (d + 1);  // [kGenKeys][d]
-  const int s = a.order[blockIdx.x], head = blockIdx.y;
-  const int begin = a.cu_seqlens[s], len = a.cu_seqlens[s + 1] - begin;
+  const int head = blockIdx.y;
+  const int begin = a.by_length[2 * blockIdx.x], len = a.by_length[2 * blockIdx.x + 1];
   const int q0 = blockIdx.z * kGenQueries;
   if (q0 >= len) return;
   const int hidden = a.hidden;

@@ -113,8 +113,8 @@ __device__ __forceinline__ void CopyAsyncWait() {
 }
 
 // Where block `b` of AttentionMmaKernel works, and its grid: one dimension,
-// heads fastest, then query blocks, then sequences in the order a.order
-// gives (longest first), so that all of a long sequence's blocks start
+// heads fastest, then query blocks, then sequences in the order
+// a.by_length gives (longest first), so that all of a long sequence's blocks start
 // before a shorter one's. Blocks run in about their index order, and a
 // block's time follows its sequence's length: started last, a long block
 // would set the kernel's end alone. On the H200 (bench/RESULTS.md,
@@ -122,13 +122,14 @@ __device__ __forceinline__ void CopyAsyncWait() {
 // sequences fastest in their own order; equal lengths at seq 128 were 0-1%
 // slower (b32, b128), and batch 1 had been 3.6-4.3% faster heads first.
 struct AttentionBlock {
-  int seq, head, query_block;
+  int begin, len, head, query_block;
 };
 __device__ __forceinline__ AttentionBlock AttentionBlockAt(const AttentionArgs& a, unsigned b,
                                                            int query_blocks) {
   const int head = static_cast<int>(b % a.heads);
   const unsigned rest = b / a.heads;
-  return {a.order[rest / query_blocks], head, static_cast<int>(rest % query_blocks)};
+  const int32_t* seq = a.by_length + 2 * (rest / query_blocks);
+  return {seq[0], seq[1], head, static_cast<int>(rest % query_blocks)};
 }
 
 // 2^x on the special-function unit with subnormal results flushed to zero
@@ -168,8 +169,7 @@ __global__ void __launch_bounds__(kWarps * 32, kRowTiles == 1 && D <= 64 ? 16 / 
 
   const int query_blocks = (a.max_len + kQueries - 1) / kQueries;
   const AttentionBlock block = AttentionBlockAt(a, blockIdx.x, query_blocks);
-  const int s = block.seq, head = block.head;
-  const int begin = a.cu_seqlens[s], len = a.cu_seqlens[s + 1] - begin;
+  const int head = block.head, begin = block.begin, len = block.len;
   const int q0 = block.query_block * kQueries;
   if (q0 >= len) return;
   const int hidden = a.hidden;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <vector>
 
 namespace bertrt::cuda {
 namespace {
@@ -51,11 +52,16 @@ void LayOutDummies(const Shape& shape, int n, int32_t* cu) {
   }
 }
 
-void LongestFirst(const int32_t* cu, int seqs, int32_t* order) {
-  std::iota(order, order + seqs, 0);
-  std::stable_sort(order, order + seqs, [cu](int32_t a, int32_t b) {
+void LongestFirst(const int32_t* cu, int seqs, int32_t* by_length) {
+  std::vector<int32_t> order(seqs);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [cu](int32_t a, int32_t b) {
     return cu[a + 1] - cu[a] > cu[b + 1] - cu[b];
   });
+  for (int i = 0; i < seqs; ++i) {
+    by_length[2 * i] = cu[order[i]];
+    by_length[2 * i + 1] = cu[order[i] + 1] - cu[order[i]];
+  }
 }
 
 BatchInts LayOutInts(int32_t* base, const Shape& shape) {
@@ -64,9 +70,9 @@ BatchInts LayOutInts(int32_t* base, const Shape& shape) {
 }
 
 size_t IntCount(const Shape& shape) {
-  return 2 * static_cast<size_t>(shape.tokens) + 2 * static_cast<size_t>(shape.seqs) + 1;
+  return 2 * static_cast<size_t>(shape.tokens) + 3 * static_cast<size_t>(shape.seqs) + 1;
 }
 
-size_t IntCapacity(size_t tokens) { return 4 * tokens + 1; }
+size_t IntCapacity(size_t tokens) { return 5 * tokens + 1; }
 
 }  // namespace bertrt::cuda

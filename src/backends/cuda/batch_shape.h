@@ -48,17 +48,19 @@ Shape PaddedShape(int tokens, int seqs, int max_len, bool hidden_state);
 // empty ones first, the padding spread evenly over the others.
 void LayOutDummies(const Shape& shape, int n, int32_t* cu);
 
-// order[0..seqs) = the sequences by length, longest first (ties in index
-// order). The attention kernels start their blocks in this order: a ragged
-// batch's blocks take time in proportion to their sequence's length, and
-// with the long ones started first the short ones fill the last gaps instead
-// of a long one starting last.
-void LongestFirst(const int32_t* cu, int seqs, int32_t* order);
+// by_length[2i], by_length[2i + 1] = the first token and the length of the
+// i-th longest sequence (ties in index order). The attention kernels start
+// their blocks in this order: a ragged batch's blocks take time in
+// proportion to their sequence's length, and with the long ones started
+// first the short ones fill the last gaps instead of a long one starting
+// last. A block reads its sequence's bounds here, in one step (an index into
+// cu_seqlens would put a second dependent load before its first).
+void LongestFirst(const int32_t* cu, int seqs, int32_t* by_length);
 
 // A batch's ints on the device, back to back so that one copy moves them:
-// ids [tokens] | token types [tokens] | cu_seqlens [seqs + 1] | order [seqs].
+// ids [tokens] | token types [tokens] | cu_seqlens [seqs + 1] | by_length [2 seqs].
 struct BatchInts {
-  int32_t *ids, *types, *cu, *order;
+  int32_t *ids, *types, *cu, *by_length;
 };
 BatchInts LayOutInts(int32_t* base, const Shape& shape);
 size_t IntCount(const Shape& shape);

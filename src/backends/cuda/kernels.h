@@ -94,9 +94,9 @@ Status L2NormalizeRows(float* x, int rows, int width, Stream stream);
 struct AttentionArgs {
   const void* qkv;            // [tokens, 3 * hidden]: Q | K | V, heads contiguous in each
   const int32_t* cu_seqlens;  // [num_seqs + 1]; a sequence may be empty
-  // [num_seqs]: the sequences longest first, the order in which their blocks
-  // start (batch_shape.h's LongestFirst).
-  const int32_t* order;
+  // [2 * num_seqs]: (first token, length) of each sequence, longest first,
+  // the order in which their blocks start (batch_shape.h's LongestFirst).
+  const int32_t* by_length;
   int num_seqs;
   int max_len;
   int hidden;
