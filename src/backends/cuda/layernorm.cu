@@ -19,8 +19,8 @@ constexpr int kMaxThreads = 256;
 constexpr int kMaxVecsPerLane = 8;
 constexpr int kWarpRowsPerBlock = 4;
 // From this many rows a LayerNorm's warps take two rows each (BERT-large at
-// 98,304 rows: 105 us per LayerNorm against 154 us with one row per warp and
-// the row held in fp32, H200).
+// 98,304 rows: 105 us per LayerNorm against 154 us with one row per warp, on
+// the H200).
 constexpr int kTwoRowsPerWarpFrom = 8192;
 
 int ThreadsFor(int hidden) { return std::min(kMaxThreads, (hidden + 31) / 32 * 32); }
@@ -111,10 +111,12 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
                              static_cast<T*>(a.out) + t * h);
 }
 
-// Each warp normalizes kRows rows. The rows stay in registers as they were
-// loaded (16-byte vectors) and are converted to fp32 at each use, so that a
-// warp holds few registers and many warps keep loads in flight: a LayerNorm
-// over many rows streams from memory, and its speed is the bytes in flight.
+// Each warp normalizes kRows rows. One row is converted to fp32 as it is
+// loaded: a small batch's LayerNorm is latency-bound, and holding the row as
+// loaded bought it nothing (batch 8 on the H200 was 0.3-0.9% slower so,
+// within spread). Two rows, for LayerNorms over many rows, stay as loaded
+// (16-byte vectors) and are converted at each use, so that a warp holds few
+// registers and keeps twice the bytes in flight: those stream from memory.
 template <typename T, int kVecs, int kRows>
 __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
     LayerNormWarpKernel(const T* in, T* out, int rows, int hidden, const float* gamma,
@@ -122,19 +124,35 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
   AfterPreviousKernel();
   constexpr int kSize = Vec16<T>::kSize;
   const int first = (blockIdx.x * kWarpRowsPerBlock + (threadIdx.x >> 5)) * kRows;
-  Vec16<T> v[kRows][kVecs];
+  if constexpr (kRows == 1) {
+    if (first >= rows) return;  // the whole warp: no block barrier follows
+    const T* row = in + static_cast<size_t>(first) * hidden;
+    float x[kVecs * kSize];
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    if (first + r >= rows) break;
-    const T* row = in + static_cast<size_t>(first + r) * hidden;
+    for (int i = 0; i < kVecs; ++i) {
+      const Vec16<T> v = *reinterpret_cast<const Vec16<T>*>(row + VecColumn<T>(i));
 #pragma unroll
-    for (int i = 0; i < kVecs; ++i) v[r][i] = *reinterpret_cast<const Vec16<T>*>(row + VecColumn<T>(i));
-  }
+      for (int j = 0; j < kSize; ++j) x[i * kSize + j] = ToFloat(v.v[j]);
+    }
+    NormalizeWarpRow<T, kVecs>([&](int k) { return x[k]; }, hidden, gamma, beta, eps,
+                               out + static_cast<size_t>(first) * hidden);
+  } else {
+    Vec16<T> v[kRows][kVecs];
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    if (first + r >= rows) break;  // the whole warp: no block barrier follows
-    NormalizeWarpRow<T, kVecs>([&](int k) { return ToFloat(v[r][k / kSize].v[k % kSize]); },
-                               hidden, gamma, beta, eps, out + static_cast<size_t>(first + r) * hidden);
+    for (int r = 0; r < kRows; ++r) {
+      if (first + r >= rows) break;
+      const T* row = in + static_cast<size_t>(first + r) * hidden;
+#pragma unroll
+      for (int i = 0; i < kVecs; ++i)
+        v[r][i] = *reinterpret_cast<const Vec16<T>*>(row + VecColumn<T>(i));
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      if (first + r >= rows) break;  // the whole warp: no block barrier follows
+      NormalizeWarpRow<T, kVecs>([&](int k) { return ToFloat(v[r][k / kSize].v[k % kSize]); },
+                                 hidden, gamma, beta, eps,
+                                 out + static_cast<size_t>(first + r) * hidden);
+    }
   }
 }
 
