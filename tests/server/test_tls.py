@@ -2,6 +2,8 @@
 gRPC over TLS with a self-signed certificate made here by the openssl CLI;
 plaintext clients are refused, and bad certificate/key files stop the server
 at start with a usage error that names the flag."""
+import json
+import ssl
 import subprocess
 import time
 
@@ -85,5 +87,46 @@ def test_https_client_that_disconnects_costs_no_compute(bertrt_bin, pki):
         time.sleep(1.5)
         assert s.metric('bertrt_batch_size_count{model="seq_cls"}') == batches
         assert s.metric('bertrt_request_failure_total{model="seq_cls",endpoint="kserve_infer"}') == 1
+
+        # A client that ends its TLS session properly: close_notify, and the
+        # TCP connection kept open (then closed) while the request waits.
+        for close_tcp in (False, True):
+            c = s.raw_post("/v2/models/seq_cls/infer", {"inputs": [
+                {"name": "text", "datatype": "BYTES", "shape": [1], "data": ["hi"]}]})
+            time.sleep(0.2)
+            c.settimeout(0.2)
+            try:
+                c.unwrap()  # sends close_notify; the server's own never comes
+            except (TimeoutError, ssl.SSLError, OSError):
+                pass
+            if close_tcp:
+                c.close()
+            time.sleep(1.5)
+            assert s.metric('bertrt_batch_size_count{model="seq_cls"}') == batches
+            failures = 2 + close_tcp
+            assert s.metric('bertrt_request_failure_total{model="seq_cls",endpoint="kserve_infer"}') == failures
+            c.close()
+        # A client that pipelines: its second request waits on the socket
+        # behind the first (it is no alert), and both are answered.
+        body = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["hi"]}]}
+        c = s.raw_post("/v2/models/seq_cls/infer", body)
+        payload = json.dumps(body).encode()
+        c.sendall((f"POST /v2/models/seq_cls/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                   f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
+                   ).encode() + payload)
+        c.settimeout(15)
+        answers = b""
+        while answers.count(b"HTTP/1.1 200") < 2:
+            chunk = c.recv(65536)
+            if not chunk:
+                break
+            answers += chunk
+        c.close()
+        assert answers.count(b"HTTP/1.1 200") == 2, answers[:300]
+        # A patient client still gets its answer, over the same server.
+        r = requests.post(s.url + "/v2/models/seq_cls/infer", json={"inputs": [
+            {"name": "text", "datatype": "BYTES", "shape": [1], "data": ["hi"]}]},
+            verify=cert, timeout=30)
+        assert r.status_code == 200, r.text
     finally:
         s.stop()

@@ -1,9 +1,11 @@
 #include "server/http/client_gone.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <httplib.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <sys/socket.h>
 
@@ -69,6 +71,38 @@ int PlainConnectionSocket(const httplib::Request& req) {
   return last;
 }
 
+// Whether the bytes waiting on a TLS connection whose handler is busy with
+// its request end the stream: the client's close_notify alert rather than a
+// pipelined request. Only a record that can be an alert is opened: TLS 1.2
+// shows the alert type, but TLS 1.3 encrypts every record under one outer
+// type, and there an alert takes 19 bytes (2, its type byte and a 16-byte
+// tag) where no HTTP request fits in 32. SSL_peek processes the record and
+// reports the alert as the stream's end. It would also move a pipelined
+// request from the socket into OpenSSL's buffer, where httplib's keep-alive
+// wait, which polls the socket, would not see it: hence the size test. The
+// socket is non-blocking meanwhile, so that an incomplete record returns
+// instead of waiting. The handler thread, which owns `ssl`, is blocked on the
+// request while the scheduler asks.
+bool TlsStreamEnded(SSL* ssl, int fd) {
+  unsigned char header[5];
+  if (recv(fd, header, sizeof(header), MSG_PEEK | MSG_DONTWAIT) != sizeof(header)) return false;
+  constexpr unsigned char kAlert = 21, kApplicationData = 23;
+  constexpr int kLargestTls13Alert = 32;
+  const int length = header[3] << 8 | header[4];
+  if (header[0] != kAlert && !(header[0] == kApplicationData && length <= kLargestTls13Alert))
+    return false;
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return false;
+  ERR_clear_error();
+  char byte;
+  const int n = SSL_peek(ssl, &byte, 1);
+  const int error = n > 0 ? SSL_ERROR_NONE : SSL_get_error(ssl, n);
+  fcntl(fd, F_SETFL, flags);
+  ERR_clear_error();  // this thread's queue: nothing of it reaches the handler's
+  // Closed with the alert; closed or reset without it; a broken record.
+  return error == SSL_ERROR_ZERO_RETURN || error == SSL_ERROR_SYSCALL || error == SSL_ERROR_SSL;
+}
+
 }  // namespace
 
 std::function<bool()> ClientGoneCheck(const httplib::Request& req) {
@@ -76,11 +110,15 @@ std::function<bool()> ClientGoneCheck(const httplib::Request& req) {
   if (fd < 0) return {};
   struct State {
     int fd;
+    SSL* ssl;
     std::atomic<bool> gone{false};
     std::atomic<int64_t> next_look_ns{0};
   };
   auto state = std::make_shared<State>();
   state->fd = fd;
+  // httplib hands handlers the SSL object as const; peeking changes its read
+  // state, which the handler's next read continues from.
+  state->ssl = const_cast<SSL*>(req.ssl);
   return [state] {
     if (state->gone) return true;
     // The scheduler asks for every queued request each time it forms a
@@ -92,8 +130,11 @@ std::function<bool()> ClientGoneCheck(const httplib::Request& req) {
     state->next_look_ns = now + 1'000'000;
     char byte;
     const ssize_t n = recv(state->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    // 0: the peer closed its side; < 0 other than "nothing to read": reset.
-    const bool gone = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    // 0: the peer closed its side; < 0 other than "nothing to read": reset;
+    // > 0 over TLS: perhaps an alert that closed the stream.
+    const bool gone = n == 0 ||
+                      (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ||
+                      (n > 0 && state->ssl && TlsStreamEnded(state->ssl, state->fd));
     if (gone) state->gone = true;
     return gone;
   };

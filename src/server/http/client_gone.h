@@ -19,9 +19,9 @@ namespace bertrt::server {
 // connection (a half-close counts as gone, as in hyper, which
 // text-embeddings-inference serves with). It looks at the socket at most once
 // a millisecond, without reading from it. Empty when the socket is not found.
-// A TLS client that sends close_notify before closing is not seen (the alert
-// stays unread in front of the end of the stream); one that resets is.
-// Call it only while the handler of `req` is waiting on its request.
+// Over TLS, a close_notify alert counts as gone too (it is read with
+// SSL_peek). Call it only while the handler of `req` is waiting on its
+// request: it may use the connection's SSL object.
 std::function<bool()> ClientGoneCheck(const httplib::Request& req);
 
 }  // namespace bertrt::server
