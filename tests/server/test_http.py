@@ -419,3 +419,47 @@ def test_slow_and_vanishing_clients_do_not_hold_up_others(bertrt_bin):
         assert s.alive()
     finally:
         s.stop()
+
+
+def test_metrics_read_by_the_prometheus_client_parser(servers):
+    """/metrics as Prometheus scrapes it, read by the official client's parser:
+    every family typed, each histogram whole (cumulative buckets up to +Inf,
+    which equals its count, and a sum), and the counters following the traffic."""
+    from prometheus_client.parser import text_string_to_metric_families
+    s = servers("seq_cls")
+    for text in ("a", "b b", "c c c"):
+        r = s.post("/v2/models/seq_cls/infer", {"inputs": [
+            {"name": "text", "datatype": "BYTES", "shape": [1], "data": [text]}]})
+        assert r.status_code == 200, r.text
+    assert s.post("/v2/models/seq_cls/infer", {"inputs": []}).status_code == 400
+
+    families = {f.name: f for f in text_string_to_metric_families(requests.get(s.url + "/metrics").text)}
+
+    def family(name, kind):
+        # The parser names a counter's family without its _total suffix.
+        f = families.get(name) or families.get(name.removesuffix("_total"))
+        assert f is not None, f"{name} missing from /metrics: {sorted(families)}"
+        assert f.type == kind, (name, f.type)
+        return f
+
+    def value(f, sample_name, **labels):
+        return sum(smp.value for smp in f.samples
+                   if smp.name == sample_name and all(smp.labels.get(k) == v for k, v in labels.items()))
+
+    ok = family("bertrt_request_success_total", "counter")
+    assert value(ok, "bertrt_request_success_total", model="seq_cls", endpoint="kserve_infer") >= 3
+    failed = family("bertrt_request_failure_total", "counter")
+    assert value(failed, "bertrt_request_failure_total", endpoint="kserve_infer") >= 1
+    family("bertrt_inflight_requests", "gauge")
+    family("bertrt_instance_batches_total", "counter")
+    for name in ("bertrt_queue_duration_seconds", "bertrt_compute_duration_seconds",
+                 "bertrt_batch_size", "bertrt_batch_tokens"):
+        f = family(name, "histogram")
+        buckets = [(float(smp.labels["le"]), smp.value) for smp in f.samples
+                   if smp.name == name + "_bucket" and smp.labels.get("model") == "seq_cls"]
+        assert buckets and buckets[-1][0] == float("inf"), (name, buckets)
+        bounds, counts = zip(*buckets)
+        assert list(bounds) == sorted(bounds) and list(counts) == sorted(counts), (name, buckets)
+        count = value(f, name + "_count", model="seq_cls")
+        assert counts[-1] == count >= 1, (name, counts[-1], count)
+        assert any(smp.name == name + "_sum" for smp in f.samples), name
