@@ -4,7 +4,10 @@
 # whole round REPEATS times (interleaved, so drift hits all variants alike).
 # A variant is "label=command prefix", e.g.
 #   "small=.carry/bin/bertrt" "cublaslt=env BERTRT_SMALL_GEMM=0 .carry/bin/bertrt"
-# Prints one line per case: the median ms of each variant per round.
+# Each round starts one variant later than the last (a variant run always
+# last or first would carry any drift within a round). Prints one line per
+# case: the median ms of each variant per round, in the order run; then a
+# line with the median over rounds of each variant and its ratio to the first.
 #   bash scripts/device_ab.sh VARIANT... [-- CASE...]   (CASE: "name:bench args")
 set -uo pipefail
 variants=() cases=()
@@ -20,8 +23,10 @@ model=${MODEL:-/tmp/bertrt-bench/bert-base-seqcls}
 for c in "${cases[@]}"; do
   name=${c%%:*} args=${c#*:}
   line="$name"
+  n=${#variants[@]}
   for rep in $(seq "${REPEATS:-2}"); do
-    for v in "${variants[@]}"; do
+    for i in $(seq 0 $((n - 1))); do
+      v=${variants[$(((i + rep - 1) % n))]}
       label=${v%%=*} cmd=${v#*=}
       ms=$($cmd bench "$model" --device cuda --precision fp16 $args --iterations "${ITERATIONS:-300}" \
         --warmup 30 --json 2>/dev/null | python3 -c 'import json, sys; print("%.4f" % json.load(sys.stdin)["median_ms"])')
@@ -29,4 +34,22 @@ for c in "${cases[@]}"; do
     done
   done
   echo "$line"
+  # The median of each variant over the rounds, and its ratio to the first variant's.
+  python3 - "$line" "${variants[@]%%=*}" <<'PY'
+import statistics, sys
+words, labels = sys.argv[1].split()[1:], sys.argv[2:]
+runs = {}
+for label, ms in zip(words[::2], words[1::2]):
+    if ms != "error":
+        runs.setdefault(label, []).append(float(ms))
+first = statistics.median(runs[labels[0]]) if labels[0] in runs else None
+out = []
+for label in labels:
+    if label not in runs:
+        out.append(f"{label} error")
+        continue
+    m = statistics.median(runs[label])
+    out.append(f"{label} {m:.4f}" + (f" ({m / first:.3f}x)" if first else ""))
+print("  medians: " + "  ".join(out))
+PY
 done
