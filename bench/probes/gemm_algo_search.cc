@@ -17,14 +17,26 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x) do { auto e_ = (x); if (e_ != 0) { std::printf("fail %s: %d line %d\n", #x, (int)e_, __LINE__); std::exit(1);} } while (0)
+#define CK(x)                                                      \
+  do {                                                             \
+    auto e_ = (x);                                                 \
+    if (e_ != 0) {                                                 \
+      std::printf("fail %s: %d line %d\n", #x, (int)e_, __LINE__); \
+      std::exit(1);                                                \
+    }                                                              \
+  } while (0)
 
 constexpr int kReps = 20;
 cublasLtHandle_t lt;
 void* ws;
 constexpr size_t kWs = 32 << 20;
 
-struct Shape { const char* name; int m, n, k; cublasLtEpilogue_t epi; bool residual; };
+struct Shape {
+  const char* name;
+  int m, n, k;
+  cublasLtEpilogue_t epi;
+  bool residual;
+};
 
 int main() {
   int rows_list[] = {128, 192, 2560};
@@ -56,8 +68,10 @@ int main() {
       cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
       CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)));
       CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof(n)));
-      CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &sh.epi, sizeof(sh.epi)));
-      CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+      CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &sh.epi,
+                                        sizeof(sh.epi)));
+      CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                        sizeof(bias)));
       cublasLtMatrixLayout_t a, b, c;
       CK(cublasLtMatrixLayoutCreate(&a, CUDA_R_16F, sh.k, sh.m, sh.k));
       CK(cublasLtMatrixLayoutCreate(&b, CUDA_R_16F, sh.k, sh.n, sh.k));
@@ -66,15 +80,24 @@ int main() {
       const void* cptr = sh.residual ? res : y;
       auto time_algo = [&](const cublasLtMatmulAlgo_t& algo, int launches) -> float {
         // warm + validity
-        if (cublasLtMatmul(lt, desc, &alpha, w, a, x, b, &beta, cptr, c, y, c, &algo, ws, kWs, s) != 0) return -1;
+        if (cublasLtMatmul(lt, desc, &alpha, w, a, x, b, &beta, cptr, c, y, c, &algo, ws, kWs, s) !=
+            0)
+          return -1;
         if (cudaStreamSynchronize(s) != cudaSuccess) return -1;
         cudaGraph_t graph;
         cudaGraphExec_t exec;
         cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
         for (int r = 0; r < kReps; ++r)
           cublasLtMatmul(lt, desc, &alpha, w, a, x, b, &beta, cptr, c, y, c, &algo, ws, kWs, s);
-        if (cudaStreamEndCapture(s, &graph) != cudaSuccess) { cudaGetLastError(); return -1; }
-        if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) { cudaGraphDestroy(graph); cudaGetLastError(); return -1; }
+        if (cudaStreamEndCapture(s, &graph) != cudaSuccess) {
+          cudaGetLastError();
+          return -1;
+        }
+        if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
+          cudaGraphDestroy(graph);
+          cudaGetLastError();
+          return -1;
+        }
         cudaGraphLaunch(exec, s);
         cudaEventRecord(e0, s);
         for (int l = 0; l < launches; ++l) cudaGraphLaunch(exec, s);
@@ -91,35 +114,53 @@ int main() {
       cublasLtMatmulPreference_t pref;
       CK(cublasLtMatmulPreferenceCreate(&pref));
       size_t wsb = kWs;
-      CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof(wsb)));
+      CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
+                                              sizeof(wsb)));
       cublasLtMatmulHeuristicResult_t res8[8];
       int found = 0;
       CK(cublasLtMatmulAlgoGetHeuristic(lt, desc, a, b, c, c, pref, 8, res8, &found));
       float heur = time_algo(res8[0].algo, 10);
       float heur_best = heur;
-      for (int i = 1; i < found; ++i) { float tm = time_algo(res8[i].algo, 10); if (tm > 0) heur_best = std::min(heur_best, tm); }
+      for (int i = 1; i < found; ++i) {
+        float tm = time_algo(res8[i].algo, 10);
+        if (tm > 0) heur_best = std::min(heur_best, tm);
+      }
       // exhaustive
       int ids[256], nids = 0;
-      CK(cublasLtMatmulAlgoGetIds(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, 256, ids, &nids));
-      struct Result { float us; int id, tile, stages, split, custom, swizzle, reduction; };
+      CK(cublasLtMatmulAlgoGetIds(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16F, CUDA_R_16F,
+                                  CUDA_R_16F, CUDA_R_16F, 256, ids, &nids));
+      struct Result {
+        float us;
+        int id, tile, stages, split, custom, swizzle, reduction;
+      };
       std::vector<Result> results;
       int checked = 0, valid = 0;
       for (int ii = 0; ii < nids; ++ii) {
         cublasLtMatmulAlgo_t algo;
-        if (cublasLtMatmulAlgoInit(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, ids[ii], &algo) != 0) continue;
+        if (cublasLtMatmulAlgoInit(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16F, CUDA_R_16F,
+                                   CUDA_R_16F, CUDA_R_16F, ids[ii], &algo) != 0)
+          continue;
         size_t sz = 0;
         cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_TILE_IDS, nullptr, 0, &sz);
         std::vector<uint32_t> tiles(std::max<size_t>(sz / 4, 1), CUBLASLT_MATMUL_TILE_UNDEFINED);
-        if (sz) cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_TILE_IDS, tiles.data(), sz, &sz);
+        if (sz)
+          cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_TILE_IDS, tiles.data(), sz,
+                                            &sz);
         cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_STAGES_IDS, nullptr, 0, &sz);
         std::vector<uint32_t> stages(std::max<size_t>(sz / 4, 1), CUBLASLT_MATMUL_STAGES_UNDEFINED);
-        if (sz) cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_STAGES_IDS, stages.data(), sz, &sz);
+        if (sz)
+          cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_STAGES_IDS, stages.data(), sz,
+                                            &sz);
         int32_t splitk_support = 0, custom_max = 0, swizzle_support = 0;
         uint32_t red_mask = 0;
-        cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &splitk_support, sizeof(int32_t), &sz);
-        cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX, &custom_max, sizeof(int32_t), &sz);
-        cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT, &swizzle_support, sizeof(int32_t), &sz);
-        cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &red_mask, sizeof(uint32_t), &sz);
+        cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &splitk_support,
+                                          sizeof(int32_t), &sz);
+        cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX, &custom_max,
+                                          sizeof(int32_t), &sz);
+        cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT,
+                                          &swizzle_support, sizeof(int32_t), &sz);
+        cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &red_mask,
+                                          sizeof(uint32_t), &sz);
         std::vector<int> splits = {1};
         if (splitk_support) splits = {1, 2, 3, 4, 6, 8};
         for (uint32_t tile : tiles)
@@ -128,54 +169,92 @@ int main() {
               for (int custom = 0; custom <= std::min(custom_max, 7); ++custom)
                 for (int swz = 0; swz <= (swizzle_support ? 1 : 0); ++swz) {
                   std::vector<uint32_t> reds = {CUBLASLT_REDUCTION_SCHEME_NONE};
-                  if (split > 1) { reds.clear(); for (uint32_t r : {1u, 2u, 4u}) if (red_mask & r) reds.push_back(r); }
+                  if (split > 1) {
+                    reds.clear();
+                    for (uint32_t r : {1u, 2u, 4u})
+                      if (red_mask & r) reds.push_back(r);
+                  }
                   for (uint32_t red : reds) {
-                    cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile));
-                    cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &st, sizeof(st));
+                    cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile,
+                                                         sizeof(tile));
+                    cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &st,
+                                                         sizeof(st));
                     int32_t sp = split;
-                    cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sp, sizeof(sp));
-                    cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red, sizeof(red));
+                    cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+                                                         &sp, sizeof(sp));
+                    cublasLtMatmulAlgoConfigSetAttribute(
+                        &algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red, sizeof(red));
                     int32_t cu = custom, sw = swz;
-                    cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &cu, sizeof(cu));
-                    cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &sw, sizeof(sw));
+                    cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION,
+                                                         &cu, sizeof(cu));
+                    cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING,
+                                                         &sw, sizeof(sw));
                     ++checked;
                     cublasLtMatmulHeuristicResult_t hr{};
-                    if (cublasLtMatmulAlgoCheck(lt, desc, a, b, c, c, &algo, &hr) != 0 || hr.state != 0 || hr.workspaceSize > kWs) continue;
+                    if (cublasLtMatmulAlgoCheck(lt, desc, a, b, c, c, &algo, &hr) != 0 ||
+                        hr.state != 0 || hr.workspaceSize > kWs)
+                      continue;
                     ++valid;
                     float us = time_algo(algo, 2);
-                    if (us > 0) results.push_back({us, ids[ii], (int)tile, (int)st, split, custom, swz, (int)red});
+                    if (us > 0)
+                      results.push_back(
+                          {us, ids[ii], (int)tile, (int)st, split, custom, swz, (int)red});
                   }
                 }
       }
-      std::sort(results.begin(), results.end(), [](const Result& x, const Result& y) { return x.us < y.us; });
+      std::sort(results.begin(), results.end(),
+                [](const Result& x, const Result& y) { return x.us < y.us; });
       // re-time top 5 properly
       float best = 1e9;
       Result bestr{};
       for (size_t i = 0; i < std::min<size_t>(5, results.size()); ++i) {
         const Result& r = results[i];
         cublasLtMatmulAlgo_t algo;
-        cublasLtMatmulAlgoInit(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, r.id, &algo);
+        cublasLtMatmulAlgoInit(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16F, CUDA_R_16F,
+                               CUDA_R_16F, CUDA_R_16F, r.id, &algo);
         uint32_t tile = r.tile, st = r.stages, red = r.reduction;
         int32_t sp = r.split, cu = r.custom, sw = r.swizzle;
-        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile));
-        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &st, sizeof(st));
-        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sp, sizeof(sp));
-        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red, sizeof(red));
-        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &cu, sizeof(cu));
-        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &sw, sizeof(sw));
+        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile,
+                                             sizeof(tile));
+        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &st,
+                                             sizeof(st));
+        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sp,
+                                             sizeof(sp));
+        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red,
+                                             sizeof(red));
+        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &cu,
+                                             sizeof(cu));
+        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &sw,
+                                             sizeof(sw));
         float us = time_algo(algo, 10);
-        if (us > 0 && us < best) { best = us; bestr = r; }
+        if (us > 0 && us < best) {
+          best = us;
+          bestr = r;
+        }
       }
       float heur2 = time_algo(res8[0].algo, 10);
-      int hid = 0; size_t sz;
-      cublasLtMatmulAlgoConfigGetAttribute(&res8[0].algo, CUBLASLT_ALGO_CONFIG_ID, &hid, sizeof(hid), &sz);
-      std::printf("rows %5d %-9s heuristic %.2f/%.2f us (id %d; best of its 8: %.2f)  exhaustive best %.2f us (id %d tile %d stages %d split %d red %d custom %d swz %d)  configs %d checked, %d valid, %zu ran\n",
-                  rows, sh.name, heur, heur2, hid, heur_best, best, bestr.id, bestr.tile, bestr.stages, bestr.split, bestr.reduction, bestr.custom, bestr.swizzle, checked, valid, results.size());
+      int hid = 0;
+      size_t sz;
+      cublasLtMatmulAlgoConfigGetAttribute(&res8[0].algo, CUBLASLT_ALGO_CONFIG_ID, &hid,
+                                           sizeof(hid), &sz);
+      std::printf(
+          "rows %5d %-9s heuristic %.2f/%.2f us (id %d; best of its 8: %.2f)  exhaustive best %.2f "
+          "us (id %d tile %d stages %d split %d red %d custom %d swz %d)  configs %d checked, %d "
+          "valid, %zu ran\n",
+          rows, sh.name, heur, heur2, hid, heur_best, best, bestr.id, bestr.tile, bestr.stages,
+          bestr.split, bestr.reduction, bestr.custom, bestr.swizzle, checked, valid,
+          results.size());
       std::fflush(stdout);
       cublasLtMatmulPreferenceDestroy(pref);
-      cublasLtMatrixLayoutDestroy(a); cublasLtMatrixLayoutDestroy(b); cublasLtMatrixLayoutDestroy(c);
+      cublasLtMatrixLayoutDestroy(a);
+      cublasLtMatrixLayoutDestroy(b);
+      cublasLtMatrixLayoutDestroy(c);
       cublasLtMatmulDescDestroy(desc);
-      cudaFree(w); cudaFree(x); cudaFree(res); cudaFree(y); cudaFree(bias);
+      cudaFree(w);
+      cudaFree(x);
+      cudaFree(res);
+      cudaFree(y);
+      cudaFree(bias);
     }
   }
   return 0;

@@ -9,77 +9,124 @@
 // Results (H200, 2026-11-30): bench/RESULTS.md.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
-#define CK(x) do { auto e_ = (x); if (e_ != 0) { std::printf("fail %s: %d line %d\n", #x, (int)e_, __LINE__); std::exit(1);} } while (0)
+#define CK(x)                                                      \
+  do {                                                             \
+    auto e_ = (x);                                                 \
+    if (e_ != 0) {                                                 \
+      std::printf("fail %s: %d line %d\n", #x, (int)e_, __LINE__); \
+      std::exit(1);                                                \
+    }                                                              \
+  } while (0)
 
 __global__ void Prefetch(const char* p, size_t bytes) {
   // each thread prefetches 64 KiB chunks
   for (size_t off = (size_t)threadIdx.x * 65536; off < bytes; off += (size_t)blockDim.x * 65536) {
     unsigned size = (unsigned)((bytes - off) < 65536 ? (bytes - off) : 65536);
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(p + off), "r"(size) : "memory");
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + off), "r"(size) : "memory");
   }
 }
 __global__ void Empty() {}
 
 int main() {
   constexpr int kBufs = 32, kReps = 32;
-  cublasLtHandle_t lt; CK(cublasLtCreate(&lt));
-  void* ws; const size_t kWs = 32 << 20; CK(cudaMalloc(&ws, kWs));
-  cudaStream_t s; CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
-  struct Sh { const char* name; int m, n, k; cublasLtEpilogue_t epi; bool res; };
+  cublasLtHandle_t lt;
+  CK(cublasLtCreate(&lt));
+  void* ws;
+  const size_t kWs = 32 << 20;
+  CK(cudaMalloc(&ws, kWs));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  struct Sh {
+    const char* name;
+    int m, n, k;
+    cublasLtEpilogue_t epi;
+    bool res;
+  };
   for (int rows : {1, 8, 32, 40, 128, 1024}) {
-  Sh shapes[] = {{"qkv", 2304, rows, 768, CUBLASLT_EPILOGUE_BIAS, false}, {"attn_out", 768, rows, 768, CUBLASLT_EPILOGUE_BIAS, true},
-                 {"ffn_in", 3072, rows, 768, CUBLASLT_EPILOGUE_GELU_BIAS, false}, {"ffn_out", 768, rows, 3072, CUBLASLT_EPILOGUE_BIAS, true}};
-  for (auto& sh : shapes) {
-    const size_t wbytes = size_t(sh.m) * sh.k * 2;
-    std::vector<void*> w(kBufs);
-    for (auto& p : w) { CK(cudaMalloc(&p, wbytes)); cudaMemset(p, 0, wbytes); }
-    void *x, *res, *y, *bias;
-    CK(cudaMalloc(&x, size_t(sh.k) * sh.n * 2)); CK(cudaMalloc(&res, size_t(sh.m) * sh.n * 2));
-    CK(cudaMalloc(&y, size_t(sh.m) * sh.n * 2)); CK(cudaMalloc(&bias, size_t(sh.m) * 2));
-    cudaMemset(x, 0, size_t(sh.k) * sh.n * 2); cudaMemset(res, 0, size_t(sh.m) * sh.n * 2); cudaMemset(bias, 0, sh.m * 2);
-    cublasLtMatmulDesc_t desc; CK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
-    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t));
-    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof(n));
-    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &sh.epi, sizeof(sh.epi));
-    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
-    cublasLtMatrixLayout_t a, b, c;
-    cublasLtMatrixLayoutCreate(&a, CUDA_R_16F, sh.k, sh.m, sh.k); cublasLtMatrixLayoutCreate(&b, CUDA_R_16F, sh.k, sh.n, sh.k);
-    cublasLtMatrixLayoutCreate(&c, CUDA_R_16F, sh.m, sh.n, sh.m);
-    cublasLtMatmulPreference_t pref; cublasLtMatmulPreferenceCreate(&pref);
-    size_t wsb = kWs; cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof(wsb));
-    cublasLtMatmulHeuristicResult_t hr; int found = 0;
-    CK(cublasLtMatmulAlgoGetHeuristic(lt, desc, a, b, c, c, pref, 1, &hr, &found));
-    const float alpha = 1, beta = sh.res ? 1 : 0; const void* cp = sh.res ? res : y;
-    auto time_mode = [&](bool cold, int prefetch /*0 none, 1 prefetch next, 2 empty kernel*/) {
-      cudaGraph_t g; cudaGraphExec_t ge;
-      CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-      for (int r = 0; r < kReps; ++r) {
-        void* wr = w[cold ? r % kBufs : 0];
-        if (prefetch == 1) Prefetch<<<1, 128, 0, s>>>((const char*)w[cold ? (r + 1) % kBufs : 0], wbytes);
-        if (prefetch == 2) Empty<<<1, 32, 0, s>>>();
-        cublasLtMatmul(lt, desc, &alpha, wr, a, x, b, &beta, cp, c, y, c, &hr.algo, ws, kWs, s);
+    Sh shapes[] = {{"qkv", 2304, rows, 768, CUBLASLT_EPILOGUE_BIAS, false},
+                   {"attn_out", 768, rows, 768, CUBLASLT_EPILOGUE_BIAS, true},
+                   {"ffn_in", 3072, rows, 768, CUBLASLT_EPILOGUE_GELU_BIAS, false},
+                   {"ffn_out", 768, rows, 3072, CUBLASLT_EPILOGUE_BIAS, true}};
+    for (auto& sh : shapes) {
+      const size_t wbytes = size_t(sh.m) * sh.k * 2;
+      std::vector<void*> w(kBufs);
+      for (auto& p : w) {
+        CK(cudaMalloc(&p, wbytes));
+        cudaMemset(p, 0, wbytes);
       }
-      CK(cudaStreamEndCapture(s, &g)); CK(cudaGraphInstantiate(&ge, g, 0));
-      for (int i = 0; i < 3; ++i) cudaGraphLaunch(ge, s);
-      cudaEventRecord(e0, s);
-      for (int i = 0; i < 10; ++i) cudaGraphLaunch(ge, s);
-      cudaEventRecord(e1, s); cudaEventSynchronize(e1);
-      float ms; cudaEventElapsedTime(&ms, e0, e1);
-      cudaGraphExecDestroy(ge); cudaGraphDestroy(g);
-      return ms * 1000 / (10 * kReps);
-    };
-    float warm = time_mode(false, 0), cold = time_mode(true, 0), coldpf = time_mode(true, 1), warmpf = time_mode(false, 1), empty = time_mode(false, 2);
-    std::printf("rows %4d %-9s warm %.2f us  cold %.2f us  cold+prefetch-next %.2f us  warm+prefetch kernel %.2f  warm+empty kernel %.2f\n",
-                rows, sh.name, warm, cold, coldpf, warmpf, empty);
-    std::fflush(stdout);
-    for (auto p : w) cudaFree(p);
-    cudaFree(x); cudaFree(res); cudaFree(y); cudaFree(bias);
-  }
+      void *x, *res, *y, *bias;
+      CK(cudaMalloc(&x, size_t(sh.k) * sh.n * 2));
+      CK(cudaMalloc(&res, size_t(sh.m) * sh.n * 2));
+      CK(cudaMalloc(&y, size_t(sh.m) * sh.n * 2));
+      CK(cudaMalloc(&bias, size_t(sh.m) * 2));
+      cudaMemset(x, 0, size_t(sh.k) * sh.n * 2);
+      cudaMemset(res, 0, size_t(sh.m) * sh.n * 2);
+      cudaMemset(bias, 0, sh.m * 2);
+      cublasLtMatmulDesc_t desc;
+      CK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+      cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
+      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t));
+      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof(n));
+      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &sh.epi, sizeof(sh.epi));
+      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
+      cublasLtMatrixLayout_t a, b, c;
+      cublasLtMatrixLayoutCreate(&a, CUDA_R_16F, sh.k, sh.m, sh.k);
+      cublasLtMatrixLayoutCreate(&b, CUDA_R_16F, sh.k, sh.n, sh.k);
+      cublasLtMatrixLayoutCreate(&c, CUDA_R_16F, sh.m, sh.n, sh.m);
+      cublasLtMatmulPreference_t pref;
+      cublasLtMatmulPreferenceCreate(&pref);
+      size_t wsb = kWs;
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
+                                           sizeof(wsb));
+      cublasLtMatmulHeuristicResult_t hr;
+      int found = 0;
+      CK(cublasLtMatmulAlgoGetHeuristic(lt, desc, a, b, c, c, pref, 1, &hr, &found));
+      const float alpha = 1, beta = sh.res ? 1 : 0;
+      const void* cp = sh.res ? res : y;
+      auto time_mode = [&](bool cold, int prefetch /*0 none, 1 prefetch next, 2 empty kernel*/) {
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+        for (int r = 0; r < kReps; ++r) {
+          void* wr = w[cold ? r % kBufs : 0];
+          if (prefetch == 1)
+            Prefetch<<<1, 128, 0, s>>>((const char*)w[cold ? (r + 1) % kBufs : 0], wbytes);
+          if (prefetch == 2) Empty<<<1, 32, 0, s>>>();
+          cublasLtMatmul(lt, desc, &alpha, wr, a, x, b, &beta, cp, c, y, c, &hr.algo, ws, kWs, s);
+        }
+        CK(cudaStreamEndCapture(s, &g));
+        CK(cudaGraphInstantiate(&ge, g, 0));
+        for (int i = 0; i < 3; ++i) cudaGraphLaunch(ge, s);
+        cudaEventRecord(e0, s);
+        for (int i = 0; i < 10; ++i) cudaGraphLaunch(ge, s);
+        cudaEventRecord(e1, s);
+        cudaEventSynchronize(e1);
+        float ms;
+        cudaEventElapsedTime(&ms, e0, e1);
+        cudaGraphExecDestroy(ge);
+        cudaGraphDestroy(g);
+        return ms * 1000 / (10 * kReps);
+      };
+      float warm = time_mode(false, 0), cold = time_mode(true, 0), coldpf = time_mode(true, 1),
+            warmpf = time_mode(false, 1), empty = time_mode(false, 2);
+      std::printf(
+          "rows %4d %-9s warm %.2f us  cold %.2f us  cold+prefetch-next %.2f us  warm+prefetch "
+          "kernel %.2f  warm+empty kernel %.2f\n",
+          rows, sh.name, warm, cold, coldpf, warmpf, empty);
+      std::fflush(stdout);
+      for (auto p : w) cudaFree(p);
+      cudaFree(x);
+      cudaFree(res);
+      cudaFree(y);
+      cudaFree(bias);
+    }
   }
   CK(cudaGetLastError());
   return 0;

@@ -264,7 +264,8 @@ void CheckModel(const Spec& spec, int threads = 2) {
       if (name != "last_hidden_state") {
         const NamedOutput* h = heads->Find(name);
         ASSERT_NE(h, nullptr) << name;
-        EXPECT_LE(NormRelErr(Rows(*h, batch, i), ref), 1e-4) << name << " seq " << i << ", heads only";
+        EXPECT_LE(NormRelErr(Rows(*h, batch, i), ref), 1e-4)
+            << name << " seq " << i << ", heads only";
       }
       // oneDNN's sgemm picks its kernel by the row count, so a row batched
       // with others may round differently from the same row alone: equal to

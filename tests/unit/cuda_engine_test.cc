@@ -448,7 +448,8 @@ TEST(CudaEngineTest, LayerNormsOverManyRowsMatchTheCpuEngine) {
       ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
       auto got = (*gpu)->Run(batch, opts);
       ASSERT_TRUE(got.ok()) << got.status().ToString();
-      ExpectClose(*got, *want, p, std::string(PrecisionName(p)) + (exact ? ", exact" : ", bucketed"));
+      ExpectClose(*got, *want, p,
+                  std::string(PrecisionName(p)) + (exact ? ", exact" : ", bucketed"));
     }
   }
 }

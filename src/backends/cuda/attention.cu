@@ -113,7 +113,7 @@ Status LaunchGeneral(const AttentionArgs& a, int d, Stream stream) {
   if (smem > 48 * 1024)
     CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               static_cast<int>(smem)));
-  const dim3 grid(a.num_seqs, a.heads, (a.max_len + kGenQueries - 1) / kGenQueries);
+  const dim3 grid(a.num_seqs, a.heads, QueryBlocks(a.max_len, kGenQueries));
   Launch(kernel, grid, kGenThreads, smem, stream, a, d, 1.0f / std::sqrt(static_cast<float>(d)));
   CUDA_RETURN_IF_LAUNCH_FAILED("attention kernel (general path)");
   return Status::Ok();
@@ -129,7 +129,7 @@ Status LaunchGeneralFor(const AttentionArgs& a, int d, Stream stream) {
 
 // The tensor-core kernel's grid for blocks of `queries` queries.
 long MmaBlocks(const AttentionArgs& a, int queries) {
-  return static_cast<long>(a.num_seqs) * a.heads * ((a.max_len + queries - 1) / queries);
+  return static_cast<long>(a.num_seqs) * a.heads * QueryBlocks(a.max_len, queries);
 }
 
 template <typename T, int D, int kWarps, int kRowTiles>

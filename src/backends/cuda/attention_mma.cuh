@@ -124,6 +124,10 @@ __device__ __forceinline__ void CopyAsyncWait() {
 struct AttentionBlock {
   int begin, len, head, query_block;
 };
+// Blocks of `queries` queries per (sequence, head) that cover the longest sequence.
+__host__ __device__ inline int QueryBlocks(int max_len, int queries) {
+  return (max_len + queries - 1) / queries;
+}
 __device__ __forceinline__ AttentionBlock AttentionBlockAt(const AttentionArgs& a, unsigned b,
                                                            int query_blocks) {
   const int head = static_cast<int>(b % a.heads);
@@ -167,8 +171,7 @@ __global__ void __launch_bounds__(kWarps * 32, kRowTiles == 1 && D <= 64 ? 16 / 
   T* const ks = reinterpret_cast<T*>(smem);  // [2 stages][kMmaKeys][kStride]
   T* const vs = ks + 2 * kTile;
 
-  const int query_blocks = (a.max_len + kQueries - 1) / kQueries;
-  const AttentionBlock block = AttentionBlockAt(a, blockIdx.x, query_blocks);
+  const AttentionBlock block = AttentionBlockAt(a, blockIdx.x, QueryBlocks(a.max_len, kQueries));
   const int head = block.head, begin = block.begin, len = block.len;
   const int q0 = block.query_block * kQueries;
   if (q0 >= len) return;

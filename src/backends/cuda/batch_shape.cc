@@ -55,9 +55,8 @@ void LayOutDummies(const Shape& shape, int n, int32_t* cu) {
 void LongestFirst(const int32_t* cu, int seqs, int32_t* by_length) {
   std::vector<int32_t> order(seqs);
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [cu](int32_t a, int32_t b) {
-    return cu[a + 1] - cu[a] > cu[b + 1] - cu[b];
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [cu](int32_t a, int32_t b) { return cu[a + 1] - cu[a] > cu[b + 1] - cu[b]; });
   for (int i = 0; i < seqs; ++i) {
     by_length[2 * i] = cu[order[i]];
     by_length[2 * i + 1] = cu[order[i] + 1] - cu[order[i]];

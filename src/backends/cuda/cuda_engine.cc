@@ -366,7 +366,8 @@ Status CudaEngine::Stage(const RaggedBatch& batch, const Shape& shape) {
   std::fill(ints.types + t, ints.types + tokens, 0);
   cuda::LayOutDummies(shape, n, ints.cu);
   cuda::LongestFirst(ints.cu, shape.seqs, ints.by_length);
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ws_.ints, ws_.host_ints, cuda::IntCount(shape) * sizeof(int32_t),
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ws_.ints, ws_.host_ints,
+                                       cuda::IntCount(shape) * sizeof(int32_t),
                                        cudaMemcpyHostToDevice, stream_));
   return Status::Ok();
 }
@@ -474,9 +475,9 @@ Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t
          weights_.emb_gamma, weights_.emb_beta, h, c.layer_norm_eps, ws.x},
         kernels);
   }));
-  cuda::AttentionArgs attention{ws.qkv,  ints.cu, ints.by_length,  n,
-                                shape.max_len, h, c.num_heads, ws.ctx,
-                                gpu_.compute_capability >= 80, sm_count_};
+  cuda::AttentionArgs attention{ws.qkv,  ints.by_length, n,      shape.max_len,
+                                h,       c.num_heads,    ws.ctx, gpu_.compute_capability >= 80,
+                                sm_count_};
 
   // Useful FLOPs, for the profile: 2 per multiply-add; attention counts
   // QK^T and PV over every sequence's real length (a batch's lengths are

@@ -92,10 +92,10 @@ Status PoolSequences(Precision p, const void* x, const int32_t* cu_seqlens, int 
 Status L2NormalizeRows(float* x, int rows, int width, Stream stream);
 
 struct AttentionArgs {
-  const void* qkv;            // [tokens, 3 * hidden]: Q | K | V, heads contiguous in each
-  const int32_t* cu_seqlens;  // [num_seqs + 1]; a sequence may be empty
+  const void* qkv;  // [tokens, 3 * hidden]: Q | K | V, heads contiguous in each
   // [2 * num_seqs]: (first token, length) of each sequence, longest first,
-  // the order in which their blocks start (batch_shape.h's LongestFirst).
+  // the order in which their blocks start (batch_shape.h's LongestFirst); a
+  // sequence may be empty.
   const int32_t* by_length;
   int num_seqs;
   int max_len;
@@ -105,7 +105,8 @@ struct AttentionArgs {
   // mma.sync m16n8k16 needs sm_80 or newer; older GPUs take the general path.
   bool tensor_cores;
   int sm_count;  // the GPU's multiprocessors: a small batch takes smaller blocks, to use them
-  PrefetchRanges prefetch;  // the tensor-core kernel's blocks share it out; the general path ignores it
+  // Shared out by the tensor-core kernel's blocks; the general path ignores it.
+  PrefetchRanges prefetch;
 };
 
 // Largest head dimension Attention supports.

@@ -71,6 +71,9 @@ int PlainConnectionSocket(const httplib::Request& req) {
   return last;
 }
 
+// A TLS record starts with its type (1 byte), version (2) and length (2).
+constexpr int kTlsRecordHeader = 5;
+
 // Whether the bytes waiting on a TLS connection whose handler is busy with
 // its request end the stream: the client's close_notify alert rather than a
 // pipelined request. Only a record that can be an alert is opened: TLS 1.2
@@ -82,10 +85,8 @@ int PlainConnectionSocket(const httplib::Request& req) {
 // wait, which polls the socket, would not see it: hence the size test. The
 // socket is non-blocking meanwhile, so that an incomplete record returns
 // instead of waiting. The handler thread, which owns `ssl`, is blocked on the
-// request while the scheduler asks.
-bool TlsStreamEnded(SSL* ssl, int fd) {
-  unsigned char header[5];
-  if (recv(fd, header, sizeof(header), MSG_PEEK | MSG_DONTWAIT) != sizeof(header)) return false;
+// request while the scheduler asks. `header` is the waiting record's header.
+bool TlsStreamEnded(SSL* ssl, int fd, const unsigned char (&header)[kTlsRecordHeader]) {
   constexpr unsigned char kAlert = 21, kApplicationData = 23;
   constexpr int kLargestTls13Alert = 32;
   const int length = header[3] << 8 | header[4];
@@ -128,13 +129,13 @@ std::function<bool()> ClientGoneCheck(const httplib::Request& req) {
                             .count();
     if (now < state->next_look_ns) return false;
     state->next_look_ns = now + 1'000'000;
-    char byte;
-    const ssize_t n = recv(state->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    unsigned char header[kTlsRecordHeader];
+    const ssize_t n = recv(state->fd, header, sizeof(header), MSG_PEEK | MSG_DONTWAIT);
     // 0: the peer closed its side; < 0 other than "nothing to read": reset;
-    // > 0 over TLS: perhaps an alert that closed the stream.
-    const bool gone = n == 0 ||
-                      (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ||
-                      (n > 0 && state->ssl && TlsStreamEnded(state->ssl, state->fd));
+    // over TLS, a whole record header: perhaps an alert that closed the stream.
+    const bool gone =
+        n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ||
+        (n == kTlsRecordHeader && state->ssl && TlsStreamEnded(state->ssl, state->fd, header));
     if (gone) state->gone = true;
     return gone;
   };

@@ -240,19 +240,21 @@ StatusOr<json> Tokenize(ServedModel& m, const json& body) {
 }
 
 StatusOr<json> OpenAiEmbeddings(const Call& c) {
-  HttpServer& s = c.server;
+  const ModelRegistry& registry = c.server.registry();
   const json& body = c.body;
   if (!body.is_object() || !body.contains("input"))
     return InvalidArgument("expected {\"input\": ..., \"model\": ...}");
-  ASSIGN_OR_RETURN(std::shared_ptr<ServedModel> m, s.registry().Default());
-  if (body.contains("model") && body["model"].is_string() && s.registry().served_models() > 1) {
-    ASSIGN_OR_RETURN(m, s.registry().Find(body["model"].get<std::string>()));
+  // The default model unless the body names another of several served.
+  std::shared_ptr<ServedModel> named;
+  if (body.contains("model") && body["model"].is_string() && registry.served_models() > 1) {
+    ASSIGN_OR_RETURN(named, registry.Find(body["model"].get<std::string>()));
   }
+  ServedModel& m = named ? *named : c.model;
   bool batch = false;
   ASSIGN_OR_RETURN(auto texts, TextList(body["input"], "input", &batch));
   std::vector<TextInput> inputs;
   for (auto& t : texts) inputs.push_back({std::move(t), std::nullopt});
-  ASSIGN_OR_RETURN(InferResult r, RunTexts(c, *m, inputs, false));
+  ASSIGN_OR_RETURN(InferResult r, RunTexts(c, m, inputs, false));
   ASSIGN_OR_RETURN(auto rows, Embeddings(r, false));
   json data = json::array();
   for (size_t i = 0; i < rows.size(); ++i)
@@ -260,7 +262,7 @@ StatusOr<json> OpenAiEmbeddings(const Call& c) {
   const int tokens = r.cu_seqlens.back();
   return json{{"object", "list"},
               {"data", std::move(data)},
-              {"model", m->name()},
+              {"model", m.name()},
               {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}};
 }
 
