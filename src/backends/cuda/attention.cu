@@ -1,10 +1,11 @@
 // Attention dispatch and the general path: fp32 arithmetic, any head dim up
 // to kMaxAttentionHeadDim. It serves fp32 engines (exact parity with the CPU
-// engine), head dims the tensor-core kernel does not cover, and GPUs older
+// engine), head dims the tensor-core kernels do not cover, and GPUs older
 // than sm_80.
 #include <cmath>
 
 #include "backends/cuda/attention_mma.cuh"
+#include "backends/cuda/attention_wgmma.cuh"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device_util.cuh"
 #include "backends/cuda/kernels.h"
@@ -127,29 +128,43 @@ Status LaunchGeneralFor(const AttentionArgs& a, int d, Stream stream) {
   return LaunchGeneral<T, 8>(a, d, stream);
 }
 
-// The tensor-core kernel's grid for blocks of `queries` queries.
+// The tensor-core kernels' grid for blocks of `queries` queries.
 long MmaBlocks(const AttentionArgs& a, int queries) {
   return static_cast<long>(a.num_seqs) * a.heads * QueryBlocks(a.max_len, queries);
 }
 
-template <typename T, int D, int kWarps, int kRowTiles>
-Status LaunchMma(const AttentionArgs& a, Stream stream) {
-  constexpr int kQueries = kWarps * 16 * kRowTiles;
-  constexpr size_t kSmem = AttentionMmaSmemBytes<T, D>();
-  auto kernel = AttentionMmaKernel<T, D, kWarps, kRowTiles>;
+// Launches a tensor-core kernel (one dimension of blocks, AttentionBlockAt's
+// order) taking (AttentionArgs, scale_log2).
+template <int D>
+Status LaunchTensorCoreKernel(void (*kernel)(AttentionArgs, float), int threads, size_t smem,
+                              int queries, const AttentionArgs& a, Stream stream,
+                              const char* what) {
   // Per device, so set on every launch (a host-side attribute, cheap).
-  if (kSmem > 48 * 1024)
+  if (smem > 48 * 1024)
     CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              static_cast<int>(kSmem)));
-  const long blocks = MmaBlocks(a, kQueries);
+                                              static_cast<int>(smem)));
+  const long blocks = MmaBlocks(a, queries);
   if (blocks > 0x7fffffff)
     return InvalidArgument("attention: " + std::to_string(blocks) +
                            " blocks are more than one launch takes; send smaller batches");
-  const dim3 grid(static_cast<unsigned>(blocks));
   const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(D));
-  Launch(kernel, grid, kWarps * 32, kSmem, stream, a, scale_log2);
-  CUDA_RETURN_IF_LAUNCH_FAILED("attention kernel (tensor cores)");
+  Launch(kernel, dim3(static_cast<unsigned>(blocks)), threads, smem, stream, a, scale_log2);
+  CUDA_RETURN_IF_LAUNCH_FAILED(what);
   return Status::Ok();
+}
+
+template <typename T, int D, int kWarps, int kRowTiles>
+Status LaunchMma(const AttentionArgs& a, Stream stream) {
+  return LaunchTensorCoreKernel<D>(AttentionMmaKernel<T, D, kWarps, kRowTiles>, kWarps * 32,
+                                   AttentionMmaSmemBytes<T, D>(), kWarps * 16 * kRowTiles, a,
+                                   stream, "attention kernel (mma.sync)");
+}
+
+template <typename T, int D, int kGroups>
+Status LaunchWgmma(const AttentionArgs& a, Stream stream) {
+  return LaunchTensorCoreKernel<D>(AttentionWgmmaKernel<T, D, kGroups>, kGroups * 128,
+                                   AttentionWgmmaSmemBytes<T, D>(), kGroups * 64, a, stream,
+                                   "attention kernel (wgmma)");
 }
 
 // 128-query blocks read each K/V tile once for twice the queries; they pay
@@ -159,7 +174,6 @@ Status LaunchMma(const AttentionArgs& a, Stream stream) {
 // tiles would spill, so there 64-query blocks stay; so they do for a batch
 // whose 128-query blocks would leave multiprocessors idle (batch 1 at seq
 // 128: 12 blocks on 132), where twice the blocks finish in half the time.
-// Blocks start longest sequence first (AttentionBlockAt).
 template <typename T, int D>
 Status LaunchMmaForLength(const AttentionArgs& a, Stream stream) {
   if constexpr (D <= 64) {
@@ -174,19 +188,46 @@ Status LaunchMmaForLength(const AttentionArgs& a, Stream stream) {
   return LaunchMma<T, D, 4, 1>(a, stream);
 }
 
+// The same choice of block size for the wgmma kernel (64 queries per warpgroup).
+template <typename T, int D>
+Status LaunchWgmmaForLength(const AttentionArgs& a, Stream stream) {
+  if (a.max_len > 64 && MmaBlocks(a, 128) >= a.sm_count) return LaunchWgmma<T, D, 2>(a, stream);
+  return LaunchWgmma<T, D, 1>(a, stream);
+}
+
 template <typename T>
-Status LaunchMmaForDim(const AttentionArgs& a, int d, Stream stream) {
+Status LaunchTensorCores(const AttentionArgs& a, int d, bool wgmma, Stream stream) {
   switch (d) {
     case 32:
-      return LaunchMmaForLength<T, 32>(a, stream);
+      return wgmma ? LaunchWgmmaForLength<T, 32>(a, stream) : LaunchMmaForLength<T, 32>(a, stream);
     case 64:
-      return LaunchMmaForLength<T, 64>(a, stream);
+      return wgmma ? LaunchWgmmaForLength<T, 64>(a, stream) : LaunchMmaForLength<T, 64>(a, stream);
     default:
-      return LaunchMmaForLength<T, 128>(a, stream);
+      return wgmma ? LaunchWgmmaForLength<T, 128>(a, stream)
+                   : LaunchMmaForLength<T, 128>(a, stream);
   }
 }
 
+// kAuto's choice: the general path where no tensor-core kernel applies;
+// wgmma on sm_90 when built, except for a batch so small that the mma.sync
+// kernel's 32-query blocks are what keeps the multiprocessors busy.
+AttentionKernel AutoKernel(Precision p, const AttentionArgs& a, bool mma_dim) {
+  if (p == Precision::kFp32 || !mma_dim || a.compute_capability < 80)
+    return AttentionKernel::kGeneral;
+  if (WgmmaAttentionBuilt() && a.compute_capability == 90 && 2 * MmaBlocks(a, 64) >= a.sm_count)
+    return AttentionKernel::kWgmma;
+  return AttentionKernel::kMmaSync;
+}
+
 }  // namespace
+
+bool WgmmaAttentionBuilt() {
+#if defined(BERTRT_CUDA_SM90A)
+  return true;
+#else
+  return false;
+#endif
+}
 
 Status Attention(Precision p, const AttentionArgs& a, Stream stream) {
   if (a.num_seqs == 0) return Status::Ok();
@@ -195,15 +236,32 @@ Status Attention(Precision p, const AttentionArgs& a, Stream stream) {
     return Unimplemented("attention: head dim " + std::to_string(d) + " is above the " +
                          std::to_string(kMaxAttentionHeadDim) + " the CUDA engine supports");
   const bool mma_dim = d == 32 || d == 64 || d == 128;
+  const AttentionKernel kernel =
+      a.kernel == AttentionKernel::kAuto ? AutoKernel(p, a, mma_dim) : a.kernel;
+  if (kernel != AttentionKernel::kGeneral) {
+    if (p == Precision::kFp32 || !mma_dim)
+      return InvalidArgument(
+          "attention: the tensor-core kernels take fp16/bf16 at head dims "
+          "32, 64 and 128, not head dim " +
+          std::to_string(d) + " in " + PrecisionName(p));
+    if (kernel == AttentionKernel::kMmaSync && a.compute_capability < 80)
+      return InvalidArgument("attention: the mma.sync kernel needs sm_80 or newer");
+    if (kernel == AttentionKernel::kWgmma && !(WgmmaAttentionBuilt() && a.compute_capability == 90))
+      return InvalidArgument(
+          "attention: the wgmma kernel needs an sm_90 GPU and a build with "
+          "CMAKE_CUDA_ARCHITECTURES including 90a");
+  }
+  const bool wgmma = kernel == AttentionKernel::kWgmma;
   switch (p) {
     case Precision::kFp32:
       return LaunchGeneralFor<float>(a, d, stream);
     case Precision::kFp16:
-      return a.tensor_cores && mma_dim ? LaunchMmaForDim<__half>(a, d, stream)
-                                       : LaunchGeneralFor<__half>(a, d, stream);
+      return kernel == AttentionKernel::kGeneral ? LaunchGeneralFor<__half>(a, d, stream)
+                                                 : LaunchTensorCores<__half>(a, d, wgmma, stream);
     case Precision::kBf16:
-      return a.tensor_cores && mma_dim ? LaunchMmaForDim<__nv_bfloat16>(a, d, stream)
-                                       : LaunchGeneralFor<__nv_bfloat16>(a, d, stream);
+      return kernel == AttentionKernel::kGeneral
+                 ? LaunchGeneralFor<__nv_bfloat16>(a, d, stream)
+                 : LaunchTensorCores<__nv_bfloat16>(a, d, wgmma, stream);
   }
   return Internal("attention: unknown precision");
 }

@@ -146,7 +146,146 @@ __device__ __forceinline__ float Exp2(float x) {
   return y;
 }
 
-// scale_log2 = log2(e) / sqrt(D): the softmax runs in base 2.
+// The softmax runs in base 2 on unscaled scores: scale_log2 = log2(e) / sqrt(D),
+// and a running max of unscaled scores, so that scaling a score and
+// subtracting the max are one FMA. The helpers below work on the score
+// accumulators of a warp's kRowTiles tiles of 16 query rows (C fragments of
+// 16 x 8 key tiles, the layout of mma.sync's m16n8 and of wgmma's m64nN
+// alike) and are shared by the mma.sync and the wgmma kernels.
+
+// Q's A fragments (16 rows x 16 dims per chunk) for rows row0 and row0 + 8;
+// rows past the sequence's end are zero.
+template <typename T, int kChunks>
+__device__ __forceinline__ void LoadQueryFragments(uint32_t (&qf)[kChunks][4], const T* base,
+                                                   size_t ld, int row0, int len, int t) {
+  const int row1 = row0 + 8;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const T* p0 = base + row0 * ld + 16 * c + 2 * t;
+    const T* p1 = base + row1 * ld + 16 * c + 2 * t;
+    qf[c][0] = row0 < len ? Load32(p0) : 0u;
+    qf[c][1] = row1 < len ? Load32(p1) : 0u;
+    qf[c][2] = row0 < len ? Load32(p0 + 8) : 0u;
+    qf[c][3] = row1 < len ? Load32(p1 + 8) : 0u;
+  }
+}
+
+// Scores of keys at or past `len` become -inf; the tile starts at key k0.
+// Only a sequence's last tile has such keys.
+template <int kRowTiles, int kKeyTiles>
+__device__ __forceinline__ void MaskKeysPastEnd(float (&sc)[kRowTiles][kKeyTiles][4], int k0,
+                                                int len, int t) {
+#pragma unroll
+  for (int j = 0; j < kKeyTiles; ++j) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      if (k0 + 8 * j + 2 * t + e >= len) {
+#pragma unroll
+        for (int r = 0; r < kRowTiles; ++r) sc[r][j][e] = sc[r][j][2 + e] = -INFINITY;
+      }
+    }
+  }
+}
+
+// One key tile of the online softmax: the scores become unnormalized
+// probabilities, m (running max per fragment row g, g + 8) and l (this
+// lane's partial sum) move on, and alpha gets the factor by which the
+// output accumulators must shrink (RescaleOutputs; the wgmma kernel applies
+// it later than this, once its previous P V product has landed).
+template <int kRowTiles, int kKeyTiles>
+__device__ __forceinline__ void OnlineSoftmaxStep(float (&sc)[kRowTiles][kKeyTiles][4],
+                                                  float (&m)[kRowTiles][2],
+                                                  float (&l)[kRowTiles][2],
+                                                  float (&alpha)[kRowTiles][2], float scale_log2) {
+#pragma unroll
+  for (int r = 0; r < kRowTiles; ++r) {
+    float mx0 = m[r][0], mx1 = m[r][1];
+#pragma unroll
+    for (int j = 0; j < kKeyTiles; ++j) {
+      mx0 = fmaxf(mx0, fmaxf(sc[r][j][0], sc[r][j][1]));
+      mx1 = fmaxf(mx1, fmaxf(sc[r][j][2], sc[r][j][3]));
+    }
+    // A row's 8-key slices live in the 4 lanes of one group.
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    // The tile holds at least one valid key, so mx0/mx1 are finite (and
+    // the first tile's alpha is 2^-inf = 0).
+    alpha[r][0] = Exp2((m[r][0] - mx0) * scale_log2);
+    alpha[r][1] = Exp2((m[r][1] - mx1) * scale_log2);
+    m[r][0] = mx0;
+    m[r][1] = mx1;
+    const float shift0 = -mx0 * scale_log2, shift1 = -mx1 * scale_log2;
+    float sum0 = 0.0f, sum1 = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kKeyTiles; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        sc[r][j][e] = Exp2(fmaf(sc[r][j][e], scale_log2, shift0));
+        sc[r][j][2 + e] = Exp2(fmaf(sc[r][j][2 + e], scale_log2, shift1));
+        sum0 += sc[r][j][e];
+        sum1 += sc[r][j][2 + e];
+      }
+    }
+    // Partial sums per lane; alpha is uniform along a row, so the lanes'
+    // partials are reduced once at the end.
+    l[r][0] = l[r][0] * alpha[r][0] + sum0;
+    l[r][1] = l[r][1] * alpha[r][1] + sum1;
+  }
+}
+
+template <int kRowTiles, int kDTiles>
+__device__ __forceinline__ void RescaleOutputs(float (&o)[kRowTiles][kDTiles][4],
+                                               const float (&alpha)[kRowTiles][2]) {
+#pragma unroll
+  for (int r = 0; r < kRowTiles; ++r) {
+#pragma unroll
+    for (int d = 0; d < kDTiles; ++d) {
+      o[r][d][0] *= alpha[r][0];
+      o[r][d][1] *= alpha[r][0];
+      o[r][d][2] *= alpha[r][1];
+      o[r][d][3] *= alpha[r][1];
+    }
+  }
+}
+
+// P's A fragment for keys 16kk..16kk + 15 of the tile: the accumulators of
+// key tiles 2kk and 2kk + 1, rounded to T.
+template <typename T, int kKeyTiles>
+__device__ __forceinline__ void PackProbabilities(uint32_t (&pa)[4],
+                                                  const float (&sc)[kKeyTiles][4], int kk) {
+  pa[0] = PackFloats(sc[2 * kk][0], sc[2 * kk][1], T{});
+  pa[1] = PackFloats(sc[2 * kk][2], sc[2 * kk][3], T{});
+  pa[2] = PackFloats(sc[2 * kk + 1][0], sc[2 * kk + 1][1], T{});
+  pa[3] = PackFloats(sc[2 * kk + 1][2], sc[2 * kk + 1][3], T{});
+}
+
+// Divides a row tile's outputs by the row sums (l: this lane's partials) and
+// stores rows row0 and row0 + 8 that lie inside the sequence. `out` points at
+// the sequence's first row, this head's first dim, plus 2t.
+template <typename T, int kDTiles>
+__device__ __forceinline__ void StoreOutputRows(T* out, int hidden, const float (&o)[kDTiles][4],
+                                                const float (&l)[2], int row0, int len) {
+  float sum[2] = {l[0], l[1]};
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
+    sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
+  }
+  const float inv0 = 1.0f / sum[0], inv1 = 1.0f / sum[1];
+  const int row1 = row0 + 8;
+#pragma unroll
+  for (int d = 0; d < kDTiles; ++d) {
+    if (row0 < len)
+      *reinterpret_cast<uint32_t*>(out + static_cast<size_t>(row0) * hidden + 8 * d) =
+          PackFloats(o[d][0] * inv0, o[d][1] * inv0, T{});
+    if (row1 < len)
+      *reinterpret_cast<uint32_t*>(out + static_cast<size_t>(row1) * hidden + 8 * d) =
+          PackFloats(o[d][2] * inv1, o[d][3] * inv1, T{});
+  }
+}
+
 // Launched with AttentionMmaSmemBytes<T, D>() of dynamic shared memory.
 // Each warp owns kRowTiles tiles of 16 query rows: with two, every K and V
 // fragment read from shared memory feeds two MMAs instead of one. One row
@@ -180,13 +319,10 @@ __global__ void __launch_bounds__(kWarps * 32, kRowTiles == 1 && D <= 64 ? 16 / 
   const T* base = static_cast<const T*>(a.qkv) + begin * ld + head * D;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
-  // Row tile r holds rows rows[r][0] (fragment rows g) and rows[r][1] (g + 8).
-  int rows[kRowTiles][2];
+  // Row tile r holds rows rows[r] (fragment rows g) and rows[r] + 8.
+  int rows[kRowTiles];
 #pragma unroll
-  for (int r = 0; r < kRowTiles; ++r) {
-    rows[r][0] = q0 + warp * kWarpRows + 16 * r + g;
-    rows[r][1] = rows[r][0] + 8;
-  }
+  for (int r = 0; r < kRowTiles; ++r) rows[r] = q0 + warp * kWarpRows + 16 * r + g;
   // A warp past the sequence's end still copies tiles and meets the barriers.
   const bool active = q0 + warp * kWarpRows < len;
 
@@ -208,17 +344,7 @@ __global__ void __launch_bounds__(kWarps * 32, kRowTiles == 1 && D <= 64 ? 16 / 
 
   uint32_t qf[kRowTiles][kChunks][4];
 #pragma unroll
-  for (int r = 0; r < kRowTiles; ++r) {
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      const T* p0 = base + rows[r][0] * ld + 16 * c + 2 * t;
-      const T* p1 = base + rows[r][1] * ld + 16 * c + 2 * t;
-      qf[r][c][0] = rows[r][0] < len ? Load32(p0) : 0u;
-      qf[r][c][1] = rows[r][1] < len ? Load32(p1) : 0u;
-      qf[r][c][2] = rows[r][0] < len ? Load32(p0 + 8) : 0u;
-      qf[r][c][3] = rows[r][1] < len ? Load32(p1 + 8) : 0u;
-    }
-  }
+  for (int r = 0; r < kRowTiles; ++r) LoadQueryFragments(qf[r], base, ld, rows[r], len, t);
 
   float o[kRowTiles][kDTiles][4];
   // Per row tile and fragment row (g, g + 8): the running max (of unscaled
@@ -266,74 +392,16 @@ __global__ void __launch_bounds__(kWarps * 32, kRowTiles == 1 && D <= 64 ? 16 / 
         }
       }
 
-      // Only the sequence's last tile has keys to mask (the branch is
-      // uniform across the block).
-      if (k0 + kMmaKeys > len) {
-#pragma unroll
-        for (int j = 0; j < kKeyTiles; ++j) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            if (k0 + 8 * j + 2 * t + e >= len) {
-#pragma unroll
-              for (int r = 0; r < kRowTiles; ++r) sc[r][j][e] = sc[r][j][2 + e] = -INFINITY;
-            }
-          }
-        }
-      }
-#pragma unroll
-      for (int r = 0; r < kRowTiles; ++r) {
-        float mx0 = m[r][0], mx1 = m[r][1];
-#pragma unroll
-        for (int j = 0; j < kKeyTiles; ++j) {
-          mx0 = fmaxf(mx0, fmaxf(sc[r][j][0], sc[r][j][1]));
-          mx1 = fmaxf(mx1, fmaxf(sc[r][j][2], sc[r][j][3]));
-        }
-        // A row's 8-key slices live in the 4 lanes of one group.
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-        // The tile holds at least one valid key, so mx0/mx1 are finite (and
-        // the first tile's alpha is 2^-inf = 0).
-        const float alpha0 = Exp2((m[r][0] - mx0) * scale_log2);
-        const float alpha1 = Exp2((m[r][1] - mx1) * scale_log2);
-        m[r][0] = mx0;
-        m[r][1] = mx1;
-        const float shift0 = -mx0 * scale_log2, shift1 = -mx1 * scale_log2;
-        float sum0 = 0.0f, sum1 = 0.0f;
-#pragma unroll
-        for (int j = 0; j < kKeyTiles; ++j) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            sc[r][j][e] = Exp2(fmaf(sc[r][j][e], scale_log2, shift0));
-            sc[r][j][2 + e] = Exp2(fmaf(sc[r][j][2 + e], scale_log2, shift1));
-            sum0 += sc[r][j][e];
-            sum1 += sc[r][j][2 + e];
-          }
-        }
-        // Partial sums per lane; alpha is uniform along a row, so the lanes'
-        // partials are reduced once at the end.
-        l[r][0] = l[r][0] * alpha0 + sum0;
-        l[r][1] = l[r][1] * alpha1 + sum1;
-#pragma unroll
-        for (int d = 0; d < kDTiles; ++d) {
-          o[r][d][0] *= alpha0;
-          o[r][d][1] *= alpha0;
-          o[r][d][2] *= alpha1;
-          o[r][d][3] *= alpha1;
-        }
-      }
+      if (k0 + kMmaKeys > len) MaskKeysPastEnd(sc, k0, len, t);  // block-uniform branch
+      float alpha[kRowTiles][2];
+      OnlineSoftmaxStep(sc, m, l, alpha, scale_log2);
+      RescaleOutputs(o, alpha);
 
 #pragma unroll
       for (int kk = 0; kk < kMmaKeys / 16; ++kk) {
         uint32_t pa[kRowTiles][4];
 #pragma unroll
-        for (int r = 0; r < kRowTiles; ++r) {
-          pa[r][0] = PackFloats(sc[r][2 * kk][0], sc[r][2 * kk][1], T{});
-          pa[r][1] = PackFloats(sc[r][2 * kk][2], sc[r][2 * kk][3], T{});
-          pa[r][2] = PackFloats(sc[r][2 * kk + 1][0], sc[r][2 * kk + 1][1], T{});
-          pa[r][3] = PackFloats(sc[r][2 * kk + 1][2], sc[r][2 * kk + 1][3], T{});
-        }
+        for (int r = 0; r < kRowTiles; ++r) PackProbabilities<T>(pa[r], sc[r], kk);
         // Lanes 0..15 address keys 16kk..16kk+15 at dims 8d, lanes 16..31
         // the same keys at dims 8(d + 1): b[0..1] is tile d's fragment,
         // b[2..3] tile d + 1's.
@@ -356,24 +424,7 @@ __global__ void __launch_bounds__(kWarps * 32, kRowTiles == 1 && D <= 64 ? 16 / 
 
   T* out = static_cast<T*>(a.ctx) + static_cast<size_t>(begin) * hidden + head * D + 2 * t;
 #pragma unroll
-  for (int r = 0; r < kRowTiles; ++r) {
-    float sum[2] = {l[r][0], l[r][1]};
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
-      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
-    }
-    const float inv0 = 1.0f / sum[0], inv1 = 1.0f / sum[1];
-#pragma unroll
-    for (int d = 0; d < kDTiles; ++d) {
-      if (rows[r][0] < len)
-        *reinterpret_cast<uint32_t*>(out + static_cast<size_t>(rows[r][0]) * hidden + 8 * d) =
-            PackFloats(o[r][d][0] * inv0, o[r][d][1] * inv0, T{});
-      if (rows[r][1] < len)
-        *reinterpret_cast<uint32_t*>(out + static_cast<size_t>(rows[r][1]) * hidden + 8 * d) =
-            PackFloats(o[r][d][2] * inv1, o[r][d][3] * inv1, T{});
-    }
-  }
+  for (int r = 0; r < kRowTiles; ++r) StoreOutputRows(out, hidden, o[r], l[r], rows[r], len);
 #endif
 }
 

@@ -476,7 +476,7 @@ Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t
         kernels);
   }));
   cuda::AttentionArgs attention{ws.qkv,  ints.by_length, n,      shape.max_len,
-                                h,       c.num_heads,    ws.ctx, gpu_.compute_capability >= 80,
+                                h,       c.num_heads,    ws.ctx, gpu_.compute_capability,
                                 sm_count_};
 
   // Useful FLOPs, for the profile: 2 per multiply-add; attention counts

@@ -91,6 +91,21 @@ Status PoolSequences(Precision p, const void* x, const int32_t* cu_seqlens, int 
 // Each row x / max(||x||_2, 1e-12).
 Status L2NormalizeRows(float* x, int rows, int width, Stream stream);
 
+// Which attention kernel runs. kAuto picks by precision, head dim, GPU and
+// batch; the others force one, so that tests can hold each against a
+// reference (a forced kernel that the GPU, the build, the precision or the
+// head dim rules out is an error).
+enum class AttentionKernel {
+  kAuto,
+  kGeneral,  // fp32 arithmetic, any head dim up to kMaxAttentionHeadDim
+  kMmaSync,  // tensor cores through mma.sync (sm_80+), head dims 32/64/128, fp16/bf16
+  kWgmma,    // tensor cores through wgmma (sm_90 with an sm_90a build), the same
+};
+
+// Whether this build compiled the wgmma kernel (CMake lists 90a among the
+// CUDA architectures).
+bool WgmmaAttentionBuilt();
+
 struct AttentionArgs {
   const void* qkv;  // [tokens, 3 * hidden]: Q | K | V, heads contiguous in each
   // [2 * num_seqs]: (first token, length) of each sequence, longest first,
@@ -102,11 +117,13 @@ struct AttentionArgs {
   int hidden;
   int heads;
   void* ctx;  // [tokens, hidden]
-  // mma.sync m16n8k16 needs sm_80 or newer; older GPUs take the general path.
-  bool tensor_cores;
+  // 10 * major + minor. mma.sync m16n8k16 needs sm_80 or newer (older GPUs
+  // take the general path); wgmma needs sm_90 and a build with sm_90a.
+  int compute_capability;
   int sm_count;  // the GPU's multiprocessors: a small batch takes smaller blocks, to use them
-  // Shared out by the tensor-core kernel's blocks; the general path ignores it.
+  // Shared out by the tensor-core kernels' blocks; the general path ignores it.
   PrefetchRanges prefetch;
+  AttentionKernel kernel = AttentionKernel::kAuto;
 };
 
 // Largest head dimension Attention supports.

@@ -1,0 +1,226 @@
+// Each attention kernel (general, mma.sync, wgmma) against a float64
+// reference on the host, at head dims 32/64/128, ragged lengths that end
+// inside and on tile edges, and batches large and small enough to pick each
+// kernel's block sizes. The engine tests check attention only through whole
+// models; here a kernel is pinned (AttentionArgs::kernel), so that one whose
+// layout is wrong cannot hide behind another.
+#if BERTRT_HAVE_CUDA
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/batch_shape.h"
+#include "backends/cuda/kernels.h"
+#include "bertrt/devices.h"
+
+namespace bertrt::cuda {
+namespace {
+
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  explicit DeviceBuffer(size_t bytes) { EXPECT_EQ(cudaMalloc(&ptr, bytes), cudaSuccess); }
+  ~DeviceBuffer() { cudaFree(ptr); }
+};
+
+uint16_t ToBits(float x, Precision p) {
+  uint16_t bits;
+  if (p == Precision::kFp16) {
+    const __half h = __float2half_rn(x);
+    std::memcpy(&bits, &h, 2);
+  } else {
+    const __nv_bfloat16 b = __float2bfloat16_rn(x);
+    std::memcpy(&bits, &b, 2);
+  }
+  return bits;
+}
+
+float FromBits(uint16_t bits, Precision p) {
+  if (p == Precision::kFp16) {
+    __half h;
+    std::memcpy(&h, &bits, 2);
+    return __half2float(h);
+  }
+  __nv_bfloat16 b;
+  std::memcpy(&b, &bits, 2);
+  return __bfloat162float(b);
+}
+
+struct Problem {
+  int heads, head_dim;
+  std::vector<int> lengths;
+};
+
+// Random packed Q | K | V rows in precision p, and their values.
+struct Inputs {
+  Problem problem;
+  Precision p;
+  std::vector<int32_t> cu;
+  std::vector<uint16_t> qkv;
+  std::vector<double> val;
+  int tokens() const { return cu.back(); }
+  int hidden() const { return problem.heads * problem.head_dim; }
+};
+
+Inputs MakeInputs(const Problem& pr, Precision p, uint32_t seed) {
+  Inputs in{pr, p, {0}, {}, {}};
+  for (int len : pr.lengths) in.cu.push_back(in.cu.back() + len);
+  std::mt19937 rng(seed);
+  // Scores of a few units, as in trained models: peaked rows and flat ones.
+  std::normal_distribution<float> dist(0.0f, 1.5f);
+  in.qkv.resize(static_cast<size_t>(in.tokens()) * 3 * in.hidden());
+  in.val.resize(in.qkv.size());
+  for (size_t i = 0; i < in.qkv.size(); ++i) {
+    in.qkv[i] = ToBits(dist(rng), p);
+    in.val[i] = FromBits(in.qkv[i], p);
+  }
+  return in;
+}
+
+// softmax(Q K^T / sqrt(d)) V in float64, [tokens, hidden].
+std::vector<double> Reference(const Inputs& in) {
+  const int hidden = in.hidden(), d = in.problem.head_dim;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  std::vector<double> out(static_cast<size_t>(in.tokens()) * hidden), w;
+  auto at = [&](int token, int part, int h) {
+    return &in.val[static_cast<size_t>(token) * 3 * hidden + part * hidden + h * d];
+  };
+  for (size_t s = 0; s + 1 < in.cu.size(); ++s) {
+    const int b = in.cu[s], len = in.cu[s + 1] - b;
+    w.resize(len);
+    for (int h = 0; h < in.problem.heads; ++h)
+      for (int i = 0; i < len; ++i) {
+        double mx = -INFINITY, sum = 0;
+        for (int j = 0; j < len; ++j) {
+          double dot = 0;
+          for (int c = 0; c < d; ++c) dot += at(b + i, 0, h)[c] * at(b + j, 1, h)[c];
+          mx = std::max(mx, w[j] = dot * scale);
+        }
+        for (int j = 0; j < len; ++j) sum += (w[j] = std::exp(w[j] - mx));
+        double* o = &out[static_cast<size_t>(b + i) * hidden + h * d];
+        for (int j = 0; j < len; ++j)
+          for (int c = 0; c < d; ++c) o[c] += w[j] / sum * at(b + j, 2, h)[c];
+      }
+  }
+  return out;
+}
+
+// Runs `kernel` and returns max |got - want| over every output element (an
+// element left unwritten reads as NaN and counts as infinite).
+double MaxError(const Inputs& in, const std::vector<double>& want, AttentionKernel kernel,
+                const GpuInfo& gpu, int sm_count) {
+  const int seqs = static_cast<int>(in.cu.size()) - 1;
+  int max_len = 0;
+  for (int len : in.problem.lengths) max_len = std::max(max_len, len);
+  std::vector<int32_t> by_length(2 * seqs);
+  LongestFirst(in.cu.data(), seqs, by_length.data());
+  const size_t out_bytes = want.size() * 2;
+  DeviceBuffer d_qkv(in.qkv.size() * 2), d_ctx(out_bytes), d_order(by_length.size() * 4);
+  cudaMemcpy(d_qkv.ptr, in.qkv.data(), in.qkv.size() * 2, cudaMemcpyHostToDevice);
+  cudaMemcpy(d_order.ptr, by_length.data(), by_length.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemset(d_ctx.ptr, 0xff, out_bytes);
+  AttentionArgs a{d_qkv.ptr,   static_cast<const int32_t*>(d_order.ptr),
+                  seqs,        max_len,
+                  in.hidden(), in.problem.heads,
+                  d_ctx.ptr,   gpu.compute_capability,
+                  sm_count};
+  a.kernel = kernel;
+  const Status st = Attention(in.p, a, Stream{nullptr, false});
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<uint16_t> ctx(want.size());
+  cudaMemcpy(ctx.data(), d_ctx.ptr, out_bytes, cudaMemcpyDeviceToHost);
+  double worst = 0;
+  for (size_t i = 0; i < ctx.size(); ++i) {
+    const double got = FromBits(ctx[i], in.p);
+    worst = std::max(worst, std::isfinite(got) ? std::abs(got - want[i]) : INFINITY);
+  }
+  return worst;
+}
+
+class CudaAttentionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto gpus = ListGpus();
+    if (!gpus.ok() || gpus->empty()) GTEST_SKIP() << "no usable GPU";
+    gpu_ = (*gpus)[0];
+    cudaSetDevice(gpu_.index);
+    cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, gpu_.index);
+  }
+  // The kernels this GPU and build can run, the general path first.
+  std::vector<AttentionKernel> Kernels() const {
+    std::vector<AttentionKernel> k{AttentionKernel::kGeneral};
+    if (gpu_.compute_capability >= 80) k.push_back(AttentionKernel::kMmaSync);
+    if (gpu_.compute_capability == 90 && WgmmaAttentionBuilt())
+      k.push_back(AttentionKernel::kWgmma);
+    return k;
+  }
+  GpuInfo gpu_;
+  int sm_count_ = 0;
+};
+
+const char* KernelName(AttentionKernel k) {
+  switch (k) {
+    case AttentionKernel::kGeneral:
+      return "general";
+    case AttentionKernel::kMmaSync:
+      return "mma.sync";
+    case AttentionKernel::kWgmma:
+      return "wgmma";
+    default:
+      return "auto";
+  }
+}
+
+TEST_F(CudaAttentionTest, EveryKernelMatchesAFloat64Reference) {
+  // Small batches take the smaller blocks; the many-sequence batches the
+  // 128-query ones (at 132 SMs: > 132 blocks of 128 queries).
+  std::vector<Problem> problems;
+  for (int d : {32, 64, 128}) {
+    problems.push_back({2, d, {1, 7, 64, 65, 130, 2}});
+    problems.push_back({4, d, {384, 1,   200, 63,  129, 17, 256, 64,  3,   100, 311, 128, 5,
+                               77,  192, 33,  250, 40,  9,  120, 300, 66,  150, 31,  200, 90,
+                               128, 45,  257, 12,  180, 99, 64,  8,   140, 222, 70,  160, 36}});
+  }
+  problems.push_back({12, 64, {128}});  // BERT-base at batch 1
+  for (Precision p : {Precision::kFp16, Precision::kBf16}) {
+    // Outputs are averages of V (|V| within ~6): rounding P and the output
+    // to 11 (fp16) or 8 (bf16) bits bounds the error.
+    const double tolerance = p == Precision::kFp16 ? 1e-2 : 6e-2;
+    for (const Problem& pr : problems) {
+      const Inputs in = MakeInputs(pr, p, 5);
+      const std::vector<double> want = Reference(in);
+      for (AttentionKernel k : Kernels()) {
+        const double err = MaxError(in, want, k, gpu_, sm_count_);
+        EXPECT_LE(err, tolerance) << KernelName(k) << " " << PrecisionName(p) << " head dim "
+                                  << pr.head_dim << ", " << pr.lengths.size() << " sequences";
+      }
+    }
+  }
+}
+
+TEST_F(CudaAttentionTest, AForcedKernelTheGpuOrPrecisionRulesOutIsAnError) {
+  AttentionArgs a{nullptr, nullptr, 1, 8, 64, 1, nullptr, gpu_.compute_capability, sm_count_};
+  a.kernel = AttentionKernel::kMmaSync;
+  EXPECT_FALSE(Attention(Precision::kFp32, a, Stream{nullptr, false}).ok());
+  a.hidden = 96;  // head dim 96: no tensor-core kernel
+  a.kernel = AttentionKernel::kWgmma;
+  EXPECT_FALSE(Attention(Precision::kFp16, a, Stream{nullptr, false}).ok());
+  if (gpu_.compute_capability != 90 || !WgmmaAttentionBuilt()) {
+    a.hidden = 64;
+    const Status st = Attention(Precision::kFp16, a, Stream{nullptr, false});
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.ToString().find("90a"), std::string::npos) << st.ToString();
+  }
+}
+
+}  // namespace
+}  // namespace bertrt::cuda
+#endif  // BERTRT_HAVE_CUDA
