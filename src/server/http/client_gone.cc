@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include <atomic>
@@ -14,7 +15,10 @@
 #include <chrono>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <unordered_map>
 
 namespace bertrt::server {
 namespace {
@@ -85,7 +89,7 @@ constexpr int kTlsRecordHeader = 5;
 // wait, which polls the socket, would not see it: hence the size test. The
 // socket is non-blocking meanwhile, so that an incomplete record returns
 // instead of waiting. The handler thread, which owns `ssl`, is blocked on the
-// request while the scheduler asks. `header` is the waiting record's header.
+// request while the watcher looks. `header` is the waiting record's header.
 bool TlsStreamEnded(SSL* ssl, int fd, const unsigned char (&header)[kTlsRecordHeader]) {
   constexpr unsigned char kAlert = 21, kApplicationData = 23;
   constexpr int kLargestTls13Alert = 32;
@@ -104,41 +108,126 @@ bool TlsStreamEnded(SSL* ssl, int fd, const unsigned char (&header)[kTlsRecordHe
   return error == SSL_ERROR_ZERO_RETURN || error == SSL_ERROR_SYSCALL || error == SSL_ERROR_SSL;
 }
 
+// Whether the bytes waiting on `fd` (or its closing) end the client's
+// stream: 0 bytes is the peer's close, an error other than "nothing to
+// read" a reset; over TLS, a whole record header may be a close_notify.
+bool StreamEnded(int fd, SSL* ssl) {
+  unsigned char header[kTlsRecordHeader];
+  const ssize_t n = recv(fd, header, sizeof(header), MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ||
+         (n == kTlsRecordHeader && ssl && TlsStreamEnded(ssl, fd, header));
+}
+
 }  // namespace
 
-std::function<bool()> ClientGoneCheck(const httplib::Request& req) {
+struct ClientWatchState {
+  int fd;
+  SSL* ssl;
+  uint64_t id;
+  std::atomic<bool> gone{false};
+  std::mutex mu;  // held by a look at the socket, and by the watch's end
+  bool watching = true;
+};
+
+namespace {
+
+// The process's watcher thread and its epoll set. Each socket is armed
+// once (EPOLLONESHOT): on a close, hang-up or error it is gone; bytes that
+// do not end the stream (a pipelined request, a TLS record other than an
+// alert) re-arm it for the close alone, so that it does not fire again for
+// the same bytes.
+class Watcher {
+ public:
+  static Watcher* Get() {
+    static Watcher* w = [] {
+      auto* watcher = new Watcher();  // lives as long as the process
+      if (watcher->epoll_ < 0) return static_cast<Watcher*>(nullptr);
+      std::thread([watcher] { watcher->Loop(); }).detach();
+      return watcher;
+    }();
+    return w;
+  }
+
+  bool Add(const std::shared_ptr<ClientWatchState>& s) {
+    std::lock_guard lock(mu_);
+    s->id = next_id_++;
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
+    ev.data.u64 = s->id;
+    if (epoll_ctl(epoll_, EPOLL_CTL_ADD, s->fd, &ev) != 0) return false;
+    states_.emplace(s->id, s);
+    return true;
+  }
+
+  void Remove(const std::shared_ptr<ClientWatchState>& s) {
+    {
+      // After this no look touches the socket or its SSL object, and the
+      // descriptor leaves the set before the connection can close and its
+      // number be reused.
+      std::lock_guard lock(s->mu);
+      s->watching = false;
+      epoll_ctl(epoll_, EPOLL_CTL_DEL, s->fd, nullptr);
+    }
+    std::lock_guard lock(mu_);
+    states_.erase(s->id);
+  }
+
+ private:
+  Watcher() : epoll_(epoll_create1(EPOLL_CLOEXEC)) {}
+
+  void Loop() {
+    epoll_event events[64];
+    for (;;) {
+      const int n = epoll_wait(epoll_, events, 64, -1);
+      for (int i = 0; i < n; ++i) {
+        std::shared_ptr<ClientWatchState> s;
+        {
+          std::lock_guard lock(mu_);
+          auto it = states_.find(events[i].data.u64);
+          if (it == states_.end()) continue;
+          s = it->second;
+        }
+        std::lock_guard lock(s->mu);
+        if (!s->watching) continue;
+        if ((events[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) || StreamEnded(s->fd, s->ssl)) {
+          s->gone = true;
+          continue;
+        }
+        epoll_event ev{};
+        ev.events = EPOLLRDHUP | EPOLLONESHOT;
+        ev.data.u64 = s->id;
+        epoll_ctl(epoll_, EPOLL_CTL_MOD, s->fd, &ev);
+      }
+    }
+  }
+
+  const int epoll_;
+  std::mutex mu_;
+  uint64_t next_id_ = 0;
+  std::unordered_map<uint64_t, std::shared_ptr<ClientWatchState>> states_;
+};
+
+}  // namespace
+
+ClientWatch::ClientWatch(const httplib::Request& req) {
   const int fd = req.ssl ? SSL_get_fd(req.ssl) : PlainConnectionSocket(req);
-  if (fd < 0) return {};
-  struct State {
-    int fd;
-    SSL* ssl;
-    std::atomic<bool> gone{false};
-    std::atomic<int64_t> next_look_ns{0};
-  };
-  auto state = std::make_shared<State>();
+  Watcher* watcher = Watcher::Get();
+  if (fd < 0 || !watcher) return;
+  auto state = std::make_shared<ClientWatchState>();
   state->fd = fd;
   // httplib hands handlers the SSL object as const; peeking changes its read
   // state, which the handler's next read continues from.
   state->ssl = const_cast<SSL*>(req.ssl);
-  return [state] {
-    if (state->gone) return true;
-    // The scheduler asks for every queued request each time it forms a
-    // batch: one syscall per request and millisecond at most.
-    const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                            std::chrono::steady_clock::now().time_since_epoch())
-                            .count();
-    if (now < state->next_look_ns) return false;
-    state->next_look_ns = now + 1'000'000;
-    unsigned char header[kTlsRecordHeader];
-    const ssize_t n = recv(state->fd, header, sizeof(header), MSG_PEEK | MSG_DONTWAIT);
-    // 0: the peer closed its side; < 0 other than "nothing to read": reset;
-    // over TLS, a whole record header: perhaps an alert that closed the stream.
-    const bool gone =
-        n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ||
-        (n == kTlsRecordHeader && state->ssl && TlsStreamEnded(state->ssl, state->fd, header));
-    if (gone) state->gone = true;
-    return gone;
-  };
+  if (watcher->Add(state)) state_ = std::move(state);
+}
+
+ClientWatch::~ClientWatch() {
+  if (state_) Watcher::Get()->Remove(state_);
+}
+
+std::function<bool()> ClientWatch::gone() const {
+  if (!state_) return {};
+  return [state = state_] { return state->gone.load(std::memory_order_relaxed); };
 }
 
 }  // namespace bertrt::server

@@ -234,7 +234,10 @@ void Infer(ServedModel& model, Metrics& metrics, const httplib::Request& req,
            httplib::Response& res) {
   auto request = DecodeInferBody(req);
   if (!request.ok()) return SendError(res, request.status());
-  auto outputs = InferKServe(model, metrics, *request, ClientGoneCheck(req));
+  auto outputs = [&] {
+    const ClientWatch watch(req);  // until the result is back, before the connection is used
+    return InferKServe(model, metrics, *request, watch.gone());
+  }();
   if (!outputs.ok()) return SendError(res, outputs.status());
   HttpAnswer answer = EncodeKServeResponse(*request, model, *outputs);
   res.status = 200;

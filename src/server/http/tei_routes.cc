@@ -39,7 +39,7 @@ bool Flag(const json& body, const char* name, bool fallback) {
 }
 
 // What a TEI-style handler gets: the server, the model, the parsed body and
-// the request (whose client RunTexts watches, ClientGoneCheck).
+// the request (whose client RunTexts watches, ClientWatch).
 struct Call {
   HttpServer& server;
   ServedModel& model;
@@ -51,7 +51,8 @@ struct Call {
 StatusOr<InferResult> RunTexts(const Call& c, ServedModel& m, const std::vector<TextInput>& inputs,
                                bool truncate) {
   InferRequest request;
-  request.is_cancelled = ClientGoneCheck(c.req);
+  const ClientWatch watch(c.req);  // until the result is back, before the connection is used
+  request.is_cancelled = watch.gone();
   for (const TextInput& t : inputs) {
     ASSIGN_OR_RETURN(SequenceInput seq, m.Encode(t, truncate));
     request.sequences.push_back(std::move(seq));
