@@ -16,5 +16,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (g.count <= 0) std::abort();
   for (int size : config->preferred_batch_sizes)
     if (size <= 0) std::abort();
+  for (const auto& w : config->warmups)
+    if (w.batch_size <= 0 || w.length <= 0 || w.count <= 0 ||
+        (config->max_batch_size && w.batch_size > *config->max_batch_size))
+      std::abort();
   return 0;
 }

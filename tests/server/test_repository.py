@@ -83,6 +83,47 @@ def test_bad_config_fails_start_with_line_and_hint(bertrt_bin, tmp_path):
         assert fragment in proc.stderr, proc.stderr
 
 
+def test_model_warmup_runs_on_every_instance_before_ready(bertrt_bin, tmp_path):
+    add_version(tmp_path, "cls", 1, "seq_cls")
+    (tmp_path / "cls" / "config.pbtxt").write_text("""
+        max_batch_size: 8
+        instance_group [ { count: 2 kind: KIND_CPU } ]
+        model_warmup [
+          { name: "b4_s16" batch_size: 4
+            inputs { key: "input_ids" value { data_type: TYPE_INT32 dims: [ 16 ] zero_data: true } }
+            inputs { key: "attention_mask" value { data_type: TYPE_INT32 dims: [ 16 ] zero_data: true } } },
+          { batch_size: 1 count: 2
+            inputs { key: "input_ids" value { data_type: TYPE_INT64 dims: [ 30 ] random_data: true } } }
+        ]
+    """)
+    s = Server(bertrt_bin, ["--model-repository", str(tmp_path)])
+    try:
+        assert infer(s, "cls").status_code == 200
+    finally:
+        s.stop()
+    log = s.proc.stderr.read()
+    # (1 + 2 batches) x 2 instances.
+    assert "warmed up: 6 batches of 2 model_warmup samples" in log, log
+
+
+def test_model_warmup_the_model_cannot_run_fails_the_start(bertrt_bin, tmp_path):
+    add_version(tmp_path, "cls", 1, "seq_cls")
+    ids = 'inputs { key: "input_ids" value { data_type: TYPE_INT32 dims: [ %d ] zero_data: true } }'
+    cases = {
+        f'model_warmup [ {{ name: "long" batch_size: 1 {ids % 5000} }} ]':
+            'model_warmup "long": dims [5000] is longer than the model takes',
+        f'parameters {{ key: "max_batch_tokens" value {{ string_value: "32" }} }} '
+        f'model_warmup [ {{ name: "big" batch_size: 4 {ids % 16} }} ]':
+            'model_warmup "big": batch_size x length = 64 tokens, more than max_batch_tokens (32)',
+    }
+    for text, fragment in cases.items():
+        (tmp_path / "cls" / "config.pbtxt").write_text(text)
+        proc = subprocess.run([bertrt_bin, "serve", "--model-repository", str(tmp_path),
+                               "--http-port", "0"], capture_output=True, text=True, timeout=60)
+        assert proc.returncode != 0, proc.stderr
+        assert fragment in proc.stderr, proc.stderr
+
+
 def test_version_policy_all_serves_every_version(bertrt_bin, tmp_path):
     add_version(tmp_path, "m", 1, "seq_cls")
     add_version(tmp_path, "m", 2, "token_cls")

@@ -103,6 +103,70 @@ TEST(ModelConfig, MistakesAreClearErrors) {
   ExpectError("dynamic_batching {", "line 1");
 }
 
+TEST(ModelConfig, ModelWarmupAsTritonUsersWriteItForBert) {
+  auto c = Parse(R"(
+    max_batch_size: 16
+    model_warmup [
+      {
+        name: "b8_s128"
+        batch_size: 8
+        inputs { key: "input_ids" value { data_type: TYPE_INT32 dims: [ 128 ] zero_data: true } }
+        inputs { key: "attention_mask" value { data_type: TYPE_INT32 dims: [ 128 ] zero_data: true } }
+        inputs { key: "token_type_ids" value { data_type: TYPE_INT64 dims: [ 128 ] zero_data: true } }
+      },
+      {
+        batch_size: 1
+        count: 3
+        inputs { key: "input_ids" value { data_type: TYPE_INT64 dims: [ 7 ] random_data: true } }
+      }
+    ]
+  )");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_EQ(c->warmups.size(), 2u);
+  EXPECT_EQ(c->warmups[0].name, "b8_s128");
+  EXPECT_EQ(c->warmups[0].batch_size, 8);
+  EXPECT_EQ(c->warmups[0].length, 128);
+  EXPECT_FALSE(c->warmups[0].random_ids);
+  EXPECT_EQ(c->warmups[0].count, 1);
+  EXPECT_EQ(c->warmups[1].name, "2");  // unnamed: its position
+  EXPECT_EQ(c->warmups[1].length, 7);
+  EXPECT_TRUE(c->warmups[1].random_ids);
+  EXPECT_EQ(c->warmups[1].count, 3);
+  auto resolved = ResolveServing(ServeDefaults{}, *c);
+  ASSERT_TRUE(resolved.ok()) << resolved.status().message();
+  EXPECT_EQ(resolved->warmups.size(), 2u);
+}
+
+TEST(ModelConfig, ModelWarmupMistakesAreClearErrors) {
+  auto warmup = [](const std::string& body) { return "model_warmup [ { " + body + " } ]"; };
+  const std::string ids =
+      "inputs { key: \"input_ids\" value { data_type: TYPE_INT32 dims: [ 16 ] "
+      "zero_data: true } }";
+  ExpectError(warmup("batch_size: 0 " + ids), "batch_size must be at least 1");
+  ExpectError("max_batch_size: 4 " + warmup("batch_size: 8 " + ids), "exceeds max_batch_size 4");
+  ExpectError(warmup("batch_size: 1"), "needs an input_ids input");
+  ExpectError(warmup("batch_size: 1 inputs { key: \"text\" value { data_type: TYPE_STRING "
+                     "dims: [ 1 ] zero_data: true } } " +
+                     ids),
+              "token inputs");
+  ExpectError(warmup("batch_size: 1 inputs { key: \"input_ids\" value { data_type: TYPE_FP32 "
+                     "dims: [ 16 ] zero_data: true } }"),
+              "TYPE_FP32");
+  ExpectError(warmup("batch_size: 1 inputs { key: \"input_ids\" value { data_type: TYPE_INT32 "
+                     "dims: [ 2, 16 ] zero_data: true } }"),
+              "dims must be [sequence length]");
+  ExpectError(warmup("batch_size: 1 inputs { key: \"input_ids\" value { data_type: TYPE_INT32 "
+                     "dims: [ -1 ] zero_data: true } }"),
+              "positive length");
+  ExpectError(warmup("batch_size: 1 " + ids +
+                     " inputs { key: \"attention_mask\" value { "
+                     "data_type: TYPE_INT32 dims: [ 8 ] zero_data: true } }"),
+              "dims differ");
+  ExpectError(warmup("batch_size: 1 inputs { key: \"input_ids\" value { data_type: TYPE_INT32 "
+                     "dims: [ 16 ] input_data_file: \"ids.bin\" } }"),
+              "input_data_file is not supported");
+}
+
 TEST(ModelConfig, MissingFileIsNoConfig) {
   auto c = LoadModelConfig("/nonexistent/dir", "m");
   ASSERT_TRUE(c.ok());

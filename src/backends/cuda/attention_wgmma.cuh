@@ -8,10 +8,14 @@
 // 32 ldmatrix. Here the tensor cores read K and V from shared memory
 // themselves: a 64 x 64 x 16 product is one instruction for the warpgroup
 // (eight mma.sync per warp), no ldmatrix is issued, and the accumulators of
-// 16 rows per warp leave room for more warps per SM.
+// 16 rows per warp leave room for twice the warps per SM. Measured on the
+// H200 (bench/RESULTS.md, 2026-11-30): BERT-large 1.1-1.2% faster end to end
+// than with the mma.sync kernel, BERT-base batches of 8-128 0-1%; it is
+// still latency-bound (tensor pipe ~24% busy), with flash attention 3's
+// producer warp, TMA and warpgroup ping-pong as the next step.
 //
 // Shared memory holds K and V tiles in the canonical swizzled layout the
-// tensor cores read without bank conflicts (kSwizzle below): a key's row of
+// tensor cores read without bank conflicts (Swizzle below): a key's row of
 // dims is one line of a 128-byte (64-byte at head dim 32) swizzle atom, its
 // 16-byte chunks permuted by the key's row within the atom. S = Q K^T reads
 // K as a K-major B operand (its k index, dims, is contiguous); O += P V

@@ -37,7 +37,7 @@ std::string Hint(const std::string& message) {
              "input/output blocks";
   if (message.find("no field named") != std::string::npos)
     return "; bertrt reads name, platform, backend, max_batch_size, dynamic_batching, "
-           "instance_group, version_policy and parameters";
+           "instance_group, version_policy, parameters and model_warmup";
   return "";
 }
 
@@ -159,6 +159,51 @@ Status ReadVersionPolicy(const config::ModelConfig& pbc, ModelConfigFile& out) {
   return Status::Ok();
 }
 
+// model_warmup entries of token inputs (input_ids, with attention_mask and
+// token_type_ids alike if given), as Triton users write them for BERT; the
+// batch dimension is batch_size, dims the sequence length.
+Status ReadWarmups(const config::ModelConfig& pbc, ModelConfigFile& out) {
+  for (int i = 0; i < pbc.model_warmup_size(); ++i) {
+    const config::ModelWarmup& w = pbc.model_warmup(i);
+    WarmupSample sample;
+    sample.name = w.name().empty() ? std::to_string(i + 1) : w.name();
+    const std::string where = "model_warmup \"" + sample.name + "\"";
+    if (w.batch_size() == 0) return InvalidArgument(where + ": batch_size must be at least 1");
+    if (out.max_batch_size && static_cast<int>(w.batch_size()) > *out.max_batch_size)
+      return InvalidArgument(where + ": batch_size " + std::to_string(w.batch_size()) +
+                             " exceeds max_batch_size " + std::to_string(*out.max_batch_size));
+    sample.batch_size = static_cast<int>(std::min<uint32_t>(w.batch_size(), 1 << 20));
+    sample.count = w.count() == 0 ? 1 : static_cast<int>(std::min<uint32_t>(w.count(), 1000));
+    if (w.inputs().count("input_ids") == 0)
+      return InvalidArgument(where + ": needs an input_ids input (dims: [sequence length])");
+    for (const auto& [input, spec] : w.inputs()) {
+      const std::string what = where + " input \"" + input + "\"";
+      if (input != "input_ids" && input != "attention_mask" && input != "token_type_ids")
+        return InvalidArgument(what +
+                               ": bertrt warms up with token inputs: input_ids, "
+                               "attention_mask, token_type_ids");
+      if (spec.data_type() != config::TYPE_INT32 && spec.data_type() != config::TYPE_INT64)
+        return InvalidArgument(what + ": data_type " + config::DataType_Name(spec.data_type()) +
+                               "; expected TYPE_INT32 or TYPE_INT64");
+      if (spec.dims_size() != 1 || spec.dims(0) <= 0 || spec.dims(0) > (1 << 20))
+        return InvalidArgument(what +
+                               ": dims must be [sequence length] (the batch dimension is "
+                               "batch_size), a positive length");
+      const int length = static_cast<int>(spec.dims(0));
+      if (sample.length != 0 && length != sample.length)
+        return InvalidArgument(what + ": dims differ from the other inputs'");
+      sample.length = length;
+      if (spec.input_data_type_case() == config::ModelWarmup::Input::kInputDataFile)
+        return InvalidArgument(what +
+                               ": input_data_file is not supported; use zero_data or "
+                               "random_data");
+      if (input == "input_ids") sample.random_ids = spec.random_data();
+    }
+    out.warmups.push_back(std::move(sample));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<ModelConfigFile> ParseModelConfig(const std::string& text, const std::string& path,
@@ -182,7 +227,7 @@ StatusOr<ModelConfigFile> ParseModelConfig(const std::string& text, const std::s
                            "\"; drop the line or write backend: \"bertrt\"");
   ModelConfigFile out;
   for (Status st : {ReadParameters(pbc, out), ReadInstanceGroups(pbc, out), ReadBatching(pbc, out),
-                    ReadVersionPolicy(pbc, out)})
+                    ReadVersionPolicy(pbc, out), ReadWarmups(pbc, out)})
     if (!st.ok()) return fail(st);
   return out;
 }

@@ -27,6 +27,20 @@ struct InstanceGroup {
   std::vector<int> gpus;  // kGpu: empty means every visible GPU
 };
 
+// A model_warmup entry: `count` batches of `batch_size` sequences of
+// `length` tokens (ids 0, or random ids of the vocabulary), run on every
+// instance when the model loads, before it is ready. On a GPU this captures
+// the CUDA graphs of those batch shapes, so that the first requests of that
+// shape do not pay for it (the first half-load step after a saturation sweep
+// had a p99 of 25 ms on the H200 against ~2.4 ms once its shapes were met).
+struct WarmupSample {
+  std::string name;
+  int batch_size = 1;
+  int length = 0;
+  bool random_ids = false;
+  int count = 1;
+};
+
 // Everything config.pbtxt may set; unset fields keep the command line's value.
 struct ModelConfigFile {
   std::optional<int> max_batch_size;
@@ -40,6 +54,7 @@ struct ModelConfigFile {
   std::optional<int> max_batch_tokens;
   std::optional<int> threads;
   std::optional<std::string> gelu;  // "tanh" | "exact": the command line's --gelu
+  std::vector<WarmupSample> warmups;
 };
 
 // Parses config.pbtxt text. `path` and `model_name` go into the messages:

@@ -1,8 +1,10 @@
 #include "server/common/served_model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -128,6 +130,49 @@ std::vector<std::string> ModelDirs(const std::string& repository) {
   return names;
 }
 
+// Runs the model_warmup samples on every instance and waits for what the
+// engines do in the background (CUDA graph captures), so that a model is
+// ready only once those batch shapes cost what they will cost in service.
+Status WarmUp(const std::vector<WarmupSample>& samples, const ModelConfig& config,
+              int max_batch_tokens, const std::vector<std::unique_ptr<Engine>>& engines,
+              const std::function<void(const std::string&)>& notice) {
+  if (samples.empty()) return Status::Ok();
+  const auto start = std::chrono::steady_clock::now();
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int32_t> random_id(0, config.vocab_size - 1);
+  int batches = 0;
+  for (const WarmupSample& w : samples) {
+    const std::string where = "model_warmup \"" + w.name + "\"";
+    if (w.length > config.max_seq_length)
+      return InvalidArgument(where + ": dims [" + std::to_string(w.length) +
+                             "] is longer than the model takes (" +
+                             std::to_string(config.max_seq_length) + " tokens)");
+    if (static_cast<int64_t>(w.batch_size) * w.length > max_batch_tokens)
+      return InvalidArgument(where + ": batch_size x length = " +
+                             std::to_string(static_cast<int64_t>(w.batch_size) * w.length) +
+                             " tokens, more than max_batch_tokens (" +
+                             std::to_string(max_batch_tokens) + ")");
+    RaggedBatch batch;
+    for (int b = 0; b < w.batch_size; ++b) {
+      std::vector<int32_t> ids(w.length, 0);
+      if (w.random_ids)
+        for (int32_t& id : ids) id = random_id(rng);
+      batch.Add(ids, std::vector<int32_t>(w.length, 0));
+    }
+    for (size_t i = 0; i < engines.size(); ++i)
+      for (int c = 0; c < w.count; ++c, ++batches)
+        if (auto r = engines[i]->Run(batch, {}); !r.ok())
+          return Status(r.status().code(),
+                        where + " on " + engines[i]->device() + ": " + r.status().message());
+  }
+  for (const auto& engine : engines) engine->WaitForBackgroundWork();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  notice("warmed up: " + std::to_string(batches) + " batches of " + std::to_string(samples.size()) +
+         " model_warmup samples in " + std::to_string(static_cast<int>(ms)) + " ms");
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<ModelServing> ResolveServing(const ServeDefaults& d, const ModelConfigFile& c) {
@@ -146,6 +191,7 @@ StatusOr<ModelServing> ResolveServing(const ServeDefaults& d, const ModelConfigF
     std::sort(sched.preferred_batch_sizes.begin(), sched.preferred_batch_sizes.end());
   }
   s.version_policy = c.version_policy.value_or(d.version_policy);
+  s.warmups = c.warmups;
 
   std::vector<InstanceGroup> groups = c.instance_groups;
   if (groups.empty()) {
@@ -231,6 +277,10 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& name
   // A plan built for at most N tokens per batch: batches stay within it.
   if (const int limit = loaded.model->max_batch_tokens; limit > 0)
     scheduling.max_batch_tokens = std::min(scheduling.max_batch_tokens, limit);
+  if (Status st = WarmUp(serving.warmups, loaded.model->config, scheduling.max_batch_tokens,
+                         engines, import_options.on_notice);
+      !st.ok())
+    return Status(st.code(), "model " + name + ": " + st.message());
   m->loaded_ = std::move(loaded);
   if (defaults.metrics) {
     std::vector<std::string> instance_names;

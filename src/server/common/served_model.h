@@ -36,7 +36,7 @@ struct InstanceSpec {
   std::string device = "cpu";  // "cpu" | "cuda"
   int gpu = 0;                 // for "cuda"
   std::string precision = "fp32";
-  int threads = 0;  // for "cpu"; 0: all cores
+  int threads = 0;            // for "cpu"; 0: all cores
   std::string gelu = "tanh";  // for "cuda": --gelu
   // "cpu" or "cuda:N", as logs and metrics name it.
   std::string Name() const { return device == "cuda" ? "cuda:" + std::to_string(gpu) : device; }
@@ -68,6 +68,7 @@ struct ModelServing {
   std::vector<InstanceSpec> instances;
   SchedulerOptions scheduler;
   VersionPolicy version_policy;
+  std::vector<WarmupSample> warmups;  // run on every instance at load
 };
 StatusOr<ModelServing> ResolveServing(const ServeDefaults& defaults, const ModelConfigFile& config);
 
