@@ -41,20 +41,7 @@ SERVE_FLAGS=(--device cuda --precision fp16 --max-batch-size 128 --max-batch-tok
              --max-queue-size 4096)
 LOAD_FLAGS=(--lengths 100:126 --sequences-per-request 8 --duration-s "$DURATION" --warmup-s 2)
 
-free_port() { python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"; }
-start_server() {  # start_server LOG ARGS...: sets SERVER and URL
-  local log=$1; shift
-  local port; port=$(free_port)
-  "$BIN" serve "$@" --http-port "$port" --grpc-port 0 2> "$log" &
-  SERVER=$!
-  URL=http://127.0.0.1:$port
-  for _ in $(seq 600); do
-    curl -sf "$URL/v2/health/ready" > /dev/null && return 0
-    kill -0 $SERVER 2>/dev/null || { cat "$log"; return 1; }
-    sleep 0.2
-  done
-  return 1
-}
+source "$(dirname "$0")/serve_util.sh"  # start_server LOG ARGS...: sets SERVER and URL
 stop_server() { kill -TERM "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null; }
 
 if want 1; then
@@ -80,7 +67,7 @@ if want 3; then
   echo "== 3. one instance per GPU: served throughput with 1 and $NGPU GPUs"
   for gpus in 0 "$GPUS_ALL"; do
     tag=gpus_${gpus//,/_}
-    start_server "$OUT/serve_$tag.log" $model "${SERVE_FLAGS[@]}" --gpus "$gpus" || { status=1; continue; }
+    start_server "$OUT/serve_$tag.log" $model "${SERVE_FLAGS[@]}" --gpus "$gpus" --grpc-port 0 || { status=1; continue; }
     "$BIN" bench --url "$URL" --concurrency 16,32,64,128 "${LOAD_FLAGS[@]}" \
       --json "$OUT/multigpu_$tag.json" 2>&1 | tee "$OUT/multigpu_$tag.log" || status=1
     curl -s "$URL/metrics" | grep -E '^bertrt_(instance|gpu)_' > "$OUT/metrics_$tag.txt"
@@ -99,7 +86,8 @@ if want 4; then
     ln -s $model $repo/gpu$g/1
     printf 'instance_group [ { count: 1 kind: KIND_GPU gpus: [ %d ] } ]\n' $g > $repo/gpu$g/config.pbtxt
   done
-  start_server "$OUT/serve_repo.log" --model-repository $repo --device cuda --precision fp16 || status=1
+  start_server "$OUT/serve_repo.log" --model-repository $repo --device cuda --precision fp16 \
+    --grpc-port 0 || status=1
   python3 - "$URL" "$NGPU" <<'PY' || status=1
 import json, sys, urllib.request
 url, n = sys.argv[1], int(sys.argv[2])

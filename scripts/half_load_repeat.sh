@@ -17,17 +17,8 @@ REPEATS=${REPEATS:-4} DURATION=${DURATION:-4} WARMUP=${WARMUP:-1}
 LOAD=(--duration-s "$DURATION" --warmup-s "$WARMUP" --lengths "${LENGTHS:-100:126}"
   --sequences-per-request "${SEQS:-1}")
 WORK=$(mktemp -d /tmp/half_load.XXXXXX)
-PORT=$(python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
-URL="http://127.0.0.1:$PORT"
-"$BIN" serve "$MODEL" "$@" --http-port "$PORT" 2> "$WORK/serve.log" &
-SERVER=$!
-trap 'kill $SERVER 2>/dev/null || true' EXIT
-for _ in $(seq 300); do
-  python3 -c "import urllib.request, sys; urllib.request.urlopen(sys.argv[1], timeout=1)" \
-    "$URL/v2/health/ready" 2> /dev/null && break
-  kill -0 $SERVER 2>/dev/null || { cat "$WORK/serve.log"; exit 1; }
-  sleep 0.2
-done
+source "$(dirname "$0")/serve_util.sh"
+start_server "$WORK/serve.log" "$MODEL" "$@" || exit 1
 "$BIN" bench --url "$URL" --concurrency 256 --duration-s 2 --warmup-s 1 \
   --lengths "${LENGTHS:-100:126}" --sequences-per-request "${SEQS:-1}" > /dev/null 2> "$WORK/bench.log"
 for r in $(seq "$REPEATS"); do

@@ -41,17 +41,8 @@ MAX_INFLIGHT=${MAX_INFLIGHT:-1024}
 LOAD=(--duration-s "$DURATION" --warmup-s "$WARMUP" --lengths "$LENGTHS" --sequences-per-request "$SEQS")
 
 LOADAVG_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
-PORT=$(python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
-URL="http://127.0.0.1:$PORT"
-"$BIN" serve "$MODEL" "$@" --http-port "$PORT" 2> "$WORK/serve.log" &
-SERVER=$!
-trap 'kill $SERVER 2>/dev/null || true' EXIT
-for _ in $(seq 300); do
-  python3 -c "import urllib.request, sys; urllib.request.urlopen(sys.argv[1], timeout=1)" \
-    "$URL/v2/health/ready" 2> /dev/null && break
-  kill -0 $SERVER 2>/dev/null || { cat "$WORK/serve.log"; exit 1; }
-  sleep 0.2
-done
+source "$(dirname "$0")/serve_util.sh"
+start_server "$WORK/serve.log" "$MODEL" "$@" || exit 1
 
 # Step by step, in-process then served at each concurrency, so a change in
 # what else the machine runs meets both sides alike (not one whole sweep).

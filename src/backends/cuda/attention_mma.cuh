@@ -121,19 +121,30 @@ __device__ __forceinline__ void CopyAsyncWait() {
 // 2026-11-30) the ragged 32 x 16..128 batch was 1.8% faster so than with
 // sequences fastest in their own order; equal lengths at seq 128 were 0-1%
 // slower (b32, b128), and batch 1 had been 3.6-4.3% faster heads first.
-struct AttentionBlock {
-  int begin, len, head, query_block;
-};
 // Blocks of `queries` queries per (sequence, head) that cover the longest sequence.
 __host__ __device__ inline int QueryBlocks(int max_len, int queries) {
   return (max_len + queries - 1) / queries;
 }
-__device__ __forceinline__ AttentionBlock AttentionBlockAt(const AttentionArgs& a, unsigned b,
-                                                           int query_blocks) {
+// What this block works on: its sequence's first token and length, its head
+// and first query, and where the sequence's Q | K | V rows of the head start
+// (rows ld elements apart; K is `hidden` elements after Q, V twice that).
+template <typename T>
+struct AttentionBlock {
+  int begin, len, head, q0;
+  size_t ld;
+  const T* base;
+};
+template <typename T, int D>
+__device__ __forceinline__ AttentionBlock<T> AttentionBlockAt(const AttentionArgs& a, int queries) {
+  const unsigned b = blockIdx.x;
+  const int query_blocks = QueryBlocks(a.max_len, queries);
   const int head = static_cast<int>(b % a.heads);
   const unsigned rest = b / a.heads;
   const int32_t* seq = a.by_length + 2 * (rest / query_blocks);
-  return {seq[0], seq[1], head, static_cast<int>(rest % query_blocks)};
+  const size_t ld = 3 * static_cast<size_t>(a.hidden);
+  return {seq[0], seq[1],
+          head,   static_cast<int>(rest % query_blocks) * queries,
+          ld,     static_cast<const T*>(a.qkv) + seq[0] * ld + head * D};
 }
 
 // 2^x on the special-function unit with subnormal results flushed to zero
@@ -310,13 +321,12 @@ __global__ void __launch_bounds__(kWarps * 32, kRowTiles == 1 && D <= 64 ? 16 / 
   T* const ks = reinterpret_cast<T*>(smem);  // [2 stages][kMmaKeys][kStride]
   T* const vs = ks + 2 * kTile;
 
-  const AttentionBlock block = AttentionBlockAt(a, blockIdx.x, QueryBlocks(a.max_len, kQueries));
-  const int head = block.head, begin = block.begin, len = block.len;
-  const int q0 = block.query_block * kQueries;
+  const AttentionBlock<T> block = AttentionBlockAt<T, D>(a, kQueries);
+  const int begin = block.begin, len = block.len, head = block.head, q0 = block.q0;
   if (q0 >= len) return;
+  const size_t ld = block.ld;
+  const T* const base = block.base;
   const int hidden = a.hidden;
-  const size_t ld = 3 * static_cast<size_t>(hidden);
-  const T* base = static_cast<const T*>(a.qkv) + begin * ld + head * D;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
   // Row tile r holds rows rows[r] (fragment rows g) and rows[r] + 8.

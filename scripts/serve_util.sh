@@ -1,0 +1,22 @@
+# Sourced by the serving benchmarks: start_server LOG ARGS... runs `$BIN serve
+# ARGS... --http-port PORT` on a free port in the background, sets SERVER (its
+# pid) and URL, stops it when the calling script exits, and returns once it
+# reports ready (or prints LOG and fails if it dies first).
+start_server() {
+  local log=$1
+  shift
+  local port
+  port=$(python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+  URL="http://127.0.0.1:$port"
+  "$BIN" serve "$@" --http-port "$port" 2> "$log" &
+  SERVER=$!
+  trap 'kill $SERVER 2>/dev/null || true' EXIT
+  for _ in $(seq 600); do
+    python3 -c "import urllib.request, sys; urllib.request.urlopen(sys.argv[1], timeout=1)" \
+      "$URL/v2/health/ready" 2> /dev/null && return 0
+    kill -0 "$SERVER" 2>/dev/null || { cat "$log"; return 1; }
+    sleep 0.2
+  done
+  echo "the server did not become ready; its log: $log" >&2
+  return 1
+}
