@@ -114,6 +114,15 @@ std::vector<CLI::Option*> AddServingOptions(CLI::App* cmd, ServingFlags* f) {
       cmd->add_flag("--auto-truncate", f->auto_truncate,
                     "Cut texts longer than the model takes to its limit instead of answering "
                     "413 / OUT_OF_RANGE"),
+      cmd->add_option("--warmup-shapes", f->warmup,
+                      "Batch shapes BATCHxLENGTH (e.g. 1x128,8x128) run on every instance "
+                      "before the model is ready, so that on a GPU their CUDA graphs are "
+                      "captured before traffic meets them (config.pbtxt: model_warmup)")
+          ->delimiter(',')
+          ->check([](const std::string& v) {
+            auto s = server::ParseWarmupShape(v);
+            return s.ok() ? std::string() : s.status().message();
+          }),
   };
 }
 
@@ -137,6 +146,8 @@ server::ServeDefaults MakeServeDefaults(const EngineFlags& engine, const Serving
   d.scheduler.request_timeout = std::chrono::milliseconds(serving.request_timeout_ms);
   d.auto_truncate = serving.auto_truncate;
   d.metrics = metrics;
+  for (const std::string& shape : serving.warmup)
+    d.warmups.push_back(*server::ParseWarmupShape(shape));  // checked by the option
   return d;
 }
 

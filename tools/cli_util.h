@@ -47,9 +47,11 @@ struct ServingFlags {
   int max_queue_size = 1024;
   int request_timeout_ms = 30000;
   bool auto_truncate = false;
+  std::vector<std::string> warmup;  // BATCHxLENGTH shapes
 };
 // Adds --instances, --gpus, --max-batch-tokens, --max-batch-size,
-// --max-queue-delay-us, --max-queue-size, --request-timeout-ms and --auto-truncate.
+// --max-queue-delay-us, --max-queue-size, --request-timeout-ms, --auto-truncate
+// and --warmup-shapes.
 std::vector<CLI::Option*> AddServingOptions(CLI::App* cmd, ServingFlags* flags);
 // The serving defaults of every model (a config.pbtxt may override them).
 server::ServeDefaults MakeServeDefaults(const EngineFlags& engine, const ServingFlags& serving,

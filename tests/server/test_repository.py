@@ -103,7 +103,7 @@ def test_model_warmup_runs_on_every_instance_before_ready(bertrt_bin, tmp_path):
         s.stop()
     log = s.proc.stderr.read()
     # (1 + 2 batches) x 2 instances.
-    assert "warmed up: 6 batches of 2 model_warmup samples" in log, log
+    assert "warmed up: 6 batches of 2 warm-up samples" in log, log
 
 
 def test_model_warmup_the_model_cannot_run_fails_the_start(bertrt_bin, tmp_path):
@@ -111,10 +111,10 @@ def test_model_warmup_the_model_cannot_run_fails_the_start(bertrt_bin, tmp_path)
     ids = 'inputs { key: "input_ids" value { data_type: TYPE_INT32 dims: [ %d ] zero_data: true } }'
     cases = {
         f'model_warmup [ {{ name: "long" batch_size: 1 {ids % 5000} }} ]':
-            'model_warmup "long": dims [5000] is longer than the model takes',
+            'warm-up sample "long": dims [5000] is longer than the model takes',
         f'parameters {{ key: "max_batch_tokens" value {{ string_value: "32" }} }} '
         f'model_warmup [ {{ name: "big" batch_size: 4 {ids % 16} }} ]':
-            'model_warmup "big": batch_size x length = 64 tokens, more than max_batch_tokens (32)',
+            'warm-up sample "big": batch_size x length = 64 tokens, more than max_batch_tokens (32)',
     }
     for text, fragment in cases.items():
         (tmp_path / "cls" / "config.pbtxt").write_text(text)
@@ -122,6 +122,21 @@ def test_model_warmup_the_model_cannot_run_fails_the_start(bertrt_bin, tmp_path)
                                "--http-port", "0"], capture_output=True, text=True, timeout=60)
         assert proc.returncode != 0, proc.stderr
         assert fragment in proc.stderr, proc.stderr
+
+
+def test_warmup_flag_for_a_single_model(bertrt_bin):
+    s = Server(bertrt_bin, [str(MODELS / "seq_cls"), "--warmup-shapes", "2x16,1x30"])
+    try:
+        assert infer(s, "seq_cls").status_code == 200
+    finally:
+        s.stop()
+    log = s.proc.stderr.read()
+    assert "warmed up: 2 batches of 2 warm-up samples" in log, log
+    for bad in ["8", "0x16", "8x", "2x16x3"]:
+        proc = subprocess.run([bertrt_bin, "serve", str(MODELS / "seq_cls"), "--warmup-shapes", bad,
+                               "--http-port", "0"], capture_output=True, text=True, timeout=60)
+        assert proc.returncode != 0, proc.stderr
+        assert "BATCHxLENGTH" in proc.stderr, proc.stderr
 
 
 def test_version_policy_all_serves_every_version(bertrt_bin, tmp_path):

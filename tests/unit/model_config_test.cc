@@ -167,6 +167,32 @@ TEST(ModelConfig, ModelWarmupMistakesAreClearErrors) {
               "input_data_file is not supported");
 }
 
+TEST(ModelConfig, WarmupShapesFromTheCommandLine) {
+  auto w = ParseWarmupShape("8x128");
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  EXPECT_EQ(w->batch_size, 8);
+  EXPECT_EQ(w->length, 128);
+  EXPECT_EQ(w->count, 1);
+  for (const char* bad : {"8", "x128", "0x5", "8x-1", "8x128x2", "", "99999999x1"}) {
+    auto r = ParseWarmupShape(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("BATCHxLENGTH"), std::string::npos) << bad;
+  }
+  // A config.pbtxt's model_warmup replaces the command line's.
+  ServeDefaults d;
+  d.warmups = {*w};
+  auto none = ResolveServing(d, ModelConfigFile{});
+  ASSERT_TRUE(none.ok());
+  ASSERT_EQ(none->warmups.size(), 1u);
+  EXPECT_EQ(none->warmups[0].name, "8x128");
+  ModelConfigFile c;
+  c.warmups = {*ParseWarmupShape("1x7")};
+  auto own = ResolveServing(d, c);
+  ASSERT_TRUE(own.ok());
+  ASSERT_EQ(own->warmups.size(), 1u);
+  EXPECT_EQ(own->warmups[0].name, "1x7");
+}
+
 TEST(ModelConfig, MissingFileIsNoConfig) {
   auto c = LoadModelConfig("/nonexistent/dir", "m");
   ASSERT_TRUE(c.ok());

@@ -232,6 +232,25 @@ StatusOr<ModelConfigFile> ParseModelConfig(const std::string& text, const std::s
   return out;
 }
 
+StatusOr<WarmupSample> ParseWarmupShape(const std::string& text) {
+  const size_t x = text.find('x');
+  auto number = [](const std::string& s) -> int {
+    if (s.empty() || s.size() > 7 || s.find_first_not_of("0123456789") != std::string::npos)
+      return 0;
+    return std::stoi(s);
+  };
+  const int batch = x == std::string::npos ? 0 : number(text.substr(0, x));
+  const int length = x == std::string::npos ? 0 : number(text.substr(x + 1));
+  if (batch <= 0 || length <= 0)
+    return InvalidArgument("warm-up shape \"" + text +
+                           "\": expected BATCHxLENGTH with positive numbers, e.g. 8x128");
+  WarmupSample sample;
+  sample.name = text;
+  sample.batch_size = batch;
+  sample.length = length;
+  return sample;
+}
+
 StatusOr<ModelConfigFile> LoadModelConfig(const std::string& model_dir,
                                           const std::string& model_name) {
   const std::filesystem::path path = std::filesystem::path(model_dir) / "config.pbtxt";

@@ -41,6 +41,10 @@ struct WarmupSample {
   int count = 1;
 };
 
+// A warm-up sample written "BATCHxLENGTH" (`bertrt serve --warmup-shapes 8x128`):
+// BATCH sequences of LENGTH tokens, ids 0, once.
+StatusOr<WarmupSample> ParseWarmupShape(const std::string& text);
+
 // Everything config.pbtxt may set; unset fields keep the command line's value.
 struct ModelConfigFile {
   std::optional<int> max_batch_size;

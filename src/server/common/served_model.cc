@@ -142,7 +142,7 @@ Status WarmUp(const std::vector<WarmupSample>& samples, const ModelConfig& confi
   std::uniform_int_distribution<int32_t> random_id(0, config.vocab_size - 1);
   int batches = 0;
   for (const WarmupSample& w : samples) {
-    const std::string where = "model_warmup \"" + w.name + "\"";
+    const std::string where = "warm-up sample \"" + w.name + "\"";
     if (w.length > config.max_seq_length)
       return InvalidArgument(where + ": dims [" + std::to_string(w.length) +
                              "] is longer than the model takes (" +
@@ -169,7 +169,7 @@ Status WarmUp(const std::vector<WarmupSample>& samples, const ModelConfig& confi
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   notice("warmed up: " + std::to_string(batches) + " batches of " + std::to_string(samples.size()) +
-         " model_warmup samples in " + std::to_string(static_cast<int>(ms)) + " ms");
+         " warm-up samples in " + std::to_string(static_cast<int>(ms)) + " ms");
   return Status::Ok();
 }
 
@@ -191,7 +191,7 @@ StatusOr<ModelServing> ResolveServing(const ServeDefaults& d, const ModelConfigF
     std::sort(sched.preferred_batch_sizes.begin(), sched.preferred_batch_sizes.end());
   }
   s.version_policy = c.version_policy.value_or(d.version_policy);
-  s.warmups = c.warmups;
+  s.warmups = c.warmups.empty() ? d.warmups : c.warmups;
 
   std::vector<InstanceGroup> groups = c.instance_groups;
   if (groups.empty()) {

@@ -61,6 +61,8 @@ struct ServeDefaults {
   // (TEI's --auto-truncate), whatever the request's own truncate says.
   bool auto_truncate = false;
   Metrics* metrics = nullptr;  // batch histograms, when set
+  // --warmup-shapes: run on every instance at load (a config.pbtxt's model_warmup replaces them).
+  std::vector<WarmupSample> warmups;
 };
 
 // One model's settings once the defaults and its config.pbtxt are combined.
