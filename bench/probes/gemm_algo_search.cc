@@ -17,26 +17,33 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                      \
-  do {                                                             \
-    auto e_ = (x);                                                 \
-    if (e_ != 0) {                                                 \
-      std::printf("fail %s: %d line %d\n", #x, (int)e_, __LINE__); \
-      std::exit(1);                                                \
-    }                                                              \
-  } while (0)
+#include "probe_util.h"
 
 constexpr int kReps = 20;
 cublasLtHandle_t lt;
 void* ws;
 constexpr size_t kWs = 32 << 20;
 
-struct Shape {
-  const char* name;
-  int m, n, k;
-  cublasLtEpilogue_t epi;
-  bool residual;
+// One configuration of an algorithm id, as the search enumerates it.
+struct Config {
+  int id;
+  uint32_t tile, stages;
+  int32_t split, custom, swizzle;
+  uint32_t reduction;
 };
+void Configure(cublasLtMatmulAlgo_t* algo, const Config& c) {
+  cublasLtMatmulAlgoConfigSetAttribute(algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &c.tile, sizeof(c.tile));
+  cublasLtMatmulAlgoConfigSetAttribute(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &c.stages,
+                                       sizeof(c.stages));
+  cublasLtMatmulAlgoConfigSetAttribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &c.split,
+                                       sizeof(c.split));
+  cublasLtMatmulAlgoConfigSetAttribute(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &c.reduction,
+                                       sizeof(c.reduction));
+  cublasLtMatmulAlgoConfigSetAttribute(algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &c.custom,
+                                       sizeof(c.custom));
+  cublasLtMatmulAlgoConfigSetAttribute(algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &c.swizzle,
+                                       sizeof(c.swizzle));
+}
 
 int main() {
   int rows_list[] = {128, 192, 2560};
@@ -48,11 +55,7 @@ int main() {
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
   for (int rows : rows_list) {
-    Shape shapes[] = {{"qkv", 2304, rows, 768, CUBLASLT_EPILOGUE_BIAS, false},
-                      {"attn_out", 768, rows, 768, CUBLASLT_EPILOGUE_BIAS, true},
-                      {"ffn_in", 3072, rows, 768, CUBLASLT_EPILOGUE_GELU_BIAS, false},
-                      {"ffn_out", 768, rows, 3072, CUBLASLT_EPILOGUE_BIAS, true}};
-    for (const Shape& sh : shapes) {
+    for (const GemmShape& sh : BertBaseGemms(rows)) {
       void *w, *x, *res, *y, *bias;
       CK(cudaMalloc(&w, size_t(sh.m) * sh.k * 2));
       CK(cudaMalloc(&x, size_t(sh.k) * sh.n * 2));
@@ -131,7 +134,7 @@ int main() {
                                   CUDA_R_16F, CUDA_R_16F, 256, ids, &nids));
       struct Result {
         float us;
-        int id, tile, stages, split, custom, swizzle, reduction;
+        Config config;
       };
       std::vector<Result> results;
       int checked = 0, valid = 0;
@@ -175,20 +178,8 @@ int main() {
                       if (red_mask & r) reds.push_back(r);
                   }
                   for (uint32_t red : reds) {
-                    cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile,
-                                                         sizeof(tile));
-                    cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &st,
-                                                         sizeof(st));
-                    int32_t sp = split;
-                    cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
-                                                         &sp, sizeof(sp));
-                    cublasLtMatmulAlgoConfigSetAttribute(
-                        &algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red, sizeof(red));
-                    int32_t cu = custom, sw = swz;
-                    cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION,
-                                                         &cu, sizeof(cu));
-                    cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING,
-                                                         &sw, sizeof(sw));
+                    const Config config{ids[ii], tile, st, split, custom, swz, red};
+                    Configure(&algo, config);
                     ++checked;
                     cublasLtMatmulHeuristicResult_t hr{};
                     if (cublasLtMatmulAlgoCheck(lt, desc, a, b, c, c, &algo, &hr) != 0 ||
@@ -196,9 +187,7 @@ int main() {
                       continue;
                     ++valid;
                     float us = time_algo(algo, 2);
-                    if (us > 0)
-                      results.push_back(
-                          {us, ids[ii], (int)tile, (int)st, split, custom, swz, (int)red});
+                    if (us > 0) results.push_back({us, config});
                   }
                 }
       }
@@ -211,21 +200,8 @@ int main() {
         const Result& r = results[i];
         cublasLtMatmulAlgo_t algo;
         cublasLtMatmulAlgoInit(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16F, CUDA_R_16F,
-                               CUDA_R_16F, CUDA_R_16F, r.id, &algo);
-        uint32_t tile = r.tile, st = r.stages, red = r.reduction;
-        int32_t sp = r.split, cu = r.custom, sw = r.swizzle;
-        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile,
-                                             sizeof(tile));
-        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &st,
-                                             sizeof(st));
-        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sp,
-                                             sizeof(sp));
-        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red,
-                                             sizeof(red));
-        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &cu,
-                                             sizeof(cu));
-        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &sw,
-                                             sizeof(sw));
+                               CUDA_R_16F, CUDA_R_16F, r.config.id, &algo);
+        Configure(&algo, r.config);
         float us = time_algo(algo, 10);
         if (us > 0 && us < best) {
           best = us;
@@ -241,9 +217,9 @@ int main() {
           "rows %5d %-9s heuristic %.2f/%.2f us (id %d; best of its 8: %.2f)  exhaustive best %.2f "
           "us (id %d tile %d stages %d split %d red %d custom %d swz %d)  configs %d checked, %d "
           "valid, %zu ran\n",
-          rows, sh.name, heur, heur2, hid, heur_best, best, bestr.id, bestr.tile, bestr.stages,
-          bestr.split, bestr.reduction, bestr.custom, bestr.swizzle, checked, valid,
-          results.size());
+          rows, sh.name, heur, heur2, hid, heur_best, best, bestr.config.id, (int)bestr.config.tile,
+          (int)bestr.config.stages, bestr.config.split, (int)bestr.config.reduction,
+          bestr.config.custom, bestr.config.swizzle, checked, valid, results.size());
       std::fflush(stdout);
       cublasLtMatmulPreferenceDestroy(pref);
       cublasLtMatrixLayoutDestroy(a);

@@ -13,14 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
-#define CK(x)                                                      \
-  do {                                                             \
-    auto e_ = (x);                                                 \
-    if (e_ != 0) {                                                 \
-      std::printf("fail %s: %d line %d\n", #x, (int)e_, __LINE__); \
-      std::exit(1);                                                \
-    }                                                              \
-  } while (0)
+
+#include "probe_util.h"
 
 __global__ void Prefetch(const char* p, size_t bytes) {
   // each thread prefetches 64 KiB chunks
@@ -43,18 +37,8 @@ int main() {
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
-  struct Sh {
-    const char* name;
-    int m, n, k;
-    cublasLtEpilogue_t epi;
-    bool res;
-  };
   for (int rows : {1, 8, 32, 40, 128, 1024}) {
-    Sh shapes[] = {{"qkv", 2304, rows, 768, CUBLASLT_EPILOGUE_BIAS, false},
-                   {"attn_out", 768, rows, 768, CUBLASLT_EPILOGUE_BIAS, true},
-                   {"ffn_in", 3072, rows, 768, CUBLASLT_EPILOGUE_GELU_BIAS, false},
-                   {"ffn_out", 768, rows, 3072, CUBLASLT_EPILOGUE_BIAS, true}};
-    for (auto& sh : shapes) {
+    for (const GemmShape& sh : BertBaseGemms(rows)) {
       const size_t wbytes = size_t(sh.m) * sh.k * 2;
       std::vector<void*> w(kBufs);
       for (auto& p : w) {
@@ -88,8 +72,8 @@ int main() {
       cublasLtMatmulHeuristicResult_t hr;
       int found = 0;
       CK(cublasLtMatmulAlgoGetHeuristic(lt, desc, a, b, c, c, pref, 1, &hr, &found));
-      const float alpha = 1, beta = sh.res ? 1 : 0;
-      const void* cp = sh.res ? res : y;
+      const float alpha = 1, beta = sh.residual ? 1 : 0;
+      const void* cp = sh.residual ? res : y;
       auto time_mode = [&](bool cold, int prefetch /*0 none, 1 prefetch next, 2 empty kernel*/) {
         cudaGraph_t g;
         cudaGraphExec_t ge;

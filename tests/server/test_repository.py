@@ -30,6 +30,12 @@ def infer(s, model, version=None):
     return s.post(path, IDS)
 
 
+def serve_exit(bertrt_bin, *args):
+    """`bertrt serve ARGS` run to its exit (a start that fails)."""
+    return subprocess.run([bertrt_bin, "serve", *args, "--http-port", "0"],
+                          capture_output=True, text=True, timeout=60)
+
+
 def metric_lines(s, prefix):
     text = requests.get(s.url + "/metrics", timeout=10).text
     return [line for line in text.splitlines() if line.startswith(prefix)]
@@ -76,8 +82,7 @@ def test_bad_config_fails_start_with_line_and_hint(bertrt_bin, tmp_path):
     }
     for text, fragment in cases.items():
         (tmp_path / "cls" / "config.pbtxt").write_text(text)
-        proc = subprocess.run([bertrt_bin, "serve", "--model-repository", str(tmp_path),
-                               "--http-port", "0"], capture_output=True, text=True, timeout=60)
+        proc = serve_exit(bertrt_bin, "--model-repository", str(tmp_path))
         assert proc.returncode == 3, proc.stderr
         assert "config.pbtxt" in proc.stderr or "instance_group" in proc.stderr, proc.stderr
         assert fragment in proc.stderr, proc.stderr
@@ -118,8 +123,7 @@ def test_model_warmup_the_model_cannot_run_fails_the_start(bertrt_bin, tmp_path)
     }
     for text, fragment in cases.items():
         (tmp_path / "cls" / "config.pbtxt").write_text(text)
-        proc = subprocess.run([bertrt_bin, "serve", "--model-repository", str(tmp_path),
-                               "--http-port", "0"], capture_output=True, text=True, timeout=60)
+        proc = serve_exit(bertrt_bin, "--model-repository", str(tmp_path))
         assert proc.returncode != 0, proc.stderr
         assert fragment in proc.stderr, proc.stderr
 
@@ -133,8 +137,7 @@ def test_warmup_flag_for_a_single_model(bertrt_bin):
     log = s.proc.stderr.read()
     assert "warmed up: 2 batches of 2 warm-up samples" in log, log
     for bad in ["8", "0x16", "8x", "2x16x3"]:
-        proc = subprocess.run([bertrt_bin, "serve", str(MODELS / "seq_cls"), "--warmup-shapes", bad,
-                               "--http-port", "0"], capture_output=True, text=True, timeout=60)
+        proc = serve_exit(bertrt_bin, str(MODELS / "seq_cls"), "--warmup-shapes", bad)
         assert proc.returncode != 0, proc.stderr
         assert "BATCHxLENGTH" in proc.stderr, proc.stderr
 

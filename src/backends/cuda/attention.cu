@@ -133,6 +133,16 @@ long MmaBlocks(const AttentionArgs& a, int queries) {
   return static_cast<long>(a.num_seqs) * a.heads * QueryBlocks(a.max_len, queries);
 }
 
+// Whether 128-query blocks still give every multiprocessor one (sequences
+// longer than 64 queries fill them).
+bool FillsLargeBlocks(const AttentionArgs& a) {
+  return a.max_len > 64 && MmaBlocks(a, 128) >= a.sm_count;
+}
+
+// Whether 64-query blocks would leave most multiprocessors idle (batch 1 at
+// seq 128: 24 blocks on 132): the mma.sync kernel's 32-query blocks serve it.
+bool LeavesMostIdle(const AttentionArgs& a) { return 2 * MmaBlocks(a, 64) < a.sm_count; }
+
 // Launches a tensor-core kernel (one dimension of blocks, AttentionBlockAt's
 // order) taking (AttentionArgs, scale_log2).
 template <int D>
@@ -178,12 +188,10 @@ template <typename T, int D>
 Status LaunchMmaForLength(const AttentionArgs& a, Stream stream) {
   if constexpr (D <= 64) {
     // LaunchMma<T, D, w, r>'s block holds 16 * w * r queries.
-    if (a.max_len > 64 && MmaBlocks(a, 4 * 16 * 2) >= a.sm_count)
-      return LaunchMma<T, D, 4, 2>(a, stream);
-    // 32-query blocks for a batch that leaves most multiprocessors idle even
-    // so (batch 1: 48 blocks instead of 24): 1-2% faster at batch 1 and 2 on
-    // the H200; 16-query blocks were no faster than 64.
-    if (2 * MmaBlocks(a, 4 * 16) < a.sm_count) return LaunchMma<T, D, 2, 1>(a, stream);
+    if (FillsLargeBlocks(a)) return LaunchMma<T, D, 4, 2>(a, stream);
+    // 32-query blocks (batch 1: 48 blocks instead of 24): 1-2% faster at
+    // batch 1 and 2 on the H200; 16-query blocks were no faster than 64.
+    if (LeavesMostIdle(a)) return LaunchMma<T, D, 2, 1>(a, stream);
   }
   return LaunchMma<T, D, 4, 1>(a, stream);
 }
@@ -191,8 +199,7 @@ Status LaunchMmaForLength(const AttentionArgs& a, Stream stream) {
 // The same choice of block size for the wgmma kernel (64 queries per warpgroup).
 template <typename T, int D>
 Status LaunchWgmmaForLength(const AttentionArgs& a, Stream stream) {
-  if (a.max_len > 64 && MmaBlocks(a, 128) >= a.sm_count) return LaunchWgmma<T, D, 2>(a, stream);
-  return LaunchWgmma<T, D, 1>(a, stream);
+  return FillsLargeBlocks(a) ? LaunchWgmma<T, D, 2>(a, stream) : LaunchWgmma<T, D, 1>(a, stream);
 }
 
 template <typename T>
@@ -214,7 +221,7 @@ Status LaunchTensorCores(const AttentionArgs& a, int d, bool wgmma, Stream strea
 AttentionKernel AutoKernel(Precision p, const AttentionArgs& a, bool mma_dim) {
   if (p == Precision::kFp32 || !mma_dim || a.compute_capability < 80)
     return AttentionKernel::kGeneral;
-  if (WgmmaAttentionBuilt() && a.compute_capability == 90 && 2 * MmaBlocks(a, 64) >= a.sm_count)
+  if (WgmmaAttentionBuilt() && a.compute_capability == 90 && !LeavesMostIdle(a))
     return AttentionKernel::kWgmma;
   return AttentionKernel::kMmaSync;
 }

@@ -112,27 +112,31 @@ __device__ __forceinline__ void CopyAsyncWait() {
 #endif
 }
 
-// Where block `b` of AttentionMmaKernel works, and its grid: one dimension,
-// heads fastest, then query blocks, then sequences in the order
-// a.by_length gives (longest first), so that all of a long sequence's blocks start
-// before a shorter one's. Blocks run in about their index order, and a
-// block's time follows its sequence's length: started last, a long block
-// would set the kernel's end alone. On the H200 (bench/RESULTS.md,
-// 2026-11-30) the ragged 32 x 16..128 batch was 1.8% faster so than with
-// sequences fastest in their own order; equal lengths at seq 128 were 0-1%
-// slower (b32, b128), and batch 1 had been 3.6-4.3% faster heads first.
 // Blocks of `queries` queries per (sequence, head) that cover the longest sequence.
 __host__ __device__ inline int QueryBlocks(int max_len, int queries) {
   return (max_len + queries - 1) / queries;
 }
-// What this block works on: its sequence's first token and length, its head
-// and first query, and where the sequence's Q | K | V rows of the head start
-// (rows ld elements apart; K is `hidden` elements after Q, V twice that).
+
+// What a tensor-core kernel's block works on: its sequence's first token and
+// length, its head and first query, where the sequence's Q | K | V rows of
+// the head start (rows ld elements apart; K is `hidden` elements after Q, V
+// twice that) and its output rows of the head.
+//
+// The grid is one dimension: heads fastest, then query blocks, then
+// sequences in the order a.by_length gives (longest first), so that all of a
+// long sequence's blocks start before a shorter one's. Blocks run in about
+// their index order, and a block's time follows its sequence's length:
+// started last, a long block would set the kernel's end alone. On the H200
+// (bench/RESULTS.md, 2026-11-30) the ragged 32 x 16..128 batch was 1.8%
+// faster so than with sequences fastest in their own order; equal lengths at
+// seq 128 were 0-1% slower (b32, b128), and batch 1 had been 3.6-4.3% faster
+// heads first.
 template <typename T>
 struct AttentionBlock {
   int begin, len, head, q0;
   size_t ld;
   const T* base;
+  T* out;
 };
 template <typename T, int D>
 __device__ __forceinline__ AttentionBlock<T> AttentionBlockAt(const AttentionArgs& a, int queries) {
@@ -142,9 +146,13 @@ __device__ __forceinline__ AttentionBlock<T> AttentionBlockAt(const AttentionArg
   const unsigned rest = b / a.heads;
   const int32_t* seq = a.by_length + 2 * (rest / query_blocks);
   const size_t ld = 3 * static_cast<size_t>(a.hidden);
-  return {seq[0], seq[1],
-          head,   static_cast<int>(rest % query_blocks) * queries,
-          ld,     static_cast<const T*>(a.qkv) + seq[0] * ld + head * D};
+  return {seq[0],
+          seq[1],
+          head,
+          static_cast<int>(rest % query_blocks) * queries,
+          ld,
+          static_cast<const T*>(a.qkv) + seq[0] * ld + head * D,
+          static_cast<T*>(a.ctx) + static_cast<size_t>(seq[0]) * a.hidden + head * D};
 }
 
 // 2^x on the special-function unit with subnormal results flushed to zero
@@ -274,7 +282,7 @@ __device__ __forceinline__ void PackProbabilities(uint32_t (&pa)[4],
 
 // Divides a row tile's outputs by the row sums (l: this lane's partials) and
 // stores rows row0 and row0 + 8 that lie inside the sequence. `out` points at
-// the sequence's first row, this head's first dim, plus 2t.
+// the sequence's first output row, this head's first dim, plus 2t.
 template <typename T, int kDTiles>
 __device__ __forceinline__ void StoreOutputRows(T* out, int hidden, const float (&o)[kDTiles][4],
                                                 const float (&l)[2], int row0, int len) {
@@ -322,7 +330,7 @@ __global__ void __launch_bounds__(kWarps * 32, kRowTiles == 1 && D <= 64 ? 16 / 
   T* const vs = ks + 2 * kTile;
 
   const AttentionBlock<T> block = AttentionBlockAt<T, D>(a, kQueries);
-  const int begin = block.begin, len = block.len, head = block.head, q0 = block.q0;
+  const int len = block.len, q0 = block.q0;
   if (q0 >= len) return;
   const size_t ld = block.ld;
   const T* const base = block.base;
@@ -432,9 +440,9 @@ __global__ void __launch_bounds__(kWarps * 32, kRowTiles == 1 && D <= 64 ? 16 / 
   }
   if (!active) return;
 
-  T* out = static_cast<T*>(a.ctx) + static_cast<size_t>(begin) * hidden + head * D + 2 * t;
 #pragma unroll
-  for (int r = 0; r < kRowTiles; ++r) StoreOutputRows(out, hidden, o[r], l[r], rows[r], len);
+  for (int r = 0; r < kRowTiles; ++r)
+    StoreOutputRows(block.out + 2 * t, hidden, o[r], l[r], rows[r], len);
 #endif
 }
 

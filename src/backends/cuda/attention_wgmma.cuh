@@ -54,7 +54,6 @@ struct Swizzle {
            (c & 7);
   }
 };
-static_assert(Swizzle<64>::kBlockBytes % Swizzle<64>::kAtomBytes == 0);
 
 // K and V tiles per block: iteration j reads K_j and V_{j-1} while K_{j+1}
 // and V_j land. (A third slot, which spared a barrier per iteration, was
@@ -205,7 +204,7 @@ __global__ void __launch_bounds__(kGroups * 128, D <= 64 ? 4 / kGroups : 1)
   auto slot = [](int tile) { return tile % kWgmmaStages * kTile; };
 
   const AttentionBlock<T> block = AttentionBlockAt<T, D>(a, kQueries);
-  const int begin = block.begin, len = block.len, head = block.head, q0 = block.q0;
+  const int len = block.len, q0 = block.q0;
   if (q0 >= len) return;
   const size_t ld = block.ld;
   const T* const base = block.base;
@@ -254,12 +253,19 @@ __global__ void __launch_bounds__(kGroups * 128, D <= 64 ? 4 / kGroups : 1)
   float(&o_flat)[D / 2] = *reinterpret_cast<float(*)[D / 2]>(&o[0][0][0]);
   uint32_t pa[kMmaKeys / 16][4];  // P_{j-1}, read by the tensor cores until the wait
 
+  // O and P are the P V product's register operands.
+  auto pin_pv_operands = [&] {
+    PinRegisters(o_flat);
+#pragma unroll
+    for (int kk = 0; kk < kMmaKeys / 16; ++kk) PinRegisters(pa[kk]);
+  };
+  // Key block kk (keys 16kk..16kk + 15) starts at line 16kk of V's tile.
   auto issue_pv = [&](const T* vt) {
 #pragma unroll
     for (int kk = 0; kk < kMmaKeys / 16; ++kk)
       Wgmma<true>(
           o_flat, pa[kk],
-          SmemDescriptor(vt + 16 * kk * Sw::kAtomDims, Sw::kBlockBytes, Sw::kAtomBytes, Sw::kMode),
+          SmemDescriptor(vt + Sw::Offset(16 * kk, 0), Sw::kBlockBytes, Sw::kAtomBytes, Sw::kMode),
           1, T{});
   };
 
@@ -276,19 +282,15 @@ __global__ void __launch_bounds__(kGroups * 128, D <= 64 ? 4 / kGroups : 1)
       const T* kt = ks + slot(j);
       float sc[1][kKeyTiles][4];
       float(&s_flat)[kMmaKeys / 2] = *reinterpret_cast<float(*)[kMmaKeys / 2]>(&sc[0][0][0]);
-      PinRegisters(o_flat);
-#pragma unroll
-      for (int kk = 0; kk < kMmaKeys / 16; ++kk) PinRegisters(pa[kk]);
+      pin_pv_operands();
       WgmmaFence();
-      // S_j over D / 16 chunks of 16 dims: chunk c starts 32 bytes into
-      // its column block's lines per earlier chunk there.
+      // S_j over D / 16 chunks of 16 dims: chunk c starts at dim 16c of K's
+      // first line (the swizzle of later lines is the hardware's).
 #pragma unroll
-      for (int c = 0; c < kChunks; ++c) {
-        const T* start =
-            kt + (16 * c / Sw::kAtomDims) * kMmaKeys * Sw::kAtomDims + (16 * c) % Sw::kAtomDims;
-        Wgmma<false>(s_flat, qf[c], SmemDescriptor(start, 16, Sw::kAtomBytes, Sw::kMode), c > 0,
-                     T{});
-      }
+      for (int c = 0; c < kChunks; ++c)
+        Wgmma<false>(s_flat, qf[c],
+                     SmemDescriptor(kt + Sw::Offset(0, 16 * c), 16, Sw::kAtomBytes, Sw::kMode),
+                     c > 0, T{});
       WgmmaCommit();
       if (j > 0) issue_pv(vs + slot(j - 1));
       WgmmaCommit();
@@ -299,9 +301,7 @@ __global__ void __launch_bounds__(kGroups * 128, D <= 64 ? 4 / kGroups : 1)
       float alpha[1][2];
       OnlineSoftmaxStep(sc, m, l, alpha, scale_log2);
       WgmmaWait<0>();
-      PinRegisters(o_flat);
-#pragma unroll
-      for (int kk = 0; kk < kMmaKeys / 16; ++kk) PinRegisters(pa[kk]);
+      pin_pv_operands();
       RescaleOutputs(o, alpha);
 #pragma unroll
       for (int kk = 0; kk < kMmaKeys / 16; ++kk) PackProbabilities<T>(pa[kk], sc[0], kk);
@@ -313,17 +313,14 @@ __global__ void __launch_bounds__(kGroups * 128, D <= 64 ? 4 / kGroups : 1)
   FenceSharedForAsyncProxy();
   __syncthreads();
   if (!active) return;
-  PinRegisters(o_flat);
-#pragma unroll
-  for (int kk = 0; kk < kMmaKeys / 16; ++kk) PinRegisters(pa[kk]);
+  pin_pv_operands();
   WgmmaFence();
   issue_pv(vs + slot(tiles - 1));
   WgmmaCommit();
   WgmmaWait<0>();
   PinRegisters(o_flat);
 
-  T* out = static_cast<T*>(a.ctx) + static_cast<size_t>(begin) * hidden + head * D + 2 * t;
-  StoreOutputRows(out, hidden, o[0], l[0], row0, len);
+  StoreOutputRows(block.out + 2 * t, hidden, o[0], l[0], row0, len);
 #else
   // Launched only on sm_90 by a build that compiled sm_90a (attention.cu);
   // anything else is a dispatch bug, reported as a launch failure rather

@@ -12,7 +12,6 @@
 
 #include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
