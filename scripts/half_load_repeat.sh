@@ -19,6 +19,7 @@ LOAD=(--duration-s "$DURATION" --warmup-s "$WARMUP" --lengths "${LENGTHS:-100:12
 WORK=$(mktemp -d /tmp/half_load.XXXXXX)
 source "$(dirname "$0")/serve_util.sh"
 start_server "$WORK/serve.log" "$MODEL" "$@" || exit 1
+grep -ho "warmed up.*\|warning: warm-up.*" "$WORK/serve.log" || true
 "$BIN" bench --url "$URL" --concurrency 256 --duration-s 2 --warmup-s 1 \
   --lengths "${LENGTHS:-100:126}" --sequences-per-request "${SEQS:-1}" > /dev/null 2> "$WORK/bench.log"
 for r in $(seq "$REPEATS"); do

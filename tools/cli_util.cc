@@ -117,7 +117,10 @@ std::vector<CLI::Option*> AddServingOptions(CLI::App* cmd, ServingFlags* f) {
       cmd->add_option("--warmup-shapes", f->warmup,
                       "Batch shapes BATCHxLENGTH (e.g. 1x128,8x128) run on every instance "
                       "before the model is ready, so that on a GPU their CUDA graphs are "
-                      "captured before traffic meets them (config.pbtxt: model_warmup)")
+                      "captured before traffic meets them (config.pbtxt: model_warmup). "
+                      "Either number may be a range MIN-MAX (1-32x100-192): every batch "
+                      "within --max-batch-size and --max-batch-tokens, once per distinct "
+                      "shape a GPU instance runs it as")
           ->delimiter(',')
           ->check([](const std::string& v) {
             auto s = server::ParseWarmupShape(v);

@@ -69,6 +69,13 @@ class Engine {
   // engine's graph captures) is done, so that the next Run of a shape seen
   // before takes the steady-state path: for benchmarks and tests.
   virtual void WaitForBackgroundWork() {}
+  // What a batch runs as, for warm-up: batches with equal keys run the same
+  // prepared program (the CUDA engine's padded shape and its graph), so
+  // warming one warms them all. By default every batch's own dimensions.
+  virtual std::string ShapeKey(const RaggedBatch& batch, const RunOptions& options) const;
+  // How many prepared shapes the engine keeps (least recently used ones are
+  // dropped past it); 0: no limit.
+  virtual size_t KeptShapes() const { return 0; }
 };
 
 // Checks ids against the vocabulary, type ids against type_vocab_size and each

@@ -18,6 +18,13 @@ const NamedOutput* BatchOutputs::Find(const std::string& name) const {
   return nullptr;
 }
 
+std::string Engine::ShapeKey(const RaggedBatch& batch, const RunOptions& options) const {
+  std::string key = options.last_hidden_state ? "hidden:" : "";
+  for (int s = 0; s < batch.num_seqs(); ++s)
+    key += std::to_string(batch.cu_seqlens[s + 1] - batch.cu_seqlens[s]) + ",";
+  return key;
+}
+
 Status ValidateBatch(const RaggedBatch& batch, const ModelConfig& config) {
   if (batch.cu_seqlens.empty() || batch.cu_seqlens.front() != 0)
     return InvalidArgument("batch: cu_seqlens must start with 0");

@@ -136,10 +136,33 @@ def test_warmup_flag_for_a_single_model(bertrt_bin):
         s.stop()
     log = s.proc.stderr.read()
     assert "warmed up: 2 batches of 2 warm-up samples" in log, log
-    for bad in ["8", "0x16", "8x", "2x16x3"]:
+    for bad in ["8", "0x16", "8x", "2x16x3", "4-2x16"]:
         proc = serve_exit(bertrt_bin, str(MODELS / "seq_cls"), "--warmup-shapes", bad)
         assert proc.returncode != 0, proc.stderr
         assert "BATCHxLENGTH" in proc.stderr, proc.stderr
+
+
+def test_warmup_ranges_stay_within_the_scheduler_limits(bertrt_bin):
+    # 1-4 sequences of 15-17 tokens within 3 sequences and 40 tokens per
+    # batch: 1 and 2 sequences of 15, 16 and 17 tokens (3 x 15 is over 40),
+    # 6 batches, each its own shape on the CPU engine.
+    s = Server(bertrt_bin, [str(MODELS / "seq_cls"), "--warmup-shapes", "1-4x15-17",
+                            "--max-batch-size", "3", "--max-batch-tokens", "40"])
+    try:
+        assert infer(s, "seq_cls").status_code == 200
+    finally:
+        s.stop()
+    log = s.proc.stderr.read()
+    assert "warmed up: 6 batches of 1 warm-up samples (6 distinct shapes over 1 instances)" \
+        in log, log
+    for args, fragment in [
+            (["--max-batch-size", "3", "--warmup-shapes", "4-6x16"],
+             'warm-up sample "4-6x16": batch_size 4 exceeds max_batch_size 3'),
+            (["--max-batch-tokens", "40", "--warmup-shapes", "3-4x16-20"],
+             "48 tokens, more than max_batch_tokens (40) even at the range's smallest batch")]:
+        proc = serve_exit(bertrt_bin, str(MODELS / "seq_cls"), *args)
+        assert proc.returncode != 0, proc.stderr
+        assert fragment in proc.stderr, proc.stderr
 
 
 def test_version_policy_all_serves_every_version(bertrt_bin, tmp_path):

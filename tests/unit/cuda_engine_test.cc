@@ -332,6 +332,11 @@ TEST(CudaEngineTest, GraphReplayMatchesEagerRunsAndServesTheWholeBucket) {
     // before it.
     const RaggedBatch a = MakeBatch({10, 50, 33, 5, 7}, 31);
     const RaggedBatch b = MakeBatch({20, 40, 30, 5, 12}, 32);
+    // So warming one warms the other (what a --warmup-shapes range relies on).
+    EXPECT_EQ(e.gpu->ShapeKey(a, opts), e.gpu->ShapeKey(b, opts));
+    EXPECT_NE(e.gpu->ShapeKey(a, opts), e.gpu->ShapeKey(a, {}));
+    EXPECT_NE(e.gpu->ShapeKey(a, opts), e.gpu->ShapeKey(MakeBatch({10, 50, 33, 5, 70}, 33), opts));
+    EXPECT_EQ(e.gpu->KeptShapes(), 256u);
     auto eager = e.gpu->Run(a, opts);
     ASSERT_TRUE(eager.ok()) << eager.status().ToString();
     e.gpu->WaitForBackgroundWork();
@@ -386,8 +391,8 @@ TEST(CudaEngineTest, OverlappedLaunchesGiveTheSameBitsAsPlainOnes) {
     for (const std::vector<int>& lengths :
          {std::vector<int>{128}, {1, 7, 64, 300}, std::vector<int>(40, 100)}) {
       const RaggedBatch batch = MakeBatch(lengths, 72);
-      const std::string what = std::string(spec.name) + ", " + std::to_string(lengths.size()) +
-                               " sequences";
+      const std::string what =
+          std::string(spec.name) + ", " + std::to_string(lengths.size()) + " sequences";
       for (int run = 0; run < 2; ++run) {  // eager, then replayed
         auto plain = engines[0]->Run(batch, {.last_hidden_state = true});
         auto overlapped = engines[1]->Run(batch, {.last_hidden_state = true});

@@ -173,7 +173,23 @@ TEST(ModelConfig, WarmupShapesFromTheCommandLine) {
   EXPECT_EQ(w->batch_size, 8);
   EXPECT_EQ(w->length, 128);
   EXPECT_EQ(w->count, 1);
-  for (const char* bad : {"8", "x128", "0x5", "8x-1", "8x128x2", "", "99999999x1"}) {
+  EXPECT_FALSE(w->is_range());
+  auto range = ParseWarmupShape("1-32x100-192");
+  ASSERT_TRUE(range.ok()) << range.status().message();
+  EXPECT_TRUE(range->is_range());
+  EXPECT_EQ(range->batch_size, 1);
+  EXPECT_EQ(range->max_batch_size, 32);
+  EXPECT_EQ(range->length, 100);
+  EXPECT_EQ(range->max_length, 192);
+  auto lengths = ParseWarmupShape("8x64-128");
+  ASSERT_TRUE(lengths.ok());
+  EXPECT_TRUE(lengths->is_range());
+  EXPECT_EQ(lengths->batch_size, 8);
+  EXPECT_EQ(lengths->max_batch_size, 8);
+  EXPECT_EQ(lengths->max_length, 128);
+  EXPECT_FALSE(ParseWarmupShape("4-4x16-16")->is_range());
+  for (const char* bad : {"8", "x128", "0x5", "8x-1", "8x128x2", "", "99999999x1", "8-4x16",
+                          "1-x16", "1--3x16", "0-4x16", "4x16-", "4x16-8", "1-2-3x16"}) {
     auto r = ParseWarmupShape(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_NE(r.status().message().find("BATCHxLENGTH"), std::string::npos) << bad;

@@ -127,6 +127,12 @@ class CudaEngine final : public Engine {
     std::unique_lock<std::mutex> lock(mu_);
     captures_done_.wait(lock, [&] { return capture_queue_.empty() && !capture_running_; });
   }
+  std::string ShapeKey(const RaggedBatch& batch, const RunOptions& options) const override {
+    const Shape s = ShapeFor(batch, options);
+    return std::to_string(s.tokens) + "/" + std::to_string(s.seqs) + "/" +
+           std::to_string(s.max_len) + (s.hidden_state ? "/hidden" : "");
+  }
+  size_t KeptShapes() const override { return graphs_enabled_ ? kMaxGraphs : 0; }
   const ModelConfig& config() const override { return model_->config; }
   std::string device() const override {
     std::lock_guard<std::mutex> lock(mu_);

@@ -39,10 +39,17 @@ struct WarmupSample {
   int length = 0;
   bool random_ids = false;
   int count = 1;
+  // A range (--warmup-shapes 1-32x100-192): every batch_size..max_batch_size
+  // sequences of length..max_length tokens that stays within the scheduler's
+  // max batch size and tokens, each distinct shape an instance runs as once.
+  int max_batch_size = 0;  // 0: batch_size alone
+  int max_length = 0;      // 0: length alone
+  bool is_range() const { return max_batch_size > 0 || max_length > 0; }
 };
 
 // A warm-up sample written "BATCHxLENGTH" (`bertrt serve --warmup-shapes 8x128`):
-// BATCH sequences of LENGTH tokens, ids 0, once.
+// BATCH sequences of LENGTH tokens, ids 0, once; either number may be a range
+// MIN-MAX ("1-32x100-192").
 StatusOr<WarmupSample> ParseWarmupShape(const std::string& text);
 
 // Everything config.pbtxt may set; unset fields keep the command line's value.

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -133,43 +134,67 @@ std::vector<std::string> ModelDirs(const std::string& repository) {
 // Runs the model_warmup samples on every instance and waits for what the
 // engines do in the background (CUDA graph captures), so that a model is
 // ready only once those batch shapes cost what they will cost in service.
+// A range sample runs each distinct shape (Engine::ShapeKey) of its batches
+// once per instance, skipping batches the scheduler never forms.
 Status WarmUp(const std::vector<WarmupSample>& samples, const ModelConfig& config,
-              int max_batch_tokens, const std::vector<std::unique_ptr<Engine>>& engines,
+              const SchedulerOptions& limits, const std::vector<std::unique_ptr<Engine>>& engines,
               const std::function<void(const std::string&)>& notice) {
   if (samples.empty()) return Status::Ok();
   const auto start = std::chrono::steady_clock::now();
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> random_id(0, config.vocab_size - 1);
   int batches = 0;
+  size_t shapes = 0;
   for (const WarmupSample& w : samples) {
     const std::string where = "warm-up sample \"" + w.name + "\"";
-    if (w.length > config.max_seq_length)
-      return InvalidArgument(where + ": dims [" + std::to_string(w.length) +
+    const int last_batch = std::max(w.batch_size, w.max_batch_size);
+    const int last_length = std::max(w.length, w.max_length);
+    if (last_length > config.max_seq_length)
+      return InvalidArgument(where + ": dims [" + std::to_string(last_length) +
                              "] is longer than the model takes (" +
                              std::to_string(config.max_seq_length) + " tokens)");
-    if (static_cast<int64_t>(w.batch_size) * w.length > max_batch_tokens)
-      return InvalidArgument(where + ": batch_size x length = " +
-                             std::to_string(static_cast<int64_t>(w.batch_size) * w.length) +
+    const int64_t tokens = static_cast<int64_t>(w.batch_size) * w.length;
+    if (tokens > limits.max_batch_tokens)
+      return InvalidArgument(where + ": batch_size x length = " + std::to_string(tokens) +
                              " tokens, more than max_batch_tokens (" +
-                             std::to_string(max_batch_tokens) + ")");
-    RaggedBatch batch;
-    for (int b = 0; b < w.batch_size; ++b) {
-      std::vector<int32_t> ids(w.length, 0);
-      if (w.random_ids)
-        for (int32_t& id : ids) id = random_id(rng);
-      batch.Add(ids, std::vector<int32_t>(w.length, 0));
+                             std::to_string(limits.max_batch_tokens) + ")" +
+                             (w.is_range() ? " even at the range's smallest batch" : ""));
+    if (w.batch_size > limits.max_batch_size)
+      return InvalidArgument(where + ": batch_size " + std::to_string(w.batch_size) +
+                             " exceeds max_batch_size " + std::to_string(limits.max_batch_size));
+    for (size_t i = 0; i < engines.size(); ++i) {
+      std::set<std::string> seen;
+      for (int b = w.batch_size; b <= std::min(last_batch, limits.max_batch_size); ++b) {
+        for (int length = w.length; length <= last_length; ++length) {
+          if (static_cast<int64_t>(b) * length > limits.max_batch_tokens) break;
+          RaggedBatch batch;
+          std::vector<int32_t> ids(length, 0);
+          for (int s = 0; s < b; ++s) {
+            if (w.random_ids)
+              for (int32_t& id : ids) id = random_id(rng);
+            batch.Add(ids, std::vector<int32_t>(length, 0));
+          }
+          if (!seen.insert(engines[i]->ShapeKey(batch, {})).second) continue;
+          for (int c = 0; c < w.count; ++c, ++batches)
+            if (auto r = engines[i]->Run(batch, {}); !r.ok())
+              return Status(r.status().code(),
+                            where + " on " + engines[i]->device() + ": " + r.status().message());
+        }
+      }
+      shapes += seen.size();
+      if (const size_t kept = engines[i]->KeptShapes(); kept > 0 && seen.size() > kept)
+        notice("warning: " + where + " warms " + std::to_string(seen.size()) + " shapes on " +
+               engines[i]->device() + ", which keeps " + std::to_string(kept) +
+               "; the least recently used are prepared again at their next use");
     }
-    for (size_t i = 0; i < engines.size(); ++i)
-      for (int c = 0; c < w.count; ++c, ++batches)
-        if (auto r = engines[i]->Run(batch, {}); !r.ok())
-          return Status(r.status().code(),
-                        where + " on " + engines[i]->device() + ": " + r.status().message());
   }
   for (const auto& engine : engines) engine->WaitForBackgroundWork();
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   notice("warmed up: " + std::to_string(batches) + " batches of " + std::to_string(samples.size()) +
-         " warm-up samples in " + std::to_string(static_cast<int>(ms)) + " ms");
+         " warm-up samples (" + std::to_string(shapes) + " distinct shapes over " +
+         std::to_string(engines.size()) + " instances) in " + std::to_string(static_cast<int>(ms)) +
+         " ms");
   return Status::Ok();
 }
 
@@ -277,8 +302,8 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& name
   // A plan built for at most N tokens per batch: batches stay within it.
   if (const int limit = loaded.model->max_batch_tokens; limit > 0)
     scheduling.max_batch_tokens = std::min(scheduling.max_batch_tokens, limit);
-  if (Status st = WarmUp(serving.warmups, loaded.model->config, scheduling.max_batch_tokens,
-                         engines, import_options.on_notice);
+  if (Status st = WarmUp(serving.warmups, loaded.model->config, scheduling, engines,
+                         import_options.on_notice);
       !st.ok())
     return Status(st.code(), "model " + name + ": " + st.message());
   m->loaded_ = std::move(loaded);
