@@ -128,11 +128,15 @@ class CudaEngine final : public Engine {
     captures_done_.wait(lock, [&] { return capture_queue_.empty() && !capture_running_; });
   }
   std::string ShapeKey(const RaggedBatch& batch, const RunOptions& options) const override {
+    std::lock_guard<std::mutex> lock(mu_);  // the capture thread may turn graphs off
     const Shape s = ShapeFor(batch, options);
     return std::to_string(s.tokens) + "/" + std::to_string(s.seqs) + "/" +
            std::to_string(s.max_len) + (s.hidden_state ? "/hidden" : "");
   }
-  size_t KeptShapes() const override { return graphs_enabled_ ? kMaxGraphs : 0; }
+  size_t KeptShapes() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return graphs_enabled_ ? kMaxGraphs : 0;
+  }
   const ModelConfig& config() const override { return model_->config; }
   std::string device() const override {
     std::lock_guard<std::mutex> lock(mu_);
