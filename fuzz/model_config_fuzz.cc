@@ -10,11 +10,11 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  if (auto shape = bertrt::server::ParseWarmupShape(text); shape.ok())
-    if (shape->batch_size <= 0 || shape->length <= 0 ||
-        (shape->is_range() &&
-         (shape->max_batch_size < shape->batch_size || shape->max_length < shape->length)))
-      std::abort();
+  auto bad = [](const bertrt::server::WarmupSample& w) {
+    return w.batch_size <= 0 || w.length <= 0 || w.count <= 0 ||
+           (w.is_range() && (w.max_batch_size < w.batch_size || w.max_length < w.length));
+  };
+  if (auto shape = bertrt::server::ParseWarmupShape(text); shape.ok() && bad(*shape)) std::abort();
   auto config = bertrt::server::ParseModelConfig(text, "fuzz/config.pbtxt", "m");
   if (!config.ok()) return 0;
   if (config->max_batch_size && *config->max_batch_size <= 0) std::abort();
@@ -23,8 +23,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (int size : config->preferred_batch_sizes)
     if (size <= 0) std::abort();
   for (const auto& w : config->warmups)
-    if (w.batch_size <= 0 || w.length <= 0 || w.count <= 0 || w.is_range() ||
-        (config->max_batch_size && w.batch_size > *config->max_batch_size))
-      std::abort();
+    if (bad(w) || (config->max_batch_size && w.batch_size > *config->max_batch_size)) std::abort();
   return 0;
 }

@@ -165,6 +165,22 @@ def test_warmup_ranges_stay_within_the_scheduler_limits(bertrt_bin):
         assert fragment in proc.stderr, proc.stderr
 
 
+def test_warmup_shapes_parameter_replaces_the_command_line_for_its_model(bertrt_bin, tmp_path):
+    add_version(tmp_path, "own", 1, "seq_cls")
+    add_version(tmp_path, "plain", 1, "seq_cls")
+    (tmp_path / "own" / "config.pbtxt").write_text(
+        'parameters { key: "warmup_shapes" value: { string_value: "1-3x16" } }')
+    s = Server(bertrt_bin, ["--model-repository", str(tmp_path), "--warmup-shapes", "1x8"])
+    try:
+        assert infer(s, "own").status_code == 200
+        assert infer(s, "plain").status_code == 200
+    finally:
+        s.stop()
+    log = s.proc.stderr.read()
+    assert "warmed up: 3 batches of 1 warm-up samples" in log, log  # own: 1-3 x 16
+    assert "warmed up: 1 batches of 1 warm-up samples" in log, log  # plain: the flag's 1x8
+
+
 def test_version_policy_all_serves_every_version(bertrt_bin, tmp_path):
     add_version(tmp_path, "m", 1, "seq_cls")
     add_version(tmp_path, "m", 2, "token_cls")

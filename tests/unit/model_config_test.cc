@@ -209,6 +209,27 @@ TEST(ModelConfig, WarmupShapesFromTheCommandLine) {
   EXPECT_EQ(own->warmups[0].name, "1x7");
 }
 
+TEST(ModelConfig, WarmupShapesAsAParameter) {
+  auto c = Parse(R"(max_batch_size: 32
+                    parameters { key: "warmup_shapes" value: { string_value: "1-32x100-192,8x128" } }
+                    model_warmup [ { batch_size: 2 inputs { key: "input_ids"
+                                     value: { data_type: TYPE_INT32 dims: [ 16 ] zero_data: true } } } ])");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_EQ(c->warmups.size(), 3u);  // model_warmup first, then the parameter's shapes
+  EXPECT_EQ(c->warmups[0].length, 16);
+  EXPECT_TRUE(c->warmups[1].is_range());
+  EXPECT_EQ(c->warmups[1].max_batch_size, 32);
+  EXPECT_EQ(c->warmups[1].max_length, 192);
+  EXPECT_EQ(c->warmups[2].name, "8x128");
+  ExpectError(R"(parameters { key: "warmup_shapes" value: { string_value: "8x" } })",
+              "parameters \"warmup_shapes\": warm-up shape \"8x\": expected BATCHxLENGTH");
+  ExpectError(R"(parameters { key: "warmup_shapes" value: { string_value: "" } })",
+              "parameters \"warmup_shapes\": empty");
+  ExpectError(R"(max_batch_size: 4
+                 parameters { key: "warmup_shapes" value: { string_value: "8-16x32" } })",
+              "\"8-16x32\" starts at batch size 8, over max_batch_size 4");
+}
+
 TEST(ModelConfig, MissingFileIsNoConfig) {
   auto c = LoadModelConfig("/nonexistent/dir", "m");
   ASSERT_TRUE(c.ok());

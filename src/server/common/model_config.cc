@@ -68,9 +68,10 @@ Status ReadParameters(const config::ModelConfig& pbc, ModelConfigFile& out) {
       if (value != "tanh" && value != "exact")
         return InvalidArgument("parameters \"gelu\": \"" + value + "\"; expected tanh or exact");
       out.gelu = value;
-    } else {
-      return InvalidArgument("parameters: unknown key \"" + key +
-                             "\"; bertrt reads precision, max_batch_tokens, threads and gelu");
+    } else if (key != "warmup_shapes") {  // ReadWarmups reads it, once max_batch_size is known
+      return InvalidArgument(
+          "parameters: unknown key \"" + key +
+          "\"; bertrt reads precision, max_batch_tokens, threads, gelu and warmup_shapes");
     }
   }
   return Status::Ok();
@@ -200,6 +201,23 @@ Status ReadWarmups(const config::ModelConfig& pbc, ModelConfigFile& out) {
       if (input == "input_ids") sample.random_ids = spec.random_data();
     }
     out.warmups.push_back(std::move(sample));
+  }
+  // The command line's --warmup-shapes for this model alone (ranges allowed).
+  if (auto it = pbc.parameters().find("warmup_shapes"); it != pbc.parameters().end()) {
+    const std::string where = "parameters \"warmup_shapes\"";
+    std::stringstream items(it->second.string_value());
+    std::string item;
+    while (std::getline(items, item, ',')) {
+      auto sample = ParseWarmupShape(item);
+      if (!sample.ok()) return InvalidArgument(where + ": " + sample.status().message());
+      if (out.max_batch_size && sample->batch_size > *out.max_batch_size)
+        return InvalidArgument(where + ": \"" + item + "\" starts at batch size " +
+                               std::to_string(sample->batch_size) + ", over max_batch_size " +
+                               std::to_string(*out.max_batch_size));
+      out.warmups.push_back(std::move(*sample));
+    }
+    if (it->second.string_value().empty())
+      return InvalidArgument(where + ": empty; list BATCHxLENGTH shapes, e.g. 1-32x100-192");
   }
   return Status::Ok();
 }
