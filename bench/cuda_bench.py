@@ -10,7 +10,9 @@ to logits in host memory, so its numbers include both copies).
 Cases: BERT-base seq 128 at batch 1, 8, 128; a ragged batch of 32 with lengths
 16..128 (bertrt packed, PyTorch padded with a mask: the same lengths, which
 `bertrt bench --json` reports as it draws them) next to bertrt's 32x128; BERT-large
-seq 384 batch 256 when time is left. Prints a table and appends a section to
+seq 384 batch 256 when time is left. Prints a table (with each case's peak device
+memory beyond the weights) and bertrt's per-operation profile at batch 128 (each
+GEMM's TFLOP/s, the time outside GEMMs and attention), and appends both to
 RESULTS.md (--results). Time-bounded: --deadline-s caps the whole run; a
 torch.compile step is skipped when too little time is left for it.
 
@@ -47,11 +49,12 @@ def make_model(preset, workdir):
 
 
 def run_bertrt(binary, model, batch, seq_len=None, lengths=None, iterations=50, warmup=10,
-               gelu="exact"):
+               gelu="exact", profile=False):
     cmd = [binary, "bench", model, "--device", "cuda", "--precision", "fp16", "--batch-size",
            str(batch), "--iterations", str(iterations), "--warmup", str(warmup), "--json",
            "--gelu", gelu]
     cmd += ["--lengths", lengths] if lengths else ["--seq-len", str(seq_len)]
+    cmd += ["--profile"] if profile else []
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr[-2000:]}")
@@ -61,7 +64,12 @@ def run_bertrt(binary, model, batch, seq_len=None, lengths=None, iterations=50, 
 
 
 def time_cuda(torch, fn, warmup, iters):
+    """Median ms, and the peak device memory the calls took beyond what was
+    allocated before them (activations and workspace; weights excluded)."""
     with torch.inference_mode():
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        at_rest = torch.cuda.memory_allocated()
         for _ in range(warmup):
             fn()
         torch.cuda.synchronize()
@@ -74,7 +82,7 @@ def time_cuda(torch, fn, warmup, iters):
             end.record()
             end.synchronize()
             times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return statistics.median(times), torch.cuda.max_memory_allocated() - at_rest
 
 
 class Torch:
@@ -102,6 +110,22 @@ class Torch:
         return time_cuda(self.torch, lambda: fn_model(**inputs).logits, warmup, iters)
 
 
+def profile_table(p):
+    """bertrt's per-operation profile (`bertrt bench --profile`) as Markdown."""
+    lines = [f"bertrt at base s128 b128, per operation (eager, CUDA events, mean of {p['runs']} "
+             "forwards):", "", "| op | calls | ms | share | TFLOP/s |", "|---|---:|---:|---:|---:|"]
+    for op in p["ops"]:
+        share = 100 * op["ms_per_forward"] / p["sum_of_ops_ms"] if p["sum_of_ops_ms"] else 0
+        tflops = f"{op['tflops']:.0f}" if op["tflops"] else ""
+        lines.append(f"| {op['op']} | {op['calls_per_forward']} | {op['ms_per_forward']:.3f} | "
+                     f"{share:.1f}% | {tflops} |")
+    lines += ["", f"GEMMs {p['gemm_ms']:.3f} ms + attention {p['attention_ms']:.3f} ms of a "
+              f"{p['graph_median_ms']:.3f} ms forward (graph median): "
+              f"{p['outside_gemm_and_attention_ms']:.3f} ms outside them (the eager per-operation "
+              "times include each launch's gap, so this can understate it)"]
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--bertrt", required=True)
@@ -121,7 +145,9 @@ def main():
     def label(mode):
         return "bertrt" if mode == modes[0] else f"bertrt --gelu {mode}"
     os.makedirs(args.workdir, exist_ok=True)
-    rows, notes = [], []  # rows: (case, system, batch, mean_len, ms)
+    # rows: (case, system, batch, mean_len, ms, peak MiB beyond the weights)
+    rows, notes = [], []
+    mib = 1 / (1 << 20)
 
     def left():
         return args.deadline_s - elapsed()
@@ -130,19 +156,25 @@ def main():
     log("bert-base model ready")
 
     # bertrt first: it is what this run is for.
-    devices = []
+    devices, profile = [], None
     for mode in modes:
         for b in (1, 8, 128):
-            r = run_bertrt(args.bertrt, base, b, seq_len=128, gelu=mode)
-            rows.append((f"base s128 b{b}", label(mode), b, 128, r["median_ms"]))
+            # Batch 128's run also times each operation (after its median).
+            r = run_bertrt(args.bertrt, base, b, seq_len=128, gelu=mode,
+                           profile=b == 128 and profile is None)
+            profile = profile or r.get("profile")
+            rows.append((f"base s128 b{b}", label(mode), b, 128, r["median_ms"],
+                         r["peak_memory_bytes"] * mib))
             log(f"bertrt --gelu {mode} b{b}: {r['median_ms']:.3f} ms ({r['device']})")
         devices.append(r["device"])
         r = run_bertrt(args.bertrt, base, 32, lengths="16:128", gelu=mode)
         ragged_lengths = r["sequence_lengths"]
         ragged_mean = r["total_tokens"] / 32
-        rows.append(("base ragged 32x16..128", label(mode), 32, ragged_mean, r["median_ms"]))
+        rows.append(("base ragged 32x16..128", label(mode), 32, ragged_mean, r["median_ms"],
+                     r["peak_memory_bytes"] * mib))
         r32 = run_bertrt(args.bertrt, base, 32, seq_len=128, gelu=mode)
-        rows.append(("base 32x128", label(mode), 32, 128, r32["median_ms"]))
+        rows.append(("base 32x128", label(mode), 32, 128, r32["median_ms"],
+                     r32["peak_memory_bytes"] * mib))
         log(f"bertrt --gelu {mode} ragged {rows[-2][4]:.3f} ms, 32x128 {r32['median_ms']:.3f} ms")
     device_name = "`, `".join(devices)
 
@@ -152,20 +184,20 @@ def main():
     versions = f"torch {torch.__version__}, transformers {transformers.__version__}"
     tb = Torch(base)
     for b in (1, 8, 128):
-        ms = tb.time(tb.model, tb.inputs(b, 128), 10, 50 if b < 128 else 30)
-        rows.append((f"base s128 b{b}", "PyTorch eager", b, 128, ms))
+        ms, peak = tb.time(tb.model, tb.inputs(b, 128), 10, 50 if b < 128 else 30)
+        rows.append((f"base s128 b{b}", "PyTorch eager", b, 128, ms, peak * mib))
         log(f"eager b{b}: {ms:.3f} ms")
     # bertrt's ragged batch, padded to its longest sequence.
-    ms = tb.time(tb.model, tb.inputs(32, max(ragged_lengths), ragged_lengths), 10, 30)
+    ms, peak = tb.time(tb.model, tb.inputs(32, max(ragged_lengths), ragged_lengths), 10, 30)
     rows.append(("base ragged 32x16..128", "PyTorch eager (padded + mask)", 32,
-                 sum(ragged_lengths) / 32, ms))
+                 sum(ragged_lengths) / 32, ms, peak * mib))
     log(f"eager ragged: {ms:.3f} ms")
 
     if left() > args.compile_reserve_s:
         t0 = time.monotonic()
         graphed = torch.compile(tb.model, mode="reduce-overhead", dynamic=False)
-        ms = tb.time(graphed, tb.inputs(1, 128), 15, 50)
-        rows.append(("base s128 b1", "torch.compile + CUDA graphs", 1, 128, ms))
+        ms, peak = tb.time(graphed, tb.inputs(1, 128), 15, 50)
+        rows.append(("base s128 b1", "torch.compile + CUDA graphs", 1, 128, ms, peak * mib))
         log(f"compile reduce-overhead b1: {ms:.3f} ms (compile + timing {time.monotonic() - t0:.0f} s)")
     else:
         notes.append("torch.compile + CUDA graphs (batch 1) skipped: out of time")
@@ -173,8 +205,8 @@ def main():
         t0 = time.monotonic()
         torch._dynamo.reset()
         compiled = torch.compile(tb.model, dynamic=False)
-        ms = tb.time(compiled, tb.inputs(128, 128), 5, 30)
-        rows.append(("base s128 b128", "torch.compile", 128, 128, ms))
+        ms, peak = tb.time(compiled, tb.inputs(128, 128), 5, 30)
+        rows.append(("base s128 b128", "torch.compile", 128, 128, ms, peak * mib))
         log(f"compile b128: {ms:.3f} ms (compile + timing {time.monotonic() - t0:.0f} s)")
     else:
         notes.append("torch.compile (batch 128) skipped: out of time")
@@ -187,28 +219,31 @@ def main():
         for mode in modes:
             r = run_bertrt(args.bertrt, large, 256, seq_len=384, iterations=10, warmup=3,
                            gelu=mode)
-            rows.append(("large s384 b256", label(mode), 256, 384, r["median_ms"]))
+            rows.append(("large s384 b256", label(mode), 256, 384, r["median_ms"],
+                         r["peak_memory_bytes"] * mib))
             log(f"bertrt --gelu {mode} large: {r['median_ms']:.2f} ms")
         if left() > 30:
             tl = Torch(large)
-            ms = tl.time(tl.model, tl.inputs(256, 384), 3, 10)
-            rows.append(("large s384 b256", "PyTorch eager", 256, 384, ms))
+            ms, peak = tl.time(tl.model, tl.inputs(256, 384), 3, 10)
+            rows.append(("large s384 b256", "PyTorch eager", 256, 384, ms, peak * mib))
             log(f"eager large: {ms:.2f} ms")
             del tl
     elif not args.no_large:
         notes.append("BERT-large skipped: out of time")
 
     # Table: each anchor's time over bertrt's for the same case (> 1: bertrt faster).
-    brt_ms = {case: ms for case, system, _, _, ms in rows if system == "bertrt"}
-    lines = ["| case | system | batch | mean len | median ms | seq/s | anchor ms / bertrt ms |",
-             "|---|---|---:|---:|---:|---:|---:|"]
-    for case, system, b, mean_len, ms in rows:
+    brt_ms = {case: ms for case, system, _, _, ms, _ in rows if system == "bertrt"}
+    lines = ["| case | system | batch | mean len | median ms | seq/s | anchor ms / bertrt ms "
+             "| peak MiB |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for case, system, b, mean_len, ms, peak in rows:
         ratio = "" if system == "bertrt" else f"{ms / brt_ms[case]:.2f}x"
         if system.startswith("bertrt --gelu"):
             ratio = f"{ms / brt_ms[case]:.2f}x (of bertrt)"
         lines.append(f"| {case} | {system} | {b} | {mean_len:.1f} | {ms:.3f} | "
-                     f"{b / ms * 1000:,.0f} | {ratio} |")
+                     f"{b / ms * 1000:,.0f} | {ratio} | {peak:,.1f} |")
     table = "\n".join(lines)
+    if profile:
+        table += "\n\n" + profile_table(profile)
     print("\n" + table + "\n" + "\n".join(notes))
 
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -223,7 +258,9 @@ def main():
         "median of 50 (10 for BERT-large); ratios are over the first bertrt row of each case",
         "- random weights (scripts/make_random_model.py); the ragged case's lengths are drawn "
         "uniform in 16..128 by `bertrt bench`, and PyTorch runs the same lengths padded to the "
-        "longest (mean length in the table)",
+        "longest (mean length in the table); peak MiB: device memory beyond the weights "
+        "(bertrt: its engine's buffers at their highest; PyTorch: max_memory_allocated over "
+        "the timed calls minus what was allocated before them)",
         *[f"- {n}" for n in notes], "", table, ""])
     if args.results:
         with open(args.results, "a") as f:
