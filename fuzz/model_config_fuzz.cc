@@ -12,7 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   auto bad = [](const bertrt::server::WarmupSample& w) {
     return w.batch_size <= 0 || w.length <= 0 || w.count <= 0 ||
-           (w.is_range() && (w.max_batch_size < w.batch_size || w.max_length < w.length));
+           (w.is_range() && (w.up_to_batch_size < w.batch_size || w.up_to_length < w.length));
   };
   if (auto shape = bertrt::server::ParseWarmupShape(text); shape.ok() && bad(*shape)) std::abort();
   auto config = bertrt::server::ParseModelConfig(text, "fuzz/config.pbtxt", "m");

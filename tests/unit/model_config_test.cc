@@ -178,15 +178,15 @@ TEST(ModelConfig, WarmupShapesFromTheCommandLine) {
   ASSERT_TRUE(range.ok()) << range.status().message();
   EXPECT_TRUE(range->is_range());
   EXPECT_EQ(range->batch_size, 1);
-  EXPECT_EQ(range->max_batch_size, 32);
+  EXPECT_EQ(range->up_to_batch_size, 32);
   EXPECT_EQ(range->length, 100);
-  EXPECT_EQ(range->max_length, 192);
+  EXPECT_EQ(range->up_to_length, 192);
   auto lengths = ParseWarmupShape("8x64-128");
   ASSERT_TRUE(lengths.ok());
   EXPECT_TRUE(lengths->is_range());
   EXPECT_EQ(lengths->batch_size, 8);
-  EXPECT_EQ(lengths->max_batch_size, 8);
-  EXPECT_EQ(lengths->max_length, 128);
+  EXPECT_EQ(lengths->up_to_batch_size, 8);
+  EXPECT_EQ(lengths->up_to_length, 128);
   EXPECT_FALSE(ParseWarmupShape("4-4x16-16")->is_range());
   for (const char* bad : {"8", "x128", "0x5", "8x-1", "8x128x2", "", "99999999x1", "8-4x16",
                           "1-x16", "1--3x16", "0-4x16", "4x16-", "4x16-8", "1-2-3x16"}) {
@@ -218,8 +218,8 @@ TEST(ModelConfig, WarmupShapesAsAParameter) {
   ASSERT_EQ(c->warmups.size(), 3u);  // model_warmup first, then the parameter's shapes
   EXPECT_EQ(c->warmups[0].length, 16);
   EXPECT_TRUE(c->warmups[1].is_range());
-  EXPECT_EQ(c->warmups[1].max_batch_size, 32);
-  EXPECT_EQ(c->warmups[1].max_length, 192);
+  EXPECT_EQ(c->warmups[1].up_to_batch_size, 32);
+  EXPECT_EQ(c->warmups[1].up_to_length, 192);
   EXPECT_EQ(c->warmups[2].name, "8x128");
   ExpectError(R"(parameters { key: "warmup_shapes" value: { string_value: "8x" } })",
               "parameters \"warmup_shapes\": warm-up shape \"8x\": expected BATCHxLENGTH");

@@ -277,8 +277,8 @@ StatusOr<WarmupSample> ParseWarmupShape(const std::string& text) {
   sample.batch_size = batch;
   sample.length = length;
   if (max_batch != batch || max_length != length) {
-    sample.max_batch_size = max_batch;
-    sample.max_length = max_length;
+    sample.up_to_batch_size = max_batch;
+    sample.up_to_length = max_length;
   }
   return sample;
 }

@@ -39,12 +39,12 @@ struct WarmupSample {
   int length = 0;
   bool random_ids = false;
   int count = 1;
-  // A range (--warmup-shapes 1-32x100-192): every batch_size..max_batch_size
-  // sequences of length..max_length tokens that stays within the scheduler's
+  // A range (--warmup-shapes 1-32x100-192): every batch_size..up_to_batch_size
+  // sequences of length..up_to_length tokens that stays within the scheduler's
   // max batch size and tokens, each distinct shape an instance runs as once.
-  int max_batch_size = 0;  // 0: batch_size alone
-  int max_length = 0;      // 0: length alone
-  bool is_range() const { return max_batch_size > 0 || max_length > 0; }
+  int up_to_batch_size = 0;  // 0: batch_size alone
+  int up_to_length = 0;      // 0: length alone
+  bool is_range() const { return up_to_batch_size > 0 || up_to_length > 0; }
 };
 
 // A warm-up sample written "BATCHxLENGTH" (`bertrt serve --warmup-shapes 8x128`):

@@ -147,8 +147,8 @@ Status WarmUp(const std::vector<WarmupSample>& samples, const ModelConfig& confi
   size_t shapes = 0;
   for (const WarmupSample& w : samples) {
     const std::string where = "warm-up sample \"" + w.name + "\"";
-    const int last_batch = std::max(w.batch_size, w.max_batch_size);
-    const int last_length = std::max(w.length, w.max_length);
+    const int last_batch = std::max(w.batch_size, w.up_to_batch_size);
+    const int last_length = std::max(w.length, w.up_to_length);
     if (last_length > config.max_seq_length)
       return InvalidArgument(where + ": dims [" + std::to_string(last_length) +
                              "] is longer than the model takes (" +
