@@ -30,13 +30,15 @@ for mode in none warm; do
   REPEATS=${REPEATS:-3} bash scripts/half_load_repeat.sh "$MODEL" "$RATE" "${FLAGS[@]}" "${extra[@]}" \
     2>&1 | tee -a "$OUT/warmup_check.txt"
 done
-echo "== serve_bench with the warm-up on both sides" | tee -a "$OUT/warmup_check.txt"
-DURATION=4 WARMUP=1 SEQS=1 CONCURRENCY=256,512 LENGTHS=100:126 RESULTS=bench/RESULTS.md \
-  LABEL="--warmup-shapes" bash scripts/serve_bench.sh "$MODEL" "${FLAGS[@]}" \
-  --warmup-shapes "$SHAPES" 2>&1 | grep -E "^\| c=|saturation|half load" | tee -a "$OUT/warmup_check.txt"
-SHAPES8=$(seq -s, -f "%gx115-192" 8 8 128)
-echo "== serve_bench, 8 texts per request, warm-up $SHAPES8" | tee -a "$OUT/warmup_check.txt"
-DURATION=4 WARMUP=1 SEQS=8 CONCURRENCY=16,32,64,128 LENGTHS=100:126 RESULTS=bench/RESULTS.md \
-  LABEL="--warmup-shapes, 8 texts per request" bash scripts/serve_bench.sh "$MODEL" "${FLAGS[@]}" \
-  --warmup-shapes "$SHAPES8" 2>&1 | grep -E "^\| c=|saturation|half load" | tee -a "$OUT/warmup_check.txt"
+# serve_bench_warm TEXTS_PER_REQUEST CONCURRENCY SHAPES LABEL: serve_bench
+# with the warm-up on both sides, its summary lines to stdout and $OUT.
+serve_bench_warm() {
+  echo "== serve_bench, $1 text(s) per request, warm-up $3" | tee -a "$OUT/warmup_check.txt"
+  DURATION=4 WARMUP=1 SEQS=$1 CONCURRENCY=$2 LENGTHS=100:126 RESULTS=bench/RESULTS.md \
+    LABEL="$4" bash scripts/serve_bench.sh "$MODEL" "${FLAGS[@]}" --warmup-shapes "$3" 2>&1 |
+    grep -E "^\| c=|saturation|half load" | tee -a "$OUT/warmup_check.txt"
+}
+serve_bench_warm 1 256,512 "$SHAPES" "--warmup-shapes"
+serve_bench_warm 8 16,32,64,128 "$(seq -s, -f "%gx115-192" 8 8 128)" \
+  "--warmup-shapes, 8 texts per request"
 cp bench/RESULTS.md "$OUT/RESULTS.md"

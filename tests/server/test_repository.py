@@ -36,6 +36,23 @@ def serve_exit(bertrt_bin, *args):
                           capture_output=True, text=True, timeout=60)
 
 
+def served_log(bertrt_bin, args, *models):
+    """Starts `bertrt serve ARGS`, infers once on each model, stops it: its log."""
+    s = Server(bertrt_bin, args)
+    try:
+        for model in models:
+            assert infer(s, model).status_code == 200
+    finally:
+        s.stop()
+    return s.proc.stderr.read()
+
+
+def assert_start_fails(bertrt_bin, args, fragment):
+    proc = serve_exit(bertrt_bin, *args)
+    assert proc.returncode != 0, proc.stderr
+    assert fragment in proc.stderr, proc.stderr
+
+
 def metric_lines(s, prefix):
     text = requests.get(s.url + "/metrics", timeout=10).text
     return [line for line in text.splitlines() if line.startswith(prefix)]
@@ -101,12 +118,7 @@ def test_model_warmup_runs_on_every_instance_before_ready(bertrt_bin, tmp_path):
             inputs { key: "input_ids" value { data_type: TYPE_INT64 dims: [ 30 ] random_data: true } } }
         ]
     """)
-    s = Server(bertrt_bin, ["--model-repository", str(tmp_path)])
-    try:
-        assert infer(s, "cls").status_code == 200
-    finally:
-        s.stop()
-    log = s.proc.stderr.read()
+    log = served_log(bertrt_bin, ["--model-repository", str(tmp_path)], "cls")
     # (1 + 2 batches) x 2 instances.
     assert "warmed up: 6 batches of 2 warm-up samples" in log, log
 
@@ -123,36 +135,24 @@ def test_model_warmup_the_model_cannot_run_fails_the_start(bertrt_bin, tmp_path)
     }
     for text, fragment in cases.items():
         (tmp_path / "cls" / "config.pbtxt").write_text(text)
-        proc = serve_exit(bertrt_bin, "--model-repository", str(tmp_path))
-        assert proc.returncode != 0, proc.stderr
-        assert fragment in proc.stderr, proc.stderr
+        assert_start_fails(bertrt_bin, ["--model-repository", str(tmp_path)], fragment)
 
 
 def test_warmup_flag_for_a_single_model(bertrt_bin):
-    s = Server(bertrt_bin, [str(MODELS / "seq_cls"), "--warmup-shapes", "2x16,1x30"])
-    try:
-        assert infer(s, "seq_cls").status_code == 200
-    finally:
-        s.stop()
-    log = s.proc.stderr.read()
+    log = served_log(bertrt_bin, [str(MODELS / "seq_cls"), "--warmup-shapes", "2x16,1x30"],
+                     "seq_cls")
     assert "warmed up: 2 batches of 2 warm-up samples" in log, log
     for bad in ["8", "0x16", "8x", "2x16x3", "4-2x16"]:
-        proc = serve_exit(bertrt_bin, str(MODELS / "seq_cls"), "--warmup-shapes", bad)
-        assert proc.returncode != 0, proc.stderr
-        assert "BATCHxLENGTH" in proc.stderr, proc.stderr
+        assert_start_fails(bertrt_bin, [str(MODELS / "seq_cls"), "--warmup-shapes", bad],
+                           "BATCHxLENGTH")
 
 
 def test_warmup_ranges_stay_within_the_scheduler_limits(bertrt_bin):
     # 1-4 sequences of 15-17 tokens within 3 sequences and 40 tokens per
     # batch: 1 and 2 sequences of 15, 16 and 17 tokens (3 x 15 is over 40),
     # 6 batches, each its own shape on the CPU engine.
-    s = Server(bertrt_bin, [str(MODELS / "seq_cls"), "--warmup-shapes", "1-4x15-17",
-                            "--max-batch-size", "3", "--max-batch-tokens", "40"])
-    try:
-        assert infer(s, "seq_cls").status_code == 200
-    finally:
-        s.stop()
-    log = s.proc.stderr.read()
+    log = served_log(bertrt_bin, [str(MODELS / "seq_cls"), "--warmup-shapes", "1-4x15-17",
+                                  "--max-batch-size", "3", "--max-batch-tokens", "40"], "seq_cls")
     assert "warmed up: 6 batches of 1 warm-up samples (6 distinct shapes over 1 instances)" \
         in log, log
     for args, fragment in [
@@ -160,9 +160,7 @@ def test_warmup_ranges_stay_within_the_scheduler_limits(bertrt_bin):
              'warm-up sample "4-6x16": batch_size 4 exceeds max_batch_size 3'),
             (["--max-batch-tokens", "40", "--warmup-shapes", "3-4x16-20"],
              "48 tokens, more than max_batch_tokens (40) even at the range's smallest batch")]:
-        proc = serve_exit(bertrt_bin, str(MODELS / "seq_cls"), *args)
-        assert proc.returncode != 0, proc.stderr
-        assert fragment in proc.stderr, proc.stderr
+        assert_start_fails(bertrt_bin, [str(MODELS / "seq_cls"), *args], fragment)
 
 
 def test_warmup_shapes_parameter_replaces_the_command_line_for_its_model(bertrt_bin, tmp_path):
@@ -170,13 +168,8 @@ def test_warmup_shapes_parameter_replaces_the_command_line_for_its_model(bertrt_
     add_version(tmp_path, "plain", 1, "seq_cls")
     (tmp_path / "own" / "config.pbtxt").write_text(
         'parameters { key: "warmup_shapes" value: { string_value: "1-3x16" } }')
-    s = Server(bertrt_bin, ["--model-repository", str(tmp_path), "--warmup-shapes", "1x8"])
-    try:
-        assert infer(s, "own").status_code == 200
-        assert infer(s, "plain").status_code == 200
-    finally:
-        s.stop()
-    log = s.proc.stderr.read()
+    log = served_log(bertrt_bin, ["--model-repository", str(tmp_path), "--warmup-shapes", "1x8"],
+                     "own", "plain")
     assert "warmed up: 3 batches of 1 warm-up samples" in log, log  # own: 1-3 x 16
     assert "warmed up: 1 batches of 1 warm-up samples" in log, log  # plain: the flag's 1x8
 

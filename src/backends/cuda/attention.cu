@@ -202,8 +202,11 @@ Status LaunchWgmmaForLength(const AttentionArgs& a, Stream stream) {
   return FillsLargeBlocks(a) ? LaunchWgmma<T, D, 2>(a, stream) : LaunchWgmma<T, D, 1>(a, stream);
 }
 
+// The chosen kernel for element type T (fp16/bf16).
 template <typename T>
-Status LaunchTensorCores(const AttentionArgs& a, int d, bool wgmma, Stream stream) {
+Status LaunchKernel(AttentionKernel kernel, const AttentionArgs& a, int d, Stream stream) {
+  if (kernel == AttentionKernel::kGeneral) return LaunchGeneralFor<T>(a, d, stream);
+  const bool wgmma = kernel == AttentionKernel::kWgmma;
   switch (d) {
     case 32:
       return wgmma ? LaunchWgmmaForLength<T, 32>(a, stream) : LaunchMmaForLength<T, 32>(a, stream);
@@ -258,17 +261,13 @@ Status Attention(Precision p, const AttentionArgs& a, Stream stream) {
           "attention: the wgmma kernel needs an sm_90 GPU and a build with "
           "CMAKE_CUDA_ARCHITECTURES including 90a");
   }
-  const bool wgmma = kernel == AttentionKernel::kWgmma;
   switch (p) {
     case Precision::kFp32:
       return LaunchGeneralFor<float>(a, d, stream);
     case Precision::kFp16:
-      return kernel == AttentionKernel::kGeneral ? LaunchGeneralFor<__half>(a, d, stream)
-                                                 : LaunchTensorCores<__half>(a, d, wgmma, stream);
+      return LaunchKernel<__half>(kernel, a, d, stream);
     case Precision::kBf16:
-      return kernel == AttentionKernel::kGeneral
-                 ? LaunchGeneralFor<__nv_bfloat16>(a, d, stream)
-                 : LaunchTensorCores<__nv_bfloat16>(a, d, wgmma, stream);
+      return LaunchKernel<__nv_bfloat16>(kernel, a, d, stream);
   }
   return Internal("attention: unknown precision");
 }

@@ -205,6 +205,8 @@ Status ReadWarmups(const config::ModelConfig& pbc, ModelConfigFile& out) {
   // The command line's --warmup-shapes for this model alone (ranges allowed).
   if (auto it = pbc.parameters().find("warmup_shapes"); it != pbc.parameters().end()) {
     const std::string where = "parameters \"warmup_shapes\"";
+    if (it->second.string_value().empty())
+      return InvalidArgument(where + ": empty; list BATCHxLENGTH shapes, e.g. 1-32x100-192");
     std::stringstream items(it->second.string_value());
     std::string item;
     while (std::getline(items, item, ',')) {
@@ -216,8 +218,6 @@ Status ReadWarmups(const config::ModelConfig& pbc, ModelConfigFile& out) {
                                std::to_string(*out.max_batch_size));
       out.warmups.push_back(std::move(*sample));
     }
-    if (it->second.string_value().empty())
-      return InvalidArgument(where + ": empty; list BATCHxLENGTH shapes, e.g. 1-32x100-192");
   }
   return Status::Ok();
 }

@@ -162,28 +162,33 @@ Status WarmUp(const std::vector<WarmupSample>& samples, const ModelConfig& confi
     if (w.batch_size > limits.max_batch_size)
       return InvalidArgument(where + ": batch_size " + std::to_string(w.batch_size) +
                              " exceeds max_batch_size " + std::to_string(limits.max_batch_size));
-    for (size_t i = 0; i < engines.size(); ++i) {
-      std::set<std::string> seen;
-      for (int b = w.batch_size; b <= std::min(last_batch, limits.max_batch_size); ++b) {
-        for (int length = w.length; length <= last_length; ++length) {
-          if (static_cast<int64_t>(b) * length > limits.max_batch_tokens) break;
-          RaggedBatch batch;
-          std::vector<int32_t> ids(length, 0);
-          for (int s = 0; s < b; ++s) {
-            if (w.random_ids)
-              for (int32_t& id : ids) id = random_id(rng);
-            batch.Add(ids, std::vector<int32_t>(length, 0));
-          }
-          if (!seen.insert(engines[i]->ShapeKey(batch, {})).second) continue;
+    // Each batch is built once and runs on every instance that has not yet
+    // run its shape.
+    std::vector<std::set<std::string>> seen(engines.size());
+    for (int b = w.batch_size; b <= std::min(last_batch, limits.max_batch_size); ++b) {
+      for (int length = w.length; length <= last_length; ++length) {
+        if (static_cast<int64_t>(b) * length > limits.max_batch_tokens) break;
+        RaggedBatch batch;
+        std::vector<int32_t> ids(length, 0);
+        const std::vector<int32_t> types(length, 0);
+        for (int s = 0; s < b; ++s) {
+          if (w.random_ids)
+            for (int32_t& id : ids) id = random_id(rng);
+          batch.Add(ids, types);
+        }
+        for (size_t i = 0; i < engines.size(); ++i) {
+          if (!seen[i].insert(engines[i]->ShapeKey(batch, {})).second) continue;
           for (int c = 0; c < w.count; ++c, ++batches)
             if (auto r = engines[i]->Run(batch, {}); !r.ok())
               return Status(r.status().code(),
                             where + " on " + engines[i]->device() + ": " + r.status().message());
         }
       }
-      shapes += seen.size();
-      if (const size_t kept = engines[i]->KeptShapes(); kept > 0 && seen.size() > kept)
-        notice("warning: " + where + " warms " + std::to_string(seen.size()) + " shapes on " +
+    }
+    for (size_t i = 0; i < engines.size(); ++i) {
+      shapes += seen[i].size();
+      if (const size_t kept = engines[i]->KeptShapes(); kept > 0 && seen[i].size() > kept)
+        notice("warning: " + where + " warms " + std::to_string(seen[i].size()) + " shapes on " +
                engines[i]->device() + ", which keeps " + std::to_string(kept) +
                "; the least recently used are prepared again at their next use");
     }
