@@ -77,6 +77,8 @@ StatusOr<CudaEngineOptions> CudaOptions(const EngineFlags& flags, int gpu) {
   options.time_gemms = timing && std::string(timing) == "1";
   const char* pdl = std::getenv("BERTRT_PDL");
   options.overlap_kernel_launches = !(pdl && std::string(pdl) == "0");
+  const char* splitk = std::getenv("BERTRT_SPLITK_GEMM");
+  options.splitk_gemms = !(splitk && std::string(splitk) == "0");
   options.on_notice = PrintNotice;
   return options;
 }

@@ -20,38 +20,14 @@
 #include "backends/cuda/batch_shape.h"
 #include "backends/cuda/kernels.h"
 #include "bertrt/devices.h"
+#include "cuda_test_util.h"
 
 namespace bertrt::cuda {
 namespace {
 
-struct DeviceBuffer {
-  void* ptr = nullptr;
-  explicit DeviceBuffer(size_t bytes) { EXPECT_EQ(cudaMalloc(&ptr, bytes), cudaSuccess); }
-  ~DeviceBuffer() { cudaFree(ptr); }
-};
-
-uint16_t ToBits(float x, Precision p) {
-  uint16_t bits;
-  if (p == Precision::kFp16) {
-    const __half h = __float2half_rn(x);
-    std::memcpy(&bits, &h, 2);
-  } else {
-    const __nv_bfloat16 b = __float2bfloat16_rn(x);
-    std::memcpy(&bits, &b, 2);
-  }
-  return bits;
-}
-
-float FromBits(uint16_t bits, Precision p) {
-  if (p == Precision::kFp16) {
-    __half h;
-    std::memcpy(&h, &bits, 2);
-    return __half2float(h);
-  }
-  __nv_bfloat16 b;
-  std::memcpy(&b, &bits, 2);
-  return __bfloat162float(b);
-}
+using test_util::DeviceBuffer;
+using test_util::FromBits;
+using test_util::ToBits;
 
 struct Problem {
   int heads, head_dim;

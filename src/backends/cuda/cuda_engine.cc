@@ -39,6 +39,7 @@
 #include "backends/cuda/device_weights.h"
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/splitk_gemm.h"
 #include "bertrt/devices.h"
 #include "core/startup_trace.h"
 #include "runtime/model_check.h"
@@ -187,6 +188,10 @@ class CudaEngine final : public Engine {
   Status Timed(const char* name, double flops, cudaStream_t stream, Op&& op);
   // How the engine's own kernels go onto `stream` (cuBLASLt launches its own).
   cuda::Stream KernelStream(cudaStream_t stream) const { return {stream, overlap_launch_}; }
+  // y = act(x W^T + bias [+ residual]): the split-K kernel where it applies
+  // (few rows; CudaEngineOptions::splitk_gemms), cuBLASLt elsewhere.
+  Status Linear(const void* x, int rows, int in, const void* w, const void* bias, int out,
+                cuda::Epilogue epilogue, const void* residual, void* y, cudaStream_t stream);
   Status CopyBack(const RaggedBatch& batch, bool hidden_state, BatchOutputs* out);
 
   std::shared_ptr<const Model> model_;
@@ -471,6 +476,17 @@ bool CudaEngine::FirstTokensOnly(const Shape& shape) const {
                                     shape.hidden_state);
 }
 
+Status CudaEngine::Linear(const void* x, int rows, int in, const void* w, const void* bias,
+                          int out, cuda::Epilogue epilogue, const void* residual, void* y,
+                          cudaStream_t stream) {
+  if (options_.splitk_gemms &&
+      cuda::SplitKLinearApplies(options_.precision, gpu_.compute_capability, rows, in, out))
+    return cuda::SplitKLinear(options_.precision,
+                              {x, rows, in, w, bias, out, epilogue, residual, y, sm_count_},
+                              KernelStream(stream));
+  return gemm_.Linear(x, rows, in, w, bias, out, epilogue, residual, y, stream);
+}
+
 Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t stream) {
   const ModelConfig& c = model_->config;
   const Precision p = options_.precision;
@@ -511,7 +527,7 @@ Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t
       attention.prefetch.Add(l.ffn_out_w, size_t{1} * h * inter * elem);
     }
     RETURN_IF_ERROR(Timed("gemm qkv", 2.0 * t * h * 3 * h, stream, [&] {
-      return gemm_.Linear(ws.x, t, h, l.qkv_w, l.qkv_b, 3 * h, cuda::Epilogue::kBias, nullptr,
+      return Linear(ws.x, t, h, l.qkv_w, l.qkv_b, 3 * h, cuda::Epilogue::kBias, nullptr,
                           ws.qkv, stream);
     }));
     RETURN_IF_ERROR(Timed("attention", attention_flops, stream,
@@ -530,7 +546,7 @@ Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t
     }
     // The residual enters through the GEMM's C operand (beta = 1).
     RETURN_IF_ERROR(Timed("gemm attn_out", gemm * h, stream, [&] {
-      return gemm_.Linear(context, rows, h, l.attn_out_w, l.attn_out_b, h, cuda::Epilogue::kBias,
+      return Linear(context, rows, h, l.attn_out_w, l.attn_out_b, h, cuda::Epilogue::kBias,
                           skip, sum, stream);
     }));
     RETURN_IF_ERROR(Timed("layernorm", 0, stream, [&] {
@@ -538,7 +554,7 @@ Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t
                              kernels);
     }));
     RETURN_IF_ERROR(Timed("gemm ffn_in", gemm * inter, stream, [&] {
-      return gemm_.Linear(ws.x, rows, h, l.ffn_in_w, l.ffn_in_b, inter, ffn_epilogue_, nullptr,
+      return Linear(ws.x, rows, h, l.ffn_in_w, l.ffn_in_b, inter, ffn_epilogue_, nullptr,
                           ws.inter, stream);
     }));
     if (ffn_epilogue_ == cuda::Epilogue::kBias)
@@ -547,7 +563,7 @@ Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t
                                        static_cast<size_t>(rows) * inter, kernels);
       }));
     RETURN_IF_ERROR(Timed("gemm ffn_out", gemm * inter, stream, [&] {
-      return gemm_.Linear(ws.inter, rows, inter, l.ffn_out_w, l.ffn_out_b, h,
+      return Linear(ws.inter, rows, inter, l.ffn_out_w, l.ffn_out_b, h,
                           cuda::Epilogue::kBias, ws.x, ws.tmp, stream);
     }));
     RETURN_IF_ERROR(Timed("layernorm", 0, stream, [&] {
@@ -574,7 +590,7 @@ Status CudaEngine::HeadKernels(const Shape& shape, const Workspace& ws, cudaStre
       RETURN_IF_ERROR(cuda::GatherFirstTokens(p, ws.x, cu, n, h, ws.ctx, kernels));
       first = ws.ctx;
     }
-    RETURN_IF_ERROR(gemm_.Linear(first, n, h, weights_.pooler_w, weights_.pooler_b, h,
+    RETURN_IF_ERROR(Linear(first, n, h, weights_.pooler_w, weights_.pooler_b, h,
                                  cuda::Epilogue::kBias, nullptr, ws.tmp, stream));
     RETURN_IF_ERROR(
         cuda::TanhToFloat(p, ws.tmp, ws.pooled_f32, static_cast<size_t>(n) * h, kernels));

@@ -27,13 +27,11 @@
 #include <vector>
 
 #include "backends/cuda/cublaslt_api.h"
+#include "backends/cuda/kernels.h"
 #include "bertrt/cuda_engine.h"
 #include "bertrt/status.h"
 
 namespace bertrt::cuda {
-
-// What the GEMM's epilogue applies after adding the bias.
-enum class Epilogue { kBias, kBiasGeluTanh, kBiasRelu };
 
 class LtGemm {
  public:

@@ -39,6 +39,10 @@ struct PrefetchRanges {
   }
 };
 
+// What a GEMM's epilogue applies after adding the bias (LtGemm::Linear,
+// SplitKLinear).
+enum class Epilogue { kBias, kBiasGeluTanh, kBiasRelu };
+
 struct EmbeddingArgs {
   const int32_t* ids;         // [tokens], validated against the vocabulary
   const int32_t* types;       // [tokens]

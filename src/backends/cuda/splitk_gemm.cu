@@ -1,0 +1,310 @@
+// splitk_gemm.h's kernel. A block owns a tile of 64 * kGroups rows x 64
+// output columns and one share of K: it copies 64-deep K slices of x and W
+// through a kStages ring of shared memory (cp.async, 128-byte swizzle, the
+// layout wgmma reads without bank conflicts), and each of its warpgroups
+// multiplies its 64 rows with wgmma reading both operands from there. The
+// grid is (ways, column tiles, row tiles) in clusters of (ways, 1, 1): the
+// blocks of a cluster share one output tile. At the end each block leaves
+// its fp32 partial tile in its shared memory, and block r of the cluster
+// finishes rows r, r + ways, ...: it sums the partials of all ways in rank
+// order (distributed shared memory), adds bias and residual, applies the
+// activation and stores the row.
+#include <cooperative_groups.h>
+
+#include <algorithm>
+
+#include "backends/cuda/attention_wgmma.cuh"
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device_util.cuh"
+#include "backends/cuda/splitk_gemm.h"
+
+namespace bertrt::cuda {
+namespace {
+
+constexpr int kTileN = 64;  // output columns per block: one wgmma's N
+constexpr int kTileK = 64;  // K per slice: one 128-byte swizzle line of 16-bit elements
+constexpr int kStages = 4;
+// The portable cluster size. (16 ways, Hopper's non-portable limit, were
+// slower than 8 on BERT-base's shapes: the reduction grows with the ways.)
+constexpr int kMaxWays = 8;
+// Floats per row of a partial tile; the padding spreads a warp's fragment
+// stores over the banks.
+constexpr int kPartialStride = kTileN + 8;
+
+template <int kGroups>
+constexpr size_t SmemBytes() {
+  // A and B slices of every stage, and room to align them to 1,024 bytes
+  // (a swizzle pattern's period); the partial tile reuses the same space.
+  constexpr size_t stages = size_t{kStages} * (64 * kGroups + kTileN) * kTileK * 2;
+  static_assert(size_t{64} * kGroups * kPartialStride * 4 <= stages);
+  return stages + 1024;
+}
+
+// Element offset of (row r, k c), c a multiple of 8, in a slice of rows of
+// 64 16-bit elements: 16-byte chunk c / 8 of row r sits at chunk
+// (c / 8) ^ (r % 8), the XOR the hardware applies under 128-byte swizzle.
+__device__ __forceinline__ int SwizzledOffset(int r, int c) {
+  return r * kTileK + (((c >> 3) ^ (r & 7)) << 3);
+}
+
+template <typename T>
+struct alignas(8) Vec4 {
+  T v[4];
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// D[64 x 64] += A[64 x 16] B[16 x 64], both K-major in shared memory.
+#define BERTRT_SS_WGMMA_64(CPP_TYPE, PTX_TYPE)                                                    \
+  __device__ __forceinline__ void WgmmaSS(float(&d)[32], uint64_t a, uint64_t b, CPP_TYPE) {      \
+    asm volatile(                                                                                 \
+        "{\n.reg .pred acc;\nsetp.ne.b32 acc, %34, 0;\n"                                          \
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32." PTX_TYPE "." PTX_TYPE                       \
+        " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, " \
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, acc, 1, 1, " \
+        "0, 0;\n}\n"                                                                              \
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),     \
+          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), \
+          "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),           \
+          "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),           \
+          "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])            \
+        : "l"(a), "l"(b), "r"(1));                                                                \
+  }
+BERTRT_SS_WGMMA_64(__half, "f16")
+BERTRT_SS_WGMMA_64(__nv_bfloat16, "bf16")
+#undef BERTRT_SS_WGMMA_64
+#endif
+
+template <Epilogue kEpilogue>
+__device__ __forceinline__ float Activate(float v) {
+  if constexpr (kEpilogue == Epilogue::kBiasGeluTanh)
+    return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+  else if constexpr (kEpilogue == Epilogue::kBiasRelu)
+    return fmaxf(v, 0.0f);
+  else
+    return v;
+}
+
+template <typename T, int kGroups, Epilogue kEpilogue>
+__global__ void __launch_bounds__(128 * kGroups) SplitKGemmKernel(SplitKGemmArgs a) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  namespace cg = cooperative_groups;
+  constexpr int kThreads = 128 * kGroups, kTileM = 64 * kGroups;
+  constexpr int kSliceA = kTileM * kTileK, kSliceB = kTileN * kTileK;  // elements
+  constexpr int kCopiesA = kSliceA / 8 / kThreads, kCopiesB = kSliceB / 8 / kThreads;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - (__cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
+  T* const as = reinterpret_cast<T*>(smem);  // [kStages][kSliceA]
+  T* const bs = as + kStages * kSliceA;      // [kStages][kSliceB]
+
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int ways = static_cast<int>(cluster.num_blocks());
+  const int way = static_cast<int>(cluster.block_rank());
+  const int n0 = blockIdx.y * kTileN, m0 = blockIdx.z * kTileM;
+  const int k_dim = a.in, slices = k_dim / kTileK;
+  const int first = way * slices / ways, count = (way + 1) * slices / ways - first;
+
+  // Eight consecutive threads copy one row's 128 bytes of a slice; each
+  // thread's rows and chunks are the same in every slice, so their
+  // addresses are worked out once. Rows past the end are zero-filled.
+  const T* src_a[kCopiesA];
+  const T* src_b[kCopiesB];
+  int dst_a[kCopiesA], dst_b[kCopiesB];
+  bool valid_a[kCopiesA];
+#pragma unroll
+  for (int j = 0; j < kCopiesA; ++j) {
+    const int i = threadIdx.x + j * kThreads, r = i >> 3, c = (i & 7) << 3;
+    valid_a[j] = m0 + r < a.rows;
+    src_a[j] = static_cast<const T*>(a.x) + static_cast<size_t>(valid_a[j] ? m0 + r : 0) * k_dim +
+               first * kTileK + c;
+    dst_a[j] = SwizzledOffset(r, c);
+  }
+#pragma unroll
+  for (int j = 0; j < kCopiesB; ++j) {
+    const int i = threadIdx.x + j * kThreads, r = i >> 3, c = (i & 7) << 3;
+    src_b[j] =
+        static_cast<const T*>(a.w) + static_cast<size_t>(n0 + r) * k_dim + first * kTileK + c;
+    dst_b[j] = SwizzledOffset(r, c);
+  }
+  // Slice `first + s` into stage s % kStages: its rows of x, of W.
+  auto load_x = [&](int s) {
+    T* const sa = as + (s % kStages) * kSliceA;
+#pragma unroll
+    for (int j = 0; j < kCopiesA; ++j)
+      CopyAsync16(sa + dst_a[j], src_a[j] + s * kTileK, valid_a[j]);
+  };
+  auto load_w = [&](int s) {
+    T* const sb = bs + (s % kStages) * kSliceB;
+#pragma unroll
+    for (int j = 0; j < kCopiesB; ++j) CopyAsync16(sb + dst_b[j], src_b[j] + s * kTileK, true);
+  };
+
+  float acc[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
+  // The weights do not depend on the previous kernel: under programmatic
+  // dependent launch their first slices are on their way while it
+  // finishes. x is read only after it has. They join the first slice's
+  // copy group.
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s)
+    if (s < count) load_w(s);
+  AfterPreviousKernel();
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < count) load_x(s);
+    CopyAsyncCommit();  // empty groups too, so that the wait below counts slices
+  }
+  const int group = threadIdx.x >> 7;
+  for (int i = 0; i < count; ++i) {
+    CopyAsyncWait<kStages - 2>();  // slice i is in, for this thread's copies
+    FenceSharedForAsyncProxy();
+    __syncthreads();  // ... and for everyone's; every group is done with slice i - 1
+    const T* const sa = as + (i % kStages) * kSliceA + group * 64 * kTileK;
+    const T* const sb = bs + (i % kStages) * kSliceB;
+    PinRegisters(acc);
+    WgmmaFence();
+#pragma unroll
+    for (int kk = 0; kk < kTileK / 16; ++kk)
+      WgmmaSS(acc, SmemDescriptor(sa + 16 * kk, 16, 1024, 1),
+              SmemDescriptor(sb + 16 * kk, 16, 1024, 1), T{});
+    WgmmaCommit();
+    // The stage slice i - 1 used is free: refill it while the tensor cores run.
+    if (i + kStages - 1 < count) load_x(i + kStages - 1), load_w(i + kStages - 1);
+    CopyAsyncCommit();
+    WgmmaWait<0>();
+    PinRegisters(acc);
+  }
+  CopyAsyncWait<0>();
+  __syncthreads();  // the stages are free: the partial tile takes their place
+
+  float* const partial = reinterpret_cast<float*>(smem);  // [kTileM][kPartialStride]
+  {
+    const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+    const int row = group * 64 + warp * 16 + (lane >> 2), col = 2 * (lane & 3);
+#pragma unroll
+    for (int i = 0; i < kTileN / 8; ++i) {
+      *reinterpret_cast<float2*>(partial + row * kPartialStride + 8 * i + col) =
+          make_float2(acc[4 * i], acc[4 * i + 1]);
+      *reinterpret_cast<float2*>(partial + (row + 8) * kPartialStride + 8 * i + col) =
+          make_float2(acc[4 * i + 2], acc[4 * i + 3]);
+    }
+  }
+  cluster.sync();  // every way's partial is in place
+
+  // kTileN / 4 threads per row, 4 columns each.
+  constexpr int kRowThreads = kTileN / 4;
+  const int rows_here = min(kTileM, a.rows - m0);
+  const int my_rows = rows_here > way ? (rows_here - way + ways - 1) / ways : 0;
+  for (int j = threadIdx.x; j < my_rows * kRowThreads; j += kThreads) {
+    const int r = way + ways * (j / kRowThreads), c = (j % kRowThreads) * 4;
+    float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int q = 0; q < ways; ++q) {
+      const float4 v = *reinterpret_cast<const float4*>(cluster.map_shared_rank(partial, q) +
+                                                        r * kPartialStride + c);
+      sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+    }
+    const size_t at = static_cast<size_t>(m0 + r) * a.out + n0 + c;
+    const Vec4<T> b = *reinterpret_cast<const Vec4<T>*>(static_cast<const T*>(a.bias) + n0 + c);
+    float v[4] = {sum.x + ToFloat(b.v[0]), sum.y + ToFloat(b.v[1]), sum.z + ToFloat(b.v[2]),
+                  sum.w + ToFloat(b.v[3])};
+    if (a.residual) {
+      const Vec4<T> res = *reinterpret_cast<const Vec4<T>*>(static_cast<const T*>(a.residual) + at);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) v[e] += ToFloat(res.v[e]);
+    }
+    Vec4<T> out;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) out.v[e] = FromFloat<T>(Activate<kEpilogue>(v[e]));
+    *reinterpret_cast<Vec4<T>*>(static_cast<T*>(a.y) + at) = out;
+  }
+  cluster.sync();  // no block leaves while another still reads its partial
+#else
+  AfterPreviousKernel();
+#endif
+}
+
+// The kernel at one tile shape and split.
+template <typename T, int kGroups, Epilogue kEpilogue>
+Status LaunchFor(const SplitKGemmArgs& a, int ways, Stream stream) {
+  auto kernel = SplitKGemmKernel<T, kGroups, kEpilogue>;
+  constexpr size_t smem = SmemBytes<kGroups>();
+  CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(smem)));
+  cudaLaunchAttribute attrs[2]{};
+  attrs[0].id = cudaLaunchAttributeClusterDimension;
+  attrs[0].val.clusterDim.x = ways;
+  attrs[0].val.clusterDim.y = 1;
+  attrs[0].val.clusterDim.z = 1;
+  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[1].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(ways, a.out / kTileN, (a.rows + 64 * kGroups - 1) / (64 * kGroups));
+  config.blockDim = dim3(128 * kGroups);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream.handle;
+  config.attrs = attrs;
+  config.numAttrs = stream.overlap_launch ? 2 : 1;
+  CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, kernel, a));
+  return Status::Ok();
+}
+
+template <typename T, int kGroups>
+Status LaunchForEpilogue(const SplitKGemmArgs& a, int ways, Stream stream) {
+  switch (a.epilogue) {
+    case Epilogue::kBias:
+      return LaunchFor<T, kGroups, Epilogue::kBias>(a, ways, stream);
+    case Epilogue::kBiasGeluTanh:
+      return LaunchFor<T, kGroups, Epilogue::kBiasGeluTanh>(a, ways, stream);
+    case Epilogue::kBiasRelu:
+      return LaunchFor<T, kGroups, Epilogue::kBiasRelu>(a, ways, stream);
+  }
+  return Internal("split-K GEMM: unknown epilogue");
+}
+
+// One warpgroup when the rows fit in 64: no block copies an empty half.
+template <typename T>
+Status LaunchForType(const SplitKGemmArgs& a, int ways, Stream stream) {
+  return a.rows <= 64 ? LaunchForEpilogue<T, 1>(a, ways, stream)
+                      : LaunchForEpilogue<T, 2>(a, ways, stream);
+}
+
+}  // namespace
+
+bool SplitKLinearApplies(Precision p, int compute_capability, int rows, int in, int out) {
+  if (!WgmmaAttentionBuilt() || compute_capability != 90 || p == Precision::kFp32 || rows <= 0 ||
+      in <= 0 || in % kTileK != 0 || out <= 0 || out % kTileN != 0)
+    return false;
+  // Where it beat cuBLASLt's heuristic on the H200 (bench/RESULTS.md,
+  // 2026-11-30, bench/probes/splitk_gemm_probe.cu): up to 64 rows with K at
+  // least the output width (BERT-base's attention-output and FFN-output
+  // GEMMs), up to 128 with K four times it (FFN-output). With more output
+  // columns or rows cuBLASLt's tiles fill the GPU without a split.
+  return rows <= 64 ? out <= in : rows <= 128 && 4 * out <= in;
+}
+
+int SplitKWays(int rows, int in, int out, int sm_count) {
+  const int tile_rows = rows <= 64 ? 64 : 128;  // LaunchForType's
+  const int tiles = (rows + tile_rows - 1) / tile_rows * (out / kTileN);
+  // Three or more slices per way (fewer left the reduction dominant), and
+  // no more blocks than multiprocessors.
+  return std::clamp(std::min(in / kTileK / 3, sm_count / std::max(tiles, 1)), 1, kMaxWays);
+}
+
+Status SplitKLinear(Precision p, const SplitKGemmArgs& a, Stream stream) {
+  if (a.in % kTileK != 0 || a.out % kTileN != 0)
+    return InvalidArgument("split-K GEMM: takes sizes that are multiples of 64, not " +
+                           std::to_string(a.in) + " -> " + std::to_string(a.out));
+  if (a.rows == 0) return Status::Ok();
+  const int ways = SplitKWays(a.rows, a.in, a.out, a.sm_count);
+  switch (p) {
+    case Precision::kFp16:
+      return LaunchForType<__half>(a, ways, stream);
+    case Precision::kBf16:
+      return LaunchForType<__nv_bfloat16>(a, ways, stream);
+    case Precision::kFp32:
+      break;
+  }
+  return InvalidArgument("split-K GEMM: takes fp16 or bf16");
+}
+
+}  // namespace bertrt::cuda

@@ -1,0 +1,49 @@
+// Helpers of the CUDA kernel tests: a device buffer, and 16-bit float bits
+// to and from float on the host.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "bertrt/cuda_engine.h"
+
+namespace bertrt::cuda::test_util {
+
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  explicit DeviceBuffer(size_t bytes) { EXPECT_EQ(cudaMalloc(&ptr, bytes), cudaSuccess); }
+  ~DeviceBuffer() { cudaFree(ptr); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+// x rounded to fp16 or bf16 (p), as bits.
+inline uint16_t ToBits(float x, Precision p) {
+  uint16_t bits;
+  if (p == Precision::kFp16) {
+    const __half h = __float2half_rn(x);
+    std::memcpy(&bits, &h, 2);
+  } else {
+    const __nv_bfloat16 b = __float2bfloat16_rn(x);
+    std::memcpy(&bits, &b, 2);
+  }
+  return bits;
+}
+
+inline float FromBits(uint16_t bits, Precision p) {
+  if (p == Precision::kFp16) {
+    __half h;
+    std::memcpy(&h, &bits, 2);
+    return __half2float(h);
+  }
+  __nv_bfloat16 b;
+  std::memcpy(&b, &bits, 2);
+  return __bfloat162float(b);
+}
+
+}  // namespace bertrt::cuda::test_util
