@@ -168,9 +168,9 @@ TEST_F(CudaSplitKGemmTest, GivesTheSameBitsEveryRun) {
 
 TEST_F(CudaSplitKGemmTest, TakesOnlyShapesItRunsAndBeatsCublasLtAt) {
   const int cc = gpu_.compute_capability;
-  EXPECT_TRUE(SplitKLinearApplies(Precision::kFp16, cc, 64, 768, 768));    // attention output
+  EXPECT_TRUE(SplitKLinearApplies(Precision::kFp16, cc, 128, 768, 768));   // attention output, b1
   EXPECT_TRUE(SplitKLinearApplies(Precision::kBf16, cc, 128, 3072, 768));  // FFN output, b1
-  EXPECT_FALSE(SplitKLinearApplies(Precision::kFp16, cc, 128, 768, 768));
+  EXPECT_FALSE(SplitKLinearApplies(Precision::kFp16, cc, 129, 768, 768));
   EXPECT_FALSE(SplitKLinearApplies(Precision::kFp16, cc, 32, 768, 2304));  // QKV
   EXPECT_FALSE(SplitKLinearApplies(Precision::kFp16, cc, 256, 3072, 768));
   EXPECT_FALSE(SplitKLinearApplies(Precision::kFp32, cc, 8, 64, 64));

@@ -476,14 +476,14 @@ bool CudaEngine::FirstTokensOnly(const Shape& shape) const {
                                     shape.hidden_state);
 }
 
-Status CudaEngine::Linear(const void* x, int rows, int in, const void* w, const void* bias,
-                          int out, cuda::Epilogue epilogue, const void* residual, void* y,
+Status CudaEngine::Linear(const void* x, int rows, int in, const void* w, const void* bias, int out,
+                          cuda::Epilogue epilogue, const void* residual, void* y,
                           cudaStream_t stream) {
   if (options_.splitk_gemms &&
       cuda::SplitKLinearApplies(options_.precision, gpu_.compute_capability, rows, in, out))
-    return cuda::SplitKLinear(options_.precision,
-                              {x, rows, in, w, bias, out, epilogue, residual, y, sm_count_},
-                              KernelStream(stream));
+    return cuda::SplitKLinear(
+        options_.precision, {x, rows, in, w, bias, out, epilogue, residual, y, sm_count_},
+        KernelStream(stream));
   return gemm_.Linear(x, rows, in, w, bias, out, epilogue, residual, y, stream);
 }
 
@@ -527,8 +527,8 @@ Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t
       attention.prefetch.Add(l.ffn_out_w, size_t{1} * h * inter * elem);
     }
     RETURN_IF_ERROR(Timed("gemm qkv", 2.0 * t * h * 3 * h, stream, [&] {
-      return Linear(ws.x, t, h, l.qkv_w, l.qkv_b, 3 * h, cuda::Epilogue::kBias, nullptr,
-                          ws.qkv, stream);
+      return Linear(ws.x, t, h, l.qkv_w, l.qkv_b, 3 * h, cuda::Epilogue::kBias, nullptr, ws.qkv,
+                    stream);
     }));
     RETURN_IF_ERROR(Timed("attention", attention_flops, stream,
                           [&] { return cuda::Attention(p, attention, kernels); }));
@@ -546,16 +546,16 @@ Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t
     }
     // The residual enters through the GEMM's C operand (beta = 1).
     RETURN_IF_ERROR(Timed("gemm attn_out", gemm * h, stream, [&] {
-      return Linear(context, rows, h, l.attn_out_w, l.attn_out_b, h, cuda::Epilogue::kBias,
-                          skip, sum, stream);
+      return Linear(context, rows, h, l.attn_out_w, l.attn_out_b, h, cuda::Epilogue::kBias, skip,
+                    sum, stream);
     }));
     RETURN_IF_ERROR(Timed("layernorm", 0, stream, [&] {
       return cuda::LayerNorm(p, sum, ws.x, rows, h, l.attn_gamma, l.attn_beta, c.layer_norm_eps,
                              kernels);
     }));
     RETURN_IF_ERROR(Timed("gemm ffn_in", gemm * inter, stream, [&] {
-      return Linear(ws.x, rows, h, l.ffn_in_w, l.ffn_in_b, inter, ffn_epilogue_, nullptr,
-                          ws.inter, stream);
+      return Linear(ws.x, rows, h, l.ffn_in_w, l.ffn_in_b, inter, ffn_epilogue_, nullptr, ws.inter,
+                    stream);
     }));
     if (ffn_epilogue_ == cuda::Epilogue::kBias)
       RETURN_IF_ERROR(Timed("activation", 0, stream, [&] {
@@ -563,8 +563,8 @@ Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t
                                        static_cast<size_t>(rows) * inter, kernels);
       }));
     RETURN_IF_ERROR(Timed("gemm ffn_out", gemm * inter, stream, [&] {
-      return Linear(ws.inter, rows, inter, l.ffn_out_w, l.ffn_out_b, h,
-                          cuda::Epilogue::kBias, ws.x, ws.tmp, stream);
+      return Linear(ws.inter, rows, inter, l.ffn_out_w, l.ffn_out_b, h, cuda::Epilogue::kBias, ws.x,
+                    ws.tmp, stream);
     }));
     RETURN_IF_ERROR(Timed("layernorm", 0, stream, [&] {
       return cuda::LayerNorm(p, ws.tmp, ws.x, rows, h, l.ffn_gamma, l.ffn_beta, c.layer_norm_eps,
@@ -591,7 +591,7 @@ Status CudaEngine::HeadKernels(const Shape& shape, const Workspace& ws, cudaStre
       first = ws.ctx;
     }
     RETURN_IF_ERROR(Linear(first, n, h, weights_.pooler_w, weights_.pooler_b, h,
-                                 cuda::Epilogue::kBias, nullptr, ws.tmp, stream));
+                           cuda::Epilogue::kBias, nullptr, ws.tmp, stream));
     RETURN_IF_ERROR(
         cuda::TanhToFloat(p, ws.tmp, ws.pooled_f32, static_cast<size_t>(n) * h, kernels));
   }

@@ -23,7 +23,10 @@ namespace {
 
 constexpr int kTileN = 64;  // output columns per block: one wgmma's N
 constexpr int kTileK = 64;  // K per slice: one 128-byte swizzle line of 16-bit elements
-constexpr int kStages = 4;
+// Slices in shared memory: one the tensor cores read, one they may still
+// be reading (a warpgroup waits for its previous slice's products only at
+// the end of the next iteration), and kStages - 2 on their way.
+constexpr int kStages = 6;
 // The portable cluster size. (16 ways, Hopper's non-portable limit, were
 // slower than 8 on BERT-base's shapes: the reduction grows with the ways.)
 constexpr int kMaxWays = 8;
@@ -138,27 +141,30 @@ __global__ void __launch_bounds__(128 * kGroups) SplitKGemmKernel(SplitKGemmArgs
     for (int j = 0; j < kCopiesB; ++j) CopyAsync16(sb + dst_b[j], src_b[j] + s * kTileK, true);
   };
 
-  float acc[32];
-#pragma unroll
-  for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
+  float acc[32] = {};
   // The weights do not depend on the previous kernel: under programmatic
   // dependent launch their first slices are on their way while it
   // finishes. x is read only after it has. They join the first slice's
   // copy group.
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s)
+  for (int s = 0; s < kStages - 2; ++s)
     if (s < count) load_w(s);
   AfterPreviousKernel();
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
+  for (int s = 0; s < kStages - 2; ++s) {
     if (s < count) load_x(s);
     CopyAsyncCommit();  // empty groups too, so that the wait below counts slices
   }
   const int group = threadIdx.x >> 7;
   for (int i = 0; i < count; ++i) {
-    CopyAsyncWait<kStages - 2>();  // slice i is in, for this thread's copies
+    CopyAsyncWait<kStages - 3>();  // slice i is in, for this thread's copies
     FenceSharedForAsyncProxy();
-    __syncthreads();  // ... and for everyone's; every group is done with slice i - 1
+    // ... and for everyone's; and every warpgroup's products of slice i - 2
+    // are done (each waits for all but its last group below), so its stage
+    // can be refilled.
+    __syncthreads();
+    if (i + kStages - 2 < count) load_x(i + kStages - 2), load_w(i + kStages - 2);
+    CopyAsyncCommit();
     const T* const sa = as + (i % kStages) * kSliceA + group * 64 * kTileK;
     const T* const sb = bs + (i % kStages) * kSliceB;
     PinRegisters(acc);
@@ -168,12 +174,11 @@ __global__ void __launch_bounds__(128 * kGroups) SplitKGemmKernel(SplitKGemmArgs
       WgmmaSS(acc, SmemDescriptor(sa + 16 * kk, 16, 1024, 1),
               SmemDescriptor(sb + 16 * kk, 16, 1024, 1), T{});
     WgmmaCommit();
-    // The stage slice i - 1 used is free: refill it while the tensor cores run.
-    if (i + kStages - 1 < count) load_x(i + kStages - 1), load_w(i + kStages - 1);
-    CopyAsyncCommit();
-    WgmmaWait<0>();
+    WgmmaWait<1>();
     PinRegisters(acc);
   }
+  WgmmaWait<0>();
+  PinRegisters(acc);
   CopyAsyncWait<0>();
   __syncthreads();  // the stages are free: the partial tile takes their place
 
@@ -197,12 +202,18 @@ __global__ void __launch_bounds__(128 * kGroups) SplitKGemmKernel(SplitKGemmArgs
   const int my_rows = rows_here > way ? (rows_here - way + ways - 1) / ways : 0;
   for (int j = threadIdx.x; j < my_rows * kRowThreads; j += kThreads) {
     const int r = way + ways * (j / kRowThreads), c = (j % kRowThreads) * 4;
-    float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int q = 0; q < ways; ++q) {
-      const float4 v = *reinterpret_cast<const float4*>(cluster.map_shared_rank(partial, q) +
-                                                        r * kPartialStride + c);
-      sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
-    }
+    // Every way's loads are issued before the first add: one round trip
+    // through the cluster, not one per way.
+    float4 part[kMaxWays];
+#pragma unroll
+    for (int q = 0; q < kMaxWays; ++q)
+      if (q < ways)
+        part[q] = *reinterpret_cast<const float4*>(cluster.map_shared_rank(partial, q) +
+                                                   r * kPartialStride + c);
+    float4 sum = part[0];
+#pragma unroll
+    for (int q = 1; q < kMaxWays; ++q)
+      if (q < ways) sum.x += part[q].x, sum.y += part[q].y, sum.z += part[q].z, sum.w += part[q].w;
     const size_t at = static_cast<size_t>(m0 + r) * a.out + n0 + c;
     const Vec4<T> b = *reinterpret_cast<const Vec4<T>*>(static_cast<const T*>(a.bias) + n0 + c);
     float v[4] = {sum.x + ToFloat(b.v[0]), sum.y + ToFloat(b.v[1]), sum.z + ToFloat(b.v[2]),
@@ -275,11 +286,11 @@ bool SplitKLinearApplies(Precision p, int compute_capability, int rows, int in, 
       in <= 0 || in % kTileK != 0 || out <= 0 || out % kTileN != 0)
     return false;
   // Where it beat cuBLASLt's heuristic on the H200 (bench/RESULTS.md,
-  // 2026-11-30, bench/probes/splitk_gemm_probe.cu): up to 64 rows with K at
-  // least the output width (BERT-base's attention-output and FFN-output
-  // GEMMs), up to 128 with K four times it (FFN-output). With more output
-  // columns or rows cuBLASLt's tiles fill the GPU without a split.
-  return rows <= 64 ? out <= in : rows <= 128 && 4 * out <= in;
+  // 2026-11-30, bench/probes/splitk_gemm_probe.cu): up to 128 rows with K
+  // at least the output width (BERT-base's attention-output and FFN-output
+  // GEMMs). With more output columns or rows cuBLASLt's tiles fill the GPU
+  // without a split.
+  return rows <= 128 && out <= in;
 }
 
 int SplitKWays(int rows, int in, int out, int sm_count) {
