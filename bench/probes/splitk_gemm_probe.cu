@@ -6,6 +6,7 @@
 // (one buffer) and cold (a different buffer each run, kBufs of them), us.
 //   nvcc -O2 -std=c++17 -arch=sm_90a -I include -I src -DBERTRT_CUDA_SM90A=1 \
 //     bench/probes/splitk_gemm_probe.cu -lcublasLt -o splitk_gemm_probe
+// Results (H200, 2026-11-30): bench/RESULTS.md.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
