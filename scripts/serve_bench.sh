@@ -6,9 +6,11 @@
 # on the machine meets both alike. Prints and appends to bench/RESULTS.md:
 #   - the concurrency sweep of both, with the served/in-process throughput
 #     ratio per step and at saturation (the best step of each);
-#   - an open-loop step at half the in-process saturation rate, on both, and
-#     the check: served p99 <= 2 x the engine's batch time there + 1 ms (the
-#     batch time is the server's own compute time per request from /metrics).
+#   - open-loop steps at half the in-process saturation rate, on both, with
+#     Poisson arrivals and with evenly spaced ones (perf_analyzer's default),
+#     and the check: served p99 <= 2 x the engine's batch time there + 1 ms
+#     (the batch time is the server's own compute time per request from
+#     /metrics).
 #
 #   bash scripts/serve_bench.sh MODEL [--device cuda] [--precision fp16] [--threads N] [...]
 #
@@ -18,11 +20,12 @@
 # RESULTS (bench/RESULTS.md; empty: do not append), WORK (a temp dir; keeps
 # the JSON and the SVG chart), LABEL (added to the section's title), SEQS
 # (texts per request, 1), MAX_INFLIGHT (open-loop cap on outstanding requests,
-# 1024: a lower cap delays arrivals and inflates the half-load p99).
+# 1024: a lower cap delays arrivals and inflates the half-load p99),
+# DISTRIBUTIONS (the half-load steps' arrivals, "poisson constant").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 1 ]; then
-  sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 MODEL=$1
@@ -38,6 +41,7 @@ WORK=${WORK:-$(mktemp -d /tmp/serve_bench.XXXXXX)}
 mkdir -p "$WORK"
 SEQS=${SEQS:-1}
 MAX_INFLIGHT=${MAX_INFLIGHT:-1024}
+DISTRIBUTIONS=${DISTRIBUTIONS:-poisson constant}
 LOAD=(--duration-s "$DURATION" --warmup-s "$WARMUP" --lengths "$LENGTHS" --sequences-per-request "$SEQS")
 
 LOADAVG_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -69,20 +73,22 @@ echo "[serve_bench] served sweep, against in-process"
   --json "$WORK/http.json" --svg "$WORK/served_vs_inprocess.svg"
 
 HALF=$(python3 -c "import json,sys; print('%.2f' % (json.load(open(sys.argv[1]))['saturation']['requests_per_s'] / 2))" "$WORK/inproc.json")
-echo "[serve_bench] half the in-process saturation: $HALF requests/s (open loop), in-process then served"
-"$BIN" bench "$MODEL" --serve-inprocess "$@" --request-rate "$HALF" --max-inflight "$MAX_INFLIGHT" "${LOAD[@]}" \
-  --json "$WORK/inproc_half.json"
-"$BIN" bench --url "$URL" --request-rate "$HALF" --max-inflight "$MAX_INFLIGHT" "${LOAD[@]}" --json "$WORK/http_half.json"
+for d in $DISTRIBUTIONS; do
+  echo "[serve_bench] half the in-process saturation: $HALF requests/s (open loop, $d arrivals), in-process then served"
+  HALF_LOAD=(--request-rate "$HALF" --request-distribution "$d" --max-inflight "$MAX_INFLIGHT" "${LOAD[@]}")
+  "$BIN" bench "$MODEL" --serve-inprocess "$@" "${HALF_LOAD[@]}" --json "$WORK/inproc_half_$d.json"
+  "$BIN" bench --url "$URL" "${HALF_LOAD[@]}" --json "$WORK/http_half_$d.json"
+done
 kill $SERVER && wait $SERVER || true
 trap - EXIT
 LOADAVG="$LOADAVG_BEFORE before, $(cut -d' ' -f1-3 /proc/loadavg) after"
 
-python3 - "$WORK" "$MODEL" "$RESULTS" "$LABEL" "$LOADAVG" "bash scripts/serve_bench.sh $MODEL $* (DURATION=$DURATION WARMUP=$WARMUP CONCURRENCY=$CONCURRENCY LENGTHS=$LENGTHS)" <<'EOF'
+python3 - "$WORK" "$MODEL" "$RESULTS" "$LABEL" "$LOADAVG" "bash scripts/serve_bench.sh $MODEL $* (DURATION=$DURATION WARMUP=$WARMUP CONCURRENCY=$CONCURRENCY LENGTHS=$LENGTHS)" $DISTRIBUTIONS <<'EOF'
 import datetime, json, os, platform, shutil, subprocess, sys
 work, model, results, label, loadavg, command = sys.argv[1:7]
+distributions = sys.argv[7:]
 load = lambda name: json.load(open(os.path.join(work, name)))
-inproc, http, inproc_half, http_half = (load(n) for n in
-                                        ["inproc.json", "http.json", "inproc_half.json", "http_half.json"])
+inproc, http = load("inproc.json"), load("http.json")
 
 def cpu():
     for line in open("/proc/cpuinfo"):
@@ -98,9 +104,17 @@ if shutil.which("nvidia-smi"):
 
 sat_i, sat_h = inproc["saturation"], http["saturation"]
 ratio = sat_h["sequences_per_s"] / sat_i["sequences_per_s"]
-hi, hh = inproc_half["steps"][0], http_half["steps"][0]
-compute = hh["server"]["compute_ms"] if hh["server"] else float("nan")
-bound = 2 * compute + 1
+
+def half_load_line(d):
+    hi, hh = load(f"inproc_half_{d}.json")["steps"][0], load(f"http_half_{d}.json")["steps"][0]
+    compute = hh["server"]["compute_ms"] if hh["server"] else float("nan")
+    bound = 2 * compute + 1
+    return (f"- half load, {hh['request_rate']:g} requests/s open loop ({d} arrivals): served p99 "
+            f"{hh['latency_ms']['p99']:.2f} ms (p50 {hh['latency_ms']['p50']:.2f}, {hh['requests_per_s']:.1f} "
+            f"req/s, {hh['error_count']} errors, {hh.get('late_sends', 0)} late sends); engine compute per "
+            f"request there {compute:.2f} ms, bound 2 x {compute:.2f} + 1 = {bound:.2f} ms: "
+            f"{'met' if hh['latency_ms']['p99'] <= bound else 'NOT met'}; in-process p99 at the same rate "
+            f"{hi['latency_ms']['p99']:.2f} ms")
 rows = []
 by_label = {s["label"]: s for s in inproc["steps"]}
 for s in http["steps"]:
@@ -126,8 +140,7 @@ text = f"""
 """ + "\n".join(rows) + f"""
 
 - saturation (best step of each): served {sat_h['sequences_per_s']:.1f} seq/s ({sat_h['label']}) vs in-process {sat_i['sequences_per_s']:.1f} seq/s ({sat_i['label']}): **{ratio:.3f}** (target >= 0.95: {'met' if ratio >= 0.95 else 'NOT met'})
-- half load, {hh['request_rate']:g} requests/s open loop (Poisson): served p99 {hh['latency_ms']['p99']:.2f} ms (p50 {hh['latency_ms']['p50']:.2f}, {hh['requests_per_s']:.1f} req/s, {hh['error_count']} errors, {hh.get('late_sends', 0)} late sends); engine compute per request there {compute:.2f} ms, bound 2 x {compute:.2f} + 1 = {bound:.2f} ms: {'met' if hh['latency_ms']['p99'] <= bound else 'NOT met'}; in-process p99 at the same rate {hi['latency_ms']['p99']:.2f} ms
-"""
+""" + "".join(half_load_line(d) + "\n" for d in distributions)
 print(text)
 if results:
     with open(results, "a") as f:

@@ -35,6 +35,7 @@ struct BenchFlags {
   // ... a load ...
   std::string concurrency;
   std::string request_rate;
+  std::string request_distribution = "poisson";
   int max_inflight = 64;
   double duration_s = 5;
   double warmup_s = 1;

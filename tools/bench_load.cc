@@ -224,6 +224,9 @@ int RunLoadBench(const BenchFlags& f) {
   base.requests = f.requests;
   base.sequences_per_request = f.sequences_per_request;
   base.seed = f.seed;
+  auto distribution = loadgen::ParseRequestDistribution(f.request_distribution);
+  if (!distribution.ok()) return Fail(distribution.status(), kExitUsage);
+  base.distribution = *distribution;
   if (!f.concurrency.empty() || f.request_rate.empty()) {
     auto list = loadgen::ParseIntList(f.concurrency.empty() ? "1,2,4,8,16,32,64" : f.concurrency,
                                       "--concurrency");

@@ -271,8 +271,13 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
                                       "e.g. 1,2,4,8 (default 1,2,4,8,16,32,64 without "
                                       "--request-rate)"));
   load_only.push_back(cmd->add_option("--request-rate", flags->request_rate,
-                                      "Open-loop steps: Poisson arrivals at R requests/s, e.g. "
-                                      "50,100; latency counts from the scheduled arrival"));
+                                      "Open-loop steps: arrivals at R requests/s, e.g. 50,100; "
+                                      "latency counts from the scheduled arrival"));
+  load_only.push_back(
+      cmd->add_option("--request-distribution", flags->request_distribution,
+                      "Open loop: arrival gaps exponential (poisson) or all 1/R (constant, "
+                      "perf_analyzer's default)")
+          ->check(CLI::IsMember({"poisson", "constant"})));
   load_only.push_back(cmd->add_option("--max-inflight", flags->max_inflight,
                                       "Open loop: most requests outstanding at once (a later "
                                       "arrival waits and counts as a late send)"));

@@ -22,23 +22,29 @@ struct Record {
   std::string error;
 };
 
-// Poisson arrivals: exponential gaps, from raw mt19937_64 output so a seed
-// gives the same schedule with any standard library.
+// Arrival times: Poisson (exponential gaps, from raw mt19937_64 output so a
+// seed gives the same schedule with any standard library) or evenly spaced.
 class Arrivals {
  public:
-  Arrivals(double rate, uint32_t seed) : rate_(rate), rng_(seed) {}
+  Arrivals(double rate, RequestDistribution distribution, uint32_t seed)
+      : rate_(rate), distribution_(distribution), rng_(seed) {}
   // Seconds from the start of the step of the next arrival.
   double Next() {
     std::lock_guard lock(mu_);
     const double t = next_;
-    const double u = (rng_() >> 11) * 0x1.0p-53;  // [0, 1)
-    next_ += -std::log1p(-u) / rate_;
+    if (distribution_ == RequestDistribution::kConstant) {
+      next_ += 1 / rate_;
+    } else {
+      const double u = (rng_() >> 11) * 0x1.0p-53;  // [0, 1)
+      next_ += -std::log1p(-u) / rate_;
+    }
     return t;
   }
 
  private:
   std::mutex mu_;
   double rate_;
+  RequestDistribution distribution_;
   std::mt19937_64 rng_;
   double next_ = 0;
 };
@@ -73,7 +79,7 @@ StatusOr<StepResult> RunStep(Target& target, const TextPool& pool, const StepOpt
   std::atomic<int64_t> window_start_ns{std::numeric_limits<int64_t>::max()};
   std::atomic<int64_t> answered{0};
   std::atomic<uint64_t> next_request{0};
-  Arrivals arrivals(closed ? 1.0 : options.request_rate, options.seed);
+  Arrivals arrivals(closed ? 1.0 : options.request_rate, options.distribution, options.seed);
   std::vector<std::vector<Record>> records(workers);
   const Clock::time_point t_start = Clock::now();
 
@@ -147,6 +153,7 @@ StatusOr<StepResult> RunStep(Target& target, const TextPool& pool, const StepOpt
   StepResult step;
   step.concurrency = closed ? options.concurrency : 0;
   step.request_rate = closed ? 0 : options.request_rate;
+  step.distribution = options.distribution;
   step.duration_s = std::chrono::duration<double>(w1 - w0).count();
   std::vector<double> latencies;
   for (const auto& per_worker : records)

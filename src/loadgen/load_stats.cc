@@ -296,6 +296,7 @@ nlohmann::json StepToJson(const StepResult& s) {
     j["concurrency"] = s.concurrency;
   } else {
     j["request_rate"] = s.request_rate;
+    j["request_distribution"] = RequestDistributionName(s.distribution);
     j["late_sends"] = s.late_sends;
   }
   if (s.has_server_split)
@@ -307,11 +308,23 @@ nlohmann::json StepToJson(const StepResult& s) {
   return j;
 }
 
+const char* RequestDistributionName(RequestDistribution d) {
+  return d == RequestDistribution::kConstant ? "constant" : "poisson";
+}
+
+StatusOr<RequestDistribution> ParseRequestDistribution(const std::string& text) {
+  if (text == "poisson") return RequestDistribution::kPoisson;
+  if (text == "constant") return RequestDistribution::kConstant;
+  return InvalidArgument("request distribution '" + text + "': expected poisson or constant");
+}
+
 StatusOr<StepResult> StepFromJson(const nlohmann::json& j) {
   StepResult s;
   try {
     s.concurrency = j.value("concurrency", 0);
     s.request_rate = j.value("request_rate", 0.0);
+    ASSIGN_OR_RETURN(s.distribution, ParseRequestDistribution(
+                                         j.value("request_distribution", std::string("poisson"))));
     s.duration_s = j.at("duration_s").get<double>();
     s.requests = j.at("requests").get<int64_t>();
     s.sequences = j.at("sequences").get<int64_t>();

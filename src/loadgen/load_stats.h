@@ -56,12 +56,20 @@ StatusOr<Url> ParseUrl(const std::string& text);
 // "MIN:MAX" with 1 <= MIN <= MAX.
 StatusOr<std::pair<int, int>> ParseRange(const std::string& text, const std::string& flag);
 
+// How an open loop spaces its arrivals (perf_analyzer's --request-distribution):
+// exponential gaps, or every 1 / rate seconds.
+enum class RequestDistribution { kPoisson, kConstant };
+const char* RequestDistributionName(RequestDistribution d);
+// "poisson" or "constant".
+StatusOr<RequestDistribution> ParseRequestDistribution(const std::string& text);
+
 // One measured step: a concurrency (closed loop) or a request rate (open loop).
 struct StepResult {
   int concurrency = 0;      // closed loop: workers, each with one request outstanding
-  double request_rate = 0;  // open loop: Poisson arrivals per second
-  double duration_s = 0;    // measured window
-  int64_t requests = 0;     // answered successfully within the window
+  double request_rate = 0;  // open loop: arrivals per second
+  RequestDistribution distribution = RequestDistribution::kPoisson;  // open loop
+  double duration_s = 0;                                             // measured window
+  int64_t requests = 0;  // answered successfully within the window
   int64_t sequences = 0;
   double requests_per_s = 0;
   double sequences_per_s = 0;

@@ -66,6 +66,17 @@ def test_http_embed_rate_and_texts_file(bertrt_bin, server, tmp_path):
     assert step["label"] == "r=40" and step["sequences"] == 2 * step["requests"]
     assert report["texts"] == {"source": str(texts), "count": 2}
     assert 10 < step["requests_per_s"] < 100  # Poisson at 40/s over 1 s
+    assert step["request_distribution"] == "poisson"
+
+
+def test_constant_arrivals_keep_the_rate(bertrt_bin, server):
+    proc = bench(bertrt_bin, "--url", server.url, "--request-rate", "50", "--request-distribution",
+                 "constant", "--duration-s", "1", "--warmup-s", "0.2", "--json")
+    assert proc.returncode == 0, proc.stderr
+    (step,) = json.loads(proc.stdout)["steps"]
+    assert step["request_distribution"] == "constant"
+    # One arrival every 20 ms: 50 in the second, give or take the window's edges.
+    assert 45 <= step["requests"] + step["error_count"] <= 55
 
 
 def test_inprocess_with_baseline(bertrt_bin, server, default_model, tmp_path):
@@ -117,6 +128,7 @@ def test_queue_full_is_counted_not_fatal(bertrt_bin, default_model, serve_inproc
     (["--url", "http://127.0.0.1:1", "--max-queue-size", "4"], "bertrt serve"),
     (["--url", "http://127.0.0.1:1", "--lengths", "9:3"], "--lengths"),
     (["--url", "http://127.0.0.1:1", "--endpoint", "nope"], "--endpoint"),
+    (["--url", "http://127.0.0.1:1", "--request-distribution", "uniform"], "--request-distribution"),
     (["--url", "http://127.0.0.1:1", "--duration-s", "0"], "--duration-s"),
     (["--url", "http://127.0.0.1:1", "--texts", "/nonexistent"], "--texts"),
     (["some/model", "--concurrency", "4"], "--serve-inprocess"),

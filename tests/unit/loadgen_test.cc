@@ -141,6 +141,16 @@ TEST(StepJson, RoundTrips) {
   EXPECT_DOUBLE_EQ(back->p99_ms, s.p99_ms);
   EXPECT_DOUBLE_EQ(back->server_compute_ms, 1.5);
   EXPECT_FALSE(StepFromJson(nlohmann::json{{"x", 1}}).ok());
+
+  StepResult open;
+  open.request_rate = 50;
+  open.distribution = RequestDistribution::kConstant;
+  auto open_back = StepFromJson(StepToJson(open));
+  ASSERT_TRUE(open_back.ok()) << open_back.status().message();
+  EXPECT_EQ(open_back->distribution, RequestDistribution::kConstant);
+  nlohmann::json bad = StepToJson(open);
+  bad["request_distribution"] = "uniform";
+  EXPECT_FALSE(StepFromJson(bad).ok());
 }
 
 TEST(RenderSvg, EscapesAndHasEveryPoint) {
@@ -234,6 +244,25 @@ TEST(RunStep, OpenLoopFollowsTheRate) {
   EXPECT_GT(answered, 150);
   EXPECT_LT(answered, 250);
   EXPECT_EQ(step->label(), "r=200");
+}
+
+TEST(RunStep, ConstantArrivalsAreEvenlySpaced) {
+  FakeTarget target;
+  TextPool pool({"a"});
+  StepOptions o;
+  o.request_rate = 200;
+  o.distribution = RequestDistribution::kConstant;
+  o.warmup_s = 0.1;
+  o.duration_s = 1.0;
+  o.max_inflight = 8;
+  auto step = RunStep(target, pool, o);
+  ASSERT_TRUE(step.ok()) << step.status().message();
+  // One arrival every 5 ms: 200 in the second, give or take the window's
+  // edges and a scheduling hiccup (Poisson would spread +- 42).
+  const int64_t answered = step->requests + step->error_count();
+  EXPECT_GE(answered, 190);
+  EXPECT_LE(answered, 210);
+  EXPECT_EQ(step->distribution, RequestDistribution::kConstant);
 }
 
 TEST(RunStep, RequestsEndTheWindow) {
