@@ -234,7 +234,7 @@ __global__ void __launch_bounds__(128 * kGroups) SplitKGemmKernel(SplitKGemmArgs
 #endif
 }
 
-// The kernel at one tile shape and split.
+// The kernel with K split `ways` ways (the cluster size).
 template <typename T, int kGroups, Epilogue kEpilogue>
 Status LaunchFor(const SplitKGemmArgs& a, int ways, Stream stream) {
   auto kernel = SplitKGemmKernel<T, kGroups, kEpilogue>;

@@ -23,7 +23,9 @@ namespace bertrt::cuda {
 struct SplitKGemmArgs {
   const void* x;  // [rows, in]
   int rows, in;
-  const void* w;     // [out, in], HF's layout
+  // [out, in], HF's layout. Read before the previous kernel on the stream
+  // has finished (programmatic dependent launch): no kernel may write it.
+  const void* w;
   const void* bias;  // [out]
   int out;
   Epilogue epilogue;
