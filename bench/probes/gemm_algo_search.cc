@@ -56,42 +56,15 @@ int main() {
   cudaEventCreate(&e1);
   for (int rows : rows_list) {
     for (const GemmShape& sh : BertBaseGemms(rows)) {
-      void *w, *x, *res, *y, *bias;
-      CK(cudaMalloc(&w, size_t(sh.m) * sh.k * 2));
-      CK(cudaMalloc(&x, size_t(sh.k) * sh.n * 2));
-      CK(cudaMalloc(&res, size_t(sh.m) * sh.n * 2));
-      CK(cudaMalloc(&y, size_t(sh.m) * sh.n * 2));
-      CK(cudaMalloc(&bias, size_t(sh.m) * 2));
-      cudaMemset(w, 0, size_t(sh.m) * sh.k * 2);
-      cudaMemset(x, 0, size_t(sh.k) * sh.n * 2);
-      cudaMemset(res, 0, size_t(sh.m) * sh.n * 2);
-      cudaMemset(bias, 0, size_t(sh.m) * 2);
-      cublasLtMatmulDesc_t desc;
-      CK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-      cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
-      CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)));
-      CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof(n)));
-      CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &sh.epi,
-                                        sizeof(sh.epi)));
-      CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                        sizeof(bias)));
-      cublasLtMatrixLayout_t a, b, c;
-      CK(cublasLtMatrixLayoutCreate(&a, CUDA_R_16F, sh.k, sh.m, sh.k));
-      CK(cublasLtMatrixLayoutCreate(&b, CUDA_R_16F, sh.k, sh.n, sh.k));
-      CK(cublasLtMatrixLayoutCreate(&c, CUDA_R_16F, sh.m, sh.n, sh.m));
-      const float alpha = 1.0f, beta = sh.residual ? 1.0f : 0.0f;
-      const void* cptr = sh.residual ? res : y;
+      const LtGemmCase gemm(sh, 1);
       auto time_algo = [&](const cublasLtMatmulAlgo_t& algo, int launches) -> float {
         // warm + validity
-        if (cublasLtMatmul(lt, desc, &alpha, w, a, x, b, &beta, cptr, c, y, c, &algo, ws, kWs, s) !=
-            0)
-          return -1;
+        if (gemm.Run(lt, algo, 0, ws, kWs, s) != 0) return -1;
         if (cudaStreamSynchronize(s) != cudaSuccess) return -1;
         cudaGraph_t graph;
         cudaGraphExec_t exec;
         cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
-        for (int r = 0; r < kReps; ++r)
-          cublasLtMatmul(lt, desc, &alpha, w, a, x, b, &beta, cptr, c, y, c, &algo, ws, kWs, s);
+        for (int r = 0; r < kReps; ++r) gemm.Run(lt, algo, 0, ws, kWs, s);
         if (cudaStreamEndCapture(s, &graph) != cudaSuccess) {
           cudaGetLastError();
           return -1;
@@ -114,17 +87,10 @@ int main() {
         return ms * 1000.0f / (launches * kReps);
       };
       // heuristic
-      cublasLtMatmulPreference_t pref;
-      CK(cublasLtMatmulPreferenceCreate(&pref));
-      size_t wsb = kWs;
-      CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
-                                              sizeof(wsb)));
-      cublasLtMatmulHeuristicResult_t res8[8];
-      int found = 0;
-      CK(cublasLtMatmulAlgoGetHeuristic(lt, desc, a, b, c, c, pref, 8, res8, &found));
+      const std::vector<cublasLtMatmulHeuristicResult_t> res8 = gemm.Heuristic(lt, 8, kWs);
       float heur = time_algo(res8[0].algo, 10);
       float heur_best = heur;
-      for (int i = 1; i < found; ++i) {
+      for (size_t i = 1; i < res8.size(); ++i) {
         float tm = time_algo(res8[i].algo, 10);
         if (tm > 0) heur_best = std::min(heur_best, tm);
       }
@@ -182,7 +148,8 @@ int main() {
                     Configure(&algo, config);
                     ++checked;
                     cublasLtMatmulHeuristicResult_t hr{};
-                    if (cublasLtMatmulAlgoCheck(lt, desc, a, b, c, c, &algo, &hr) != 0 ||
+                    if (cublasLtMatmulAlgoCheck(lt, gemm.desc, gemm.a, gemm.b, gemm.c, gemm.c,
+                                                &algo, &hr) != 0 ||
                         hr.state != 0 || hr.workspaceSize > kWs)
                       continue;
                     ++valid;
@@ -221,16 +188,6 @@ int main() {
           (int)bestr.config.stages, bestr.config.split, (int)bestr.config.reduction,
           bestr.config.custom, bestr.config.swizzle, checked, valid, results.size());
       std::fflush(stdout);
-      cublasLtMatmulPreferenceDestroy(pref);
-      cublasLtMatrixLayoutDestroy(a);
-      cublasLtMatrixLayoutDestroy(b);
-      cublasLtMatrixLayoutDestroy(c);
-      cublasLtMatmulDescDestroy(desc);
-      cudaFree(w);
-      cudaFree(x);
-      cudaFree(res);
-      cudaFree(y);
-      cudaFree(bias);
     }
   }
   return 0;

@@ -40,50 +40,17 @@ int main() {
   for (int rows : {1, 8, 32, 40, 128, 1024}) {
     for (const GemmShape& sh : BertBaseGemms(rows)) {
       const size_t wbytes = size_t(sh.m) * sh.k * 2;
-      std::vector<void*> w(kBufs);
-      for (auto& p : w) {
-        CK(cudaMalloc(&p, wbytes));
-        cudaMemset(p, 0, wbytes);
-      }
-      void *x, *res, *y, *bias;
-      CK(cudaMalloc(&x, size_t(sh.k) * sh.n * 2));
-      CK(cudaMalloc(&res, size_t(sh.m) * sh.n * 2));
-      CK(cudaMalloc(&y, size_t(sh.m) * sh.n * 2));
-      CK(cudaMalloc(&bias, size_t(sh.m) * 2));
-      cudaMemset(x, 0, size_t(sh.k) * sh.n * 2);
-      cudaMemset(res, 0, size_t(sh.m) * sh.n * 2);
-      cudaMemset(bias, 0, sh.m * 2);
-      cublasLtMatmulDesc_t desc;
-      CK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-      cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
-      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t));
-      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof(n));
-      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &sh.epi, sizeof(sh.epi));
-      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
-      cublasLtMatrixLayout_t a, b, c;
-      cublasLtMatrixLayoutCreate(&a, CUDA_R_16F, sh.k, sh.m, sh.k);
-      cublasLtMatrixLayoutCreate(&b, CUDA_R_16F, sh.k, sh.n, sh.k);
-      cublasLtMatrixLayoutCreate(&c, CUDA_R_16F, sh.m, sh.n, sh.m);
-      cublasLtMatmulPreference_t pref;
-      cublasLtMatmulPreferenceCreate(&pref);
-      size_t wsb = kWs;
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
-                                           sizeof(wsb));
-      cublasLtMatmulHeuristicResult_t hr;
-      int found = 0;
-      CK(cublasLtMatmulAlgoGetHeuristic(lt, desc, a, b, c, c, pref, 1, &hr, &found));
-      const float alpha = 1, beta = sh.residual ? 1 : 0;
-      const void* cp = sh.residual ? res : y;
+      LtGemmCase gemm(sh, kBufs);
+      const cublasLtMatmulAlgo_t algo = gemm.Heuristic(lt, 1, kWs).at(0).algo;
       auto time_mode = [&](bool cold, int prefetch /*0 none, 1 prefetch next, 2 empty kernel*/) {
         cudaGraph_t g;
         cudaGraphExec_t ge;
         CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
         for (int r = 0; r < kReps; ++r) {
-          void* wr = w[cold ? r % kBufs : 0];
           if (prefetch == 1)
-            Prefetch<<<1, 128, 0, s>>>((const char*)w[cold ? (r + 1) % kBufs : 0], wbytes);
+            Prefetch<<<1, 128, 0, s>>>((const char*)gemm.w[cold ? (r + 1) % kBufs : 0], wbytes);
           if (prefetch == 2) Empty<<<1, 32, 0, s>>>();
-          cublasLtMatmul(lt, desc, &alpha, wr, a, x, b, &beta, cp, c, y, c, &hr.algo, ws, kWs, s);
+          gemm.Run(lt, algo, cold ? r % kBufs : 0, ws, kWs, s);
         }
         CK(cudaStreamEndCapture(s, &g));
         CK(cudaGraphInstantiate(&ge, g, 0));
@@ -105,11 +72,6 @@ int main() {
           "kernel %.2f  warm+empty kernel %.2f\n",
           rows, sh.name, warm, cold, coldpf, warmpf, empty);
       std::fflush(stdout);
-      for (auto p : w) cudaFree(p);
-      cudaFree(x);
-      cudaFree(res);
-      cudaFree(y);
-      cudaFree(bias);
     }
   }
   CK(cudaGetLastError());

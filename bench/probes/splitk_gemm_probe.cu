@@ -43,41 +43,8 @@ int main(int argc, char** argv) {
   cudaEventCreate(&e1);
   for (int rows : {32, 64, 128, 256}) {
     for (const GemmShape& sh : BertBaseGemms(rows)) {
-      const size_t wbytes = size_t(sh.m) * sh.k * 2;
-      std::vector<void*> w(kBufs);
-      for (auto& p : w) {
-        CK(cudaMalloc(&p, wbytes));
-        cudaMemset(p, 0, wbytes);
-      }
-      void *x, *res, *y, *bias;
-      CK(cudaMalloc(&x, size_t(sh.k) * sh.n * 2));
-      CK(cudaMalloc(&res, size_t(sh.m) * sh.n * 2));
-      CK(cudaMalloc(&y, size_t(sh.m) * sh.n * 2));
-      CK(cudaMalloc(&bias, size_t(sh.m) * 2));
-      cudaMemset(x, 0, size_t(sh.k) * sh.n * 2);
-      cudaMemset(res, 0, size_t(sh.m) * sh.n * 2);
-      cudaMemset(bias, 0, sh.m * 2);
-      cublasLtMatmulDesc_t desc;
-      CK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-      cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
-      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t));
-      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof(n));
-      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &sh.epi, sizeof(sh.epi));
-      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
-      cublasLtMatrixLayout_t a, b, c;
-      cublasLtMatrixLayoutCreate(&a, CUDA_R_16F, sh.k, sh.m, sh.k);
-      cublasLtMatrixLayoutCreate(&b, CUDA_R_16F, sh.k, sh.n, sh.k);
-      cublasLtMatrixLayoutCreate(&c, CUDA_R_16F, sh.m, sh.n, sh.m);
-      cublasLtMatmulPreference_t pref;
-      cublasLtMatmulPreferenceCreate(&pref);
-      size_t wsb = kWs;
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
-                                           sizeof(wsb));
-      cublasLtMatmulHeuristicResult_t hr;
-      int found = 0;
-      CK(cublasLtMatmulAlgoGetHeuristic(lt, desc, a, b, c, c, pref, 1, &hr, &found));
-      const float alpha = 1, beta = sh.residual ? 1 : 0;
-      const void* cp = sh.residual ? res : y;
+      LtGemmCase gemm(sh, kBufs);
+      const cublasLtMatmulAlgo_t algo = gemm.Heuristic(lt, 1, kWs).at(0).algo;
       const Epilogue epi =
           sh.epi == CUBLASLT_EPILOGUE_GELU_BIAS ? Epilogue::kBiasGeluTanh : Epilogue::kBias;
       // ways 0: cuBLASLt.
@@ -86,12 +53,13 @@ int main(int argc, char** argv) {
         cudaGraphExec_t ge;
         CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
         for (int r = 0; r < kReps; ++r) {
-          void* wr = w[cold ? r % kBufs : 0];
+          const int copy = cold ? r % kBufs : 0;
           if (ways == 0) {
-            cublasLtMatmul(lt, desc, &alpha, wr, a, x, b, &beta, cp, c, y, c, &hr.algo, ws, kWs, s);
+            gemm.Run(lt, algo, copy, ws, kWs, s);
           } else {
-            const SplitKGemmArgs args{
-                x, rows, sh.k, wr, bias, sh.m, epi, sh.residual ? res : nullptr, y, sms};
+            const SplitKGemmArgs args{gemm.x,    rows, sh.k, gemm.w[copy],
+                                      gemm.bias, sh.m, epi,  sh.residual ? gemm.res : nullptr,
+                                      gemm.y,    sms};
             const Status st = LaunchForType<__half>(args, ways, Stream{s, pdl});
             if (!st.ok()) {
               std::printf("%s\n", st.ToString().c_str());
@@ -114,8 +82,9 @@ int main(int argc, char** argv) {
       };
       if (argc == 4) {
         if (rows != std::atoi(argv[1]) || std::string(argv[2]) != sh.name) continue;
-        const SplitKGemmArgs args{x, rows, sh.k, w[0], bias, sh.m, epi, sh.residual ? res : nullptr,
-                                  y, sms};
+        const SplitKGemmArgs args{gemm.x,    rows, sh.k, gemm.w[0],
+                                  gemm.bias, sh.m, epi,  sh.residual ? gemm.res : nullptr,
+                                  gemm.y,    sms};
         for (int i = 0; i < 3; ++i)
           CK(LaunchForType<__half>(args, std::atoi(argv[3]), Stream{s, false}).ok() ? 0 : 1);
         CK(cudaStreamSynchronize(s));
@@ -133,11 +102,6 @@ int main(int argc, char** argv) {
                   SplitKLinearApplies(Precision::kFp16, 90, rows, sh.k, sh.m) ? "yes" : "no");
       std::printf("\n");
       std::fflush(stdout);
-      for (auto p : w) cudaFree(p);
-      cudaFree(x);
-      cudaFree(res);
-      cudaFree(y);
-      cudaFree(bias);
     }
   }
   CK(cudaGetLastError());
