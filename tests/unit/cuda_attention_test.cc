@@ -5,14 +5,11 @@
 // models; here a kernel is pinned (AttentionArgs::kernel), so that one whose
 // layout is wrong cannot hide behind another.
 #if BERTRT_HAVE_CUDA
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -121,15 +118,8 @@ double MaxError(const Inputs& in, const std::vector<double>& want, AttentionKern
   return worst;
 }
 
-class CudaAttentionTest : public ::testing::Test {
+class CudaAttentionTest : public test_util::GpuTest {
  protected:
-  void SetUp() override {
-    auto gpus = ListGpus();
-    if (!gpus.ok() || gpus->empty()) GTEST_SKIP() << "no usable GPU";
-    gpu_ = (*gpus)[0];
-    cudaSetDevice(gpu_.index);
-    cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, gpu_.index);
-  }
   // The kernels this GPU and build can run, the general path first.
   std::vector<AttentionKernel> Kernels() const {
     std::vector<AttentionKernel> k{AttentionKernel::kGeneral};
@@ -138,8 +128,6 @@ class CudaAttentionTest : public ::testing::Test {
       k.push_back(AttentionKernel::kWgmma);
     return k;
   }
-  GpuInfo gpu_;
-  int sm_count_ = 0;
 };
 
 const char* KernelName(AttentionKernel k) {

@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "backends/cuda/splitk_gemm.h"
-#include "bertrt/devices.h"
 #include "cuda_test_util.h"
 
 namespace bertrt::cuda {
@@ -62,16 +61,13 @@ const char* EpilogueName(Epilogue e) {
   return "?";
 }
 
-class CudaSplitKGemmTest : public ::testing::Test {
+class CudaSplitKGemmTest : public test_util::GpuTest {
  protected:
   void SetUp() override {
-    auto gpus = ListGpus();
-    if (!gpus.ok() || gpus->empty()) GTEST_SKIP() << "no usable GPU";
-    gpu_ = (*gpus)[0];
+    GpuTest::SetUp();
+    if (IsSkipped()) return;
     if (!SplitKLinearApplies(Precision::kFp16, gpu_.compute_capability, 1, 64, 64))
       GTEST_SKIP() << "the split-K GEMM needs an sm_90 GPU and a build with sm_90a";
-    cudaSetDevice(gpu_.index);
-    cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, gpu_.index);
   }
 
   // Runs the kernel and returns its output's values; unwritten elements
@@ -98,9 +94,6 @@ class CudaSplitKGemmTest : public ::testing::Test {
     for (size_t i = 0; i < out_n; ++i) got[i] = FromBits(y[i], p);
     return got;
   }
-
-  GpuInfo gpu_;
-  int sm_count_ = 0;
 };
 
 TEST_F(CudaSplitKGemmTest, MatchesAFloat64Reference) {

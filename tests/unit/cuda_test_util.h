@@ -1,5 +1,5 @@
-// Helpers of the CUDA kernel tests: a device buffer, and 16-bit float bits
-// to and from float on the host.
+// Helpers of the CUDA kernel tests: a fixture on the first GPU, a device
+// buffer, and 16-bit float bits to and from float on the host.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -11,8 +11,23 @@
 #include <cstring>
 
 #include "bertrt/cuda_engine.h"
+#include "bertrt/devices.h"
 
 namespace bertrt::cuda::test_util {
+
+// Runs its tests on the first GPU; skips them where there is none.
+class GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto gpus = ListGpus();
+    if (!gpus.ok() || gpus->empty()) GTEST_SKIP() << "no usable GPU";
+    gpu_ = (*gpus)[0];
+    cudaSetDevice(gpu_.index);
+    cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, gpu_.index);
+  }
+  GpuInfo gpu_;
+  int sm_count_ = 0;
+};
 
 struct DeviceBuffer {
   void* ptr = nullptr;
