@@ -43,7 +43,8 @@ bool SplitKLinearApplies(Precision p, int compute_capability, int rows, int in, 
 // Any row count; `in` and `out` multiples of 64 (else InvalidArgument).
 Status SplitKLinear(Precision p, const SplitKGemmArgs& a, Stream stream);
 
-// The cluster size (ways K is split) SplitKLinear uses for this shape.
+// The cluster size (ways K is split) SplitKLinear aims at for this shape; it
+// takes fewer where the GPU cannot hold one cluster per output tile at once.
 int SplitKWays(int rows, int in, int out, int sm_count);
 
 }  // namespace bertrt::cuda
