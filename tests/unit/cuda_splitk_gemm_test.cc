@@ -1,5 +1,5 @@
 // The split-K GEMM (splitk_gemm.h) against a float64 reference on the host:
-// row counts inside and on the edges of its 64- and 128-row tiles, K
+// row counts inside and on the edges of its 64-row tiles, K
 // splits from 1 to 8 ways (each way's share a whole or uneven number of
 // slices), every epilogue, with and without a residual, fp16 and bf16. The
 // engine tests run it only where the engine picks it (batches of few

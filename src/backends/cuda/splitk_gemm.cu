@@ -1,8 +1,8 @@
-// splitk_gemm.h's kernel. A block owns a tile of 64 * kGroups rows x 64
-// output columns and one share of K: it copies 64-deep K slices of x and W
-// through a kStages ring of shared memory (cp.async, 128-byte swizzle, the
-// layout wgmma reads without bank conflicts), and each of its warpgroups
-// multiplies its 64 rows with wgmma reading both operands from there. The
+// splitk_gemm.h's kernel. A block (one warpgroup) owns a tile of 64 rows x
+// 64 output columns and one share of K: it copies 64-deep K slices of x and
+// W through a kStages ring of shared memory (cp.async, 128-byte swizzle, the
+// layout wgmma reads without bank conflicts) and multiplies them with wgmma
+// reading both operands from there. The
 // grid is (ways, column tiles, row tiles) in clusters of (ways, 1, 1): the
 // blocks of a cluster share one output tile. At the end each block leaves
 // its fp32 partial tile in its shared memory, and block r of the cluster
@@ -37,14 +37,19 @@ constexpr int kMaxWays = 8;
 // stores over the banks.
 constexpr int kPartialStride = kTileN + 8;
 
-template <int kGroups>
-constexpr size_t SmemBytes() {
-  // A and B slices of every stage, and room to align them to 1,024 bytes
-  // (a swizzle pattern's period); the partial tile reuses the same space.
-  constexpr size_t stages = size_t{kStages} * (64 * kGroups + kTileN) * kTileK * 2;
-  static_assert(size_t{64} * kGroups * kPartialStride * 4 <= stages);
-  return stages + 1024;
-}
+// Rows per block. (Blocks of two warpgroups and 128 rows were slower at 65-128
+// rows than two blocks of one: BERT-base's FFN-output GEMM at 128 rows 5.49
+// us against 5.03 on the H200; they also fit one block per multiprocessor,
+// not two.)
+constexpr int kTileM = 64;
+constexpr int kThreads = 128;
+
+// Dynamic shared memory: the A and B slices of every stage, and room to
+// align them to 1,024 bytes (a swizzle pattern's period); the partial tile
+// reuses the same space.
+constexpr size_t kStageBytes = size_t{kStages} * (kTileM + kTileN) * kTileK * 2;
+static_assert(size_t{kTileM} * kPartialStride * 4 <= kStageBytes);
+constexpr size_t kSmemBytes = kStageBytes + 1024;
 
 // Element offset of (row r, k c), c a multiple of 8, in a slice of rows of
 // 64 16-bit elements: 16-byte chunk c / 8 of row r sits at chunk
@@ -90,11 +95,10 @@ __device__ __forceinline__ float Activate(float v) {
     return v;
 }
 
-template <typename T, int kGroups, Epilogue kEpilogue>
-__global__ void __launch_bounds__(128 * kGroups) SplitKGemmKernel(SplitKGemmArgs a) {
+template <typename T, Epilogue kEpilogue>
+__global__ void __launch_bounds__(kThreads) SplitKGemmKernel(SplitKGemmArgs a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   namespace cg = cooperative_groups;
-  constexpr int kThreads = 128 * kGroups, kTileM = 64 * kGroups;
   constexpr int kSliceA = kTileM * kTileK, kSliceB = kTileN * kTileK;  // elements
   constexpr int kCopiesA = kSliceA / 8 / kThreads, kCopiesB = kSliceB / 8 / kThreads;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -158,17 +162,16 @@ __global__ void __launch_bounds__(128 * kGroups) SplitKGemmKernel(SplitKGemmArgs
     if (s < count) load_x(s);
     CopyAsyncCommit();  // empty groups too, so that the wait below counts slices
   }
-  const int group = threadIdx.x >> 7;
   for (int i = 0; i < count; ++i) {
     CopyAsyncWait<kStages - 3>();  // slice i is in, for this thread's copies
     FenceSharedForAsyncProxy();
-    // ... and for everyone's; and every warpgroup's products of slice i - 2
-    // are done (each waits for all but its last group below), so its stage
+    // ... and for every thread's; and the products of slice i - 2 are done
+    // (the warpgroup waits for all but its last group below), so its stage
     // can be refilled.
     __syncthreads();
     if (i + kStages - 2 < count) load_x(i + kStages - 2), load_w(i + kStages - 2);
     CopyAsyncCommit();
-    const T* const sa = as + (i % kStages) * kSliceA + group * 64 * kTileK;
+    const T* const sa = as + (i % kStages) * kSliceA;
     const T* const sb = bs + (i % kStages) * kSliceB;
     PinRegisters(acc);
     WgmmaFence();
@@ -187,8 +190,8 @@ __global__ void __launch_bounds__(128 * kGroups) SplitKGemmKernel(SplitKGemmArgs
 
   float* const partial = reinterpret_cast<float*>(smem);  // [kTileM][kPartialStride]
   {
-    const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
-    const int row = group * 64 + warp * 16 + (lane >> 2), col = 2 * (lane & 3);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int row = warp * 16 + (lane >> 2), col = 2 * (lane & 3);
 #pragma unroll
     for (int i = 0; i < kTileN / 8; ++i) {
       *reinterpret_cast<float2*>(partial + row * kPartialStride + 8 * i + col) =
@@ -264,21 +267,19 @@ StatusOr<int> ActiveClusters(const void* kernel, int ways, int threads, size_t s
 }
 
 // The kernel with K split up to `ways` ways (the cluster size).
-template <typename T, int kGroups, Epilogue kEpilogue>
+template <typename T, Epilogue kEpilogue>
 Status LaunchFor(const SplitKGemmArgs& a, int ways, Stream stream) {
-  auto kernel = SplitKGemmKernel<T, kGroups, kEpilogue>;
-  constexpr size_t smem = SmemBytes<kGroups>();
-  constexpr int kThreads = 128 * kGroups;
+  auto kernel = SplitKGemmKernel<T, kEpilogue>;
   CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(smem)));
+                                            static_cast<int>(kSmemBytes)));
   // One cluster per output tile, all at once: a cluster that finds no room
   // waits for a whole other one to finish (BERT-large's FFN-output GEMM at
   // 128 rows, 16 clusters of 8 blocks of one per multiprocessor: 6% slower
   // end to end on the H200 than cuBLASLt). Fewer ways then.
-  const int tiles = a.out / kTileN * ((a.rows + 64 * kGroups - 1) / (64 * kGroups));
+  const int row_tiles = (a.rows + kTileM - 1) / kTileM, tiles = a.out / kTileN * row_tiles;
   for (; ways > 1; --ways) {
-    ASSIGN_OR_RETURN(const int clusters,
-                     ActiveClusters(reinterpret_cast<const void*>(kernel), ways, kThreads, smem));
+    ASSIGN_OR_RETURN(const int clusters, ActiveClusters(reinterpret_cast<const void*>(kernel), ways,
+                                                        kThreads, kSmemBytes));
     if (clusters >= tiles) break;
   }
   cudaLaunchAttribute attrs[2]{};
@@ -289,9 +290,9 @@ Status LaunchFor(const SplitKGemmArgs& a, int ways, Stream stream) {
   attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attrs[1].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config{};
-  config.gridDim = dim3(ways, a.out / kTileN, (a.rows + 64 * kGroups - 1) / (64 * kGroups));
+  config.gridDim = dim3(ways, a.out / kTileN, row_tiles);
   config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = smem;
+  config.dynamicSmemBytes = kSmemBytes;
   config.stream = stream.handle;
   config.attrs = attrs;
   config.numAttrs = stream.overlap_launch ? 2 : 1;
@@ -299,24 +300,17 @@ Status LaunchFor(const SplitKGemmArgs& a, int ways, Stream stream) {
   return Status::Ok();
 }
 
-template <typename T, int kGroups>
-Status LaunchForEpilogue(const SplitKGemmArgs& a, int ways, Stream stream) {
-  switch (a.epilogue) {
-    case Epilogue::kBias:
-      return LaunchFor<T, kGroups, Epilogue::kBias>(a, ways, stream);
-    case Epilogue::kBiasGeluTanh:
-      return LaunchFor<T, kGroups, Epilogue::kBiasGeluTanh>(a, ways, stream);
-    case Epilogue::kBiasRelu:
-      return LaunchFor<T, kGroups, Epilogue::kBiasRelu>(a, ways, stream);
-  }
-  return Internal("split-K GEMM: unknown epilogue");
-}
-
-// One warpgroup when the rows fit in 64: no block copies an empty half.
 template <typename T>
 Status LaunchForType(const SplitKGemmArgs& a, int ways, Stream stream) {
-  return a.rows <= 64 ? LaunchForEpilogue<T, 1>(a, ways, stream)
-                      : LaunchForEpilogue<T, 2>(a, ways, stream);
+  switch (a.epilogue) {
+    case Epilogue::kBias:
+      return LaunchFor<T, Epilogue::kBias>(a, ways, stream);
+    case Epilogue::kBiasGeluTanh:
+      return LaunchFor<T, Epilogue::kBiasGeluTanh>(a, ways, stream);
+    case Epilogue::kBiasRelu:
+      return LaunchFor<T, Epilogue::kBiasRelu>(a, ways, stream);
+  }
+  return Internal("split-K GEMM: unknown epilogue");
 }
 
 }  // namespace
@@ -334,8 +328,7 @@ bool SplitKLinearApplies(Precision p, int compute_capability, int rows, int in, 
 }
 
 int SplitKWays(int rows, int in, int out, int sm_count) {
-  const int tile_rows = rows <= 64 ? 64 : 128;  // LaunchForType's
-  const int tiles = (rows + tile_rows - 1) / tile_rows * (out / kTileN);
+  const int tiles = (rows + kTileM - 1) / kTileM * (out / kTileN);
   // Three or more slices per way (fewer left the reduction dominant), and
   // no more blocks than multiprocessors.
   return std::clamp(std::min(in / kTileK / 3, sm_count / std::max(tiles, 1)), 1, kMaxWays);

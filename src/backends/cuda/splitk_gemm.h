@@ -1,18 +1,17 @@
 // A GEMM of our own for small row counts on Hopper: split K across a thread
 // block cluster, reduced in distributed shared memory.
 //
-// Why: at batch 1 (128 tokens) cuBLASLt's heuristic runs BERT-base's
-// FFN-output GEMM (128 x 3,072 -> 768) in 6.8 us, though its 4.7 MB of
-// weights stream from HBM in ~1 us: a 128 x 768 output is at most a dozen of its
-// tiles, so a dozen of the 132 multiprocessors walk all of K. cuBLASLt's
-// split-K configurations run older kernels and were slower. Here the
-// FFN-output GEMM takes 5.5 us and the attention-output one 3.5 (3.75 on
-// cuBLASLt), and batch 1 0.385 ms instead of 0.423 on the H200
-// (bench/RESULTS.md, 2026-11-30). The blocks of one output tile form a
-// cluster, each takes a share of K (cp.async into 128-byte-swizzled shared
-// memory, wgmma from there), and the cluster sums the fp32 partials in
-// each other's shared memory, in a fixed order (the same bits every run),
-// applying bias / residual / activation as it writes. No workspace, no
+// Why: at batch 1 (128 tokens) cuBLASLt's heuristic runs BERT-base's FFN-output
+// GEMM (128 x 3,072 -> 768) in 6.8 us, though its 4.7 MB of weights stream from
+// HBM in ~1 us: a 128 x 768 output is at most a dozen of its tiles, so a dozen
+// of the 132 multiprocessors walk all of K. cuBLASLt's split-K configurations
+// run older kernels and were slower. With this kernel for the attention-output
+// and FFN-output GEMMs, batch 1 takes 0.384 ms instead of 0.422 on the H200
+// (bench/RESULTS.md, 2026-11-30, with each GEMM's times). The blocks of one
+// output tile form a cluster, each takes a share of K (cp.async into 128-byte-
+// swizzled shared memory, wgmma from there), and the cluster sums the fp32
+// partials in each other's shared memory, in a fixed order (the same bits every
+// run), applying bias / residual / activation as it writes. No workspace, no
 // second kernel, and the output is what LtGemm::Linear writes.
 #pragma once
 
