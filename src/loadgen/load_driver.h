@@ -55,10 +55,11 @@ class TextPool {
 };
 
 struct StepOptions {
-  int concurrency = 0;                                               // > 0: closed loop
-  double request_rate = 0;                                           // > 0: open loop
-  RequestDistribution distribution = RequestDistribution::kPoisson;  // open loop's arrivals
-  int max_inflight = 64;  // open loop: sender threads (arrivals beyond wait, counted late)
+  int concurrency = 0;      // > 0: closed loop
+  double request_rate = 0;  // > 0: open loop
+  int max_inflight = 64;    // open loop: sender threads (arrivals beyond wait, counted late)
+  // Open loop: how the arrivals are spaced.
+  RequestDistribution distribution = RequestDistribution::kPoisson;
   double warmup_s = 1;
   double duration_s = 5;
   int64_t requests = 0;  // > 0: the window ends after this many answers instead

@@ -67,9 +67,10 @@ StatusOr<RequestDistribution> ParseRequestDistribution(const std::string& text);
 struct StepResult {
   int concurrency = 0;      // closed loop: workers, each with one request outstanding
   double request_rate = 0;  // open loop: arrivals per second
-  RequestDistribution distribution = RequestDistribution::kPoisson;  // open loop
-  double duration_s = 0;                                             // measured window
-  int64_t requests = 0;  // answered successfully within the window
+  // Open loop: how the arrivals were spaced.
+  RequestDistribution distribution = RequestDistribution::kPoisson;
+  double duration_s = 0;  // measured window
+  int64_t requests = 0;   // answered successfully within the window
   int64_t sequences = 0;
   double requests_per_s = 0;
   double sequences_per_s = 0;
