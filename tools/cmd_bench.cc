@@ -275,8 +275,8 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
                                       "latency counts from the scheduled arrival"));
   load_only.push_back(
       cmd->add_option("--request-distribution", flags->request_distribution,
-                      "Open loop: arrival gaps exponential (poisson) or all 1/R (constant, "
-                      "perf_analyzer's default)")
+                      "Open loop: arrival gaps exponential (poisson, the default) or all 1/R "
+                      "(constant, perf_analyzer's default)")
           ->check(CLI::IsMember({"poisson", "constant"})));
   load_only.push_back(cmd->add_option("--max-inflight", flags->max_inflight,
                                       "Open loop: most requests outstanding at once (a later "
