@@ -1,14 +1,13 @@
-// splitk_gemm.h's kernel. A block (one warpgroup) owns a tile of 64 rows x
-// 64 output columns and one share of K: it copies 64-deep K slices of x and
-// W through a kStages ring of shared memory (cp.async, 128-byte swizzle, the
+// splitk_gemm.h's kernel. A block (one warpgroup) owns a tile of 64 rows x 64
+// output columns and one share of K: it copies 64-deep K slices of x and W
+// through a kStages ring of shared memory (cp.async, 128-byte swizzle, the
 // layout wgmma reads without bank conflicts) and multiplies them with wgmma
-// reading both operands from there. The
-// grid is (ways, column tiles, row tiles) in clusters of (ways, 1, 1): the
-// blocks of a cluster share one output tile. At the end each block leaves
-// its fp32 partial tile in its shared memory, and block r of the cluster
-// finishes rows r, r + ways, ...: it sums the partials of all ways in rank
-// order (distributed shared memory), adds bias and residual, applies the
-// activation and stores the row.
+// reading both operands from there. The grid is (ways, column tiles, row tiles)
+// in clusters of (ways, 1, 1): the blocks of a cluster share one output tile.
+// At the end each block leaves its fp32 partial tile in its shared memory, and
+// block r of the cluster finishes rows r, r + ways, ...: it sums the partials
+// of all ways in rank order (distributed shared memory), adds bias and
+// residual, applies the activation and stores the row.
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -39,7 +38,7 @@ constexpr int kPartialStride = kTileN + 8;
 
 // Rows per block. (Blocks of two warpgroups and 128 rows were slower at 65-128
 // rows than two blocks of one: BERT-base's FFN-output GEMM at 128 rows 5.49
-// us against 5.03 on the H200; they also fit one block per multiprocessor,
+// us against 4.85 on the H200; they also fit one block per multiprocessor,
 // not two.)
 constexpr int kTileM = 64;
 constexpr int kThreads = 128;
