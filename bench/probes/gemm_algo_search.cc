@@ -20,9 +20,6 @@
 #include "probe_util.h"
 
 constexpr int kReps = 20;
-cublasLtHandle_t lt;
-void* ws;
-constexpr size_t kWs = 32 << 20;
 
 // One configuration of an algorithm id, as the search enumerates it.
 struct Config {
@@ -47,13 +44,12 @@ void Configure(cublasLtMatmulAlgo_t* algo, const Config& c) {
 
 int main() {
   int rows_list[] = {128, 192, 2560};
-  CK(cublasLtCreate(&lt));
-  CK(cudaMalloc(&ws, kWs));
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
+  ProbeContext p;
+  const cublasLtHandle_t lt = p.lt;
+  void* const ws = p.ws;
+  const size_t kWs = ProbeContext::kWorkspaceBytes;
+  const cudaStream_t s = p.s;
+  const cudaEvent_t e0 = p.e0, e1 = p.e1;
   for (int rows : rows_list) {
     for (const GemmShape& sh : BertBaseGemms(rows)) {
       const LtGemmCase gemm(sh, 1);

@@ -27,43 +27,20 @@ __global__ void Empty() {}
 
 int main() {
   constexpr int kBufs = 32, kReps = 32;
-  cublasLtHandle_t lt;
-  CK(cublasLtCreate(&lt));
-  void* ws;
-  const size_t kWs = 32 << 20;
-  CK(cudaMalloc(&ws, kWs));
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
+  ProbeContext p;
   for (int rows : {1, 8, 32, 40, 128, 1024}) {
     for (const GemmShape& sh : BertBaseGemms(rows)) {
       const size_t wbytes = size_t(sh.m) * sh.k * 2;
       LtGemmCase gemm(sh, kBufs);
-      const cublasLtMatmulAlgo_t algo = gemm.Heuristic(lt, 1, kWs).at(0).algo;
+      const cublasLtMatmulAlgo_t algo =
+          gemm.Heuristic(p.lt, 1, ProbeContext::kWorkspaceBytes).at(0).algo;
       auto time_mode = [&](bool cold, int prefetch /*0 none, 1 prefetch next, 2 empty kernel*/) {
-        cudaGraph_t g;
-        cudaGraphExec_t ge;
-        CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-        for (int r = 0; r < kReps; ++r) {
+        return p.GraphUs(kReps, [&](int r) {
           if (prefetch == 1)
-            Prefetch<<<1, 128, 0, s>>>((const char*)gemm.w[cold ? (r + 1) % kBufs : 0], wbytes);
-          if (prefetch == 2) Empty<<<1, 32, 0, s>>>();
-          gemm.Run(lt, algo, cold ? r % kBufs : 0, ws, kWs, s);
-        }
-        CK(cudaStreamEndCapture(s, &g));
-        CK(cudaGraphInstantiate(&ge, g, 0));
-        for (int i = 0; i < 3; ++i) cudaGraphLaunch(ge, s);
-        cudaEventRecord(e0, s);
-        for (int i = 0; i < 10; ++i) cudaGraphLaunch(ge, s);
-        cudaEventRecord(e1, s);
-        cudaEventSynchronize(e1);
-        float ms;
-        cudaEventElapsedTime(&ms, e0, e1);
-        cudaGraphExecDestroy(ge);
-        cudaGraphDestroy(g);
-        return ms * 1000 / (10 * kReps);
+            Prefetch<<<1, 128, 0, p.s>>>((const char*)gemm.w[cold ? (r + 1) % kBufs : 0], wbytes);
+          if (prefetch == 2) Empty<<<1, 32, 0, p.s>>>();
+          gemm.Run(p.lt, algo, cold ? r % kBufs : 0, p.ws, ProbeContext::kWorkspaceBytes, p.s);
+        });
       };
       float warm = time_mode(false, 0), cold = time_mode(true, 0), coldpf = time_mode(true, 1),
             warmpf = time_mode(false, 1), empty = time_mode(false, 2);

@@ -106,3 +106,44 @@ struct LtGemmCase {
                           &algo, workspace, workspace_bytes, s);
   }
 };
+
+// What the GEMM probes set up once: a cuBLASLt handle and workspace, a
+// stream and two events; and their timing.
+struct ProbeContext {
+  static constexpr size_t kWorkspaceBytes = 32 << 20;
+  cublasLtHandle_t lt = nullptr;
+  void* ws = nullptr;
+  cudaStream_t s = nullptr;
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+
+  ProbeContext() {
+    CK(cublasLtCreate(&lt));
+    CK(cudaMalloc(&ws, kWorkspaceBytes));
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+  }
+
+  // Microseconds per call of enqueue(r), r = 0..reps-1, each putting its
+  // work on `s`: captured as one CUDA graph, replayed 3 times unmeasured
+  // and 10 times measured.
+  template <typename Enqueue>
+  float GraphUs(int reps, Enqueue&& enqueue) {
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int r = 0; r < reps; ++r) enqueue(r);
+    CK(cudaStreamEndCapture(s, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    for (int i = 0; i < 3; ++i) cudaGraphLaunch(ge, s);
+    cudaEventRecord(e0, s);
+    for (int i = 0; i < 10; ++i) cudaGraphLaunch(ge, s);
+    cudaEventRecord(e1, s);
+    CK(cudaEventSynchronize(e1));
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    return ms * 1000 / (10 * reps);
+  }
+};

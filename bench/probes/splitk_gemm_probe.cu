@@ -29,56 +29,33 @@ int main(int argc, char** argv) {
   using namespace bertrt;
   using namespace bertrt::cuda;
   constexpr int kBufs = 32, kReps = 32;
-  cublasLtHandle_t lt;
-  CK(cublasLtCreate(&lt));
-  void* ws;
-  const size_t kWs = 32 << 20;
-  CK(cudaMalloc(&ws, kWs));
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  ProbeContext p;
   int sms = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
   for (int rows : {32, 64, 128, 256}) {
     for (const GemmShape& sh : BertBaseGemms(rows)) {
       LtGemmCase gemm(sh, kBufs);
-      const cublasLtMatmulAlgo_t algo = gemm.Heuristic(lt, 1, kWs).at(0).algo;
+      const cublasLtMatmulAlgo_t algo =
+          gemm.Heuristic(p.lt, 1, ProbeContext::kWorkspaceBytes).at(0).algo;
       const Epilogue epi =
           sh.epi == CUBLASLT_EPILOGUE_GELU_BIAS ? Epilogue::kBiasGeluTanh : Epilogue::kBias;
       // ways 0: cuBLASLt.
       auto time_mode = [&](bool cold, int ways, bool pdl) {
-        cudaGraph_t g;
-        cudaGraphExec_t ge;
-        CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-        for (int r = 0; r < kReps; ++r) {
+        return p.GraphUs(kReps, [&](int r) {
           const int copy = cold ? r % kBufs : 0;
           if (ways == 0) {
-            gemm.Run(lt, algo, copy, ws, kWs, s);
-          } else {
-            const SplitKGemmArgs args{gemm.x,    rows, sh.k, gemm.w[copy],
-                                      gemm.bias, sh.m, epi,  sh.residual ? gemm.res : nullptr,
-                                      gemm.y,    sms};
-            const Status st = LaunchForType<__half>(args, ways, Stream{s, pdl});
-            if (!st.ok()) {
-              std::printf("%s\n", st.ToString().c_str());
-              std::exit(1);
-            }
+            gemm.Run(p.lt, algo, copy, p.ws, ProbeContext::kWorkspaceBytes, p.s);
+            return;
           }
-        }
-        CK(cudaStreamEndCapture(s, &g));
-        CK(cudaGraphInstantiate(&ge, g, 0));
-        for (int i = 0; i < 3; ++i) cudaGraphLaunch(ge, s);
-        cudaEventRecord(e0, s);
-        for (int i = 0; i < 10; ++i) cudaGraphLaunch(ge, s);
-        cudaEventRecord(e1, s);
-        CK(cudaEventSynchronize(e1));
-        float ms;
-        cudaEventElapsedTime(&ms, e0, e1);
-        cudaGraphExecDestroy(ge);
-        cudaGraphDestroy(g);
-        return ms * 1000 / (10 * kReps);
+          const SplitKGemmArgs args{gemm.x,    rows, sh.k, gemm.w[copy],
+                                    gemm.bias, sh.m, epi,  sh.residual ? gemm.res : nullptr,
+                                    gemm.y,    sms};
+          const Status st = LaunchForType<__half>(args, ways, Stream{p.s, pdl});
+          if (!st.ok()) {
+            std::printf("%s\n", st.ToString().c_str());
+            std::exit(1);
+          }
+        });
       };
       if (argc == 4) {
         if (rows != std::atoi(argv[1]) || std::string(argv[2]) != sh.name) continue;
@@ -86,8 +63,8 @@ int main(int argc, char** argv) {
                                   gemm.bias, sh.m, epi,  sh.residual ? gemm.res : nullptr,
                                   gemm.y,    sms};
         for (int i = 0; i < 3; ++i)
-          CK(LaunchForType<__half>(args, std::atoi(argv[3]), Stream{s, false}).ok() ? 0 : 1);
-        CK(cudaStreamSynchronize(s));
+          CK(LaunchForType<__half>(args, std::atoi(argv[3]), Stream{p.s, false}).ok() ? 0 : 1);
+        CK(cudaStreamSynchronize(p.s));
         continue;
       }
       std::printf("rows %3d %-8s (auto %d ways) cublasLt %5.2f/%5.2f | split-K ways: warm/cold",

@@ -54,9 +54,9 @@ struct CudaEngineOptions {
   // each one's launch overlaps the end of the kernel before it. Off only for
   // comparisons (BERTRT_PDL=0 in the command-line tools).
   bool overlap_kernel_launches = true;
-  // sm_90 fp16/bf16: GEMMs of up to 256 rows (batches of a few sequences) run
-  // on the engine's own split-K kernel (src/backends/cuda/splitk_gemm.h)
-  // instead of cuBLASLt. Off only for comparisons (BERTRT_SPLITK_GEMM=0 in
+  // sm_90 fp16/bf16: GEMMs of up to 128 rows whose K is at least their width
+  // (batch 1's attention-output and FFN-output GEMMs) run on the engine's
+  // own split-K kernel (src/backends/cuda/splitk_gemm.h) instead of cuBLASLt. Off only for comparisons (BERTRT_SPLITK_GEMM=0 in
   // the command-line tools).
   bool splitk_gemms = true;
   // Where the engine's notices go (nullptr: nowhere).

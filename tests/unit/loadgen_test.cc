@@ -229,15 +229,21 @@ TEST(RunStep, ClosedLoopCountsErrorsAndSplit) {
   EXPECT_EQ(target.max_texts.load(), 2u);
 }
 
-TEST(RunStep, OpenLoopFollowsTheRate) {
+// One second of 200 requests/s arriving as `distribution` says.
+StatusOr<StepResult> OpenLoopAt200(RequestDistribution distribution) {
   FakeTarget target;
   TextPool pool({"a"});
   StepOptions o;
   o.request_rate = 200;
+  o.distribution = distribution;
   o.warmup_s = 0.1;
   o.duration_s = 1.0;
   o.max_inflight = 8;
-  auto step = RunStep(target, pool, o);
+  return RunStep(target, pool, o);
+}
+
+TEST(RunStep, OpenLoopFollowsTheRate) {
+  auto step = OpenLoopAt200(RequestDistribution::kPoisson);
   ASSERT_TRUE(step.ok()) << step.status().message();
   // 200/s for 1 s: Poisson, so about 200 +- 3 sigma (42) answers and errors.
   const int64_t answered = step->requests + step->error_count();
@@ -247,15 +253,7 @@ TEST(RunStep, OpenLoopFollowsTheRate) {
 }
 
 TEST(RunStep, ConstantArrivalsAreEvenlySpaced) {
-  FakeTarget target;
-  TextPool pool({"a"});
-  StepOptions o;
-  o.request_rate = 200;
-  o.distribution = RequestDistribution::kConstant;
-  o.warmup_s = 0.1;
-  o.duration_s = 1.0;
-  o.max_inflight = 8;
-  auto step = RunStep(target, pool, o);
+  auto step = OpenLoopAt200(RequestDistribution::kConstant);
   ASSERT_TRUE(step.ok()) << step.status().message();
   // One arrival every 5 ms: 200 in the second, give or take the window's
   // edges and a scheduling hiccup (Poisson would spread +- 42).

@@ -239,9 +239,24 @@ __global__ void __launch_bounds__(kThreads) SplitKGemmKernel(SplitKGemmArgs a) {
 #endif
 }
 
+// The output's tiles of kTileM x kTileN, one cluster each.
+int RowTiles(int rows) { return (rows + kTileM - 1) / kTileM; }
+int OutputTiles(int rows, int out) { return RowTiles(rows) * (out / kTileN); }
+
+cudaLaunchAttribute ClusterOf(int ways) {
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = ways;
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  return cluster;
+}
+
 // How many clusters of `ways` blocks of `kernel` the current GPU holds at
-// once (cudaOccupancyMaxActiveClusters), cached per GPU, kernel and ways.
-StatusOr<int> ActiveClusters(const void* kernel, int ways, int threads, size_t smem) {
+// once (cudaOccupancyMaxActiveClusters). Cached per GPU, kernel and ways; a
+// miss also lifts the kernel's shared memory limit on this GPU to
+// kSmemBytes, so that a launch does no set-up once its shape was seen.
+StatusOr<int> ActiveClusters(const void* kernel, int ways) {
   static std::mutex mu;
   static std::map<std::tuple<int, const void*, int>, int> cache;
   int device = 0;
@@ -249,15 +264,13 @@ StatusOr<int> ActiveClusters(const void* kernel, int ways, int threads, size_t s
   std::lock_guard lock(mu);
   const auto key = std::make_tuple(device, kernel, ways);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
-  cudaLaunchAttribute cluster{};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = ways;
-  cluster.val.clusterDim.y = 1;
-  cluster.val.clusterDim.z = 1;
+  CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(kSmemBytes)));
+  cudaLaunchAttribute cluster = ClusterOf(ways);
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(ways);
-  config.blockDim = dim3(threads);
-  config.dynamicSmemBytes = smem;
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = kSmemBytes;
   config.attrs = &cluster;
   config.numAttrs = 1;
   int clusters = 0;
@@ -268,34 +281,27 @@ StatusOr<int> ActiveClusters(const void* kernel, int ways, int threads, size_t s
 // The kernel with K split up to `ways` ways (the cluster size).
 template <typename T, Epilogue kEpilogue>
 Status LaunchFor(const SplitKGemmArgs& a, int ways, Stream stream) {
-  auto kernel = SplitKGemmKernel<T, kEpilogue>;
-  CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(kSmemBytes)));
+  const void* kernel = reinterpret_cast<const void*>(SplitKGemmKernel<T, kEpilogue>);
   // One cluster per output tile, all at once: a cluster that finds no room
   // waits for a whole other one to finish (BERT-large's FFN-output GEMM at
   // 128 rows, 16 clusters of 8 blocks of one per multiprocessor: 6% slower
   // end to end on the H200 than cuBLASLt). Fewer ways then.
-  const int row_tiles = (a.rows + kTileM - 1) / kTileM, tiles = a.out / kTileN * row_tiles;
-  for (; ways > 1; --ways) {
-    ASSIGN_OR_RETURN(const int clusters, ActiveClusters(reinterpret_cast<const void*>(kernel), ways,
-                                                        kThreads, kSmemBytes));
-    if (clusters >= tiles) break;
+  const int tiles = OutputTiles(a.rows, a.out);
+  for (;; --ways) {
+    ASSIGN_OR_RETURN(const int clusters, ActiveClusters(kernel, ways));
+    if (ways == 1 || clusters >= tiles) break;
   }
-  cudaLaunchAttribute attrs[2]{};
-  attrs[0].id = cudaLaunchAttributeClusterDimension;
-  attrs[0].val.clusterDim.x = ways;
-  attrs[0].val.clusterDim.y = 1;
-  attrs[0].val.clusterDim.z = 1;
+  cudaLaunchAttribute attrs[2] = {ClusterOf(ways), {}};
   attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attrs[1].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config{};
-  config.gridDim = dim3(ways, a.out / kTileN, row_tiles);
+  config.gridDim = dim3(ways, a.out / kTileN, RowTiles(a.rows));
   config.blockDim = dim3(kThreads);
   config.dynamicSmemBytes = kSmemBytes;
   config.stream = stream.handle;
   config.attrs = attrs;
   config.numAttrs = stream.overlap_launch ? 2 : 1;
-  CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, kernel, a));
+  CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, SplitKGemmKernel<T, kEpilogue>, a));
   return Status::Ok();
 }
 
@@ -327,7 +333,7 @@ bool SplitKLinearApplies(Precision p, int compute_capability, int rows, int in, 
 }
 
 int SplitKWays(int rows, int in, int out, int sm_count) {
-  const int tiles = (rows + kTileM - 1) / kTileM * (out / kTileN);
+  const int tiles = OutputTiles(rows, out);
   // Three or more slices per way (fewer left the reduction dominant), and
   // no more blocks than multiprocessors.
   return std::clamp(std::min(in / kTileK / 3, sm_count / std::max(tiles, 1)), 1, kMaxWays);

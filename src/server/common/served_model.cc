@@ -165,7 +165,17 @@ Status WarmUp(const std::vector<WarmupSample>& samples, const ModelConfig& confi
     // Each batch is built once and runs on every instance that has not yet
     // run its shape.
     std::vector<std::set<std::string>> seen(engines.size());
-    for (int b = w.batch_size; b <= std::min(last_batch, limits.max_batch_size); ++b) {
+    auto run_where_new = [&](const RaggedBatch& batch) -> Status {
+      for (size_t i = 0; i < engines.size(); ++i) {
+        if (!seen[i].insert(engines[i]->ShapeKey(batch, {})).second) continue;
+        for (int c = 0; c < w.count; ++c, ++batches)
+          if (auto r = engines[i]->Run(batch, {}); !r.ok())
+            return Status(r.status().code(),
+                          where + " on " + engines[i]->device() + ": " + r.status().message());
+      }
+      return Status::Ok();
+    };
+    for (int b = w.batch_size; b <= std::min(last_batch, limits.max_batch_size); ++b)
       for (int length = w.length; length <= last_length; ++length) {
         if (static_cast<int64_t>(b) * length > limits.max_batch_tokens) break;
         RaggedBatch batch;
@@ -176,15 +186,8 @@ Status WarmUp(const std::vector<WarmupSample>& samples, const ModelConfig& confi
             for (int32_t& id : ids) id = random_id(rng);
           batch.Add(ids, types);
         }
-        for (size_t i = 0; i < engines.size(); ++i) {
-          if (!seen[i].insert(engines[i]->ShapeKey(batch, {})).second) continue;
-          for (int c = 0; c < w.count; ++c, ++batches)
-            if (auto r = engines[i]->Run(batch, {}); !r.ok())
-              return Status(r.status().code(),
-                            where + " on " + engines[i]->device() + ": " + r.status().message());
-        }
+        RETURN_IF_ERROR(run_where_new(batch));
       }
-    }
     for (size_t i = 0; i < engines.size(); ++i) {
       shapes += seen[i].size();
       if (const size_t kept = engines[i]->KeptShapes(); kept > 0 && seen[i].size() > kept)
