@@ -93,12 +93,29 @@ __device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
 }
 
+// A GEMM epilogue's activation, applied after bias (and residual).
+template <Epilogue kEpilogue>
+__device__ __forceinline__ float Activate(float v) {
+  if constexpr (kEpilogue == Epilogue::kBiasGeluTanh)
+    return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+  else if constexpr (kEpilogue == Epilogue::kBiasRelu)
+    return fmaxf(v, 0.0f);
+  else
+    return v;
+}
+
 // Sixteen bytes of T, so that one load or store moves a whole vector
 // (LDG.128 / STG.128); the pointer must be 16-byte aligned.
 template <typename T>
 struct alignas(16) Vec16 {
   static constexpr int kSize = 16 / sizeof(T);
   T v[kSize];
+};
+
+// Four elements of T (8 bytes for 16-bit types): a GEMM epilogue's vector.
+template <typename T>
+struct alignas(4 * sizeof(T)) Vec4 {
+  T v[4];
 };
 
 __device__ __forceinline__ float WarpSum(float v) {

@@ -19,6 +19,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device_util.cuh"
 #include "backends/cuda/splitk_gemm.h"
+#include "backends/cuda/wgmma_ss.cuh"
 
 namespace bertrt::cuda {
 namespace {
@@ -55,43 +56,6 @@ constexpr size_t kSmemBytes = kStageBytes + 1024;
 // (c / 8) ^ (r % 8), the XOR the hardware applies under 128-byte swizzle.
 __device__ __forceinline__ int SwizzledOffset(int r, int c) {
   return r * kTileK + (((c >> 3) ^ (r & 7)) << 3);
-}
-
-template <typename T>
-struct alignas(8) Vec4 {
-  T v[4];
-};
-
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// D[64 x 64] += A[64 x 16] B[16 x 64], both K-major in shared memory.
-#define BERTRT_SS_WGMMA_64(CPP_TYPE, PTX_TYPE)                                                    \
-  __device__ __forceinline__ void WgmmaSS(float(&d)[32], uint64_t a, uint64_t b, CPP_TYPE) {      \
-    asm volatile(                                                                                 \
-        "{\n.reg .pred acc;\nsetp.ne.b32 acc, %34, 0;\n"                                          \
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32." PTX_TYPE "." PTX_TYPE                       \
-        " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, " \
-        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, acc, 1, 1, " \
-        "0, 0;\n}\n"                                                                              \
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),     \
-          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), \
-          "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),           \
-          "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),           \
-          "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])            \
-        : "l"(a), "l"(b), "r"(1));                                                                \
-  }
-BERTRT_SS_WGMMA_64(__half, "f16")
-BERTRT_SS_WGMMA_64(__nv_bfloat16, "bf16")
-#undef BERTRT_SS_WGMMA_64
-#endif
-
-template <Epilogue kEpilogue>
-__device__ __forceinline__ float Activate(float v) {
-  if constexpr (kEpilogue == Epilogue::kBiasGeluTanh)
-    return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-  else if constexpr (kEpilogue == Epilogue::kBiasRelu)
-    return fmaxf(v, 0.0f);
-  else
-    return v;
 }
 
 template <typename T, Epilogue kEpilogue>

@@ -1,0 +1,539 @@
+// A persistent stream-K GEMM of our own for Hopper, for the probe next to it
+// (streamk_gemm_probe.cu): TMA, a producer thread and two consumer
+// warpgroups on wgmma (128-row tiles, 128 or 256 columns), optionally in
+// clusters of two along M that multicast their W slices, every
+// multiprocessor given the same share of the K iterations.
+//
+// Why it exists: the ragged batch's GEMMs (~2,400 rows) ran through cuBLASLt
+// at 450-530 TFLOP/s against 530-680 at 4,096 rows; at 2,432 rows a 128 x
+// 128 tiling of BERT-base's 768-wide outputs is 114 tiles for 132
+// multiprocessors. Why it is not in the engine: it is still slower than
+// cuBLASLt at every BERT-base shape (0.5-0.98x; bench/RESULTS.md,
+// 2026-11-30, "A stream-K GEMM of our own"), the tensor pipe ~59% busy
+// because both warpgroups stop multiplying for the epilogue of their shared
+// tile. Next: a ping-pong schedule (one warpgroup's epilogue under the
+// other's products) or an asynchronous TMA-store epilogue.
+//
+// How it works. One thread of the first warpgroup issues the TMA copies of
+// 64-deep K slices of x (128 rows) and W (the tile's columns) into a kStages
+// ring of shared memory (128-byte swizzle, the layout wgmma reads); the other
+// two warpgroups multiply them (64 rows each, both operands from shared
+// memory). Full and empty mbarriers pass each slot between them, so copies
+// run ahead across tile boundaries too. The work is the GEMM's K iterations
+// over all its (cluster) tiles; cluster c takes iterations [c T / G,
+// (c + 1) T / G) of T for G clusters. A tile cut by share boundaries has
+// several contributors (consecutive clusters): each writes its fp32 partial
+// to the workspace and counts itself in on the tile's counter; the one that
+// arrives last adds all partials in cluster order (the same bits every run)
+// and writes the tile. Nobody waits for anybody, so it cannot deadlock
+// against other work on the GPU. Each cluster's first and last units are
+// the only ones that can be cut, hence two partial slots per block.
+#pragma once
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "backends/cuda/attention_wgmma.cuh"
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device_util.cuh"
+#include "backends/cuda/kernels.h"
+#include "backends/cuda/wgmma_ss.cuh"
+
+namespace bertrt::cuda {
+namespace {
+
+struct StreamKGemmArgs {
+  const void* x;  // [rows, in], 16-byte aligned rows
+  int rows, in;
+  const void* w;     // [out, in], HF's layout
+  const void* bias;  // [out] or null
+  int out;
+  Epilogue epilogue;
+  const void* residual;  // [rows, out] or null
+  void* y;               // [rows, out]; may not alias x or residual
+  // Blocks that take a share (fewer where fewer clusters fit at once).
+  int ctas;
+  // StreamKWorkspaceBytes() bytes, zeroed once when allocated: the kernel
+  // leaves its tile counters at zero again when it ends.
+  void* workspace;
+};
+
+constexpr int kTileM = 128;  // rows per tile: 64 per consumer warpgroup
+constexpr int kTileK = 64;   // K per slice: one 128-byte swizzle line of 16-bit elements
+constexpr int kConsumers = 2;
+constexpr int kThreads = 128 * (1 + kConsumers);
+// The epilogue goes through shared memory kChunk columns at a time, so that
+// rows leave in whole 64-byte pieces: floats per staged row (padded so that
+// a warp's fragment stores spread over the banks).
+constexpr int kChunk = 32;
+constexpr int kStagingStride = kChunk + 4;
+constexpr int kSlots = 2;
+// The most blocks a launch takes: the workspace's counters are laid out for it.
+constexpr int kMaxCtas = 256;
+// The widest tile: the workspace's partial tiles are sized for it.
+constexpr int kMaxTileN = 256;
+
+// Tiles of kTileM x kTileN, in clusters of kClusterM tiles along M that
+// share (multicast) their W slices.
+template <int kTileN_, int kClusterM_>
+struct Config {
+  static constexpr int kTileN = kTileN_;
+  static constexpr int kClusterM = kClusterM_;
+  static constexpr int kAccumulators = kTileN / 2;  // fp32 per consumer thread
+  static constexpr int kStages = kTileN == 128 ? 6 : 4;
+  static constexpr size_t kSliceA = size_t{kTileM} * kTileK;  // elements
+  static constexpr size_t kSliceB = size_t{kTileN} * kTileK;
+  static constexpr size_t kRingBytes = kStages * (kSliceA + kSliceB) * 2;
+  static constexpr size_t kStagingBytes = size_t{kConsumers} * 64 * kStagingStride * 4;
+  static constexpr size_t kBiasBytes = size_t{kConsumers} * kTileN * 4;
+  static constexpr size_t kBarrierBytes = 2 * kStages * 8 + kConsumers * 4;
+  // Plus room to align the ring to 1,024 bytes (a swizzle pattern's period).
+  static constexpr size_t kSmemBytes =
+      kRingBytes + kStagingBytes + kBiasBytes + kBarrierBytes + 1024;
+};
+
+// Partial-tile floats per (block, slot, consumer): each consumer thread's
+// accumulators, thread-minor so that a warp's stores are contiguous.
+constexpr size_t kPartialFloats = size_t{kMaxTileN / 2} * 128;
+
+// The split of the GEMM's iterations into shares, one per cluster: a unit of
+// work is a cluster tile (kClusterM tiles along M) over some K iterations.
+struct Schedule {
+  int row_groups, k_iters, clusters;
+  long long total;  // cluster tiles x k_iters
+  __host__ __device__ long long Start(int c) const { return total * c / clusters; }
+  // The cluster whose share holds iteration `it`.
+  __device__ int Owner(long long it) const {
+    return static_cast<int>(((it + 1) * clusters - 1) / total);
+  }
+};
+
+template <typename C>
+Schedule ScheduleOf(int rows, int in, int out, int ctas) {
+  Schedule s{};
+  const int row_tiles = (rows + kTileM - 1) / kTileM;
+  s.row_groups = (row_tiles + C::kClusterM - 1) / C::kClusterM;
+  s.k_iters = in / kTileK;
+  s.total = static_cast<long long>(s.row_groups) * (out / C::kTileN) * s.k_iters;
+  s.clusters = static_cast<int>(std::min<long long>(std::max(ctas / C::kClusterM, 1), s.total));
+  return s;
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ uint32_t SmemAddress(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void BarrierInit(uint64_t* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(SmemAddress(bar)), "r"(count));
+}
+__device__ __forceinline__ void BarrierArrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(SmemAddress(bar)) : "memory");
+}
+// Arrives on the barrier at the same place in block `cta` of the cluster.
+__device__ __forceinline__ void BarrierArriveIn(uint64_t* bar, uint32_t cta) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
+               : "=r"(remote)
+               : "r"(SmemAddress(bar)), "r"(cta));
+  // Release at CTA scope, as CUTLASS's cluster barriers arrive: cluster scope
+  // made every consumer warp wait for its wgmma in flight (128 x 128 tiles
+  // without a cluster, arriving this way on their own barriers: 1.5x slower).
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+}
+// Arrives and announces `bytes` of asynchronous copies that complete the phase.
+__device__ __forceinline__ void BarrierArriveExpect(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(SmemAddress(bar)),
+               "r"(bytes)
+               : "memory");
+}
+// Until the phase of parity `parity` has completed.
+__device__ __forceinline__ void BarrierWait(uint64_t* bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(SmemAddress(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+// Rows [y, y + box) x columns [x, x + 64) of the tensor into `dst`,
+// completing on `bar`; rows past the tensor's end arrive as zeros. With a
+// mask, into the same place in each block of the cluster it names.
+__device__ __forceinline__ void TmaLoad(void* dst, const CUtensorMap* map, int x, int y,
+                                        uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%3, %4}], [%2];\n" ::"r"(SmemAddress(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(SmemAddress(bar)), "r"(x), "r"(y)
+      : "memory");
+}
+__device__ __forceinline__ void TmaLoadMulticast(void* dst, const CUtensorMap* map, int x, int y,
+                                                 uint64_t* bar, uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;\n" ::"r"(SmemAddress(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(SmemAddress(bar)), "r"(x), "r"(y), "h"(mask)
+      : "memory");
+}
+// Synchronizes the `threads` threads that use barrier `id` (not 0: that is
+// __syncthreads's).
+__device__ __forceinline__ void NamedBarrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void ClusterSync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::
+                   : "memory");
+}
+#endif
+
+template <typename T, typename C, Epilogue kEpilogue>
+__global__ void __launch_bounds__(kThreads, 1)
+    StreamKGemmKernel(const __grid_constant__ CUtensorMap map_x,
+                      const __grid_constant__ CUtensorMap map_w, StreamKGemmArgs a, Schedule s) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kTileN = C::kTileN, kClusterM = C::kClusterM, kStages = C::kStages;
+  constexpr size_t kSliceA = C::kSliceA, kSliceB = C::kSliceB;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - (__cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
+  T* const as = reinterpret_cast<T*>(smem);  // [kStages][kSliceA]
+  T* const bs = as + kStages * kSliceA;      // [kStages][kSliceB]
+  float* const staging = reinterpret_cast<float*>(bs + kStages * kSliceB);
+  float* const biases = staging + kConsumers * 64 * kStagingStride;  // [kConsumers][kTileN]
+  uint64_t* const full = reinterpret_cast<uint64_t*>(biases + kConsumers * kTileN);
+  uint64_t* const empty = full + kStages;
+  int* const finishes = reinterpret_cast<int*>(empty + kStages);  // [kConsumers]
+  const int cluster = blockIdx.x / kClusterM, rank = blockIdx.x % kClusterM;
+
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kStages; ++i) {
+      BarrierInit(&full[i], 1);
+      // Lane 0 of every consumer warp of every block the slot's copies go to.
+      BarrierInit(&empty[i], kConsumers * 4 * kClusterM);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  if constexpr (kClusterM > 1)
+    ClusterSync();  // no block copies or arrives into another before its barriers exist
+  else
+    __syncthreads();
+  AfterPreviousKernel();
+
+  const long long begin = s.Start(cluster), end = s.Start(cluster + 1);
+  // The units of this cluster's share: (tile, first and end K iteration).
+  struct Unit {
+    int m0, n0, tile, k0, k1;
+  };
+  auto unit_at = [&](long long it) {
+    const int tile = static_cast<int>(it / s.k_iters);
+    const int k0 = static_cast<int>(it - static_cast<long long>(tile) * s.k_iters);
+    const long long left = end - it;
+    const int k1 = left < s.k_iters - k0 ? k0 + static_cast<int>(left) : s.k_iters;
+    return Unit{((tile % s.row_groups) * kClusterM + rank) * kTileM, (tile / s.row_groups) * kTileN,
+                tile, k0, k1};
+  };
+  const int warpgroup = threadIdx.x / 128;
+
+  if (warpgroup == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    if (threadIdx.x == 0) {
+      int stage = 0;
+      uint32_t phase = 0;
+      for (long long it = begin; it < end;) {
+        const Unit u = unit_at(it);
+        for (int k = u.k0; k < u.k1; ++k) {
+          BarrierWait(&empty[stage], phase ^ 1);  // every block is done with the slot
+          BarrierArriveExpect(&full[stage], (kSliceA + kSliceB) * sizeof(T));
+          TmaLoad(as + stage * kSliceA, &map_x, k * kTileK, u.m0, &full[stage]);
+          if constexpr (kClusterM == 1) {
+            TmaLoad(bs + stage * kSliceB, &map_w, k * kTileK, u.n0, &full[stage]);
+          } else {
+            // This block's share of the W slice, to every block of the cluster.
+            constexpr int kShare = kTileN / kClusterM;
+            TmaLoadMulticast(bs + stage * kSliceB + rank * kShare * kTileK, &map_w, k * kTileK,
+                             u.n0 + rank * kShare, &full[stage], (1 << kClusterM) - 1);
+          }
+          if (++stage == kStages) stage = 0, phase ^= 1;
+        }
+        it += u.k1 - u.k0;
+      }
+    }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    const int consumer = warpgroup - 1, t = threadIdx.x % 128;
+    const int warp = t / 32, lane = t % 32;
+    float* const stage_out = staging + consumer * 64 * kStagingStride;
+    float* const bias_out = biases + consumer * kTileN;
+    int* const counters = static_cast<int*>(a.workspace);  // [kMaxCtas][kConsumers]
+    float* const partials = reinterpret_cast<float*>(counters + kMaxCtas * kConsumers);
+    // Block `cta`'s partial in `slot`, this thread's first float.
+    auto partial = [&](int cta, int slot) {
+      return partials +
+             ((static_cast<size_t>(cta) * kSlots + slot) * kConsumers + consumer) * kPartialFloats +
+             t;
+    };
+    auto release = [&](int slot) {
+      if (lane != 0) return;
+      BarrierArrive(&empty[slot]);
+      for (int c = 0; c < kClusterM; ++c)
+        if (c != rank) BarrierArriveIn(&empty[slot], c);
+    };
+
+    int stage = 0;
+    uint32_t phase = 0;
+    float acc[C::kAccumulators];
+    for (long long it = begin; it < end;) {
+      const Unit u = unit_at(it);
+      it += u.k1 - u.k0;
+#pragma unroll
+      for (int i = 0; i < C::kAccumulators; ++i) acc[i] = 0.0f;
+      int previous = -1;
+      for (int k = u.k0; k < u.k1; ++k) {
+        BarrierWait(&full[stage], phase);
+        const T* const sa = as + stage * kSliceA + consumer * 64 * kTileK;
+        const T* const sb = bs + stage * kSliceB;
+        PinRegisters(acc);
+        WgmmaFence();
+#pragma unroll
+        for (int kk = 0; kk < kTileK / 16; ++kk)
+          WgmmaSS(acc, SmemDescriptor(sa + 16 * kk, 16, 1024, 1),
+                  SmemDescriptor(sb + 16 * kk, 16, 1024, 1), T{});
+        WgmmaCommit();
+        // The previous slice's products are done: its slot may be refilled.
+        WgmmaWait<1>();
+        PinRegisters(acc);
+        if (previous >= 0) release(previous);
+        previous = stage;
+        if (++stage == kStages) stage = 0, phase ^= 1;
+      }
+      WgmmaWait<0>();
+      PinRegisters(acc);
+      release(previous);
+
+      if (u.k0 != 0 || u.k1 != s.k_iters) {
+        // A cut tile: leave the partial, count in; the last contributor goes on.
+        const long long first = static_cast<long long>(u.tile) * s.k_iters;
+        const int lo = s.Owner(first), hi = s.Owner(first + s.k_iters - 1);
+        auto slot_of = [&](int c) { return s.Start(c) >= first ? 0 : 1; };
+        float* const mine = partial(blockIdx.x, slot_of(cluster));
+#pragma unroll
+        for (int i = 0; i < C::kAccumulators; ++i) __stcg(mine + i * 128, acc[i]);
+        __threadfence();
+        NamedBarrier(1 + consumer, 128);
+        if (t == 0) {
+          int* const counter = counters + (lo * kClusterM + rank) * kConsumers + consumer;
+          const bool last = atomicAdd(counter, 1) == hi - lo;
+          if (last) *counter = 0;  // for the next launch
+          finishes[consumer] = last;
+        }
+        NamedBarrier(1 + consumer, 128);
+        if (!finishes[consumer]) continue;
+        __threadfence();
+        // In cluster order, whoever is last: the same sum every run.
+#pragma unroll
+        for (int i = 0; i < C::kAccumulators; ++i) acc[i] = 0.0f;
+        for (int q = lo; q <= hi; ++q) {
+          const float* const p = partial(q * kClusterM + rank, slot_of(q));
+#pragma unroll
+          for (int i = 0; i < C::kAccumulators; ++i) acc[i] += __ldcg(p + i * 128);
+        }
+      }
+
+      // Epilogue, kChunk columns at a time: fragments to shared memory, then
+      // each row's kChunk columns out 4 elements per thread, with bias,
+      // residual and activation. The tile's bias is read once, into shared
+      // memory, and each chunk's residual is on its way while the chunk
+      // before it is written: a chunk then waits for no global load.
+      constexpr int kRowThreads = kChunk / 4;
+      constexpr int kPerThread = 64 * kRowThreads / 128;  // vectors per chunk
+      const int row = warp * 16 + lane / 4, col = 2 * (lane % 4);
+      const int rows_left = a.rows - (u.m0 + consumer * 64);
+      const T* const residual = static_cast<const T*>(a.residual);
+      // Vector j of this thread in a chunk: its row, and its column in the chunk.
+      auto vec_row = [&](int j) { return (t + 128 * j) / kRowThreads; };
+      auto vec_col = [&](int j) { return (t + 128 * j) % kRowThreads * 4; };
+      auto at = [&](int j, int chunk) {
+        return static_cast<size_t>(u.m0 + consumer * 64 + vec_row(j)) * a.out + u.n0 +
+               chunk * kChunk + vec_col(j);
+      };
+      Vec4<T> res_next[kPerThread] = {};
+      auto load_residual = [&](int chunk) {
+#pragma unroll
+        for (int j = 0; j < kPerThread; ++j)
+          if (residual && vec_row(j) < rows_left)
+            res_next[j] = *reinterpret_cast<const Vec4<T>*>(residual + at(j, chunk));
+      };
+      load_residual(0);
+      NamedBarrier(1 + consumer, 128);  // the previous tile's epilogue is done with the bias
+      for (int c = t; c < kTileN; c += 128)
+        bias_out[c] = a.bias ? ToFloat(static_cast<const T*>(a.bias)[u.n0 + c]) : 0.0f;
+#pragma unroll
+      for (int chunk = 0; chunk < kTileN / kChunk; ++chunk) {
+        Vec4<T> res[kPerThread];
+#pragma unroll
+        for (int j = 0; j < kPerThread; ++j) res[j] = res_next[j];
+        if (chunk + 1 < kTileN / kChunk) load_residual(chunk + 1);
+        NamedBarrier(1 + consumer, 128);  // the previous chunk has been read out
+#pragma unroll
+        for (int i = 0; i < kChunk / 8; ++i) {
+          const float* const d = acc + 4 * (chunk * kChunk / 8 + i);
+          *reinterpret_cast<float2*>(stage_out + row * kStagingStride + 8 * i + col) =
+              make_float2(d[0], d[1]);
+          *reinterpret_cast<float2*>(stage_out + (row + 8) * kStagingStride + 8 * i + col) =
+              make_float2(d[2], d[3]);
+        }
+        NamedBarrier(1 + consumer, 128);
+#pragma unroll
+        for (int j = 0; j < kPerThread; ++j) {
+          const int r = vec_row(j), c = vec_col(j);
+          if (r >= rows_left) break;
+          const float4 sum = *reinterpret_cast<const float4*>(stage_out + r * kStagingStride + c);
+          const float4 b = *reinterpret_cast<const float4*>(bias_out + chunk * kChunk + c);
+          float v[4] = {sum.x + b.x, sum.y + b.y, sum.z + b.z, sum.w + b.w};
+          if (residual)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) v[e] += ToFloat(res[j].v[e]);
+          Vec4<T> out;
+#pragma unroll
+          for (int e = 0; e < 4; ++e) out.v[e] = FromFloat<T>(Activate<kEpilogue>(v[e]));
+          *reinterpret_cast<Vec4<T>*>(static_cast<T*>(a.y) + at(j, chunk)) = out;
+        }
+      }
+    }
+  }
+  // No block leaves while another may still copy into it or arrive on its
+  // barriers.
+  if constexpr (kClusterM > 1) {
+    __syncwarp();
+    ClusterSync();
+  }
+#else
+  AfterPreviousKernel();
+#endif
+}
+
+// cuTensorMapEncodeTiled, from the driver the runtime loaded (no link
+// against libcuda).
+StatusOr<PFN_cuTensorMapEncodeTiled_v12000> EncodeTiled() {
+  static std::once_flag once;
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
+  static cudaError_t error = cudaSuccess;
+  std::call_once(once, [] {
+    cudaDriverEntryPointQueryResult found{};
+    void* p = nullptr;
+    error = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault,
+                                             &found);
+    if (error == cudaSuccess && found == cudaDriverEntryPointSuccess)
+      fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  });
+  CUDA_RETURN_IF_ERROR(error);
+  if (!fn) return Internal("stream-K GEMM: the CUDA driver has no cuTensorMapEncodeTiled");
+  return fn;
+}
+
+// A [rows, cols] row-major matrix read in boxes of box_rows x 64 elements,
+// 128-byte swizzled.
+template <typename T>
+StatusOr<CUtensorMap> TensorMap(const void* base, int rows, int cols, int box_rows) {
+  ASSIGN_OR_RETURN(auto encode, EncodeTiled());
+  const CUtensorMapDataType type = std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                             : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols) * sizeof(T)};
+  const cuuint32_t box[2] = {kTileK, static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  CUtensorMap map{};
+  const CUresult r =
+      encode(&map, type, 2, const_cast<void*>(base), dims, strides, box, element_strides,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return Internal("stream-K GEMM: cuTensorMapEncodeTiled failed (" + std::to_string(r) +
+                    ") for a " + std::to_string(rows) + " x " + std::to_string(cols) + " matrix");
+  return map;
+}
+
+// How many clusters of `cluster` blocks of `kernel` (`smem` bytes of shared
+// memory each) the current GPU holds at once: a share whose cluster found no
+// room would run after the others, doubling the GEMM's time. Cached per GPU
+// and kernel; a miss also lifts the kernel's shared memory limit on this GPU.
+StatusOr<int> ActiveClusters(const void* kernel, int cluster, size_t smem) {
+  static std::mutex mu;
+  static std::map<std::pair<int, const void*>, int> cache;
+  int device = 0;
+  CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  std::lock_guard lock(mu);
+  if (auto it = cache.find({device, kernel}); it != cache.end()) return it->second;
+  CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(smem)));
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = cluster;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(cluster);
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = smem;
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  int clusters = 0;
+  CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
+  if (clusters < 1) return Internal("stream-K GEMM: no cluster of its blocks fits this GPU");
+  return cache[{device, kernel}] = clusters;
+}
+
+template <typename T, typename C, Epilogue kEpilogue>
+Status LaunchFor(const StreamKGemmArgs& a, Stream stream) {
+  auto* const kernel = StreamKGemmKernel<T, C, kEpilogue>;
+  ASSIGN_OR_RETURN(const int active, ActiveClusters(reinterpret_cast<const void*>(kernel),
+                                                    C::kClusterM, C::kSmemBytes));
+  ASSIGN_OR_RETURN(const CUtensorMap map_x, TensorMap<T>(a.x, a.rows, a.in, kTileM));
+  ASSIGN_OR_RETURN(const CUtensorMap map_w,
+                   TensorMap<T>(a.w, a.out, a.in, C::kTileN / C::kClusterM));
+  const Schedule s = ScheduleOf<C>(a.rows, a.in, a.out, std::min(a.ctas, active * C::kClusterM));
+  cudaLaunchAttribute attrs[2] = {};
+  attrs[0].id = cudaLaunchAttributeClusterDimension;
+  attrs[0].val.clusterDim.x = C::kClusterM;
+  attrs[0].val.clusterDim.y = 1;
+  attrs[0].val.clusterDim.z = 1;
+  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[1].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(s.clusters * C::kClusterM);
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = C::kSmemBytes;
+  config.stream = stream.handle;
+  config.attrs = attrs;
+  config.numAttrs = stream.overlap_launch ? 2 : 1;
+  CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, kernel, map_x, map_w, a, s));
+  return Status::Ok();
+}
+
+template <typename T, typename C>
+Status LaunchForType(const StreamKGemmArgs& a, Stream stream) {
+  switch (a.epilogue) {
+    case Epilogue::kBias:
+      return LaunchFor<T, C, Epilogue::kBias>(a, stream);
+    case Epilogue::kBiasGeluTanh:
+      return LaunchFor<T, C, Epilogue::kBiasGeluTanh>(a, stream);
+    case Epilogue::kBiasRelu:
+      return LaunchFor<T, C, Epilogue::kBiasRelu>(a, stream);
+  }
+  return Internal("stream-K GEMM: unknown epilogue");
+}
+
+// Workspace bytes: tile counters and fp32 partial tiles for kMaxCtas blocks.
+size_t StreamKWorkspaceBytes() {
+  return size_t{kMaxCtas} * kConsumers * sizeof(int) +
+         size_t{kMaxCtas} * kSlots * kConsumers * kPartialFloats * sizeof(float);
+}
+
+}  // namespace
+}  // namespace bertrt::cuda

@@ -1,0 +1,142 @@
+// Probe (not part of the build): BERT-base's four GEMMs (fp16) at 256 to 16,384
+// rows through cuBLASLt (the heuristic's algorithm, bias epilogue, residual as
+// C) and through the stream-K kernel (src/backends/cuda/streamk_gemm.cu,
+// compiled into this file) over every multiprocessor and over fewer; CUDA
+// graph of kReps runs, weights L2-warm, us and TFLOP/s. Random operands; each
+// case also prints the largest difference between the two outputs.
+//   nvcc -O2 -std=c++17 -arch=sm_90a -I include -I src -DBERTRT_CUDA_SM90A=1 \
+//     bench/probes/streamk_gemm_probe.cu -lcublasLt -o streamk_gemm_probe
+// Results (H200): bench/RESULTS.md.
+#include <cublasLt.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../../src/core/status.cc"
+#include "probe_util.h"
+#include "streamk_gemm.cuh"
+
+namespace bertrt::cuda {
+bool WgmmaAttentionBuilt() { return true; }
+}  // namespace bertrt::cuda
+
+namespace {
+
+void FillRandom(void* p, size_t n, float scale, std::mt19937& rng) {
+  std::uniform_real_distribution<float> u(-scale, scale);
+  std::vector<__half> h(n);
+  for (auto& v : h) v = __float2half(u(rng));
+  CK(cudaMemcpy(p, h.data(), n * 2, cudaMemcpyHostToDevice));
+}
+
+std::vector<float> Download(const void* p, size_t n) {
+  std::vector<__half> h(n);
+  CK(cudaMemcpy(h.data(), p, n * 2, cudaMemcpyDeviceToHost));
+  return std::vector<float>(h.begin(), h.end());
+}
+
+}  // namespace
+
+// With arguments ROWS NAME CTAS TILING (1281, 1282, 2561, 2562: tile width
+// and cluster size): that one case alone, launches without a graph (for ncu).
+int main(int argc, char** argv) {
+  using namespace bertrt;
+  using namespace bertrt::cuda;
+  constexpr int kReps = 20;
+  ProbeContext p;
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  void* workspace = nullptr;
+  CK(cudaMalloc(&workspace, StreamKWorkspaceBytes()));
+  CK(cudaMemset(workspace, 0, StreamKWorkspaceBytes()));
+  std::mt19937 rng(7);
+  for (int rows : {256, 1024, 2432, 4096, 16384}) {
+    for (const GemmShape& sh : BertBaseGemms(rows)) {
+      LtGemmCase gemm(sh, 1);
+      FillRandom(gemm.x, size_t(rows) * sh.k, 1.0f, rng);
+      FillRandom(gemm.w[0], size_t(sh.m) * sh.k, 1.0f / std::sqrt(float(sh.k)), rng);
+      FillRandom(gemm.bias, sh.m, 0.5f, rng);
+      FillRandom(gemm.res, size_t(rows) * sh.m, 1.0f, rng);
+      const cublasLtMatmulAlgo_t algo =
+          gemm.Heuristic(p.lt, 1, ProbeContext::kWorkspaceBytes).at(0).algo;
+      const Epilogue epi =
+          sh.epi == CUBLASLT_EPILOGUE_GELU_BIAS ? Epilogue::kBiasGeluTanh : Epilogue::kBias;
+      auto args = [&](int ctas) {
+        return StreamKGemmArgs{gemm.x,    rows, sh.k,     gemm.w[0],
+                               gemm.bias, sh.m, epi,      sh.residual ? gemm.res : nullptr,
+                               gemm.y,    ctas, workspace};
+      };
+      auto check = [](const Status& st) {
+        if (!st.ok()) {
+          std::printf("%s\n", st.ToString().c_str());
+          std::exit(1);
+        }
+      };
+      CK(gemm.Run(p.lt, algo, 0, p.ws, ProbeContext::kWorkspaceBytes, p.s));
+      CK(cudaStreamSynchronize(p.s));
+      const std::vector<float> want = Download(gemm.y, size_t(rows) * sh.m);
+      const double flop = 2.0 * rows * sh.m * sh.k;
+      const float lt_us = p.GraphUs(
+          kReps, [&](int) { gemm.Run(p.lt, algo, 0, p.ws, ProbeContext::kWorkspaceBytes, p.s); });
+      std::printf("rows %5d %-8s cublasLt %6.2f us (%3.0f TF)", rows, sh.name, lt_us,
+                  flop / lt_us * 1e-6);
+      // One tiling: its largest difference from cuBLASLt (and whether a
+      // second run gave the same bits: the counters were left at zero), then
+      // its time over every multiprocessor and over whole waves of tiles.
+      auto tiling = [&](auto config) {
+        using C = decltype(config);
+        auto run = [&](int ctas, bool pdl) {
+          check(LaunchForType<__half, C>(args(ctas), Stream{p.s, pdl}));
+        };
+        if (argc == 5) {
+          if (rows != std::atoi(argv[1]) || std::string(argv[2]) != sh.name ||
+              std::atoi(argv[4]) != C::kTileN * 10 + C::kClusterM)
+            return;
+          for (int i = 0; i < 3; ++i) run(std::atoi(argv[3]), false);
+          CK(cudaStreamSynchronize(p.s));
+          std::printf(" | %dx%d: %.2f us", C::kTileN, C::kClusterM,
+                      p.GraphUs(kReps, [&](int) { run(std::atoi(argv[3]), true); }));
+          return;
+        }
+        CK(cudaMemset(gemm.y, 0, size_t(rows) * sh.m * 2));
+        run(sms, false);
+        CK(cudaStreamSynchronize(p.s));
+        CK(cudaGetLastError());
+        const std::vector<float> got = Download(gemm.y, size_t(rows) * sh.m);
+        double max_diff = 0;
+        for (size_t i = 0; i < got.size(); ++i)
+          max_diff = std::max(max_diff, double(std::fabs(got[i] - want[i])));
+        run(sms, false);
+        CK(cudaStreamSynchronize(p.s));
+        const bool same_again = Download(gemm.y, size_t(rows) * sh.m) == got;
+        const int tiles = (rows + kTileM - 1) / kTileM * (sh.m / C::kTileN);
+        const int waves = (tiles + sms - 1) / sms;
+        const int active =
+            ActiveClusters(
+                reinterpret_cast<const void*>(StreamKGemmKernel<__half, C, Epilogue::kBias>),
+                C::kClusterM, C::kSmemBytes)
+                .value();
+        std::printf(" | %dx%d (%d clusters at once): diff %.4f%s", C::kTileN, C::kClusterM, active,
+                    max_diff, same_again ? "" : " SECOND RUN DIFFERS");
+        for (int ctas : {sms, (tiles + waves - 1) / waves}) {
+          const float us = p.GraphUs(kReps, [&](int) { run(ctas, true); });
+          std::printf(" %d: %6.2f (%.3fx)", ctas, us, lt_us / us);
+        }
+      };
+      tiling(Config<128, 1>{});
+      tiling(Config<128, 2>{});
+      tiling(Config<256, 1>{});
+      tiling(Config<256, 2>{});
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+  }
+  CK(cudaGetLastError());
+  return 0;
+}
