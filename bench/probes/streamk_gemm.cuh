@@ -1,25 +1,29 @@
 // A persistent stream-K GEMM of our own for Hopper, for the probe next to it
 // (streamk_gemm_probe.cu): TMA, a producer thread and two consumer
-// warpgroups on wgmma (128-row tiles, 128 or 256 columns), optionally in
-// clusters of two along M that multicast their W slices, every
-// multiprocessor given the same share of the K iterations.
+// warpgroups on wgmma, every block given the same share of the GEMM's K
+// iterations. Tilings (Config): 128 rows x 128 or 256 columns shared by both
+// consumers (64 rows each), or ping-pong (each consumer its own 128 x 128 tile,
+// one's epilogue under the other's products); clusters of 1 or 2 along M,
+// the W slice multicast to both.
 //
 // Why it exists: the ragged batch's GEMMs (~2,400 rows) ran through cuBLASLt
 // at 450-530 TFLOP/s against 530-680 at 4,096 rows; at 2,432 rows a 128 x
 // 128 tiling of BERT-base's 768-wide outputs is 114 tiles for 132
 // multiprocessors. Why it is not in the engine: it is still slower than
-// cuBLASLt at every BERT-base shape (0.5-0.98x; bench/RESULTS.md,
-// 2026-11-30, "A stream-K GEMM of our own"), the tensor pipe ~59% busy
-// because both warpgroups stop multiplying for the epilogue of their shared
-// tile. Next: a ping-pong schedule (one warpgroup's epilogue under the
-// other's products) or an asynchronous TMA-store epilogue.
+// cuBLASLt at every BERT-base shape (0.4-0.98x; bench/RESULTS.md, 2026-11-30,
+// "A stream-K GEMM of our own"): the tensor pipe is busy ~60% of the cycles
+// with either schedule. Without copies (Config::kCeiling) the consumers alone
+// reach 0.7-1.04x, so the copies cost 10-20% and the rest is the consumers'
+// per-tile cost (epilogue, ramp). Next: a stmatrix + TMA-store epilogue.
 //
 // How it works. One thread of the first warpgroup issues the TMA copies of
 // 64-deep K slices of x (128 rows) and W (the tile's columns) into a kStages
 // ring of shared memory (128-byte swizzle, the layout wgmma reads); the other
-// two warpgroups multiply them (64 rows each, both operands from shared
-// memory). Full and empty mbarriers pass each slot between them, so copies
-// run ahead across tile boundaries too. The work is the GEMM's K iterations
+// two warpgroups multiply them (both operands from shared memory): 64 rows
+// each of every tile, or under ping-pong every other tile each, their
+// mainloops taking turns (an mbarrier per warpgroup). Full and empty
+// mbarriers pass each slot between producer and consumers, so copies run
+// ahead across tile boundaries too. The work is the GEMM's K iterations
 // over all its (cluster) tiles; cluster c takes iterations [c T / G,
 // (c + 1) T / G) of T for G clusters. A tile cut by share boundaries has
 // several contributors (consecutive clusters): each writes its fp32 partial
@@ -80,18 +84,28 @@ constexpr int kMaxTileN = 256;
 
 // Tiles of kTileM x kTileN, in clusters of kClusterM tiles along M that
 // share (multicast) their W slices.
-template <int kTileN_, int kClusterM_>
+template <int kTileN_, int kClusterM_, bool kPingPong_ = false, bool kCeiling_ = false>
 struct Config {
+  // A measurement, not a GEMM: after the ring's first fill the producer
+  // marks slots full without copying, so the consumers multiply stale slices
+  // at the rate their own loop allows (the output is wrong).
+  static constexpr bool kCeiling = kCeiling_;
   static constexpr int kTileN = kTileN_;
   static constexpr int kClusterM = kClusterM_;
-  static constexpr int kAccumulators = kTileN / 2;  // fp32 per consumer thread
+  // Ping-pong: each consumer warpgroup takes every other unit, all 128 rows
+  // of its tile, so that one's epilogue runs under the other's products.
+  // Otherwise both take each unit, 64 rows each.
+  static constexpr bool kPingPong = kPingPong_;
+  static constexpr int kRowBlocks = kPingPong ? 2 : 1;  // of 64 rows per consumer
+  static_assert(!kPingPong || kTileN == 128, "ping-pong holds 128 x 128 per warpgroup");
+  static constexpr int kAccumulators = kRowBlocks * kTileN / 2;  // fp32 per consumer thread
   static constexpr int kStages = kTileN == 128 ? 6 : 4;
   static constexpr size_t kSliceA = size_t{kTileM} * kTileK;  // elements
   static constexpr size_t kSliceB = size_t{kTileN} * kTileK;
   static constexpr size_t kRingBytes = kStages * (kSliceA + kSliceB) * 2;
   static constexpr size_t kStagingBytes = size_t{kConsumers} * 64 * kStagingStride * 4;
   static constexpr size_t kBiasBytes = size_t{kConsumers} * kTileN * 4;
-  static constexpr size_t kBarrierBytes = 2 * kStages * 8 + kConsumers * 4;
+  static constexpr size_t kBarrierBytes = (2 * kStages + kConsumers) * 8 + kConsumers * 4;
   // Plus room to align the ring to 1,024 bytes (a swizzle pattern's period).
   static constexpr size_t kSmemBytes =
       kRingBytes + kStagingBytes + kBiasBytes + kBarrierBytes + 1024;
@@ -208,15 +222,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   float* const biases = staging + kConsumers * 64 * kStagingStride;  // [kConsumers][kTileN]
   uint64_t* const full = reinterpret_cast<uint64_t*>(biases + kConsumers * kTileN);
   uint64_t* const empty = full + kStages;
-  int* const finishes = reinterpret_cast<int*>(empty + kStages);  // [kConsumers]
+  // Ping-pong: consumer w's mainloop of a unit is done (lane 0 of each warp).
+  uint64_t* const ordered = empty + kStages;                           // [kConsumers]
+  int* const finishes = reinterpret_cast<int*>(ordered + kConsumers);  // [kConsumers]
   const int cluster = blockIdx.x / kClusterM, rank = blockIdx.x % kClusterM;
 
   if (threadIdx.x == 0) {
     for (int i = 0; i < kStages; ++i) {
       BarrierInit(&full[i], 1);
       // Lane 0 of every consumer warp of every block the slot's copies go to.
-      BarrierInit(&empty[i], kConsumers * 4 * kClusterM);
+      BarrierInit(&empty[i], (C::kPingPong ? 4 : kConsumers * 4) * kClusterM);
     }
+    for (int i = 0; i < kConsumers; ++i) BarrierInit(&ordered[i], 4);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   if constexpr (kClusterM > 1)
@@ -245,10 +262,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (threadIdx.x == 0) {
       int stage = 0;
       uint32_t phase = 0;
+      int filled = 0;
       for (long long it = begin; it < end;) {
         const Unit u = unit_at(it);
         for (int k = u.k0; k < u.k1; ++k) {
           BarrierWait(&empty[stage], phase ^ 1);  // every block is done with the slot
+          if (C::kCeiling && filled++ >= kStages) {
+            BarrierArriveExpect(&full[stage], 0);
+            if (++stage == kStages) stage = 0, phase ^= 1;
+            continue;
+          }
           BarrierArriveExpect(&full[stage], (kSliceA + kSliceB) * sizeof(T));
           TmaLoad(as + stage * kSliceA, &map_x, k * kTileK, u.m0, &full[stage]);
           if constexpr (kClusterM == 1) {
@@ -267,6 +290,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
     const int consumer = warpgroup - 1, t = threadIdx.x % 128;
+    // Which piece of a tile's partial this warpgroup holds.
+    const int piece = C::kPingPong ? 0 : consumer;
     const int warp = t / 32, lane = t % 32;
     float* const stage_out = staging + consumer * 64 * kStagingStride;
     float* const bias_out = biases + consumer * kTileN;
@@ -275,8 +300,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Block `cta`'s partial in `slot`, this thread's first float.
     auto partial = [&](int cta, int slot) {
       return partials +
-             ((static_cast<size_t>(cta) * kSlots + slot) * kConsumers + consumer) * kPartialFloats +
-             t;
+             ((static_cast<size_t>(cta) * kSlots + slot) * kConsumers + piece) * kPartialFloats + t;
     };
     auto release = [&](int slot) {
       if (lane != 0) return;
@@ -287,33 +311,55 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     int stage = 0;
     uint32_t phase = 0;
-    float acc[C::kAccumulators];
+    float blocks[C::kRowBlocks][kTileN / 2];
+    float* const acc = &blocks[0][0];
+    int unit = 0;
+    uint32_t order_phase = 0;
     for (long long it = begin; it < end;) {
       const Unit u = unit_at(it);
       it += u.k1 - u.k0;
+      if (C::kPingPong && unit++ % kConsumers != consumer) {
+        // The other warpgroup's unit: its slices pass this one by.
+        for (int k = u.k0; k < u.k1; ++k)
+          if (++stage == kStages) stage = 0, phase ^= 1;
+        continue;
+      }
+      // Ping-pong: the other warpgroup's unit before this one has been
+      // multiplied, so every slot this one waits on holds the fill it expects
+      // (a parity wait cannot tell fills two rounds apart).
+      if (C::kPingPong && unit > 1) {
+        BarrierWait(&ordered[1 - consumer], order_phase);
+        order_phase ^= 1;
+      }
 #pragma unroll
       for (int i = 0; i < C::kAccumulators; ++i) acc[i] = 0.0f;
       int previous = -1;
       for (int k = u.k0; k < u.k1; ++k) {
         BarrierWait(&full[stage], phase);
-        const T* const sa = as + stage * kSliceA + consumer * 64 * kTileK;
+        const T* const sa = as + stage * kSliceA + (C::kPingPong ? 0 : consumer * 64 * kTileK);
         const T* const sb = bs + stage * kSliceB;
-        PinRegisters(acc);
+#pragma unroll
+        for (int b = 0; b < C::kRowBlocks; ++b) PinRegisters(blocks[b]);
         WgmmaFence();
 #pragma unroll
         for (int kk = 0; kk < kTileK / 16; ++kk)
-          WgmmaSS(acc, SmemDescriptor(sa + 16 * kk, 16, 1024, 1),
-                  SmemDescriptor(sb + 16 * kk, 16, 1024, 1), T{});
+#pragma unroll
+          for (int b = 0; b < C::kRowBlocks; ++b)
+            WgmmaSS(blocks[b], SmemDescriptor(sa + b * 64 * kTileK + 16 * kk, 16, 1024, 1),
+                    SmemDescriptor(sb + 16 * kk, 16, 1024, 1), T{});
         WgmmaCommit();
         // The previous slice's products are done: its slot may be refilled.
         WgmmaWait<1>();
-        PinRegisters(acc);
+#pragma unroll
+        for (int b = 0; b < C::kRowBlocks; ++b) PinRegisters(blocks[b]);
         if (previous >= 0) release(previous);
         previous = stage;
         if (++stage == kStages) stage = 0, phase ^= 1;
       }
+      if (C::kPingPong && lane == 0) BarrierArrive(&ordered[consumer]);
       WgmmaWait<0>();
-      PinRegisters(acc);
+#pragma unroll
+      for (int b = 0; b < C::kRowBlocks; ++b) PinRegisters(blocks[b]);
       release(previous);
 
       if (u.k0 != 0 || u.k1 != s.k_iters) {
@@ -327,7 +373,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         __threadfence();
         NamedBarrier(1 + consumer, 128);
         if (t == 0) {
-          int* const counter = counters + (lo * kClusterM + rank) * kConsumers + consumer;
+          int* const counter = counters + (lo * kClusterM + rank) * kConsumers + piece;
           const bool last = atomicAdd(counter, 1) == hi - lo;
           if (last) *counter = 0;  // for the next launch
           finishes[consumer] = last;
@@ -353,56 +399,59 @@ __global__ void __launch_bounds__(kThreads, 1)
       constexpr int kRowThreads = kChunk / 4;
       constexpr int kPerThread = 64 * kRowThreads / 128;  // vectors per chunk
       const int row = warp * 16 + lane / 4, col = 2 * (lane % 4);
-      const int rows_left = a.rows - (u.m0 + consumer * 64);
-      const T* const residual = static_cast<const T*>(a.residual);
-      // Vector j of this thread in a chunk: its row, and its column in the chunk.
-      auto vec_row = [&](int j) { return (t + 128 * j) / kRowThreads; };
-      auto vec_col = [&](int j) { return (t + 128 * j) % kRowThreads * 4; };
-      auto at = [&](int j, int chunk) {
-        return static_cast<size_t>(u.m0 + consumer * 64 + vec_row(j)) * a.out + u.n0 +
-               chunk * kChunk + vec_col(j);
-      };
-      Vec4<T> res_next[kPerThread] = {};
-      auto load_residual = [&](int chunk) {
-#pragma unroll
-        for (int j = 0; j < kPerThread; ++j)
-          if (residual && vec_row(j) < rows_left)
-            res_next[j] = *reinterpret_cast<const Vec4<T>*>(residual + at(j, chunk));
-      };
-      load_residual(0);
       NamedBarrier(1 + consumer, 128);  // the previous tile's epilogue is done with the bias
       for (int c = t; c < kTileN; c += 128)
         bias_out[c] = a.bias ? ToFloat(static_cast<const T*>(a.bias)[u.n0 + c]) : 0.0f;
 #pragma unroll
-      for (int chunk = 0; chunk < kTileN / kChunk; ++chunk) {
-        Vec4<T> res[kPerThread];
+      for (int b = 0; b < C::kRowBlocks; ++b) {
+        const int m0 = u.m0 + (C::kPingPong ? b * 64 : consumer * 64);
+        const int rows_left = a.rows - m0;
+        const T* const residual = static_cast<const T*>(a.residual);
+        // Vector j of this thread in a chunk: its row, and its column in the chunk.
+        auto vec_row = [&](int j) { return (t + 128 * j) / kRowThreads; };
+        auto vec_col = [&](int j) { return (t + 128 * j) % kRowThreads * 4; };
+        auto at = [&](int j, int chunk) {
+          return static_cast<size_t>(m0 + vec_row(j)) * a.out + u.n0 + chunk * kChunk + vec_col(j);
+        };
+        Vec4<T> res_next[kPerThread] = {};
+        auto load_residual = [&](int chunk) {
 #pragma unroll
-        for (int j = 0; j < kPerThread; ++j) res[j] = res_next[j];
-        if (chunk + 1 < kTileN / kChunk) load_residual(chunk + 1);
-        NamedBarrier(1 + consumer, 128);  // the previous chunk has been read out
+          for (int j = 0; j < kPerThread; ++j)
+            if (residual && vec_row(j) < rows_left)
+              res_next[j] = *reinterpret_cast<const Vec4<T>*>(residual + at(j, chunk));
+        };
+        load_residual(0);
 #pragma unroll
-        for (int i = 0; i < kChunk / 8; ++i) {
-          const float* const d = acc + 4 * (chunk * kChunk / 8 + i);
-          *reinterpret_cast<float2*>(stage_out + row * kStagingStride + 8 * i + col) =
-              make_float2(d[0], d[1]);
-          *reinterpret_cast<float2*>(stage_out + (row + 8) * kStagingStride + 8 * i + col) =
-              make_float2(d[2], d[3]);
-        }
-        NamedBarrier(1 + consumer, 128);
+        for (int chunk = 0; chunk < kTileN / kChunk; ++chunk) {
+          Vec4<T> res[kPerThread];
 #pragma unroll
-        for (int j = 0; j < kPerThread; ++j) {
-          const int r = vec_row(j), c = vec_col(j);
-          if (r >= rows_left) break;
-          const float4 sum = *reinterpret_cast<const float4*>(stage_out + r * kStagingStride + c);
-          const float4 b = *reinterpret_cast<const float4*>(bias_out + chunk * kChunk + c);
-          float v[4] = {sum.x + b.x, sum.y + b.y, sum.z + b.z, sum.w + b.w};
-          if (residual)
+          for (int j = 0; j < kPerThread; ++j) res[j] = res_next[j];
+          if (chunk + 1 < kTileN / kChunk) load_residual(chunk + 1);
+          NamedBarrier(1 + consumer, 128);  // the previous chunk has been read out
 #pragma unroll
-            for (int e = 0; e < 4; ++e) v[e] += ToFloat(res[j].v[e]);
-          Vec4<T> out;
+          for (int i = 0; i < kChunk / 8; ++i) {
+            const float* const d = blocks[b] + 4 * (chunk * kChunk / 8 + i);
+            *reinterpret_cast<float2*>(stage_out + row * kStagingStride + 8 * i + col) =
+                make_float2(d[0], d[1]);
+            *reinterpret_cast<float2*>(stage_out + (row + 8) * kStagingStride + 8 * i + col) =
+                make_float2(d[2], d[3]);
+          }
+          NamedBarrier(1 + consumer, 128);
 #pragma unroll
-          for (int e = 0; e < 4; ++e) out.v[e] = FromFloat<T>(Activate<kEpilogue>(v[e]));
-          *reinterpret_cast<Vec4<T>*>(static_cast<T*>(a.y) + at(j, chunk)) = out;
+          for (int j = 0; j < kPerThread; ++j) {
+            const int r = vec_row(j), c = vec_col(j);
+            if (r >= rows_left) break;
+            const float4 sum = *reinterpret_cast<const float4*>(stage_out + r * kStagingStride + c);
+            const float4 b = *reinterpret_cast<const float4*>(bias_out + chunk * kChunk + c);
+            float v[4] = {sum.x + b.x, sum.y + b.y, sum.z + b.z, sum.w + b.w};
+            if (residual)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) v[e] += ToFloat(res[j].v[e]);
+            Vec4<T> out;
+#pragma unroll
+            for (int e = 0; e < 4; ++e) out.v[e] = FromFloat<T>(Activate<kEpilogue>(v[e]));
+            *reinterpret_cast<Vec4<T>*>(static_cast<T*>(a.y) + at(j, chunk)) = out;
+          }
         }
       }
     }

@@ -1,9 +1,11 @@
 // Probe (not part of the build): BERT-base's four GEMMs (fp16) at 256 to 16,384
 // rows through cuBLASLt (the heuristic's algorithm, bias epilogue, residual as
-// C) and through the stream-K kernel (src/backends/cuda/streamk_gemm.cu,
-// compiled into this file) over every multiprocessor and over fewer; CUDA
-// graph of kReps runs, weights L2-warm, us and TFLOP/s. Random operands; each
-// case also prints the largest difference between the two outputs.
+// C) and through the stream-K kernel of streamk_gemm.cuh in each tiling, over
+// every multiprocessor and over as many blocks as whole waves of tiles take;
+// CUDA graph of kReps runs, weights L2-warm, us and ratio to cuBLASLt. Random
+// operands; each tiling also prints its largest difference from cuBLASLt's
+// output and whether a second run gave the same bits. With the argument
+// `ceiling`: the tilings against their Config::kCeiling selves.
 //   nvcc -O2 -std=c++17 -arch=sm_90a -I include -I src -DBERTRT_CUDA_SM90A=1 \
 //     bench/probes/streamk_gemm_probe.cu -lcublasLt -o streamk_gemm_probe
 // Results (H200): bench/RESULTS.md.
@@ -43,8 +45,9 @@ std::vector<float> Download(const void* p, size_t n) {
 
 }  // namespace
 
-// With arguments ROWS NAME CTAS TILING (1281, 1282, 2561, 2562: tile width
-// and cluster size): that one case alone, launches without a graph (for ncu).
+// With arguments ROWS NAME CTAS TILING (12810: tile width 128, cluster 1,
+// no ping-pong; 12811 with it; 25620: 256 wide, clusters of 2): that one case
+// alone, three launches without a graph, then its graph timing (for ncu).
 int main(int argc, char** argv) {
   using namespace bertrt;
   using namespace bertrt::cuda;
@@ -96,7 +99,7 @@ int main(int argc, char** argv) {
         };
         if (argc == 5) {
           if (rows != std::atoi(argv[1]) || std::string(argv[2]) != sh.name ||
-              std::atoi(argv[4]) != C::kTileN * 10 + C::kClusterM)
+              std::atoi(argv[4]) != C::kTileN * 100 + C::kClusterM * 10 + C::kPingPong)
             return;
           for (int i = 0; i < 3; ++i) run(std::atoi(argv[3]), false);
           CK(cudaStreamSynchronize(p.s));
@@ -122,17 +125,27 @@ int main(int argc, char** argv) {
                 reinterpret_cast<const void*>(StreamKGemmKernel<__half, C, Epilogue::kBias>),
                 C::kClusterM, C::kSmemBytes)
                 .value();
-        std::printf(" | %dx%d (%d clusters at once): diff %.4f%s", C::kTileN, C::kClusterM, active,
+        std::printf(" | %dx%d%s%s (%d clusters at once): diff %.4f%s", C::kTileN, C::kClusterM,
+                    C::kCeiling ? " CEILING" : "", C::kPingPong ? " ping-pong" : "", active,
                     max_diff, same_again ? "" : " SECOND RUN DIFFERS");
         for (int ctas : {sms, (tiles + waves - 1) / waves}) {
           const float us = p.GraphUs(kReps, [&](int) { run(ctas, true); });
           std::printf(" %d: %6.2f (%.3fx)", ctas, us, lt_us / us);
         }
       };
-      tiling(Config<128, 1>{});
-      tiling(Config<128, 2>{});
-      tiling(Config<256, 1>{});
-      tiling(Config<256, 2>{});
+      if (argc == 2) {  // "ceiling": the consumers' own rate, against the real kernel
+        tiling(Config<128, 1, true>{});
+        tiling(Config<128, 1, true, true>{});
+        tiling(Config<256, 1>{});
+        tiling(Config<256, 1, false, true>{});
+      } else {
+        tiling(Config<128, 1>{});
+        tiling(Config<128, 2>{});
+        tiling(Config<256, 1>{});
+        tiling(Config<256, 2>{});
+        tiling(Config<128, 1, true>{});
+        tiling(Config<128, 2, true>{});
+      }
       std::printf("\n");
       std::fflush(stdout);
     }
