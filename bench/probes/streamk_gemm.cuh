@@ -10,11 +10,11 @@
 // at 450-530 TFLOP/s against 530-680 at 4,096 rows; at 2,432 rows a 128 x
 // 128 tiling of BERT-base's 768-wide outputs is 114 tiles for 132
 // multiprocessors. Why it is not in the engine: it is still slower than
-// cuBLASLt at every BERT-base shape (0.4-0.98x; bench/RESULTS.md, 2026-11-30,
-// "A stream-K GEMM of our own"): the tensor pipe is busy ~60% of the cycles
-// with either schedule. Without copies (Config::kCeiling) the consumers alone
-// reach 0.7-1.04x, so the copies cost 10-20% and the rest is the consumers'
-// per-tile cost (epilogue, ramp). Next: a stmatrix + TMA-store epilogue.
+// cuBLASLt at every BERT-base shape (0.4-1.00x; bench/RESULTS.md, 2026-11-30,
+// "A stream-K GEMM of our own"). With ping-pong and the TMA-store epilogue
+// the consumers alone (Config::kCeiling, no copies) beat it by 0-16%, so the
+// copies are what is missing: next, 256 x 128 tiles shared by both consumers
+// (fewer bytes per product) with the TMA-store epilogue.
 //
 // How it works. One thread of the first warpgroup issues the TMA copies of
 // 64-deep K slices of x (128 rows) and W (the tile's columns) into a kStages
@@ -84,8 +84,13 @@ constexpr int kMaxTileN = 256;
 
 // Tiles of kTileM x kTileN, in clusters of kClusterM tiles along M that
 // share (multicast) their W slices.
-template <int kTileN_, int kClusterM_, bool kPingPong_ = false, bool kCeiling_ = false>
+template <int kTileN_, int kClusterM_, bool kPingPong_ = false, bool kTmaStore_ = false,
+          bool kCeiling_ = false>
 struct Config {
+  // Ping-pong only: the epilogue writes the finished tile into shared memory
+  // (the residual tile, brought there by TMA while the tile is multiplied,
+  // is read and overwritten in place) and one thread stores it with TMA.
+  static constexpr bool kTmaStore = kTmaStore_;
   // A measurement, not a GEMM: after the ring's first fill the producer
   // marks slots full without copying, so the consumers multiply stale slices
   // at the rate their own loop allows (the output is wrong).
@@ -98,22 +103,30 @@ struct Config {
   static constexpr bool kPingPong = kPingPong_;
   static constexpr int kRowBlocks = kPingPong ? 2 : 1;  // of 64 rows per consumer
   static_assert(!kPingPong || kTileN == 128, "ping-pong holds 128 x 128 per warpgroup");
+  static_assert(!kTmaStore || kPingPong, "the TMA-store epilogue is ping-pong's");
   static constexpr int kAccumulators = kRowBlocks * kTileN / 2;  // fp32 per consumer thread
-  static constexpr int kStages = kTileN == 128 ? 6 : 4;
+  static constexpr int kStages = kTmaStore ? 5 : kTileN == 128 ? 6 : 4;
   static constexpr size_t kSliceA = size_t{kTileM} * kTileK;  // elements
   static constexpr size_t kSliceB = size_t{kTileN} * kTileK;
   static constexpr size_t kRingBytes = kStages * (kSliceA + kSliceB) * 2;
-  static constexpr size_t kStagingBytes = size_t{kConsumers} * 64 * kStagingStride * 4;
+  static constexpr size_t kOutBytes = kTmaStore ? size_t{kConsumers} * kTileM * kTileN * 2 : 0;
+  static constexpr size_t kStagingBytes =
+      kTmaStore ? 0 : size_t{kConsumers} * 64 * kStagingStride * 4;
   static constexpr size_t kBiasBytes = size_t{kConsumers} * kTileN * 4;
-  static constexpr size_t kBarrierBytes = (2 * kStages + kConsumers) * 8 + kConsumers * 4;
+  static constexpr size_t kBarrierBytes = (2 * kStages + 2 * kConsumers) * 8 + kConsumers * 4;
   // Plus room to align the ring to 1,024 bytes (a swizzle pattern's period).
   static constexpr size_t kSmemBytes =
-      kRingBytes + kStagingBytes + kBiasBytes + kBarrierBytes + 1024;
+      kRingBytes + kOutBytes + kStagingBytes + kBiasBytes + kBarrierBytes + 1024;
 };
 
 // Partial-tile floats per (block, slot, consumer): each consumer thread's
 // accumulators, thread-minor so that a warp's stores are contiguous.
 constexpr size_t kPartialFloats = size_t{kMaxTileN / 2} * 128;
+
+template <typename T>
+struct alignas(2 * sizeof(T)) Vec2 {
+  T v[2];
+};
 
 // The split of the GEMM's iterations into shares, one per cluster: a unit of
 // work is a cluster tile (kClusterM tiles along M) over some K iterations.
@@ -210,7 +223,9 @@ __device__ __forceinline__ void ClusterSync() {
 template <typename T, typename C, Epilogue kEpilogue>
 __global__ void __launch_bounds__(kThreads, 1)
     StreamKGemmKernel(const __grid_constant__ CUtensorMap map_x,
-                      const __grid_constant__ CUtensorMap map_w, StreamKGemmArgs a, Schedule s) {
+                      const __grid_constant__ CUtensorMap map_w,
+                      const __grid_constant__ CUtensorMap map_residual,
+                      const __grid_constant__ CUtensorMap map_y, StreamKGemmArgs a, Schedule s) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kTileN = C::kTileN, kClusterM = C::kClusterM, kStages = C::kStages;
   constexpr size_t kSliceA = C::kSliceA, kSliceB = C::kSliceB;
@@ -218,13 +233,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   unsigned char* smem = smem_raw + ((1024 - (__cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
   T* const as = reinterpret_cast<T*>(smem);  // [kStages][kSliceA]
   T* const bs = as + kStages * kSliceA;      // [kStages][kSliceB]
-  float* const staging = reinterpret_cast<float*>(bs + kStages * kSliceB);
-  float* const biases = staging + kConsumers * 64 * kStagingStride;  // [kConsumers][kTileN]
+  T* const outs = bs + kStages * kSliceB;    // [kConsumers][kTileM * kTileN] (kTmaStore)
+  float* const staging =
+      reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(outs) + C::kOutBytes);
+  float* const biases = staging + C::kStagingBytes / 4;  // [kConsumers][kTileN]
   uint64_t* const full = reinterpret_cast<uint64_t*>(biases + kConsumers * kTileN);
   uint64_t* const empty = full + kStages;
   // Ping-pong: consumer w's mainloop of a unit is done (lane 0 of each warp).
-  uint64_t* const ordered = empty + kStages;                           // [kConsumers]
-  int* const finishes = reinterpret_cast<int*>(ordered + kConsumers);  // [kConsumers]
+  uint64_t* const ordered = empty + kStages;           // [kConsumers]
+  uint64_t* const residual_in = ordered + kConsumers;  // [kConsumers] (kTmaStore)
+  int* const finishes = reinterpret_cast<int*>(residual_in + kConsumers);  // [kConsumers]
   const int cluster = blockIdx.x / kClusterM, rank = blockIdx.x % kClusterM;
 
   if (threadIdx.x == 0) {
@@ -233,7 +251,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       // Lane 0 of every consumer warp of every block the slot's copies go to.
       BarrierInit(&empty[i], (C::kPingPong ? 4 : kConsumers * 4) * kClusterM);
     }
-    for (int i = 0; i < kConsumers; ++i) BarrierInit(&ordered[i], 4);
+    for (int i = 0; i < kConsumers; ++i)
+      BarrierInit(&ordered[i], 4), BarrierInit(&residual_in[i], 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   if constexpr (kClusterM > 1)
@@ -314,7 +333,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     float blocks[C::kRowBlocks][kTileN / 2];
     float* const acc = &blocks[0][0];
     int unit = 0;
-    uint32_t order_phase = 0;
+    uint32_t order_phase = 0, residual_phase = 0;
+    T* const out_tile = outs + consumer * kTileM * kTileN;
+    const bool tma_residual = C::kTmaStore && a.residual;
     for (long long it = begin; it < end;) {
       const Unit u = unit_at(it);
       it += u.k1 - u.k0;
@@ -330,6 +351,17 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (C::kPingPong && unit > 1) {
         BarrierWait(&ordered[1 - consumer], order_phase);
         order_phase ^= 1;
+      }
+      if (C::kTmaStore && t == 0) {
+        // The previous tile's store has read the out tile; the residual
+        // tile takes its place while this one is multiplied.
+        asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+        if (tma_residual) {
+          BarrierArriveExpect(&residual_in[consumer], kTileM * kTileN * sizeof(T));
+          for (int box = 0; box < kTileN / 64; ++box)
+            TmaLoad(out_tile + box * kTileM * 64, &map_residual, u.n0 + 64 * box, u.m0,
+                    &residual_in[consumer]);
+        }
       }
 #pragma unroll
       for (int i = 0; i < C::kAccumulators; ++i) acc[i] = 0.0f;
@@ -379,7 +411,13 @@ __global__ void __launch_bounds__(kThreads, 1)
           finishes[consumer] = last;
         }
         NamedBarrier(1 + consumer, 128);
-        if (!finishes[consumer]) continue;
+        if (!finishes[consumer]) {
+          if (tma_residual) {
+            BarrierWait(&residual_in[consumer], residual_phase);  // unused, but its phase passes
+            residual_phase ^= 1;
+          }
+          continue;
+        }
         __threadfence();
         // In cluster order, whoever is last: the same sum every run.
 #pragma unroll
@@ -391,6 +429,56 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
 
+      if constexpr (C::kTmaStore) {
+        // Into the out tile in TMA's 128-byte-swizzled layout (boxes of 64
+        // columns; 16-byte chunk j of row r at j ^ (r % 8), which spreads a
+        // warp's stores over all banks), then one TMA store per box; rows
+        // past the end are not written.
+        NamedBarrier(1 + consumer, 128);  // the previous tile's epilogue is done with the bias
+        for (int c = t; c < kTileN; c += 128)
+          bias_out[c] = a.bias ? ToFloat(static_cast<const T*>(a.bias)[u.n0 + c]) : 0.0f;
+        NamedBarrier(1 + consumer, 128);
+        if (tma_residual) {
+          BarrierWait(&residual_in[consumer], residual_phase);
+          residual_phase ^= 1;
+        }
+        unsigned char* const tile_bytes = reinterpret_cast<unsigned char*>(out_tile);
+        const int g = lane / 4, q = lane % 4;
+#pragma unroll
+        for (int b = 0; b < C::kRowBlocks; ++b)
+#pragma unroll
+          for (int i = 0; i < kTileN / 8; ++i) {
+            const float2 bias = *reinterpret_cast<const float2*>(bias_out + 8 * i + 2 * q);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int r = b * 64 + warp * 16 + g + 8 * h;
+              const int at = (i / 8) * kTileM * 128 + r * 128 + (((i % 8) ^ g) << 4) + 4 * q;
+              Vec2<T>* const p = reinterpret_cast<Vec2<T>*>(tile_bytes + at);
+              float v0 = blocks[b][4 * i + 2 * h] + bias.x,
+                    v1 = blocks[b][4 * i + 2 * h + 1] + bias.y;
+              if (tma_residual) {
+                const Vec2<T> res = *p;
+                v0 += ToFloat(res.v[0]), v1 += ToFloat(res.v[1]);
+              }
+              Vec2<T> o;
+              o.v[0] = FromFloat<T>(Activate<kEpilogue>(v0));
+              o.v[1] = FromFloat<T>(Activate<kEpilogue>(v1));
+              *p = o;
+            }
+          }
+        FenceSharedForAsyncProxy();
+        NamedBarrier(1 + consumer, 128);
+        if (t == 0) {
+          for (int box = 0; box < kTileN / 64; ++box)
+            asm volatile(
+                "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::
+                    "l"(reinterpret_cast<uint64_t>(&map_y)),
+                "r"(SmemAddress(out_tile + box * kTileM * 64)), "r"(u.n0 + 64 * box), "r"(u.m0)
+                : "memory");
+          asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+        }
+        continue;
+      }
       // Epilogue, kChunk columns at a time: fragments to shared memory, then
       // each row's kChunk columns out 4 elements per thread, with bias,
       // residual and activation. The tile's bias is read once, into shared
@@ -456,6 +544,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   }
+  // The out tiles' last stores have completed before the block's shared
+  // memory goes away.
+  if (C::kTmaStore && threadIdx.x % 128 == 0)
+    asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
   // No block leaves while another may still copy into it or arrive on its
   // barriers.
   if constexpr (kClusterM > 1) {
@@ -546,6 +638,10 @@ Status LaunchFor(const StreamKGemmArgs& a, Stream stream) {
   ASSIGN_OR_RETURN(const CUtensorMap map_x, TensorMap<T>(a.x, a.rows, a.in, kTileM));
   ASSIGN_OR_RETURN(const CUtensorMap map_w,
                    TensorMap<T>(a.w, a.out, a.in, C::kTileN / C::kClusterM));
+  // The epilogue's tensors, in boxes of 128 rows x 64 columns (kTmaStore).
+  ASSIGN_OR_RETURN(const CUtensorMap map_y, TensorMap<T>(a.y, a.rows, a.out, kTileM));
+  ASSIGN_OR_RETURN(const CUtensorMap map_residual,
+                   TensorMap<T>(a.residual ? a.residual : a.y, a.rows, a.out, kTileM));
   const Schedule s = ScheduleOf<C>(a.rows, a.in, a.out, std::min(a.ctas, active * C::kClusterM));
   cudaLaunchAttribute attrs[2] = {};
   attrs[0].id = cudaLaunchAttributeClusterDimension;
@@ -561,7 +657,8 @@ Status LaunchFor(const StreamKGemmArgs& a, Stream stream) {
   config.stream = stream.handle;
   config.attrs = attrs;
   config.numAttrs = stream.overlap_launch ? 2 : 1;
-  CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, kernel, map_x, map_w, a, s));
+  CUDA_RETURN_IF_ERROR(
+      cudaLaunchKernelEx(&config, kernel, map_x, map_w, map_residual, map_y, a, s));
   return Status::Ok();
 }
 

@@ -45,8 +45,9 @@ std::vector<float> Download(const void* p, size_t n) {
 
 }  // namespace
 
-// With arguments ROWS NAME CTAS TILING (12810: tile width 128, cluster 1,
-// no ping-pong; 12811 with it; 25620: 256 wide, clusters of 2): that one case
+// With arguments ROWS NAME CTAS TILING (128100: tile width 128, cluster 1, no
+// ping-pong; 128110 ping-pong; 128111 and TMA store; 256200: 256 wide, clusters
+// of 2): that one case
 // alone, three launches without a graph, then its graph timing (for ncu).
 int main(int argc, char** argv) {
   using namespace bertrt;
@@ -99,7 +100,8 @@ int main(int argc, char** argv) {
         };
         if (argc == 5) {
           if (rows != std::atoi(argv[1]) || std::string(argv[2]) != sh.name ||
-              std::atoi(argv[4]) != C::kTileN * 100 + C::kClusterM * 10 + C::kPingPong)
+              std::atoi(argv[4]) !=
+                  C::kTileN * 1000 + C::kClusterM * 100 + C::kPingPong * 10 + C::kTmaStore)
             return;
           for (int i = 0; i < 3; ++i) run(std::atoi(argv[3]), false);
           CK(cudaStreamSynchronize(p.s));
@@ -135,9 +137,9 @@ int main(int argc, char** argv) {
       };
       if (argc == 2) {  // "ceiling": the consumers' own rate, against the real kernel
         tiling(Config<128, 1, true>{});
+        tiling(Config<128, 1, true, false, true>{});
         tiling(Config<128, 1, true, true>{});
-        tiling(Config<256, 1>{});
-        tiling(Config<256, 1, false, true>{});
+        tiling(Config<128, 1, true, true, true>{});
       } else {
         tiling(Config<128, 1>{});
         tiling(Config<128, 2>{});
@@ -145,6 +147,8 @@ int main(int argc, char** argv) {
         tiling(Config<256, 2>{});
         tiling(Config<128, 1, true>{});
         tiling(Config<128, 2, true>{});
+        tiling(Config<128, 1, true, true>{});
+        tiling(Config<128, 2, true, true>{});
       }
       std::printf("\n");
       std::fflush(stdout);
