@@ -13,8 +13,8 @@
 // cuBLASLt at every BERT-base shape (0.4-1.00x; bench/RESULTS.md, 2026-11-30,
 // "A stream-K GEMM of our own"). With ping-pong and the TMA-store epilogue
 // the consumers alone (Config::kCeiling, no copies) beat it by 0-16%, so the
-// copies are what is missing: next, 256 x 128 tiles shared by both consumers
-// (fewer bytes per product) with the TMA-store epilogue.
+// copies are what is missing (neither W multicast nor 256 x 128 tiles, fewer
+// bytes per product, recovered them).
 //
 // How it works. One thread of the first warpgroup issues the TMA copies of
 // 64-deep K slices of x (128 rows) and W (the tile's columns) into a kStages
@@ -67,8 +67,9 @@ struct StreamKGemmArgs {
   void* workspace;
 };
 
-constexpr int kTileM = 128;  // rows per tile: 64 per consumer warpgroup
-constexpr int kTileK = 64;   // K per slice: one 128-byte swizzle line of 16-bit elements
+// Rows of a warpgroup's out tile (kTmaStore) and of the TMA-store boxes.
+constexpr int kOutRows = 128;
+constexpr int kTileK = 64;  // K per slice: one 128-byte swizzle line of 16-bit elements
 constexpr int kConsumers = 2;
 constexpr int kThreads = 128 * (1 + kConsumers);
 // The epilogue goes through shared memory kChunk columns at a time, so that
@@ -85,8 +86,12 @@ constexpr int kMaxTileN = 256;
 // Tiles of kTileM x kTileN, in clusters of kClusterM tiles along M that
 // share (multicast) their W slices.
 template <int kTileN_, int kClusterM_, bool kPingPong_ = false, bool kTmaStore_ = false,
-          bool kCeiling_ = false>
+          bool kCeiling_ = false, int kTileM_ = 128>
 struct Config {
+  // Rows per block tile: 128 (64 per consumer, or 128 each under ping-pong)
+  // or 256 (128 per consumer, both on every tile).
+  static constexpr int kTileM = kTileM_;
+  static_assert(kTileM == 128 || kTileM == 256, "128- or 256-row tiles");
   // Ping-pong only: the epilogue writes the finished tile into shared memory
   // (the residual tile, brought there by TMA while the tile is multiplied,
   // is read and overwritten in place) and one thread stores it with TMA.
@@ -101,15 +106,16 @@ struct Config {
   // of its tile, so that one's epilogue runs under the other's products.
   // Otherwise both take each unit, 64 rows each.
   static constexpr bool kPingPong = kPingPong_;
-  static constexpr int kRowBlocks = kPingPong ? 2 : 1;  // of 64 rows per consumer
-  static_assert(!kPingPong || kTileN == 128, "ping-pong holds 128 x 128 per warpgroup");
-  static_assert(!kTmaStore || kPingPong, "the TMA-store epilogue is ping-pong's");
+  static_assert(!(kPingPong && kTileM == 256), "ping-pong tiles are 128 rows");
+  static constexpr int kRowBlocks = kPingPong || kTileM == 256 ? 2 : 1;  // of 64 rows per consumer
+  static_assert(kRowBlocks == 1 || kTileN == 128, "a consumer holds at most 128 x 128");
+  static_assert(!kTmaStore || kRowBlocks == 2, "the TMA-store epilogue stores 128-row tiles");
   static constexpr int kAccumulators = kRowBlocks * kTileN / 2;  // fp32 per consumer thread
-  static constexpr int kStages = kTmaStore ? 5 : kTileN == 128 ? 6 : 4;
+  static constexpr int kStages = kTileM == 256 ? 3 : kTmaStore ? 5 : kTileN == 128 ? 6 : 4;
   static constexpr size_t kSliceA = size_t{kTileM} * kTileK;  // elements
   static constexpr size_t kSliceB = size_t{kTileN} * kTileK;
   static constexpr size_t kRingBytes = kStages * (kSliceA + kSliceB) * 2;
-  static constexpr size_t kOutBytes = kTmaStore ? size_t{kConsumers} * kTileM * kTileN * 2 : 0;
+  static constexpr size_t kOutBytes = kTmaStore ? size_t{kConsumers} * kOutRows * kTileN * 2 : 0;
   static constexpr size_t kStagingBytes =
       kTmaStore ? 0 : size_t{kConsumers} * 64 * kStagingStride * 4;
   static constexpr size_t kBiasBytes = size_t{kConsumers} * kTileN * 4;
@@ -143,7 +149,7 @@ struct Schedule {
 template <typename C>
 Schedule ScheduleOf(int rows, int in, int out, int ctas) {
   Schedule s{};
-  const int row_tiles = (rows + kTileM - 1) / kTileM;
+  const int row_tiles = (rows + C::kTileM - 1) / C::kTileM;
   s.row_groups = (row_tiles + C::kClusterM - 1) / C::kClusterM;
   s.k_iters = in / kTileK;
   s.total = static_cast<long long>(s.row_groups) * (out / C::kTileN) * s.k_iters;
@@ -233,7 +239,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   unsigned char* smem = smem_raw + ((1024 - (__cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
   T* const as = reinterpret_cast<T*>(smem);  // [kStages][kSliceA]
   T* const bs = as + kStages * kSliceA;      // [kStages][kSliceB]
-  T* const outs = bs + kStages * kSliceB;    // [kConsumers][kTileM * kTileN] (kTmaStore)
+  T* const outs = bs + kStages * kSliceB;    // [kConsumers][kOutRows * kTileN] (kTmaStore)
   float* const staging =
       reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(outs) + C::kOutBytes);
   float* const biases = staging + C::kStagingBytes / 4;  // [kConsumers][kTileN]
@@ -271,8 +277,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int k0 = static_cast<int>(it - static_cast<long long>(tile) * s.k_iters);
     const long long left = end - it;
     const int k1 = left < s.k_iters - k0 ? k0 + static_cast<int>(left) : s.k_iters;
-    return Unit{((tile % s.row_groups) * kClusterM + rank) * kTileM, (tile / s.row_groups) * kTileN,
-                tile, k0, k1};
+    return Unit{((tile % s.row_groups) * kClusterM + rank) * C::kTileM,
+                (tile / s.row_groups) * kTileN, tile, k0, k1};
   };
   const int warpgroup = threadIdx.x / 128;
 
@@ -334,7 +340,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     float* const acc = &blocks[0][0];
     int unit = 0;
     uint32_t order_phase = 0, residual_phase = 0;
-    T* const out_tile = outs + consumer * kTileM * kTileN;
+    T* const out_tile = outs + consumer * kOutRows * kTileN;
+    // The rows of the block's tile this warpgroup multiplies.
+    const int first_row = C::kPingPong ? 0 : consumer * C::kRowBlocks * 64;
     const bool tma_residual = C::kTmaStore && a.residual;
     for (long long it = begin; it < end;) {
       const Unit u = unit_at(it);
@@ -357,10 +365,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         // tile takes its place while this one is multiplied.
         asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
         if (tma_residual) {
-          BarrierArriveExpect(&residual_in[consumer], kTileM * kTileN * sizeof(T));
+          BarrierArriveExpect(&residual_in[consumer], kOutRows * kTileN * sizeof(T));
           for (int box = 0; box < kTileN / 64; ++box)
-            TmaLoad(out_tile + box * kTileM * 64, &map_residual, u.n0 + 64 * box, u.m0,
-                    &residual_in[consumer]);
+            TmaLoad(out_tile + box * kOutRows * 64, &map_residual, u.n0 + 64 * box,
+                    u.m0 + first_row, &residual_in[consumer]);
         }
       }
 #pragma unroll
@@ -368,7 +376,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       int previous = -1;
       for (int k = u.k0; k < u.k1; ++k) {
         BarrierWait(&full[stage], phase);
-        const T* const sa = as + stage * kSliceA + (C::kPingPong ? 0 : consumer * 64 * kTileK);
+        const T* const sa = as + stage * kSliceA + first_row * kTileK;
         const T* const sb = bs + stage * kSliceB;
 #pragma unroll
         for (int b = 0; b < C::kRowBlocks; ++b) PinRegisters(blocks[b]);
@@ -452,7 +460,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
               const int r = b * 64 + warp * 16 + g + 8 * h;
-              const int at = (i / 8) * kTileM * 128 + r * 128 + (((i % 8) ^ g) << 4) + 4 * q;
+              const int at = (i / 8) * kOutRows * 128 + r * 128 + (((i % 8) ^ g) << 4) + 4 * q;
               Vec2<T>* const p = reinterpret_cast<Vec2<T>*>(tile_bytes + at);
               float v0 = blocks[b][4 * i + 2 * h] + bias.x,
                     v1 = blocks[b][4 * i + 2 * h + 1] + bias.y;
@@ -473,7 +481,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             asm volatile(
                 "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::
                     "l"(reinterpret_cast<uint64_t>(&map_y)),
-                "r"(SmemAddress(out_tile + box * kTileM * 64)), "r"(u.n0 + 64 * box), "r"(u.m0)
+                "r"(SmemAddress(out_tile + box * kOutRows * 64)), "r"(u.n0 + 64 * box),
+                "r"(u.m0 + first_row)
                 : "memory");
           asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
         }
@@ -492,7 +501,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         bias_out[c] = a.bias ? ToFloat(static_cast<const T*>(a.bias)[u.n0 + c]) : 0.0f;
 #pragma unroll
       for (int b = 0; b < C::kRowBlocks; ++b) {
-        const int m0 = u.m0 + (C::kPingPong ? b * 64 : consumer * 64);
+        const int m0 = u.m0 + first_row + b * 64;
         const int rows_left = a.rows - m0;
         const T* const residual = static_cast<const T*>(a.residual);
         // Vector j of this thread in a chunk: its row, and its column in the chunk.
@@ -635,13 +644,13 @@ Status LaunchFor(const StreamKGemmArgs& a, Stream stream) {
   auto* const kernel = StreamKGemmKernel<T, C, kEpilogue>;
   ASSIGN_OR_RETURN(const int active, ActiveClusters(reinterpret_cast<const void*>(kernel),
                                                     C::kClusterM, C::kSmemBytes));
-  ASSIGN_OR_RETURN(const CUtensorMap map_x, TensorMap<T>(a.x, a.rows, a.in, kTileM));
+  ASSIGN_OR_RETURN(const CUtensorMap map_x, TensorMap<T>(a.x, a.rows, a.in, C::kTileM));
   ASSIGN_OR_RETURN(const CUtensorMap map_w,
                    TensorMap<T>(a.w, a.out, a.in, C::kTileN / C::kClusterM));
   // The epilogue's tensors, in boxes of 128 rows x 64 columns (kTmaStore).
-  ASSIGN_OR_RETURN(const CUtensorMap map_y, TensorMap<T>(a.y, a.rows, a.out, kTileM));
+  ASSIGN_OR_RETURN(const CUtensorMap map_y, TensorMap<T>(a.y, a.rows, a.out, kOutRows));
   ASSIGN_OR_RETURN(const CUtensorMap map_residual,
-                   TensorMap<T>(a.residual ? a.residual : a.y, a.rows, a.out, kTileM));
+                   TensorMap<T>(a.residual ? a.residual : a.y, a.rows, a.out, kOutRows));
   const Schedule s = ScheduleOf<C>(a.rows, a.in, a.out, std::min(a.ctas, active * C::kClusterM));
   cudaLaunchAttribute attrs[2] = {};
   attrs[0].id = cudaLaunchAttributeClusterDimension;

@@ -120,16 +120,17 @@ int main(int argc, char** argv) {
         run(sms, false);
         CK(cudaStreamSynchronize(p.s));
         const bool same_again = Download(gemm.y, size_t(rows) * sh.m) == got;
-        const int tiles = (rows + kTileM - 1) / kTileM * (sh.m / C::kTileN);
+        const int tiles = (rows + C::kTileM - 1) / C::kTileM * (sh.m / C::kTileN);
         const int waves = (tiles + sms - 1) / sms;
         const int active =
             ActiveClusters(
                 reinterpret_cast<const void*>(StreamKGemmKernel<__half, C, Epilogue::kBias>),
                 C::kClusterM, C::kSmemBytes)
                 .value();
-        std::printf(" | %dx%d%s%s (%d clusters at once): diff %.4f%s", C::kTileN, C::kClusterM,
-                    C::kCeiling ? " CEILING" : "", C::kPingPong ? " ping-pong" : "", active,
-                    max_diff, same_again ? "" : " SECOND RUN DIFFERS");
+        std::printf(" | %dx%dx%d%s%s%s (%d clusters at once): diff %.4f%s", C::kTileM, C::kTileN,
+                    C::kClusterM, C::kCeiling ? " CEILING" : "", C::kPingPong ? " ping-pong" : "",
+                    C::kTmaStore ? " tma-store" : "", active, max_diff,
+                    same_again ? "" : " SECOND RUN DIFFERS");
         for (int ctas : {sms, (tiles + waves - 1) / waves}) {
           const float us = p.GraphUs(kReps, [&](int) { run(ctas, true); });
           std::printf(" %d: %6.2f (%.3fx)", ctas, us, lt_us / us);
@@ -140,6 +141,8 @@ int main(int argc, char** argv) {
         tiling(Config<128, 1, true, false, true>{});
         tiling(Config<128, 1, true, true>{});
         tiling(Config<128, 1, true, true, true>{});
+        tiling(Config<128, 1, false, true, false, 256>{});
+        tiling(Config<128, 1, false, true, true, 256>{});
       } else {
         tiling(Config<128, 1>{});
         tiling(Config<128, 2>{});
@@ -149,6 +152,8 @@ int main(int argc, char** argv) {
         tiling(Config<128, 2, true>{});
         tiling(Config<128, 1, true, true>{});
         tiling(Config<128, 2, true, true>{});
+        tiling(Config<128, 1, false, true, false, 256>{});
+        tiling(Config<128, 2, false, true, false, 256>{});
       }
       std::printf("\n");
       std::fflush(stdout);
