@@ -2,9 +2,10 @@
 // (streamk_gemm_probe.cu): TMA, a producer thread and two consumer
 // warpgroups on wgmma, every block given the same share of the GEMM's K
 // iterations. Tilings (Config): 128 rows x 128 or 256 columns shared by both
-// consumers (64 rows each), or ping-pong (each consumer its own 128 x 128 tile,
-// one's epilogue under the other's products); clusters of 1 or 2 along M,
-// the W slice multicast to both.
+// consumers (64 rows each), 256 x 128 shared (128 rows each), or ping-pong
+// (each consumer its own 128 x 128 tile, one's epilogue under the other's
+// products); clusters of 1 or 2 along M, the W slice multicast to both; the
+// epilogue staged through shared memory or (128-row consumers) stored by TMA.
 //
 // Why it exists: the ragged batch's GEMMs (~2,400 rows) ran through cuBLASLt
 // at 450-530 TFLOP/s against 530-680 at 4,096 rows; at 2,432 rows a 128 x
@@ -17,10 +18,10 @@
 // bytes per product, recovered them).
 //
 // How it works. One thread of the first warpgroup issues the TMA copies of
-// 64-deep K slices of x (128 rows) and W (the tile's columns) into a kStages
+// 64-deep K slices of x (the tile's rows) and W (its columns) into a kStages
 // ring of shared memory (128-byte swizzle, the layout wgmma reads); the other
-// two warpgroups multiply them (both operands from shared memory): 64 rows
-// each of every tile, or under ping-pong every other tile each, their
+// two warpgroups multiply them (both operands from shared memory): half the
+// rows each of every tile, or under ping-pong every other tile each, their
 // mainloops taking turns (an mbarrier per warpgroup). Full and empty
 // mbarriers pass each slot between producer and consumers, so copies run
 // ahead across tile boundaries too. The work is the GEMM's K iterations
@@ -92,7 +93,7 @@ struct Config {
   // or 256 (128 per consumer, both on every tile).
   static constexpr int kTileM = kTileM_;
   static_assert(kTileM == 128 || kTileM == 256, "128- or 256-row tiles");
-  // Ping-pong only: the epilogue writes the finished tile into shared memory
+  // 128-row consumers only: the epilogue writes the finished tile into shared memory
   // (the residual tile, brought there by TMA while the tile is multiplied,
   // is read and overwritten in place) and one thread stores it with TMA.
   static constexpr bool kTmaStore = kTmaStore_;
@@ -104,7 +105,7 @@ struct Config {
   static constexpr int kClusterM = kClusterM_;
   // Ping-pong: each consumer warpgroup takes every other unit, all 128 rows
   // of its tile, so that one's epilogue runs under the other's products.
-  // Otherwise both take each unit, 64 rows each.
+  // Otherwise both take each unit, half its rows each.
   static constexpr bool kPingPong = kPingPong_;
   static_assert(!(kPingPong && kTileM == 256), "ping-pong tiles are 128 rows");
   static constexpr int kRowBlocks = kPingPong || kTileM == 256 ? 2 : 1;  // of 64 rows per consumer
