@@ -14,8 +14,10 @@
 // cuBLASLt at every BERT-base shape (0.4-1.00x; bench/RESULTS.md, 2026-11-30,
 // "A stream-K GEMM of our own"). With ping-pong and the TMA-store epilogue
 // the consumers alone (Config::kCeiling, no copies) beat it by 0-16%, so the
-// copies are what is missing (neither W multicast nor 256 x 128 tiles, fewer
-// bytes per product, recovered them).
+// copies are what is missing: neither W multicast nor 256 x 128 tiles (fewer
+// bytes per product) recovered them; a deeper ring recovered part (3 -> 5: 16,384-
+// row qkv 126 -> 110 us) and shared memory ends at 5. Next: smaller out tiles
+// for a deeper ring.
 //
 // How it works. One thread of the first warpgroup issues the TMA copies of
 // 64-deep K slices of x (the tile's rows) and W (its columns) into a kStages
@@ -87,7 +89,7 @@ constexpr int kMaxTileN = 256;
 // Tiles of kTileM x kTileN, in clusters of kClusterM tiles along M that
 // share (multicast) their W slices.
 template <int kTileN_, int kClusterM_, bool kPingPong_ = false, bool kTmaStore_ = false,
-          bool kCeiling_ = false, int kTileM_ = 128>
+          bool kCeiling_ = false, int kTileM_ = 128, int kStages_ = 0>
 struct Config {
   // Rows per block tile: 128 (64 per consumer, or 128 each under ping-pong)
   // or 256 (128 per consumer, both on every tile).
@@ -112,7 +114,12 @@ struct Config {
   static_assert(kRowBlocks == 1 || kTileN == 128, "a consumer holds at most 128 x 128");
   static_assert(!kTmaStore || kRowBlocks == 2, "the TMA-store epilogue stores 128-row tiles");
   static constexpr int kAccumulators = kRowBlocks * kTileN / 2;  // fp32 per consumer thread
-  static constexpr int kStages = kTileM == 256 ? 3 : kTmaStore ? 5 : kTileN == 128 ? 6 : 4;
+  // Ring slots: as many as shared memory holds, or kStages_ where given.
+  static constexpr int kStages = kStages_        ? kStages_
+                                 : kTileM == 256 ? 3
+                                 : kTmaStore     ? 5
+                                 : kTileN == 128 ? 6
+                                                 : 4;
   static constexpr size_t kSliceA = size_t{kTileM} * kTileK;  // elements
   static constexpr size_t kSliceB = size_t{kTileN} * kTileK;
   static constexpr size_t kRingBytes = kStages * (kSliceA + kSliceB) * 2;

@@ -5,7 +5,8 @@
 // CUDA graph of kReps runs, weights L2-warm, us and ratio to cuBLASLt. Random
 // operands; each tiling also prints its largest difference from cuBLASLt's
 // output and whether a second run gave the same bits. With the argument
-// `ceiling`: the tilings against their Config::kCeiling selves.
+// `ceiling`: the tilings against their Config::kCeiling selves; `depth`:
+// ping-pong with the TMA-store epilogue over 3, 4 and 5 ring slots.
 //   nvcc -O2 -std=c++17 -arch=sm_90a -I include -I src -DBERTRT_CUDA_SM90A=1 \
 //     bench/probes/streamk_gemm_probe.cu -lcublasLt -o streamk_gemm_probe
 // Results (H200): bench/RESULTS.md.
@@ -127,16 +128,20 @@ int main(int argc, char** argv) {
                 reinterpret_cast<const void*>(StreamKGemmKernel<__half, C, Epilogue::kBias>),
                 C::kClusterM, C::kSmemBytes)
                 .value();
-        std::printf(" | %dx%dx%d%s%s%s (%d clusters at once): diff %.4f%s", C::kTileM, C::kTileN,
-                    C::kClusterM, C::kCeiling ? " CEILING" : "", C::kPingPong ? " ping-pong" : "",
-                    C::kTmaStore ? " tma-store" : "", active, max_diff,
-                    same_again ? "" : " SECOND RUN DIFFERS");
+        std::printf(" | %dx%dx%d%s%s%s, %d slots (%d clusters at once): diff %.4f%s", C::kTileM,
+                    C::kTileN, C::kClusterM, C::kCeiling ? " CEILING" : "",
+                    C::kPingPong ? " ping-pong" : "", C::kTmaStore ? " tma-store" : "", C::kStages,
+                    active, max_diff, same_again ? "" : " SECOND RUN DIFFERS");
         for (int ctas : {sms, (tiles + waves - 1) / waves}) {
           const float us = p.GraphUs(kReps, [&](int) { run(ctas, true); });
           std::printf(" %d: %6.2f (%.3fx)", ctas, us, lt_us / us);
         }
       };
-      if (argc == 2) {  // "ceiling": the consumers' own rate, against the real kernel
+      if (argc == 2 && std::string(argv[1]) == "depth") {  // ring depth
+        tiling(Config<128, 1, true, true, false, 128, 3>{});
+        tiling(Config<128, 1, true, true, false, 128, 4>{});
+        tiling(Config<128, 1, true, true>{});
+      } else if (argc == 2) {  // "ceiling": the consumers' own rate, against the real kernel
         tiling(Config<128, 1, true>{});
         tiling(Config<128, 1, true, false, true>{});
         tiling(Config<128, 1, true, true>{});
