@@ -16,8 +16,7 @@
 // the consumers alone (Config::kCeiling, no copies) beat it by 0-16%, so the
 // copies are what is missing: neither W multicast nor 256 x 128 tiles (fewer
 // bytes per product) recovered them; a deeper ring recovered part (3 -> 5: 16,384-
-// row qkv 126 -> 110 us) and shared memory ends at 5. Next: smaller out tiles
-// for a deeper ring.
+// row qkv 126 -> 110 us), and a 6th slot (64-column out tiles) nothing more.
 //
 // How it works. One thread of the first warpgroup issues the TMA copies of
 // 64-deep K slices of x (the tile's rows) and W (its columns) into a kStages
@@ -89,8 +88,12 @@ constexpr int kMaxTileN = 256;
 // Tiles of kTileM x kTileN, in clusters of kClusterM tiles along M that
 // share (multicast) their W slices.
 template <int kTileN_, int kClusterM_, bool kPingPong_ = false, bool kTmaStore_ = false,
-          bool kCeiling_ = false, int kTileM_ = 128, int kStages_ = 0>
+          bool kCeiling_ = false, int kTileM_ = 128, int kStages_ = 0, int kOutCols_ = 128>
 struct Config {
+  // kTmaStore: columns of a warpgroup's out tile. 64 stores a tile in two
+  // passes and leaves shared memory for a deeper ring.
+  static constexpr int kOutCols = kOutCols_;
+  static_assert(kOutCols == 64 || kOutCols == 128, "out tiles of 64 or 128 columns");
   // Rows per block tile: 128 (64 per consumer, or 128 each under ping-pong)
   // or 256 (128 per consumer, both on every tile).
   static constexpr int kTileM = kTileM_;
@@ -115,15 +118,15 @@ struct Config {
   static_assert(!kTmaStore || kRowBlocks == 2, "the TMA-store epilogue stores 128-row tiles");
   static constexpr int kAccumulators = kRowBlocks * kTileN / 2;  // fp32 per consumer thread
   // Ring slots: as many as shared memory holds, or kStages_ where given.
-  static constexpr int kStages = kStages_        ? kStages_
-                                 : kTileM == 256 ? 3
-                                 : kTmaStore     ? 5
-                                 : kTileN == 128 ? 6
-                                                 : 4;
+  static constexpr int kStages = kStages_                       ? kStages_
+                                 : kTileM == 256                ? 3
+                                 : kTmaStore && kOutCols == 128 ? 5
+                                 : kTileN == 128                ? 6
+                                                                : 4;
   static constexpr size_t kSliceA = size_t{kTileM} * kTileK;  // elements
   static constexpr size_t kSliceB = size_t{kTileN} * kTileK;
   static constexpr size_t kRingBytes = kStages * (kSliceA + kSliceB) * 2;
-  static constexpr size_t kOutBytes = kTmaStore ? size_t{kConsumers} * kOutRows * kTileN * 2 : 0;
+  static constexpr size_t kOutBytes = kTmaStore ? size_t{kConsumers} * kOutRows * kOutCols * 2 : 0;
   static constexpr size_t kStagingBytes =
       kTmaStore ? 0 : size_t{kConsumers} * 64 * kStagingStride * 4;
   static constexpr size_t kBiasBytes = size_t{kConsumers} * kTileN * 4;
@@ -131,6 +134,7 @@ struct Config {
   // Plus room to align the ring to 1,024 bytes (a swizzle pattern's period).
   static constexpr size_t kSmemBytes =
       kRingBytes + kOutBytes + kStagingBytes + kBiasBytes + kBarrierBytes + 1024;
+  static_assert(kSmemBytes <= 227 * 1024, "more shared memory than a Hopper block has");
 };
 
 // Partial-tile floats per (block, slot, consumer): each consumer thread's
@@ -348,7 +352,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     float* const acc = &blocks[0][0];
     int unit = 0;
     uint32_t order_phase = 0, residual_phase = 0;
-    T* const out_tile = outs + consumer * kOutRows * kTileN;
+    T* const out_tile = outs + consumer * kOutRows * C::kOutCols;
     // The rows of the block's tile this warpgroup multiplies.
     const int first_row = C::kPingPong ? 0 : consumer * C::kRowBlocks * 64;
     const bool tma_residual = C::kTmaStore && a.residual;
@@ -370,11 +374,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       if (C::kTmaStore && t == 0) {
         // The previous tile's store has read the out tile; the residual
-        // tile takes its place while this one is multiplied.
+        // tile (its first pass) takes its place while this one is multiplied.
         asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
         if (tma_residual) {
-          BarrierArriveExpect(&residual_in[consumer], kOutRows * kTileN * sizeof(T));
-          for (int box = 0; box < kTileN / 64; ++box)
+          BarrierArriveExpect(&residual_in[consumer], kOutRows * C::kOutCols * sizeof(T));
+          for (int box = 0; box < C::kOutCols / 64; ++box)
             TmaLoad(out_tile + box * kOutRows * 64, &map_residual, u.n0 + 64 * box,
                     u.m0 + first_row, &residual_in[consumer]);
         }
@@ -454,45 +458,64 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int c = t; c < kTileN; c += 128)
           bias_out[c] = a.bias ? ToFloat(static_cast<const T*>(a.bias)[u.n0 + c]) : 0.0f;
         NamedBarrier(1 + consumer, 128);
-        if (tma_residual) {
-          BarrierWait(&residual_in[consumer], residual_phase);
-          residual_phase ^= 1;
-        }
         unsigned char* const tile_bytes = reinterpret_cast<unsigned char*>(out_tile);
         const int g = lane / 4, q = lane % 4;
 #pragma unroll
-        for (int b = 0; b < C::kRowBlocks; ++b)
-#pragma unroll
-          for (int i = 0; i < kTileN / 8; ++i) {
-            const float2 bias = *reinterpret_cast<const float2*>(bias_out + 8 * i + 2 * q);
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int r = b * 64 + warp * 16 + g + 8 * h;
-              const int at = (i / 8) * kOutRows * 128 + r * 128 + (((i % 8) ^ g) << 4) + 4 * q;
-              Vec2<T>* const p = reinterpret_cast<Vec2<T>*>(tile_bytes + at);
-              float v0 = blocks[b][4 * i + 2 * h] + bias.x,
-                    v1 = blocks[b][4 * i + 2 * h + 1] + bias.y;
+        for (int pass = 0; pass < kTileN / C::kOutCols; ++pass) {
+          const int c0 = pass * C::kOutCols;  // the pass's first column in the tile
+          if (pass > 0) {
+            // The previous pass's store has read the out tile: this pass's
+            // residual takes its place (its latency is exposed here).
+            if (t == 0) {
+              asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
               if (tma_residual) {
-                const Vec2<T> res = *p;
-                v0 += ToFloat(res.v[0]), v1 += ToFloat(res.v[1]);
+                BarrierArriveExpect(&residual_in[consumer], kOutRows * C::kOutCols * sizeof(T));
+                for (int box = 0; box < C::kOutCols / 64; ++box)
+                  TmaLoad(out_tile + box * kOutRows * 64, &map_residual, u.n0 + c0 + 64 * box,
+                          u.m0 + first_row, &residual_in[consumer]);
               }
-              Vec2<T> o;
-              o.v[0] = FromFloat<T>(Activate<kEpilogue>(v0));
-              o.v[1] = FromFloat<T>(Activate<kEpilogue>(v1));
-              *p = o;
             }
+            NamedBarrier(1 + consumer, 128);
           }
-        FenceSharedForAsyncProxy();
-        NamedBarrier(1 + consumer, 128);
-        if (t == 0) {
-          for (int box = 0; box < kTileN / 64; ++box)
-            asm volatile(
-                "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::
-                    "l"(reinterpret_cast<uint64_t>(&map_y)),
-                "r"(SmemAddress(out_tile + box * kOutRows * 64)), "r"(u.n0 + 64 * box),
-                "r"(u.m0 + first_row)
-                : "memory");
-          asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+          if (tma_residual) {
+            BarrierWait(&residual_in[consumer], residual_phase);
+            residual_phase ^= 1;
+          }
+#pragma unroll
+          for (int b = 0; b < C::kRowBlocks; ++b)
+#pragma unroll
+            for (int j = 0; j < C::kOutCols / 8; ++j) {
+              const int i = c0 / 8 + j;  // the 8-column group in the tile
+              const float2 bias = *reinterpret_cast<const float2*>(bias_out + 8 * i + 2 * q);
+#pragma unroll
+              for (int h = 0; h < 2; ++h) {
+                const int r = b * 64 + warp * 16 + g + 8 * h;
+                const int at = (j / 8) * kOutRows * 128 + r * 128 + (((j % 8) ^ g) << 4) + 4 * q;
+                Vec2<T>* const p = reinterpret_cast<Vec2<T>*>(tile_bytes + at);
+                float v0 = blocks[b][4 * i + 2 * h] + bias.x,
+                      v1 = blocks[b][4 * i + 2 * h + 1] + bias.y;
+                if (tma_residual) {
+                  const Vec2<T> res = *p;
+                  v0 += ToFloat(res.v[0]), v1 += ToFloat(res.v[1]);
+                }
+                Vec2<T> o;
+                o.v[0] = FromFloat<T>(Activate<kEpilogue>(v0));
+                o.v[1] = FromFloat<T>(Activate<kEpilogue>(v1));
+                *p = o;
+              }
+            }
+          FenceSharedForAsyncProxy();
+          NamedBarrier(1 + consumer, 128);
+          if (t == 0) {
+            for (int box = 0; box < C::kOutCols / 64; ++box)
+              asm volatile(
+                  "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::
+                      "l"(reinterpret_cast<uint64_t>(&map_y)),
+                  "r"(SmemAddress(out_tile + box * kOutRows * 64)), "r"(u.n0 + c0 + 64 * box),
+                  "r"(u.m0 + first_row)
+                  : "memory");
+            asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+          }
         }
         continue;
       }

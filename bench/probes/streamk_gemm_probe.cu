@@ -6,7 +6,8 @@
 // operands; each tiling also prints its largest difference from cuBLASLt's
 // output and whether a second run gave the same bits. With the argument
 // `ceiling`: the tilings against their Config::kCeiling selves; `depth`:
-// ping-pong with the TMA-store epilogue over 3, 4 and 5 ring slots.
+// ping-pong with the TMA-store epilogue over 3, 4 and 5 ring slots (128-column
+// out tiles) and 6 (64-column out tiles, stored in two passes).
 //   nvcc -O2 -std=c++17 -arch=sm_90a -I include -I src -DBERTRT_CUDA_SM90A=1 \
 //     bench/probes/streamk_gemm_probe.cu -lcublasLt -o streamk_gemm_probe
 // Results (H200): bench/RESULTS.md.
@@ -141,6 +142,7 @@ int main(int argc, char** argv) {
         tiling(Config<128, 1, true, true, false, 128, 3>{});
         tiling(Config<128, 1, true, true, false, 128, 4>{});
         tiling(Config<128, 1, true, true>{});
+        tiling(Config<128, 1, true, true, false, 128, 6, 64>{});
       } else if (argc == 2) {  // "ceiling": the consumers' own rate, against the real kernel
         tiling(Config<128, 1, true>{});
         tiling(Config<128, 1, true, false, true>{});
@@ -157,6 +159,7 @@ int main(int argc, char** argv) {
         tiling(Config<128, 2, true>{});
         tiling(Config<128, 1, true, true>{});
         tiling(Config<128, 2, true, true>{});
+        tiling(Config<128, 1, true, true, false, 128, 6, 64>{});
         tiling(Config<128, 1, false, true, false, 256>{});
         tiling(Config<128, 2, false, true, false, 256>{});
       }
