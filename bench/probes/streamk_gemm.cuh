@@ -48,7 +48,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device_util.cuh"
 #include "backends/cuda/kernels.h"
-#include "backends/cuda/wgmma_ss.cuh"
+#include "backends/cuda/wgmma.cuh"
 
 namespace bertrt::cuda {
 namespace {

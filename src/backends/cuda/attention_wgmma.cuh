@@ -30,6 +30,7 @@
 #include <cstdint>
 
 #include "backends/cuda/attention_mma.cuh"
+#include "backends/cuda/wgmma.cuh"
 
 namespace bertrt::cuda {
 
@@ -113,72 +114,6 @@ template <int kPending>
 __device__ __forceinline__ void WgmmaWait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 }
-
-// D[64 x N] (+)= A[64 x 16] B[16 x N]: A in registers (mma.sync's A fragment
-// layout per warp), B through a descriptor, K-major (kTransB false) or
-// N-major; accumulate == 0 ignores D's old contents. One definition per N
-// and type; wgmma takes N / 2 accumulator registers per thread, whose operand
-// lists are spelled out once per N.
-
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define BERTRT_WGMMA_ACC32 \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
-#define BERTRT_WGMMA_OUT32                                                                        \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),    \
-      "+f"(d[15])
-#define BERTRT_WGMMA_ACC64                                                                      \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
-  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-#define BERTRT_WGMMA_OUT64                                                                        \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),    \
-      "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),  \
-      "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),  \
-      "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-#define BERTRT_WGMMA_ACC128                                                                     \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
-  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "  \
-  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "  \
-  "%56, %57, %58, %59, %60, %61, %62, %63}, "
-#define BERTRT_WGMMA_OUT128                                                                       \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),    \
-      "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),  \
-      "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),  \
-      "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),  \
-      "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),  \
-      "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),  \
-      "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),  \
-      "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-// a: operands REGS..REGS+3, b: REGS+4, accumulate: REGS+5, kTransB: REGS+6.
-#define BERTRT_WGMMA(N, REGS, A0, A1, A2, A3, B, ACCUMULATE, TRANS, CPP_TYPE, PTX_TYPE)     \
-  template <bool kTransB>                                                                   \
-  __device__ __forceinline__ void Wgmma(float(&d)[REGS], const uint32_t(&a)[4], uint64_t b, \
-                                        int accumulate, CPP_TYPE) {                         \
-    asm volatile("{\n.reg .pred acc;\nsetp.ne.b32 acc, %" #ACCUMULATE                       \
-                 ", 0;\n"                                                                   \
-                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX_TYPE "." PTX_TYPE    \
-                 " " BERTRT_WGMMA_ACC##N "{%" #A0 ", %" #A1 ", %" #A2 ", %" #A3 "}, %" #B   \
-                                         ", acc, 1, 1, %" #TRANS ";\n}\n"                   \
-                 : BERTRT_WGMMA_OUT##N                                                      \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate),     \
-                   "n"(kTransB ? 1 : 0));                                                   \
-  }
-BERTRT_WGMMA(32, 16, 16, 17, 18, 19, 20, 21, 22, __half, "f16")
-BERTRT_WGMMA(32, 16, 16, 17, 18, 19, 20, 21, 22, __nv_bfloat16, "bf16")
-BERTRT_WGMMA(64, 32, 32, 33, 34, 35, 36, 37, 38, __half, "f16")
-BERTRT_WGMMA(64, 32, 32, 33, 34, 35, 36, 37, 38, __nv_bfloat16, "bf16")
-BERTRT_WGMMA(128, 64, 64, 65, 66, 67, 68, 69, 70, __half, "f16")
-BERTRT_WGMMA(128, 64, 64, 65, 66, 67, 68, 69, 70, __nv_bfloat16, "bf16")
-#undef BERTRT_WGMMA
-#undef BERTRT_WGMMA_ACC32
-#undef BERTRT_WGMMA_OUT32
-#undef BERTRT_WGMMA_ACC64
-#undef BERTRT_WGMMA_OUT64
-#undef BERTRT_WGMMA_ACC128
-#undef BERTRT_WGMMA_OUT128
-#endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 // One block of kGroups warpgroups per (sequence, head, 64 * kGroups
 // queries), in AttentionBlockAt's order; launched with
