@@ -79,6 +79,8 @@ StatusOr<CudaEngineOptions> CudaOptions(const EngineFlags& flags, int gpu) {
   options.overlap_kernel_launches = !(pdl && std::string(pdl) == "0");
   const char* splitk = std::getenv("BERTRT_SPLITK_GEMM");
   options.splitk_gemms = !(splitk && std::string(splitk) == "0");
+  const char* tma = std::getenv("BERTRT_TMA_ATTENTION");
+  options.tma_attention = !(tma && std::string(tma) == "0");
   options.on_notice = PrintNotice;
   return options;
 }

@@ -48,6 +48,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device_util.cuh"
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/tma.cuh"
 #include "backends/cuda/wgmma.cuh"
 
 namespace bertrt::cuda {
@@ -170,15 +171,6 @@ Schedule ScheduleOf(int rows, int in, int out, int ctas) {
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-__device__ __forceinline__ uint32_t SmemAddress(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void BarrierInit(uint64_t* bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(SmemAddress(bar)), "r"(count));
-}
-__device__ __forceinline__ void BarrierArrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(SmemAddress(bar)) : "memory");
-}
 // Arrives on the barrier at the same place in block `cta` of the cluster.
 __device__ __forceinline__ void BarrierArriveIn(uint64_t* bar, uint32_t cta) {
   uint32_t remote;
@@ -190,35 +182,6 @@ __device__ __forceinline__ void BarrierArriveIn(uint64_t* bar, uint32_t cta) {
   // without a cluster, arriving this way on their own barriers: 1.5x slower).
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
 }
-// Arrives and announces `bytes` of asynchronous copies that complete the phase.
-__device__ __forceinline__ void BarrierArriveExpect(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(SmemAddress(bar)),
-               "r"(bytes)
-               : "memory");
-}
-// Until the phase of parity `parity` has completed.
-__device__ __forceinline__ void BarrierWait(uint64_t* bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(SmemAddress(bar)), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-// Rows [y, y + box) x columns [x, x + 64) of the tensor into `dst`,
-// completing on `bar`; rows past the tensor's end arrive as zeros. With a
-// mask, into the same place in each block of the cluster it names.
-__device__ __forceinline__ void TmaLoad(void* dst, const CUtensorMap* map, int x, int y,
-                                        uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%3, %4}], [%2];\n" ::"r"(SmemAddress(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(SmemAddress(bar)), "r"(x), "r"(y)
-      : "memory");
-}
 __device__ __forceinline__ void TmaLoadMulticast(void* dst, const CUtensorMap* map, int x, int y,
                                                  uint64_t* bar, uint16_t mask) {
   asm volatile(
@@ -226,11 +189,6 @@ __device__ __forceinline__ void TmaLoadMulticast(void* dst, const CUtensorMap* m
       ".multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;\n" ::"r"(SmemAddress(dst)),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(SmemAddress(bar)), "r"(x), "r"(y), "h"(mask)
       : "memory");
-}
-// Synchronizes the `threads` threads that use barrier `id` (not 0: that is
-// __syncthreads's).
-__device__ __forceinline__ void NamedBarrier(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 __device__ __forceinline__ void ClusterSync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::
@@ -271,7 +229,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     for (int i = 0; i < kConsumers; ++i)
       BarrierInit(&ordered[i], 4), BarrierInit(&residual_in[i], 1);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    FenceBarrierInit();
   }
   if constexpr (kClusterM > 1)
     ClusterSync();  // no block copies or arrives into another before its barriers exist
@@ -599,45 +557,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-// cuTensorMapEncodeTiled, from the driver the runtime loaded (no link
-// against libcuda).
-StatusOr<PFN_cuTensorMapEncodeTiled_v12000> EncodeTiled() {
-  static std::once_flag once;
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
-  static cudaError_t error = cudaSuccess;
-  std::call_once(once, [] {
-    cudaDriverEntryPointQueryResult found{};
-    void* p = nullptr;
-    error = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault,
-                                             &found);
-    if (error == cudaSuccess && found == cudaDriverEntryPointSuccess)
-      fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  });
-  CUDA_RETURN_IF_ERROR(error);
-  if (!fn) return Internal("stream-K GEMM: the CUDA driver has no cuTensorMapEncodeTiled");
-  return fn;
-}
-
 // A [rows, cols] row-major matrix read in boxes of box_rows x 64 elements,
 // 128-byte swizzled.
 template <typename T>
 StatusOr<CUtensorMap> TensorMap(const void* base, int rows, int cols, int box_rows) {
-  ASSIGN_OR_RETURN(auto encode, EncodeTiled());
-  const CUtensorMapDataType type = std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                                             : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols) * sizeof(T)};
-  const cuuint32_t box[2] = {kTileK, static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t element_strides[2] = {1, 1};
-  CUtensorMap map{};
-  const CUresult r =
-      encode(&map, type, 2, const_cast<void*>(base), dims, strides, box, element_strides,
-             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    return Internal("stream-K GEMM: cuTensorMapEncodeTiled failed (" + std::to_string(r) +
-                    ") for a " + std::to_string(rows) + " x " + std::to_string(cols) + " matrix");
-  return map;
+  return TensorMap2D<T>(base, rows, cols, cols, box_rows, kTileK, CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
 // How many clusters of `cluster` blocks of `kernel` (`smem` bytes of shared

@@ -59,6 +59,11 @@ struct CudaEngineOptions {
   // own split-K kernel (src/backends/cuda/splitk_gemm.h) instead of cuBLASLt. Off only for comparisons (BERTRT_SPLITK_GEMM=0 in
   // the command-line tools).
   bool splitk_gemms = true;
+  // sm_90 fp16/bf16: attention runs on the kernel fed by a TMA producer warp
+  // (src/backends/cuda/attention_tma.cuh) rather than the wgmma kernel whose
+  // threads all copy. Off only for comparisons (BERTRT_TMA_ATTENTION=0 in the
+  // command-line tools).
+  bool tma_attention = true;
   // Where the engine's notices go (nullptr: nowhere).
   std::function<void(const std::string&)> on_notice;
 };

@@ -1,4 +1,4 @@
-// Each attention kernel (general, mma.sync, wgmma) against a float64
+// Each attention kernel (general, mma.sync, wgmma, TMA) against a float64
 // reference on the host, at head dims 32/64/128, ragged lengths that end
 // inside and on tile edges, and batches large and small enough to pick each
 // kernel's block sizes. The engine tests check attention only through whole
@@ -105,6 +105,7 @@ double MaxError(const Inputs& in, const std::vector<double>& want, AttentionKern
                   d_ctx.ptr,   gpu.compute_capability,
                   sm_count};
   a.kernel = kernel;
+  a.tokens = in.tokens();
   const Status st = Attention(in.p, a, Stream{nullptr, false});
   EXPECT_TRUE(st.ok()) << st.ToString();
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -124,8 +125,10 @@ class CudaAttentionTest : public test_util::GpuTest {
   std::vector<AttentionKernel> Kernels() const {
     std::vector<AttentionKernel> k{AttentionKernel::kGeneral};
     if (gpu_.compute_capability >= 80) k.push_back(AttentionKernel::kMmaSync);
-    if (gpu_.compute_capability == 90 && WgmmaAttentionBuilt())
+    if (gpu_.compute_capability == 90 && WgmmaAttentionBuilt()) {
       k.push_back(AttentionKernel::kWgmma);
+      k.push_back(AttentionKernel::kTma);
+    }
     return k;
   }
 };
@@ -138,6 +141,8 @@ const char* KernelName(AttentionKernel k) {
       return "mma.sync";
     case AttentionKernel::kWgmma:
       return "wgmma";
+    case AttentionKernel::kTma:
+      return "tma";
     default:
       return "auto";
   }
@@ -175,13 +180,24 @@ TEST_F(CudaAttentionTest, AForcedKernelTheGpuOrPrecisionRulesOutIsAnError) {
   a.kernel = AttentionKernel::kMmaSync;
   EXPECT_FALSE(Attention(Precision::kFp32, a, Stream{nullptr, false}).ok());
   a.hidden = 96;  // head dim 96: no tensor-core kernel
-  a.kernel = AttentionKernel::kWgmma;
-  EXPECT_FALSE(Attention(Precision::kFp16, a, Stream{nullptr, false}).ok());
+  for (AttentionKernel k : {AttentionKernel::kWgmma, AttentionKernel::kTma}) {
+    a.kernel = k;
+    EXPECT_FALSE(Attention(Precision::kFp16, a, Stream{nullptr, false}).ok()) << KernelName(k);
+  }
+  a.hidden = 64;
   if (gpu_.compute_capability != 90 || !WgmmaAttentionBuilt()) {
-    a.hidden = 64;
+    for (AttentionKernel k : {AttentionKernel::kWgmma, AttentionKernel::kTma}) {
+      a.kernel = k;
+      const Status st = Attention(Precision::kFp16, a, Stream{nullptr, false});
+      EXPECT_FALSE(st.ok()) << KernelName(k);
+      EXPECT_NE(st.ToString().find("90a"), std::string::npos) << st.ToString();
+    }
+  } else {
+    // The TMA kernel's copies need the rows of qkv.
+    a.kernel = AttentionKernel::kTma;
     const Status st = Attention(Precision::kFp16, a, Stream{nullptr, false});
     EXPECT_FALSE(st.ok());
-    EXPECT_NE(st.ToString().find("90a"), std::string::npos) << st.ToString();
+    EXPECT_NE(st.ToString().find("tokens"), std::string::npos) << st.ToString();
   }
 }
 

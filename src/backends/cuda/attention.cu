@@ -2,9 +2,12 @@
 // to kMaxAttentionHeadDim. It serves fp32 engines (exact parity with the CPU
 // engine), head dims the tensor-core kernels do not cover, and GPUs older
 // than sm_80.
+#include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "backends/cuda/attention_mma.cuh"
+#include "backends/cuda/attention_tma.cuh"
 #include "backends/cuda/attention_wgmma.cuh"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device_util.cuh"
@@ -202,10 +205,62 @@ Status LaunchWgmmaForLength(const AttentionArgs& a, Stream stream) {
   return FillsLargeBlocks(a) ? LaunchWgmma<T, D, 2>(a, stream) : LaunchWgmma<T, D, 1>(a, stream);
 }
 
+// The TMA kernel: persistent blocks, one per multiprocessor (its registers
+// and shared memory), each taking every gridDim.x-th unit.
+template <typename T, int D, int kConsumers, bool kPingPong>
+Status LaunchTma(const AttentionArgs& a, Stream stream) {
+  using S = TmaAttentionShape<T, D, kConsumers, kPingPong>;
+  auto kernel = AttentionTmaKernel<T, D, kConsumers, kPingPong>;
+  CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(S::kSmemBytes)));
+  const long units = MmaBlocks(a, S::kQueries);
+  if (units > 0x7fffffff)
+    return InvalidArgument("attention: " + std::to_string(units) +
+                           " work units are more than one launch takes; send smaller batches");
+  const long ld = 3L * a.hidden;
+  ASSIGN_OR_RETURN(
+      const CUtensorMap map,
+      TensorMap2D<T>(a.qkv, a.tokens, ld, ld, S::kBoxRows, S::kBoxDims,
+                     D >= 64 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B));
+  const int blocks = static_cast<int>(std::min<long>(units, std::max(a.sm_count, 1)));
+  const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(D));
+  Launch(kernel, dim3(blocks), S::kThreads, S::kSmemBytes, stream, map, a, scale_log2,
+         static_cast<int>(units));
+  CUDA_RETURN_IF_LAUNCH_FAILED("attention kernel (TMA)");
+  return Status::Ok();
+}
+
+// Whether units of 192 queries (three consumer warpgroups) leave at most an
+// eighth of the longest sequence's query rows idle (seq 384: none; seq 128:
+// a third, where units of 128 fit).
+bool FillsThreeConsumerUnits(const AttentionArgs& a) {
+  return 8L * QueryBlocks(a.max_len, 192) * 192 <= 9L * a.max_len;
+}
+
+// The TMA kernel's consumers: three warpgroups without ping-pong where
+// sequences fill their units, else two taking turns. On the H200
+// (bench/RESULTS.md, 2026-11-30): BERT-large at seq 384, attention 12.4 ms
+// with three, 15.7 with two taking turns, 16.5 with two not (the wgmma
+// kernel: 18.5); three taking turns 16.0. BERT-base at seq 128, batch 128:
+// 0.53 ms with two taking turns, 0.56 with two not, 0.61 with three
+// (wgmma: 0.65). At head dim 128, three consumers' registers would spill.
+template <typename T, int D>
+Status LaunchTmaForLength(const AttentionArgs& a, Stream stream) {
+  if constexpr (D <= 64) {
+    if (FillsThreeConsumerUnits(a)) return LaunchTma<T, D, 3, false>(a, stream);
+  }
+  return LaunchTma<T, D, 2, true>(a, stream);
+}
+
 // The chosen kernel for element type T (fp16/bf16).
 template <typename T>
 Status LaunchKernel(AttentionKernel kernel, const AttentionArgs& a, int d, Stream stream) {
   if (kernel == AttentionKernel::kGeneral) return LaunchGeneralFor<T>(a, d, stream);
+  if (kernel == AttentionKernel::kTma) {
+    if (d == 32) return LaunchTmaForLength<T, 32>(a, stream);
+    if (d == 64) return LaunchTmaForLength<T, 64>(a, stream);
+    return LaunchTmaForLength<T, 128>(a, stream);
+  }
   const bool wgmma = kernel == AttentionKernel::kWgmma;
   switch (d) {
     case 32:
@@ -218,14 +273,30 @@ Status LaunchKernel(AttentionKernel kernel, const AttentionArgs& a, int d, Strea
   }
 }
 
-// kAuto's choice: the general path where no tensor-core kernel applies;
-// wgmma on sm_90 when built, except for a batch so small that the mma.sync
-// kernel's 32-query blocks are what keeps the multiprocessors busy.
-AttentionKernel AutoKernel(Precision p, const AttentionArgs& a, bool mma_dim) {
-  if (p == Precision::kFp32 || !mma_dim || a.compute_capability < 80)
+// The head dims the tensor-core kernels take.
+bool TensorCoreHeadDim(int d) { return d == 32 || d == 64 || d == 128; }
+
+// Whether the TMA kernel pays. On the H200 (bench/RESULTS.md, 2026-11-30)
+// it was 1-7% faster end to end at head dims 64 and 128 in every batch
+// tried, and at head dim 32 with equal lengths; but at head dim 32 its
+// 128-key tiles are little work per copy, and a ragged batch (32 x 16..128,
+// mean length 0.6 of the longest) was 2.5% slower than with the wgmma
+// kernel's 64-key tiles. So at head dim 32 it takes batches whose sequences
+// are mostly as long as the longest.
+bool TmaPays(const AttentionArgs& a, int d) {
+  if (!a.allow_tma || a.tokens <= 0) return false;
+  return d != 32 || 4L * a.tokens >= 3L * a.num_seqs * a.max_len;
+}
+
+// kAuto's choice: the general path where no tensor-core kernel applies; on
+// sm_90 when built, the TMA or the wgmma kernel, except for a batch so small
+// that the mma.sync kernel's 32-query blocks are what keeps the
+// multiprocessors busy.
+AttentionKernel AutoKernel(Precision p, const AttentionArgs& a, int d) {
+  if (p == Precision::kFp32 || !TensorCoreHeadDim(d) || a.compute_capability < 80)
     return AttentionKernel::kGeneral;
   if (WgmmaAttentionBuilt() && a.compute_capability == 90 && !LeavesMostIdle(a))
-    return AttentionKernel::kWgmma;
+    return TmaPays(a, d) ? AttentionKernel::kTma : AttentionKernel::kWgmma;
   return AttentionKernel::kMmaSync;
 }
 
@@ -245,21 +316,24 @@ Status Attention(Precision p, const AttentionArgs& a, Stream stream) {
   if (d > kMaxAttentionHeadDim)
     return Unimplemented("attention: head dim " + std::to_string(d) + " is above the " +
                          std::to_string(kMaxAttentionHeadDim) + " the CUDA engine supports");
-  const bool mma_dim = d == 32 || d == 64 || d == 128;
   const AttentionKernel kernel =
-      a.kernel == AttentionKernel::kAuto ? AutoKernel(p, a, mma_dim) : a.kernel;
+      a.kernel == AttentionKernel::kAuto ? AutoKernel(p, a, d) : a.kernel;
   if (kernel != AttentionKernel::kGeneral) {
-    if (p == Precision::kFp32 || !mma_dim)
+    if (p == Precision::kFp32 || !TensorCoreHeadDim(d))
       return InvalidArgument(
           "attention: the tensor-core kernels take fp16/bf16 at head dims "
           "32, 64 and 128, not head dim " +
           std::to_string(d) + " in " + PrecisionName(p));
     if (kernel == AttentionKernel::kMmaSync && a.compute_capability < 80)
       return InvalidArgument("attention: the mma.sync kernel needs sm_80 or newer");
-    if (kernel == AttentionKernel::kWgmma && !(WgmmaAttentionBuilt() && a.compute_capability == 90))
+    const bool hopper = kernel == AttentionKernel::kWgmma || kernel == AttentionKernel::kTma;
+    if (hopper && !(WgmmaAttentionBuilt() && a.compute_capability == 90))
       return InvalidArgument(
-          "attention: the wgmma kernel needs an sm_90 GPU and a build with "
+          "attention: the wgmma and TMA kernels need an sm_90 GPU and a build with "
           "CMAKE_CUDA_ARCHITECTURES including 90a");
+    if (kernel == AttentionKernel::kTma && a.tokens <= 0)
+      return InvalidArgument(
+          "attention: the TMA kernel needs the rows of qkv (AttentionArgs::tokens)");
   }
   switch (p) {
     case Precision::kFp32:

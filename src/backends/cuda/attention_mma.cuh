@@ -117,10 +117,10 @@ __host__ __device__ inline int QueryBlocks(int max_len, int queries) {
   return (max_len + queries - 1) / queries;
 }
 
-// What a tensor-core kernel's block works on: its sequence's first token and
-// length, its head and first query, where the sequence's Q | K | V rows of
-// the head start (rows ld elements apart; K is `hidden` elements after Q, V
-// twice that) and its output rows of the head.
+// What a tensor-core kernel's block (the TMA kernel's unit) b works on: its
+// sequence's first token and length, its head and first query, where the
+// sequence's Q | K | V rows of the head start (rows ld elements apart; K is
+// `hidden` elements after Q, V twice that) and its output rows of the head.
 //
 // The grid is one dimension: heads fastest, then query blocks, then
 // sequences in the order a.by_length gives (longest first), so that all of a
@@ -139,8 +139,8 @@ struct AttentionBlock {
   T* out;
 };
 template <typename T, int D>
-__device__ __forceinline__ AttentionBlock<T> AttentionBlockAt(const AttentionArgs& a, int queries) {
-  const unsigned b = blockIdx.x;
+__device__ __forceinline__ AttentionBlock<T> AttentionBlockAt(const AttentionArgs& a, int queries,
+                                                              unsigned b) {
   const int query_blocks = QueryBlocks(a.max_len, queries);
   const int head = static_cast<int>(b % a.heads);
   const unsigned rest = b / a.heads;
@@ -329,7 +329,7 @@ __global__ void __launch_bounds__(kWarps * 32, kRowTiles == 1 && D <= 64 ? 16 / 
   T* const ks = reinterpret_cast<T*>(smem);  // [2 stages][kMmaKeys][kStride]
   T* const vs = ks + 2 * kTile;
 
-  const AttentionBlock<T> block = AttentionBlockAt<T, D>(a, kQueries);
+  const AttentionBlock<T> block = AttentionBlockAt<T, D>(a, kQueries, blockIdx.x);
   const int len = block.len, q0 = block.q0;
   if (q0 >= len) return;
   const size_t ld = block.ld;

@@ -36,23 +36,23 @@ namespace bertrt::cuda {
 
 // The swizzle of a tile with head dim D: 128-byte atoms (8 keys x 64 dims),
 // or 64-byte ones (8 keys x 32 dims) at head dim 32, where a key's row is 64
-// bytes. A tile of kMmaKeys keys is D / kAtomDims column blocks of
-// kMmaKeys x kAtomDims; within a block, key r's row is line r and its chunk
+// bytes. A tile of kRows keys (or queries) is D / kAtomDims column blocks of
+// kRows x kAtomDims; within a block, key r's row is line r and its chunk
 // (8 dims) ch sits at ch ^ (bits 7.. of the line's address), which is the
-// XOR the hardware applies to the address (Swizzle<3,4,3> / <2,4,3>).
-template <int D>
+// XOR the hardware applies to the address (Swizzle<3,4,3> / <2,4,3>), and
+// the one TMA's 128- and 64-byte swizzles write.
+template <int D, int kRows = kMmaKeys>
 struct Swizzle {
   static constexpr int kBytes = D >= 64 ? 128 : 64;  // of an atom's line
   static constexpr int kAtomDims = kBytes / 2;       // 16-bit elements
   static constexpr int kChunks = kBytes / 16;
-  static constexpr uint32_t kBlockBytes = kMmaKeys * kBytes;  // one column block
+  static constexpr uint32_t kBlockBytes = kRows * kBytes;     // one column block
   static constexpr uint32_t kAtomBytes = 8 * kBytes;          // 8 lines
   static constexpr uint64_t kMode = kBytes == 128 ? 1 : 2;    // descriptor bits 62-63
   // Element offset of (key r, dim c) in the tile.
   __device__ static int Offset(int r, int c) {
     const int ch = (c % kAtomDims) / 8, line_bits = (r * kBytes / 128) & (kChunks - 1);
-    return (c / kAtomDims) * kMmaKeys * kAtomDims + r * kAtomDims + ((ch ^ line_bits) << 3) +
-           (c & 7);
+    return (c / kAtomDims) * kRows * kAtomDims + r * kAtomDims + ((ch ^ line_bits) << 3) + (c & 7);
   }
 };
 
@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(kGroups * 128, D <= 64 ? 4 / kGroups : 1)
   T* const vs = ks + kWgmmaStages * kTile;
   auto slot = [](int tile) { return tile % kWgmmaStages * kTile; };
 
-  const AttentionBlock<T> block = AttentionBlockAt<T, D>(a, kQueries);
+  const AttentionBlock<T> block = AttentionBlockAt<T, D>(a, kQueries, blockIdx.x);
   const int len = block.len, q0 = block.q0;
   if (q0 >= len) return;
   const size_t ld = block.ld;

@@ -504,6 +504,8 @@ Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t
   cuda::AttentionArgs attention{ws.qkv,  ints.by_length, n,      shape.max_len,
                                 h,       c.num_heads,    ws.ctx, gpu_.compute_capability,
                                 sm_count_};
+  attention.tokens = t;
+  attention.allow_tma = options_.tma_attention;
 
   // Useful FLOPs, for the profile: 2 per multiply-add; attention counts
   // QK^T and PV over every sequence's real length (a batch's lengths are

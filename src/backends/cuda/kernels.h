@@ -104,6 +104,7 @@ enum class AttentionKernel {
   kGeneral,  // fp32 arithmetic, any head dim up to kMaxAttentionHeadDim
   kMmaSync,  // tensor cores through mma.sync (sm_80+), head dims 32/64/128, fp16/bf16
   kWgmma,    // tensor cores through wgmma (sm_90 with an sm_90a build), the same
+  kTma,      // wgmma fed by a TMA producer warp, persistent blocks (the same; needs `tokens`)
 };
 
 // Whether this build compiled the wgmma kernel (CMake lists 90a among the
@@ -128,6 +129,11 @@ struct AttentionArgs {
   // Shared out by the tensor-core kernels' blocks; the general path ignores it.
   PrefetchRanges prefetch;
   AttentionKernel kernel = AttentionKernel::kAuto;
+  // Rows of qkv (and ctx): the TMA kernel's copies stop there. 0 (unknown)
+  // rules that kernel out.
+  int tokens = 0;
+  // Whether kAuto may pick the TMA kernel (off only for comparisons).
+  bool allow_tma = true;
 };
 
 // Largest head dimension Attention supports.

@@ -99,18 +99,19 @@ BERTRT_WGMMA(128, 64, 64, 65, 66, 67, 68, 69, 70, __half, "f16")
 BERTRT_WGMMA(128, 64, 64, 65, 66, 67, 68, 69, 70, __nv_bfloat16, "bf16")
 #undef BERTRT_WGMMA
 
-// D[64 x N] += A[64 x 16] B[16 x N], both operands K-major in shared memory
-// (SmemDescriptor, attention_wgmma.cuh); N = 64 (splitk_gemm.cu), 128 and 256
-// (the stream-K probe, bench/probes/streamk_gemm.cuh).
-// a: operand REGS, b: REGS + 1, accumulate (always): REGS + 2.
-#define BERTRT_WGMMA_SS(N, REGS, A, B, ACCUMULATE, CPP_TYPE, PTX_TYPE)                         \
-  __device__ __forceinline__ void WgmmaSS(float(&d)[REGS], uint64_t a, uint64_t b, CPP_TYPE) { \
-    asm volatile("{\n.reg .pred acc;\nsetp.ne.b32 acc, %" #ACCUMULATE                          \
-                 ", 0;\n"                                                                      \
-                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX_TYPE "." PTX_TYPE       \
-                 " " BERTRT_WGMMA_ACC##N "%" #A ", %" #B ", acc, 1, 1, 0, 0;\n}\n"             \
-                 : BERTRT_WGMMA_OUT##N                                                         \
-                 : "l"(a), "l"(b), "r"(1));                                                    \
+// D[64 x N] (+)= A[64 x 16] B[16 x N], both operands K-major in shared memory
+// (SmemDescriptor, attention_wgmma.cuh); N = 64 (splitk_gemm.cu), 128
+// (attention_tma.cuh; the stream-K probe, bench/probes/streamk_gemm.cuh) and
+// 256 (the probe). a: operand REGS, b: REGS + 1, accumulate: REGS + 2.
+#define BERTRT_WGMMA_SS(N, REGS, A, B, ACCUMULATE, CPP_TYPE, PTX_TYPE)                       \
+  __device__ __forceinline__ void WgmmaSS(float(&d)[REGS], uint64_t a, uint64_t b, CPP_TYPE, \
+                                          int accumulate = 1) {                              \
+    asm volatile("{\n.reg .pred acc;\nsetp.ne.b32 acc, %" #ACCUMULATE                        \
+                 ", 0;\n"                                                                    \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX_TYPE "." PTX_TYPE     \
+                 " " BERTRT_WGMMA_ACC##N "%" #A ", %" #B ", acc, 1, 1, 0, 0;\n}\n"           \
+                 : BERTRT_WGMMA_OUT##N                                                       \
+                 : "l"(a), "l"(b), "r"(accumulate));                                         \
   }
 BERTRT_WGMMA_SS(64, 32, 32, 33, 34, __half, "f16")
 BERTRT_WGMMA_SS(64, 32, 32, 33, 34, __nv_bfloat16, "bf16")

@@ -1,0 +1,318 @@
+// Variable-length attention with a TMA producer and wgmma consumers (sm_90a,
+// fp16/bf16, head dims 32/64/128): flash attention 3's warp specialization
+// on attention_wgmma.cuh's flash-attention loop.
+//
+// Why: the wgmma kernel (all threads copy K/V with cp.async, block barriers
+// twice per 64-key tile) ran BERT-large's attention latency-bound on the
+// H200: tensor pipe ~24% busy, 0.99 eligible warps of 3.8, cp.async address
+// arithmetic and barrier stalls among the top costs (bench/RESULTS.md,
+// 2026-11-30). Here:
+// - one producer thread copies Q and 128-key K/V tiles by TMA into a ring of
+//   shared memory, running ahead of the consumers by the ring's depth and
+//   across work units, so that a unit's first tiles land while the previous
+//   unit is still being multiplied (persistent blocks, one per multiprocessor);
+// - kConsumers warpgroups of 64 query rows each multiply, synchronized with
+//   the producer only through mbarriers (no block barrier after the start),
+//   so that one warpgroup's softmax runs under another's products;
+// - the producer warpgroup gives up its registers (setmaxnreg) to the
+//   consumers, whose 128-key score tiles need 64 accumulators per thread.
+// Measured on the H200 against the wgmma kernel (bench/RESULTS.md,
+// 2026-11-30): BERT-large's attention 18.5 -> 12.4 ms (200 -> 300 TFLOP/s),
+// 3.8% end to end; BERT-base batch 128 0.65 -> 0.54 ms, 1.8% end to end.
+//
+// A unit is (sequence, head, 64 * kConsumers queries), in AttentionBlockAt's
+// order; block b takes units b, b + gridDim.x, ... . Keys past a sequence's
+// end inside the batch are the next sequence's rows (TMA reads whole boxes
+// of the packed [tokens, 3 * hidden] matrix; rows past the matrix arrive as
+// zeros): their scores are masked to -inf, so their probabilities are 0
+// and their V rows add 0 * V. That holds while V is finite, as the V
+// projection of a working fp16/bf16 model is; a model whose V overflowed to
+// inf for one sequence would carry NaN into the last key tile of the
+// sequence before it (the cp.async kernels zero-fill those rows instead).
+#pragma once
+
+#include <cstdint>
+
+#include "backends/cuda/attention_wgmma.cuh"
+#include "backends/cuda/tma.cuh"
+
+namespace bertrt::cuda {
+
+// The kernel's layout for head dim D with kConsumers consumer warpgroups.
+template <typename T, int D, int kConsumers_, bool kPingPong_>
+struct TmaAttentionShape {
+  static constexpr int kConsumers = kConsumers_;
+  // The consumers take turns to issue their products (flash attention 3's
+  // ping-pong), so that one's softmax runs while another's products do.
+  static constexpr bool kPingPong = kPingPong_;
+  // Q slots: the next unit's Q lands while the present one's is still read.
+  static constexpr int kQStages = 2;
+  static constexpr int kThreads = 128 * (1 + kConsumers);
+  static constexpr int kQueries = 64 * kConsumers;  // per unit
+  // Keys per K/V tile: 64 were 1.5-2.0% slower end to end at seq 128 and,
+  // with three consumers, at seq 384 (H200, 2026-11-30).
+  static constexpr int kKeys = 128;
+  using QSwizzle = Swizzle<D, 64>;  // a consumer's 64 query rows
+  using KvSwizzle = Swizzle<D, kKeys>;
+  static constexpr int kBoxDims = KvSwizzle::kAtomDims;  // a TMA box: one swizzle line
+  static constexpr int kBoxRows = 64;
+  static constexpr int kQTile = 64 * D;      // elements of a consumer's Q
+  static constexpr int kKvTile = kKeys * D;  // elements of a K or V tile
+  static constexpr int kTileBytes = kKvTile * sizeof(T);
+  static constexpr int kQBytes = kQStages * kConsumers * kQTile * static_cast<int>(sizeof(T));
+  // Ring slots of a K and a V tile: as many as ~200 KiB holds, at most 4.
+  static constexpr int kRingFits = (200 * 1024 - kQBytes) / (2 * kTileBytes);
+  static constexpr int kStages = kRingFits > 4 ? 4 : kRingFits;
+  static_assert(kStages >= 2, "at least two K/V slots");
+  // Barriers: Q full and empty per Q slot, then K full, V full and K/V empty per slot.
+  static constexpr int kBarriers = 2 * kQStages + 3 * kStages;
+  // Dynamic shared memory, plus room to align the tiles to 1,024 bytes (a
+  // swizzle pattern's period).
+  static constexpr size_t kSmemBytes =
+      kQBytes + 2 * size_t{kStages} * kKvTile * sizeof(T) + kBarriers * 8 + 1024;
+  // Registers per thread after setmaxnreg (a multiple of 8; the block's
+  // total within the multiprocessor's 64 Ki): the producer's few, the rest
+  // to the consumers.
+  static constexpr int kProducerRegisters = 24;
+  static constexpr int kConsumerRegisters = (65536 / 128 - kProducerRegisters) / kConsumers / 8 * 8;
+  static_assert(kConsumerRegisters <= 256, "setmaxnreg takes at most 256");
+};
+
+template <typename T, int D, int kConsumers, bool kPingPong>
+__global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
+    AttentionTmaKernel(const __grid_constant__ CUtensorMap qkv_map, AttentionArgs a,
+                       float scale_log2, int units) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using S = TmaAttentionShape<T, D, kConsumers, kPingPong>;
+  using QSw = typename S::QSwizzle;
+  using KvSw = typename S::KvSwizzle;
+  constexpr int kKeys = S::kKeys, kStages = S::kStages;
+  constexpr int kChunks = D / 16, kDTiles = D / 8, kKeyTiles = kKeys / 8;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - (__cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
+  constexpr int kQStages = S::kQStages;
+  T* const qs = reinterpret_cast<T*>(smem);              // [kQStages][kConsumers][kQTile]
+  T* const ks = qs + kQStages * kConsumers * S::kQTile;  // [kStages][kKvTile]
+  T* const vs = ks + kStages * S::kKvTile;               // [kStages][kKvTile]
+  uint64_t* const q_full = reinterpret_cast<uint64_t*>(vs + kStages * S::kKvTile);
+  uint64_t* const q_empty = q_full + kQStages;
+  uint64_t* const k_full = q_empty + kQStages;
+  uint64_t* const v_full = k_full + kStages;
+  uint64_t* const kv_empty = v_full + kStages;
+  // Consumers release a slot (and Q) once per warp: 4 warps per warpgroup.
+  constexpr int kReleases = 4 * kConsumers;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kQStages; ++i) {
+      BarrierInit(&q_full[i], 1);
+      BarrierInit(&q_empty[i], kReleases);
+    }
+    for (int i = 0; i < kStages; ++i) {
+      BarrierInit(&k_full[i], 1);
+      BarrierInit(&v_full[i], 1);
+      BarrierInit(&kv_empty[i], kReleases);
+    }
+    FenceBarrierInit();
+  }
+  __syncthreads();
+  AfterPreviousKernel();
+
+  const int warpgroup = threadIdx.x / 128;
+  if (warpgroup == 0) {
+    if (threadIdx.x / 32 == 1 && a.prefetch.count > 0)
+      PrefetchShare(a.prefetch, blockIdx.x, gridDim.x);
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(S::kProducerRegisters));
+    if (threadIdx.x != 0) return;
+    const int hidden = a.hidden;
+    int stage = 0, q_stage = 0;
+    uint32_t phase = 0, q_phase = 0;
+    for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
+      const AttentionBlock<T> u = AttentionBlockAt<T, D>(a, S::kQueries, unit);
+      if (u.q0 >= u.len) continue;
+      const int column = u.head * D;
+      BarrierWait(&q_empty[q_stage], q_phase ^ 1);
+      BarrierArriveExpect(&q_full[q_stage], kConsumers * S::kQTile * sizeof(T));
+      for (int c = 0; c < kConsumers; ++c)
+        for (int b = 0; b < D / S::kBoxDims; ++b)
+          TmaLoad(qs + (q_stage * kConsumers + c) * S::kQTile + QSw::Offset(0, b * S::kBoxDims),
+                  &qkv_map, column + b * S::kBoxDims, u.begin + u.q0 + 64 * c, &q_full[q_stage]);
+      if (++q_stage == kQStages) q_stage = 0, q_phase ^= 1;
+      const int tiles = (u.len + kKeys - 1) / kKeys;
+      for (int j = 0; j < tiles; ++j) {
+        BarrierWait(&kv_empty[stage], phase ^ 1);
+        // K's boxes, then V's: the consumers need K first.
+        for (int part = 1; part <= 2; ++part) {
+          uint64_t* const full = part == 1 ? &k_full[stage] : &v_full[stage];
+          T* const tile = (part == 1 ? ks : vs) + stage * S::kKvTile;
+          BarrierArriveExpect(full, S::kTileBytes);
+          for (int b = 0; b < D / S::kBoxDims; ++b)
+            for (int r = 0; r < kKeys; r += S::kBoxRows)
+              TmaLoad(tile + KvSw::Offset(r, b * S::kBoxDims), &qkv_map,
+                      part * hidden + column + b * S::kBoxDims, u.begin + j * kKeys + r, full);
+        }
+        if (++stage == kStages) stage = 0, phase ^= 1;
+      }
+    }
+    return;
+  }
+
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(S::kConsumerRegisters));
+  const int consumer = warpgroup - 1;
+  const int warp = (threadIdx.x / 32) & 3, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;
+  // Each warp's lane 0 releases, once its warp has waited for the products
+  // that read the slot.
+  auto release = [&](uint64_t* bar) {
+    if (lane == 0) BarrierArrive(bar);
+  };
+
+  // Ping-pong: consumer c waits on named barrier 1 + c for its turn to
+  // issue products and, once they are issued, hands the turn to the next
+  // (each barrier: the 128 threads that wait and the 128 that arrive). The
+  // last consumer hands the first its first turn.
+  auto take_turn = [&] {
+    if constexpr (kPingPong) NamedBarrier(1 + consumer, 256);
+  };
+  auto pass_turn = [&] {
+    if constexpr (kPingPong) NamedBarrierArrive(1 + (consumer + 1) % kConsumers, 256);
+  };
+  if (consumer == kConsumers - 1) pass_turn();
+
+  int stage = 0, q_stage = 0;
+  uint32_t phase = 0, q_phase = 0;
+  for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
+    const AttentionBlock<T> u = AttentionBlockAt<T, D>(a, S::kQueries, unit);
+    const int len = u.len;
+    if (u.q0 >= len) continue;
+    const T* const q_tile = qs + (q_stage * kConsumers + consumer) * S::kQTile;
+    uint64_t* const q_done = &q_empty[q_stage];
+    const int group_q0 = u.q0 + 64 * consumer;
+    // A warpgroup wholly past the sequence's end multiplies nothing but
+    // waits and releases as the others do, so that every barrier's phases
+    // count the same arrivals.
+    const bool active = group_q0 < len;
+    const int row0 = group_q0 + 16 * warp + g;  // and row0 + 8
+    const int tiles = (len + kKeys - 1) / kKeys;
+
+    float o[1][kDTiles][4], m[1][2], l[1][2];
+#pragma unroll
+    for (int d = 0; d < kDTiles; ++d) o[0][d][0] = o[0][d][1] = o[0][d][2] = o[0][d][3] = 0.0f;
+    m[0][0] = m[0][1] = -INFINITY;
+    l[0][0] = l[0][1] = 0.0f;
+    float(&o_flat)[D / 2] = *reinterpret_cast<float(*)[D / 2]>(&o[0][0][0]);
+    uint32_t pa[kKeys / 16][4];  // P of the previous tile, read by the tensor cores until the wait
+    auto pin_pv_operands = [&] {
+      PinRegisters(o_flat);
+#pragma unroll
+      for (int kk = 0; kk < kKeys / 16; ++kk) PinRegisters(pa[kk]);
+    };
+    // Key block kk (keys 16kk..16kk + 15) starts at line 16kk of V's tile.
+    auto issue_pv = [&](const T* vt) {
+#pragma unroll
+      for (int kk = 0; kk < kKeys / 16; ++kk)
+        Wgmma<true>(o_flat, pa[kk],
+                    SmemDescriptor(vt + KvSw::Offset(16 * kk, 0), KvSw::kBlockBytes,
+                                   KvSw::kAtomBytes, KvSw::kMode),
+                    1, T{});
+    };
+
+    // S_j = Q K_j^T over D / 16 chunks of 16 dims, both from shared memory;
+    // then the online softmax turns it into P_j (the PV product's operand)
+    // and says by how much O must shrink.
+    float sc[1][kKeyTiles][4];
+    float(&s_flat)[kKeys / 2] = *reinterpret_cast<float(*)[kKeys / 2]>(&sc[0][0][0]);
+    auto issue_s = [&](const T* kt) {
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c)
+        WgmmaSS(s_flat,
+                SmemDescriptor(q_tile + QSw::Offset(0, 16 * c), 16, QSw::kAtomBytes, QSw::kMode),
+                SmemDescriptor(kt + KvSw::Offset(0, 16 * c), 16, KvSw::kAtomBytes, KvSw::kMode),
+                T{}, c > 0);
+      WgmmaCommit();
+    };
+    auto softmax = [&](int j, float(&alpha)[1][2]) {
+      if ((j + 1) * kKeys > len) MaskKeysPastEnd(sc, j * kKeys, len, t);  // uniform
+      OnlineSoftmaxStep(sc, m, l, alpha, scale_log2);
+    };
+    auto pack = [&] {
+#pragma unroll
+      for (int kk = 0; kk < kKeys / 16; ++kk) PackProbabilities<T>(pa[kk], sc[0], kk);
+    };
+
+    // Tile 0 alone: there is no P V product to issue with it (a product
+    // issued under a condition makes the compiler serialize them all).
+    BarrierWait(&q_full[q_stage], q_phase);
+    if (++q_stage == kQStages) q_stage = 0, q_phase ^= 1;
+    BarrierWait(&k_full[stage], phase);
+    take_turn();
+    if (active) {
+      WgmmaFence();
+      issue_s(ks + stage * S::kKvTile);
+    }
+    pass_turn();
+    if (active) {
+      WgmmaWait<0>();
+      PinRegisters(s_flat);
+      float alpha[1][2];
+      softmax(0, alpha);
+      pack();
+    }
+    if (tiles == 1) release(q_done);
+    int previous = stage;
+    uint32_t previous_phase = phase;
+    if (++stage == kStages) stage = 0, phase ^= 1;
+    for (int j = 1; j < tiles; ++j) {
+      BarrierWait(&k_full[stage], phase);
+      BarrierWait(&v_full[previous], previous_phase);
+      take_turn();
+      if (active) {
+        // S_j is issued with P_{j-1} V_{j-1}, and tile j's softmax runs
+        // while the tensor cores are still on the P V product.
+        pin_pv_operands();
+        WgmmaFence();
+        issue_s(ks + stage * S::kKvTile);
+        issue_pv(vs + previous * S::kKvTile);
+        WgmmaCommit();
+      }
+      pass_turn();
+      if (active) {
+        WgmmaWait<1>();  // S_j
+        PinRegisters(s_flat);
+        float alpha[1][2];
+        softmax(j, alpha);
+        WgmmaWait<0>();
+        pin_pv_operands();
+        RescaleOutputs(o, alpha);
+        pack();
+      }
+      // (Released only with no product in flight: a branch between a wgmma
+      // and its wait would make the compiler serialize them too.)
+      if (j + 1 == tiles) release(q_done);
+      release(&kv_empty[previous]);
+      previous = stage;
+      previous_phase = phase;
+      if (++stage == kStages) stage = 0, phase ^= 1;
+    }
+    // The last tile's P V product.
+    BarrierWait(&v_full[previous], previous_phase);
+    take_turn();
+    if (active) {
+      pin_pv_operands();
+      WgmmaFence();
+      issue_pv(vs + previous * S::kKvTile);
+      WgmmaCommit();
+    }
+    pass_turn();
+    if (active) {
+      WgmmaWait<0>();
+      PinRegisters(o_flat);
+    }
+    release(&kv_empty[previous]);
+    if (active) StoreOutputRows(u.out + 2 * t, a.hidden, o[0], l[0], row0, len);
+  }
+#else
+  // Launched only on sm_90 by a build that compiled sm_90a (attention.cu).
+  __trap();
+#endif
+}
+
+}  // namespace bertrt::cuda
