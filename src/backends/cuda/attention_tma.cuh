@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
   using QSw = typename S::QSwizzle;
   using KvSw = typename S::KvSwizzle;
   constexpr int kKeys = S::kKeys, kStages = S::kStages;
-  constexpr int kChunks = D / 16, kDTiles = D / 8, kKeyTiles = kKeys / 8;
+  constexpr int kChunks = D / 16, kKeyTiles = kKeys / 8;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (__cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
   constexpr int kQStages = S::kQStages;
@@ -210,27 +210,8 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
     const int row0 = group_q0 + 16 * warp + g;  // and row0 + 8
     const int tiles = (len + kKeys - 1) / kKeys;
 
-    float o[1][kDTiles][4], m[1][2], l[1][2];
-#pragma unroll
-    for (int d = 0; d < kDTiles; ++d) o[0][d][0] = o[0][d][1] = o[0][d][2] = o[0][d][3] = 0.0f;
-    m[0][0] = m[0][1] = -INFINITY;
-    l[0][0] = l[0][1] = 0.0f;
-    float(&o_flat)[D / 2] = *reinterpret_cast<float(*)[D / 2]>(&o[0][0][0]);
-    uint32_t pa[kKeys / 16][4];  // P of the previous tile, read by the tensor cores until the wait
-    auto pin_pv_operands = [&] {
-      PinRegisters(o_flat);
-#pragma unroll
-      for (int kk = 0; kk < kKeys / 16; ++kk) PinRegisters(pa[kk]);
-    };
-    // Key block kk (keys 16kk..16kk + 15) starts at line 16kk of V's tile.
-    auto issue_pv = [&](const T* vt) {
-#pragma unroll
-      for (int kk = 0; kk < kKeys / 16; ++kk)
-        Wgmma<true>(o_flat, pa[kk],
-                    SmemDescriptor(vt + KvSw::Offset(16 * kk, 0), KvSw::kBlockBytes,
-                                   KvSw::kAtomBytes, KvSw::kMode),
-                    1, T{});
-    };
+    WgmmaOutputs<T, D, kKeys> out;
+    out.Reset();
 
     // S_j = Q K_j^T over D / 16 chunks of 16 dims, both from shared memory;
     // then the online softmax turns it into P_j (the PV product's operand)
@@ -248,11 +229,7 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
     };
     auto softmax = [&](int j, float(&alpha)[1][2]) {
       if ((j + 1) * kKeys > len) MaskKeysPastEnd(sc, j * kKeys, len, t);  // uniform
-      OnlineSoftmaxStep(sc, m, l, alpha, scale_log2);
-    };
-    auto pack = [&] {
-#pragma unroll
-      for (int kk = 0; kk < kKeys / 16; ++kk) PackProbabilities<T>(pa[kk], sc[0], kk);
+      OnlineSoftmaxStep(sc, out.m, out.l, alpha, scale_log2);
     };
 
     // Tile 0 alone: there is no P V product to issue with it (a product
@@ -269,7 +246,7 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
       PinRegisters(s_flat);
       float alpha[1][2];
       softmax(0, alpha);
-      pack();
+      out.Pack(sc[0]);
     }
     if (tiles == 1) release(q_done);
     int previous = stage;
@@ -282,10 +259,10 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
       if (active) {
         // S_j is issued with P_{j-1} V_{j-1}, and tile j's softmax runs
         // while the tensor cores are still on the P V product.
-        pin_pv_operands();
+        out.PinOperands();
         WgmmaFence();
         issue_s(ks + stage * S::kKvTile);
-        issue_pv(vs + previous * S::kKvTile);
+        out.template IssuePv<KvSw>(vs + previous * S::kKvTile);
         WgmmaCommit();
       }
       pass_turn();
@@ -295,9 +272,9 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
         float alpha[1][2];
         softmax(j, alpha);
         WgmmaWait<0>();
-        pin_pv_operands();
-        RescaleOutputs(o, alpha);
-        pack();
+        out.PinOperands();
+        RescaleOutputs(out.o, alpha);
+        out.Pack(sc[0]);
       }
       // (Released only with no product in flight: a branch between a wgmma
       // and its wait would make the compiler serialize them too.)
@@ -311,20 +288,20 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
     BarrierWait(&v_full[previous], previous_phase);
     take_turn();
     if (active) {
-      pin_pv_operands();
+      out.PinOperands();
       WgmmaFence();
-      issue_pv(vs + previous * S::kKvTile);
+      out.template IssuePv<KvSw>(vs + previous * S::kKvTile);
       WgmmaCommit();
     }
     pass_turn();
     if (active) {
       WgmmaWait<0>();
-      PinRegisters(o_flat);
+      PinRegisters(out.Flat());
     }
     release(&kv_empty[previous]);
     if (active) {
-      T* const out = static_cast<T*>(a.ctx) + static_cast<size_t>(u.x) * a.hidden + u.z * D;
-      StoreOutputRows(out + 2 * t, a.hidden, o[0], l[0], row0, len);
+      T* const rows = static_cast<T*>(a.ctx) + static_cast<size_t>(u.x) * a.hidden + u.z * D;
+      StoreOutputRows(rows + 2 * t, a.hidden, out.o[0], out.l[0], row0, len);
     }
   }
 #else

@@ -115,6 +115,51 @@ __device__ __forceinline__ void WgmmaWait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 }
 
+// The P V side of a warpgroup's flash-attention loop (this kernel's and
+// attention_tma.cuh's), 16 query rows per warp in the shapes of
+// attention_mma.cuh's helpers (one row tile): the output accumulators O, the
+// running max m and partial sum l, and P of the latest tile of kKeys keys,
+// the P V product's A operand in registers.
+template <typename T, int D, int kKeys>
+struct WgmmaOutputs {
+  float o[1][D / 8][4], m[1][2], l[1][2];
+  uint32_t pa[kKeys / 16][4];  // read by the tensor cores until the product's wait
+
+  __device__ __forceinline__ void Reset() {
+#pragma unroll
+    for (int d = 0; d < D / 8; ++d) o[0][d][0] = o[0][d][1] = o[0][d][2] = o[0][d][3] = 0.0f;
+    m[0][0] = m[0][1] = -INFINITY;
+    l[0][0] = l[0][1] = 0.0f;
+  }
+  __device__ __forceinline__ float (&Flat())[D / 2] {
+    return *reinterpret_cast<float(*)[D / 2]>(&o[0][0][0]);
+  }
+  // O and P are the P V product's register operands.
+  __device__ __forceinline__ void PinOperands() {
+    PinRegisters(Flat());
+#pragma unroll
+    for (int kk = 0; kk < kKeys / 16; ++kk) PinRegisters(pa[kk]);
+  }
+  // O += P V, V a tile of kKeys keys in shared memory swizzled as Sw says:
+  // key block kk (keys 16kk..16kk + 15) starts at its line 16kk.
+  template <typename Sw>
+  __device__ __forceinline__ void IssuePv(const T* vt) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#pragma unroll
+    for (int kk = 0; kk < kKeys / 16; ++kk)
+      Wgmma<true>(
+          Flat(), pa[kk],
+          SmemDescriptor(vt + Sw::Offset(16 * kk, 0), Sw::kBlockBytes, Sw::kAtomBytes, Sw::kMode),
+          1, T{});
+#endif
+  }
+  // P from a tile's probabilities (OnlineSoftmaxStep's output), rounded to T.
+  __device__ __forceinline__ void Pack(const float (&sc)[kKeys / 8][4]) {
+#pragma unroll
+    for (int kk = 0; kk < kKeys / 16; ++kk) PackProbabilities<T>(pa[kk], sc, kk);
+  }
+};
+
 // One block of kGroups warpgroups per (sequence, head, 64 * kGroups
 // queries), in AttentionBlockAt's order; launched with
 // AttentionWgmmaSmemBytes<T, D>() of dynamic shared memory.
@@ -128,7 +173,6 @@ __global__ void __launch_bounds__(kGroups * 128, D <= 64 ? 4 / kGroups : 1)
   constexpr int kQueries = kGroups * 64;
   constexpr int kTile = kMmaKeys * D;  // elements of one K or V stage
   constexpr int kChunks = D / 16;
-  constexpr int kDTiles = D / 8;
   constexpr int kKeyTiles = kMmaKeys / 8;
   using Sw = Swizzle<D>;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -179,30 +223,8 @@ __global__ void __launch_bounds__(kGroups * 128, D <= 64 ? 4 / kGroups : 1)
   uint32_t qf[kChunks][4];
   LoadQueryFragments(qf, base, ld, row0, len, t);
 
-  // One row tile per warp, in the shapes of attention_mma.cuh's helpers.
-  float o[1][kDTiles][4], m[1][2], l[1][2];
-#pragma unroll
-  for (int d = 0; d < kDTiles; ++d) o[0][d][0] = o[0][d][1] = o[0][d][2] = o[0][d][3] = 0.0f;
-  m[0][0] = m[0][1] = -INFINITY;
-  l[0][0] = l[0][1] = 0.0f;
-  float(&o_flat)[D / 2] = *reinterpret_cast<float(*)[D / 2]>(&o[0][0][0]);
-  uint32_t pa[kMmaKeys / 16][4];  // P_{j-1}, read by the tensor cores until the wait
-
-  // O and P are the P V product's register operands.
-  auto pin_pv_operands = [&] {
-    PinRegisters(o_flat);
-#pragma unroll
-    for (int kk = 0; kk < kMmaKeys / 16; ++kk) PinRegisters(pa[kk]);
-  };
-  // Key block kk (keys 16kk..16kk + 15) starts at line 16kk of V's tile.
-  auto issue_pv = [&](const T* vt) {
-#pragma unroll
-    for (int kk = 0; kk < kMmaKeys / 16; ++kk)
-      Wgmma<true>(
-          o_flat, pa[kk],
-          SmemDescriptor(vt + Sw::Offset(16 * kk, 0), Sw::kBlockBytes, Sw::kAtomBytes, Sw::kMode),
-          1, T{});
-  };
+  WgmmaOutputs<T, D, kMmaKeys> out;
+  out.Reset();
 
   for (int j = 0; j < tiles; ++j) {
     // K_{j+1} and V_j go where K_{j-1} and V_{j-2} were, read by products
@@ -217,7 +239,7 @@ __global__ void __launch_bounds__(kGroups * 128, D <= 64 ? 4 / kGroups : 1)
       const T* kt = ks + slot(j);
       float sc[1][kKeyTiles][4];
       float(&s_flat)[kMmaKeys / 2] = *reinterpret_cast<float(*)[kMmaKeys / 2]>(&sc[0][0][0]);
-      pin_pv_operands();
+      out.PinOperands();
       WgmmaFence();
       // S_j over D / 16 chunks of 16 dims: chunk c starts at dim 16c of K's
       // first line (the swizzle of later lines is the hardware's).
@@ -227,19 +249,18 @@ __global__ void __launch_bounds__(kGroups * 128, D <= 64 ? 4 / kGroups : 1)
                      SmemDescriptor(kt + Sw::Offset(0, 16 * c), 16, Sw::kAtomBytes, Sw::kMode),
                      c > 0, T{});
       WgmmaCommit();
-      if (j > 0) issue_pv(vs + slot(j - 1));
+      if (j > 0) out.template IssuePv<Sw>(vs + slot(j - 1));
       WgmmaCommit();
       WgmmaWait<1>();  // S_j; the P V product may still run
       PinRegisters(s_flat);
 
       if ((j + 1) * kMmaKeys > len) MaskKeysPastEnd(sc, j * kMmaKeys, len, t);  // uniform
       float alpha[1][2];
-      OnlineSoftmaxStep(sc, m, l, alpha, scale_log2);
+      OnlineSoftmaxStep(sc, out.m, out.l, alpha, scale_log2);
       WgmmaWait<0>();
-      pin_pv_operands();
-      RescaleOutputs(o, alpha);
-#pragma unroll
-      for (int kk = 0; kk < kMmaKeys / 16; ++kk) PackProbabilities<T>(pa[kk], sc[0], kk);
+      out.PinOperands();
+      RescaleOutputs(out.o, alpha);
+      out.Pack(sc[0]);
     }
     __syncthreads();  // K_j and V_{j-1} are consumed before the next iteration refills them
   }
@@ -248,14 +269,14 @@ __global__ void __launch_bounds__(kGroups * 128, D <= 64 ? 4 / kGroups : 1)
   FenceSharedForAsyncProxy();
   __syncthreads();
   if (!active) return;
-  pin_pv_operands();
+  out.PinOperands();
   WgmmaFence();
-  issue_pv(vs + slot(tiles - 1));
+  out.template IssuePv<Sw>(vs + slot(tiles - 1));
   WgmmaCommit();
   WgmmaWait<0>();
-  PinRegisters(o_flat);
+  PinRegisters(out.Flat());
 
-  StoreOutputRows(block.out + 2 * t, hidden, o[0], l[0], row0, len);
+  StoreOutputRows(block.out + 2 * t, hidden, out.o[0], out.l[0], row0, len);
 #else
   // Launched only on sm_90 by a build that compiled sm_90a (attention.cu);
   // anything else is a dispatch bug, reported as a launch failure rather
