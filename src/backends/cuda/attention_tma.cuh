@@ -21,15 +21,15 @@
 // 3.8% end to end; BERT-base batch 128 0.65 -> 0.54 ms, 1.8% end to end.
 //
 // A unit is (sequence, head, 64 * kConsumers queries), in AttentionBlockAt's
-// order; block b takes units b, b + gridDim.x, ... : its producer decodes
-// them and hands them to the consumers in shared memory with their Q. Keys past a sequence's
-// end inside the batch are the next sequence's rows (TMA reads whole boxes
-// of the packed [tokens, 3 * hidden] matrix; rows past the matrix arrive as
-// zeros): their scores are masked to -inf, so their probabilities are 0
-// and their V rows add 0 * V. That holds while V is finite, as the V
-// projection of a working fp16/bf16 model is; a model whose V overflowed to
-// inf for one sequence would carry NaN into the last key tile of the
-// sequence before it (the cp.async kernels zero-fill those rows instead).
+// order; block b takes units b, b + gridDim.x, ... : its producer decodes them
+// and hands them to the consumers in shared memory with their Q. Keys past a
+// sequence's end inside the batch are the next sequence's rows (TMA reads whole
+// boxes of the packed [tokens, 3 * hidden] matrix; rows past the matrix arrive
+// as zeros): their scores are masked to -inf, so their probabilities are 0 and
+// their V rows add 0 * V. That holds while V is finite, as the V projection of
+// a working fp16/bf16 model is; a model whose V overflowed to inf for one
+// sequence would carry NaN into the last key tile of the sequence before it
+// (the cp.async kernels zero-fill those rows instead).
 #pragma once
 
 #include <cstdint>
@@ -181,7 +181,8 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
   // Ping-pong: consumer c waits on named barrier 1 + c for its turn to
   // issue products and, once they are issued, hands the turn to the next
   // (each barrier: the 128 threads that wait and the 128 that arrive). The
-  // last consumer hands the first its first turn.
+  // last consumer hands the first its first turn; the last turn passed at
+  // the end finds no taker (a named barrier's count ends with the block).
   auto take_turn = [&] {
     if constexpr (kPingPong) NamedBarrier(1 + consumer, 256);
   };
@@ -193,8 +194,8 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
   int stage = 0, q_stage = 0;
   uint32_t phase = 0, q_phase = 0;
   for (;;) {
-    // The next unit, as the producer describes it (no global memory read:
-    // the consumers learn of a unit no later than its Q lands).
+    // The next unit, as the producer describes it: its description comes
+    // with its Q (the consumers read no global memory but their outputs).
     BarrierWait(&q_full[q_stage], q_phase);
     const int4 u = unit_of[q_stage];
     const int len = u.y;
