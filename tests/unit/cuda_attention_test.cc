@@ -86,9 +86,10 @@ std::vector<double> Reference(const Inputs& in) {
 }
 
 // Runs `kernel` and returns max |got - want| over every output element (an
-// element left unwritten reads as NaN and counts as infinite).
+// element left unwritten reads as NaN and counts as infinite), or over the
+// rows of the sequences `checked` marks.
 double MaxError(const Inputs& in, const std::vector<double>& want, AttentionKernel kernel,
-                const GpuInfo& gpu, int sm_count) {
+                const GpuInfo& gpu, int sm_count, const std::vector<bool>* checked = nullptr) {
   const int seqs = static_cast<int>(in.cu.size()) - 1;
   int max_len = 0;
   for (int len : in.problem.lengths) max_len = std::max(max_len, len);
@@ -112,7 +113,13 @@ double MaxError(const Inputs& in, const std::vector<double>& want, AttentionKern
   std::vector<uint16_t> ctx(want.size());
   cudaMemcpy(ctx.data(), d_ctx.ptr, out_bytes, cudaMemcpyDeviceToHost);
   double worst = 0;
+  const size_t row = in.hidden();
   for (size_t i = 0; i < ctx.size(); ++i) {
+    if (checked) {
+      const int token = static_cast<int>(i / row);
+      const auto seq = std::upper_bound(in.cu.begin(), in.cu.end(), token) - in.cu.begin() - 1;
+      if (!(*checked)[seq]) continue;
+    }
     const double got = FromBits(ctx[i], in.p);
     worst = std::max(worst, std::isfinite(got) ? std::abs(got - want[i]) : INFINITY);
   }
@@ -170,6 +177,39 @@ TEST_F(CudaAttentionTest, EveryKernelMatchesAFloat64Reference) {
         const double err = MaxError(in, want, k, gpu_, sm_count_);
         EXPECT_LE(err, tolerance) << KernelName(k) << " " << PrecisionName(p) << " head dim "
                                   << pr.head_dim << ", " << pr.lengths.size() << " sequences";
+      }
+    }
+  }
+}
+
+// A sequence whose V rows overflowed to inf (a broken fp16 model, or one
+// pushed past fp16's range) spoils its own outputs only: the kernels read
+// past a sequence's end only into tiles they mask and zero.
+TEST_F(CudaAttentionTest, InfiniteValuesStayInTheirSequence) {
+  const std::vector<std::vector<int>> batches = {{100, 37, 130, 5, 64, 200, 3, 129},
+                                                 {384, 50, 300, 7, 250}};
+  for (Precision p : {Precision::kFp16, Precision::kBf16}) {
+    const double tolerance = p == Precision::kFp16 ? 1e-2 : 6e-2;
+    for (const std::vector<int>& lengths : batches) {
+      Inputs in = MakeInputs({2, 64, lengths}, p, 9);
+      // Every other sequence, from the second, gets V = +inf.
+      std::vector<bool> checked(lengths.size(), true);
+      const uint16_t inf_bits = ToBits(INFINITY, p);
+      const int hidden = in.hidden();
+      for (size_t s = 1; s < lengths.size(); s += 2) {
+        checked[s] = false;
+        for (int token = in.cu[s]; token < in.cu[s + 1]; ++token)
+          for (int c = 0; c < hidden; ++c) {
+            const size_t i = static_cast<size_t>(token) * 3 * hidden + 2 * hidden + c;
+            in.qkv[i] = inf_bits;
+            in.val[i] = INFINITY;
+          }
+      }
+      const std::vector<double> want = Reference(in);
+      for (AttentionKernel k : Kernels()) {
+        const double err = MaxError(in, want, k, gpu_, sm_count_, &checked);
+        EXPECT_LE(err, tolerance) << KernelName(k) << " " << PrecisionName(p) << ", "
+                                  << lengths.size() << " sequences";
       }
     }
   }

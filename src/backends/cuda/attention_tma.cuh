@@ -25,11 +25,9 @@
 // and hands them to the consumers in shared memory with their Q. Keys past a
 // sequence's end inside the batch are the next sequence's rows (TMA reads whole
 // boxes of the packed [tokens, 3 * hidden] matrix; rows past the matrix arrive
-// as zeros): their scores are masked to -inf, so their probabilities are 0 and
-// their V rows add 0 * V. That holds while V is finite, as the V projection of
-// a working fp16/bf16 model is; a model whose V overflowed to inf for one
-// sequence would carry NaN into the last key tile of the sequence before it
-// (the cp.async kernels zero-fill those rows instead).
+// as zeros): their scores are masked to -inf, so their probabilities are 0,
+// and their V rows are zeroed before the last tile's P V product, so that no
+// sequence's values (inf, should its V have overflowed) reach another's.
 #pragma once
 
 #include <cstdint>
@@ -285,8 +283,28 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
       previous_phase = phase;
       if (++stage == kStages) stage = 0, phase ^= 1;
     }
-    // The last tile's P V product.
+    // The last tile's P V product. Its V rows past the sequence's end are
+    // the next sequence's: each warpgroup zeroes them before its product, so
+    // that their 0 probabilities meet 0 (0 * inf would be NaN, should that
+    // sequence's V have overflowed). Both may write the same zeros.
     BarrierWait(&v_full[previous], previous_phase);
+    const int valid = len - (tiles - 1) * kKeys;
+    if (active && valid < kKeys) {  // uniform
+      T* const vt = vs + previous * S::kKvTile;
+      constexpr int kLineChunks = KvSw::kBytes / 16;  // 16-byte pieces of a key's row
+      constexpr int kBlocks = D / KvSw::kAtomDims;    // column blocks
+      const int pieces = (kKeys - valid) * kBlocks * kLineChunks;
+      for (int i = threadIdx.x % 128; i < pieces; i += 128) {
+        const int chunk = i % kLineChunks, line = i / kLineChunks;
+        const int r = valid + line / kBlocks, block = line % kBlocks;
+        // Key r's row in a column block is one whole line (Swizzle permutes
+        // the pieces within it).
+        *reinterpret_cast<uint4*>(vt + (block * kKeys + r) * KvSw::kAtomDims + 8 * chunk) =
+            make_uint4(0, 0, 0, 0);
+      }
+      FenceSharedForAsyncProxy();
+      NamedBarrier(1 + kConsumers + consumer, 128);
+    }
     take_turn();
     if (active) {
       out.PinOperands();
