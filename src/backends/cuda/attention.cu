@@ -131,10 +131,24 @@ Status LaunchGeneralFor(const AttentionArgs& a, int d, Stream stream) {
   return LaunchGeneral<T, 8>(a, d, stream);
 }
 
-// The tensor-core kernels' grid for blocks of `queries` queries.
+// The tensor-core kernels' grid for blocks of `queries` queries (the TMA
+// kernel's units).
 long MmaBlocks(const AttentionArgs& a, int queries) {
   return static_cast<long>(a.num_seqs) * a.heads * QueryBlocks(a.max_len, queries);
 }
+
+// The same, or an error where one launch cannot take them.
+StatusOr<int> LaunchableBlocks(const AttentionArgs& a, int queries) {
+  const long blocks = MmaBlocks(a, queries);
+  if (blocks > 0x7fffffff)
+    return InvalidArgument("attention: " + std::to_string(blocks) +
+                           " blocks are more than one launch takes; send smaller batches");
+  return static_cast<int>(blocks);
+}
+
+// log2(e) / sqrt(d): the tensor-core kernels' softmax runs in base 2 on
+// unscaled scores (attention_mma.cuh).
+float ScaleLog2(int d) { return 1.4426950408889634f / std::sqrt(static_cast<float>(d)); }
 
 // Whether 128-query blocks still give every multiprocessor one (sequences
 // longer than 64 queries fill them).
@@ -156,12 +170,8 @@ Status LaunchTensorCoreKernel(void (*kernel)(AttentionArgs, float), int threads,
   if (smem > 48 * 1024)
     CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               static_cast<int>(smem)));
-  const long blocks = MmaBlocks(a, queries);
-  if (blocks > 0x7fffffff)
-    return InvalidArgument("attention: " + std::to_string(blocks) +
-                           " blocks are more than one launch takes; send smaller batches");
-  const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(D));
-  Launch(kernel, dim3(static_cast<unsigned>(blocks)), threads, smem, stream, a, scale_log2);
+  ASSIGN_OR_RETURN(const int blocks, LaunchableBlocks(a, queries));
+  Launch(kernel, dim3(static_cast<unsigned>(blocks)), threads, smem, stream, a, ScaleLog2(D));
   CUDA_RETURN_IF_LAUNCH_FAILED(what);
   return Status::Ok();
 }
@@ -213,19 +223,14 @@ Status LaunchTma(const AttentionArgs& a, Stream stream) {
   auto kernel = AttentionTmaKernel<T, D, kConsumers, kPingPong>;
   CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(S::kSmemBytes)));
-  const long units = MmaBlocks(a, S::kQueries);
-  if (units > 0x7fffffff)
-    return InvalidArgument("attention: " + std::to_string(units) +
-                           " work units are more than one launch takes; send smaller batches");
+  ASSIGN_OR_RETURN(const int units, LaunchableBlocks(a, S::kQueries));
   const long ld = 3L * a.hidden;
   ASSIGN_OR_RETURN(
       const CUtensorMap map,
       TensorMap2D<T>(a.qkv, a.tokens, ld, ld, S::kBoxRows, S::kBoxDims,
                      D >= 64 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B));
-  const int blocks = static_cast<int>(std::min<long>(units, std::max(a.sm_count, 1)));
-  const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(D));
-  Launch(kernel, dim3(blocks), S::kThreads, S::kSmemBytes, stream, map, a, scale_log2,
-         static_cast<int>(units));
+  const int blocks = std::min(units, std::max(a.sm_count, 1));
+  Launch(kernel, dim3(blocks), S::kThreads, S::kSmemBytes, stream, map, a, ScaleLog2(D), units);
   CUDA_RETURN_IF_LAUNCH_FAILED("attention kernel (TMA)");
   return Status::Ok();
 }
