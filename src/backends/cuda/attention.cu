@@ -235,11 +235,11 @@ Status LaunchTma(const AttentionArgs& a, Stream stream) {
   return Status::Ok();
 }
 
-// Whether units of 192 queries (three consumer warpgroups) leave at most an
-// eighth of the longest sequence's query rows idle (seq 384: none; seq 128:
-// a third, where units of 128 fit).
-bool FillsThreeConsumerUnits(const AttentionArgs& a) {
-  return 8L * QueryBlocks(a.max_len, 192) * 192 <= 9L * a.max_len;
+// Whether units of `queries` rows leave at most an eighth of the longest
+// sequence's query rows idle (three consumers' 192: none at seq 384, a third
+// at seq 128, where units of 128 fit).
+bool FillsUnits(const AttentionArgs& a, int queries) {
+  return 8L * QueryBlocks(a.max_len, queries) * queries <= 9L * a.max_len;
 }
 
 // The TMA kernel's consumers: three warpgroups without ping-pong where
@@ -252,7 +252,8 @@ bool FillsThreeConsumerUnits(const AttentionArgs& a) {
 template <typename T, int D>
 Status LaunchTmaForLength(const AttentionArgs& a, Stream stream) {
   if constexpr (D <= 64) {
-    if (FillsThreeConsumerUnits(a)) return LaunchTma<T, D, 3, false>(a, stream);
+    if (FillsUnits(a, TmaAttentionShape<T, D, 3, false>::kQueries))
+      return LaunchTma<T, D, 3, false>(a, stream);
   }
   return LaunchTma<T, D, 2, true>(a, stream);
 }
