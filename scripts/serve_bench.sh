@@ -21,7 +21,11 @@
 # the JSON and the SVG chart), LABEL (added to the section's title), SEQS
 # (texts per request, 1), MAX_INFLIGHT (open-loop cap on outstanding requests,
 # 1024: a lower cap delays arrivals and inflates the half-load p99),
-# DISTRIBUTIONS (the half-load steps' arrivals, "poisson constant").
+# DISTRIBUTIONS (the half-load steps' arrivals, "poisson constant"),
+# SERVER_CPUS and LOAD_CPUS (taskset CPU lists: `bertrt serve` and the
+# in-process stack run on SERVER_CPUS, the HTTP load generator on LOAD_CPUS,
+# so that the load generator does not take the server's cores; unset: no
+# pinning).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 1 ]; then
@@ -53,9 +57,10 @@ start_server "$WORK/serve.log" "$MODEL" "$@" || exit 1
 IFS=, read -ra STEPS <<< "$CONCURRENCY"
 for c in "${STEPS[@]}"; do
   echo "[serve_bench] concurrency $c: in-process, then served over HTTP ($URL)"
-  "$BIN" bench "$MODEL" --serve-inprocess "$@" --concurrency "$c" "${LOAD[@]}" \
-    --json "$WORK/inproc_c$c.json" > /dev/null
-  "$BIN" bench --url "$URL" --concurrency "$c" "${LOAD[@]}" --json "$WORK/http_c$c.json" > /dev/null
+  on_cpus "${SERVER_CPUS:-}" "$BIN" bench "$MODEL" --serve-inprocess "$@" --concurrency "$c" \
+    "${LOAD[@]}" --json "$WORK/inproc_c$c.json" > /dev/null
+  on_cpus "${LOAD_CPUS:-}" "$BIN" bench --url "$URL" --concurrency "$c" "${LOAD[@]}" \
+    --json "$WORK/http_c$c.json" > /dev/null
 done
 python3 - "$WORK" "${STEPS[@]}" <<'EOF_MERGE'
 import json, sys
@@ -76,17 +81,18 @@ HALF=$(python3 -c "import json,sys; print('%.2f' % (json.load(open(sys.argv[1]))
 for d in $DISTRIBUTIONS; do
   echo "[serve_bench] half the in-process saturation: $HALF requests/s (open loop, $d arrivals), in-process then served"
   HALF_LOAD=(--request-rate "$HALF" --request-distribution "$d" --max-inflight "$MAX_INFLIGHT" "${LOAD[@]}")
-  "$BIN" bench "$MODEL" --serve-inprocess "$@" "${HALF_LOAD[@]}" --json "$WORK/inproc_half_$d.json"
-  "$BIN" bench --url "$URL" "${HALF_LOAD[@]}" --json "$WORK/http_half_$d.json"
+  on_cpus "${SERVER_CPUS:-}" "$BIN" bench "$MODEL" --serve-inprocess "$@" "${HALF_LOAD[@]}" \
+    --json "$WORK/inproc_half_$d.json"
+  on_cpus "${LOAD_CPUS:-}" "$BIN" bench --url "$URL" "${HALF_LOAD[@]}" --json "$WORK/http_half_$d.json"
 done
 kill $SERVER && wait $SERVER || true
 trap - EXIT
 LOADAVG="$LOADAVG_BEFORE before, $(cut -d' ' -f1-3 /proc/loadavg) after"
 
-python3 - "$WORK" "$MODEL" "$RESULTS" "$LABEL" "$LOADAVG" "bash scripts/serve_bench.sh $MODEL $* (DURATION=$DURATION WARMUP=$WARMUP CONCURRENCY=$CONCURRENCY LENGTHS=$LENGTHS)" $DISTRIBUTIONS <<'EOF'
+python3 - "$WORK" "$MODEL" "$RESULTS" "$LABEL" "$LOADAVG" "bash scripts/serve_bench.sh $MODEL $* (DURATION=$DURATION WARMUP=$WARMUP CONCURRENCY=$CONCURRENCY LENGTHS=$LENGTHS${SERVER_CPUS:+ SERVER_CPUS=$SERVER_CPUS}${LOAD_CPUS:+ LOAD_CPUS=$LOAD_CPUS})" "${SERVER_CPUS:-}" "${LOAD_CPUS:-}" $DISTRIBUTIONS <<'EOF'
 import datetime, json, os, platform, shutil, subprocess, sys
-work, model, results, label, loadavg, command = sys.argv[1:7]
-distributions = sys.argv[7:]
+work, model, results, label, loadavg, command, server_cpus, load_cpus = sys.argv[1:9]
+distributions = sys.argv[9:]
 load = lambda name: json.load(open(os.path.join(work, name)))
 inproc, http = load("inproc.json"), load("http.json")
 
@@ -125,6 +131,12 @@ for s in http["steps"]:
                 f"{srv['queue_ms']:.2f} | {srv['compute_ms']:.2f} | {s['error_count']} | "
                 f"{s['sequences_per_s'] / i['sequences_per_s']:.3f} |")
 cores = os.cpu_count()
+if server_cpus or load_cpus:
+    pinning = (f"the server and the in-process stack run on CPUs {server_cpus or 'any'}, the HTTP "
+               f"load generator on CPUs {load_cpus or 'any'} (taskset)")
+else:
+    pinning = ("the load generator runs on the same machine as the server" +
+               (f" and shares its {cores} cores with it" if cores and cores <= 4 else ""))
 text = f"""
 ## Served (HTTP) vs in-process serving stack — {inproc['model']} on {inproc['device']} {inproc['precision']}{' ' + label if label else ''} ({datetime.date.today()})
 
@@ -132,7 +144,7 @@ text = f"""
 - machine: {cpu()}, {cores} cores{', GPU ' + gpu if gpu else ''}; load average {loadavg} (other work on the machine competes for the cores when it exceeds the bench's own)
 - command: `{command}`
 - load: closed loop, one request of {inproc['load']['sequences_per_request']} text(s) per worker outstanding, in-process and served step by step in turn; texts of {inproc['texts'].get('words', '')} words drawn from common English words (seed {inproc['load']['seed']}); {inproc['load']['duration_s']:g} s measured after {inproc['load']['warmup_s']:g} s warm-up per step; same scheduler flags on both
-- the load generator runs on the same machine as the server{' and shares its ' + str(cores) + ' cores with it' if cores and cores <= 4 else ''}; the in-process run has no HTTP client or server threads to feed, so it is the upper bound the front end is compared against
+- {pinning}; the in-process run has no HTTP client or server threads to feed, so it is the upper bound the front end is compared against
 - columns: in-process and served sequences/s and latency (ms, from send to answer); queue/compute: the server's own mean per request from /metrics over the same window
 
 | step | in-process seq/s | in-process p99 | served seq/s | served p50 | served p99 | queue ms | compute ms | errors | served / in-process |

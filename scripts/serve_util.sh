@@ -1,14 +1,17 @@
 # Sourced by the serving benchmarks: start_server LOG ARGS... runs `$BIN serve
 # ARGS... --http-port PORT` on a free port in the background, sets SERVER (its
 # pid) and URL, stops it when the calling script exits, and returns once it
-# reports ready (or prints LOG and fails if it dies first).
+# reports ready (or prints LOG and fails if it dies first). With SERVER_CPUS
+# set (a taskset CPU list) the server runs on those CPUs only.
 start_server() {
   local log=$1
   shift
   local port
   port=$(python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
   URL="http://127.0.0.1:$port"
-  "$BIN" serve "$@" --http-port "$port" 2> "$log" &
+  # A plain command, not on_cpus: a function in the background is a subshell,
+  # and $! would be its pid, not the server's.
+  ${SERVER_CPUS:+taskset -c "$SERVER_CPUS"} "$BIN" serve "$@" --http-port "$port" 2> "$log" &
   SERVER=$!
   trap 'kill $SERVER 2>/dev/null || true' EXIT
   for _ in $(seq 600); do
@@ -19,4 +22,12 @@ start_server() {
   done
   echo "the server did not become ready; its log: $log" >&2
   return 1
+}
+
+# on_cpus CPUS COMMAND...: runs COMMAND pinned to the taskset CPU list CPUS, or
+# unpinned when CPUS is empty.
+on_cpus() {
+  local cpus=$1
+  shift
+  if [ -n "$cpus" ]; then taskset -c "$cpus" "$@"; else "$@"; fi
 }

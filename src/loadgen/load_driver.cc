@@ -24,13 +24,13 @@ struct Record {
 
 // Arrival times: Poisson (exponential gaps, from raw mt19937_64 output so a
 // seed gives the same schedule with any standard library) or evenly spaced.
+// Used by one thread (the open loop's dispatcher).
 class Arrivals {
  public:
   Arrivals(double rate, RequestDistribution distribution, uint32_t seed)
       : rate_(rate), distribution_(distribution), rng_(seed) {}
   // Seconds from the start of the step of the next arrival.
   double Next() {
-    std::lock_guard lock(mu_);
     const double t = next_;
     if (distribution_ == RequestDistribution::kConstant) {
       next_ += 1 / rate_;
@@ -42,7 +42,6 @@ class Arrivals {
   }
 
  private:
-  std::mutex mu_;
   double rate_;
   RequestDistribution distribution_;
   std::mt19937_64 rng_;
@@ -74,50 +73,94 @@ StatusOr<StepResult> RunStep(Target& target, const TextPool& pool, const StepOpt
   }
 
   std::atomic<bool> stop{false};
-  std::mutex stop_mu;
+  std::mutex mu;  // guards the open loop's hand-offs and the stop
   std::condition_variable stop_cv;
   std::atomic<int64_t> window_start_ns{std::numeric_limits<int64_t>::max()};
   std::atomic<int64_t> answered{0};
   std::atomic<uint64_t> next_request{0};
-  Arrivals arrivals(closed ? 1.0 : options.request_rate, options.distribution, options.seed);
   std::vector<std::vector<Record>> records(workers);
   const Clock::time_point t_start = Clock::now();
 
+  // Sends worker w's next request, due at `scheduled`, and records it.
+  auto send = [&](int w, Clock::time_point scheduled) {
+    const std::vector<std::string> texts =
+        pool.Take(next_request.fetch_add(1), options.sequences_per_request);
+    const Clock::time_point sent = Clock::now();
+    Outcome out = clients[w]->Send(texts);
+    const Clock::time_point end = Clock::now();
+    Record r;
+    r.end = end;
+    r.latency_ms = Ms(end - scheduled);
+    r.status = out.status;
+    r.sequences = static_cast<int>(texts.size());
+    r.late = !closed && Ms(sent - scheduled) > 1.0;
+    r.error = std::move(out.error);
+    records[w].push_back(std::move(r));
+    if ((end - t_start).count() >= window_start_ns.load()) answered.fetch_add(1);
+  };
+
+  // Open loop: one dispatcher thread keeps the schedule and hands each
+  // arrival to the worker that became idle last, so that a request goes out
+  // on a connection kept open from the one before, as a client pool reuses
+  // them (perf_analyzer's request-rate mode alike). Handing arrivals to
+  // workers ahead of time would open a new connection per request, and on a
+  // thread-per-connection server every kept-alive one holds a thread.
+  std::vector<int> idle;  // a stack: the most recently idle worker last
+  std::vector<std::condition_variable> wake(closed ? 0 : workers);
+  std::vector<Clock::time_point> due(closed ? 0 : workers);
+  std::vector<bool> has_due(closed ? 0 : workers, false);
+  std::condition_variable idle_cv;
+  Arrivals arrivals(closed ? 1.0 : options.request_rate, options.distribution, options.seed);
+
   auto worker = [&](int w) {
-    Client& client = *clients[w];
     while (!stop.load()) {
-      Clock::time_point scheduled = Clock::now();
-      if (!closed) {
-        scheduled = t_start + std::chrono::duration_cast<Clock::duration>(
-                                  std::chrono::duration<double>(arrivals.Next()));
-        std::unique_lock lock(stop_mu);
-        if (stop_cv.wait_until(lock, scheduled, [&] { return stop.load(); })) break;
+      if (closed) {
+        send(w, Clock::now());
+        continue;
       }
-      const std::vector<std::string> texts =
-          pool.Take(next_request.fetch_add(1), options.sequences_per_request);
-      const Clock::time_point sent = Clock::now();
-      Outcome out = client.Send(texts);
-      const Clock::time_point end = Clock::now();
-      Record r;
-      r.end = end;
-      r.latency_ms = Ms(end - scheduled);
-      r.status = out.status;
-      r.sequences = static_cast<int>(texts.size());
-      r.late = !closed && Ms(sent - scheduled) > 1.0;
-      r.error = std::move(out.error);
-      records[w].push_back(std::move(r));
-      if ((end - t_start).count() >= window_start_ns.load()) answered.fetch_add(1);
+      Clock::time_point scheduled;
+      {
+        std::unique_lock lock(mu);
+        idle.push_back(w);
+        idle_cv.notify_one();
+        wake[w].wait(lock, [&] { return stop.load() || has_due[w]; });
+        if (!has_due[w]) break;
+        scheduled = due[w];
+        has_due[w] = false;
+      }
+      send(w, scheduled);
+    }
+  };
+  auto dispatcher = [&] {
+    for (;;) {
+      const Clock::time_point scheduled =
+          t_start + std::chrono::duration_cast<Clock::duration>(
+                        std::chrono::duration<double>(arrivals.Next()));
+      std::unique_lock lock(mu);
+      if (stop_cv.wait_until(lock, scheduled, [&] { return stop.load(); })) break;
+      // No worker idle (max_inflight outstanding): the arrival waits for
+      // one, and is counted late when sent.
+      idle_cv.wait(lock, [&] { return stop.load() || !idle.empty(); });
+      if (stop.load()) break;
+      const int w = idle.back();
+      idle.pop_back();
+      due[w] = scheduled;
+      has_due[w] = true;
+      wake[w].notify_one();
     }
   };
   std::vector<std::thread> threads;
   for (int w = 0; w < workers; ++w) threads.emplace_back(worker, w);
+  if (!closed) threads.emplace_back(dispatcher);
 
   auto stop_all = [&] {
     {
-      std::lock_guard lock(stop_mu);
+      std::lock_guard lock(mu);
       stop = true;
     }
     stop_cv.notify_all();
+    idle_cv.notify_all();
+    for (std::condition_variable& cv : wake) cv.notify_all();
     for (std::thread& t : threads) t.join();
   };
   auto seconds_since = [](Clock::time_point t) {

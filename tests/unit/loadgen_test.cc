@@ -183,12 +183,15 @@ class FakeTarget : public Target {
   }
   std::atomic<int> sent{0};
   std::atomic<size_t> max_texts{0};
+  std::atomic<int> clients_used{0};  // clients that sent at least once
 
  private:
   class FakeClient : public Client {
    public:
     explicit FakeClient(FakeTarget& t) : t_(t) {}
     Outcome Send(const std::vector<std::string>& texts) override {
+      if (!used_) t_.clients_used.fetch_add(1);
+      used_ = true;
       t_.max_texts = std::max(t_.max_texts.load(), texts.size());
       if (t_.sent.fetch_add(1) % 3 == 2) return {429, "queue full"};
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -201,6 +204,7 @@ class FakeTarget : public Target {
 
    private:
     FakeTarget& t_;
+    bool used_ = false;
   };
   std::mutex mu_;
   ServerTotals totals_;
@@ -261,6 +265,25 @@ TEST(RunStep, ConstantArrivalsAreEvenlySpaced) {
   EXPECT_GE(answered, 190);
   EXPECT_LE(answered, 210);
   EXPECT_EQ(step->distribution, RequestDistribution::kConstant);
+}
+
+// An arrival goes to the worker that became idle last: at 200/s with 2 ms
+// answers one connection carries nearly all requests, however many workers
+// may be outstanding (before, each of the 64 took every 64th arrival, so a
+// server saw a new connection per request).
+TEST(RunStep, OpenLoopReusesIdleConnections) {
+  FakeTarget target;
+  TextPool pool({"a"});
+  StepOptions o;
+  o.request_rate = 200;
+  o.distribution = RequestDistribution::kConstant;
+  o.warmup_s = 0.1;
+  o.duration_s = 0.5;
+  o.max_inflight = 64;
+  auto step = RunStep(target, pool, o);
+  ASSERT_TRUE(step.ok()) << step.status().message();
+  EXPECT_GT(step->requests + step->error_count(), 80);
+  EXPECT_LE(target.clients_used.load(), 3);
 }
 
 TEST(RunStep, RequestsEndTheWindow) {
