@@ -24,6 +24,7 @@ struct ServeFlags {
   int port = 8000;
   int grpc_port = 8001;  // 0: no gRPC
   int http_threads = 512;
+  int http_max_threads = 8192;
   EngineFlags engine;
   ServingFlags serving;
   std::string model_control = "none";
@@ -80,7 +81,7 @@ int Serve(const ServeFlags& flags) {
 
   server::HttpServer http(registry, metrics,
                           {flags.host, flags.port, flags.max_payload_bytes, flags.http_threads,
-                           flags.api_key, tls, flags.log_requests});
+                           flags.http_max_threads, flags.api_key, tls, flags.log_requests});
   if (Status st = http.Bind(); !st.ok()) return Fail(st, kExitRuntimeError);
   std::unique_ptr<server::GrpcServer> grpc;
   if (flags.grpc_port != 0) {
@@ -148,10 +149,15 @@ void RegisterServeCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--grpc-port", f->grpc_port, "KServe v2 gRPC port (0: no gRPC)")
       ->check(CLI::Range(0, 65535));
   cmd->add_option("--http-thread-count", f->http_threads,
-                  "HTTP handler threads. Each open keep-alive connection holds one while it is "
-                  "open (up to 5 s idle), so clients with more connections than this wait for "
-                  "a free one: raise it for more concurrent connections")
+                  "HTTP handler threads kept ready. Each open connection holds one, idle "
+                  "keep-alive waits included (up to 5 s); a connection that finds none free "
+                  "starts another, up to --http-max-threads")
       ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  cmd->add_option("--http-max-threads", f->http_max_threads,
+                  "Most HTTP handler threads, i.e. open connections served at once; more wait "
+                  "for one to close. Threads beyond --http-thread-count end after 30 s idle")
+      ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   AddEngineOptions(cmd, &f->engine, "CPU threads per instance (0: all cores)");
   AddServingOptions(cmd, &f->serving);

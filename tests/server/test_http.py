@@ -359,15 +359,38 @@ def test_request_ids_and_access_log(bertrt_bin):
     assert by_id[generated]["status"] == 404
 
 
-def test_http_thread_count_bounds_open_connections(bertrt_bin):
-    """Each open keep-alive connection holds one of --http-thread-count handler
-    threads: with two, a third connection is answered once one of the first two
-    closes, not before."""
+def hold_connections(url, n):
+    """n sessions, each keeping one connection open and idle (keep-alive)."""
+    held = [requests.Session() for _ in range(n)]
+    for h in held:
+        assert h.get(url + "/v2/health/live", timeout=5).status_code == 200
+    return held
+
+
+def test_idle_connections_do_not_block_new_clients(bertrt_bin):
+    """Each open connection holds a handler thread, idle keep-alive waits
+    included; with every ready thread (--http-thread-count 2) held by an idle
+    connection, a new client gets a new thread and its answer at once, not after
+    the 5 s keep-alive timeout (which is what it got before the pool grew)."""
     s = Server(bertrt_bin, [str(MODELS / "seq_cls"), "--http-thread-count", "2"], grpc=False)
-    held = [requests.Session() for _ in range(2)]
+    held = hold_connections(s.url, 4)  # two more than the ready threads
     try:
-        for h in held:  # each session keeps its connection open
-            assert h.get(s.url + "/v2/health/live", timeout=5).status_code == 200
+        t0 = time.monotonic()
+        assert requests.get(s.url + "/v2/health/live", timeout=30).status_code == 200
+        assert time.monotonic() - t0 < 1.0
+    finally:
+        for h in held:
+            h.close()
+        s.stop()
+
+
+def test_http_max_threads_bounds_open_connections(bertrt_bin):
+    """--http-max-threads caps the connections served at once: with two, a
+    third connection is answered once one of the first two closes, not before."""
+    s = Server(bertrt_bin, [str(MODELS / "seq_cls"), "--http-thread-count", "1",
+                            "--http-max-threads", "2"], grpc=False)
+    held = hold_connections(s.url, 2)
+    try:
         with ThreadPoolExecutor(1) as pool:
             third = pool.submit(requests.get, s.url + "/v2/health/live", timeout=30)
             time.sleep(1.0)  # well within the server's 5 s keep-alive

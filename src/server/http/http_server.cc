@@ -13,6 +13,7 @@
 #include "server/common/kserve.h"
 #include "server/common/request_log.h"
 #include "server/http/client_gone.h"
+#include "server/http/handler_pool.h"
 
 namespace bertrt::server {
 using nlohmann::json;
@@ -97,8 +98,8 @@ HttpServer::HttpServer(ModelRegistry& registry, Metrics& metrics, HttpOptions op
       metrics_(metrics),
       options_(std::move(options)),
       http_(MakeServer(options_.tls)) {
-  const int threads = options_.handler_threads;
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  const size_t threads = options_.handler_threads, max_threads = options_.max_handler_threads;
+  http_->new_task_queue = [threads, max_threads] { return new HandlerPool(threads, max_threads); };
   http_->set_payload_max_length(options_.max_payload_bytes);
   // Headers and body leave as separate writes; with Nagle's algorithm the
   // body would wait for the client's delayed ACK (~40 ms per response).

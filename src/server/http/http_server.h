@@ -25,9 +25,11 @@ struct HttpOptions {
   std::string host = "127.0.0.1";
   int port = 8000;
   size_t max_payload_bytes = 8 << 20;
-  // httplib gives each keep-alive connection a pool thread for its lifetime,
-  // and handlers block on the batcher: the pool must exceed the clients.
+  // httplib gives each connection a thread for its lifetime, keep-alive
+  // waits included, and handlers block on the batcher (HandlerPool): this
+  // many are kept ready, more start on demand up to max_handler_threads.
   int handler_threads = 512;
+  int max_handler_threads = 8192;
   // When non-empty, every endpoint but /v2/health/{live,ready} and /metrics
   // needs `Authorization: Bearer <api_key>`; otherwise 401.
   std::string api_key;
