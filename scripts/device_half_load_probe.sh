@@ -4,9 +4,11 @@
 # MiniLM-shaped model with `--threads 1`, open loop at 80 requests/s with even
 # spacing (half the served saturation measured by device_serve_cpu.sh), served
 # with the server on CPUs 0-1 or 0-3 and the load generator on 8-15, with 1,024
-# and with 8 load-generator workers (a fresh connection per request, or a few
-# reused), next to the in-process stack on the same CPUs. Prints p50/p90/p99,
-# and the server's queue and compute ms per request, for each, twice.
+# and with 8 load-generator workers (until 9cf3d34, 1,024 meant a fresh
+# connection per request; since, both reuse idle ones), next to the in-process
+# stack on the same CPUs. Prints p50/p90/p99, and the server's queue and
+# compute ms per request, for each, twice. Results: bench/RESULTS.md,
+# "Issue 5's half-load p99 on the Xeon, in pieces".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/device_unpack.sh; export LD_LIBRARY_PATH=$PWD/.carry/lib
