@@ -27,7 +27,7 @@ def load(path):
         sys.exit(f"{path}: no ncu CSV rows (was it written with --csv?)")
     header, rows = rows[0], rows[1:]
     col = {name: header.index(name) for name in
-           ("ID", "Kernel Name", "Grid Size", "Metric Name", "Metric Value")}
+           ("Kernel Name", "Grid Size", "Metric Name", "Metric Value")}
     kernels = collections.defaultdict(list)
     for r in rows:
         if r[col["Metric Name"]] != "gpu__time_duration.sum":

@@ -12,9 +12,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/device_unpack.sh; export LD_LIBRARY_PATH=$PWD/.carry/lib
-BIN=$PWD/.carry/bin/bertrt; m=/tmp/minilm-shape
-python3 scripts/make_random_model.py --preset bert-base --hidden 384 --layers 6 --heads 12 --intermediate 1536 --head sentence --pooling mean --normalize --max-seq-length 256 --tokenizer-from .carry/tok -o $m > /dev/null
+BIN=$PWD/.carry/bin/bertrt; m=/tmp/bertrt-bench/minilm-shape
 source scripts/serve_util.sh
+minilm_shape_model $m .carry/tok || exit 1
 show() { python3 -c "import json,sys; s=json.load(open(sys.argv[1]))['steps'][0]; sv=s['server'] or {}; print(sys.argv[2], 'p50 %.2f p90 %.2f p99 %.2f max %.2f queue %.2f compute %.2f late %s' % (s['latency_ms']['p50'], s['latency_ms']['p90'], s['latency_ms']['p99'], s['latency_ms'].get('max',0), sv.get('queue_ms',0), sv.get('compute_ms',0), s.get('late_sends')))" "$@"; }
 L=(--request-rate 80 --request-distribution constant --duration-s 4 --warmup-s 1 --lengths 16:64)
 for cpus in 0-1 0-3; do

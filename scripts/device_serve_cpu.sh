@@ -8,10 +8,9 @@
 # Prepare here:
 #   BUILD_DIR=build bash scripts/pack_for_device.sh
 #   mkdir -p .carry/tok && cp models/all-MiniLM-L6-v2/{tokenizer.json,tokenizer_config.json,vocab.txt,special_tokens_map.json} .carry/tok/
-# The model is all-MiniLM-L6-v2's shape (6 layers, hidden 384, 12 heads, FFN
-# 1,536, mean pooling, normalized) with random weights and its real tokenizer
-# (the weights alone are over the carry limit; the time does not depend on
-# their values). RUNS (default 3) runs of scripts/serve_bench.sh with
+# The model is all-MiniLM-L6-v2's shape with random weights and its real
+# tokenizer (serve_util.sh's minilm_shape_model: the weights alone are over
+# the carry limit; the time does not depend on their values). RUNS (default 3) runs of scripts/serve_bench.sh with
 # `--threads THREADS` (default 1); their sections go to $OUT/RESULTS.md (bench/RESULTS.md plus them).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -20,10 +19,9 @@ export LD_LIBRARY_PATH="$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 [ -f .carry/tok/tokenizer.json ] || { echo "no .carry/tok/tokenizer.json (see the header)" >&2; exit 2; }
+source scripts/serve_util.sh
 model=/tmp/bertrt-bench/minilm-shape
-[ -f $model/model.safetensors ] || python3 scripts/make_random_model.py --preset bert-base \
-  --hidden 384 --layers 6 --heads 12 --intermediate 1536 --head sentence --pooling mean \
-  --normalize --max-seq-length 256 --tokenizer-from .carry/tok -o $model > /dev/null || exit 1
+minilm_shape_model $model .carry/tok || exit 1
 status=0
 for run in $(seq "${RUNS:-3}"); do
   BIN=$PWD/.carry/bin/bertrt SERVER_CPUS=${SERVER_CPUS:-0-1} LOAD_CPUS=${LOAD_CPUS:-2-7} \

@@ -31,3 +31,12 @@ on_cpus() {
   shift
   if [ -n "$cpus" ]; then taskset -c "$cpus" "$@"; else "$@"; fi
 }
+
+# minilm_shape_model DIR TOKENIZER_DIR: all-MiniLM-L6-v2's shape (6 layers,
+# hidden 384, 12 heads, FFN 1,536, mean pooling, normalized) with random
+# weights and the tokenizer files of TOKENIZER_DIR, in DIR unless there.
+minilm_shape_model() {
+  [ -f "$1/model.safetensors" ] || python3 scripts/make_random_model.py --preset bert-base \
+    --hidden 384 --layers 6 --heads 12 --intermediate 1536 --head sentence --pooling mean \
+    --normalize --max-seq-length 256 --tokenizer-from "$2" -o "$1" > /dev/null
+}

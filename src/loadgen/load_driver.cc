@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -107,8 +108,7 @@ StatusOr<StepResult> RunStep(Target& target, const TextPool& pool, const StepOpt
   // thread-per-connection server every kept-alive one holds a thread.
   std::vector<int> idle;  // a stack: the most recently idle worker last
   std::vector<std::condition_variable> wake(closed ? 0 : workers);
-  std::vector<Clock::time_point> due(closed ? 0 : workers);
-  std::vector<bool> has_due(closed ? 0 : workers, false);
+  std::vector<std::optional<Clock::time_point>> due(closed ? 0 : workers);  // handed, not yet taken
   std::condition_variable idle_cv;
   Arrivals arrivals(closed ? 1.0 : options.request_rate, options.distribution, options.seed);
 
@@ -123,10 +123,10 @@ StatusOr<StepResult> RunStep(Target& target, const TextPool& pool, const StepOpt
         std::unique_lock lock(mu);
         idle.push_back(w);
         idle_cv.notify_one();
-        wake[w].wait(lock, [&] { return stop.load() || has_due[w]; });
-        if (!has_due[w]) break;
-        scheduled = due[w];
-        has_due[w] = false;
+        wake[w].wait(lock, [&] { return stop.load() || due[w].has_value(); });
+        if (!due[w]) break;
+        scheduled = *due[w];
+        due[w].reset();
       }
       send(w, scheduled);
     }
@@ -145,7 +145,6 @@ StatusOr<StepResult> RunStep(Target& target, const TextPool& pool, const StepOpt
       const int w = idle.back();
       idle.pop_back();
       due[w] = scheduled;
-      has_due[w] = true;
       wake[w].notify_one();
     }
   };

@@ -38,8 +38,10 @@ void HandlerPool::Work() {
   for (;;) {
     const bool woke =
         work_cv_.wait_for(lock, idle_exit_, [&] { return shutdown_ || !jobs_.empty(); });
-    if (jobs_.empty() && (shutdown_ || (!woke && threads_ > min_))) break;
-    if (jobs_.empty()) continue;
+    if (jobs_.empty()) {
+      if (shutdown_ || (!woke && threads_ > min_)) break;  // else: a min thread waits on
+      continue;
+    }
     std::function<void()> job = std::move(jobs_.front());
     jobs_.pop_front();
     --idle_;
