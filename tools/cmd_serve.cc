@@ -4,8 +4,10 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <string>
 #include <thread>
 
 #include "cli_util.h"
@@ -24,7 +26,7 @@ struct ServeFlags {
   int port = 8000;
   int grpc_port = 8001;  // 0: no gRPC
   int http_threads = 512;
-  int http_max_threads = 8192;
+  int http_max_threads = 0;  // 0: the larger of 8,192 and http_threads
   EngineFlags engine;
   ServingFlags serving;
   std::string model_control = "none";
@@ -57,6 +59,15 @@ int Serve(const ServeFlags& flags) {
                 kExitUsage);
   if (!flags.load_models.empty() && *control != server::ModelControl::kExplicit)
     return Fail(InvalidArgument("--load-model needs --model-control-mode explicit"), kExitUsage);
+  if (flags.http_max_threads != 0 && flags.http_max_threads < flags.http_threads)
+    return Fail(
+        InvalidArgument("--http-max-threads " + std::to_string(flags.http_max_threads) +
+                        " is below --http-thread-count " + std::to_string(flags.http_threads) +
+                        ": the threads kept ready cannot exceed the most allowed; raise "
+                        "--http-max-threads or lower --http-thread-count"),
+        kExitUsage);
+  const int http_max_threads =
+      flags.http_max_threads != 0 ? flags.http_max_threads : std::max(8192, flags.http_threads);
 
   // TLS files are checked before any model loads: a typo fails in a second.
   server::TlsPem tls;
@@ -81,7 +92,7 @@ int Serve(const ServeFlags& flags) {
 
   server::HttpServer http(registry, metrics,
                           {flags.host, flags.port, flags.max_payload_bytes, flags.http_threads,
-                           flags.http_max_threads, flags.api_key, tls, flags.log_requests});
+                           http_max_threads, flags.api_key, tls, flags.log_requests});
   if (Status st = http.Bind(); !st.ok()) return Fail(st, kExitRuntimeError);
   std::unique_ptr<server::GrpcServer> grpc;
   if (flags.grpc_port != 0) {
@@ -156,9 +167,9 @@ void RegisterServeCommand(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--http-max-threads", f->http_max_threads,
                   "Most HTTP handler threads, i.e. open connections served at once; more wait "
-                  "for one to close. Threads beyond --http-thread-count end after 30 s idle")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
+                  "for one to close (default: 8192, or --http-thread-count if more). Threads "
+                  "beyond --http-thread-count end after 30 s idle")
+      ->check(CLI::Range(1, 1 << 20));
   AddEngineOptions(cmd, &f->engine, "CPU threads per instance (0: all cores)");
   AddServingOptions(cmd, &f->serving);
   cmd->add_option("--max-payload-bytes", f->max_payload_bytes,

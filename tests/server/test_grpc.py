@@ -2,6 +2,7 @@
 tritonclient.grpc and by raw grpcio stubs (for requests tritonclient would not
 send); answers equal `bertrt run` and the HTTP endpoint."""
 import json
+import shutil
 import signal
 import socket
 import struct
@@ -394,3 +395,33 @@ def test_access_log_has_grpc_requests(bertrt_bin):
     assert ok["status"] == "OK" and ok["model"] == "seq_cls" and ok["method"] == "grpc_infer"
     failed = [l for l in grpc_lines if l["model"] == "nope"]
     assert failed and failed[0]["status"] == "NotFound" and len(failed[0]["request_id"]) == 16
+
+
+def test_idle_connections_do_not_block_new_clients(bertrt_bin):
+    """gRPC's sync server takes a thread per call, not per connection: 300
+    connections kept open and idle (more than its 256 threads) leave a new
+    client answered at once."""
+    s = Server(bertrt_bin, [str(MODELS / "seq_cls")])
+    # A local subchannel pool: each channel its own TCP connection.
+    options = [("grpc.use_local_subchannel_pool", 1)]
+    held = []
+    try:
+        for _ in range(300):
+            channel = grpc.insecure_channel(s.grpc_url, options=options)
+            held.append(channel)
+            pb_grpc.GRPCInferenceServiceStub(channel).ServerLive(pb.ServerLiveRequest(), timeout=10)
+        t0 = time.monotonic()
+        with grpc.insecure_channel(s.grpc_url, options=options) as channel:
+            live = pb_grpc.GRPCInferenceServiceStub(channel).ServerLive(pb.ServerLiveRequest(),
+                                                                        timeout=30)
+        assert live.live
+        assert time.monotonic() - t0 < 1.0
+        # The server holds them as separate connections, not one shared.
+        if shutil.which("ss"):
+            out = subprocess.run(["ss", "-tnH", "state", "established",
+                                  f"( sport = :{s.grpc_port} )"], capture_output=True, text=True)
+            assert len(out.stdout.strip().splitlines()) >= 300, out.stdout[:500]
+    finally:
+        for channel in held:
+            channel.close()
+        s.stop()

@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from conftest import run_jsonl
-from server_util import MODELS, TEXTS, Server, close, run_outputs, servers  # noqa: F401 (fixture)
+from server_util import MODELS, TEXTS, Server, close, free_port, run_outputs, servers  # noqa: F401
 
 def test_kserve_metadata_and_health(servers):
     s = servers("seq_cls")
@@ -401,6 +401,16 @@ def test_http_max_threads_bounds_open_connections(bertrt_bin):
         for h in held:
             h.close()
         s.stop()
+
+
+def test_http_max_threads_below_ready_threads_fails_at_start(bertrt_bin):
+    """Fewer threads allowed than kept ready is a contradiction: a usage error
+    (exit 2) that names both flags, not a silently raised limit."""
+    proc = subprocess.run([bertrt_bin, "serve", str(MODELS / "seq_cls"), "--http-thread-count",
+                           "8", "--http-max-threads", "4", "--http-port", str(free_port()),
+                           "--grpc-port", "0"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert "--http-max-threads 4 is below --http-thread-count 8" in proc.stderr, proc.stderr
 
 
 def test_client_that_disconnects_costs_no_compute(bertrt_bin):

@@ -1,7 +1,7 @@
 #include "server/http/handler_pool.h"
 
 #include <algorithm>
-#include <thread>
+#include <utility>
 
 namespace bertrt::server {
 
@@ -17,11 +17,23 @@ HandlerPool::HandlerPool(size_t min_threads, size_t max_threads,
 HandlerPool::~HandlerPool() { shutdown(); }
 
 void HandlerPool::Start() {
+  JoinEnded();
   ++threads_;
   ++idle_;
-  // Detached: a thread above min ends on its own; shutdown() waits for the
-  // count to reach 0 instead of joining.
-  std::thread([this] { Work(); }).detach();
+  std::thread worker([this] { Work(); });
+  const std::thread::id id = worker.get_id();
+  workers_.emplace(id, std::move(worker));
+}
+
+void HandlerPool::JoinEnded() {
+  // An ended thread listed itself under mu_, which the caller now holds, so
+  // all it has left to do is return.
+  for (std::thread::id id : ended_) {
+    auto it = workers_.find(id);
+    it->second.join();
+    workers_.erase(it);
+  }
+  ended_.clear();
 }
 
 void HandlerPool::enqueue(std::function<void()> fn) {
@@ -52,6 +64,7 @@ void HandlerPool::Work() {
   }
   --idle_;
   --threads_;
+  ended_.push_back(std::this_thread::get_id());
   done_cv_.notify_all();
 }
 
@@ -60,6 +73,7 @@ void HandlerPool::shutdown() {
   shutdown_ = true;
   work_cv_.notify_all();
   done_cv_.wait(lock, [&] { return threads_ == 0; });
+  JoinEnded();
 }
 
 size_t HandlerPool::threads() const {

@@ -15,7 +15,10 @@
 #include <cstddef>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
+#include <thread>
+#include <vector>
 
 namespace bertrt::server {
 
@@ -38,6 +41,7 @@ class HandlerPool : public httplib::TaskQueue {
  private:
   void Start();  // with mu_ held
   void Work();
+  void JoinEnded();  // with mu_ held
 
   const size_t min_, max_;
   const std::chrono::milliseconds idle_exit_;
@@ -45,6 +49,11 @@ class HandlerPool : public httplib::TaskQueue {
   std::condition_variable work_cv_;  // a job, or the shutdown
   std::condition_variable done_cv_;  // a thread ended
   std::deque<std::function<void()>> jobs_;
+  // Every thread is joined, so none touches the pool after it is destroyed:
+  // one that ends above min lists itself in ended_, and the next Start() or
+  // shutdown() joins it.
+  std::map<std::thread::id, std::thread> workers_;
+  std::vector<std::thread::id> ended_;
   size_t threads_ = 0, idle_ = 0;
   bool shutdown_ = false;
 };
