@@ -81,6 +81,8 @@ StatusOr<CudaEngineOptions> CudaOptions(const EngineFlags& flags, int gpu) {
   options.splitk_gemms = !(splitk && std::string(splitk) == "0");
   const char* tma = std::getenv("BERTRT_TMA_ATTENTION");
   options.tma_attention = !(tma && std::string(tma) == "0");
+  const char* windows = std::getenv("BERTRT_ATTENTION_WINDOWS");
+  options.attention_windows = !(windows && std::string(windows) == "0");
   options.on_notice = PrintNotice;
   return options;
 }

@@ -64,6 +64,13 @@ struct CudaEngineOptions {
   // threads all copy. Off only for comparisons (BERTRT_TMA_ATTENTION=0 in the
   // command-line tools).
   bool tma_attention = true;
+  // Where attention runs on the TMA kernel and no sequence of a batch is
+  // longer than 128 tokens: the sequences are laid out so that consecutive
+  // ones fill windows of 128 rows, and attention runs one unit per window
+  // and head instead of one per sequence and head (src/backends/cuda/
+  // batch_shape.h's kAttentionWindow). Off only for comparisons (BERTRT_ATTENTION_WINDOWS=0
+  // in the command-line tools).
+  bool attention_windows = true;
   // Where the engine's notices go (nullptr: nowhere).
   std::function<void(const std::string&)> on_notice;
 };

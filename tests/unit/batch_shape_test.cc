@@ -13,6 +13,77 @@
 namespace bertrt::cuda {
 namespace {
 
+// A batch of sequences of at most kAttentionWindow tokens, laid out in
+// windows as the engine lays it out: what the TMA attention kernel relies on.
+void CheckWindows(const std::vector<int>& lengths, const Shape& shape, const std::string& what) {
+  const int n = static_cast<int>(lengths.size());
+  const WindowPacking packing = PackWindows(lengths);
+  std::vector<int> sorted_order = packing.order;
+  std::sort(sorted_order.begin(), sorted_order.end());
+  for (int i = 0; i < n; ++i) ASSERT_EQ(sorted_order[i], i) << what << ": not every sequence once";
+  int total = 0, k = 0;
+  for (int count : packing.window_seqs) {
+    ASSERT_GE(count, 1) << what;
+    int window = 0;
+    for (int i = 0; i < count; ++i) window += lengths[packing.order[k++]];
+    EXPECT_LE(window, kAttentionWindow) << what;
+    total += window;
+  }
+  ASSERT_EQ(k, n) << what;
+  // No more windows than twice the fewest possible (best fit, longest
+  // first, leaves at most one window less than half full).
+  const int fewest = (total + kAttentionWindow - 1) / kAttentionWindow;
+  EXPECT_LE(static_cast<int>(packing.window_seqs.size()), std::max(1, 2 * fewest)) << what;
+
+  std::vector<int32_t> ints(IntCapacity(shape.tokens), -1);
+  const BatchInts b = LayOutInts(ints.data(), shape);
+  b.cu[0] = 0;
+  for (int i = 0; i < n; ++i) b.cu[i + 1] = b.cu[i] + lengths[packing.order[i]];
+  LayOutDummies(shape, n, b.cu);
+  LayOutWindows(b.cu, shape.seqs, packing.window_seqs, b.by_length, b.row_bounds);
+  // The windows tile the batch's rows, longest first, then (0, 0) entries.
+  struct Window {
+    int32_t begin, len;
+    bool mixed;
+    bool operator<(const Window& o) const { return begin < o.begin; }
+  };
+  std::vector<Window> windows;
+  int entries = 0;
+  for (; entries < shape.seqs && b.by_length[2 * entries + 1] > 0; ++entries) {
+    const int32_t len = b.by_length[2 * entries + 1];
+    windows.push_back({b.by_length[2 * entries], len & ~kMixedWindow, (len & kMixedWindow) != 0});
+    EXPECT_LE(windows.back().len, kAttentionWindow) << what;
+    if (entries > 0) EXPECT_LE(windows.back().len, windows[entries - 1].len) << what;
+  }
+  for (int i = entries; i < shape.seqs; ++i) {
+    EXPECT_EQ(b.by_length[2 * i], 0) << what << ", entry " << i;
+    EXPECT_EQ(b.by_length[2 * i + 1], 0) << what << ", entry " << i;
+  }
+  std::sort(windows.begin(), windows.end());
+  int32_t next = 0;
+  for (const Window& w : windows) {
+    EXPECT_EQ(w.begin, next) << what;
+    next = w.begin + w.len;
+    auto seq_of = [&](int32_t row) {
+      return static_cast<int>(std::upper_bound(b.cu, b.cu + shape.seqs + 1, row) - b.cu) - 1;
+    };
+    // A window of one sequence is that sequence; in a window of several,
+    // each row's bounds are its own sequence's, as offsets in the window.
+    EXPECT_EQ(w.mixed, seq_of(w.begin) != seq_of(w.begin + w.len - 1)) << what;
+    if (!w.mixed) {
+      EXPECT_EQ(b.cu[seq_of(w.begin) + 1], w.begin + w.len) << what;
+      continue;
+    }
+    for (int32_t row = w.begin; row < w.begin + w.len; ++row) {
+      const int seq = seq_of(row);
+      const int32_t bounds = b.row_bounds[row];
+      EXPECT_EQ(w.begin + (bounds & 0xffff), b.cu[seq]) << what << ", row " << row;
+      EXPECT_EQ(w.begin + (bounds >> 16), b.cu[seq + 1]) << what << ", row " << row;
+    }
+  }
+  EXPECT_EQ(next, shape.tokens) << what;
+}
+
 // Every property the kernels rely on, for a batch of the given lengths.
 void CheckBatch(const std::vector<int>& lengths) {
   const int n = static_cast<int>(lengths.size());
@@ -66,9 +137,10 @@ void CheckBatch(const std::vector<int>& lengths) {
   std::sort(seen.begin(), seen.end());
   std::sort(all.begin(), all.end());
   EXPECT_EQ(seen, all) << what << ": not every sequence once";
-  // by_length ends the batch's ints.
-  EXPECT_EQ(b.by_length + 2 * shape.seqs - ints.data(),
+  // row_bounds ends the batch's ints.
+  EXPECT_EQ(b.row_bounds + shape.tokens - ints.data(),
             static_cast<std::ptrdiff_t>(IntCount(shape)));
+  if (max_len <= kAttentionWindow) CheckWindows(lengths, shape, what);
 }
 
 TEST(BatchShapeTest, BatchesOnBothBucketsRunAsTheyAre) {
@@ -87,6 +159,16 @@ TEST(BatchShapeTest, EmptyDummiesKeepTheSmallestTokenBucket) {
   LayOutDummies({2432, 40, 128, false}, 32, cu.data());
   EXPECT_EQ(std::vector<int32_t>(cu.begin() + 32, cu.begin() + 41),
             (std::vector<int32_t>{2426, 2426, 2426, 2426, 2426, 2426, 2426, 2426, 2432}));
+}
+
+// Best fit, longest first: 128 fills a window; 28 joins 100, the second 64
+// the first; 1 finds no room.
+TEST(BatchShapeTest, WindowsTakeEachSequenceWhereItFitsBest) {
+  const WindowPacking packing = PackWindows({100, 28, 64, 64, 128, 1});
+  EXPECT_EQ(packing.order, (std::vector<int>{4, 0, 1, 2, 3, 5}));
+  EXPECT_EQ(packing.window_seqs, (std::vector<int>{1, 2, 2, 1}));
+  EXPECT_TRUE(packing.Packs());
+  EXPECT_FALSE(PackWindows({128, 100, 90}).Packs());
 }
 
 TEST(BatchShapeTest, TokenBucketsStepByASixteenthOfTheirPowerOfTwo) {

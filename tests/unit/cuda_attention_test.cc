@@ -87,18 +87,25 @@ std::vector<double> Reference(const Inputs& in) {
 
 // Runs `kernel` and returns max |got - want| over every output element (an
 // element left unwritten reads as NaN and counts as infinite), or over the
-// rows of the sequences `checked` marks.
+// rows of the sequences `checked` marks. With window_seqs, the sequences
+// (in.cu's, in order) go to the kernel in windows of that many sequences each.
 double MaxError(const Inputs& in, const std::vector<double>& want, AttentionKernel kernel,
-                const GpuInfo& gpu, int sm_count, const std::vector<bool>* checked = nullptr) {
+                const GpuInfo& gpu, int sm_count, const std::vector<bool>* checked = nullptr,
+                const std::vector<int>* window_seqs = nullptr) {
   const int seqs = static_cast<int>(in.cu.size()) - 1;
   int max_len = 0;
   for (int len : in.problem.lengths) max_len = std::max(max_len, len);
-  std::vector<int32_t> by_length(2 * seqs);
-  LongestFirst(in.cu.data(), seqs, by_length.data());
+  std::vector<int32_t> by_length(2 * seqs), row_bounds(in.tokens());
+  if (window_seqs)
+    LayOutWindows(in.cu.data(), seqs, *window_seqs, by_length.data(), row_bounds.data());
+  else
+    LongestFirst(in.cu.data(), seqs, by_length.data());
   const size_t out_bytes = want.size() * 2;
-  DeviceBuffer d_qkv(in.qkv.size() * 2), d_ctx(out_bytes), d_order(by_length.size() * 4);
+  DeviceBuffer d_qkv(in.qkv.size() * 2), d_ctx(out_bytes), d_order(by_length.size() * 4),
+      d_bounds(row_bounds.size() * 4);
   cudaMemcpy(d_qkv.ptr, in.qkv.data(), in.qkv.size() * 2, cudaMemcpyHostToDevice);
   cudaMemcpy(d_order.ptr, by_length.data(), by_length.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(d_bounds.ptr, row_bounds.data(), row_bounds.size() * 4, cudaMemcpyHostToDevice);
   cudaMemset(d_ctx.ptr, 0xff, out_bytes);
   AttentionArgs a{d_qkv.ptr,   static_cast<const int32_t*>(d_order.ptr),
                   seqs,        max_len,
@@ -107,6 +114,7 @@ double MaxError(const Inputs& in, const std::vector<double>& want, AttentionKern
                   sm_count};
   a.kernel = kernel;
   a.tokens = in.tokens();
+  if (window_seqs) a.row_bounds = static_cast<const int32_t*>(d_bounds.ptr);
   const Status st = Attention(in.p, a, Stream{nullptr, false});
   EXPECT_TRUE(st.ok()) << st.ToString();
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -184,7 +192,9 @@ TEST_F(CudaAttentionTest, EveryKernelMatchesAFloat64Reference) {
 
 // A sequence whose V rows overflowed to inf (a broken fp16 model, or one
 // pushed past fp16's range) spoils its own outputs only: the kernels read
-// past a sequence's end only into tiles they mask and zero.
+// past a sequence's end only into tiles they mask and zero. (With a unit per
+// sequence; in an attention window of several it reaches its neighbours:
+// attention_tma.cuh.)
 TEST_F(CudaAttentionTest, InfiniteValuesStayInTheirSequence) {
   const std::vector<std::vector<int>> batches = {{100, 37, 130, 5, 64, 200, 3, 129},
                                                  {384, 50, 300, 7, 250}};
@@ -213,6 +223,48 @@ TEST_F(CudaAttentionTest, InfiniteValuesStayInTheirSequence) {
       }
     }
   }
+}
+
+// Sequences of at most kAttentionWindow tokens packed into windows (as the
+// engine lays them out: PackWindows' order, LayOutWindows' table) on the TMA
+// kernel: each row attends to its own sequence only, whatever shares its
+// window, at head dims 32/64/128, windows of one sequence or many, lengths
+// on and off tile edges.
+TEST_F(CudaAttentionTest, PackedWindowsMatchAFloat64Reference) {
+  if (gpu_.compute_capability != 90 || !WgmmaAttentionBuilt())
+    GTEST_SKIP() << "the TMA kernel needs an sm_90 GPU and a build with 90a";
+  std::mt19937 rng(21);
+  std::vector<std::vector<int>> batches = {{1, 127, 128, 64, 64, 65, 63, 2, 16, 112, 8, 120},
+                                           std::vector<int>(200, 1)};
+  for (int n : {40, 333}) {
+    std::vector<int> lengths(n);
+    for (int& len : lengths) len = std::uniform_int_distribution<int>(1, kAttentionWindow)(rng);
+    batches.push_back(lengths);
+  }
+  for (Precision p : {Precision::kFp16, Precision::kBf16}) {
+    const double tolerance = p == Precision::kFp16 ? 1e-2 : 6e-2;
+    for (int d : {32, 64, 128})
+      for (const std::vector<int>& lengths : batches) {
+        const WindowPacking packing = PackWindows(lengths);
+        std::vector<int> laid_out;
+        for (int s : packing.order) laid_out.push_back(lengths[s]);
+        const Inputs in = MakeInputs({2, d, laid_out}, p, 13);
+        const std::vector<double> want = Reference(in);
+        const double err = MaxError(in, want, AttentionKernel::kTma, gpu_, sm_count_, nullptr,
+                                    &packing.window_seqs);
+        EXPECT_LE(err, tolerance) << PrecisionName(p) << " head dim " << d << ", " << lengths.size()
+                                  << " sequences in " << packing.window_seqs.size() << " windows";
+      }
+  }
+  // A table of windows for a kernel that does not take them is an error.
+  AttentionArgs a{nullptr, nullptr, 1, 8, 64, 1, nullptr, gpu_.compute_capability, sm_count_};
+  int32_t bounds = 0;
+  a.row_bounds = &bounds;
+  a.kernel = AttentionKernel::kWgmma;
+  a.tokens = 8;
+  const Status st = Attention(Precision::kFp16, a, Stream{nullptr, false});
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.ToString().find("windows"), std::string::npos) << st.ToString();
 }
 
 TEST_F(CudaAttentionTest, AForcedKernelTheGpuOrPrecisionRulesOutIsAnError) {

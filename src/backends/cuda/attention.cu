@@ -306,7 +306,22 @@ AttentionKernel AutoKernel(Precision p, const AttentionArgs& a, int d) {
   return AttentionKernel::kMmaSync;
 }
 
+// The kernel `a` gets.
+AttentionKernel ChosenKernel(Precision p, const AttentionArgs& a, int d) {
+  return a.kernel == AttentionKernel::kAuto ? AutoKernel(p, a, d) : a.kernel;
+}
+
 }  // namespace
+
+bool AttentionTakesWindows(Precision p, const AttentionArgs& a) {
+  const int d = a.heads > 0 ? a.hidden / a.heads : 0;
+  // Sequences no longer than a window run the TMA kernel's two consumers
+  // (128-query units; three need sequences near 192 queries).
+  static_assert(TmaAttentionShape<__half, 64, 2, true>::kQueries == kAttentionWindow &&
+                TmaAttentionShape<__half, 64, 2, true>::kKeys == kAttentionWindow);
+  return a.num_seqs > 0 && a.max_len <= kAttentionWindow && TensorCoreHeadDim(d) &&
+         ChosenKernel(p, a, d) == AttentionKernel::kTma;
+}
 
 bool WgmmaAttentionBuilt() {
 #if defined(BERTRT_CUDA_SM90A)
@@ -322,8 +337,11 @@ Status Attention(Precision p, const AttentionArgs& a, Stream stream) {
   if (d > kMaxAttentionHeadDim)
     return Unimplemented("attention: head dim " + std::to_string(d) + " is above the " +
                          std::to_string(kMaxAttentionHeadDim) + " the CUDA engine supports");
-  const AttentionKernel kernel =
-      a.kernel == AttentionKernel::kAuto ? AutoKernel(p, a, d) : a.kernel;
+  const AttentionKernel kernel = ChosenKernel(p, a, d);
+  if (a.row_bounds != nullptr && !AttentionTakesWindows(p, a))
+    return InvalidArgument(
+        "attention: packed windows are for the TMA kernel on sequences of at most " +
+        std::to_string(kAttentionWindow) + " tokens (AttentionTakesWindows)");
   if (kernel != AttentionKernel::kGeneral) {
     if (p == Precision::kFp32 || !TensorCoreHeadDim(d))
       return InvalidArgument(

@@ -206,6 +206,23 @@ __device__ __forceinline__ void MaskKeysPastEnd(float (&sc)[kRowTiles][kKeyTiles
   }
 }
 
+// Packed windows (AttentionArgs::row_bounds): scores of keys outside a
+// row's own sequence, [lo, hi) of the tile, become -inf; rows g and g + 8 of
+// a one-row-tile fragment have their own bounds.
+template <int kKeyTiles>
+__device__ __forceinline__ void MaskKeysOutsideRows(float (&sc)[1][kKeyTiles][4], int lo0, int hi0,
+                                                    int lo1, int hi1, int t) {
+#pragma unroll
+  for (int j = 0; j < kKeyTiles; ++j) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int key = 8 * j + 2 * t + e;
+      if (key < lo0 || key >= hi0) sc[0][j][e] = -INFINITY;
+      if (key < lo1 || key >= hi1) sc[0][j][2 + e] = -INFINITY;
+    }
+  }
+}
+
 // One key tile of the online softmax: the scores become unnormalized
 // probabilities, m (running max per fragment row g, g + 8) and l (this
 // lane's partial sum) move on, and alpha gets the factor by which the

@@ -28,11 +28,20 @@
 // as zeros): their scores are masked to -inf, so their probabilities are 0,
 // and their V rows are zeroed before the last tile's P V product, so that no
 // sequence's values (inf, should its V have overflowed) reach another's.
+//
+// With attention windows (AttentionArgs::row_bounds; two consumers, so 128
+// queries and 128 keys) a unit is (window, head): the window's sequences,
+// back to back, are its query rows and its one key tile, and in a window of
+// several, each row's scores outside its own sequence are masked to -inf.
+// Its V rows of other sequences then meet probabilities of exactly 0, so
+// only a V that overflowed to inf (0 * inf = NaN) would reach a neighbour in
+// the window; that sequence's own outputs are inf or NaN then already.
 #pragma once
 
 #include <cstdint>
 
 #include "backends/cuda/attention_wgmma.cuh"
+#include "backends/cuda/batch_shape.h"
 #include "backends/cuda/tma.cuh"
 
 namespace bertrt::cuda {
@@ -95,7 +104,8 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
   T* const ks = qs + kQStages * kConsumers * S::kQTile;  // [kStages][kKvTile]
   T* const vs = ks + kStages * S::kKvTile;               // [kStages][kKvTile]
   // The producer describes each unit to the consumers with its Q: (first
-  // token, length, head, first query); length 0 says there are no more.
+  // token, length, head, 2 * first query + whether it is a window of several
+  // sequences); length 0 says there are no more.
   int4* const unit_of = reinterpret_cast<int4*>(vs + kStages * S::kKvTile);  // [kQStages]
   uint64_t* const q_full = reinterpret_cast<uint64_t*>(unit_of + kQStages);
   uint64_t* const q_empty = q_full + kQStages;
@@ -132,12 +142,16 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
     int stage = 0, q_stage = 0;
     uint32_t phase = 0, q_phase = 0;
     for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
-      const AttentionBlock<T> u = AttentionBlockAt<T, D>(a, S::kQueries, unit);
+      AttentionBlock<T> u = AttentionBlockAt<T, D>(a, S::kQueries, unit);
+      // A window of several sequences (only with row_bounds) says so in its length.
+      const bool mixed = (u.len & kMixedWindow) != 0;
+      u.len &= ~kMixedWindow;
       if (u.q0 >= u.len) continue;
       const int column = u.head * D;
       BarrierWait(&q_empty[q_stage], q_phase ^ 1);
       // Published by the arrival (a release; the consumers' wait acquires).
-      unit_of[q_stage] = make_int4(u.begin, u.len, u.head, u.q0);
+      // The first query (0 in a window) goes with the mixed flag.
+      unit_of[q_stage] = make_int4(u.begin, u.len, u.head, 2 * u.q0 + mixed);
       BarrierArriveExpect(&q_full[q_stage], kConsumers * S::kQTile * sizeof(T));
       for (int c = 0; c < kConsumers; ++c)
         for (int b = 0; b < D / S::kBoxDims; ++b)
@@ -201,13 +215,29 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
     const T* const q_tile = qs + (q_stage * kConsumers + consumer) * S::kQTile;
     uint64_t* const q_done = &q_empty[q_stage];
     if (++q_stage == kQStages) q_stage = 0, q_phase ^= 1;
-    const int group_q0 = u.w + 64 * consumer;
+    const int group_q0 = (u.w >> 1) + 64 * consumer;
+    const bool mixed = u.w & 1;
     // A warpgroup wholly past the sequence's end multiplies nothing but
     // waits and releases as the others do, so that every barrier's phases
     // count the same arrivals.
     const bool active = group_q0 < len;
     const int row0 = group_q0 + 16 * warp + g;  // and row0 + 8
     const int tiles = (len + kKeys - 1) / kKeys;
+    // A window of several sequences (one key tile): each row attends to its
+    // own sequence's keys, whose bounds are the one global read of a
+    // consumer besides its outputs (issued here, needed after the first
+    // product). Rows past the window keep [0, len): they are never stored.
+    int lo0 = 0, hi0 = len, lo1 = 0, hi1 = len;
+    if (mixed) {
+      if (row0 < len) {
+        const int b = __ldg(a.row_bounds + u.x + row0);
+        lo0 = b & 0xffff, hi0 = b >> 16;
+      }
+      if (row0 + 8 < len) {
+        const int b = __ldg(a.row_bounds + u.x + row0 + 8);
+        lo1 = b & 0xffff, hi1 = b >> 16;
+      }
+    }
 
     WgmmaOutputs<T, D, kKeys> out;
     out.Reset();
@@ -227,7 +257,10 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
       WgmmaCommit();
     };
     auto softmax = [&](int j, float(&alpha)[1][2]) {
-      if ((j + 1) * kKeys > len) MaskKeysPastEnd(sc, j * kKeys, len, t);  // uniform
+      if (mixed)  // uniform
+        MaskKeysOutsideRows(sc, lo0, hi0, lo1, hi1, t);
+      else if ((j + 1) * kKeys > len)  // uniform
+        MaskKeysPastEnd(sc, j * kKeys, len, t);
       OnlineSoftmaxStep(sc, out.m, out.l, alpha, scale_log2);
     };
 

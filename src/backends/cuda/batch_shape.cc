@@ -63,15 +63,82 @@ void LongestFirst(const int32_t* cu, int seqs, int32_t* by_length) {
   }
 }
 
+WindowPacking PackWindows(const std::vector<int>& lengths) {
+  constexpr int window = kAttentionWindow;
+  const int n = static_cast<int>(lengths.size());
+  std::vector<int> longest(n);
+  std::iota(longest.begin(), longest.end(), 0);
+  std::stable_sort(longest.begin(), longest.end(),
+                   [&](int a, int b) { return lengths[a] > lengths[b]; });
+  // Best fit: each sequence goes to the window with the least room that
+  // still holds it; windows are found by their room, so a batch of n
+  // sequences costs O(n * window) at most.
+  std::vector<std::vector<int>> windows;
+  std::vector<std::vector<int>> by_room(window + 1);  // room -> windows
+  std::vector<int> room;
+  for (int s : longest) {
+    const int len = std::clamp(lengths[s], 0, window);  // (a longer one breaks the layout)
+    int w = -1;
+    for (int r = len; r <= window && w < 0; ++r)
+      if (!by_room[r].empty()) {
+        w = by_room[r].back();
+        by_room[r].pop_back();
+      }
+    if (w < 0) {
+      w = static_cast<int>(windows.size());
+      windows.emplace_back();
+      room.push_back(window);
+    }
+    windows[w].push_back(s);
+    room[w] -= len;
+    by_room[room[w]].push_back(w);
+  }
+  WindowPacking packing;
+  for (const std::vector<int>& w : windows) {
+    packing.order.insert(packing.order.end(), w.begin(), w.end());
+    packing.window_seqs.push_back(static_cast<int>(w.size()));
+  }
+  return packing;
+}
+
+void LayOutWindows(const int32_t* cu, int seqs, const std::vector<int>& window_seqs,
+                   int32_t* by_length, int32_t* row_bounds) {
+  struct Window {
+    int32_t begin, len;
+    bool mixed;
+  };
+  std::vector<Window> windows;
+  int s = 0;
+  for (int count : window_seqs) {
+    const int32_t begin = cu[s];
+    if (count > 1)
+      for (int i = s; i < s + count; ++i)
+        for (int32_t row = cu[i]; row < cu[i + 1]; ++row)
+          row_bounds[row] = (cu[i] - begin) | (cu[i + 1] - begin) << 16;
+    s += count;
+    windows.push_back({begin, cu[s] - begin, count > 1});
+  }
+  for (; s < seqs; ++s)  // the dummies; the empty ones need no window
+    if (cu[s + 1] > cu[s]) windows.push_back({cu[s], cu[s + 1] - cu[s], false});
+  std::stable_sort(windows.begin(), windows.end(),
+                   [](const Window& a, const Window& b) { return a.len > b.len; });
+  for (size_t w = 0; w < windows.size(); ++w) {
+    by_length[2 * w] = windows[w].begin;
+    by_length[2 * w + 1] = windows[w].len | (windows[w].mixed ? kMixedWindow : 0);
+  }
+  std::fill(by_length + 2 * windows.size(), by_length + 2 * seqs, 0);
+}
+
 BatchInts LayOutInts(int32_t* base, const Shape& shape) {
   int32_t* cu = base + 2 * static_cast<size_t>(shape.tokens);
-  return {base, base + shape.tokens, cu, cu + shape.seqs + 1};
+  int32_t* by_length = cu + shape.seqs + 1;
+  return {base, base + shape.tokens, cu, by_length, by_length + 2 * shape.seqs};
 }
 
 size_t IntCount(const Shape& shape) {
-  return 2 * static_cast<size_t>(shape.tokens) + 3 * static_cast<size_t>(shape.seqs) + 1;
+  return 3 * static_cast<size_t>(shape.tokens) + 3 * static_cast<size_t>(shape.seqs) + 1;
 }
 
-size_t IntCapacity(size_t tokens) { return 5 * tokens + 1; }
+size_t IntCapacity(size_t tokens) { return 6 * tokens + 1; }
 
 }  // namespace bertrt::cuda

@@ -1,6 +1,6 @@
 // The shape a batch runs as on the CUDA engine, and the ints that describe
 // it on the device. Plain C++ (no CUDA), so that the bucket arithmetic is
-// tested on machines without a GPU.
+// tested on machines without a GPU; C++17, so that kernels include it too.
 //
 // Launch overhead dominates small batches, so each batch runs as a padded
 // shape (a bucket) whose kernels replay as one CUDA graph. The padding tokens
@@ -8,9 +8,10 @@
 // rounds to its bucket.
 #pragma once
 
-#include <compare>
 #include <cstddef>
 #include <cstdint>
+#include <tuple>
+#include <vector>
 
 namespace bertrt::cuda {
 
@@ -30,7 +31,9 @@ int SeqBucket(int seqs);
 struct Shape {
   int tokens, seqs, max_len;
   bool hidden_state;
-  auto operator<=>(const Shape&) const = default;
+  std::tuple<int, int, int, bool> Key() const { return {tokens, seqs, max_len, hidden_state}; }
+  friend bool operator==(const Shape& a, const Shape& b) { return a.Key() == b.Key(); }
+  friend bool operator<(const Shape& a, const Shape& b) { return a.Key() < b.Key(); }
 };
 
 // The bucket of a batch of `tokens` tokens in `seqs` sequences, the longest
@@ -57,10 +60,47 @@ void LayOutDummies(const Shape& shape, int n, int32_t* cu);
 // cu_seqlens would put a second dependent load before its first).
 void LongestFirst(const int32_t* cu, int seqs, int32_t* by_length);
 
+// Attention windows. The TMA attention kernel's units hold 128 query rows
+// and its key tiles 128 keys, so a batch of sequences no longer than that ran
+// one unit per sequence and head, each costing what a full one does: 128
+// sequences of 8..32 tokens ran as many units as 128 x 128. Laid out so that
+// consecutive sequences fill windows of kAttentionWindow rows, the batch
+// runs one unit per window and head, each row attending to its own
+// sequence's keys (kernels.h's AttentionArgs::row_bounds).
+inline constexpr int kAttentionWindow = 128;
+// In by_length, the length of a window that holds more than one sequence
+// carries this flag: only those windows' rows need their bounds read and
+// their scores masked by them.
+inline constexpr int32_t kMixedWindow = 1 << 30;
+
+// The order in which to lay out sequences of these lengths (each at most
+// kAttentionWindow) so that consecutive runs of them fill windows: best fit,
+// longest first. order[k] is the index of the sequence laid out k-th;
+// window_seqs holds the sequences of each window, in layout order.
+struct WindowPacking {
+  std::vector<int> order;
+  std::vector<int> window_seqs;
+  // Whether some window holds more than one sequence.
+  bool Packs() const { return window_seqs.size() < order.size(); }
+};
+WindowPacking PackWindows(const std::vector<int>& lengths);
+
+// For a batch laid out in windows (cu over `seqs` sequences: the real ones
+// first, in windows of window_seqs sequences; then the dummies, each a window
+// of its own but for the empty ones): by_length describes the windows as
+// LongestFirst describes sequences, longest first, a window of several
+// sequences with kMixedWindow in its length, then (0, 0) up to `seqs`
+// entries. row_bounds[token], for the rows of those windows only, = lo |
+// hi << 16: the token's sequence's first row and end as offsets from its
+// window's first row.
+void LayOutWindows(const int32_t* cu, int seqs, const std::vector<int>& window_seqs,
+                   int32_t* by_length, int32_t* row_bounds);
+
 // A batch's ints on the device, back to back so that one copy moves them:
-// ids [tokens] | token types [tokens] | cu_seqlens [seqs + 1] | by_length [2 seqs].
+// ids [tokens] | token types [tokens] | cu_seqlens [seqs + 1] | by_length [2 seqs] |
+// row_bounds [tokens] (LayOutWindows', when the batch is laid out in windows).
 struct BatchInts {
-  int32_t *ids, *types, *cu, *by_length;
+  int32_t *ids, *types, *cu, *by_length, *row_bounds;
 };
 BatchInts LayOutInts(int32_t* base, const Shape& shape);
 size_t IntCount(const Shape& shape);

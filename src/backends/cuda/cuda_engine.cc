@@ -179,6 +179,10 @@ class CudaEngine final : public Engine {
   // Whether the outputs of `shape` read only each sequence's first token of
   // the last layer (the pooler, CLS pooling; no hidden states asked for).
   bool FirstTokensOnly(const Shape& shape) const;
+  // The attention kernel's arguments for `shape` in `ws`; with row_bounds
+  // set where the kernel takes packed windows (Stage then lays the batch out
+  // in them).
+  cuda::AttentionArgs AttentionArgsFor(const Shape& shape, const Workspace& ws) const;
   Status Encoder(const Shape& shape, const Workspace& ws, cudaStream_t stream);
   Status HeadKernels(const Shape& shape, const Workspace& ws, cudaStream_t stream);
   std::vector<Pending> Outputs(bool hidden_state) const;
@@ -220,6 +224,10 @@ class CudaEngine final : public Engine {
   uint64_t pool_generation_ = 0;
   bool graphs_enabled_ = true;
   uint64_t runs_ = 0;  // batches run (the first is traced)
+  // The staged batch's sequences in their device order, when Stage packed
+  // them into attention windows (layout_order_[k]: the batch's index of the
+  // k-th); empty when they keep the batch's order.
+  std::vector<int> layout_order_;
   std::string graphs_off_reason_;  // why a capture failed, for device()
   std::map<Shape, CachedGraph> graphs_;
   uint64_t use_clock_ = 0;
@@ -372,15 +380,48 @@ Status CudaEngine::Stage(const RaggedBatch& batch, const Shape& shape) {
   const int t = batch.num_tokens(), n = batch.num_seqs();
   const int tokens = shape.tokens;
   const BatchInts ints = cuda::LayOutInts(ws_.host_ints, shape);
-  std::memcpy(ints.ids, batch.input_ids.data(), t * sizeof(int32_t));
-  std::memcpy(ints.types, batch.token_type_ids.data(), t * sizeof(int32_t));
-  std::memcpy(ints.cu, batch.cu_seqlens.data(), (n + 1) * sizeof(int32_t));
+  const int32_t* cu = batch.cu_seqlens.data();
+  // Attention windows (batch_shape.h): the sequences are reordered to fill
+  // them when some window then holds more than one, and there are more
+  // (sequence, head) units than multiprocessors: with fewer, each unit has a
+  // multiprocessor already, and windows would only make some units longer
+  // (H200: 8 x 8..32 tokens 2.5% slower packed, 128 x 8..32 16% faster,
+  // bench/RESULTS.md 2026-12-01). CopyBack restores the order.
+  const bool windows = AttentionArgsFor(shape, ws_).row_bounds != nullptr;
+  cuda::WindowPacking packing;
+  layout_order_.clear();
+  if (windows) {
+    std::vector<int> lengths(n);
+    for (int s = 0; s < n; ++s) lengths[s] = cu[s + 1] - cu[s];
+    packing = cuda::PackWindows(lengths);
+    if (packing.Packs() && static_cast<long>(n) * model_->config.num_heads > sm_count_)
+      layout_order_ = packing.order;
+    else
+      packing.window_seqs.assign(n, 1);  // a window per sequence, in the batch's order
+  }
+  if (layout_order_.empty()) {
+    std::memcpy(ints.ids, batch.input_ids.data(), t * sizeof(int32_t));
+    std::memcpy(ints.types, batch.token_type_ids.data(), t * sizeof(int32_t));
+    std::memcpy(ints.cu, cu, (n + 1) * sizeof(int32_t));
+  } else {
+    ints.cu[0] = 0;
+    for (int k = 0; k < n; ++k) {
+      const int s = layout_order_[k], len = cu[s + 1] - cu[s];
+      std::memcpy(ints.ids + ints.cu[k], batch.input_ids.data() + cu[s], len * sizeof(int32_t));
+      std::memcpy(ints.types + ints.cu[k], batch.token_type_ids.data() + cu[s],
+                  len * sizeof(int32_t));
+      ints.cu[k + 1] = ints.cu[k] + len;
+    }
+  }
   // Dummy tokens: id 0 and type 0 exist in every vocabulary; their rows are
   // never read back.
   std::fill(ints.ids + t, ints.ids + tokens, 0);
   std::fill(ints.types + t, ints.types + tokens, 0);
   cuda::LayOutDummies(shape, n, ints.cu);
-  cuda::LongestFirst(ints.cu, shape.seqs, ints.by_length);
+  if (windows)
+    cuda::LayOutWindows(ints.cu, shape.seqs, packing.window_seqs, ints.by_length, ints.row_bounds);
+  else
+    cuda::LongestFirst(ints.cu, shape.seqs, ints.by_length);
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ws_.ints, ws_.host_ints,
                                        cuda::IntCount(shape) * sizeof(int32_t),
                                        cudaMemcpyHostToDevice, stream_));
@@ -487,6 +528,19 @@ Status CudaEngine::Linear(const void* x, int rows, int in, const void* w, const 
   return gemm_.Linear(x, rows, in, w, bias, out, epilogue, residual, y, stream);
 }
 
+cuda::AttentionArgs CudaEngine::AttentionArgsFor(const Shape& shape, const Workspace& ws) const {
+  const ModelConfig& c = model_->config;
+  const BatchInts ints = cuda::LayOutInts(ws.ints, shape);
+  cuda::AttentionArgs a{ws.qkv,        ints.by_length,          shape.seqs,
+                        shape.max_len, c.hidden_size,           c.num_heads,
+                        ws.ctx,        gpu_.compute_capability, sm_count_};
+  a.tokens = shape.tokens;
+  a.allow_tma = options_.tma_attention;
+  if (options_.attention_windows && cuda::AttentionTakesWindows(options_.precision, a))
+    a.row_bounds = ints.row_bounds;
+  return a;
+}
+
 Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t stream) {
   const ModelConfig& c = model_->config;
   const Precision p = options_.precision;
@@ -501,11 +555,7 @@ Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t
          weights_.emb_gamma, weights_.emb_beta, h, c.layer_norm_eps, ws.x},
         kernels);
   }));
-  cuda::AttentionArgs attention{ws.qkv,  ints.by_length, n,      shape.max_len,
-                                h,       c.num_heads,    ws.ctx, gpu_.compute_capability,
-                                sm_count_};
-  attention.tokens = t;
-  attention.allow_tma = options_.tma_attention;
+  cuda::AttentionArgs attention = AttentionArgsFor(shape, ws);
 
   // Useful FLOPs, for the profile: 2 per multiply-add; attention counts
   // QK^T and PV over every sequence's real length (a batch's lengths are
@@ -665,6 +715,22 @@ Status CudaEngine::CopyBack(const RaggedBatch& batch, bool hidden_state, BatchOu
     next += count;
   }
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  // Rows in the device's order (Stage's attention windows) go back to the batch's.
+  std::vector<std::vector<float>> reordered(layout_order_.empty() ? 0 : pending.size());
+  for (size_t i = 0; i < reordered.size(); ++i) {
+    const int width = pending[i].width;
+    reordered[i].resize(rows[i] * width);
+    const int32_t* cu = batch.cu_seqlens.data();
+    size_t device_row = 0;
+    for (size_t k = 0; k < layout_order_.size(); ++k) {
+      const int s = layout_order_[k];
+      const size_t count = pending[i].per_token ? cu[s + 1] - cu[s] : 1;
+      const size_t row = pending[i].per_token ? cu[s] : s;
+      std::copy_n(host[i] + device_row * width, count * width, reordered[i].begin() + row * width);
+      device_row += count;
+    }
+    host[i] = reordered[i].data();
+  }
   for (size_t i = 0; i < pending.size(); ++i) {
     const Pending& o = pending[i];
     if (model_->config.head == HeadKind::kQuestionAnswering && o.name == "logits")

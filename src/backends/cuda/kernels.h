@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/cuda/batch_shape.h"
 #include "bertrt/cuda_engine.h"
 #include "bertrt/model.h"
 #include "bertrt/status.h"
@@ -134,10 +135,21 @@ struct AttentionArgs {
   int tokens = 0;
   // Whether kAuto may pick the TMA kernel (off only for comparisons).
   bool allow_tma = true;
+  // Attention windows (batch_shape.h's kAttentionWindow), only where
+  // AttentionTakesWindows: by_length then lists windows of whole sequences
+  // (LayOutWindows), and row_bounds[token] = lo | hi << 16 bounds the keys
+  // of the token's sequence within a window of several. nullptr: by_length
+  // lists sequences.
+  const int32_t* row_bounds = nullptr;
 };
 
 // Largest head dimension Attention supports.
 inline constexpr int kMaxAttentionHeadDim = 256;
+
+// Whether `a`, with by_length describing sequences, gets a kernel that takes
+// packed windows instead (the TMA kernel with 128-query units, on a batch
+// whose sequences fit a window).
+bool AttentionTakesWindows(Precision p, const AttentionArgs& a);
 
 // Per sequence and head: softmax(Q K^T / sqrt(head_dim)) V over that
 // sequence's own tokens. Tensor cores for fp16/bf16 with head dims 32, 64 and
