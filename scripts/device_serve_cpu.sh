@@ -10,8 +10,9 @@
 #   mkdir -p .carry/tok && cp models/all-MiniLM-L6-v2/{tokenizer.json,tokenizer_config.json,vocab.txt,special_tokens_map.json} .carry/tok/
 # The model is all-MiniLM-L6-v2's shape with random weights and its real
 # tokenizer (serve_util.sh's minilm_shape_model: the weights alone are over
-# the carry limit; the time does not depend on their values). RUNS (default 3) runs of scripts/serve_bench.sh with
-# `--threads THREADS` (default 1); their sections go to $OUT/RESULTS.md (bench/RESULTS.md plus them).
+# the carry limit; the time does not depend on their values). RUNS (default
+# 3) runs of scripts/serve_bench.sh with `--threads THREADS` (default 1);
+# their sections go to $OUT/RESULTS.md (bench/RESULTS.md plus them).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/device_unpack.sh

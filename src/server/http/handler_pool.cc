@@ -18,7 +18,6 @@ HandlerPool::~HandlerPool() { shutdown(); }
 
 void HandlerPool::Start() {
   JoinEnded();
-  ++threads_;
   ++idle_;
   std::thread worker([this] { Work(); });
   const std::thread::id id = worker.get_id();
@@ -41,7 +40,7 @@ void HandlerPool::enqueue(std::function<void()> fn) {
   jobs_.push_back(std::move(fn));
   // A thread counted idle may already be on its way to a job queued before
   // this one: only jobs beyond the idle threads need a new one.
-  if (jobs_.size() > idle_ && threads_ < max_) Start();
+  if (jobs_.size() > idle_ && Running() < max_) Start();
   work_cv_.notify_one();
 }
 
@@ -51,7 +50,7 @@ void HandlerPool::Work() {
     const bool woke =
         work_cv_.wait_for(lock, idle_exit_, [&] { return shutdown_ || !jobs_.empty(); });
     if (jobs_.empty()) {
-      if (shutdown_ || (!woke && threads_ > min_)) break;  // else: a min thread waits on
+      if (shutdown_ || (!woke && Running() > min_)) break;  // else: a min thread waits on
       continue;
     }
     std::function<void()> job = std::move(jobs_.front());
@@ -63,7 +62,6 @@ void HandlerPool::Work() {
     ++idle_;
   }
   --idle_;
-  --threads_;
   ended_.push_back(std::this_thread::get_id());
   done_cv_.notify_all();
 }
@@ -72,13 +70,13 @@ void HandlerPool::shutdown() {
   std::unique_lock lock(mu_);
   shutdown_ = true;
   work_cv_.notify_all();
-  done_cv_.wait(lock, [&] { return threads_ == 0; });
+  done_cv_.wait(lock, [&] { return Running() == 0; });
   JoinEnded();
 }
 
 size_t HandlerPool::threads() const {
   std::lock_guard lock(mu_);
-  return threads_;
+  return Running();
 }
 
 }  // namespace bertrt::server

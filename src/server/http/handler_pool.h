@@ -42,6 +42,8 @@ class HandlerPool : public httplib::TaskQueue {
   void Start();  // with mu_ held
   void Work();
   void JoinEnded();  // with mu_ held
+  // Threads started and not yet ended, with mu_ held.
+  size_t Running() const { return workers_.size() - ended_.size(); }
 
   const size_t min_, max_;
   const std::chrono::milliseconds idle_exit_;
@@ -54,7 +56,7 @@ class HandlerPool : public httplib::TaskQueue {
   // shutdown() joins it.
   std::map<std::thread::id, std::thread> workers_;
   std::vector<std::thread::id> ended_;
-  size_t threads_ = 0, idle_ = 0;
+  size_t idle_ = 0;
   bool shutdown_ = false;
 };
 
