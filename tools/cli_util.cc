@@ -83,6 +83,8 @@ StatusOr<CudaEngineOptions> CudaOptions(const EngineFlags& flags, int gpu) {
   options.tma_attention = !(tma && std::string(tma) == "0");
   const char* windows = std::getenv("BERTRT_ATTENTION_WINDOWS");
   options.attention_windows = !(windows && std::string(windows) == "0");
+  const char* first_query = std::getenv("BERTRT_FIRST_QUERY_ATTENTION");
+  options.first_query_attention = !(first_query && std::string(first_query) == "0");
   options.on_notice = PrintNotice;
   return options;
 }

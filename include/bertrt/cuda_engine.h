@@ -71,6 +71,13 @@ struct CudaEngineOptions {
   // batch_shape.h's kAttentionWindow). Off only for comparisons (BERTRT_ATTENTION_WINDOWS=0
   // in the command-line tools).
   bool attention_windows = true;
+  // A model whose outputs read only each sequence's first token of the last
+  // layer (the pooler, CLS pooling, no hidden states asked for) has that
+  // layer's attention computed for the first queries alone
+  // (kernels.h's FirstQueryAttention) instead of for every query with the
+  // rest discarded. Off only for comparisons (BERTRT_FIRST_QUERY_ATTENTION=0
+  // in the command-line tools).
+  bool first_query_attention = true;
   // Where the engine's notices go (nullptr: nowhere).
   std::function<void(const std::string&)> on_notice;
 };

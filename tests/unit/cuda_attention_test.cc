@@ -1,4 +1,4 @@
-// Each attention kernel (general, mma.sync, wgmma, TMA) against a float64
+// Each attention kernel (general, mma.sync, wgmma, TMA, first queries) against a float64
 // reference on the host, at head dims 32/64/128, ragged lengths that end
 // inside and on tile edges, and batches large and small enough to pick each
 // kernel's block sizes. The engine tests check attention only through whole
@@ -265,6 +265,53 @@ TEST_F(CudaAttentionTest, PackedWindowsMatchAFloat64Reference) {
   const Status st = Attention(Precision::kFp16, a, Stream{nullptr, false});
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.ToString().find("windows"), std::string::npos) << st.ToString();
+}
+
+// The first-query kernel (the last layer of a model whose head reads only
+// first tokens) against the reference's first rows, relative to each
+// output's size: it computes in fp32, so only the output's rounding (11 or
+// 8 bits) is allowed. Head dims in 16-byte vectors and one not (36), empty
+// sequences (a zero row), lengths past one block's threads.
+TEST_F(CudaAttentionTest, FirstQueriesMatchAFloat64Reference) {
+  const std::vector<Problem> problems = {{4, 32, {1, 7, 0, 64, 65, 130, 2, 512, 300}},
+                                         {4, 64, {129, 0, 1, 255, 256, 3}},
+                                         {2, 128, {384, 5, 100}},
+                                         {12, 64, {128}},  // BERT-base at batch 1
+                                         {3, 36, {5, 0, 77, 200}}};
+  for (Precision p : {Precision::kFp16, Precision::kBf16}) {
+    const double tolerance = p == Precision::kFp16 ? 1.0 / 1024 : 1.0 / 128;
+    for (const Problem& pr : problems) {
+      const Inputs in = MakeInputs(pr, p, 17);
+      const std::vector<double> want = Reference(in);
+      const int seqs = static_cast<int>(pr.lengths.size()), hidden = in.hidden();
+      const int max_len = *std::max_element(pr.lengths.begin(), pr.lengths.end());
+      const size_t out_count = static_cast<size_t>(seqs) * hidden;
+      DeviceBuffer d_qkv(in.qkv.size() * 2), d_cu(in.cu.size() * 4), d_out(out_count * 2);
+      cudaMemcpy(d_qkv.ptr, in.qkv.data(), in.qkv.size() * 2, cudaMemcpyHostToDevice);
+      cudaMemcpy(d_cu.ptr, in.cu.data(), in.cu.size() * 4, cudaMemcpyHostToDevice);
+      cudaMemset(d_out.ptr, 0xff, out_count * 2);  // unwritten: NaN
+      const FirstQueryAttentionArgs a{d_qkv.ptr, static_cast<const int32_t*>(d_cu.ptr),
+                                      seqs,      max_len,
+                                      hidden,    pr.heads,
+                                      d_out.ptr, {}};
+      const Status st = FirstQueryAttention(p, a, Stream{nullptr, false});
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<uint16_t> out(out_count);
+      cudaMemcpy(out.data(), d_out.ptr, out_count * 2, cudaMemcpyDeviceToHost);
+      double worst = 0;
+      for (int s = 0; s < seqs; ++s)
+        for (int c = 0; c < hidden; ++c) {
+          const double w = pr.lengths[s] > 0 ? want[static_cast<size_t>(in.cu[s]) * hidden + c] : 0;
+          const double got = FromBits(out[static_cast<size_t>(s) * hidden + c], p);
+          worst =
+              std::max(worst, std::isfinite(got) ? std::abs(got - w) / std::max(std::abs(w), 1.0)
+                                                 : INFINITY);
+        }
+      EXPECT_LE(worst, tolerance) << PrecisionName(p) << " head dim " << pr.head_dim << ", " << seqs
+                                  << " sequences";
+    }
+  }
 }
 
 TEST_F(CudaAttentionTest, AForcedKernelTheGpuOrPrecisionRulesOutIsAnError) {

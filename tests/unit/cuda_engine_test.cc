@@ -242,33 +242,28 @@ TEST_P(CudaParityTest, MatchesCpuEngineAndSingleRuns) {
   const RunOptions opts{.last_hidden_state = true};
 
   const RaggedBatch batch = MakeBatch({1, 7, 64, 300, 512, 33, 128, 2}, 11);
-  auto want = (*cpu)->Run(batch, opts);
-  ASSERT_TRUE(want.ok()) << want.status().ToString();
-  auto got = (*gpu)->Run(batch, opts);
-  ASSERT_TRUE(got.ok()) << got.status().ToString();
-  ExpectClose(*got, *want, c.precision, "batched vs cpu");
-  // Without hidden states, a head that reads only first tokens (pooler, CLS
-  // pooling) has the last layer run on those rows alone.
-  auto want_heads = (*cpu)->Run(batch, {});
-  ASSERT_TRUE(want_heads.ok()) << want_heads.status().ToString();
-  auto heads = (*gpu)->Run(batch, {});
-  ASSERT_TRUE(heads.ok()) << heads.status().ToString();
-  ExpectClose(*heads, *want_heads, c.precision, "batched vs cpu, heads only");
   // Enough sequences of at most kAttentionWindow tokens for the TMA kernel
   // (on sm_90, where it applies) to take them packed in windows, reordered
   // on the device and restored in the outputs.
   std::vector<int> short_lengths(72);
   for (size_t i = 0; i < short_lengths.size(); ++i) short_lengths[i] = 1 + (i * 37) % 128;
   const RaggedBatch short_batch = MakeBatch(short_lengths, 12);
-  for (const RunOptions& o : {opts, RunOptions{}}) {
-    auto want_short = (*cpu)->Run(short_batch, o);
-    ASSERT_TRUE(want_short.ok()) << want_short.status().ToString();
-    auto got_short = (*gpu)->Run(short_batch, o);
-    ASSERT_TRUE(got_short.ok()) << got_short.status().ToString();
-    ExpectClose(
-        *got_short, *want_short, c.precision,
-        std::string("short sequences vs cpu") + (o.last_hidden_state ? "" : ", heads only"));
-  }
+  // Each batch with and without hidden states: without them, a head that
+  // reads only first tokens (pooler, CLS pooling) has the last layer run on
+  // those rows alone. The first batch's outputs are kept for the single runs.
+  BatchOutputs got, heads;
+  const std::pair<const RaggedBatch*, const char*> batches[] = {{&batch, "batched"},
+                                                                {&short_batch, "short sequences"}};
+  for (const auto& [b, name] : batches)
+    for (const RunOptions& o : {opts, RunOptions{}}) {
+      auto want = (*cpu)->Run(*b, o);
+      ASSERT_TRUE(want.ok()) << want.status().ToString();
+      auto out = (*gpu)->Run(*b, o);
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      ExpectClose(*out, *want, c.precision,
+                  std::string(name) + " vs cpu" + (o.last_hidden_state ? "" : ", heads only"));
+      if (b == &batch) (o.last_hidden_state ? got : heads) = std::move(*out);
+    }
 
   // Each sequence alone gives its rows of the batch, with and without hidden states.
   for (int s = 0; s < batch.num_seqs(); ++s) {
@@ -278,11 +273,11 @@ TEST_P(CudaParityTest, MatchesCpuEngineAndSingleRuns) {
             {batch.token_type_ids.begin() + b, batch.token_type_ids.begin() + e});
     auto alone = (*gpu)->Run(one, opts);
     ASSERT_TRUE(alone.ok()) << alone.status().ToString();
-    ExpectClose(*alone, Slice(*got, batch, s), c.precision,
+    ExpectClose(*alone, Slice(got, batch, s), c.precision,
                 "sequence " + std::to_string(s) + " alone vs batched");
     auto alone_heads = (*gpu)->Run(one, {});
     ASSERT_TRUE(alone_heads.ok()) << alone_heads.status().ToString();
-    ExpectClose(*alone_heads, Slice(*heads, batch, s), c.precision,
+    ExpectClose(*alone_heads, Slice(heads, batch, s), c.precision,
                 "sequence " + std::to_string(s) + " alone vs batched, heads only");
   }
 }

@@ -1,7 +1,7 @@
 // Attention dispatch and the general path: fp32 arithmetic, any head dim up
 // to kMaxAttentionHeadDim. It serves fp32 engines (exact parity with the CPU
 // engine), head dims the tensor-core kernels do not cover, and GPUs older
-// than sm_80.
+// than sm_80. Also the first-query kernel (FirstQueryAttention).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -129,6 +129,126 @@ Status LaunchGeneralFor(const AttentionArgs& a, int d, Stream stream) {
   if (d <= 64) return LaunchGeneral<T, 2>(a, d, stream);
   if (d <= 128) return LaunchGeneral<T, 4>(a, d, stream);
   return LaunchGeneral<T, 8>(a, d, stream);
+}
+
+// ---- first queries only ----
+
+constexpr int kFirstThreads = 128;
+
+// kVec elements of T from src as floats (kVec > 1: one 16-byte load).
+template <typename T, int kVec>
+__device__ __forceinline__ void LoadFloats(const T* src, float* f) {
+  if constexpr (kVec == 1) {
+    f[0] = ToFloat(*src);
+  } else {
+    static_assert(kVec == Vec16<T>::kSize);
+    const Vec16<T> v = *reinterpret_cast<const Vec16<T>*>(src);
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) f[e] = ToFloat(v.v[e]);
+  }
+}
+
+// For PV the block's threads split a head's dims into chunks of `vec` and
+// the keys into as many groups as that leaves threads for (one group when
+// the chunks alone outnumber the threads).
+__host__ __device__ constexpr int FirstQueryKeyGroups(int d, int vec) {
+  return kFirstThreads / (d / vec) > 1 ? kFirstThreads / (d / vec) : 1;
+}
+
+size_t FirstQuerySmemBytes(int d, int max_len, int vec) {
+  return sizeof(float) * (d + max_len + FirstQueryKeyGroups(d, vec) * static_cast<size_t>(d));
+}
+
+// Block (s, head). Thread j scores keys j, j + 128, ..., each a whole K row
+// read in 16-byte vectors, so that the block's loads are in flight together
+// (a warp reduction per key would chain them); then thread (group g, chunk
+// c) sums keys g, g + groups, ... of PV over the chunk's dims, and the
+// groups' sums are added at the end.
+template <typename T, int kVec>
+__global__ void __launch_bounds__(kFirstThreads)
+    FirstQueryAttentionKernel(FirstQueryAttentionArgs a, float scale) {
+  AfterPreviousKernel();
+  if (threadIdx.x < 32 && a.prefetch.count > 0)
+    PrefetchShare(a.prefetch, blockIdx.y * gridDim.x + blockIdx.x, gridDim.x * gridDim.y);
+  extern __shared__ float smem[];
+  __shared__ float scratch[32];
+  const int d = a.hidden / a.heads, s = blockIdx.x, head = blockIdx.y;
+  const int begin = a.cu_seqlens[s];
+  const int len = min(a.cu_seqlens[s + 1] - begin, a.max_len);
+  float* q = smem;              // [d], scaled
+  float* p = q + d;             // [max_len]: scores, then exp(score - max)
+  float* part = p + a.max_len;  // [groups][d]
+  const size_t ld = 3 * static_cast<size_t>(a.hidden);
+  const T* base = static_cast<const T*>(a.qkv) + begin * ld + head * d;
+  T* out = static_cast<T*>(a.out) + static_cast<size_t>(s) * a.hidden + head * d;
+  if (len <= 0) {  // the same for the whole block, so no barrier is skipped by some
+    for (int c = threadIdx.x; c < d; c += kFirstThreads) out[c] = FromFloat<T>(0.0f);
+    return;
+  }
+  for (int c = threadIdx.x; c < d; c += kFirstThreads) q[c] = ToFloat(base[c]) * scale;
+  __syncthreads();
+  float mx = -INFINITY;
+  for (int j = threadIdx.x; j < len; j += kFirstThreads) {
+    const T* k = base + j * ld + a.hidden;
+    float dot = 0.0f;
+    for (int c = 0; c < d; c += kVec) {
+      float f[kVec];
+      LoadFloats<T, kVec>(k + c, f);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) dot += q[c + e] * f[e];
+    }
+    p[j] = dot;
+    mx = fmaxf(mx, dot);
+  }
+  mx = BlockMax(mx, scratch);  // key 0 exists: finite
+  float sum = 0.0f;
+  for (int j = threadIdx.x; j < len; j += kFirstThreads) {  // the p[j] this thread wrote
+    p[j] = expf(p[j] - mx);
+    sum += p[j];
+  }
+  sum = BlockSum(sum, scratch);  // its barriers also publish p
+  const int chunks = d / kVec, groups = FirstQueryKeyGroups(d, kVec);
+  for (int item = threadIdx.x; item < groups * chunks; item += kFirstThreads) {
+    const int g = item / chunks, c = item % chunks * kVec;
+    float acc[kVec] = {};
+    for (int j = g; j < len; j += groups) {
+      float f[kVec];
+      LoadFloats<T, kVec>(base + j * ld + 2 * a.hidden + c, f);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) acc[e] += p[j] * f[e];
+    }
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) part[g * d + c + e] = acc[e];
+  }
+  __syncthreads();
+  const float inv = 1.0f / sum;
+  for (int c = threadIdx.x; c < d; c += kFirstThreads) {
+    float o = 0.0f;
+    for (int g = 0; g < groups; ++g) o += part[g * d + c];
+    out[c] = FromFloat<T>(o * inv);
+  }
+}
+
+template <typename T, int kVec>
+Status LaunchFirstQuery(const FirstQueryAttentionArgs& a, int d, Stream stream) {
+  const size_t smem = FirstQuerySmemBytes(d, a.max_len, kVec);
+  auto kernel = FirstQueryAttentionKernel<T, kVec>;
+  if (smem > 48 * 1024)
+    CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(smem)));
+  Launch(kernel, dim3(a.num_seqs, a.heads), kFirstThreads, smem, stream, a,
+         1.0f / std::sqrt(static_cast<float>(d)));
+  CUDA_RETURN_IF_LAUNCH_FAILED("attention kernel (first queries)");
+  return Status::Ok();
+}
+
+// 16-byte loads where a head's dims split into them (qkv's rows and heads
+// then start 16-byte aligned), single elements otherwise.
+template <typename T>
+Status LaunchFirstQueryFor(const FirstQueryAttentionArgs& a, int d, Stream stream) {
+  constexpr int kVec = Vec16<T>::kSize;
+  if (d % kVec == 0) return LaunchFirstQuery<T, kVec>(a, d, stream);
+  return LaunchFirstQuery<T, 1>(a, d, stream);
 }
 
 // The tensor-core kernels' grid for blocks of `queries` queries (the TMA
@@ -294,6 +414,13 @@ bool TmaPays(const AttentionArgs& a, int d) {
   return d != 32 || 4L * a.tokens >= 3L * a.num_seqs * a.max_len;
 }
 
+Status CheckHeadDim(int d) {
+  if (d > kMaxAttentionHeadDim)
+    return Unimplemented("attention: head dim " + std::to_string(d) + " is above the " +
+                         std::to_string(kMaxAttentionHeadDim) + " the CUDA engine supports");
+  return Status::Ok();
+}
+
 // kAuto's choice: the general path where no tensor-core kernel applies; on
 // sm_90 when built, the TMA or the wgmma kernel, except for a batch so small
 // that the mma.sync kernel's 32-query blocks are what keeps the
@@ -323,6 +450,21 @@ bool AttentionTakesWindows(Precision p, const AttentionArgs& a) {
          ChosenKernel(p, a, d) == AttentionKernel::kTma;
 }
 
+Status FirstQueryAttention(Precision p, const FirstQueryAttentionArgs& a, Stream stream) {
+  if (a.num_seqs == 0) return Status::Ok();
+  const int d = a.hidden / a.heads;
+  RETURN_IF_ERROR(CheckHeadDim(d));
+  switch (p) {
+    case Precision::kFp32:
+      return LaunchFirstQueryFor<float>(a, d, stream);
+    case Precision::kFp16:
+      return LaunchFirstQueryFor<__half>(a, d, stream);
+    case Precision::kBf16:
+      return LaunchFirstQueryFor<__nv_bfloat16>(a, d, stream);
+  }
+  return Internal("attention: unknown precision");
+}
+
 bool WgmmaAttentionBuilt() {
 #if defined(BERTRT_CUDA_SM90A)
   return true;
@@ -334,9 +476,7 @@ bool WgmmaAttentionBuilt() {
 Status Attention(Precision p, const AttentionArgs& a, Stream stream) {
   if (a.num_seqs == 0) return Status::Ok();
   const int d = a.hidden / a.heads;
-  if (d > kMaxAttentionHeadDim)
-    return Unimplemented("attention: head dim " + std::to_string(d) + " is above the " +
-                         std::to_string(kMaxAttentionHeadDim) + " the CUDA engine supports");
+  RETURN_IF_ERROR(CheckHeadDim(d));
   const AttentionKernel kernel = ChosenKernel(p, a, d);
   if (a.row_bounds != nullptr && !AttentionTakesWindows(p, a))
     return InvalidArgument(

@@ -228,6 +228,9 @@ class CudaEngine final : public Engine {
   // them into attention windows (layout_order_[k]: the batch's index of the
   // k-th); empty when they keep the batch's order.
   std::vector<int> layout_order_;
+  // CopyBack's outputs in the batch's order when layout_order_ is not; kept
+  // (at the size of the largest such batch) so that no batch allocates it.
+  std::vector<float> host_reordered_;
   std::string graphs_off_reason_;  // why a capture failed, for device()
   std::map<Shape, CachedGraph> graphs_;
   uint64_t use_clock_ = 0;
@@ -564,10 +567,10 @@ Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t
   const size_t elem = ElementSize();
   const bool first_tokens_only = FirstTokensOnly(shape);
   for (const cuda::DeviceLayer& l : weights_.layers) {
-    // After the last layer's attention, a head that reads only each
-    // sequence's first token keeps those rows alone, gathered into rows
-    // 0..n-1: three quarters of the layer's GEMM work, and the LayerNorms,
-    // shrink from t rows to n.
+    // In the last layer, a head that reads only each sequence's first token
+    // needs only those rows after the QKV GEMM, in rows 0..n-1: attention
+    // for the first queries alone, three quarters of the layer's GEMM work
+    // and the LayerNorms shrink from t rows to n.
     const bool compact = first_tokens_only && &l == &weights_.layers.back();
     const int rows = compact ? n : t;
     const double gemm = 2.0 * rows * h;
@@ -582,16 +585,28 @@ Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t
       return Linear(ws.x, t, h, l.qkv_w, l.qkv_b, 3 * h, cuda::Epilogue::kBias, nullptr, ws.qkv,
                     stream);
     }));
-    RETURN_IF_ERROR(Timed("attention", attention_flops, stream,
-                          [&] { return cuda::Attention(p, attention, kernels); }));
     // The attention output GEMM reads `context` and the residual `skip`
-    // and writes `sum`; compact, they are the gathered first rows (qkv is
-    // free once attention has read it).
+    // and writes `sum`; compact, they are the first rows alone: attention's
+    // for the first queries (or gathered from all of them) in tmp, and x's
+    // gathered into qkv, free once attention has read it.
     void *context = ws.ctx, *sum = ws.tmp;
     const void* skip = ws.x;
+    if (compact && options_.first_query_attention) {
+      RETURN_IF_ERROR(Timed("attention", 4.0 * n * shape.max_len * h, stream, [&] {
+        return cuda::FirstQueryAttention(
+            p, {ws.qkv, ints.cu, n, shape.max_len, h, c.num_heads, ws.tmp, attention.prefetch},
+            kernels);
+      }));
+    } else {
+      RETURN_IF_ERROR(Timed("attention", attention_flops, stream,
+                            [&] { return cuda::Attention(p, attention, kernels); }));
+      if (compact)
+        RETURN_IF_ERROR(Timed("gather first tokens", 0, stream, [&] {
+          return cuda::GatherFirstTokens(p, ws.ctx, ints.cu, n, h, ws.tmp, kernels);
+        }));
+    }
     if (compact) {
       RETURN_IF_ERROR(Timed("gather first tokens", 0, stream, [&] {
-        RETURN_IF_ERROR(cuda::GatherFirstTokens(p, ws.ctx, ints.cu, n, h, ws.tmp, kernels));
         return cuda::GatherFirstTokens(p, ws.x, ints.cu, n, h, ws.qkv, kernels);
       }));
       context = ws.tmp, skip = ws.qkv, sum = ws.ctx;
@@ -715,21 +730,24 @@ Status CudaEngine::CopyBack(const RaggedBatch& batch, bool hidden_state, BatchOu
     next += count;
   }
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-  // Rows in the device's order (Stage's attention windows) go back to the batch's.
-  std::vector<std::vector<float>> reordered(layout_order_.empty() ? 0 : pending.size());
-  for (size_t i = 0; i < reordered.size(); ++i) {
-    const int width = pending[i].width;
-    reordered[i].resize(rows[i] * width);
+  // Rows in the device's order (Stage's attention windows) go back to the
+  // batch's, through host_reordered_.
+  if (!layout_order_.empty()) {
+    host_reordered_.resize(next - ws_.host_floats);
+    float* into = host_reordered_.data();
     const int32_t* cu = batch.cu_seqlens.data();
-    size_t device_row = 0;
-    for (size_t k = 0; k < layout_order_.size(); ++k) {
-      const int s = layout_order_[k];
-      const size_t count = pending[i].per_token ? cu[s + 1] - cu[s] : 1;
-      const size_t row = pending[i].per_token ? cu[s] : s;
-      std::copy_n(host[i] + device_row * width, count * width, reordered[i].begin() + row * width);
-      device_row += count;
+    for (size_t i = 0; i < pending.size(); ++i) {
+      const int width = pending[i].width;
+      size_t device_row = 0;
+      for (const int s : layout_order_) {
+        const size_t count = pending[i].per_token ? cu[s + 1] - cu[s] : 1;
+        const size_t row = pending[i].per_token ? cu[s] : s;
+        std::copy_n(host[i] + device_row * width, count * width, into + row * width);
+        device_row += count;
+      }
+      host[i] = into;
+      into += rows[i] * width;
     }
-    host[i] = reordered[i].data();
   }
   for (size_t i = 0; i < pending.size(); ++i) {
     const Pending& o = pending[i];

@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <utility>
 
 #include "backends/cuda/kernels.h"
@@ -139,6 +140,18 @@ __device__ __forceinline__ float BlockSum(float v, float* scratch) {
   const int warps = blockDim.x >> 5;
   v = lane < warps ? scratch[lane] : 0.0f;
   return WarpSum(v);
+}
+
+// Maximum over the whole block, as BlockSum.
+__device__ __forceinline__ float BlockMax(float v, float* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = WarpMax(v);
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  const int warps = blockDim.x >> 5;
+  v = lane < warps ? scratch[lane] : -INFINITY;
+  return WarpMax(v);
 }
 
 // Sequence of a packed token: the s with cu[s] <= t < cu[s + 1].

@@ -156,4 +156,23 @@ bool AttentionTakesWindows(Precision p, const AttentionArgs& a);
 // 128; a general fp32-arithmetic path otherwise.
 Status Attention(Precision p, const AttentionArgs& a, Stream stream);
 
+struct FirstQueryAttentionArgs {
+  const void* qkv;            // [tokens, 3 * hidden], as AttentionArgs::qkv
+  const int32_t* cu_seqlens;  // [num_seqs + 1]; a sequence may be empty
+  int num_seqs;
+  // At least every sequence's length but those of sequences whose outputs
+  // are never read (a padded shape's dummies): keys past it are not read.
+  int max_len;
+  int hidden;
+  int heads;
+  void* out;                // [num_seqs, hidden]: row s is sequence s's first token's context
+  PrefetchRanges prefetch;  // as AttentionArgs::prefetch
+};
+
+// Attention for each sequence's first query alone, written compactly: what
+// the last layer of a model whose head reads only first tokens (the pooler,
+// CLS pooling) needs of it. One block per (sequence, head) in fp32
+// arithmetic; an empty sequence's row is zeros.
+Status FirstQueryAttention(Precision p, const FirstQueryAttentionArgs& a, Stream stream);
+
 }  // namespace bertrt::cuda

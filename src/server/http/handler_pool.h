@@ -24,6 +24,9 @@ namespace bertrt::server {
 
 class HandlerPool : public httplib::TaskQueue {
  public:
+  // min_threads is at least 1, and a max_threads below it is taken as
+  // min_threads: callers that take both from a user reject that case with
+  // an error first (`bertrt serve`'s --http-max-threads).
   HandlerPool(size_t min_threads, size_t max_threads,
               std::chrono::milliseconds idle_exit = std::chrono::seconds(30));
   ~HandlerPool() override;
