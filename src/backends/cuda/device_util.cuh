@@ -129,29 +129,27 @@ __device__ __forceinline__ float WarpMax(float v) {
   return v;
 }
 
-// Sum over the whole block, returned to every thread. `scratch` holds 32
-// floats; blockDim.x is a multiple of 32.
-__device__ __forceinline__ float BlockSum(float v, float* scratch) {
+// kWarpOp (WarpSum, WarpMax) over the whole block, returned to every
+// thread; `identity` is its neutral value. `scratch` holds 32 floats;
+// blockDim.x is a multiple of 32.
+template <float (*kWarpOp)(float)>
+__device__ __forceinline__ float BlockReduce(float v, float identity, float* scratch) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = WarpSum(v);
+  v = kWarpOp(v);
   __syncthreads();  // scratch may still be read by a previous call
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
   const int warps = blockDim.x >> 5;
-  v = lane < warps ? scratch[lane] : 0.0f;
-  return WarpSum(v);
+  v = lane < warps ? scratch[lane] : identity;
+  return kWarpOp(v);
 }
 
-// Maximum over the whole block, as BlockSum.
+__device__ __forceinline__ float BlockSum(float v, float* scratch) {
+  return BlockReduce<WarpSum>(v, 0.0f, scratch);
+}
+
 __device__ __forceinline__ float BlockMax(float v, float* scratch) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = WarpMax(v);
-  __syncthreads();  // scratch may still be read by a previous call
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  const int warps = blockDim.x >> 5;
-  v = lane < warps ? scratch[lane] : -INFINITY;
-  return WarpMax(v);
+  return BlockReduce<WarpMax>(v, -INFINITY, scratch);
 }
 
 // Sequence of a packed token: the s with cu[s] <= t < cu[s + 1].
