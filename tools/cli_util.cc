@@ -66,6 +66,16 @@ StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> mode
   return InvalidArgument("--device " + device + ": expected cpu or cuda");
 }
 
+namespace {
+
+// Whether environment variable `name` is set to `value`.
+bool EnvIs(const char* name, const char* value) {
+  const char* set = std::getenv(name);
+  return set && std::string(set) == value;
+}
+
+}  // namespace
+
 StatusOr<CudaEngineOptions> CudaOptions(const EngineFlags& flags, int gpu) {
   CudaEngineOptions options;
   options.device = gpu;
@@ -73,18 +83,13 @@ StatusOr<CudaEngineOptions> CudaOptions(const EngineFlags& flags, int gpu) {
   options.approximate_erf_gelu = flags.gelu != "exact";
   // Timing at first use for every model, not only for plans without this
   // GPU's choices: for comparisons against cuBLASLt's heuristic.
-  const char* timing = std::getenv("BERTRT_GEMM_TUNING");
-  options.time_gemms = timing && std::string(timing) == "1";
-  const char* pdl = std::getenv("BERTRT_PDL");
-  options.overlap_kernel_launches = !(pdl && std::string(pdl) == "0");
-  const char* splitk = std::getenv("BERTRT_SPLITK_GEMM");
-  options.splitk_gemms = !(splitk && std::string(splitk) == "0");
-  const char* tma = std::getenv("BERTRT_TMA_ATTENTION");
-  options.tma_attention = !(tma && std::string(tma) == "0");
-  const char* windows = std::getenv("BERTRT_ATTENTION_WINDOWS");
-  options.attention_windows = !(windows && std::string(windows) == "0");
-  const char* first_query = std::getenv("BERTRT_FIRST_QUERY_ATTENTION");
-  options.first_query_attention = !(first_query && std::string(first_query) == "0");
+  options.time_gemms = EnvIs("BERTRT_GEMM_TUNING", "1");
+  // Optimizations on by default, each off with its variable at 0 (README).
+  options.overlap_kernel_launches = !EnvIs("BERTRT_PDL", "0");
+  options.splitk_gemms = !EnvIs("BERTRT_SPLITK_GEMM", "0");
+  options.tma_attention = !EnvIs("BERTRT_TMA_ATTENTION", "0");
+  options.attention_windows = !EnvIs("BERTRT_ATTENTION_WINDOWS", "0");
+  options.first_query_attention = !EnvIs("BERTRT_FIRST_QUERY_ATTENTION", "0");
   options.on_notice = PrintNotice;
   return options;
 }

@@ -454,14 +454,7 @@ Status FirstQueryAttention(Precision p, const FirstQueryAttentionArgs& a, Stream
   if (a.num_seqs == 0) return Status::Ok();
   const int d = a.hidden / a.heads;
   RETURN_IF_ERROR(CheckHeadDim(d));
-  switch (p) {
-    case Precision::kFp32:
-      return LaunchFirstQueryFor<float>(a, d, stream);
-    case Precision::kFp16:
-      return LaunchFirstQueryFor<__half>(a, d, stream);
-    case Precision::kBf16:
-      return LaunchFirstQueryFor<__nv_bfloat16>(a, d, stream);
-  }
+  BERTRT_DISPATCH_PRECISION(p, return LaunchFirstQueryFor<T>(a, d, stream));
   return Internal("attention: unknown precision");
 }
 
