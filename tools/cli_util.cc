@@ -85,6 +85,7 @@ StatusOr<CudaEngineOptions> CudaOptions(const EngineFlags& flags, int gpu) {
   // GPU's choices: for comparisons against cuBLASLt's heuristic.
   options.time_gemms = EnvIs("BERTRT_GEMM_TUNING", "1");
   // Optimizations on by default, each off with its variable at 0 (README).
+  options.cuda_graphs = !EnvIs("BERTRT_CUDA_GRAPHS", "0");
   options.overlap_kernel_launches = !EnvIs("BERTRT_PDL", "0");
   options.splitk_gemms = !EnvIs("BERTRT_SPLITK_GEMM", "0");
   options.tma_attention = !EnvIs("BERTRT_TMA_ATTENTION", "0");

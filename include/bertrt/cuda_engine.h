@@ -30,10 +30,22 @@ struct CudaEngineOptions {
   // batch arrives. > 0: reserved for this many tokens at creation, and larger
   // batches are refused.
   int max_batch_tokens = 0;
-  // Times every GEMM, attention and other kernel with CUDA events, with CUDA
-  // graphs off and a synchronization after each: for Engine::Profile (what
-  // `bertrt bench --profile` prints), never for serving.
+  // Times every operation of each forward (GEMMs, attention, LayerNorms,
+  // the head) for Engine::Profile (what `bertrt bench --profile` prints):
+  // a one-thread kernel between consecutive operations reads the GPU's
+  // global timer, inside the CUDA graph, so that an operation's time is
+  // what it takes in the forward that serves (its launch gap included).
+  // The stamps themselves cost about a microsecond each, measured in every
+  // forward and taken out of the operations' times; they also keep the
+  // engine's kernels from overlapping their launch with the operation
+  // before (overlap_kernel_launches), so at batch 1 the operations sum to
+  // ~5% more than an unprofiled forward. Never for serving.
   bool profile = false;
+  // Each batch shape's forward is captured once as a CUDA graph and replayed
+  // (batches rounded up to a few bucketed shapes). Off, every batch runs its
+  // kernels eagerly at its exact shape: slower, for debugging and checks
+  // (BERTRT_CUDA_GRAPHS=0 in the command-line tools).
+  bool cuda_graphs = true;
   // fp16/bf16 only: runs the erf GELU (BERT's "gelu") as cuBLASLt's fused
   // bias + tanh-form GELU epilogue instead of a separate pass over the FFN
   // activations (9% of BERT-base's batch-128 time on the H200). The two forms

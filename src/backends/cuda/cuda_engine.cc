@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -96,6 +97,22 @@ using GraphExec = std::unique_ptr<CUgraphExec_st, GraphExecDeleter>;
 struct CachedGraph {
   GraphExec exec;
   uint64_t last_use = 0;
+};
+
+// An operation of a profiled forward (CudaEngineOptions::profile).
+struct ProfiledOp {
+  const char* name;
+  double flops;
+};
+
+// A profiled forward as it is enqueued: its operations in order, and where
+// the timer stamps go on the device. Two stamps open the forward (the time
+// between them is one stamp's own cost); the i-th operation's stamp follows
+// it in slot i + 2.
+struct OpTrace {
+  uint64_t* stamps;
+  size_t capacity;  // slots
+  std::vector<ProfiledOp> ops;
 };
 
 // An output computed on the device in fp32, to be copied back.
@@ -175,7 +192,8 @@ class CudaEngine final : public Engine {
   // Every kernel and GEMM of the forward on `stream`, nothing else. Reads
   // only what Init fixed, `ws` and gemm_ (which locks itself), so the capture
   // thread runs it without mu_.
-  Status Compute(const Shape& shape, const Workspace& ws, cudaStream_t stream);
+  // With `trace` (profiling engines), a timer stamp after each operation.
+  Status Compute(const Shape& shape, const Workspace& ws, cudaStream_t stream, OpTrace* trace);
   // Whether the outputs of `shape` read only each sequence's first token of
   // the last layer (the pooler, CLS pooling; no hidden states asked for).
   bool FirstTokensOnly(const Shape& shape) const;
@@ -183,13 +201,16 @@ class CudaEngine final : public Engine {
   // set where the kernel takes packed windows (Stage then lays the batch out
   // in them).
   cuda::AttentionArgs AttentionArgsFor(const Shape& shape, const Workspace& ws) const;
-  Status Encoder(const Shape& shape, const Workspace& ws, cudaStream_t stream);
+  Status Encoder(const Shape& shape, const Workspace& ws, cudaStream_t stream, OpTrace* trace);
   Status HeadKernels(const Shape& shape, const Workspace& ws, cudaStream_t stream);
   std::vector<Pending> Outputs(bool hidden_state) const;
-  // Runs `op`; with options_.profile, also adds its GPU time to profile_[name]
-  // (profiling engines run eagerly, on stream_, under mu_).
+  // Enqueues `op`, and with a trace, a timer stamp after it.
   template <typename Op>
-  Status Timed(const char* name, double flops, cudaStream_t stream, Op&& op);
+  Status Timed(OpTrace* trace, const char* name, double flops, cudaStream_t stream, Op&& op);
+  // A trace for a forward of this engine; none when it does not profile.
+  std::optional<OpTrace> NewTrace() const;
+  // Adds the stamps of the forward of `shape` just run to profile_.
+  Status AddToProfile(const Shape& shape);
   // How the engine's own kernels go onto `stream` (cuBLASLt launches its own).
   cuda::Stream KernelStream(cudaStream_t stream) const { return {stream, overlap_launch_}; }
   // y = act(x W^T + bias [+ residual]): the split-K kernel where it applies
@@ -235,6 +256,11 @@ class CudaEngine final : public Engine {
   std::map<Shape, CachedGraph> graphs_;
   uint64_t use_clock_ = 0;
   std::map<std::string, OpProfile> profile_;
+  // Profiling engines: the timer stamps of the forward in flight, and each
+  // shape's operations as its eager forward enqueued them (its graph replays
+  // the same).
+  DeviceBuffer profile_stamps_;
+  std::map<Shape, std::vector<ProfiledOp>> profiled_ops_;
 
   // The capture thread (started with the first capture) and its queue of
   // shapes, guarded by mu_.
@@ -248,26 +274,40 @@ class CudaEngine final : public Engine {
 };
 
 template <typename Op>
-Status CudaEngine::Timed(const char* name, double flops, cudaStream_t stream, Op&& op) {
-  if (!options_.profile) return op();
-  cudaEvent_t begin = nullptr, end = nullptr;
-  CUDA_RETURN_IF_ERROR(cudaEventCreate(&begin));
-  CUDA_RETURN_IF_ERROR(cudaEventCreate(&end));
-  cudaEventRecord(begin, stream);
-  Status st = op();
-  cudaEventRecord(end, stream);
-  const cudaError_t synced = cudaEventSynchronize(end);
-  float ms = 0;
-  if (synced == cudaSuccess) cudaEventElapsedTime(&ms, begin, end);
-  cudaEventDestroy(begin);
-  cudaEventDestroy(end);
-  RETURN_IF_ERROR(st);
-  CUDA_RETURN_IF_ERROR(synced);
-  OpProfile& p = profile_[name];
-  p.name = name;
-  ++p.calls;
-  p.seconds += ms * 1e-3;
-  p.flops += flops;
+Status CudaEngine::Timed(OpTrace* trace, const char* name, double flops, cudaStream_t stream,
+                         Op&& op) {
+  RETURN_IF_ERROR(op());
+  if (!trace) return Status::Ok();
+  trace->ops.push_back({name, flops});
+  const size_t slot = trace->ops.size() + 1;
+  if (slot >= trace->capacity)
+    return Internal("cuda engine: a profiled forward has more than " +
+                    std::to_string(trace->capacity - 2) + " operations");
+  return cuda::StampTime(trace->stamps + slot, stream);
+}
+
+std::optional<OpTrace> CudaEngine::NewTrace() const {
+  if (!options_.profile) return std::nullopt;
+  return OpTrace{
+      static_cast<uint64_t*>(profile_stamps_.get()), profile_stamps_.size() / sizeof(uint64_t), {}};
+}
+
+Status CudaEngine::AddToProfile(const Shape& shape) {
+  const std::vector<ProfiledOp>& ops = profiled_ops_.at(shape);
+  std::vector<uint64_t> stamps(ops.size() + 2);
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(stamps.data(), profile_stamps_.get(),
+                                       stamps.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost,
+                                       stream_));
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  // Each interval holds one stamp's cost besides its operation.
+  const double stamp_ns = static_cast<double>(stamps[1] - stamps[0]);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    OpProfile& p = profile_[ops[i].name];
+    p.name = ops[i].name;
+    ++p.calls;
+    p.seconds += (static_cast<double>(stamps[i + 2] - stamps[i + 1]) - stamp_ns) * 1e-9;
+    p.flops += ops[i].flops;
+  }
   return Status::Ok();
 }
 
@@ -307,8 +347,14 @@ Status CudaEngine::Init() {
   TraceStartup("cuda engine: weights uploaded");
   ffn_epilogue_ = FfnEpilogue(c, options_);
   // A dummy sequence can be 64 tokens long; its positions must exist.
-  // Profiling times each operation eagerly; graphs would hide them.
-  graphs_enabled_ = c.max_position_embeddings >= cuda::kLenBucket && !options_.profile;
+  graphs_enabled_ = c.max_position_embeddings >= cuda::kLenBucket && options_.cuda_graphs;
+  if (options_.profile) {
+    // Two opening stamps, then one per operation: at most ten per layer
+    // (Encoder), the embedding and the head.
+    const size_t slots = 4 + 10 * static_cast<size_t>(c.num_layers);
+    RETURN_IF_ERROR(profile_stamps_.Allocate(slots * sizeof(uint64_t), "profile timer stamps",
+                                             "run without profiling"));
+  }
   if (options_.max_batch_tokens > 0) {
     std::lock_guard<std::mutex> lock(mu_);
     RETURN_IF_ERROR(Reserve(options_.max_batch_tokens));
@@ -439,7 +485,9 @@ Status CudaEngine::Forward(const Shape& shape) {
   }
   // Eagerly, which also builds the shape's GEMM plans before the capture
   // needs them.
-  RETURN_IF_ERROR(Compute(shape, ws_, stream_));
+  std::optional<OpTrace> trace = NewTrace();
+  RETURN_IF_ERROR(Compute(shape, ws_, stream_, trace ? &*trace : nullptr));
+  if (trace) profiled_ops_[shape] = std::move(trace->ops);
   if (graphs_enabled_ && capture_pending_.insert(shape).second) {
     capture_queue_.push_back(shape);
     if (!capture_thread_.joinable()) capture_thread_ = std::thread([this] { CaptureLoop(); });
@@ -491,7 +539,8 @@ StatusOr<GraphExec> CudaEngine::Capture(const Shape& shape, const Workspace& ws)
   // Thread-local mode: the request thread's eager launches on stream_ go on
   // while this thread captures.
   CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(capture_stream_, cudaStreamCaptureModeThreadLocal));
-  const Status computed = Compute(shape, ws, capture_stream_);
+  std::optional<OpTrace> trace = NewTrace();
+  const Status computed = Compute(shape, ws, capture_stream_, trace ? &*trace : nullptr);
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(capture_stream_, &graph);
   if (!computed.ok() || ended != cudaSuccess) {
@@ -510,9 +559,14 @@ StatusOr<GraphExec> CudaEngine::Capture(const Shape& shape, const Workspace& ws)
   return exec;
 }
 
-Status CudaEngine::Compute(const Shape& shape, const Workspace& ws, cudaStream_t stream) {
-  RETURN_IF_ERROR(Encoder(shape, ws, stream));
-  return Timed("head", 0, stream, [&] { return HeadKernels(shape, ws, stream); });
+Status CudaEngine::Compute(const Shape& shape, const Workspace& ws, cudaStream_t stream,
+                           OpTrace* trace) {
+  if (trace) {
+    RETURN_IF_ERROR(cuda::StampTime(trace->stamps, stream));
+    RETURN_IF_ERROR(cuda::StampTime(trace->stamps + 1, stream));
+  }
+  RETURN_IF_ERROR(Encoder(shape, ws, stream, trace));
+  return Timed(trace, "head", 0, stream, [&] { return HeadKernels(shape, ws, stream); });
 }
 
 bool CudaEngine::FirstTokensOnly(const Shape& shape) const {
@@ -544,14 +598,15 @@ cuda::AttentionArgs CudaEngine::AttentionArgsFor(const Shape& shape, const Works
   return a;
 }
 
-Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t stream) {
+Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t stream,
+                           OpTrace* trace) {
   const ModelConfig& c = model_->config;
   const Precision p = options_.precision;
   const int t = shape.tokens, n = shape.seqs, h = c.hidden_size;
   const int inter = c.intermediate_size;
   const BatchInts ints = cuda::LayOutInts(ws.ints, shape);
   const cuda::Stream kernels = KernelStream(stream);
-  RETURN_IF_ERROR(Timed("embedding+layernorm", 0, stream, [&] {
+  RETURN_IF_ERROR(Timed(trace, "embedding+layernorm", 0, stream, [&] {
     return cuda::EmbedLayerNorm(
         p,
         {ints.ids, ints.types, ints.cu, n, t, weights_.word, weights_.position, weights_.type,
@@ -581,7 +636,7 @@ Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t
       attention.prefetch.Add(l.ffn_in_w, size_t{1} * inter * h * elem);
       attention.prefetch.Add(l.ffn_out_w, size_t{1} * h * inter * elem);
     }
-    RETURN_IF_ERROR(Timed("gemm qkv", 2.0 * t * h * 3 * h, stream, [&] {
+    RETURN_IF_ERROR(Timed(trace, "gemm qkv", 2.0 * t * h * 3 * h, stream, [&] {
       return Linear(ws.x, t, h, l.qkv_w, l.qkv_b, 3 * h, cuda::Epilogue::kBias, nullptr, ws.qkv,
                     stream);
     }));
@@ -592,48 +647,48 @@ Status CudaEngine::Encoder(const Shape& shape, const Workspace& ws, cudaStream_t
     void *context = ws.ctx, *sum = ws.tmp;
     const void* skip = ws.x;
     if (compact && options_.first_query_attention) {
-      RETURN_IF_ERROR(Timed("attention", 4.0 * n * shape.max_len * h, stream, [&] {
+      RETURN_IF_ERROR(Timed(trace, "attention", 4.0 * n * shape.max_len * h, stream, [&] {
         return cuda::FirstQueryAttention(
             p, {ws.qkv, ints.cu, n, shape.max_len, h, c.num_heads, ws.tmp, attention.prefetch},
             kernels);
       }));
     } else {
-      RETURN_IF_ERROR(Timed("attention", attention_flops, stream,
+      RETURN_IF_ERROR(Timed(trace, "attention", attention_flops, stream,
                             [&] { return cuda::Attention(p, attention, kernels); }));
       if (compact)
-        RETURN_IF_ERROR(Timed("gather first tokens", 0, stream, [&] {
+        RETURN_IF_ERROR(Timed(trace, "gather first tokens", 0, stream, [&] {
           return cuda::GatherFirstTokens(p, ws.ctx, ints.cu, n, h, ws.tmp, kernels);
         }));
     }
     if (compact) {
-      RETURN_IF_ERROR(Timed("gather first tokens", 0, stream, [&] {
+      RETURN_IF_ERROR(Timed(trace, "gather first tokens", 0, stream, [&] {
         return cuda::GatherFirstTokens(p, ws.x, ints.cu, n, h, ws.qkv, kernels);
       }));
       context = ws.tmp, skip = ws.qkv, sum = ws.ctx;
     }
     // The residual enters through the GEMM's C operand (beta = 1).
-    RETURN_IF_ERROR(Timed("gemm attn_out", gemm * h, stream, [&] {
+    RETURN_IF_ERROR(Timed(trace, "gemm attn_out", gemm * h, stream, [&] {
       return Linear(context, rows, h, l.attn_out_w, l.attn_out_b, h, cuda::Epilogue::kBias, skip,
                     sum, stream);
     }));
-    RETURN_IF_ERROR(Timed("layernorm", 0, stream, [&] {
+    RETURN_IF_ERROR(Timed(trace, "layernorm", 0, stream, [&] {
       return cuda::LayerNorm(p, sum, ws.x, rows, h, l.attn_gamma, l.attn_beta, c.layer_norm_eps,
                              kernels);
     }));
-    RETURN_IF_ERROR(Timed("gemm ffn_in", gemm * inter, stream, [&] {
+    RETURN_IF_ERROR(Timed(trace, "gemm ffn_in", gemm * inter, stream, [&] {
       return Linear(ws.x, rows, h, l.ffn_in_w, l.ffn_in_b, inter, ffn_epilogue_, nullptr, ws.inter,
                     stream);
     }));
     if (ffn_epilogue_ == cuda::Epilogue::kBias)
-      RETURN_IF_ERROR(Timed("activation", 0, stream, [&] {
+      RETURN_IF_ERROR(Timed(trace, "activation", 0, stream, [&] {
         return cuda::ActivationInPlace(p, c.hidden_act, ws.inter,
                                        static_cast<size_t>(rows) * inter, kernels);
       }));
-    RETURN_IF_ERROR(Timed("gemm ffn_out", gemm * inter, stream, [&] {
+    RETURN_IF_ERROR(Timed(trace, "gemm ffn_out", gemm * inter, stream, [&] {
       return Linear(ws.inter, rows, inter, l.ffn_out_w, l.ffn_out_b, h, cuda::Epilogue::kBias, ws.x,
                     ws.tmp, stream);
     }));
-    RETURN_IF_ERROR(Timed("layernorm", 0, stream, [&] {
+    RETURN_IF_ERROR(Timed(trace, "layernorm", 0, stream, [&] {
       return cuda::LayerNorm(p, ws.tmp, ws.x, rows, h, l.ffn_gamma, l.ffn_beta, c.layer_norm_eps,
                              kernels);
     }));
@@ -779,6 +834,7 @@ StatusOr<BatchOutputs> CudaEngine::Run(const RaggedBatch& batch, const RunOption
   if (first) TraceStartup("cuda engine: first forward enqueued");
   RETURN_IF_ERROR(CopyBack(batch, options.last_hidden_state, &out));
   if (first) TraceStartup("cuda engine: first results copied back");
+  if (options_.profile) RETURN_IF_ERROR(AddToProfile(shape));
   return out;
 }
 

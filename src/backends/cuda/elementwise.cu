@@ -79,7 +79,21 @@ __global__ void ToFloatKernel(const T* in, float* out, size_t n) {
     out[i] = ToFloat(in[i]);
 }
 
+// One thread reads the GPU's global nanosecond timer, which every
+// multiprocessor shares (SM clocks are per multiprocessor and throttle).
+__global__ void StampKernel(uint64_t* slot) {
+  uint64_t now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  *slot = now;
+}
+
 }  // namespace
+
+Status StampTime(uint64_t* slot, cudaStream_t stream) {
+  StampKernel<<<1, 1, 0, stream>>>(slot);
+  CUDA_RETURN_IF_LAUNCH_FAILED("timer stamp kernel");
+  return Status::Ok();
+}
 
 Status ActivationInPlace(Precision p, HiddenAct act, void* x, size_t n, Stream stream) {
   if (n == 0) return Status::Ok();

@@ -73,6 +73,12 @@ Status LayerNorm(Precision p, const void* in, void* out, int rows, int hidden, c
 // exact tanh.
 Status ActivationInPlace(Precision p, HiddenAct act, void* x, size_t n, Stream stream);
 
+// Writes the GPU's global timer (nanoseconds) to *slot once every operation
+// before it on `stream` has finished: a profiled forward's marks between
+// operations. Launched plainly (never overlapped), so that it waits for the
+// whole of the operation before it.
+Status StampTime(uint64_t* slot, cudaStream_t stream);
+
 Status ConvertFromFloat(Precision p, const float* in, void* out, size_t n, Stream stream);
 Status ConvertToFloat(Precision p, const void* in, float* out, size_t n, Stream stream);
 
