@@ -345,12 +345,16 @@ Status LaunchTma(const AttentionArgs& a, Stream stream) {
                                             static_cast<int>(S::kSmemBytes)));
   ASSIGN_OR_RETURN(const int units, LaunchableBlocks(a, S::kQueries));
   const long ld = 3L * a.hidden;
-  ASSIGN_OR_RETURN(
-      const CUtensorMap map,
-      TensorMap2D<T>(a.qkv, a.tokens, ld, ld, S::kBoxRows, S::kBoxDims,
-                     D >= 64 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B));
+  const CUtensorMapSwizzle swizzle =
+      D >= 64 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+  ASSIGN_OR_RETURN(const CUtensorMap map,
+                   TensorMap2D<T>(a.qkv, a.tokens, ld, ld, S::kBoxRows, S::kBoxDims, swizzle));
+  // The outputs in boxes of a consumer's 64 rows, laid out as its Q tile.
+  ASSIGN_OR_RETURN(const CUtensorMap ctx_map,
+                   TensorMap2D<T>(a.ctx, a.tokens, a.hidden, a.hidden, 64, S::kBoxDims, swizzle));
   const int blocks = std::min(units, std::max(a.sm_count, 1));
-  Launch(kernel, dim3(blocks), S::kThreads, S::kSmemBytes, stream, map, a, ScaleLog2(D), units);
+  Launch(kernel, dim3(blocks), S::kThreads, S::kSmemBytes, stream, map, ctx_map, a, ScaleLog2(D),
+         units);
   CUDA_RETURN_IF_LAUNCH_FAILED("attention kernel (TMA)");
   return Status::Ok();
 }

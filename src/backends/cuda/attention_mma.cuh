@@ -297,28 +297,59 @@ __device__ __forceinline__ void PackProbabilities(uint32_t (&pa)[4],
   pa[3] = PackFloats(sc[2 * kk + 1][2], sc[2 * kk + 1][3], T{});
 }
 
-// Divides a row tile's outputs by the row sums (l: this lane's partials) and
-// stores rows row0 and row0 + 8 that lie inside the sequence. `out` points at
-// the sequence's first output row, this head's first dim, plus 2t.
-template <typename T, int kDTiles>
-__device__ __forceinline__ void StoreOutputRows(T* out, int hidden, const float (&o)[kDTiles][4],
-                                                const float (&l)[2], int row0, int len) {
-  float sum[2] = {l[0], l[1]};
+// 1 / the sums of rows row0 and row0 + 8, from each lane's partial sums l
+// (a quad of lanes holds a row).
+__device__ __forceinline__ void InverseRowSums(const float (&l)[2], float (&inverse)[2]) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
-    sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
+    float sum = l[h];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    inverse[h] = 1.0f / sum;
   }
-  const float inv0 = 1.0f / sum[0], inv1 = 1.0f / sum[1];
-  const int row1 = row0 + 8;
+}
+
+// v[i] for i in 0..3 without indexing a register array at run time (which
+// would put it in local memory).
+__device__ __forceinline__ uint32_t Pick4(const uint32_t (&v)[4], int i) {
+  const uint32_t lo = (i & 1) ? v[1] : v[0], hi = (i & 1) ? v[3] : v[2];
+  return (i & 2) ? hi : lo;
+}
+
+// Divides a row tile's outputs by the row sums (l: this lane's partials) and
+// stores rows row0 and row0 + 8 that lie inside the sequence. `out` points at
+// the sequence's first output row, this head's first dim. In the fragment
+// layout each lane t of a quad holds dims 2t and 2t + 1 of every 8; the quad
+// trades them (a 4 x 4 transpose of packed pairs over three shuffles) so that
+// lane t stores the 16 contiguous bytes of every fourth d-tile: a quarter of
+// the store instructions, and whole sectors. With 4-byte stores, storing took
+// ~40% of each seq-128 unit of the TMA kernel on the H200 (bench/RESULTS.md,
+// 2026-12-01).
+template <typename T, int kDTiles>
+__device__ __forceinline__ void StoreOutputRows(T* out, int hidden, const float (&o)[kDTiles][4],
+                                                const float (&l)[2], int row0, int len, int t) {
+  static_assert(kDTiles % 4 == 0, "head dims that are multiples of 32");
+  float inverse[2];
+  InverseRowSums(l, inverse);
 #pragma unroll
-  for (int d = 0; d < kDTiles; ++d) {
-    if (row0 < len)
-      *reinterpret_cast<uint32_t*>(out + static_cast<size_t>(row0) * hidden + 8 * d) =
-          PackFloats(o[d][0] * inv0, o[d][1] * inv0, T{});
-    if (row1 < len)
-      *reinterpret_cast<uint32_t*>(out + static_cast<size_t>(row1) * hidden + 8 * d) =
-          PackFloats(o[d][2] * inv1, o[d][3] * inv1, T{});
+  for (int h = 0; h < 2; ++h) {  // rows row0 and row0 + 8
+    const float inv = inverse[h];
+    const int row = row0 + 8 * h;
+#pragma unroll
+    for (int k = 0; k < kDTiles / 4; ++k) {
+      // mine[w]: this lane's pair of d-tile 4k + w. got[i]: lane t ^ i's
+      // pair of d-tile 4k + t, which is dims 2 (t ^ i) of that d-tile.
+      uint32_t mine[4], got[4];
+#pragma unroll
+      for (int w = 0; w < 4; ++w)
+        mine[w] = PackFloats(o[4 * k + w][2 * h] * inv, o[4 * k + w][2 * h + 1] * inv, T{});
+      got[0] = Pick4(mine, t);
+#pragma unroll
+      for (int i = 1; i < 4; ++i) got[i] = __shfl_xor_sync(0xffffffffu, Pick4(mine, t ^ i), i);
+      if (row < len)
+        *reinterpret_cast<uint4*>(out + static_cast<size_t>(row) * hidden + 8 * (4 * k + t)) =
+            make_uint4(Pick4(got, t), Pick4(got, 1 ^ t), Pick4(got, 2 ^ t), Pick4(got, 3 ^ t));
+    }
   }
 }
 
@@ -459,7 +490,7 @@ __global__ void __launch_bounds__(kWarps * 32, kRowTiles == 1 && D <= 64 ? 16 / 
 
 #pragma unroll
   for (int r = 0; r < kRowTiles; ++r)
-    StoreOutputRows(block.out + 2 * t, hidden, o[r], l[r], rows[r], len);
+    StoreOutputRows(block.out, hidden, o[r], l[r], rows[r], len, t);
 #endif
 }
 

@@ -15,7 +15,9 @@
 //   the producer only through mbarriers (no block barrier after the start),
 //   so that one warpgroup's softmax runs under another's products;
 // - the producer warpgroup gives up its registers (setmaxnreg) to the
-//   consumers, whose 128-key score tiles need 64 accumulators per thread.
+//   consumers, whose 128-key score tiles need 64 accumulators per thread;
+// - up to head dim 64, a consumer's finished rows go out through shared
+//   memory and a TMA store (TmaAttentionShape::kTmaStore).
 // Measured on the H200 against the wgmma kernel (bench/RESULTS.md,
 // 2026-11-30): BERT-large's attention 18.5 -> 12.4 ms (200 -> 300 TFLOP/s),
 // 3.8% end to end; BERT-base batch 128 0.65 -> 0.54 ms, 1.8% end to end.
@@ -44,7 +46,32 @@
 #include "backends/cuda/batch_shape.h"
 #include "backends/cuda/tma.cuh"
 
+// Timeline hooks: bench/probes/attention_timeline.cu defines
+// BERTRT_ATTENTION_TRACE(event, unit) before including this file, to record
+// when each of a block's units reaches each step (AttentionTraceEvent);
+// elsewhere they compile to nothing. The producer thread and every thread
+// of each consumer warpgroup call them.
+#ifndef BERTRT_ATTENTION_TRACE
+#define BERTRT_ATTENTION_TRACE(event, unit)
+#endif
+
 namespace bertrt::cuda {
+
+// The steps BERTRT_ATTENTION_TRACE marks. Consumer c's are kQFull + 7 * c
+// onwards, in order.
+enum AttentionTraceEvent {
+  kTraceStart = 0,     // the block starts (unit 0)
+  kTraceProducerUnit,  // the producer takes the unit up
+  kTraceProducerQ,     // ... has a Q slot and issues Q
+  kTraceProducerKv,    // ... has issued the unit's last K/V tile
+  kTraceQFull,         // a consumer has the unit's Q
+  kTraceKFull,         // ... its first K tile
+  kTraceScores,        // ... its first scores (S_0)
+  kTraceSoftmax,       // ... has their probabilities
+  kTraceVFull,         // ... has the last V tile
+  kTraceOutput,        // ... has the last P V product
+  kTraceStored,        // ... has stored its rows
+};
 
 // The kernel's layout for head dim D with kConsumers consumer warpgroups.
 template <typename T, int D, int kConsumers_, bool kPingPong_>
@@ -68,8 +95,16 @@ struct TmaAttentionShape {
   static constexpr int kKvTile = kKeys * D;  // elements of a K or V tile
   static constexpr int kTileBytes = kKvTile * sizeof(T);
   static constexpr int kQBytes = kQStages * kConsumers * kQTile * static_cast<int>(sizeof(T));
+  // Up to head dim 64 each consumer writes its 64 finished rows into shared
+  // memory, in Q's layout, and one thread stores them with TMA: the direct
+  // 16-byte stores took ~1,700 of a seq-128 unit's ~4,700 cycles on the H200,
+  // the consumers idle meanwhile (bench/RESULTS.md, 2026-12-01). At head dim
+  // 128 the staging would leave the K/V ring one slot.
+  static constexpr bool kTmaStore = D <= 64;
+  static constexpr int kOutBytes =
+      kTmaStore ? kConsumers * kQTile * static_cast<int>(sizeof(T)) : 0;
   // Ring slots of a K and a V tile: as many as ~200 KiB holds, at most 4.
-  static constexpr int kRingFits = (200 * 1024 - kQBytes) / (2 * kTileBytes);
+  static constexpr int kRingFits = (200 * 1024 - kQBytes - kOutBytes) / (2 * kTileBytes);
   static constexpr int kStages = kRingFits > 4 ? 4 : kRingFits;
   static_assert(kStages >= 2, "at least two K/V slots");
   // Barriers: Q full and empty per Q slot, then K full, V full and K/V empty per slot.
@@ -78,7 +113,7 @@ struct TmaAttentionShape {
   // Q slot, plus room to align the tiles to 1,024 bytes (a swizzle pattern's
   // period).
   static constexpr size_t kSmemBytes = kQBytes + 2 * size_t{kStages} * kKvTile * sizeof(T) +
-                                       kBarriers * 8 + kQStages * sizeof(int4) + 1024;
+                                       kOutBytes + kBarriers * 8 + kQStages * sizeof(int4) + 1024;
   // Registers per thread after setmaxnreg (a multiple of 8; the block's
   // total within the multiprocessor's 64 Ki): the producer's few, the rest
   // to the consumers.
@@ -89,7 +124,8 @@ struct TmaAttentionShape {
 
 template <typename T, int D, int kConsumers, bool kPingPong>
 __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
-    AttentionTmaKernel(const __grid_constant__ CUtensorMap qkv_map, AttentionArgs a,
+    AttentionTmaKernel(const __grid_constant__ CUtensorMap qkv_map,
+                       const __grid_constant__ CUtensorMap ctx_map, AttentionArgs a,
                        float scale_log2, int units) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using S = TmaAttentionShape<T, D, kConsumers, kPingPong>;
@@ -103,10 +139,11 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
   T* const qs = reinterpret_cast<T*>(smem);              // [kQStages][kConsumers][kQTile]
   T* const ks = qs + kQStages * kConsumers * S::kQTile;  // [kStages][kKvTile]
   T* const vs = ks + kStages * S::kKvTile;               // [kStages][kKvTile]
+  T* const outs = vs + kStages * S::kKvTile;             // [kConsumers][kQTile] (kTmaStore)
   // The producer describes each unit to the consumers with its Q: (first
   // token, length, head, 2 * first query + whether it is a window of several
   // sequences); length 0 says there are no more.
-  int4* const unit_of = reinterpret_cast<int4*>(vs + kStages * S::kKvTile);  // [kQStages]
+  int4* const unit_of = reinterpret_cast<int4*>(outs + S::kOutBytes / sizeof(T));  // [kQStages]
   uint64_t* const q_full = reinterpret_cast<uint64_t*>(unit_of + kQStages);
   uint64_t* const q_empty = q_full + kQStages;
   uint64_t* const k_full = q_empty + kQStages;
@@ -128,7 +165,11 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
     // The tensor map's first use then finds it cached.
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&qkv_map))
                  : "memory");
+    if constexpr (S::kTmaStore)
+      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&ctx_map))
+                   : "memory");
   }
+  BERTRT_ATTENTION_TRACE(kTraceStart, 0);
   __syncthreads();
   AfterPreviousKernel();
 
@@ -142,6 +183,8 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
     int stage = 0, q_stage = 0;
     uint32_t phase = 0, q_phase = 0;
     for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
+      [[maybe_unused]] const int traced = unit / gridDim.x;  // the block's unit index
+      BERTRT_ATTENTION_TRACE(kTraceProducerUnit, traced);
       AttentionBlock<T> u = AttentionBlockAt<T, D>(a, S::kQueries, unit);
       // A window of several sequences (only with row_bounds) says so in its length.
       const bool mixed = (u.len & kMixedWindow) != 0;
@@ -149,6 +192,7 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
       if (u.q0 >= u.len) continue;
       const int column = u.head * D;
       BarrierWait(&q_empty[q_stage], q_phase ^ 1);
+      BERTRT_ATTENTION_TRACE(kTraceProducerQ, traced);
       // Published by the arrival (a release; the consumers' wait acquires).
       // The first query (0 in a window) goes with the mixed flag.
       unit_of[q_stage] = make_int4(u.begin, u.len, u.head, 2 * u.q0 + mixed);
@@ -173,6 +217,7 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
         }
         if (++stage == kStages) stage = 0, phase ^= 1;
       }
+      BERTRT_ATTENTION_TRACE(kTraceProducerKv, traced);
     }
     BarrierWait(&q_empty[q_stage], q_phase ^ 1);
     unit_of[q_stage] = make_int4(0, 0, 0, 0);
@@ -205,21 +250,30 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
 
   int stage = 0, q_stage = 0;
   uint32_t phase = 0, q_phase = 0;
-  for (;;) {
+  [[maybe_unused]] const int trace0 = kTraceQFull + (kTraceStored - kTraceQFull + 1) * consumer;
+  for (int traced = 0;; ++traced) {
     // The next unit, as the producer describes it: its description comes
     // with its Q (the consumers read no global memory but their outputs).
     BarrierWait(&q_full[q_stage], q_phase);
+    BERTRT_ATTENTION_TRACE(trace0, traced);
     const int4 u = unit_of[q_stage];
     const int len = u.y;
-    if (len == 0) break;
+    if (len == 0) {
+      // Shared memory must outlive the last TMA store's reads.
+      if (S::kTmaStore && threadIdx.x % 128 == 0)
+        asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+      break;
+    }
     const T* const q_tile = qs + (q_stage * kConsumers + consumer) * S::kQTile;
     uint64_t* const q_done = &q_empty[q_stage];
     if (++q_stage == kQStages) q_stage = 0, q_phase ^= 1;
     const int group_q0 = (u.w >> 1) + 64 * consumer;
     const bool mixed = u.w & 1;
-    // A warpgroup wholly past the sequence's end multiplies nothing but
-    // waits and releases as the others do, so that every barrier's phases
-    // count the same arrivals.
+    // A warpgroup wholly past the sequence's end multiplies rows that are
+    // never stored (no product may sit under a condition: with the turns
+    // between issue and wait, ptxas then serialized every wgmma of the
+    // ping-pong kernel), and waits and releases as the others do, so that
+    // every barrier's phases count the same arrivals.
     const bool active = group_q0 < len;
     const int row0 = group_q0 + 16 * warp + g;  // and row0 + 8
     const int tiles = (len + kKeys - 1) / kKeys;
@@ -267,19 +321,20 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
     // Tile 0 alone: there is no P V product to issue with it (a product
     // issued under a condition makes the compiler serialize them all).
     BarrierWait(&k_full[stage], phase);
+    BERTRT_ATTENTION_TRACE(trace0 + kTraceKFull - kTraceQFull, traced);
     take_turn();
-    if (active) {
-      WgmmaFence();
-      issue_s(ks + stage * S::kKvTile);
-    }
+    WgmmaFence();
+    issue_s(ks + stage * S::kKvTile);
     pass_turn();
-    if (active) {
-      WgmmaWait<0>();
-      PinRegisters(s_flat);
+    WgmmaWait<0>();
+    PinRegisters(s_flat);
+    BERTRT_ATTENTION_TRACE(trace0 + kTraceScores - kTraceQFull, traced);
+    {
       float alpha[1][2];
       softmax(0, alpha);
-      out.Pack(sc[0]);
     }
+    out.Pack(sc[0]);
+    BERTRT_ATTENTION_TRACE(trace0 + kTraceSoftmax - kTraceQFull, traced);
     if (tiles == 1) release(q_done);
     int previous = stage;
     uint32_t previous_phase = phase;
@@ -288,26 +343,22 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
       BarrierWait(&k_full[stage], phase);
       BarrierWait(&v_full[previous], previous_phase);
       take_turn();
-      if (active) {
-        // S_j is issued with P_{j-1} V_{j-1}, and tile j's softmax runs
-        // while the tensor cores are still on the P V product.
-        out.PinOperands();
-        WgmmaFence();
-        issue_s(ks + stage * S::kKvTile);
-        out.template IssuePv<KvSw>(vs + previous * S::kKvTile);
-        WgmmaCommit();
-      }
+      // S_j is issued with P_{j-1} V_{j-1}, and tile j's softmax runs
+      // while the tensor cores are still on the P V product.
+      out.PinOperands();
+      WgmmaFence();
+      issue_s(ks + stage * S::kKvTile);
+      out.template IssuePv<KvSw>(vs + previous * S::kKvTile);
+      WgmmaCommit();
       pass_turn();
-      if (active) {
-        WgmmaWait<1>();  // S_j
-        PinRegisters(s_flat);
-        float alpha[1][2];
-        softmax(j, alpha);
-        WgmmaWait<0>();
-        out.PinOperands();
-        RescaleOutputs(out.o, alpha);
-        out.Pack(sc[0]);
-      }
+      WgmmaWait<1>();  // S_j
+      PinRegisters(s_flat);
+      float alpha[1][2];
+      softmax(j, alpha);
+      WgmmaWait<0>();
+      out.PinOperands();
+      RescaleOutputs(out.o, alpha);
+      out.Pack(sc[0]);
       // (Released only with no product in flight: a branch between a wgmma
       // and its wait would make the compiler serialize them too.)
       if (j + 1 == tiles) release(q_done);
@@ -321,8 +372,9 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
     // that their 0 probabilities meet 0 (0 * inf would be NaN, should that
     // sequence's V have overflowed). Both may write the same zeros.
     BarrierWait(&v_full[previous], previous_phase);
+    BERTRT_ATTENTION_TRACE(trace0 + kTraceVFull - kTraceQFull, traced);
     const int valid = len - (tiles - 1) * kKeys;
-    if (active && valid < kKeys) {  // uniform
+    if (valid < kKeys) {  // uniform
       T* const vt = vs + previous * S::kKvTile;
       constexpr int kLineChunks = KvSw::kBytes / 16;  // 16-byte pieces of a key's row
       constexpr int kBlocks = D / KvSw::kAtomDims;    // column blocks
@@ -339,22 +391,42 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
       NamedBarrier(1 + kConsumers + consumer, 128);
     }
     take_turn();
-    if (active) {
-      out.PinOperands();
-      WgmmaFence();
-      out.template IssuePv<KvSw>(vs + previous * S::kKvTile);
-      WgmmaCommit();
-    }
+    out.PinOperands();
+    WgmmaFence();
+    out.template IssuePv<KvSw>(vs + previous * S::kKvTile);
+    WgmmaCommit();
     pass_turn();
-    if (active) {
-      WgmmaWait<0>();
-      PinRegisters(out.Flat());
-    }
+    WgmmaWait<0>();
+    PinRegisters(out.Flat());
+    BERTRT_ATTENTION_TRACE(trace0 + kTraceOutput - kTraceQFull, traced);
     release(&kv_empty[previous]);
-    if (active) {
+    if (S::kTmaStore && group_q0 + 64 <= len) {  // uniform: all 64 rows are outputs
+      T* const staged = outs + consumer * S::kQTile;
+      // The staging tile is free once the last unit's store has read it.
+      if (threadIdx.x % 128 == 0) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+      NamedBarrier(1 + kConsumers + consumer, 128);
+      float inverse[2];
+      InverseRowSums(out.l[0], inverse);
+      const int r0 = 16 * warp + g;
+#pragma unroll
+      for (int d = 0; d < D / 8; ++d)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          *reinterpret_cast<uint32_t*>(staged + QSw::Offset(r0 + 8 * h, 8 * d + 2 * t)) =
+              PackFloats(out.o[0][d][2 * h] * inverse[h], out.o[0][d][2 * h + 1] * inverse[h], T{});
+      FenceSharedForAsyncProxy();
+      NamedBarrier(1 + kConsumers + consumer, 128);
+      if (threadIdx.x % 128 == 0) {
+        for (int b = 0; b < D / S::kBoxDims; ++b)
+          TmaStore(&ctx_map, staged + QSw::Offset(0, b * S::kBoxDims), u.z * D + b * S::kBoxDims,
+                   u.x + group_q0);
+        asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+      }
+    } else if (active) {
       T* const rows = static_cast<T*>(a.ctx) + static_cast<size_t>(u.x) * a.hidden + u.z * D;
-      StoreOutputRows(rows + 2 * t, a.hidden, out.o[0], out.l[0], row0, len);
+      StoreOutputRows(rows, a.hidden, out.o[0], out.l[0], row0, len, t);
     }
+    BERTRT_ATTENTION_TRACE(trace0 + kTraceStored - kTraceQFull, traced);
   }
 #else
   // Launched only on sm_90 by a build that compiled sm_90a (attention.cu).

@@ -276,7 +276,7 @@ __global__ void __launch_bounds__(kGroups * 128, D <= 64 ? 4 / kGroups : 1)
   WgmmaWait<0>();
   PinRegisters(out.Flat());
 
-  StoreOutputRows(block.out + 2 * t, hidden, out.o[0], out.l[0], row0, len);
+  StoreOutputRows(block.out, hidden, out.o[0], out.l[0], row0, len, t);
 #else
   // Launched only on sm_90 by a build that compiled sm_90a (attention.cu);
   // anything else is a dispatch bug, reported as a launch failure rather

@@ -66,6 +66,17 @@ __device__ __forceinline__ void TmaLoad(void* dst, const CUtensorMap* map, int x
       "l"(reinterpret_cast<uint64_t>(map)), "r"(SmemAddress(bar)), "r"(x), "r"(y)
       : "memory");
 }
+// `src` (shared memory, in the tensor map's box layout) to the box of the
+// tensor map at columns [x, ...) and rows [y, ...), in this thread's bulk
+// group (cp.async.bulk.commit_group / wait_group). Rows and columns outside
+// the tensor are not written.
+__device__ __forceinline__ void TmaStore(const CUtensorMap* map, const void* src, int x, int y) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
+          reinterpret_cast<uint64_t>(map)),
+      "r"(SmemAddress(src)), "r"(x), "r"(y)
+      : "memory");
+}
 // Synchronizes the `threads` threads that use barrier `id` (not 0: that is
 // __syncthreads's).
 __device__ __forceinline__ void NamedBarrier(int id, int threads) {
