@@ -10,8 +10,7 @@
 # where LINK_LIBRARIES is the bertrt target's, from build-lead/build.ninja.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/device_unpack.sh
-export LD_LIBRARY_PATH=$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+source scripts/device_env.sh
 model=/tmp/bertrt-bench/bert-base-seqcls
 [ -f "$model/model.safetensors" ] || python3 scripts/make_random_model.py --preset bert-base \
   --head seq-cls --num-labels 2 -o "$model" > /dev/null

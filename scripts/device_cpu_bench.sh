@@ -4,11 +4,8 @@
 # PyTorch on that machine's host CPU, pinned to 2 cores and then on 16 threads.
 # Results go to bench/RESULTS.md and $OUT.
 set -euo pipefail
-bash scripts/device_unpack.sh
-export LD_LIBRARY_PATH="$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+source scripts/device_env.sh
 export PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
 .carry/bin/bertrt --version
 work=/tmp/bertrt-bench && mkdir -p $work
 taskset -c 0,1 python3 bench/cpu_bench.py --threads 2 --bertrt .carry/bin/bertrt --workdir $work \

@@ -7,10 +7,7 @@
 # run), whose section is appended to bench/RESULTS.md and copied to
 # $OUT/RESULTS.md. Logs go to $OUT.
 set -uo pipefail
-bash scripts/device_unpack.sh
-export LD_LIBRARY_PATH="$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
+source scripts/device_env.sh
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
 ldd .carry/bin/bertrt_tests > "$OUT/ldd.txt" 2>&1 || true
 .carry/bin/bertrt_tests --gtest_filter='Cuda*' --gtest_output="xml:$OUT/cuda_tests.xml" \

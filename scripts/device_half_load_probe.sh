@@ -11,7 +11,7 @@
 # "Issue 5's half-load p99 on the Xeon, in pieces".
 set -uo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/device_unpack.sh; export LD_LIBRARY_PATH=$PWD/.carry/lib
+source scripts/device_env.sh
 BIN=$PWD/.carry/bin/bertrt; m=/tmp/bertrt-bench/minilm-shape
 source scripts/serve_util.sh
 minilm_shape_model $m .carry/tok || exit 1

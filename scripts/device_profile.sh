@@ -9,10 +9,7 @@
 # same paths), made here when that has not run. Outputs go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/device_unpack.sh
-export LD_LIBRARY_PATH="$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
+source scripts/device_env.sh
 make_model() {  # preset: prints the model's directory
   local dir=/tmp/bertrt-bench/$1-seqcls
   [ -f "$dir/model.safetensors" ] || python3 scripts/make_random_model.py --preset "$1" \

@@ -22,11 +22,8 @@
 # short device lease.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/device_unpack.sh
-export LD_LIBRARY_PATH="$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+source scripts/device_env.sh
 export PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
 status=0
 STEPS=${STEPS:-1 2 3 4}
 want() { [[ " $STEPS " == *" $1 "* ]]; }

@@ -19,14 +19,11 @@
 # STEPS picks steps (default "1 2 3 4"); DURATION is seconds per load step.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/device_unpack.sh
-export LD_LIBRARY_PATH="$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+source scripts/device_env.sh
 export PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}
 BIN=$PWD/.carry/bin/bertrt
 STEPS=${STEPS:-1 5 2 3 4}
 DURATION=${DURATION:-5}
-mkdir -p "$OUT"
 status=0
 want() { [[ " $STEPS " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=index,name,memory.total --format=csv | tee "$OUT/gpus.csv"

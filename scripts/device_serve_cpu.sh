@@ -15,10 +15,7 @@
 # their sections go to $OUT/RESULTS.md (bench/RESULTS.md plus them).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/device_unpack.sh
-export LD_LIBRARY_PATH="$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
+source scripts/device_env.sh
 [ -f .carry/tok/tokenizer.json ] || { echo "no .carry/tok/tokenizer.json (see the header)" >&2; exit 2; }
 source scripts/serve_util.sh
 model=/tmp/bertrt-bench/minilm-shape

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the GPU machine (after scripts/device_unpack.sh): does warming up the
+# On the GPU machine (.carry/ from scripts/pack_for_device.sh): does warming up the
 # batch shapes of serve_bench's half-load step remove its first-step p99?
 # Without and then with --warmup-shapes covering batches of 1-32 texts of
 # 100-126 words, scripts/half_load_repeat.sh runs the half-load step REPEATS
@@ -9,9 +9,7 @@
 #   bash scripts/device_warmup_check.sh [MODEL] [RATE]
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export LD_LIBRARY_PATH="$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
+source scripts/device_env.sh
 MODEL=${1:-/tmp/bertrt-bench/bert-base-seqcls}
 RATE=${2:-9900}
 [ -f "$MODEL/model.safetensors" ] || python3 scripts/make_random_model.py --preset bert-base \

@@ -192,8 +192,10 @@ class CudaEngine final : public Engine {
   // Every kernel and GEMM of the forward on `stream`, nothing else. Reads
   // only what Init fixed, `ws` and gemm_ (which locks itself), so the capture
   // thread runs it without mu_.
-  // With `trace` (profiling engines), a timer stamp after each operation.
-  Status Compute(const Shape& shape, const Workspace& ws, cudaStream_t stream, OpTrace* trace);
+  // A profiling engine's forward also stamps the time after each operation;
+  // `profiled` then receives the operations, in order.
+  Status Compute(const Shape& shape, const Workspace& ws, cudaStream_t stream,
+                 std::vector<ProfiledOp>* profiled = nullptr);
   // Whether the outputs of `shape` read only each sequence's first token of
   // the last layer (the pooler, CLS pooling; no hidden states asked for).
   bool FirstTokensOnly(const Shape& shape) const;
@@ -207,8 +209,6 @@ class CudaEngine final : public Engine {
   // Enqueues `op`, and with a trace, a timer stamp after it.
   template <typename Op>
   Status Timed(OpTrace* trace, const char* name, double flops, cudaStream_t stream, Op&& op);
-  // A trace for a forward of this engine; none when it does not profile.
-  std::optional<OpTrace> NewTrace() const;
   // Adds the stamps of the forward of `shape` just run to profile_.
   Status AddToProfile(const Shape& shape);
   // How the engine's own kernels go onto `stream` (cuBLASLt launches its own).
@@ -284,12 +284,6 @@ Status CudaEngine::Timed(OpTrace* trace, const char* name, double flops, cudaStr
     return Internal("cuda engine: a profiled forward has more than " +
                     std::to_string(trace->capacity - 2) + " operations");
   return cuda::StampTime(trace->stamps + slot, stream);
-}
-
-std::optional<OpTrace> CudaEngine::NewTrace() const {
-  if (!options_.profile) return std::nullopt;
-  return OpTrace{
-      static_cast<uint64_t*>(profile_stamps_.get()), profile_stamps_.size() / sizeof(uint64_t), {}};
 }
 
 Status CudaEngine::AddToProfile(const Shape& shape) {
@@ -485,9 +479,7 @@ Status CudaEngine::Forward(const Shape& shape) {
   }
   // Eagerly, which also builds the shape's GEMM plans before the capture
   // needs them.
-  std::optional<OpTrace> trace = NewTrace();
-  RETURN_IF_ERROR(Compute(shape, ws_, stream_, trace ? &*trace : nullptr));
-  if (trace) profiled_ops_[shape] = std::move(trace->ops);
+  RETURN_IF_ERROR(Compute(shape, ws_, stream_, options_.profile ? &profiled_ops_[shape] : nullptr));
   if (graphs_enabled_ && capture_pending_.insert(shape).second) {
     capture_queue_.push_back(shape);
     if (!capture_thread_.joinable()) capture_thread_ = std::thread([this] { CaptureLoop(); });
@@ -539,8 +531,7 @@ StatusOr<GraphExec> CudaEngine::Capture(const Shape& shape, const Workspace& ws)
   // Thread-local mode: the request thread's eager launches on stream_ go on
   // while this thread captures.
   CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(capture_stream_, cudaStreamCaptureModeThreadLocal));
-  std::optional<OpTrace> trace = NewTrace();
-  const Status computed = Compute(shape, ws, capture_stream_, trace ? &*trace : nullptr);
+  const Status computed = Compute(shape, ws, capture_stream_);
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(capture_stream_, &graph);
   if (!computed.ok() || ended != cudaSuccess) {
@@ -560,13 +551,20 @@ StatusOr<GraphExec> CudaEngine::Capture(const Shape& shape, const Workspace& ws)
 }
 
 Status CudaEngine::Compute(const Shape& shape, const Workspace& ws, cudaStream_t stream,
-                           OpTrace* trace) {
-  if (trace) {
+                           std::vector<ProfiledOp>* profiled) {
+  std::optional<OpTrace> trace;
+  if (options_.profile) {
+    trace = OpTrace{static_cast<uint64_t*>(profile_stamps_.get()),
+                    profile_stamps_.size() / sizeof(uint64_t),
+                    {}};
     RETURN_IF_ERROR(cuda::StampTime(trace->stamps, stream));
     RETURN_IF_ERROR(cuda::StampTime(trace->stamps + 1, stream));
   }
-  RETURN_IF_ERROR(Encoder(shape, ws, stream, trace));
-  return Timed(trace, "head", 0, stream, [&] { return HeadKernels(shape, ws, stream); });
+  OpTrace* const traced = trace ? &*trace : nullptr;
+  RETURN_IF_ERROR(Encoder(shape, ws, stream, traced));
+  RETURN_IF_ERROR(Timed(traced, "head", 0, stream, [&] { return HeadKernels(shape, ws, stream); }));
+  if (trace && profiled) *profiled = std::move(trace->ops);
+  return Status::Ok();
 }
 
 bool CudaEngine::FirstTokensOnly(const Shape& shape) const {
