@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Copies the built binaries (bertrt, bertrt_tests) and the shared libraries
+# Copies the built binaries (bertrt, bertrt_tests, bertrt_parity_runner) and the shared libraries
 # they link that the GPU machine lacks (Debian's oneDNN, utf8proc, spdlog,
 # fmt, ...) into .carry/, which the device tool carries (`carry: [".carry"]`).
 # glibc, the C++ runtime and the CUDA libraries stay behind: the GPU machine's
@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
 rm -rf .carry && mkdir -p .carry/bin .carry/lib
-for bin in bertrt bertrt_tests; do
+for bin in bertrt bertrt_tests bertrt_parity_runner; do
   [ -x "$build/$bin" ] || continue
   cp "$build/$bin" .carry/bin/
   ldd "$build/$bin" | awk '/=> \//{print $3}' | while read -r lib; do
@@ -21,9 +21,48 @@ for bin in bertrt bertrt_tests; do
     esac
   done
 done
+# ALSO_BUILD_DIR: a second build (another CMAKE_CUDA_ARCHITECTURES, say) whose
+# bertrt and bertrt_parity_runner go to .carry/bin/<its name>/, beside the first.
+if [ -n "${ALSO_BUILD_DIR:-}" ]; then
+  mkdir -p ".carry/bin/$(basename "$ALSO_BUILD_DIR")"
+  cp "$ALSO_BUILD_DIR/bertrt" "$ALSO_BUILD_DIR/bertrt_parity_runner" \
+    ".carry/bin/$(basename "$ALSO_BUILD_DIR")/"
+fi
 # The device tool carries at most 64 MiB with the working tree; oneDNN and
 # gRPC alone are more, so the payload travels compressed and
 # scripts/device_unpack.sh opens it there.
 tar -cf - -C .carry bin lib | xz -9 -T"$(nproc)" > .carry/payload.tar.xz
 rm -rf .carry/bin .carry/lib
+# PARITY_DATA=1: what scripts/device_parity.sh needs besides the binaries: the
+# default model's tokenizer (a real 30,522-token vocabulary for the random
+# models) and the model itself, a trained one, with its weights in fp16 and
+# the embeddings of tokens the suite's texts never use zeroed, to fit the
+# carry limit (the suite's reference loads the same weights).
+if [ "${PARITY_DATA:-0}" = 1 ]; then
+  src=models/all-MiniLM-L6-v2
+  [ -f "$src/model.safetensors" ] || bash scripts/fetch_default_model.sh
+  mkdir -p .carry/parity/tokenizer .carry/parity/all-MiniLM-L6-v2
+  for f in tokenizer.json vocab.txt tokenizer_config.json special_tokens_map.json; do
+    cp "$src/$f" .carry/parity/tokenizer/
+  done
+  (cd "$src" && find . -type f ! -name model.safetensors -exec cp --parents {} \
+    "$OLDPWD/.carry/parity/all-MiniLM-L6-v2/" \;)
+  python3 - "$src/tokenizer.json" tests/data/tokenizer/corpus.jsonl > .carry/token_ids.txt <<'PY'
+import json, sys
+from tokenizers import Tokenizer
+tok = Tokenizer.from_file(sys.argv[1])
+ids = set(range(1000))  # specials and unused slots
+for line in open(sys.argv[2], encoding="utf-8"):
+    rec = json.loads(line)
+    for key in ("text", "text_pair"):
+        if key in rec:
+            ids.update(tok.encode(rec[key]).ids)
+print("\n".join(map(str, sorted(ids))))
+PY
+  python3 scripts/safetensors_to_fp16.py "$src/model.safetensors" \
+    .carry/parity/all-MiniLM-L6-v2/model.safetensors --keep-token-ids .carry/token_ids.txt
+  rm .carry/token_ids.txt
+  tar -cf - -C .carry parity | xz -6 -T"$(nproc)" > .carry/parity.tar.xz
+  rm -rf .carry/parity
+fi
 du -sh .carry

@@ -31,7 +31,7 @@ struct EngineFlags {
   std::string device = "cpu";
   std::string precision;      // empty: the device's default
   int threads = 0;            // 0: all cores
-  std::string gelu = "tanh";  // tanh | exact: CudaEngineOptions::approximate_erf_gelu
+  std::string gelu = "exact";  // exact | tanh: CudaEngineOptions::approximate_erf_gelu
 };
 void AddEngineOptions(CLI::App* cmd, EngineFlags* flags,
                       const std::string& threads_help = "CPU threads (0: all cores)");
@@ -48,10 +48,11 @@ struct ServingFlags {
   int request_timeout_ms = 30000;
   bool auto_truncate = false;
   std::vector<std::string> warmup;  // BATCHxLENGTH shapes
+  bool skip_verify = false;         // no EngineSelfCheck of GPU instances
 };
 // Adds --instances, --gpus, --max-batch-tokens, --max-batch-size,
-// --max-queue-delay-us, --max-queue-size, --request-timeout-ms, --auto-truncate
-// and --warmup-shapes.
+// --max-queue-delay-us, --max-queue-size, --request-timeout-ms, --auto-truncate,
+// --warmup-shapes and --skip-verify.
 std::vector<CLI::Option*> AddServingOptions(CLI::App* cmd, ServingFlags* flags);
 // The serving defaults of every model (a config.pbtxt may override them).
 server::ServeDefaults MakeServeDefaults(const EngineFlags& engine, const ServingFlags& serving,
@@ -63,8 +64,12 @@ std::string ResolvePrecision(const std::string& device, const std::string& preci
 
 // --device cpu|cuda with --threads (CPU), --precision fp32|fp16|bf16 (the
 // CPU engine is fp32 only) and --gelu; `gpu` is the CUDA device index.
+// For `run`, see SelfCheckGpuEngine.
 StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> model,
                                                const EngineFlags& flags, int gpu = 0);
+// `bertrt run`'s EngineSelfCheck of a CUDA engine: a line on stderr with
+// the numbers; the error when it fails.
+Status SelfCheckGpuEngine(const LoadedModel& loaded, const EngineFlags& flags, Engine& engine);
 // The CUDA engine options --precision and --gelu ask for, on GPU `gpu`.
 StatusOr<CudaEngineOptions> CudaOptions(const EngineFlags& flags, int gpu = 0);
 // With --device cuda: creates the contexts of `gpus` (every visible GPU when

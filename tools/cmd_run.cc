@@ -18,6 +18,7 @@ struct RunFlags {
   std::string output = "default";
   int max_length = 0;
   int batch_size = 32;
+  bool skip_verify = false;
 };
 
 // One input line on its way through: either an error or an encoding.
@@ -132,6 +133,12 @@ int Run(const RunFlags& flags) {
   auto engine = CreateEngine(loaded->model, flags.engine);
   if (!engine.ok()) return Fail(engine.status(), kExitRuntimeError);
   TraceStartup("bertrt run: engine created");
+  if (flags.engine.device == "cuda" && !flags.skip_verify) {
+    if (Status checked = SelfCheckGpuEngine(*loaded, flags.engine, **engine); !checked.ok())
+      return Fail(checked, checked.code() == StatusCode::kFailedPrecondition ? kExitVerifyFailed
+                                                                              : kExitRuntimeError);
+    TraceStartup("bertrt run: self-check done");
+  }
 
   ProgressBar progress("run");
   std::vector<Pending> chunk;
@@ -193,6 +200,10 @@ void RegisterRunCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"longest_first", "only_first", "only_second"}));
   cmd->add_option("--batch-size", flags->batch_size, "Inputs per engine call")
       ->check(CLI::PositiveNumber);
+  cmd->add_flag("--skip-verify", flags->skip_verify,
+                "With --device cuda, skip the self-check (built-in samples on the GPU "
+                "against the CPU engine in fp32 before the first input; exit 5 when they "
+                "disagree)");
   cmd->add_option("--output", flags->output,
                   "default (the head's outputs) or last_hidden_state (per-token states)")
       ->check(CLI::IsMember({"default", "last_hidden_state"}));

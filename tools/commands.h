@@ -13,7 +13,7 @@ enum ExitCode : int {
   kExitUsage = 2,             // bad command line (CLI11's own code for this too)
   kExitModelError = 3,        // the model or plan could not be loaded
   kExitRuntimeError = 4,      // the engine failed (device, memory)
-  kExitVerifyFailed = 5,      // build: the plan's outputs are off the reference
+  kExitVerifyFailed = 5,      // build's verification or run's GPU self-check failed
 };
 
 void RegisterTokenizeCommand(CLI::App& app, int& exit_code);

@@ -3,6 +3,7 @@
 // outputs.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -88,9 +89,8 @@ StatusOr<std::vector<VerifySample>> ReadVerifySamples(const std::string& path) {
   return samples;
 }
 
-StatusOr<VerifyReport> CompareEngines(Engine& reference, Engine& candidate,
-                                      const Tokenizer& tokenizer,
-                                      const std::vector<VerifySample>& samples, int max_length) {
+StatusOr<RaggedBatch> EncodeSamples(const Tokenizer& tokenizer,
+                                    const std::vector<VerifySample>& samples, int max_length) {
   RaggedBatch batch;
   for (size_t i = 0; i < samples.size(); ++i) {
     auto enc = tokenizer.Encode(samples[i].text, samples[i].text_pair, static_cast<size_t>(max_length));
@@ -98,14 +98,17 @@ StatusOr<VerifyReport> CompareEngines(Engine& reference, Engine& candidate,
       return Status(enc.status().code(), "sample " + std::to_string(i + 1) + ": " + enc.status().message());
     batch.Add(enc->input_ids, enc->token_type_ids);
   }
-  ASSIGN_OR_RETURN(BatchOutputs want, reference.Run(batch, {}));
-  ASSIGN_OR_RETURN(BatchOutputs got, candidate.Run(batch, {}));
+  return batch;
+}
+
+StatusOr<VerifyReport> CompareOutputs(HeadKind head, const RaggedBatch& batch,
+                                      const BatchOutputs& want, const BatchOutputs& got) {
   VerifyReport report;
   report.samples = batch.num_seqs();
   bool argmax = false;
   double sum_abs = 0;
   size_t count = 0;
-  for (const std::string& name : ComparedOutputs(reference.config().head, &argmax)) {
+  for (const std::string& name : ComparedOutputs(head, &argmax)) {
     const NamedOutput* a = want.Find(name);
     const NamedOutput* b = got.Find(name);
     if (!a || !b || a->data.size() != b->data.size() || a->width != b->width)
@@ -113,13 +116,14 @@ StatusOr<VerifyReport> CompareEngines(Engine& reference, Engine& candidate,
     report.output_name += (report.output_name.empty() ? "" : "+") + name;
     const std::vector<Row> ra = Rows(*a, batch), rb = Rows(*b, batch);
     for (size_t r = 0; r < ra.size(); ++r) {
-      double dot = 0, na = 0, nb = 0;
+      double dot = 0, na = 0, nb = 0, scale = 0;
       for (size_t i = 0; i < ra[r].n; ++i) {
         const double x = ra[r].data[i], y = rb[r].data[i];
         const double d = std::fabs(x - y);
         // NaN compares false everywhere: make it the worst difference.
         report.max_abs_diff = std::isnan(d) ? INFINITY : std::max(report.max_abs_diff, d);
         report.max_abs_reference = std::max(report.max_abs_reference, std::fabs(x));
+        scale = std::max(scale, std::fabs(x));
         sum_abs += d;
         dot += x * y;
         na += x * x;
@@ -130,13 +134,24 @@ StatusOr<VerifyReport> CompareEngines(Engine& reference, Engine& candidate,
       report.min_cosine = std::isnan(cosine) ? -1.0 : std::min(report.min_cosine, cosine);
       if (argmax && ra[r].n > 0) {
         ++report.argmax_total;
-        report.argmax_equal += std::max_element(ra[r].data, ra[r].data + ra[r].n) - ra[r].data ==
-                               std::max_element(rb[r].data, rb[r].data + rb[r].n) - rb[r].data;
+        const size_t want_class = std::max_element(ra[r].data, ra[r].data + ra[r].n) - ra[r].data;
+        const size_t got_class = std::max_element(rb[r].data, rb[r].data + rb[r].n) - rb[r].data;
+        const bool near_tie = ra[r].data[want_class] - ra[r].data[got_class] <= 0.01 * scale;
+        report.argmax_equal += want_class == got_class || near_tie;
       }
     }
   }
   report.mean_abs_diff = count ? sum_abs / static_cast<double>(count) : 0;
   return report;
+}
+
+StatusOr<VerifyReport> CompareEngines(Engine& reference, Engine& candidate,
+                                      const Tokenizer& tokenizer,
+                                      const std::vector<VerifySample>& samples, int max_length) {
+  ASSIGN_OR_RETURN(const RaggedBatch batch, EncodeSamples(tokenizer, samples, max_length));
+  ASSIGN_OR_RETURN(BatchOutputs want, reference.Run(batch, {}));
+  ASSIGN_OR_RETURN(BatchOutputs got, candidate.Run(batch, {}));
+  return CompareOutputs(reference.config().head, batch, want, got);
 }
 
 Status CheckVerifyThresholds(const VerifyReport& r, Precision precision) {
@@ -154,6 +169,43 @@ Status CheckVerifyThresholds(const VerifyReport& r, Precision precision) {
     return FailedPrecondition("argmax agrees on " + std::to_string(r.argmax_equal) + " of " +
                               std::to_string(r.argmax_total) + " rows; all must");
   return Status::Ok();
+}
+
+std::string DescribeReport(const VerifyReport& r) {
+  char text[200];
+  std::snprintf(text, sizeof(text), "max abs diff %.3g, mean %.3g, min cosine %.6f", r.max_abs_diff,
+                r.mean_abs_diff, r.min_cosine);
+  std::string out = text;
+  if (r.argmax_total > 0)
+    out += ", argmax " + std::to_string(r.argmax_equal) + "/" + std::to_string(r.argmax_total);
+  return out;
+}
+
+StatusOr<EngineSelfCheck> EngineSelfCheck::Create(std::shared_ptr<const Model> model,
+                                                  const Tokenizer& tokenizer) {
+  EngineSelfCheck check;
+  check.head_ = model->config.head;
+  // The long sample runs at the model's full length (up to 512), where the
+  // GPU kernels take their long-sequence paths.
+  ASSIGN_OR_RETURN(check.batch_, EncodeSamples(tokenizer, BuiltInVerifySamples(),
+                                               std::min(model->config.max_seq_length, 512)));
+  ASSIGN_OR_RETURN(std::unique_ptr<Engine> cpu,
+                   CreateCpuEngine(WithFloat32Weights(std::move(model)), {}));
+  ASSIGN_OR_RETURN(check.reference_, cpu->Run(check.batch_, {}));
+  return check;
+}
+
+StatusOr<VerifyReport> EngineSelfCheck::Check(Engine& engine, Precision precision) const {
+  ASSIGN_OR_RETURN(const BatchOutputs got, engine.Run(batch_, {}));
+  ASSIGN_OR_RETURN(VerifyReport report, CompareOutputs(head_, batch_, reference_, got));
+  if (Status within = CheckVerifyThresholds(report, precision); !within.ok())
+    return FailedPrecondition(
+        "self-check failed: " + engine.device() + " disagrees with the CPU engine in fp32 on " +
+        std::to_string(report.samples) + " built-in samples (" + report.output_name + ": " +
+        DescribeReport(report) + "): " + within.message() +
+        ". This engine would serve wrong numbers; please report it with the model's "
+        "config.json. --skip-verify starts without this check");
+  return report;
 }
 
 }  // namespace bertrt

@@ -151,3 +151,32 @@ def test_inspect_default_model(bertrt_bin, default_model):
     assert proc.returncode == 0
     text = proc.stdout.lower()
     assert "384" in text and "mean" in text
+
+
+@pytest.mark.parametrize("command", ["run", "serve"])
+def test_gpu_self_check_can_be_skipped(bertrt_bin, command):
+    help_text = subprocess.run([bertrt_bin, command, "--help"], capture_output=True,
+                               text=True).stdout
+    assert "--skip-verify" in help_text and "self-check" in help_text
+
+
+def test_cpu_runs_have_no_self_check(bertrt_bin, default_model):
+    proc = subprocess.run([bertrt_bin, "run", default_model], input='{"text": "hi"}\n',
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and "self-check" not in proc.stderr, proc.stderr
+
+
+def test_default_cuda_build_has_code_for_hopper_and_older_gpus(bertrt_bin):
+    """The build's CUDA architectures (CMakeLists.txt) are sm_75..sm_90a machine code
+    and sm_90 PTX. CMake used to cache the compiler's default instead (compute_75 with
+    CUDA 13), and an H200 then ran every kernel as sm_75 code: tensor-core attention
+    with an empty body, launches overlapped with no kernel waiting (issue 24)."""
+    cache = Path(bertrt_bin).parent / "CMakeCache.txt"
+    if not cache.exists():
+        pytest.skip("bertrt was not built by CMake here")
+    entries = dict(line.split("=", 1) for line in cache.read_text().splitlines()
+                   if "=" in line and not line.startswith(("//", "#")))
+    if "CMAKE_CUDA_ARCHITECTURES:STRING" not in entries:
+        pytest.skip("built without the CUDA backend")
+    archs = entries["CMAKE_CUDA_ARCHITECTURES:STRING"].split(";")
+    assert archs == ["75-real", "80-real", "86-real", "89-real", "90a-real", "90-virtual"], archs

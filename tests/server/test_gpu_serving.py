@@ -3,6 +3,7 @@ without nvidia-smi; scripts/device_serve.sh runs it on the GPU machine): one
 queue feeds both, both compute, answers match the CPU engine's, and /metrics
 shows each instance and the GPUs' memory through NVML."""
 import shutil
+import subprocess
 import threading
 
 import numpy as np
@@ -50,3 +51,20 @@ def test_gpu_and_cpu_instances_share_one_queue(bertrt_bin, tmp_path):
         assert 'bertrt_gpu_memory_used_bytes{gpu="0"}' in metrics
     finally:
         s.stop()
+
+
+def test_gpu_engines_pass_a_self_check_before_use(bertrt_bin, default_model):
+    """`run` and `serve` check each CUDA engine against the CPU engine in fp32 on
+    built-in samples first (tests/unit/self_check_test.cc refuses a broken one);
+    --skip-verify goes without."""
+    line = '{"text": "bertrt is fast"}\n'
+    ran = subprocess.run([bertrt_bin, "run", default_model, "--device", "cuda"], input=line,
+                         capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    assert "self-check against the CPU engine in fp32 passed (max abs diff" in ran.stderr
+    skipped = subprocess.run([bertrt_bin, "run", default_model, "--device", "cuda",
+                              "--skip-verify"], input=line, capture_output=True, text=True)
+    assert skipped.returncode == 0 and "self-check" not in skipped.stderr, skipped.stderr
+    s = Server(bertrt_bin, [default_model, "--device", "cuda"])
+    s.stop()
+    assert "self-check on cuda:0 against the CPU engine in fp32 passed" in s.proc.stderr.read()

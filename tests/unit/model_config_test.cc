@@ -240,11 +240,11 @@ TEST(ModelConfig, ResolveAppliesConfigOverDefaults) {
   ServeDefaults d;
   d.scheduler.max_batch_size = 64;
   d.threads = 3;
-  EXPECT_EQ(d.gelu, "tanh");
+  EXPECT_EQ(d.gelu, "exact");
   auto c = Parse(R"(max_batch_size: 16
                     dynamic_batching { preferred_batch_size: [8, 4] max_queue_delay_microseconds: 100 }
                     instance_group [ { count: 2 kind: KIND_CPU } ]
-                    parameters { key: "gelu" value: { string_value: "exact" } })");
+                    parameters { key: "gelu" value: { string_value: "tanh" } })");
   ASSERT_TRUE(c.ok()) << c.status().message();
   auto s = ResolveServing(d, *c);
   ASSERT_TRUE(s.ok()) << s.status().message();
@@ -256,7 +256,7 @@ TEST(ModelConfig, ResolveAppliesConfigOverDefaults) {
     EXPECT_EQ(i.device, "cpu");
     EXPECT_EQ(i.precision, "fp32");
     EXPECT_EQ(i.threads, 3);
-    EXPECT_EQ(i.gelu, "exact");
+    EXPECT_EQ(i.gelu, "tanh");
   }
   // No config: the command line's device and instance count.
   d.instances = 3;

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device_memory.h"
 #include "backends/cuda/device_util.cuh"
 #include "backends/cuda/kernels.h"
 
@@ -87,7 +88,26 @@ __global__ void StampKernel(uint64_t* slot) {
   *slot = now;
 }
 
+// __CUDA_ARCH__ of the code that runs: 750 for compute_75 PTX, whatever the GPU.
+__global__ void CodeArchKernel(int* arch) {
+#if defined(__CUDA_ARCH__)
+  *arch = __CUDA_ARCH__;
+#endif
+}
+
 }  // namespace
+
+StatusOr<int> KernelComputeCapability(cudaStream_t stream) {
+  DeviceBuffer device_arch;
+  RETURN_IF_ERROR(device_arch.Allocate(sizeof(int), "the kernels' architecture", ""));
+  CodeArchKernel<<<1, 1, 0, stream>>>(static_cast<int*>(device_arch.get()));
+  CUDA_RETURN_IF_LAUNCH_FAILED("architecture probe kernel");
+  int arch = 0;
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(&arch, device_arch.get(), sizeof(int), cudaMemcpyDeviceToHost, stream));
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  return arch / 10;
+}
 
 Status StampTime(uint64_t* slot, cudaStream_t stream) {
   StampKernel<<<1, 1, 0, stream>>>(slot);

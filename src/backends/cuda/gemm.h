@@ -33,6 +33,9 @@
 
 namespace bertrt::cuda {
 
+// The cuBLASLt workspace of the engine's GEMMs and of the builder's timing.
+inline constexpr size_t kGemmWorkspaceBytes = 32 << 20;
+
 class LtGemm {
  public:
   LtGemm() = default;

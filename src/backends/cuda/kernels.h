@@ -82,6 +82,17 @@ Status StampTime(uint64_t* slot, cudaStream_t stream);
 Status ConvertFromFloat(Precision p, const float* in, void* out, size_t n, Stream stream);
 Status ConvertToFloat(Precision p, const void* in, float* out, size_t n, Stream stream);
 
+// The compute capability this build's kernels run as on the current GPU
+// (90 for sm_90): the GPU's own where the build has code for it, lower where
+// the driver compiles an older architecture's PTX for it (a build for
+// compute_75 on an H200). Device code is compiled per architecture, and the
+// kernels' paths for newer ones (mma.sync from 80; griddepcontrol, wgmma
+// and TMA from 90) are not in older code: the engine must dispatch on this,
+// not on the GPU's capability, or it launches kernels whose bodies are empty
+// and overlaps launches no kernel waits for. Read once per call by a
+// one-thread kernel; synchronizes `stream`.
+StatusOr<int> KernelComputeCapability(cudaStream_t stream);
+
 // out[s] = x[first token of sequence s], [num_seqs, hidden].
 Status GatherFirstTokens(Precision p, const void* x, const int32_t* cu_seqlens, int num_seqs,
                          int hidden, void* out, Stream stream);

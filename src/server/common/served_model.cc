@@ -293,6 +293,7 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& name
   // of them (each would otherwise widen its own copy); GPU instances take the
   // plan's tensors as they are.
   std::shared_ptr<const Model> cpu_model;
+  std::optional<EngineSelfCheck> self_check;  // made at the first GPU instance
   std::vector<std::unique_ptr<Engine>> engines;
   for (const InstanceSpec& spec : serving.instances) {
     if (spec.device == "cpu" && !cpu_model) {
@@ -304,6 +305,22 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& name
     if (!engine.ok())
       return Status(engine.status().code(),
                     "instance on " + spec.Name() + ": " + engine.status().message());
+    if (spec.device == "cuda" && defaults.self_check) {
+      if (!self_check) {
+        auto created = EngineSelfCheck::Create(loaded.model, *loaded.tokenizer);
+        if (!created.ok())
+          return Status(created.status().code(), "model " + name + ": self-check reference: " +
+                                                     created.status().message());
+        self_check = std::move(*created);
+      }
+      ASSIGN_OR_RETURN(const Precision precision, ParsePrecision(spec.precision));
+      auto report = self_check->Check(**engine, precision);
+      if (!report.ok())
+        return Status(report.status().code(), "model " + name + ", instance on " + spec.Name() +
+                                                  ": " + report.status().message());
+      import_options.on_notice("self-check on " + spec.Name() + " against the CPU engine in " +
+                               "fp32 passed (" + DescribeReport(*report) + ")");
+    }
     engines.push_back(std::move(*engine));
   }
   SchedulerOptions scheduling = serving.scheduler;

@@ -37,7 +37,7 @@ struct InstanceSpec {
   int gpu = 0;                 // for "cuda"
   std::string precision = "fp32";
   int threads = 0;            // for "cpu"; 0: all cores
-  std::string gelu = "tanh";  // for "cuda": --gelu
+  std::string gelu = "exact";  // for "cuda": --gelu
   // "cpu" or "cuda:N", as logs and metrics name it.
   std::string Name() const { return device == "cuda" ? "cuda:" + std::to_string(gpu) : device; }
 };
@@ -52,7 +52,7 @@ struct ServeDefaults {
   std::string device = "cpu";  // "cpu" | "cuda"
   std::string precision;       // empty: fp16 on GPUs (CPUs always run fp32)
   int threads = 0;             // CPU threads per CPU instance; 0: the cores shared out
-  std::string gelu = "tanh";   // --gelu: how CUDA fp16/bf16 instances run the erf GELU
+  std::string gelu = "exact";  // --gelu: how CUDA fp16/bf16 instances run the erf GELU
   int instances = 1;           // per GPU on cuda, in all on cpu
   std::vector<int> gpus;       // empty: every visible GPU
   SchedulerOptions scheduler;
@@ -63,6 +63,9 @@ struct ServeDefaults {
   Metrics* metrics = nullptr;  // batch histograms, when set
   // --warmup-shapes: run on every instance at load (a config.pbtxt's model_warmup replaces them).
   std::vector<WarmupSample> warmups;
+  // Each GPU instance passes EngineSelfCheck (against the CPU engine in
+  // fp32) before its model loads; --skip-verify turns it off.
+  bool self_check = true;
 };
 
 // One model's settings once the defaults and its config.pbtxt are combined.

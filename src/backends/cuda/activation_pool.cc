@@ -1,0 +1,57 @@
+#include "backends/cuda/activation_pool.h"
+
+#include "backends/cuda/batch_shape.h"
+
+namespace bertrt::cuda {
+namespace {
+
+constexpr size_t kAlign = 256;
+// The pool grows in steps of this many tokens.
+constexpr int kTokenGranularity = 256;
+
+size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+}  // namespace
+
+std::vector<size_t> ActivationPool::Regions(size_t t) const {
+  const size_t h = config_.hidden_size, e = element_size_;
+  return {t * h * e,     t * h * e, t * 3 * h * e,         t * h * e, t * config_.intermediate_size * e,
+          t * h * 4,     t * h * 4, t * logits_width_ * 4, IntCapacity(t) * 4};
+}
+
+Status ActivationPool::Reserve(int tokens, const std::string& hint) {
+  if (tokens <= capacity_tokens_) return Status::Ok();
+  const int t = (tokens + kTokenGranularity - 1) / kTokenGranularity * kTokenGranularity;
+  const std::vector<size_t> regions = Regions(t);
+  size_t total = 0;
+  for (size_t r : regions) total += AlignUp(r);
+  // Free the old pool first: the two need not fit side by side.
+  ++generation_;
+  capacity_tokens_ = 0;
+  RETURN_IF_ERROR(pool_.Allocate(total, "activations of " + std::to_string(t) + " tokens", hint));
+  std::vector<char*> p;
+  char* next = static_cast<char*>(pool_.get());
+  for (size_t r : regions) {
+    p.push_back(next);
+    next += AlignUp(r);
+  }
+  // hidden states, pooled rows and logits can all come back from one batch.
+  const size_t float_count = (regions[5] + regions[6] + regions[7]) / sizeof(float);
+  RETURN_IF_ERROR(host_ints_.Allocate(IntCapacity(t) * sizeof(int32_t), "batch ids"));
+  RETURN_IF_ERROR(host_floats_.Allocate(float_count * sizeof(float), "outputs"));
+  ws_ = Workspace{p[0],
+                  p[1],
+                  p[2],
+                  p[3],
+                  p[4],
+                  reinterpret_cast<float*>(p[5]),
+                  reinterpret_cast<float*>(p[6]),
+                  reinterpret_cast<float*>(p[7]),
+                  reinterpret_cast<int32_t*>(p[8]),
+                  static_cast<int32_t*>(host_ints_.get()),
+                  static_cast<float*>(host_floats_.get())};
+  capacity_tokens_ = t;
+  return Status::Ok();
+}
+
+}  // namespace bertrt::cuda

@@ -1,0 +1,59 @@
+// The CUDA engine's activation memory: one device allocation for every
+// intermediate of the forward, laid out for a capacity in tokens and grown on
+// demand, and the pinned host buffers that stage a batch's ids in and its
+// outputs out.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/device_memory.h"
+#include "bertrt/model.h"
+#include "bertrt/status.h"
+
+namespace bertrt::cuda {
+
+// Views into the pool and the pinned buffers for a capacity of some tokens
+// (a shape has no more sequences than tokens).
+struct Workspace {
+  void *x, *tmp, *qkv, *ctx, *inter;  // compute precision
+  float *hidden_f32, *pooled_f32, *logits_f32;
+  int32_t* ints;       // the batch on the device, as BatchInts lays it out
+  int32_t* host_ints;  // pinned: the same, staged for one copy
+  float* host_floats;  // pinned: the outputs coming back
+};
+
+class ActivationPool {
+ public:
+  // `element_size`: bytes per activation in the compute precision;
+  // `logits_width`: the classifier's outputs per row.
+  ActivationPool(const ModelConfig& config, size_t element_size, int logits_width)
+      : config_(config), element_size_(element_size), logits_width_(logits_width) {}
+
+  // Makes room for batches of `tokens` tokens, in steps of 256 so that
+  // slowly growing batches do not reallocate each time. Growing moves the
+  // pool: the workspace changes and generation() counts up (CUDA graphs
+  // hold its addresses). `hint` says how to need less.
+  Status Reserve(int tokens, const std::string& hint);
+  const Workspace& workspace() const { return ws_; }
+  int capacity_tokens() const { return capacity_tokens_; }
+  uint64_t generation() const { return generation_; }
+  size_t bytes() const { return pool_.size(); }
+
+ private:
+  // Byte sizes of the pool's regions for `tokens` tokens, in Workspace order.
+  std::vector<size_t> Regions(size_t tokens) const;
+
+  const ModelConfig& config_;
+  size_t element_size_;
+  int logits_width_;
+  int capacity_tokens_ = 0;
+  uint64_t generation_ = 0;
+  DeviceBuffer pool_;
+  PinnedBuffer host_ints_, host_floats_;
+  Workspace ws_{};
+};
+
+}  // namespace bertrt::cuda

@@ -1,0 +1,247 @@
+#include "backends/cuda/encoder_forward.h"
+
+#include "runtime/outputs.h"
+
+namespace bertrt::cuda {
+namespace {
+
+// A batch of at most this many tokens (batch 1 at seq 128) has its attention
+// kernels prefetch the layer's attention-output and FFN weights into L2 for
+// the GEMMs after them. A GEMM at 128 rows reading its weights from HBM took
+// 0.5-0.9 us longer than with them in L2 (BERT-base on the H200); batch 1 was
+// 1.5-1.7% faster with the prefetch, batches of 256 to 1,024 tokens 0.5-1%
+// slower, and larger ones 1.3-1.5% slower (bench/RESULTS.md, 2026-11-30).
+constexpr int kPrefetchMaxTokens = 128;
+
+}  // namespace
+
+EncoderForward::EncoderForward(const ModelConfig& config, const CudaEngineOptions& options,
+                               const DeviceWeights& weights, const LinearLayers& linear,
+                               int compute_capability, int sm_count, bool overlap_launch)
+    : config_(config),
+      options_(options),
+      weights_(weights),
+      linear_(linear),
+      compute_capability_(compute_capability),
+      sm_count_(sm_count),
+      overlap_launch_(overlap_launch),
+      ffn_epilogue_(FfnEpilogue(config, options)) {}
+
+// One forward: the model's blocks over one shape and workspace. Each
+// operation is enqueued by a method of its own, which also stamps the time
+// after it when the forward is profiled.
+class EncoderForward::Pass {
+ public:
+  Pass(const EncoderForward& f, const Shape& shape, const Workspace& ws, cudaStream_t stream,
+       OpTrace* trace)
+      : f_(f),
+        c_(f.config_),
+        p_(f.options_.precision),
+        shape_(shape),
+        ws_(ws),
+        stream_(stream),
+        kernels_{stream, f.overlap_launch_},
+        trace_(trace),
+        ints_(LayOutInts(ws.ints, shape)),
+        t_(shape.tokens),
+        n_(shape.seqs),
+        h_(c_.hidden_size),
+        // The outputs read only each sequence's first token of the last
+        // layer (the pooler, CLS pooling; no hidden states asked for).
+        first_tokens_only_(OutputsReadOnlyFirstTokens(c_, f.weights_.pooler_w != nullptr,
+                                                      shape.hidden_state)) {}
+
+  Status Embed() {
+    const DeviceWeights& w = f_.weights_;
+    RETURN_IF_ERROR(EmbedLayerNorm(p_,
+                                   {ints_.ids, ints_.types, ints_.cu, n_, t_, w.word, w.position,
+                                    w.type, w.emb_gamma, w.emb_beta, h_, c_.layer_norm_eps, ws_.x},
+                                   kernels_));
+    return Stamp("embedding+layernorm", 0);
+  }
+
+  // In the last layer, a head that reads only each sequence's first token
+  // needs only those rows after the QKV GEMM, in rows 0..n-1: attention for
+  // the first queries alone, three quarters of the layer's GEMM work and the
+  // LayerNorms shrink from t rows to n.
+  Status Layer(const DeviceLayer& l, bool last) {
+    const bool compact = first_tokens_only_ && last;
+    const int rows = compact ? n_ : t_, inter = c_.intermediate_size;
+    RETURN_IF_ERROR(Gemm("gemm qkv", ws_.x, t_, h_, l.qkv_w, l.qkv_b, 3 * h_, Epilogue::kBias,
+                         nullptr, ws_.qkv));
+    // The attention-output GEMM reads `context` and the residual `skip` and
+    // writes `sum`; compact, they are the first rows alone: attention's for
+    // the first queries in tmp, and x's gathered into qkv, free once
+    // attention has read it.
+    void *context = ws_.ctx, *sum = ws_.tmp;
+    const void* skip = ws_.x;
+    RETURN_IF_ERROR(Attention(l, compact));
+    if (compact) {
+      RETURN_IF_ERROR(GatherFirstTokens(ws_.x, ws_.qkv));
+      context = ws_.tmp, skip = ws_.qkv, sum = ws_.ctx;
+    }
+    // The residual enters through the GEMM's C operand (beta = 1).
+    RETURN_IF_ERROR(Gemm("gemm attn_out", context, rows, h_, l.attn_out_w, l.attn_out_b, h_,
+                         Epilogue::kBias, skip, sum));
+    RETURN_IF_ERROR(Norm(sum, rows, l.attn_gamma, l.attn_beta));
+    RETURN_IF_ERROR(Gemm("gemm ffn_in", ws_.x, rows, h_, l.ffn_in_w, l.ffn_in_b, inter,
+                         f_.ffn_epilogue_, nullptr, ws_.inter));
+    if (f_.ffn_epilogue_ == Epilogue::kBias) RETURN_IF_ERROR(Activation(rows * size_t(inter)));
+    RETURN_IF_ERROR(Gemm("gemm ffn_out", ws_.inter, rows, inter, l.ffn_out_w, l.ffn_out_b, h_,
+                         Epilogue::kBias, ws_.x, ws_.tmp));
+    return Norm(ws_.tmp, rows, l.ffn_gamma, l.ffn_beta);
+  }
+
+  // The head's kernels, timed as one operation.
+  Status Head() {
+    const DeviceWeights& w = f_.weights_;
+    const int32_t* cu = ints_.cu;
+    if (w.pooler_w) {
+      // ctx and tmp are free once the encoder is done; rows 0..n-1 of x
+      // already hold the first tokens when the encoder kept only those.
+      const void* first = ws_.x;
+      if (!first_tokens_only_) {
+        RETURN_IF_ERROR(cuda::GatherFirstTokens(p_, ws_.x, cu, n_, h_, ws_.ctx, kernels_));
+        first = ws_.ctx;
+      }
+      RETURN_IF_ERROR(f_.linear_.Run(first, n_, h_, w.pooler_w, w.pooler_b, h_, Epilogue::kBias,
+                                     nullptr, ws_.tmp, stream_));
+      RETURN_IF_ERROR(TanhToFloat(p_, ws_.tmp, ws_.pooled_f32, size_t(n_) * h_, kernels_));
+    }
+    switch (c_.head) {
+      case HeadKind::kBase:
+        break;
+      case HeadKind::kSequenceClassification:
+        RETURN_IF_ERROR(SmallLinear(Precision::kFp32, ws_.pooled_f32, n_, h_, w.classifier_w,
+                                    w.classifier_b, w.classifier_out, ws_.logits_f32, kernels_));
+        break;
+      case HeadKind::kTokenClassification:
+      case HeadKind::kQuestionAnswering:
+        RETURN_IF_ERROR(SmallLinear(p_, ws_.x, t_, h_, w.classifier_w, w.classifier_b,
+                                    w.classifier_out, ws_.logits_f32, kernels_));
+        break;
+      case HeadKind::kSentenceEmbedding:
+        if (first_tokens_only_)  // CLS pooling of the compacted rows
+          RETURN_IF_ERROR(ConvertToFloat(p_, ws_.x, ws_.pooled_f32, size_t(n_) * h_, kernels_));
+        else
+          RETURN_IF_ERROR(
+              PoolSequences(p_, ws_.x, cu, n_, h_, c_.pooling, ws_.pooled_f32, kernels_));
+        if (c_.normalize) RETURN_IF_ERROR(L2NormalizeRows(ws_.pooled_f32, n_, h_, kernels_));
+        break;
+    }
+    if (shape_.hidden_state)
+      RETURN_IF_ERROR(ConvertToFloat(p_, ws_.x, ws_.hidden_f32, size_t(t_) * h_, kernels_));
+    return Stamp("head", 0);
+  }
+
+ private:
+  Status Stamp(const char* name, double flops) {
+    return trace_ ? trace_->After(name, flops, stream_) : Status::Ok();
+  }
+
+  // y = act(x W^T + bias [+ residual]); FLOPs counted 2 per multiply-add.
+  Status Gemm(const char* name, const void* x, int rows, int in, const void* w, const void* bias,
+              int out, Epilogue epilogue, const void* residual, void* y) {
+    RETURN_IF_ERROR(f_.linear_.Run(x, rows, in, w, bias, out, epilogue, residual, y, stream_));
+    return Stamp(name, 2.0 * rows * in * out);
+  }
+
+  // Attention over qkv into ctx, or (compact, CudaEngineOptions::
+  // first_query_attention) the first queries' alone into tmp. Its FLOPs
+  // count QK^T and PV over the padded longest length: an upper bound.
+  Status Attention(const DeviceLayer& l, bool compact) {
+    AttentionArgs a = f_.AttentionArgsFor(shape_, ws_);
+    // See kPrefetchMaxTokens.
+    if (t_ <= kPrefetchMaxTokens) {
+      const size_t e = DTypeSize(PrecisionDType(p_)), inter = c_.intermediate_size;
+      a.prefetch.Add(l.attn_out_w, size_t(h_) * h_ * e);
+      a.prefetch.Add(l.ffn_in_w, inter * h_ * e);
+      a.prefetch.Add(l.ffn_out_w, h_ * inter * e);
+    }
+    if (compact && f_.options_.first_query_attention) {
+      RETURN_IF_ERROR(FirstQueryAttention(
+          p_, {ws_.qkv, ints_.cu, n_, shape_.max_len, h_, c_.num_heads, ws_.tmp, a.prefetch},
+          kernels_));
+      return Stamp("attention", 4.0 * n_ * shape_.max_len * h_);
+    }
+    RETURN_IF_ERROR(cuda::Attention(p_, a, kernels_));
+    RETURN_IF_ERROR(Stamp("attention", 4.0 * n_ * shape_.max_len * double(shape_.max_len) * h_));
+    return compact ? GatherFirstTokens(ws_.ctx, ws_.tmp) : Status::Ok();
+  }
+
+  // Each sequence's first row of `from` into rows 0..n-1 of `to`.
+  Status GatherFirstTokens(const void* from, void* to) {
+    RETURN_IF_ERROR(cuda::GatherFirstTokens(p_, from, ints_.cu, n_, h_, to, kernels_));
+    return Stamp("gather first tokens", 0);
+  }
+
+  // x = LayerNorm(in) over `rows` rows.
+  Status Norm(const void* in, int rows, const float* gamma, const float* beta) {
+    RETURN_IF_ERROR(LayerNorm(p_, in, ws_.x, rows, h_, gamma, beta, c_.layer_norm_eps, kernels_));
+    return Stamp("layernorm", 0);
+  }
+
+  // The FFN's activation over `count` values of inter, where its GEMM's
+  // epilogue did not apply it.
+  Status Activation(size_t count) {
+    RETURN_IF_ERROR(ActivationInPlace(p_, c_.hidden_act, ws_.inter, count, kernels_));
+    return Stamp("activation", 0);
+  }
+
+  const EncoderForward& f_;
+  const ModelConfig& c_;
+  const Precision p_;
+  const Shape& shape_;
+  const Workspace& ws_;
+  const cudaStream_t stream_;
+  const Stream kernels_;
+  OpTrace* const trace_;
+  const BatchInts ints_;
+  const int t_, n_, h_;
+  const bool first_tokens_only_;
+};
+
+Status EncoderForward::Run(const Shape& shape, const Workspace& ws, cudaStream_t stream,
+                           OpTrace* trace) const {
+  Pass pass(*this, shape, ws, stream, trace);
+  RETURN_IF_ERROR(pass.Embed());
+  for (const DeviceLayer& l : weights_.layers)
+    RETURN_IF_ERROR(pass.Layer(l, &l == &weights_.layers.back()));
+  return pass.Head();
+}
+
+AttentionArgs EncoderForward::AttentionArgsFor(const Shape& shape, const Workspace& ws) const {
+  const BatchInts ints = LayOutInts(ws.ints, shape);
+  AttentionArgs a{ws.qkv,        ints.by_length,      shape.seqs,
+                  shape.max_len, config_.hidden_size, config_.num_heads,
+                  ws.ctx,        compute_capability_, sm_count_};
+  a.tokens = shape.tokens;
+  a.allow_tma = options_.tma_attention;
+  if (options_.attention_windows && AttentionTakesWindows(options_.precision, a))
+    a.row_bounds = ints.row_bounds;
+  return a;
+}
+
+std::vector<DeviceOutput> EncoderForward::Outputs(const Workspace& ws, bool hidden_state) const {
+  const int h = config_.hidden_size, labels = weights_.classifier_out;
+  std::vector<DeviceOutput> out;
+  switch (config_.head) {
+    case HeadKind::kBase:
+      if (weights_.pooler_w) out.push_back({"pooler_output", false, h, ws.pooled_f32});
+      break;
+    case HeadKind::kSequenceClassification:
+      out.push_back({"logits", false, labels, ws.logits_f32});
+      break;
+    case HeadKind::kTokenClassification:
+    case HeadKind::kQuestionAnswering:
+      out.push_back({"logits", true, labels, ws.logits_f32});
+      break;
+    case HeadKind::kSentenceEmbedding:
+      out.push_back({"embedding", false, h, ws.pooled_f32});
+      break;
+  }
+  if (hidden_state) out.push_back({"last_hidden_state", true, h, ws.hidden_f32});
+  return out;
+}
+
+}  // namespace bertrt::cuda

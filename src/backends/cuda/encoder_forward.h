@@ -1,0 +1,78 @@
+// The model's forward on the GPU: fused embedding + LayerNorm, per layer the
+// QKV GEMM, fused variable-length attention, the attention-output GEMM with
+// the residual in its epilogue, LayerNorm, the FFN's two GEMMs (activation in
+// the epilogue where it can be) and LayerNorm, then the head, whose fp32
+// outputs are the only data copied back. It runs over the packed ragged batch
+// (no padding anywhere) of a Shape, in the buffers of a Workspace: the
+// engine runs it eagerly, and the graph cache captures it.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+#include <vector>
+
+#include "backends/cuda/activation_pool.h"
+#include "backends/cuda/batch_shape.h"
+#include "backends/cuda/device_weights.h"
+#include "backends/cuda/kernels.h"
+#include "backends/cuda/linear.h"
+#include "backends/cuda/op_profiler.h"
+#include "bertrt/cuda_engine.h"
+#include "bertrt/model.h"
+#include "bertrt/status.h"
+
+namespace bertrt::cuda {
+
+// An output the head leaves on the device in fp32, to be copied back.
+struct DeviceOutput {
+  std::string name;
+  bool per_token;
+  int width;
+  const float* data;
+};
+
+class EncoderForward {
+ public:
+  // Everything given outlives this.
+  EncoderForward(const ModelConfig& config, const CudaEngineOptions& options,
+                 const DeviceWeights& weights, const LinearLayers& linear,
+                 int compute_capability, int sm_count, bool overlap_launch);
+
+  // Every kernel and GEMM of the forward of `shape` over `ws` on `stream`,
+  // nothing else; with a trace, a timer stamp after each operation. Reads
+  // only what construction fixed and `ws` (the GEMMs lock themselves), so
+  // that the capture thread runs it while the request thread does too.
+  Status Run(const Shape& shape, const Workspace& ws, cudaStream_t stream, OpTrace* trace) const;
+
+  // Whether attention takes `shape`'s sequences in packed windows (the
+  // batch is then staged so: StageBatch).
+  bool TakesWindows(const Shape& shape, const Workspace& ws) const {
+    return AttentionArgsFor(shape, ws).row_bounds != nullptr;
+  }
+  // The head's outputs in `ws`, in the order they come back.
+  std::vector<DeviceOutput> Outputs(const Workspace& ws, bool hidden_state) const;
+  // The most operations a forward has: at most ten per layer, the embedding
+  // and the head.
+  size_t MaxOperations() const { return 2 + 10 * weights_.layers.size(); }
+  // CudaEngineOptions::approximate_erf_gelu took effect.
+  bool ErfGeluAsTanh() const {
+    return ffn_epilogue_ == Epilogue::kBiasGeluTanh && config_.hidden_act == HiddenAct::kGelu;
+  }
+
+ private:
+  class Pass;
+  // The attention kernel's arguments for `shape` in `ws`, with row_bounds
+  // set where it takes packed windows.
+  AttentionArgs AttentionArgsFor(const Shape& shape, const Workspace& ws) const;
+
+  const ModelConfig& config_;
+  const CudaEngineOptions& options_;
+  const DeviceWeights& weights_;
+  const LinearLayers& linear_;
+  const int compute_capability_, sm_count_;
+  const bool overlap_launch_;
+  const Epilogue ffn_epilogue_;
+};
+
+}  // namespace bertrt::cuda

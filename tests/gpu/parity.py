@@ -1,0 +1,707 @@
+#!/usr/bin/env python3
+"""The GPU parity suite: bertrt's CUDA engine against Hugging Face transformers.
+
+Runs on the GPU machine (scripts/device_parity.sh) and needs torch,
+transformers, tokenizers and numpy there. For every case (a model shape and
+head, a batch, an engine configuration) it compares bertrt's outputs with the
+same model in transformers, computed in float64 on the GPU (the reference),
+and derives each bound from PyTorch's own error in that precision on the same
+inputs:
+
+- fp16/bf16: bertrt's max abs error against the reference at most 2x
+  PyTorch's (the model in torch.float16 / torch.bfloat16, its default
+  attention); every argmax (classification logits, QA start/end) equal to the
+  reference's where PyTorch's is and the reference's top two lie more than
+  twice the bound apart (closer, outputs within the bound may rank them
+  either way; the table gives how many rows that leaves); embeddings (sentence embeddings, pooler
+  output, hidden states per token) at cosine >= 0.9999 against the reference,
+  or at most twice PyTorch's own distance from it where that is larger.
+- fp32: max abs error within 1e-5 of the output's largest magnitude (or 2x
+  PyTorch fp32's error, TF32 off, where that is larger).
+- determinism: each batch run again (from the captured CUDA graph) gives
+  bitwise the same outputs; with "alone", each sequence run by itself is held
+  to the same bounds against the reference and against its rows of the batch.
+
+Models are random (transformers' own initialization, seeded), in the widths
+users run, plus the real all-MiniLM-L6-v2 when --real-model names it. Texts
+are tests/data/tokenizer/corpus.jsonl (multilingual), tokenized with the
+model's tokenizer.json. bertrt runs through bertrt_parity_runner (token ids
+in: the engine alone, every configuration in one process) and, for one case
+per precision, through `bertrt run` as a user would.
+
+Prints a table, appends it to --results (bench/PARITY.md) with the date and
+commit, writes JSON to --json-out, and exits 1 if any case fails.
+"""
+import argparse
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CORPUS = os.path.join(ROOT, "tests", "data", "tokenizer", "corpus.jsonl")
+TOKENIZER_FILES = ["tokenizer.json", "vocab.txt", "tokenizer_config.json",
+                   "special_tokens_map.json"]
+
+# Model shapes: hidden, layers, heads, intermediate.
+SHAPES = {
+    "bert-base": (768, 12, 12, 3072),
+    "bert-large": (1024, 24, 16, 4096),
+    "minilm-l6": (384, 6, 12, 1536),
+    "minilm-l12": (384, 12, 12, 1536),
+    "w256-l12": (256, 12, 4, 1024),
+    "hd128-l4": (768, 4, 6, 3072),
+    "w512-l4": (512, 4, 8, 2048),
+    "tiny": (64, 2, 4, 128),  # --smoke
+    "tiny3": (32, 3, 4, 37),
+}
+
+# Where the reference runs (cuda; --smoke: cpu) and which engine bertrt runs.
+TORCH_DEVICE = "cuda"
+ENGINE_DEVICE = "cuda"
+
+# The engine switches (CudaEngineOptions; BERTRT_* in the command-line tools).
+SWITCHES = ["pdl", "cuda_graphs", "splitk_gemm", "tma_attention", "attention_windows",
+            "first_query_attention"]
+
+
+def log(*args):
+    print(*args, flush=True)
+
+
+# ---------------------------------------------------------------- models
+
+def make_model(name, shape, head, workdir, tokenizer_dir, seed, pooling="mean",
+               normalize=False, peaky=False, act="gelu"):
+    """A random-weight model directory as transformers saves it. `peaky` scales
+    the query and key weights so that attention scores spread over a few units
+    (a trained model's sharp attention) instead of transformers' near-uniform
+    initialization."""
+    from transformers import (BertConfig, BertForQuestionAnswering,
+                              BertForSequenceClassification, BertForTokenClassification,
+                              BertModel)
+    hidden, layers, heads, inter = SHAPES[shape]
+    path = os.path.join(workdir, name)
+    if os.path.exists(os.path.join(path, "config.json")):
+        return path
+    labels = {"seq-cls": 3, "token-cls": 5, "qa": 2}.get(head, 2)
+    config = BertConfig(vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers,
+                        num_attention_heads=heads, intermediate_size=inter,
+                        max_position_embeddings=512, hidden_act=act, num_labels=labels)
+    torch.manual_seed(seed)
+    cls = {"seq-cls": BertForSequenceClassification, "token-cls": BertForTokenClassification,
+           "qa": BertForQuestionAnswering, "base": BertModel, "sentence": BertModel}[head]
+    model = cls(config) if head != "sentence" else BertModel(config, add_pooling_layer=False)
+    if peaky:
+        with torch.no_grad():
+            for layer in (model.bert if hasattr(model, "bert") else model).encoder.layer:
+                # Scores' spread is 0.0004 * hidden * s^2 with Q and K scaled by s.
+                for lin in (layer.attention.self.query, layer.attention.self.key):
+                    lin.weight.mul_((3.0 / (0.0004 * hidden)) ** 0.5)
+    model.save_pretrained(path, safe_serialization=True)
+    for f in TOKENIZER_FILES:
+        shutil.copy(os.path.join(tokenizer_dir, f), path)
+    if head == "sentence":
+        modules = [{"idx": 0, "name": "0", "path": "",
+                    "type": "sentence_transformers.models.Transformer"},
+                   {"idx": 1, "name": "1", "path": "1_Pooling",
+                    "type": "sentence_transformers.models.Pooling"}]
+        os.makedirs(os.path.join(path, "1_Pooling"), exist_ok=True)
+        with open(os.path.join(path, "1_Pooling", "config.json"), "w") as f:
+            json.dump({"word_embedding_dimension": hidden,
+                       "pooling_mode_cls_token": pooling == "cls",
+                       "pooling_mode_mean_tokens": pooling == "mean",
+                       "pooling_mode_max_tokens": pooling == "max",
+                       "pooling_mode_mean_sqrt_len_tokens": False}, f)
+        if normalize:
+            modules.append({"idx": 2, "name": "2", "path": "2_Normalize",
+                            "type": "sentence_transformers.models.Normalize"})
+            os.makedirs(os.path.join(path, "2_Normalize"), exist_ok=True)
+        with open(os.path.join(path, "modules.json"), "w") as f:
+            json.dump(modules, f)
+        with open(os.path.join(path, "sentence_bert_config.json"), "w") as f:
+            json.dump({"max_seq_length": 512, "do_lower_case": False}, f)
+    return path
+
+
+def load_reference(spec, dtype):
+    """The case's model in transformers, on the GPU in `dtype`, eval mode."""
+    from transformers import AutoConfig, BertModel
+    import transformers
+    path = spec["path"]
+    config = AutoConfig.from_pretrained(path)
+    if spec["head"] == "sentence" or spec["head"] == "real-sentence":
+        model = BertModel.from_pretrained(path, add_pooling_layer=False)
+    else:
+        cls = getattr(transformers, config.architectures[0])
+        model = cls.from_pretrained(path)
+    if spec.get("layers"):
+        encoder = (model.bert if hasattr(model, "bert") else model).encoder
+        encoder.layer = encoder.layer[:spec["layers"]]
+    return model.to(TORCH_DEVICE, dtype=dtype).eval()
+
+
+# ---------------------------------------------------------------- texts and batches
+
+def read_corpus():
+    with open(CORPUS, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def make_batches(tokenizer_path, names):
+    """Token-id batches: {name: {"ids": [...], "types": [...]}}."""
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(tokenizer_path)
+    tok.no_padding()
+
+    def encode(text, pair=None, max_length=128):
+        tok.enable_truncation(max_length=max_length)
+        e = tok.encode(text, pair) if pair is not None else tok.encode(text)
+        return e.ids, e.type_ids
+
+    corpus = read_corpus()
+    singles = [c["text"] for c in corpus if "text_pair" not in c and c["text"].strip()]
+    pairs = [(c["text"], c["text_pair"]) for c in corpus if "text_pair" in c]
+    long_text = " ".join(singles)
+    rng = np.random.default_rng(7)
+    out = {}
+
+    def exact(length, count):
+        """`count` sequences of exactly `length` tokens from the corpus run together."""
+        seqs = []
+        words = long_text.split()
+        for i in range(count):
+            start = (i * 37) % len(words)
+            ids, types = encode(" ".join(words[start:] + words[:start]), max_length=length)
+            assert len(ids) == length, (len(ids), length)
+            seqs.append((ids, types))
+        return seqs
+
+    for name in names:
+        if name == "one":
+            seqs = [encode(singles[2])]
+        elif name == "mixed64":
+            seqs = [encode(t) for t in singles[:64]]
+        elif name == "pairs32":
+            seqs = [encode(a, b) for a, b in pairs[:32]]
+        elif name == "full128":
+            seqs = exact(128, 128)
+        elif name == "short256":
+            seqs = [encode(singles[i % len(singles)], max_length=int(rng.integers(6, 33)))
+                    for i in range(256)]
+        elif name == "long384":
+            seqs = exact(384, 16)
+        elif name == "long512":
+            seqs = exact(512, 8)
+        else:
+            raise ValueError(name)
+        out[name] = {"ids": [s[0] for s in seqs], "types": [s[1] for s in seqs]}
+    return out
+
+
+# ---------------------------------------------------------------- references
+
+def head_outputs(spec, model, ids, types, hidden_state):
+    """The outputs bertrt gives for this head, from a transformers forward over
+    a padded batch: per-sequence [n, w] or ragged per-token [tokens, w]."""
+    n = len(ids)
+    longest = max(len(s) for s in ids)
+    x = torch.zeros((n, longest), dtype=torch.long)
+    t = torch.zeros((n, longest), dtype=torch.long)
+    mask = torch.zeros((n, longest), dtype=torch.long)
+    for i, (s, ty) in enumerate(zip(ids, types)):
+        x[i, :len(s)] = torch.tensor(s)
+        t[i, :len(s)] = torch.tensor(ty)
+        mask[i, :len(s)] = 1
+    x, t, mask = x.to(TORCH_DEVICE), t.to(TORCH_DEVICE), mask.to(TORCH_DEVICE)
+    head = spec["head"]
+    with torch.no_grad():
+        out = model(input_ids=x, token_type_ids=t, attention_mask=mask,
+                    output_hidden_states=hidden_state)
+    lengths = [len(s) for s in ids]
+
+    def ragged(v):  # [n, longest, ...] -> [tokens, ...]
+        return torch.cat([v[i, :lengths[i]] for i in range(n)])
+
+    res = {}
+    if head == "seq-cls":
+        res["logits"] = out.logits
+    elif head == "token-cls":
+        res["logits"] = ragged(out.logits)
+    elif head == "qa":
+        res["start_logits"] = ragged(out.start_logits)[:, None]
+        res["end_logits"] = ragged(out.end_logits)[:, None]
+    elif head == "base":
+        res["pooler_output"] = out.pooler_output
+    else:  # sentence-transformers pooling
+        h = out.last_hidden_state
+        m = mask[:, :, None].to(h.dtype)
+        pooling = spec.get("pooling", "mean")
+        if pooling == "cls":
+            e = h[:, 0]
+        elif pooling == "max":
+            e = torch.where(m > 0, h, torch.full_like(h, torch.finfo(h.dtype).min))
+            e = e.max(dim=1).values
+        else:
+            e = (h * m).sum(1) / m.sum(1).clamp(min=1)
+        if spec.get("normalize"):
+            e = torch.nn.functional.normalize(e, dim=-1)
+        res["embedding"] = e
+    if hidden_state:
+        res["last_hidden_state"] = ragged(out.hidden_states[-1])
+    return {k: v.double().cpu().numpy().reshape(v.shape[0], -1) for k, v in res.items()}
+
+
+def references(spec, batches, hidden_state, chunk=64):
+    """{precision: {batch: {output: array}}} for float64 (the reference) and
+    PyTorch's fp32, fp16 and bf16."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    refs = {}
+    for prec, dtype in [("ref", torch.float64), ("fp32", torch.float32),
+                        ("fp16", torch.float16), ("bf16", torch.bfloat16)]:
+        model = load_reference(spec, dtype)
+        refs[prec] = {}
+        for name, b in batches.items():
+            parts = [head_outputs(spec, model, b["ids"][i:i + chunk], b["types"][i:i + chunk],
+                                  hidden_state)
+                     for i in range(0, len(b["ids"]), chunk)]
+            refs[prec][name] = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        del model
+        torch.cuda.empty_cache()
+    return refs
+
+
+# ---------------------------------------------------------------- comparison
+
+EMBEDDINGS = {"embedding", "pooler_output", "last_hidden_state"}
+ARGMAX = {"logits", "start_logits", "end_logits"}
+
+
+def min_cosine(a, b):
+    na = np.linalg.norm(a, axis=1)
+    nb = np.linalg.norm(b, axis=1)
+    return float(np.min((a * b).sum(1) / np.maximum(na * nb, 1e-30)))
+
+
+def class_rows(name, v, lengths):
+    """The rows an argmax is taken over: classes per row; QA start/end over
+    each sequence's tokens."""
+    if name in ("start_logits", "end_logits"):
+        rows, at = [], 0
+        for n in lengths:
+            rows.append(v[at:at + n, 0])
+            at += n
+        return rows
+    return list(v)
+
+
+def argmax_check(name, got, ref, torch_out, lengths, abs_bound):
+    """(rows compared, rows whose argmax differs from the reference's). A row
+    is compared where PyTorch's argmax equals the reference's and the
+    reference's top two are more than 2x the error bound apart: closer, two
+    outputs each within the bound may rank them either way."""
+    compared = wrong = 0
+    for g, r, t in zip(class_rows(name, got, lengths), class_rows(name, ref, lengths),
+                       class_rows(name, torch_out, lengths)):
+        if len(r) < 2:
+            continue
+        want = int(np.argmax(r))
+        margin = r[want] - np.partition(r, -2)[-2]
+        if int(np.argmax(t)) != want or margin <= 2 * abs_bound:
+            continue
+        compared += 1
+        wrong += int(np.argmax(g)) != want
+    return compared, wrong
+
+
+def bounds(precision, name, ref, torch_out):
+    """(max abs bound, cosine bound or None) derived from PyTorch's own error."""
+    torch_err = float(np.max(np.abs(torch_out - ref))) if ref.size else 0.0
+    scale = float(np.max(np.abs(ref))) if ref.size else 0.0
+    if precision == "fp32":
+        abs_bound = max(1e-5 * scale, 2 * torch_err)
+    else:
+        abs_bound = 2 * torch_err
+    cos_bound = None
+    if name in EMBEDDINGS:
+        torch_cos = min_cosine(torch_out, ref)
+        cos_bound = min(0.9999, 1 - 2 * (1 - torch_cos))
+    return abs_bound, cos_bound, torch_err
+
+
+def check(precision, name, got, ref, torch_out, lengths):
+    """One output against the reference: a dict with the numbers and failures."""
+    r = {"output": name}
+    if got.shape != ref.shape:
+        r["failures"] = [f"shape {got.shape} != reference {ref.shape}"]
+        return r
+    abs_bound, cos_bound, torch_err = bounds(precision, name, ref, torch_out)
+    err = float(np.max(np.abs(got - ref))) if ref.size else 0.0
+    r.update(err=err, bound=abs_bound, torch_err=torch_err, failures=[])
+    if not np.all(np.isfinite(got)):
+        r["failures"].append("non-finite outputs")
+    if not err <= abs_bound:
+        r["failures"].append(f"max abs err {err:.3g} > bound {abs_bound:.3g}")
+    if cos_bound is not None:
+        cos = min_cosine(got, ref)
+        r.update(cos=cos, cos_bound=cos_bound)
+        if not cos >= cos_bound:
+            r["failures"].append(f"min cosine {cos:.6f} < {cos_bound:.6f}")
+    if name in ARGMAX:
+        compared, wrong = argmax_check(name, got, ref, torch_out, lengths, abs_bound)
+        r["argmax"] = f"{compared - wrong}/{compared}"
+        if wrong:
+            r["failures"].append(f"{wrong} of {compared} argmax differ")
+    return r
+
+
+# ---------------------------------------------------------------- running bertrt
+
+def run_runner(runner, spec, batches, configs, outdir, alone_batches=()):
+    os.makedirs(outdir, exist_ok=True)
+    request = {"model": spec["path"], "out": outdir,
+               "batches": [{"name": n, "ids": b["ids"], "types": b["types"],
+                            "alone": n in alone_batches} for n, b in batches.items()],
+               "configs": configs}
+    if spec.get("layers"):
+        request["layers"] = spec["layers"]
+    req_path = os.path.join(outdir, "request.json")
+    with open(req_path, "w") as f:
+        json.dump(request, f)
+    t0 = time.time()
+    p = subprocess.run([runner, req_path], capture_output=True, text=True)
+    if p.returncode != 0:
+        return None, f"runner failed (exit {p.returncode}): {p.stderr.strip()[-2000:]}"
+    with open(os.path.join(outdir, "index.json")) as f:
+        index = json.load(f)
+    log(f"    runner: {len(configs)} configs in {time.time() - t0:.1f} s on "
+        f"{sorted({entry['_device'] for entry in index.values()})}")
+    return index, None
+
+
+def load_output(outdir, config, batch, name, width, alone=False):
+    path = os.path.join(outdir, f"{config}.{batch}.{name}{'.alone' if alone else ''}.f32")
+    return np.fromfile(path, dtype=np.float32).astype(np.float64).reshape(-1, width)
+
+
+def config(name, precision, hidden_state=False, **switches):
+    c = {"name": name, "device": ENGINE_DEVICE, "precision": precision,
+         "hidden_state": hidden_state,
+         "repeats": 3}
+    c.update(switches)
+    return c
+
+
+def default_configs(hidden_state=False):
+    return [config(p, p, hidden_state) for p in ("fp32", "fp16", "bf16")]
+
+
+def switch_configs(precisions=("fp16", "bf16")):
+    """Each switch off by itself, all off, and the tanh GELU (--gelu tanh)."""
+    out = []
+    for p in precisions:
+        for s in SWITCHES:
+            out.append(config(f"{p}-no-{s.replace('_', '-')}", p, **{s: False}))
+        out.append(config(f"{p}-all-off", p, **{s: False for s in SWITCHES}))
+        out.append(config(f"{p}-gelu-tanh", p, gelu="tanh"))
+    out.append(config("fp32-no-pdl", "fp32", pdl=False))
+    out.append(config("fp32-no-cuda-graphs", "fp32", cuda_graphs=False))
+    return out
+
+
+# ---------------------------------------------------------------- the suite
+
+def suite(args):
+    """The cases: (spec, batch names, configs, batches run alone, hidden states)."""
+    tokdir = args.tokenizer
+    work = args.work
+    cases = []  # (spec, batch names, configs, batches run alone, hidden states, CLI cases)
+
+    def spec(name, shape, head, seed, **kw):
+        s = {"name": name, "shape": shape, "head": head,
+             "pooling": kw.get("pooling", "mean"), "normalize": kw.get("normalize", False)}
+        s["path"] = make_model(name, shape, head, work, tokdir, seed, **kw)
+        return s
+
+    if args.smoke:
+        tiny = spec("tiny-seqcls", "tiny", "seq-cls", 1)
+        cases.append((tiny, ["one", "mixed64", "pairs32"], [config("fp32", "fp32")], ["mixed64"],
+                      False, []))
+        tiny_st = spec("tiny-mean", "tiny", "sentence", 2, normalize=True)
+        cases.append((tiny_st, ["mixed64"], [config("fp32", "fp32", True)], [], True, []))
+        tiny_qa = spec("tiny-qa", "tiny", "qa", 3, peaky=True)
+        cases.append((tiny_qa, ["mixed64"], [config("fp32", "fp32")], [], False, []))
+        return cases
+    base = spec("bert-base-seqcls", "bert-base", "seq-cls", 1)
+    everything = ["one", "mixed64", "pairs32", "full128", "short256", "long512"]
+    if args.quick:
+        cases.append((base, ["one", "mixed64"], default_configs(), ["mixed64"], False,
+                      CLI_CASES[1:2]))
+        return cases
+    cases.append((base, everything, default_configs() + switch_configs(), ["mixed64"], False,
+                  CLI_CASES))
+    cases.append((base, ["mixed64", "pairs32"], default_configs(hidden_state=True), [], True, []))
+    # Depth: the same weights, fewer layers, hidden states after the last.
+    for layers in (1, 2, 3, 6):
+        s = dict(base, name=f"bert-base-{layers}l", layers=layers)
+        cases.append((s, ["mixed64"], default_configs(hidden_state=True), [], True, []))
+    # BERT-base as scripts/make_random_model.py makes it (numpy weights of
+    # std 1/sqrt(fan_in), LayerNorms not at 1 and 0).
+    numpy_base = {"name": "bert-base-make-random", "shape": "bert-base", "head": "seq-cls",
+                  "path": os.path.join(work, "bert-base-make-random")}
+    if not os.path.exists(os.path.join(numpy_base["path"], "config.json")):
+        subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "make_random_model.py"),
+                        "--preset", "bert-base", "--head", "seq-cls", "--num-labels", "3",
+                        "--tokenizer-from", tokdir, "-o", numpy_base["path"]], check=True,
+                       stdout=subprocess.DEVNULL)
+    cases.append((numpy_base, ["one", "mixed64", "pairs32"], default_configs(), [], False,
+                  CLI_CASES[:3]))
+    pooler = spec("bert-base-pooler-peaky", "bert-base", "base", 2, peaky=True)
+    cases.append((pooler, ["one", "mixed64", "pairs32", "short256"], default_configs(),
+                  ["mixed64"], False, []))
+    large = spec("bert-large-seqcls", "bert-large", "seq-cls", 3)
+    cases.append((large, ["one", "mixed64", "long384"], default_configs(), [], False, []))
+    l6 = spec("minilm-l6-mean-norm", "minilm-l6", "sentence", 4, pooling="mean", normalize=True)
+    cases.append((l6, ["one", "mixed64", "full128", "short256", "pairs32"],
+                  default_configs() + [config(f"{p}-no-{s.replace('_', '-')}", p, **{s: False})
+                                       for p in ("fp16", "bf16")
+                                       for s in ("attention_windows", "tma_attention", "pdl")],
+                  ["mixed64"], False, []))
+    l12 = spec("minilm-l12-cls", "minilm-l12", "sentence", 5, pooling="cls", peaky=True)
+    cases.append((l12, ["mixed64", "short256"], default_configs(), [], False, []))
+    tok = spec("w256-l12-tokcls", "w256-l12", "token-cls", 6, peaky=True)
+    cases.append((tok, ["one", "mixed64", "full128", "pairs32"], default_configs(), ["mixed64"],
+                  False, []))
+    # Tiny widths: kernels that finish in microseconds, where a kernel that
+    # starts before its input is written shows.
+    tiny = spec("tiny3-tokcls", "tiny3", "token-cls", 10)
+    cases.append((tiny, ["one", "mixed64", "pairs32", "full128"],
+                  default_configs() + [config("fp32-no-pdl", "fp32", pdl=False)], ["mixed64"],
+                  False, CLI_FP32_BATCHES))
+    qa = spec("hd128-qa", "hd128-l4", "qa", 7, peaky=True)
+    cases.append((qa, ["mixed64", "pairs32", "long384"], default_configs(), [], False, []))
+    mx = spec("w512-max", "w512-l4", "sentence", 8, pooling="max")
+    cases.append((mx, ["mixed64", "short256"], default_configs(), [], False, []))
+    mx_norm = spec("minilm-l6-cls-norm-relu", "minilm-l6", "sentence", 9, pooling="cls",
+                   normalize=True, act="relu")
+    cases.append((mx_norm, ["mixed64"], default_configs(), [], False, []))
+    if args.real_model:
+        real = {"name": "all-MiniLM-L6-v2", "shape": "minilm-l6", "head": "sentence",
+                "pooling": "mean", "normalize": True, "path": args.real_model}
+        cases.append((real, ["one", "mixed64", "full128", "short256", "pairs32"],
+                      default_configs() + [config(f"{p}-gelu-tanh", p, gelu="tanh")
+                                           for p in ("fp16", "bf16")], ["mixed64"], False, []))
+    return cases
+
+
+# `bertrt run` cases: (name, precision, extra arguments, environment).
+CLI_CASES = [(f"bertrt run {p}", p, [], {}) for p in ("fp32", "fp16", "bf16")] + [
+    ("bertrt run fp16 --batch-size 1", "fp16", ["--batch-size", "1"], {}),
+    ("bertrt run bf16 --batch-size 96", "bf16", ["--batch-size", "96"], {}),
+    ("bertrt run fp16, switches off", "fp16", [],
+     {"BERTRT_" + s.upper(): "0" for s in SWITCHES}),
+]
+# fp32 at several batch sizes, each twice: a race shows as errors that move.
+CLI_FP32_BATCHES = [(f"bertrt run fp32 --batch-size {b} #{i}", "fp32", ["--batch-size", str(b)], {})
+                    for b in (1, 8, 32, 96) for i in (1, 2)]
+
+
+def run_cli_case(args, spec, precision, extra, env):
+    """`bertrt run` as a user runs it (its GPU self-check included), against the
+    reference on the same texts. A refused self-check fails the case; the
+    outputs are then compared from a run with --skip-verify."""
+    corpus = [c for c in read_corpus() if c["text"].strip()][:96]
+    lines = "".join(json.dumps({k: v for k, v in c.items() if k in ("text", "text_pair")}) + "\n"
+                    for c in corpus)
+    command = [args.bertrt, "run", spec["path"], "--device", "cuda", "--precision", precision,
+               "--max-length", "128"] + extra
+    failures = []
+    p = subprocess.run(command, input=lines, capture_output=True, text=True,
+                       env=dict(os.environ, **env))
+    if p.returncode == 5:
+        failures.append("self-check refused: " + p.stderr.strip().splitlines()[-1][-300:])
+        p = subprocess.run(command + ["--skip-verify"], input=lines, capture_output=True,
+                           text=True, env=dict(os.environ, **env))
+    if p.returncode != 0:
+        return {"failures": failures + [f"bertrt run exit {p.returncode}: {p.stderr[-500:]}"]}
+    records = [json.loads(line)["logits"] for line in p.stdout.splitlines()]
+    # Token classification: a row per token.
+    got = np.array([row for rec in records for row in (rec if spec["head"] == "token-cls"
+                                                        else [rec])])
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(os.path.join(spec["path"], "tokenizer.json"))
+    tok.no_padding()
+    tok.enable_truncation(max_length=128)
+    encs = [tok.encode(c["text"], c["text_pair"]) if "text_pair" in c else tok.encode(c["text"])
+            for c in corpus]
+    batch = {"cli": {"ids": [e.ids for e in encs], "types": [e.type_ids for e in encs]}}
+    refs = references(spec, batch, False)
+    r = check(precision, "logits", got, refs["ref"]["cli"]["logits"],
+              refs[precision]["cli"]["logits"], [len(e.ids) for e in encs])
+    r["failures"] = failures + r["failures"]
+    return r
+
+
+def write_sanitizer_requests(args):
+    """Runner requests over two layers of the BERT-base case, for
+    compute-sanitizer: engine.json (every precision, three batches, eager and
+    graph runs, sequences alone) and fp16.json, fp16-no-pdl.json and
+    fp16-eager.json (one text and 16, fp16; the last without PDL or graphs),
+    small enough for the slower tools."""
+    path = make_model("bert-base-seqcls", "bert-base", "seq-cls", args.work, args.tokenizer, 1)
+    batches = make_batches(os.path.join(path, "tokenizer.json"), ["one", "mixed64", "short256"])
+    batches = {"one": batches["one"],
+               "mixed16": {k: v[:16] for k, v in batches["mixed64"].items()},
+               "short64": {k: v[:64] for k, v in batches["short256"].items()}}
+    outdir = os.path.join(args.work, "sanitize")
+    os.makedirs(outdir, exist_ok=True)
+    os.makedirs(args.write_sanitizer_requests, exist_ok=True)
+
+    def write(name, configs, names):
+        with open(os.path.join(args.write_sanitizer_requests, name + ".json"), "w") as f:
+            json.dump({"model": path, "out": outdir, "layers": 2, "configs": configs,
+                       "batches": [{"name": n, "ids": batches[n]["ids"],
+                                    "types": batches[n]["types"], "alone": n == "mixed16"}
+                                   for n in names]}, f)
+
+    configs = [dict(c, repeats=2) for c in default_configs()]
+    configs.append(config("fp16-hidden", "fp16", hidden_state=True, repeats=2))
+    write("engine", configs, ["one", "mixed16", "short64"])
+    write("fp16", [config("fp16", "fp16", repeats=2)], ["one", "mixed16"])
+    write("fp16-no-pdl", [config("fp16", "fp16", repeats=2, pdl=False)], ["one", "mixed16"])
+    write("fp16-eager", [config("fp16", "fp16", repeats=1, pdl=False, cuda_graphs=False)],
+          ["one", "mixed16"])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runner", required=True, help="bertrt_parity_runner binary")
+    ap.add_argument("--bertrt", required=True, help="bertrt binary (the end-to-end cases)")
+    ap.add_argument("--tokenizer", required=True,
+                    help="directory with tokenizer.json and vocab.txt (30,522 tokens)")
+    ap.add_argument("--work", default="/tmp/bertrt_parity", help="models and outputs go here")
+    ap.add_argument("--real-model", help="a real sentence-transformers BERT directory to add")
+    ap.add_argument("--results", help="Markdown file to append the table to (bench/PARITY.md)")
+    ap.add_argument("--json-out", help="every case's numbers as JSON")
+    ap.add_argument("--quick", action="store_true",
+                    help="BERT-base only: two batches, the default configurations, `bertrt run`")
+    ap.add_argument("--only", help="comma-separated model names: run only their cases")
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny models, fp32, the CPU engine and PyTorch on the CPU: checks the "
+                         "suite itself on a machine without a GPU")
+    ap.add_argument("--write-sanitizer-requests", metavar="DIR",
+                    help="only write small runner requests for compute-sanitizer "
+                         "(write_sanitizer_requests)")
+    args = ap.parse_args()
+    if args.smoke:
+        global TORCH_DEVICE, ENGINE_DEVICE
+        TORCH_DEVICE = ENGINE_DEVICE = "cpu"
+    os.makedirs(args.work, exist_ok=True)
+    if args.write_sanitizer_requests:
+        write_sanitizer_requests(args)
+        return 0
+    t_start = time.time()
+
+    rows = []  # (model, batch, config, output, err, bound, torch_err, cos, status, note)
+    failures = 0
+    cases = suite(args)
+    if args.only:
+        cases = [c for c in cases if c[0]["name"] in args.only.split(",")]
+    for spec, batch_names, configs, alone, hidden_state, cli_cases in cases:
+        log(f"== {spec['name']}: {len(batch_names)} batches x {len(configs)} configs")
+        # `bertrt run` as a user runs it.
+        for name, precision, extra, env in cli_cases:
+            r = run_cli_case(args, spec, precision, extra, env)
+            fails = r["failures"]
+            failures += bool(fails)
+            rows.append((spec["name"], "cli96", name, "logits", r.get("err"), r.get("bound"),
+                         r.get("torch_err"), r.get("argmax"), "FAIL" if fails else "pass",
+                         "; ".join(fails)))
+            log(f"  {name}: err {r.get('err', 0):.3g} bound {r.get('bound', 0):.3g} "
+                f"{'; '.join(fails)}")
+        batches = make_batches(os.path.join(spec["path"], "tokenizer.json"), batch_names)
+        refs = references(spec, batches, hidden_state)
+        outdir = os.path.join(args.work, "out", spec["name"] + ("-hidden" if hidden_state else ""))
+        index, error = run_runner(args.runner, spec, batches, configs, outdir, alone)
+        if error:
+            failures += 1
+            rows.append((spec["name"], "*", "*", "*", None, None, None, None, "FAIL", error))
+            log("  " + error)
+            continue
+        for c in configs:
+            cname, precision = c["name"], c["precision"]
+            for bname in batch_names:
+                entry = index[cname][bname]
+                lengths = [len(s) for s in batches[bname]["ids"]]
+                notes = []
+                if not entry["identical_repeats"]:
+                    notes.append("repeats differ")
+                for oname, meta in entry["outputs"].items():
+                    if oname not in refs["ref"][bname]:
+                        continue
+                    ref = refs["ref"][bname][oname]
+                    theirs = refs[precision][bname][oname]
+                    got = load_output(outdir, cname, bname, oname, meta["width"])
+                    r = check(precision, oname, got, ref, theirs, lengths)
+                    fails = list(r["failures"]) + notes
+                    if bname in alone:
+                        solo = load_output(outdir, cname, bname, oname, meta["width"], True)
+                        ra = check(precision, oname, solo, ref, theirs, lengths)
+                        fails += ["alone: " + f for f in ra["failures"]]
+                        apart = float(np.max(np.abs(solo - got))) if got.size else 0.0
+                        if solo.shape != got.shape or not apart <= r["bound"]:
+                            fails.append(f"alone vs batch {apart:.3g} > bound {r['bound']:.3g}")
+                    status = "FAIL" if fails else "pass"
+                    failures += bool(fails)
+                    agreement = (f"{r['cos']:.6f}" if r.get("cos") is not None
+                                 else r.get("argmax"))
+                    rows.append((spec["name"], bname, cname, oname, r.get("err"), r.get("bound"),
+                                 r.get("torch_err"), agreement, status, "; ".join(fails)))
+                    if fails:
+                        log(f"  FAIL {spec['name']} {bname} {cname} {oname}: {'; '.join(fails)}")
+        log(f"  done at {time.time() - t_start:.0f} s")
+        shutil.rmtree(outdir, ignore_errors=True)
+
+
+    def fmt(v, f="{:.3g}"):
+        return "" if v is None else f.format(v)
+
+    header = ("| model | batch | config | output | max abs err | bound | PyTorch err | "
+              "min cosine / argmax equal | result | note |\n"
+              "|---|---|---|---|---:|---:|---:|---:|---|---|\n")
+    table = header + "".join(
+        f"| {m} | {b} | {c} | {o} | {fmt(e)} | {fmt(bd)} | {fmt(te)} | {ag or ''} | "
+        f"{st} | {note} |\n" for m, b, c, o, e, bd, te, ag, st, note in rows)
+    passed = sum(r[8] == "pass" for r in rows)
+    summary = (f"{passed} of {len(rows)} checks pass, {len(rows) - passed} fail "
+               f"({time.time() - t_start:.0f} s)")
+    print(table)
+    print(summary)
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump([dict(zip(["model", "batch", "config", "output", "err", "bound",
+                                 "torch_err", "agreement", "result", "note"], r)) for r in rows], f,
+                      indent=1)
+    if args.results:
+        commit = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"],
+                                capture_output=True, text=True).stdout.strip() or "unknown"
+        gpu = torch.cuda.get_device_name(0) if TORCH_DEVICE == "cuda" else "CPU"
+        with open(args.results, "a") as f:
+            f.write(f"\n## {datetime.datetime.now():%Y-%m-%d %H:%M} · commit {commit} · {gpu}\n\n"
+                    f"`{' '.join(sys.argv)}`\n\n{summary}\n\n{table}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
