@@ -16,6 +16,7 @@
 #include "builder/crc32c.h"
 #include "builder/plan_format.h"
 #include "builder/plan_layout.h"
+#include "core/files.h"
 #include "runtime/model_check.h"
 
 namespace bertrt {
@@ -304,6 +305,8 @@ Status Reader::BindTensors(const Container& c, const json& meta, const PlanInfo&
       part_shape[0] = rows;
       *parts[k] = Tensor(want, std::move(part_shape),
                          whole + static_cast<int64_t>(k) * rows * row_bytes, owner);
+      if (Status finite = CheckFinite(*parts[k], "tensor " + spec.name); !finite.ok())
+        return Error(StatusCode::kDataLoss, finite.message());
     }
   }
   Status check = CheckModel(*model);
@@ -350,13 +353,9 @@ struct Mapping {
 };
 
 StatusOr<std::shared_ptr<Mapping>> MapFile(const std::string& path, bool populate) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return NotFound(path + ": cannot open (" + std::strerror(errno) + ")");
+  ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path));
   struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return InvalidArgument(path + ": not a regular file");
-  }
+  fstat(fd, &st);  // OpenRegularFile's fstat succeeded on the same descriptor
   if (st.st_size < static_cast<off_t>(plan::kHeaderSize)) {
     close(fd);
     return DataLoss(path + ": truncated: " + std::to_string(st.st_size) +
@@ -377,14 +376,12 @@ StatusOr<std::shared_ptr<Mapping>> MapFile(const std::string& path, bool populat
 }  // namespace
 
 bool IsPlanFile(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  struct stat st {};
+  auto fd = OpenRegularFile(path);
+  if (!fd.ok()) return false;
   char magic[8] = {};
-  const bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-                  read(fd, magic, sizeof(magic)) == static_cast<ssize_t>(sizeof(magic)) &&
+  const bool ok = read(*fd, magic, sizeof(magic)) == static_cast<ssize_t>(sizeof(magic)) &&
                   std::memcmp(magic, plan::kMagic, 8) == 0;
-  close(fd);
+  close(*fd);
   return ok;
 }
 

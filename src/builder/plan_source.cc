@@ -10,11 +10,10 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "bertrt/plan.h"
 #include "builder/crc32c.h"
+#include "core/files.h"
 #include "importer/hf_config.h"
 
 namespace bertrt {
@@ -30,13 +29,9 @@ StatusOr<std::string> ModelDirectory(const std::string& dir) {
 // Continues `crc` over the file's bytes, mapped a window at a time so a
 // multi-GB checkpoint never needs that much address space at once.
 StatusOr<uint32_t> CrcFile(const std::string& path, uint32_t crc) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return NotFound(path + ": cannot open (" + std::strerror(errno) + ")");
+  ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path));
   struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    close(fd);
-    return Internal(path + ": cannot stat");
-  }
+  fstat(fd, &st);  // OpenRegularFile's fstat succeeded on the same descriptor
   const size_t size = static_cast<size_t>(st.st_size);
   constexpr size_t kWindow = size_t{256} << 20;
   for (size_t off = 0; off < size; off += kWindow) {
@@ -70,12 +65,8 @@ StatusOr<TokenizerSource> ReadTokenizerSource(const std::string& model_dir) {
   TokenizerSource source;
   const fs::path json_path = fs::path(dir) / "tokenizer.json";
   if (fs::exists(json_path)) {
-    std::ifstream in(json_path, std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    if (!in && !in.eof()) return Internal(json_path.string() + ": read failed");
+    ASSIGN_OR_RETURN(source.bytes, ReadRegularFile(json_path.string()));
     source.kind = "tokenizer.json";
-    source.bytes = ss.str();
     return source;
   }
   // vocab.txt as the loader parsed it (one token per id, trailing

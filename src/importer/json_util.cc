@@ -1,15 +1,11 @@
 #include "importer/json_util.h"
 
-#include <fstream>
-#include <sstream>
+#include "core/files.h"
+
 
 namespace bertrt::importer {
 
-namespace {
-
-// Scans brackets outside string literals; cheap compared to parsing and lets
-// us refuse deep nesting before nlohmann builds (and later destroys) it.
-bool NestingWithin(std::string_view text, int limit) {
+bool JsonNestingWithin(std::string_view text, int limit) {
   int depth = 0;
   bool in_string = false;
   for (size_t i = 0; i < text.size(); ++i) {
@@ -28,10 +24,8 @@ bool NestingWithin(std::string_view text, int limit) {
   return true;
 }
 
-}  // namespace
-
 StatusOr<nlohmann::json> ParseJson(std::string_view text, const std::string& what) {
-  if (!NestingWithin(text, kMaxJsonDepth))
+  if (!JsonNestingWithin(text, kMaxJsonDepth))
     return DataLoss(what + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) +
                     " levels; refusing to parse it");
   try {
@@ -41,17 +35,8 @@ StatusOr<nlohmann::json> ParseJson(std::string_view text, const std::string& wha
   }
 }
 
-StatusOr<std::string> ReadTextFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("cannot open " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return DataLoss("error reading " + path);
-  return ss.str();
-}
-
 StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
+  ASSIGN_OR_RETURN(std::string text, ReadRegularFile(path));
   return ParseJson(text, path);
 }
 

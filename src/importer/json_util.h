@@ -16,11 +16,15 @@ namespace bertrt::importer {
 // destruction recurse, so an unbounded depth is a stack overflow waiting to happen.
 inline constexpr int kMaxJsonDepth = 64;
 
+// Whether no array or object in `text` (JSON, or what claims to be) lies
+// deeper than `limit` levels: a scan of its brackets outside string literals,
+// cheap next to parsing, so that deep nesting is refused before anything
+// recurses over it (the server's request bodies use it too).
+bool JsonNestingWithin(std::string_view text, int limit);
 // Parses `text`; `what` names the source in error messages.
 StatusOr<nlohmann::json> ParseJson(std::string_view text, const std::string& what);
-// Reads and parses a file; NotFound if it does not exist.
+// Reads (ReadRegularFile) and parses a file; NotFound if it does not exist.
 StatusOr<nlohmann::json> ReadJsonFile(const std::string& path);
-StatusOr<std::string> ReadTextFile(const std::string& path);
 
 // Typed field access that reports the file and key on a type mismatch.
 // Absent (or null) fields give nullopt.

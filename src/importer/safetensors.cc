@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/files.h"
 #include "importer/json_util.h"
 
 namespace bertrt {
@@ -199,15 +200,9 @@ StatusOr<SafetensorsFile> SafetensorsFile::Parse(std::string_view bytes,
 }
 
 StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return Status(errno == ENOENT ? StatusCode::kNotFound : StatusCode::kInvalidArgument,
-                  "cannot open " + path + ": " + std::strerror(errno));
+  ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path));
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return InvalidArgument(path + ": not a regular file");
-  }
+  ::fstat(fd, &st);  // OpenRegularFile's fstat succeeded on the same descriptor
   const size_t size = static_cast<size_t>(st.st_size);
   if (size < 8) {
     ::close(fd);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/half.h"
+#include "runtime/model_check.h"
 
 namespace bertrt::importer {
 
@@ -98,7 +99,7 @@ class Binder {
                                Checkpoint::FileName(*ref));
       used_.insert(full);
       ASSIGN_OR_RETURN(*out, ToFloat32(*ref));
-      return Status::Ok();
+      return CheckFinite(*out, full + " in " + Checkpoint::FileName(*ref));
     }
     if (!required) return Status::Ok();
     return NotFound("missing tensor " + tried[0] + " " + ShapeToString(shape) +

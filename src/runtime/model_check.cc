@@ -1,6 +1,8 @@
 #include "runtime/model_check.h"
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bertrt {
@@ -20,7 +22,44 @@ Status CheckConfig(const ModelConfig& c, size_t num_layer_weights) {
   return Status::Ok();
 }
 
+// The number of non-finite values among `n` of `T` and the first one's
+// index: an all-ones exponent, `exponent_mask` of the bits.
+template <typename Bits>
+std::pair<size_t, size_t> NonFinite(const Bits* v, size_t n, Bits exponent_mask) {
+  size_t count = 0, first = n;
+  for (size_t i = 0; i < n; ++i)
+    if ((v[i] & exponent_mask) == exponent_mask) {
+      if (count++ == 0) first = i;
+    }
+  return {count, first};
+}
+
 }  // namespace
+
+Status CheckFinite(const Tensor& t, const std::string& name) {
+  if (t.empty()) return Status::Ok();
+  const size_t n = static_cast<size_t>(t.numel());
+  std::pair<size_t, size_t> bad;
+  switch (t.dtype()) {
+    case DType::kF32:
+      bad = NonFinite(static_cast<const uint32_t*>(t.raw()), n, uint32_t{0x7f800000});
+      break;
+    case DType::kF16:
+      bad = NonFinite(static_cast<const uint16_t*>(t.raw()), n, uint16_t{0x7c00});
+      break;
+    case DType::kBF16:
+      bad = NonFinite(static_cast<const uint16_t*>(t.raw()), n, uint16_t{0x7f80});
+      break;
+    default:
+      return Status::Ok();
+  }
+  if (bad.first == 0) return Status::Ok();
+  return InvalidArgument(name + " holds " + std::to_string(bad.first) + " NaN or infinite " +
+                         (bad.first == 1 ? "value" : "values") + " (the first at flat index " +
+                         std::to_string(bad.second) +
+                         "): a damaged file or a diverged training run; bertrt will not serve "
+                         "it. Re-export the weights from a good checkpoint");
+}
 
 Status CheckTensor(const Tensor& t, const std::vector<int64_t>& shape, const std::string& name,
                    bool half_ok) {

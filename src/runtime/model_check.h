@@ -18,6 +18,11 @@ Status CheckModel(const Model& model);
 Status CheckTensor(const Tensor& t, const std::vector<int64_t>& shape, const std::string& name,
                    bool half_ok = false);
 
+// InvalidArgument naming `name` when `t` (fp32, fp16 or bf16) holds a NaN or
+// an infinity: weights from a diverged run or a damaged file would otherwise
+// serve plausible-looking answers (NaN embeddings still give a label).
+Status CheckFinite(const Tensor& t, const std::string& name);
+
 // Whether the head reads the pooler (pooler dense + tanh on the first token).
 bool HeadUsesPooler(const Model& model);
 

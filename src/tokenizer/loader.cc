@@ -2,12 +2,11 @@
 // tokenizer.json, or vocab.txt + tokenizer_config.json as transformers'
 // BertTokenizerFast would build it.
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "bertrt/tokenizer.h"
+#include "core/files.h"
 #include "tokenizer/bert_tokenizer.h"
 
 namespace bertrt {
@@ -23,11 +22,7 @@ constexpr const char* kSupported =
     "bertrt supports BERT WordPiece tokenizers (BertNormalizer, BertPreTokenizer, WordPiece)";
 
 StatusOr<std::string> ReadFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("cannot open " + path.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return ReadRegularFile(path.string());
 }
 
 std::string TypeOf(const json& j) {

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -459,6 +460,38 @@ TEST(Plan, CarriesItsGemmChoices) {
   auto dir = LoadModelAndTokenizer(ModelDir("token_cls"));
   ASSERT_TRUE(dir.ok()) << dir.status().ToString();
   EXPECT_FALSE(dir->model->gemm_choices.has_value());
+}
+
+// A plan's bytes are untrusted: a NaN or infinity in a weight (written by a
+// build that did not check, or damaged consistently with its checksums) is
+// refused at load, naming the tensor, in every stored precision.
+TEST(Plan, NonFiniteWeightsAreRefused) {
+  for (Precision p : {Precision::kFp32, Precision::kFp16, Precision::kBf16}) {
+    auto loaded = LoadModelAndTokenizer(ModelDir("seq_cls"));
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    auto tok = ReadTokenizerSource(ModelDir("seq_cls"));
+    ASSERT_TRUE(tok.ok());
+    Model poisoned = *loaded->model;
+    std::vector<float> values(poisoned.weights.layers[1].ffn_out_w.f32(),
+                              poisoned.weights.layers[1].ffn_out_w.f32() +
+                                  poisoned.weights.layers[1].ffn_out_w.numel());
+    values[7] = std::numeric_limits<float>::infinity();
+    auto owner = std::make_shared<std::vector<float>>(std::move(values));
+    poisoned.weights.layers[1].ffn_out_w =
+        Tensor(DType::kF32, poisoned.weights.layers[1].ffn_out_w.shape(), owner->data(), owner);
+    PlanBuildOptions options;
+    options.precision = p;
+    const std::string path = TempPath(std::string("nonfinite_") + PrecisionName(p));
+    ASSERT_TRUE(WritePlan(poisoned, *tok, options, "crc32c:test", path).ok());
+    auto plan = ReadPlan(path);
+    fs::remove(path);
+    ASSERT_FALSE(plan.ok()) << PrecisionName(p);
+    EXPECT_EQ(plan.status().code(), StatusCode::kDataLoss);
+    EXPECT_NE(plan.status().message().find("tensor layers.1.ffn_out_w"), std::string::npos)
+        << plan.status().message();
+    EXPECT_NE(plan.status().message().find("holds 1 NaN or infinite value"), std::string::npos)
+        << plan.status().message();
+  }
 }
 
 TEST(Plan, Crc32cKnownValue) {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <string_view>
 
+#include "importer/json_util.h"
 #include "server/common/auth.h"
 #include "server/common/kserve.h"
 #include "server/common/request_log.h"
@@ -56,9 +57,19 @@ StatusOr<json> ParseBody(const httplib::Request& req) {
     return InvalidArgument(
         "binary tensor data (Inference-Header-Content-Length) is taken only by "
         "/v2/models/{model}/infer; send a JSON body here");
+  RETURN_IF_ERROR(CheckJsonNesting(req.body));
   json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) return InvalidArgument("malformed JSON body (or invalid UTF-8 in it)");
   return body;
+}
+
+Status CheckJsonNesting(std::string_view body) {
+  // Every handler walks what it parses, some recursively (KServe's nested
+  // `data`): 60,000 levels in a 120 KB body overflowed the stack.
+  if (!importer::JsonNestingWithin(body, importer::kMaxJsonDepth))
+    return InvalidArgument("JSON nested deeper than " + std::to_string(importer::kMaxJsonDepth) +
+                           " levels; no request needs more");
+  return Status::Ok();
 }
 
 StatusOr<InferResult> RunOn(ServedModel& model, Metrics& metrics, InferRequest request) {
@@ -222,6 +233,7 @@ StatusOr<KServeRequest> DecodeInferBody(const httplib::Request& req) {
     binary = header.substr(length);
     header = header.substr(0, length);
   }
+  RETURN_IF_ERROR(CheckJsonNesting(header));
   json body = json::parse(header.begin(), header.end(), nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded())
     return InvalidArgument(binary.empty() && !req.has_header("Inference-Header-Content-Length")
