@@ -85,3 +85,26 @@ def test_a_fifo_in_place_of_a_model_file_is_refused_not_waited_on(bertrt_bin, tm
     finally:
         if serve.poll() is None:
             serve.kill()
+
+
+@pytest.mark.parametrize("name", [".", ".."])
+def test_unload_takes_only_model_names(bertrt_bin, tmp_path, name):
+    """`unload` accepted "." and ".." (directories of the repository's own path) and
+    listed them in the index afterwards."""
+    import http.client
+    target = tmp_path / "cls" / "1"
+    shutil.copytree(MODELS / "seq_cls", target)
+    s = Server(bertrt_bin, ["--model-repository", str(tmp_path), "--model-control-mode",
+                            "explicit", "--load-model", "cls"])
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=10)
+        # http.client sends the path as written (requests would resolve the dots).
+        conn.request("POST", f"/v2/repository/models/{name}/unload")
+        r = conn.getresponse()
+        assert r.status == 404, r.read()
+        assert "not in the repository" in json.loads(r.read())["error"]
+        index = requests.post(s.url + "/v2/repository/index").json()
+        assert [e["name"] for e in index] == ["cls"], index
+        assert index[0]["state"] == "READY"
+    finally:
+        s.stop()

@@ -122,6 +122,13 @@ StatusOr<std::vector<long>> SelectVersions(const std::vector<long>& available,
   return std::vector<long>(available.end() - n, available.end());
 }
 
+// Whether `name` can name a model of a repository: one path component, not
+// "." or "..", so that no request reaches outside the repository or names it.
+bool IsModelName(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." &&
+         name.find_first_of(std::string("/\0", 2)) == std::string::npos;
+}
+
 std::vector<std::string> ModelDirs(const std::string& repository) {
   std::vector<std::string> names;
   std::error_code ec;
@@ -422,8 +429,7 @@ Status ModelRegistry::OpenRepository(const std::string& dir, ModelControl contro
 Status ModelRegistry::LoadFromRepository(const std::string& name) {
   const fs::path model_dir = fs::path(repository_) / name;
   std::error_code ec;
-  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == ".." ||
-      !fs::is_directory(model_dir, ec))
+  if (!IsModelName(name) || !fs::is_directory(model_dir, ec))
     return NotFound("model " + name + " is not in the repository " + repository_);
   auto record = [&](Status st) {
     std::lock_guard lock(mu_);
@@ -564,7 +570,7 @@ Status ModelRegistry::Unload(const std::string& name) {
     std::lock_guard lock(mu_);
     if (!models_.count(name)) {
       std::error_code ec;
-      if (!fs::is_directory(fs::path(repository_) / name, ec))
+      if (!IsModelName(name) || !fs::is_directory(fs::path(repository_) / name, ec))
         return NotFound("model " + name + " is not in the repository " + repository_);
     }
   }
@@ -581,7 +587,7 @@ StatusOr<std::shared_ptr<ServedModel>> ModelRegistry::Find(const std::string& na
     for (const auto& [n, e] : models_)
       if (!e.versions.empty()) served += (served.empty() ? "" : ", ") + n;
     std::error_code ec;
-    const bool in_repository = !repository_.empty() && name.find('/') == std::string::npos &&
+    const bool in_repository = !repository_.empty() && IsModelName(name) &&
                                fs::is_directory(fs::path(repository_) / name, ec);
     if (it != models_.end() || in_repository) {
       std::string why = it != models_.end() ? it->second.reason : "";
