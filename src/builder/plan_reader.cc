@@ -2,9 +2,7 @@
 // each section's bounds) is validated before any section is looked at, the
 // checksums before any section is parsed, and the metadata before any tensor
 // is bound; a failure names what was wrong and how to rebuild.
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -353,35 +351,34 @@ struct Mapping {
 };
 
 StatusOr<std::shared_ptr<Mapping>> MapFile(const std::string& path, bool populate) {
-  ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path));
-  struct stat st {};
-  fstat(fd, &st);  // OpenRegularFile's fstat succeeded on the same descriptor
-  if (st.st_size < static_cast<off_t>(plan::kHeaderSize)) {
+  ASSIGN_OR_RETURN(const RegularFile file, OpenRegularFile(path));
+  const int fd = file.fd;
+  if (file.size < plan::kHeaderSize) {
     close(fd);
-    return DataLoss(path + ": truncated: " + std::to_string(st.st_size) +
+    return DataLoss(path + ": truncated: " + std::to_string(file.size) +
                     " bytes, less than the 64-byte plan header");
   }
   auto m = std::make_shared<Mapping>();
   // MAP_POPULATE reads the whole file ahead in large requests: the checksums
   // touch every page anyway, and a cold load is then one sequential read.
-  void* p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ,
+  void* p = mmap(nullptr, file.size, PROT_READ,
                  MAP_PRIVATE | (populate ? MAP_POPULATE : 0), fd, 0);
   close(fd);
   if (p == MAP_FAILED) return Internal(path + ": mmap failed (" + std::strerror(errno) + ")");
   m->data = p;
-  m->size = static_cast<size_t>(st.st_size);
+  m->size = file.size;
   return m;
 }
 
 }  // namespace
 
 bool IsPlanFile(const std::string& path) {
-  auto fd = OpenRegularFile(path);
-  if (!fd.ok()) return false;
+  auto file = OpenRegularFile(path);
+  if (!file.ok()) return false;
   char magic[8] = {};
-  const bool ok = read(*fd, magic, sizeof(magic)) == static_cast<ssize_t>(sizeof(magic)) &&
+  const bool ok = read(file->fd, magic, sizeof(magic)) == static_cast<ssize_t>(sizeof(magic)) &&
                   std::memcmp(magic, plan::kMagic, 8) == 0;
-  close(*fd);
+  close(file->fd);
   return ok;
 }
 

@@ -1,9 +1,7 @@
 // What the builder takes from the source directory besides the Model: the
 // tokenizer exactly as the directory defines it, and a checksum of the
 // weights so a plan can be traced back to the checkpoint it came from.
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,10 +27,9 @@ StatusOr<std::string> ModelDirectory(const std::string& dir) {
 // Continues `crc` over the file's bytes, mapped a window at a time so a
 // multi-GB checkpoint never needs that much address space at once.
 StatusOr<uint32_t> CrcFile(const std::string& path, uint32_t crc) {
-  ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path));
-  struct stat st {};
-  fstat(fd, &st);  // OpenRegularFile's fstat succeeded on the same descriptor
-  const size_t size = static_cast<size_t>(st.st_size);
+  ASSIGN_OR_RETURN(const RegularFile file, OpenRegularFile(path));
+  const int fd = file.fd;
+  const size_t size = file.size;
   constexpr size_t kWindow = size_t{256} << 20;
   for (size_t off = 0; off < size; off += kWindow) {
     const size_t n = std::min(kWindow, size - off);

@@ -20,7 +20,7 @@ const char* KindOf(mode_t mode) {
 
 }  // namespace
 
-StatusOr<int> OpenRegularFile(const std::string& path) {
+StatusOr<RegularFile> OpenRegularFile(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return Status(errno == ENOENT ? StatusCode::kNotFound : StatusCode::kInvalidArgument,
@@ -39,12 +39,14 @@ StatusOr<int> OpenRegularFile(const std::string& path) {
   }
   // Reads of a regular file never block; clear the flag all the same.
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-  return fd;
+  return RegularFile{fd, static_cast<size_t>(st.st_size)};
 }
 
 StatusOr<std::string> ReadRegularFile(const std::string& path) {
-  ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path));
+  ASSIGN_OR_RETURN(const RegularFile file, OpenRegularFile(path));
+  const int fd = file.fd;
   std::string out;
+  out.reserve(file.size);
   char buf[1 << 16];
   while (true) {
     const ssize_t n = ::read(fd, buf, sizeof(buf));

@@ -4,6 +4,7 @@
 // directory or device is no model file either.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "bertrt/status.h"
@@ -12,9 +13,13 @@ namespace bertrt {
 
 // The regular file at `path`, opened read-only (close-on-exec, and without
 // blocking on a FIFO, which is then refused): its descriptor, which the
-// caller closes. NotFound when it is missing; InvalidArgument when it is not
-// a regular file.
-StatusOr<int> OpenRegularFile(const std::string& path);
+// caller closes, and its size. NotFound when it is missing; InvalidArgument
+// when it is not a regular file.
+struct RegularFile {
+  int fd;
+  size_t size;
+};
+StatusOr<RegularFile> OpenRegularFile(const std::string& path);
 
 // The whole of the regular file at `path` (errors as OpenRegularFile's).
 StatusOr<std::string> ReadRegularFile(const std::string& path);

@@ -1,8 +1,6 @@
 #include "bertrt/safetensors.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -200,10 +198,9 @@ StatusOr<SafetensorsFile> SafetensorsFile::Parse(std::string_view bytes,
 }
 
 StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
-  ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path));
-  struct stat st {};
-  ::fstat(fd, &st);  // OpenRegularFile's fstat succeeded on the same descriptor
-  const size_t size = static_cast<size_t>(st.st_size);
+  ASSIGN_OR_RETURN(const RegularFile file, OpenRegularFile(path));
+  const int fd = file.fd;
+  const size_t size = file.size;
   if (size < 8) {
     ::close(fd);
     return DataLoss(path + ": " + std::to_string(size) +

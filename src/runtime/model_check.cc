@@ -22,8 +22,9 @@ Status CheckConfig(const ModelConfig& c, size_t num_layer_weights) {
   return Status::Ok();
 }
 
-// The number of non-finite values among `n` of `T` and the first one's
-// index: an all-ones exponent, `exponent_mask` of the bits.
+// How many of the `n` floating-point values stored as `Bits` are NaN or
+// infinite (their exponent, `exponent_mask`, all ones), and the first one's
+// index (n when none is).
 template <typename Bits>
 std::pair<size_t, size_t> NonFinite(const Bits* v, size_t n, Bits exponent_mask) {
   size_t count = 0, first = n;

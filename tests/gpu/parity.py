@@ -158,6 +158,12 @@ def read_corpus():
         return [json.loads(line) for line in f if line.strip()]
 
 
+def cli_records():
+    """The JSON Lines records the `bertrt run` cases send: 96 texts and pairs."""
+    return [{k: v for k, v in c.items() if k in ("text", "text_pair")}
+            for c in read_corpus() if c["text"].strip()][:96]
+
+
 def make_batches(tokenizer_path, names):
     """Token-id batches: {name: {"ids": [...], "types": [...]}}."""
     from tokenizers import Tokenizer
@@ -203,6 +209,8 @@ def make_batches(tokenizer_path, names):
             seqs = exact(384, 16)
         elif name == "long512":
             seqs = exact(512, 8)
+        elif name == "cli96":  # as `bertrt run --max-length 128` encodes cli_records()
+            seqs = [encode(r["text"], r.get("text_pair")) for r in cli_records()]
         else:
             raise ValueError(name)
         out[name] = {"ids": [s[0] for s in seqs], "types": [s[1] for s in seqs]}
@@ -517,13 +525,12 @@ CLI_FP32_BATCHES = [(f"bertrt run fp32 --batch-size {b} #{i}", "fp32", ["--batch
                     for b in (1, 8, 32, 96) for i in (1, 2)]
 
 
-def run_cli_case(args, spec, precision, extra, env):
-    """`bertrt run` as a user runs it (its GPU self-check included), against the
-    reference on the same texts. A refused self-check fails the case; the
-    outputs are then compared from a run with --skip-verify."""
-    corpus = [c for c in read_corpus() if c["text"].strip()][:96]
-    lines = "".join(json.dumps({k: v for k, v in c.items() if k in ("text", "text_pair")}) + "\n"
-                    for c in corpus)
+def run_cli_case(args, spec, precision, extra, env, batch, refs):
+    """`bertrt run` as a user runs it (its GPU self-check included) on
+    cli_records(), against `refs`, the references of `batch` (their
+    encoding, "cli96"). A refused self-check fails the case; the outputs are
+    then compared from a run with --skip-verify."""
+    lines = "".join(json.dumps(r) + "\n" for r in cli_records())
     command = [args.bertrt, "run", spec["path"], "--device", "cuda", "--precision", precision,
                "--max-length", "128"] + extra
     failures = []
@@ -539,16 +546,8 @@ def run_cli_case(args, spec, precision, extra, env):
     # Token classification: a row per token.
     got = np.array([row for rec in records for row in (rec if spec["head"] == "token-cls"
                                                         else [rec])])
-    from tokenizers import Tokenizer
-    tok = Tokenizer.from_file(os.path.join(spec["path"], "tokenizer.json"))
-    tok.no_padding()
-    tok.enable_truncation(max_length=128)
-    encs = [tok.encode(c["text"], c["text_pair"]) if "text_pair" in c else tok.encode(c["text"])
-            for c in corpus]
-    batch = {"cli": {"ids": [e.ids for e in encs], "types": [e.type_ids for e in encs]}}
-    refs = references(spec, batch, False)
-    r = check(precision, "logits", got, refs["ref"]["cli"]["logits"],
-              refs[precision]["cli"]["logits"], [len(e.ids) for e in encs])
+    r = check(precision, "logits", got, refs["ref"]["cli96"]["logits"],
+              refs[precision]["cli96"]["logits"], [len(s) for s in batch["cli96"]["ids"]])
     r["failures"] = failures + r["failures"]
     return r
 
@@ -620,9 +619,12 @@ def main():
         cases = [c for c in cases if c[0]["name"] in args.only.split(",")]
     for spec, batch_names, configs, alone, hidden_state, cli_cases in cases:
         log(f"== {spec['name']}: {len(batch_names)} batches x {len(configs)} configs")
-        # `bertrt run` as a user runs it.
+        # `bertrt run` as a user runs it; the references once for all its cases.
+        if cli_cases:
+            cli_batch = make_batches(os.path.join(spec["path"], "tokenizer.json"), ["cli96"])
+            cli_refs = references(spec, cli_batch, False)
         for name, precision, extra, env in cli_cases:
-            r = run_cli_case(args, spec, precision, extra, env)
+            r = run_cli_case(args, spec, precision, extra, env, cli_batch, cli_refs)
             fails = r["failures"]
             failures += bool(fails)
             rows.append((spec["name"], "cli96", name, "logits", r.get("err"), r.get("bound"),

@@ -49,7 +49,8 @@ class EncoderForward::Pass {
         // The outputs read only each sequence's first token of the last
         // layer (the pooler, CLS pooling; no hidden states asked for).
         first_tokens_only_(OutputsReadOnlyFirstTokens(c_, f.weights_.pooler_w != nullptr,
-                                                      shape.hidden_state)) {}
+                                                      shape.hidden_state)),
+        attention_(f.AttentionArgsFor(shape, ws)) {}
 
   Status Embed() {
     const DeviceWeights& w = f_.weights_;
@@ -150,7 +151,7 @@ class EncoderForward::Pass {
   // first_query_attention) the first queries' alone into tmp. Its FLOPs
   // count QK^T and PV over the padded longest length: an upper bound.
   Status Attention(const DeviceLayer& l, bool compact) {
-    AttentionArgs a = f_.AttentionArgsFor(shape_, ws_);
+    AttentionArgs a = attention_;  // with this layer's prefetch
     // See kPrefetchMaxTokens.
     if (t_ <= kPrefetchMaxTokens) {
       const size_t e = DTypeSize(PrecisionDType(p_)), inter = c_.intermediate_size;
@@ -199,6 +200,7 @@ class EncoderForward::Pass {
   const BatchInts ints_;
   const int t_, n_, h_;
   const bool first_tokens_only_;
+  const AttentionArgs attention_;  // every layer's, but for the weights it prefetches
 };
 
 Status EncoderForward::Run(const Shape& shape, const Workspace& ws, cudaStream_t stream,

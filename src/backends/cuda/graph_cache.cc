@@ -77,15 +77,11 @@ void GraphCache::Loop() {
     const Wanted w = queue_.front();
     queue_.pop_front();
     running_ = true;
-    lock.unlock();
     // A capture of a pool that has moved since the request would be
     // dropped: it is skipped (the shape's next eager run asks again).
-    StatusOr<Exec> exec = Exec();
-    const bool current = [&] {
-      std::lock_guard<std::mutex> check(mu_);
-      return w.generation == generation_;
-    }();
-    if (current) exec = Capture(w.shape, w.ws);
+    const bool current = w.generation == generation_;
+    lock.unlock();
+    StatusOr<Exec> exec = current ? Capture(w.shape, w.ws) : Exec();
     lock.lock();
     running_ = false;
     pending_.erase(w.shape);

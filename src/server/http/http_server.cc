@@ -52,6 +52,21 @@ void SendError(httplib::Response& res, const Status& status) {
   SendJson(res, HttpStatusFor(status), json{{"error", status.message()}});
 }
 
+namespace {
+
+// InvalidArgument when `body` nests deeper than any request needs
+// (importer::kMaxJsonDepth): every JSON body is checked before it is parsed.
+Status CheckJsonNesting(std::string_view body) {
+  // Every handler walks what it parses, some recursively (KServe's nested
+  // `data`): 60,000 levels in a 120 KB body overflowed the stack.
+  if (!importer::JsonNestingWithin(body, importer::kMaxJsonDepth))
+    return InvalidArgument("JSON nested deeper than " + std::to_string(importer::kMaxJsonDepth) +
+                           " levels; no request needs more");
+  return Status::Ok();
+}
+
+}  // namespace
+
 StatusOr<json> ParseBody(const httplib::Request& req) {
   if (req.has_header("Inference-Header-Content-Length"))
     return InvalidArgument(
@@ -61,15 +76,6 @@ StatusOr<json> ParseBody(const httplib::Request& req) {
   json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) return InvalidArgument("malformed JSON body (or invalid UTF-8 in it)");
   return body;
-}
-
-Status CheckJsonNesting(std::string_view body) {
-  // Every handler walks what it parses, some recursively (KServe's nested
-  // `data`): 60,000 levels in a 120 KB body overflowed the stack.
-  if (!importer::JsonNestingWithin(body, importer::kMaxJsonDepth))
-    return InvalidArgument("JSON nested deeper than " + std::to_string(importer::kMaxJsonDepth) +
-                           " levels; no request needs more");
-  return Status::Ok();
 }
 
 StatusOr<InferResult> RunOn(ServedModel& model, Metrics& metrics, InferRequest request) {

@@ -81,9 +81,6 @@ void SendJson(httplib::Response& res, int status, const nlohmann::json& body);
 void SendError(httplib::Response& res, const Status& status);
 // The body parsed as JSON, or InvalidArgument.
 StatusOr<nlohmann::json> ParseBody(const httplib::Request& req);
-// InvalidArgument when `body` nests deeper than any request needs
-// (importer::kMaxJsonDepth); every JSON body is checked before it is parsed.
-Status CheckJsonNesting(std::string_view body);
 // Submits `request` to the model and waits; records queue/compute metrics.
 StatusOr<InferResult> RunOn(ServedModel& model, Metrics& metrics, InferRequest request);
 
