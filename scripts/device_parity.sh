@@ -33,7 +33,7 @@ quick=()
 python3 tests/gpu/parity.py "${args[@]}" "${quick[@]}" --results bench/PARITY.md \
   --json-out "$OUT/parity.json" > "$OUT/parity.log" 2>&1
 code=$?
-grep -E '^(==|  FAIL|    runner|  bertrt run)|checks pass' "$OUT/parity.log" | tail -80
+grep -E '^(==|  FAIL|  approx|    runner|  bertrt run)|checks pass' "$OUT/parity.log" | tail -80
 [ $code = 0 ] || rc=1
 cp bench/PARITY.md "$OUT/PARITY.md"
 

@@ -34,3 +34,6 @@ if ! $PY -c "import numpy, tokenizers, pytest, requests, tritonclient.http, trit
 else
   echo "[deps] Python packages: all present"
 fi
+
+# NVIDIA CUTLASS's headers, for the CUDA engine's fused erf GELU GEMM.
+bash scripts/fetch_cutlass.sh

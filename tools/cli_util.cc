@@ -101,6 +101,7 @@ StatusOr<CudaEngineOptions> CudaOptions(const EngineFlags& flags, int gpu) {
   options.cuda_graphs = !EnvIs("BERTRT_CUDA_GRAPHS", "0");
   options.overlap_kernel_launches = !EnvIs("BERTRT_PDL", "0");
   options.splitk_gemms = !EnvIs("BERTRT_SPLITK_GEMM", "0");
+  options.fused_gelu_gemm = !EnvIs("BERTRT_FUSED_GELU_GEMM", "0");
   options.tma_attention = !EnvIs("BERTRT_TMA_ATTENTION", "0");
   options.attention_windows = !EnvIs("BERTRT_ATTENTION_WINDOWS", "0");
   options.first_query_attention = !EnvIs("BERTRT_FIRST_QUERY_ATTENTION", "0");

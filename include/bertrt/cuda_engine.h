@@ -74,6 +74,12 @@ struct CudaEngineOptions {
   // own split-K kernel (src/backends/cuda/splitk_gemm.h) instead of cuBLASLt. Off only for comparisons (BERTRT_SPLITK_GEMM=0 in
   // the command-line tools).
   bool splitk_gemms = true;
+  // sm_90 fp16/bf16, erf GELU: the FFN's first GEMM applies bias and GELU in
+  // its epilogue (src/backends/cuda/bias_gelu_gemm.h, from 2,432 rows)
+  // instead of cuBLASLt's GEMM and then a pass of the activation kernel.
+  // Off only for comparisons (BERTRT_FUSED_GELU_GEMM=0 in the command-line
+  // tools).
+  bool fused_gelu_gemm = true;
   // sm_90 fp16/bf16: attention runs on the kernel fed by a TMA producer warp
   // (src/backends/cuda/attention_tma.cuh) rather than the wgmma kernel whose
   // threads all copy. Off only for comparisons (BERTRT_TMA_ATTENTION=0 in the

@@ -18,6 +18,11 @@ inputs:
   or at most twice PyTorch's own distance from it where that is larger.
 - fp32: max abs error within 1e-5 of the output's largest magnitude (or 2x
   PyTorch fp32's error, TF32 off, where that is larger).
+- `--gelu tanh` (an opt-in approximation of the erf GELU that BERT models
+  are trained with, not the default): its rows are measured and shown, and
+  where they exceed the bounds above the result is "approx" (the measured
+  cost of the approximation, which README states), not a failure; a crash or
+  non-deterministic output in them still fails.
 - determinism: each batch run again (from the captured CUDA graph) gives
   bitwise the same outputs; with "alone", each sequence run by itself is held
   to the same bounds against the reference and against its rows of the batch.
@@ -71,8 +76,8 @@ TORCH_DEVICE = "cuda"
 ENGINE_DEVICE = "cuda"
 
 # The engine switches (CudaEngineOptions; BERTRT_* in the command-line tools).
-SWITCHES = ["pdl", "cuda_graphs", "splitk_gemm", "tma_attention", "attention_windows",
-            "first_query_attention"]
+SWITCHES = ["pdl", "cuda_graphs", "splitk_gemm", "fused_gelu_gemm", "tma_attention",
+            "attention_windows", "first_query_attention"]
 
 
 def log(*args):
@@ -665,13 +670,18 @@ def main():
                         if solo.shape != got.shape or not apart <= r["bound"]:
                             fails.append(f"alone vs batch {apart:.3g} > bound {r['bound']:.3g}")
                     status = "FAIL" if fails else "pass"
-                    failures += bool(fails)
+                    # See the docstring: the opt-in tanh GELU's accuracy is
+                    # reported, its determinism still required.
+                    if fails and c.get("gelu") == "tanh" and not notes:
+                        status = "approx"
+                    failures += status == "FAIL"
+
                     agreement = (f"{r['cos']:.6f}" if r.get("cos") is not None
                                  else r.get("argmax"))
                     rows.append((spec["name"], bname, cname, oname, r.get("err"), r.get("bound"),
                                  r.get("torch_err"), agreement, status, "; ".join(fails)))
                     if fails:
-                        log(f"  FAIL {spec['name']} {bname} {cname} {oname}: {'; '.join(fails)}")
+                        log(f"  {status} {spec['name']} {bname} {cname} {oname}: {'; '.join(fails)}")
         log(f"  done at {time.time() - t_start:.0f} s")
         shutil.rmtree(outdir, ignore_errors=True)
 
@@ -686,8 +696,10 @@ def main():
         f"| {m} | {b} | {c} | {o} | {fmt(e)} | {fmt(bd)} | {fmt(te)} | {ag or ''} | "
         f"{st} | {note} |\n" for m, b, c, o, e, bd, te, ag, st, note in rows)
     passed = sum(r[8] == "pass" for r in rows)
-    summary = (f"{passed} of {len(rows)} checks pass, {len(rows) - passed} fail "
-               f"({time.time() - t_start:.0f} s)")
+    approx = sum(r[8] == "approx" for r in rows)
+    summary = (f"{passed} of {len(rows)} checks pass, "
+               + (f"{approx} outside the bound with the opt-in --gelu tanh, " if approx else "")
+               + f"{len(rows) - passed - approx} fail ({time.time() - t_start:.0f} s)")
     print(table)
     print(summary)
     if args.json_out:

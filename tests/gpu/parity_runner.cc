@@ -72,6 +72,7 @@ StatusOr<std::unique_ptr<Engine>> MakeEngine(std::shared_ptr<const Model> model,
   o.cuda_graphs = c.value("cuda_graphs", true);
   o.overlap_kernel_launches = c.value("pdl", true);
   o.splitk_gemms = c.value("splitk_gemm", true);
+  o.fused_gelu_gemm = c.value("fused_gelu_gemm", true);
   o.tma_attention = c.value("tma_attention", true);
   o.attention_windows = c.value("attention_windows", true);
   o.first_query_attention = c.value("first_query_attention", true);

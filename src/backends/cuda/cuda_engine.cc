@@ -162,7 +162,7 @@ Status CudaEngine::Init() {
   TraceStartup("cuda engine: weights uploaded");
   linear_ = std::make_unique<cuda::LinearLayers>(gemm_, options_.precision, kernel_cc_,
                                                  sm_count_, options_.splitk_gemms,
-                                                 overlap_launch_);
+                                                 options_.fused_gelu_gemm, overlap_launch_);
   forward_ = std::make_unique<cuda::EncoderForward>(c, options_, weights_, *linear_, kernel_cc_,
                                                     sm_count_, overlap_launch_);
   pool_ = std::make_unique<cuda::ActivationPool>(c, DTypeSize(PrecisionDType(options_.precision)),

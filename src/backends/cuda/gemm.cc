@@ -33,6 +33,8 @@ cublasLtEpilogue_t LtEpilogue(Epilogue e) {
       return CUBLASLT_EPILOGUE_GELU_BIAS;
     case Epilogue::kBiasRelu:
       return CUBLASLT_EPILOGUE_RELU_BIAS;
+    case Epilogue::kBiasGelu:  // refused by Linear
+      break;
   }
   return CUBLASLT_EPILOGUE_BIAS;
 }
@@ -242,6 +244,8 @@ Status LtGemm::AskHeuristic(const Key& key, Plan* p) const {
 
 Status LtGemm::Linear(const void* x, int rows, int in, const void* w, const void* bias, int out,
                       Epilogue epilogue, const void* residual, void* y, cudaStream_t stream) {
+  if (epilogue == Epilogue::kBiasGelu)
+    return InvalidArgument("cuBLASLt has no erf GELU epilogue: run it through LinearLayers");
   if (rows == 0) return Status::Ok();
   const Key key{out, rows, in, epilogue};
   std::lock_guard<std::mutex> lock(mu_);

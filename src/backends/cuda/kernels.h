@@ -41,8 +41,9 @@ struct PrefetchRanges {
 };
 
 // What a GEMM's epilogue applies after adding the bias (LtGemm::Linear,
-// SplitKLinear).
-enum class Epilogue { kBias, kBiasGeluTanh, kBiasRelu };
+// SplitKLinear). kBiasGelu (the erf form) only through LinearLayers::Run:
+// cuBLASLt has no such epilogue (bias_gelu_gemm.h).
+enum class Epilogue { kBias, kBiasGeluTanh, kBiasRelu, kBiasGelu };
 
 struct EmbeddingArgs {
   const int32_t* ids;         // [tokens], validated against the vocabulary

@@ -1,8 +1,18 @@
 #include "backends/cuda/linear.h"
 
+#include "backends/cuda/bias_gelu_gemm.h"
 #include "backends/cuda/splitk_gemm.h"
 
 namespace bertrt::cuda {
+namespace {
+
+// Rows from which BiasGeluGemm beats cuBLASLt's bias GEMM plus the
+// activation kernel over its output (BERT-base's FFN on the H200,
+// bench/RESULTS.md 2026-12-01: even at 2,432 rows, faster above; at 1,024
+// rows cuBLASLt's smaller tiles fill the GPU better).
+constexpr int kFusedGeluMinRows = 2432;
+
+}  // namespace
 
 Epilogue FfnEpilogue(const ModelConfig& c, const CudaEngineOptions& options) {
   if (options.precision == Precision::kFp32) return Epilogue::kBias;
@@ -10,12 +20,22 @@ Epilogue FfnEpilogue(const ModelConfig& c, const CudaEngineOptions& options) {
       (c.hidden_act == HiddenAct::kGelu && options.approximate_erf_gelu))
     return Epilogue::kBiasGeluTanh;
   if (c.hidden_act == HiddenAct::kRelu) return Epilogue::kBiasRelu;
+  if (c.hidden_act == HiddenAct::kGelu) return Epilogue::kBiasGelu;
   return Epilogue::kBias;
 }
 
 Status LinearLayers::Run(const void* x, int rows, int in, const void* w, const void* bias, int out,
                          Epilogue epilogue, const void* residual, void* y,
                          cudaStream_t stream) const {
+  if (epilogue == Epilogue::kBiasGelu) {
+    if (residual) return InvalidArgument("the erf GELU epilogue takes no residual");
+    if (fused_gelu_ && rows >= kFusedGeluMinRows &&
+        BiasGeluGemmApplies(precision_, compute_capability_, in, out))
+      return BiasGeluGemm(precision_, {x, rows, in, w, bias, out, y, sm_count_}, stream);
+    RETURN_IF_ERROR(gemm_.Linear(x, rows, in, w, bias, out, Epilogue::kBias, nullptr, y, stream));
+    return ActivationInPlace(precision_, HiddenAct::kGelu, y, size_t(rows) * out,
+                             {stream, overlap_launch_});
+  }
   if (splitk_ && SplitKLinearApplies(precision_, compute_capability_, rows, in, out))
     return SplitKLinear(precision_,
                         {x, rows, in, w, bias, out, epilogue, residual, y, sm_count_},

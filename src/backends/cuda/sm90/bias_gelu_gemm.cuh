@@ -1,0 +1,139 @@
+// CUTLASS's sm90 GEMM with a bias + erf GELU epilogue (bias_gelu_gemm.h),
+// templated on the tiling so that bench/probes/bias_gelu_gemm_probe.cu can
+// time the candidates the engine chose from. Compiled for sm_90a alone.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <mutex>
+#include <string>
+
+#include "backends/cuda/bias_gelu_gemm.h"
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/thread/activation.h"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "cutlass/util/packed_stride.hpp"
+
+namespace bertrt::cuda::sm90 {
+
+// GELU(x) = x Phi(x) with one special-function instruction: for a = |x|,
+// log2(1 - Phi(a)) is smooth on [0, 4 sqrt(2)], where a degree-7 polynomial
+// fits it (Chebyshev least squares, float32 Horner: |GELU error| <= 4.7e-7,
+// far below fp16's and bf16's rounding of the result). Past 4 sqrt(2),
+// 1 - Phi < 7.7e-9 is taken as 0: GELU(x) = x above, 0 below. Then
+// Phi(x) = 1 - tail for x >= 0 and tail below. Why not erff: this epilogue
+// runs once per output element while the tensor cores wait (K is only 768
+// deep), and erff's two polynomial ranges and exp cost as much as the
+// GEMM's tail; this form is ~12 instructions and one ex2 (bench/RESULTS.md,
+// 2026-12-01, "The erf GELU in the GEMM's epilogue").
+template <class T>
+struct GeluErf {
+  static const bool kIsHeavy = true;
+  CUTLASS_DEVICE static float Gelu(float x) {
+    constexpr float kEnd = 5.656854249f;
+    const float a = fminf(fabsf(x), kEnd);
+    float p = -1.9931321730837226e-06f;
+    p = fmaf(p, a, 6.478301656898111e-05f);
+    p = fmaf(p, a, -0.0009558197925798595f);
+    p = fmaf(p, a, 0.00860847532749176f);
+    p = fmaf(p, a, -0.05416931211948395f);
+    p = fmaf(p, a, -0.4582485258579254f);
+    p = fmaf(p, a, -1.151343822479248f);
+    p = fmaf(p, a, -0.9999851584434509f);
+    float tail;  // 1 - Phi(a) = 2^p
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(tail) : "f"(p));
+    if (a == kEnd) tail = 0.0f;
+    return x * (x >= 0.0f ? 1.0f - tail : tail);
+  }
+  CUTLASS_DEVICE T operator()(T const& v) const { return T(Gelu(float(v))); }
+};
+
+template <class T, int N>
+struct GeluErf<cutlass::Array<T, N>> {
+  static const bool kIsHeavy = true;
+  CUTLASS_DEVICE cutlass::Array<T, N> operator()(cutlass::Array<T, N> const& v) const {
+    cutlass::Array<T, N> y;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < N; ++i) y[i] = T(GeluErf<float>::Gelu(float(v[i])));
+    return y;
+  }
+};
+
+// y[rows, out] = gelu(x[rows, in] W[out, in]^T + bias[out]). In CUTLASS's
+// terms M = rows, N = out, K = in; x is A, row-major (M x K); W is B,
+// column-major (K x N: element (k, n) at n * K + k, HF's [out, in]); y is
+// D, row-major; the bias is per column of D. No C operand (beta = 0).
+// `Act`: GeluErf; the probe also times CUTLASS's erff GELU and Identity.
+template <class T, class TileShape, class ClusterShape, class MainloopSchedule,
+          class EpilogueSchedule, template <class> class Act = GeluErf>
+struct BiasGeluGemmKernel {
+  static constexpr int kAlignment = 8;  // elements: 16 bytes of fp16/bf16
+  using Fusion =
+      cutlass::epilogue::fusion::LinCombPerColBiasEltAct<Act, T, float, T, T, float>;
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void,
+      cutlass::layout::RowMajor, kAlignment, T, cutlass::layout::RowMajor, kAlignment,
+      EpilogueSchedule, Fusion>::CollectiveOp;
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, T, cutlass::layout::RowMajor,
+      kAlignment, T, cutlass::layout::ColumnMajor, kAlignment, float, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename Epilogue::SharedStorage))>,
+      MainloopSchedule>::CollectiveOp;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop,
+                                                      Epilogue>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+
+  static Status Run(const BiasGeluGemmArgs& a, cudaStream_t stream) {
+    using StrideA = typename Kernel::StrideA;
+    using StrideB = typename Kernel::StrideB;
+    using StrideD = typename Kernel::StrideD;
+    const int m = a.rows, n = a.out, k = a.in;
+    typename Kernel::Arguments args{
+        cutlass::gemm::GemmUniversalMode::kGemm,
+        {m, n, k, 1},
+        {static_cast<const T*>(a.x), cutlass::make_cute_packed_stride(StrideA{}, {m, k, 1}),
+         static_cast<const T*>(a.w), cutlass::make_cute_packed_stride(StrideB{}, {n, k, 1})},
+        {{},
+         nullptr,
+         {},
+         static_cast<T*>(a.y),
+         cutlass::make_cute_packed_stride(StrideD{}, {m, n, 1})}};
+    args.epilogue.thread.alpha = 1.0f;
+    args.epilogue.thread.beta = 0.0f;
+    args.epilogue.thread.bias_ptr = static_cast<const T*>(a.bias);
+    args.hw_info.device_id = 0;
+    args.hw_info.sm_count = a.sm_count;
+    if (Kernel::get_workspace_size(args) != 0)
+      return Internal("BiasGeluGemm: this tiling asks for a workspace, which the engine has none of");
+    if (Gemm::can_implement(args) != cutlass::Status::kSuccess)
+      return InvalidArgument("BiasGeluGemm: CUTLASS cannot take " + std::to_string(m) + " x " +
+                             std::to_string(k) + " -> " + std::to_string(n));
+    // The kernel's shared memory is above the 48 KB default: allowed once,
+    // outside any stream capture's concern.
+    static std::once_flag smem_set;
+    static cudaError_t smem_err = cudaSuccess;
+    std::call_once(smem_set, [] {
+      const int smem = int(Kernel::SharedStorageSize);
+      if (smem >= (48 << 10))
+        smem_err = cudaFuncSetAttribute(cutlass::device_kernel<Kernel>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    });
+    if (smem_err != cudaSuccess)
+      return Internal(std::string("BiasGeluGemm: cudaFuncSetAttribute: ") +
+                      cudaGetErrorString(smem_err));
+    typename Kernel::Params params = Kernel::to_underlying_arguments(args, nullptr);
+    if (Gemm::run(params, stream) != cutlass::Status::kSuccess) {
+      const cudaError_t err = cudaGetLastError();
+      return Internal(std::string("BiasGeluGemm: launch failed: ") + cudaGetErrorString(err));
+    }
+    return Status::Ok();
+  }
+};
+
+}  // namespace bertrt::cuda::sm90
