@@ -44,8 +44,8 @@ TEST_F(CudaErfGeluLinearTest, MatchesAFloat64Reference) {
     int rows, in, out;
   };
   // 1,000 rows: cuBLASLt + kernel; the others the fused kernel on sm_90.
-  const Shape shapes[] = {{1000, 768, 3072}, {2500, 768, 3072}, {4097, 1024, 4096},
-                          {3001, 384, 1536}};
+  const Shape shapes[] = {
+      {1000, 768, 3072}, {2500, 768, 3072}, {4097, 1024, 4096}, {3001, 384, 1536}};
   for (Precision p : {Precision::kFp16, Precision::kBf16}) {
     LtGemm gemm;
     ASSERT_TRUE(gemm.Init(p, kGemmWorkspaceBytes, gpu_.name, false).ok());
@@ -62,8 +62,8 @@ TEST_F(CudaErfGeluLinearTest, MatchesAFloat64Reference) {
       cudaMemcpy(dw.ptr, w.bits.data(), w.bits.size() * 2, cudaMemcpyHostToDevice);
       cudaMemcpy(db.ptr, bias.bits.data(), bias.bits.size() * 2, cudaMemcpyHostToDevice);
       cudaMemset(dy.ptr, 0xff, out_n * 2);  // NaN where nothing is written
-      const Status st = linear.Run(dx.ptr, s.rows, s.in, dw.ptr, db.ptr, s.out,
-                                   Epilogue::kBiasGelu, nullptr, dy.ptr, nullptr);
+      const Status st = linear.Run(dx.ptr, s.rows, s.in, dw.ptr, db.ptr, s.out, Epilogue::kBiasGelu,
+                                   nullptr, dy.ptr, nullptr);
       ASSERT_TRUE(st.ok()) << st.ToString();
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       std::vector<uint16_t> y(out_n);

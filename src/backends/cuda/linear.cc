@@ -37,8 +37,7 @@ Status LinearLayers::Run(const void* x, int rows, int in, const void* w, const v
                              {stream, overlap_launch_});
   }
   if (splitk_ && SplitKLinearApplies(precision_, compute_capability_, rows, in, out))
-    return SplitKLinear(precision_,
-                        {x, rows, in, w, bias, out, epilogue, residual, y, sm_count_},
+    return SplitKLinear(precision_, {x, rows, in, w, bias, out, epilogue, residual, y, sm_count_},
                         {stream, overlap_launch_});
   return gemm_.Linear(x, rows, in, w, bias, out, epilogue, residual, y, stream);
 }

@@ -12,10 +12,9 @@ namespace {
 // clusters and 1.61-1.64 for 256 x 128 / 128 x 256 tiles shared by both
 // warpgroups) and within 4% of the fastest at BERT-base's shapes.
 template <class T>
-using EngineKernel = sm90::BiasGeluGemmKernel<T, cute::Shape<cute::_128, cute::_128, cute::_64>,
-                                              cute::Shape<cute::_1, cute::_2, cute::_1>,
-                                              cutlass::gemm::KernelTmaWarpSpecializedPingpong,
-                                              cutlass::epilogue::TmaWarpSpecialized>;
+using EngineKernel = sm90::BiasGeluGemmKernel<
+    T, cute::Shape<cute::_128, cute::_128, cute::_64>, cute::Shape<cute::_1, cute::_2, cute::_1>,
+    cutlass::gemm::KernelTmaWarpSpecializedPingpong, cutlass::epilogue::TmaWarpSpecialized>;
 
 }  // namespace
 

@@ -72,21 +72,20 @@ template <class T, class TileShape, class ClusterShape, class MainloopSchedule,
           class EpilogueSchedule, template <class> class Act = GeluErf>
 struct BiasGeluGemmKernel {
   static constexpr int kAlignment = 8;  // elements: 16 bytes of fp16/bf16
-  using Fusion =
-      cutlass::epilogue::fusion::LinCombPerColBiasEltAct<Act, T, float, T, T, float>;
+  using Fusion = cutlass::epilogue::fusion::LinCombPerColBiasEltAct<Act, T, float, T, T, float>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, void,
       cutlass::layout::RowMajor, kAlignment, T, cutlass::layout::RowMajor, kAlignment,
       EpilogueSchedule, Fusion>::CollectiveOp;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, T, cutlass::layout::RowMajor,
-      kAlignment, T, cutlass::layout::ColumnMajor, kAlignment, float, TileShape, ClusterShape,
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, T, cutlass::layout::RowMajor, kAlignment,
+      T, cutlass::layout::ColumnMajor, kAlignment, float, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename Epilogue::SharedStorage))>,
       MainloopSchedule>::CollectiveOp;
-  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop,
-                                                      Epilogue>;
+  using Kernel =
+      cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 
   static Status Run(const BiasGeluGemmArgs& a, cudaStream_t stream) {
@@ -110,7 +109,8 @@ struct BiasGeluGemmKernel {
     args.hw_info.device_id = 0;
     args.hw_info.sm_count = a.sm_count;
     if (Kernel::get_workspace_size(args) != 0)
-      return Internal("BiasGeluGemm: this tiling asks for a workspace, which the engine has none of");
+      return Internal(
+          "BiasGeluGemm: this tiling asks for a workspace, which the engine has none of");
     if (Gemm::can_implement(args) != cutlass::Status::kSuccess)
       return InvalidArgument("BiasGeluGemm: CUTLASS cannot take " + std::to_string(m) + " x " +
                              std::to_string(k) + " -> " + std::to_string(n));
