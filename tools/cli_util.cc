@@ -74,8 +74,7 @@ Status SelfCheckGpuEngine(const LoadedModel& loaded, const EngineFlags& flags, E
   ASSIGN_OR_RETURN(const EngineSelfCheck check,
                    EngineSelfCheck::Create(loaded.model, *loaded.tokenizer));
   ASSIGN_OR_RETURN(const VerifyReport report, check.Check(engine, precision));
-  PrintNotice("self-check against the CPU engine in fp32 passed (" + DescribeReport(report) +
-              ")");
+  PrintNotice("self-check against the CPU engine in fp32 passed (" + DescribeReport(report) + ")");
   return Status::Ok();
 }
 
@@ -129,6 +128,10 @@ std::vector<CLI::Option*> AddServingOptions(CLI::App* cmd, ServingFlags* f) {
           ->check(CLI::PositiveNumber),
       cmd->add_option("--max-batch-size", f->max_batch_size, "Sequences per batch")
           ->check(CLI::PositiveNumber),
+      cmd->add_option("--max-client-batch-size", f->max_client_batch_size,
+                      "Inputs one request may carry, as /info's max_client_batch_size says "
+                      "(default: the model's max batch size); beyond: 413 / OUT_OF_RANGE")
+          ->check(CLI::PositiveNumber),
       cmd->add_option("--max-queue-delay-us", f->max_queue_delay_us,
                       "Longest wait of an idle instance for a fuller batch (0, Triton's "
                       "default: batches form from what queues while instances are busy)")
@@ -176,6 +179,7 @@ server::ServeDefaults MakeServeDefaults(const EngineFlags& engine, const Serving
   d.gpus = serving.gpus;
   d.scheduler.max_batch_tokens = serving.max_batch_tokens;
   d.scheduler.max_batch_size = serving.max_batch_size;
+  d.scheduler.max_client_batch_size = serving.max_client_batch_size;
   d.scheduler.max_queue_delay = std::chrono::microseconds(serving.max_queue_delay_us);
   d.scheduler.max_queue_size = static_cast<size_t>(serving.max_queue_size);
   d.scheduler.request_timeout = std::chrono::milliseconds(serving.request_timeout_ms);

@@ -29,8 +29,8 @@ StatusOr<LoadedModel> LoadForCli(const std::string& path);
 // --device, --precision and --threads, as run, bench and serve take them.
 struct EngineFlags {
   std::string device = "cpu";
-  std::string precision;      // empty: the device's default
-  int threads = 0;            // 0: all cores
+  std::string precision;       // empty: the device's default
+  int threads = 0;             // 0: all cores
   std::string gelu = "exact";  // exact | tanh: CudaEngineOptions::approximate_erf_gelu
 };
 void AddEngineOptions(CLI::App* cmd, EngineFlags* flags,
@@ -43,6 +43,7 @@ struct ServingFlags {
   std::vector<int> gpus;
   int max_batch_tokens = 16384;
   int max_batch_size = 64;
+  int max_client_batch_size = 0;  // 0: max_batch_size
   int max_queue_delay_us = 0;
   int max_queue_size = 1024;
   int request_timeout_ms = 30000;
@@ -51,7 +52,8 @@ struct ServingFlags {
   bool skip_verify = false;         // no EngineSelfCheck of GPU instances
 };
 // Adds --instances, --gpus, --max-batch-tokens, --max-batch-size,
-// --max-queue-delay-us, --max-queue-size, --request-timeout-ms, --auto-truncate,
+// --max-client-batch-size, --max-queue-delay-us, --max-queue-size, --request-timeout-ms,
+// --auto-truncate,
 // --warmup-shapes and --skip-verify.
 std::vector<CLI::Option*> AddServingOptions(CLI::App* cmd, ServingFlags* flags);
 // The serving defaults of every model (a config.pbtxt may override them).

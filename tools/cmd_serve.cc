@@ -36,6 +36,7 @@ struct ServeFlags {
   std::string api_key;
   server::TlsFiles tls;
   bool log_requests = false;
+  bool strict_readiness = true;
 };
 
 int Serve(const ServeFlags& flags) {
@@ -80,6 +81,7 @@ int Serve(const ServeFlags& flags) {
   const auto warmup = WarmUpGpus(flags.engine, flags.serving.gpus);
   server::Metrics metrics;
   server::ModelRegistry registry(MakeServeDefaults(flags.engine, flags.serving, &metrics));
+  registry.set_strict_readiness(flags.strict_readiness);
   Status loaded = flags.repository.empty()
                       ? registry.LoadSingle(flags.model, flags.model_name)
                       : registry.OpenRepository(flags.repository, *control, flags.load_models);
@@ -175,6 +177,11 @@ void RegisterServeCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-payload-bytes", f->max_payload_bytes,
                   "Largest request body or gRPC message; beyond: 413 / RESOURCE_EXHAUSTED")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--strict-readiness", f->strict_readiness,
+                  "true (Triton's default): /v2/health/ready and gRPC ServerReady say ready "
+                  "only while a model is served and none failed to load; false: ready once "
+                  "listening")
+      ->default_str("true");
   cmd->add_flag("--log-requests", f->log_requests,
                 "Log one JSON line per HTTP request and gRPC inference on stderr (request id, "
                 "method, path or model, status, latency); HTTP responses carry X-Request-Id "

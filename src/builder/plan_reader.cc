@@ -350,7 +350,9 @@ struct Mapping {
   }
 };
 
-StatusOr<std::shared_ptr<Mapping>> MapFile(const std::string& path, bool populate) {
+// A plan mapped for `bertrt inspect`, which reads its header and metadata
+// and lets go; plans that are served are read into memory (ReadPlan).
+StatusOr<std::shared_ptr<Mapping>> MapFile(const std::string& path) {
   ASSIGN_OR_RETURN(const RegularFile file, OpenRegularFile(path));
   const int fd = file.fd;
   if (file.size < plan::kHeaderSize) {
@@ -359,10 +361,7 @@ StatusOr<std::shared_ptr<Mapping>> MapFile(const std::string& path, bool populat
                     " bytes, less than the 64-byte plan header");
   }
   auto m = std::make_shared<Mapping>();
-  // MAP_POPULATE reads the whole file ahead in large requests: the checksums
-  // touch every page anyway, and a cold load is then one sequential read.
-  void* p = mmap(nullptr, file.size, PROT_READ,
-                 MAP_PRIVATE | (populate ? MAP_POPULATE : 0), fd, 0);
+  void* p = mmap(nullptr, file.size, PROT_READ, MAP_PRIVATE, fd, 0);
   close(fd);
   if (p == MAP_FAILED) return Internal(path + ": mmap failed (" + std::strerror(errno) + ")");
   m->data = p;
@@ -412,14 +411,18 @@ StatusOr<Plan> ReadPlanFromMemory(std::string_view bytes, std::shared_ptr<const 
   return plan;
 }
 
+// Into memory of our own, not mapped: the weights are views of it, served
+// as they are (ReadRegularFileIntoMemory says why).
 StatusOr<Plan> ReadPlan(const std::string& path) {
-  ASSIGN_OR_RETURN(auto mapping, MapFile(path, /*populate=*/true));
-  std::string_view bytes(static_cast<const char*>(mapping->data), mapping->size);
-  return ReadPlanFromMemory(bytes, mapping, path);
+  ASSIGN_OR_RETURN(FileBytes file, ReadRegularFileIntoMemory(path));
+  if (file.bytes.size() < plan::kHeaderSize)
+    return DataLoss(path + ": truncated: " + std::to_string(file.bytes.size()) +
+                    " bytes, less than the 64-byte plan header");
+  return ReadPlanFromMemory(file.bytes, std::move(file.owner), path);
 }
 
 StatusOr<PlanInfo> ReadPlanInfo(const std::string& path) {
-  ASSIGN_OR_RETURN(auto mapping, MapFile(path, /*populate=*/false));
+  ASSIGN_OR_RETURN(auto mapping, MapFile(path));
   Reader reader(path);
   Container c;
   RETURN_IF_ERROR(reader.ParseContainer(

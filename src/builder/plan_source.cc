@@ -1,13 +1,14 @@
 // What the builder takes from the source directory besides the Model: the
 // tokenizer exactly as the directory defines it, and a checksum of the
 // weights so a plan can be traced back to the checkpoint it came from.
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "bertrt/plan.h"
 #include "builder/crc32c.h"
@@ -24,22 +25,23 @@ StatusOr<std::string> ModelDirectory(const std::string& dir) {
   return layout ? layout->transformer_dir : dir;
 }
 
-// Continues `crc` over the file's bytes, mapped a window at a time so a
-// multi-GB checkpoint never needs that much address space at once.
+// Continues `crc` over the file's bytes, read a window at a time (read, not
+// mapped: a file cut short meanwhile is an error rather than SIGBUS).
 StatusOr<uint32_t> CrcFile(const std::string& path, uint32_t crc) {
   ASSIGN_OR_RETURN(const RegularFile file, OpenRegularFile(path));
   const int fd = file.fd;
-  const size_t size = file.size;
-  constexpr size_t kWindow = size_t{256} << 20;
-  for (size_t off = 0; off < size; off += kWindow) {
-    const size_t n = std::min(kWindow, size - off);
-    void* p = mmap(nullptr, n, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, static_cast<off_t>(off));
-    if (p == MAP_FAILED) {
+  std::vector<char> window(size_t{8} << 20);
+  for (size_t off = 0; off < file.size;) {
+    const ssize_t n =
+        pread(fd, window.data(), std::min(window.size(), file.size - off), static_cast<off_t>(off));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = n < 0 ? std::strerror(errno) : "it shrank while it was read";
       close(fd);
-      return Internal(path + ": mmap failed (" + std::strerror(errno) + ")");
+      return DataLoss("error reading " + path + ": " + why);
     }
-    crc = plan::Crc32c(p, n, crc);
-    munmap(p, n);
+    crc = plan::Crc32c(window.data(), static_cast<size_t>(n), crc);
+    off += static_cast<size_t>(n);
   }
   close(fd);
   return crc;

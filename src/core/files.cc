@@ -1,6 +1,7 @@
 #include "core/files.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -61,6 +62,53 @@ StatusOr<std::string> ReadRegularFile(const std::string& path) {
   }
   ::close(fd);
   return out;
+}
+
+StatusOr<FileBytes> ReadRegularFileIntoMemory(const std::string& path) {
+  ASSIGN_OR_RETURN(const RegularFile file, OpenRegularFile(path));
+  const int fd = file.fd;
+  struct stat before {};
+  ::fstat(fd, &before);
+  const size_t size = file.size;
+  // Anonymous pages: zero-filled only as read into, page-aligned as a
+  // mapping of the file was (views of the weights keep their alignment).
+  void* mem =
+      size ? ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+           : nullptr;
+  if (mem == MAP_FAILED) {
+    const int err = errno;
+    ::close(fd);
+    return ResourceExhausted("cannot allocate " + std::to_string(size) + " bytes for " + path +
+                             ": " + std::strerror(err));
+  }
+  std::shared_ptr<const void> owner(mem, [size](const void* p) {
+    if (p) ::munmap(const_cast<void*>(p), size);
+  });
+  char* out = static_cast<char*>(mem);
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::pread(fd, out + done, size - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : 0;
+      ::close(fd);
+      if (n == 0)
+        return Unavailable(path + " shrank while it was read (" + std::to_string(done) + " of " +
+                           std::to_string(size) +
+                           " bytes): it is being replaced; load it again once it is whole");
+      return DataLoss("error reading " + path + ": " + std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  struct stat after {};
+  ::fstat(fd, &after);
+  ::close(fd);
+  if (after.st_size != before.st_size || after.st_mtim.tv_sec != before.st_mtim.tv_sec ||
+      after.st_mtim.tv_nsec != before.st_mtim.tv_nsec)
+    return Unavailable(path +
+                       " changed while it was read: it is being replaced; load it "
+                       "again once it is whole");
+  return FileBytes{std::string_view(out, size), std::move(owner)};
 }
 
 }  // namespace bertrt

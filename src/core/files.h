@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
+#include <string_view>
 
 #include "bertrt/status.h"
 
@@ -23,5 +25,19 @@ StatusOr<RegularFile> OpenRegularFile(const std::string& path);
 
 // The whole of the regular file at `path` (errors as OpenRegularFile's).
 StatusOr<std::string> ReadRegularFile(const std::string& path);
+
+// The whole of the regular file at `path`, copied into page-aligned memory
+// this process owns (freed when the last copy of `owner` goes), for weights
+// and plans. Not mmap: a served model's weights were views of a mapping, and
+// an operator overwriting the file in place (`cp new model.safetensors`)
+// truncated it under the server, which died of SIGBUS at the next access to
+// a page it no longer had (issue 29). Read with pread, so a file cut short
+// while it is read is an error, not a signal; one whose size or modification
+// time changed meanwhile is refused as Unavailable, to be read again.
+struct FileBytes {
+  std::string_view bytes;
+  std::shared_ptr<const void> owner;
+};
+StatusOr<FileBytes> ReadRegularFileIntoMemory(const std::string& path);
 
 }  // namespace bertrt

@@ -1,10 +1,6 @@
 #include "bertrt/safetensors.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <limits>
 
@@ -21,10 +17,9 @@ constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
 
 bool ParseDType(const std::string& s, DType* out) {
   static const std::pair<const char*, DType> kNames[] = {
-      {"F64", DType::kF64}, {"F32", DType::kF32}, {"F16", DType::kF16},
-      {"BF16", DType::kBF16}, {"I64", DType::kI64}, {"I32", DType::kI32},
-      {"I16", DType::kI16}, {"I8", DType::kI8}, {"U8", DType::kU8},
-      {"BOOL", DType::kBool}};
+      {"F64", DType::kF64}, {"F32", DType::kF32},  {"F16", DType::kF16}, {"BF16", DType::kBF16},
+      {"I64", DType::kI64}, {"I32", DType::kI32},  {"I16", DType::kI16}, {"I8", DType::kI8},
+      {"U8", DType::kU8},   {"BOOL", DType::kBool}};
   for (const auto& [name, dtype] : kNames) {
     if (s == name) {
       *out = dtype;
@@ -67,16 +62,16 @@ class EntryParser {
 
     if (!shape_it->is_array()) return Bad("\"shape\" is not an array");
     // numel must fit in int64 (Tensor::numel) and numel * element size in uint64.
-    const uint64_t limit = static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) /
-                           DTypeSize(e->dtype);
+    const uint64_t limit =
+        static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / DTypeSize(e->dtype);
     uint64_t numel = 1;
     e->shape.clear();
     for (const nlohmann::json& d : *shape_it) {
       uint64_t dim = 0;
-      if (!GetU64(d, &dim)) return Bad("shape dimension " + d.dump().substr(0, 32) +
-                                       " is not a non-negative integer");
-      if (dim > limit || (dim != 0 && numel > limit / dim)) return Bad("shape " + shape_it->dump().substr(0, 80) +
-                                                       " has too many elements");
+      if (!GetU64(d, &dim))
+        return Bad("shape dimension " + d.dump().substr(0, 32) + " is not a non-negative integer");
+      if (dim > limit || (dim != 0 && numel > limit / dim))
+        return Bad("shape " + shape_it->dump().substr(0, 80) + " has too many elements");
       numel *= dim;
       e->shape.push_back(static_cast<int64_t>(dim));
     }
@@ -132,9 +127,8 @@ Status CheckLayout(std::vector<SafetensorsEntry>& entries, uint64_t data_size,
   for (const SafetensorsEntry& e : entries) {
     if (e.begin < pos)
       return DataLoss(file + ": tensor \"" + e.name + "\" bytes [" + std::to_string(e.begin) +
-                      ", " + std::to_string(e.end) + ") overlap tensor \"" + prev->name +
-                      "\" [" + std::to_string(prev->begin) + ", " + std::to_string(prev->end) +
-                      ")");
+                      ", " + std::to_string(e.end) + ") overlap tensor \"" + prev->name + "\" [" +
+                      std::to_string(prev->begin) + ", " + std::to_string(prev->end) + ")");
     if (e.begin > pos)
       return DataLoss(file + ": " + std::to_string(e.begin - pos) +
                       " unclaimed bytes in the data section before tensor \"" + e.name +
@@ -197,24 +191,14 @@ StatusOr<SafetensorsFile> SafetensorsFile::Parse(std::string_view bytes,
   return file;
 }
 
+// Read into memory of our own rather than mapped (ReadRegularFileIntoMemory
+// says why): fp32 tensors are views of it, served as they are.
 StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
-  ASSIGN_OR_RETURN(const RegularFile file, OpenRegularFile(path));
-  const int fd = file.fd;
-  const size_t size = file.size;
-  if (size < 8) {
-    ::close(fd);
-    return DataLoss(path + ": " + std::to_string(size) +
+  ASSIGN_OR_RETURN(FileBytes file, ReadRegularFileIntoMemory(path));
+  if (file.bytes.size() < 8)
+    return DataLoss(path + ": " + std::to_string(file.bytes.size()) +
                     " bytes is too short for a safetensors file");
-  }
-  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int map_errno = errno;
-  ::close(fd);  // the mapping stays valid without the descriptor
-  if (map == MAP_FAILED)
-    return ResourceExhausted("cannot mmap " + path + ": " + std::strerror(map_errno));
-  std::shared_ptr<const void> owner(map, [size](const void* p) {
-    ::munmap(const_cast<void*>(p), size);
-  });
-  return Parse(std::string_view(static_cast<const char*>(map), size), owner, path);
+  return Parse(file.bytes, std::move(file.owner), path);
 }
 
 const SafetensorsEntry* SafetensorsFile::Find(const std::string& name) const {

@@ -57,6 +57,15 @@ struct BatchStats {
 struct SchedulerOptions {
   int max_batch_tokens = 16384;  // a single request above it runs alone
   int max_batch_size = 64;       // sequences per batch
+  // Sequences one request may carry (TEI's max_client_batch_size); 0: as
+  // many as a batch (max_batch_size). Beyond: OutOfRange, before queueing. A
+  // request of 1,000 texts held the only CPU engine for a minute while a
+  // one-word request timed out behind it; with this cap a request is at most
+  // this many sequences of at most the model's length.
+  int max_client_batch_size = 0;
+  int client_batch_limit() const {
+    return max_client_batch_size > 0 ? max_client_batch_size : max_batch_size;
+  }
   // Ascending. When the queue holds at least the smallest, a batch leaves at
   // once, of the largest preferred size the queue fills (Triton's semantics).
   std::vector<int> preferred_batch_sizes;

@@ -5,6 +5,7 @@ import os
 import shutil
 import struct
 import subprocess
+import time
 
 import pytest
 import requests
@@ -33,6 +34,15 @@ def test_deeply_nested_json_is_refused_and_the_server_stays_up(servers, path):
     ok = requests.post(s.url + "/v2/models/seq_cls/infer", json={"inputs": [
         {"name": "text", "datatype": "BYTES", "shape": [2, 1], "data": [["a b"], ["c"]]}]})
     assert ok.status_code == 200, ok.text
+
+
+def safetensors_value(path, tensor, index):
+    """Value `index` of F32 `tensor` in the safetensors file at `path`."""
+    data = path.read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    entry = json.loads(data[8:8 + n])[tensor]
+    at = 8 + n + entry["data_offsets"][0] + 4 * index
+    return struct.unpack("<f", data[at:at + 4])[0]
 
 
 def poisoned_copy(src, dst, tensor, index=0, value=float("nan")):
@@ -106,5 +116,127 @@ def test_unload_takes_only_model_names(bertrt_bin, tmp_path, name):
         index = requests.post(s.url + "/v2/repository/index").json()
         assert [e["name"] for e in index] == ["cls"], index
         assert index[0]["state"] == "READY"
+    finally:
+        s.stop()
+
+
+@pytest.mark.parametrize("mode", ["none", "poll"])
+def test_overwriting_served_weights_in_place_never_crashes(bertrt_bin, tmp_path, mode):
+    """`cp new model.safetensors` over a served model truncates the file first: the
+    weights were views of a mapping of it, and the next request died of SIGBUS. They
+    are read into memory now; the server keeps serving what it loaded, and in poll
+    mode loads the new file once it is whole (a cut-short one fails to load and the
+    old version stays)."""
+    repo = tmp_path / "repo"
+    shutil.copytree(MODELS / "seq_cls", repo / "m" / "1")
+    args = ["--model-repository", str(repo)]
+    if mode == "poll":
+        args += ["--model-control-mode", "poll", "--repository-poll-secs", "0.2"]
+    s = Server(bertrt_bin, args)
+    body = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["hello"]}]}
+
+    def logits():
+        r = s.post("/v2/models/m/infer", body)
+        assert r.status_code == 200, r.text
+        return r.json()["outputs"][0]["data"]
+
+    try:
+        before = logits()
+        weights = repo / "m" / "1" / "model.safetensors"
+        new = poisoned_copy(MODELS / "seq_cls", tmp_path / "new", "classifier.bias", 0, 5.0)
+        old_bias0 = safetensors_value(weights, "classifier.bias", 0)
+        with open(weights, "r+b") as f:  # in place, as cp writes: truncated, then written
+            f.truncate(100)
+        for _ in range(10):  # poll mode tries (and fails) to load the cut-short file
+            assert logits() == before
+            time.sleep(0.1)
+        with open(weights, "r+b") as f:
+            f.write((new / "model.safetensors").read_bytes())
+        deadline = time.time() + 30
+        while mode == "poll" and logits() == before:
+            assert time.time() < deadline, "the rewritten weights were not loaded"
+            time.sleep(0.1)
+        after = logits()
+        assert s.alive()
+        if mode == "poll":  # classifier.bias[0] is 5 now: logit 0 moved by 5 less the old bias
+            assert after[1] == pytest.approx(before[1], abs=1e-5)
+            assert after[0] - before[0] == pytest.approx(5.0 - old_bias0, abs=1e-4)
+        else:
+            assert after == before
+    finally:
+        s.stop()
+
+
+@pytest.mark.parametrize("extra, limit", [((), 64), (("--max-client-batch-size", "5"), 5)])
+def test_a_request_carries_at_most_max_client_batch_size_inputs(servers, extra, limit):
+    """/info advertised max_client_batch_size 64 while 10,000 texts were accepted, and
+    one request of 1,000 texts held the CPU engine for a minute while others timed
+    out. Requests over the limit are refused (413, gRPC OUT_OF_RANGE) before queueing."""
+    s = servers("seq_cls", *extra)
+    assert requests.get(s.url + "/info").json()["max_client_batch_size"] == limit
+    for n, status in ((limit, 200), (limit + 1, 413), (10000, 413)):
+        texts = ["a b c"] * n
+        r = s.post("/predict", {"inputs": texts})
+        assert r.status_code == status, (n, r.text[:200])
+        k = s.post("/v2/models/seq_cls/infer", {"inputs": [
+            {"name": "text", "datatype": "BYTES", "shape": [n], "data": texts}]})
+        assert k.status_code == status, (n, k.text[:200])
+        if status == 413:
+            assert f"{n} inputs in one request, more than max_client_batch_size {limit}" in \
+                r.json()["error"]
+    assert s.alive()
+
+
+def test_tokenize_answers_only_what_the_model_takes(servers):
+    """/tokenize had no limit: 1M CJK characters made a 71 MB answer, and the server's
+    memory grew by as much on every call."""
+    s = servers("seq_cls")
+    info = requests.get(s.url + "/info").json()
+    r = s.post("/tokenize", {"inputs": "今天天气很好" * 200000})
+    assert r.status_code == 413, r.text[:200]
+    assert f"more than the model's max_input_length {info['max_input_length']}" in r.json()["error"]
+    r = s.post("/tokenize", {"inputs": ["a"] * (info["max_client_batch_size"] + 1)})
+    assert r.status_code == 413 and "max_client_batch_size" in r.json()["error"]
+    assert s.post("/tokenize", {"inputs": "hello world"}).status_code == 200
+    assert s.alive()
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_readiness_follows_the_models_unless_told_otherwise(bertrt_bin, tmp_path, strict):
+    """With every model unloaded, /v2/health/ready and gRPC ServerReady still said ready
+    while inference answered 503. Strict readiness (Triton's default) says not ready
+    then, and when a model fails to load; --strict-readiness false keeps the old
+    meaning (ready once listening)."""
+    import tritonclient.grpc as grpcclient
+    shutil.copytree(MODELS / "seq_cls", tmp_path / "cls" / "1")
+    args = ["--model-repository", str(tmp_path), "--model-control-mode", "explicit",
+            "--load-model", "cls"] + ([] if strict else ["--strict-readiness", "false"])
+    s = Server(bertrt_bin, args)
+    g = grpcclient.InferenceServerClient(s.grpc_url)
+
+    def ready():
+        r = requests.get(s.url + "/v2/health/ready", timeout=5)
+        assert g.is_server_ready() == (r.status_code == 200)
+        return r
+
+    try:
+        assert ready().status_code == 200
+        assert requests.post(s.url + "/v2/repository/models/cls/unload").status_code == 200
+        r = ready()
+        assert r.status_code == (400 if strict else 200), r.text
+        if strict:
+            assert "no model is loaded" in r.json()["error"]
+        # A model that fails to load (a broken config) keeps it not ready.
+        shutil.copytree(MODELS / "seq_cls", tmp_path / "bad" / "1")
+        (tmp_path / "bad" / "config.pbtxt").write_text("max_batch_size: [")
+        assert requests.post(s.url + "/v2/repository/models/bad/load").status_code == 400
+        assert requests.post(s.url + "/v2/repository/models/cls/load").status_code == 200
+        r = ready()
+        assert r.status_code == (400 if strict else 200), r.text
+        if strict:
+            assert "model bad failed to load" in r.json()["error"]
+        assert requests.post(s.url + "/v2/repository/models/bad/unload").status_code == 200
+        assert ready().status_code == 200
+        assert g.is_server_live()
     finally:
         s.stop()

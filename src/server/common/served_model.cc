@@ -316,8 +316,8 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& name
       if (!self_check) {
         auto created = EngineSelfCheck::Create(loaded.model, *loaded.tokenizer);
         if (!created.ok())
-          return Status(created.status().code(), "model " + name + ": self-check reference: " +
-                                                     created.status().message());
+          return Status(created.status().code(),
+                        "model " + name + ": self-check reference: " + created.status().message());
         self_check = std::move(*created);
       }
       ASSIGN_OR_RETURN(const Precision precision, ParsePrecision(spec.precision));
@@ -650,6 +650,24 @@ std::vector<RepositoryEntry> ModelRegistry::Index() const {
       out.push_back({name, std::to_string(v), "READY", ""});
   }
   return out;
+}
+
+Status ModelRegistry::Readiness() const {
+  if (!strict_readiness_) return Status::Ok();
+  std::lock_guard lock(mu_);
+  bool any = false;
+  for (const auto& [name, entry] : models_) {
+    any |= !entry.versions.empty();
+    // A load that failed (unloaded on request, or removed in poll mode, is
+    // no failure: the server is not meant to serve it).
+    if (entry.versions.empty() && !entry.reason.empty() && entry.reason != "unloaded")
+      return Unavailable("not ready: model " + name + " failed to load: " + entry.reason);
+  }
+  if (!any)
+    return Unavailable(
+        "not ready: no model is loaded (load one, or serve with --strict-readiness false to be "
+        "ready without models)");
+  return Status::Ok();
 }
 
 void ModelRegistry::Shutdown() {

@@ -36,7 +36,7 @@ struct InstanceSpec {
   std::string device = "cpu";  // "cpu" | "cuda"
   int gpu = 0;                 // for "cuda"
   std::string precision = "fp32";
-  int threads = 0;            // for "cpu"; 0: all cores
+  int threads = 0;             // for "cpu"; 0: all cores
   std::string gelu = "exact";  // for "cuda": --gelu
   // "cpu" or "cuda:N", as logs and metrics name it.
   std::string Name() const { return device == "cuda" ? "cuda:" + std::to_string(gpu) : device; }
@@ -175,6 +175,14 @@ class ModelRegistry {
   // Stops polling and drains every scheduler (queued work is finished).
   void Shutdown();
 
+  // /v2/health/ready and gRPC ServerReady. Strict (Triton's
+  // --strict-readiness, the default): Ok while at least one model is served
+  // and no model the server was asked to serve failed to load; Unavailable,
+  // saying why, otherwise (every model unloaded or removed, a new version that
+  // did not load). Not strict: Ok once the server listens.
+  Status Readiness() const;
+  void set_strict_readiness(bool strict) { strict_readiness_ = strict; }
+
  private:
   struct Entry {
     std::map<long, std::shared_ptr<ServedModel>> versions;  // served
@@ -190,6 +198,7 @@ class ModelRegistry {
   ServeDefaults defaults_;
   std::string repository_;
   ModelControl control_ = ModelControl::kNone;
+  bool strict_readiness_ = true;
   mutable std::mutex mu_;  // guards models_
   std::map<std::string, Entry> models_;
   std::mutex load_mu_;  // one load, unload or poll at a time

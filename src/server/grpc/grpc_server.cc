@@ -163,7 +163,7 @@ class GrpcServer::Service final : public inference::GRPCInferenceService::Servic
 
   grpc::Status ServerReady(grpc::ServerContext*, const inference::ServerReadyRequest*,
                            inference::ServerReadyResponse* resp) override {
-    resp->set_ready(true);  // the server listens only once its models are loaded
+    resp->set_ready(registry_.Readiness().ok());
     return grpc::Status::OK;
   }
 

@@ -281,8 +281,12 @@ void HttpServer::AddKServeRoutes() {
   });
   http_->Get("/v2/health/live",
              [](const Request&, Response& res) { SendJson(res, 200, json::object()); });
-  http_->Get("/v2/health/ready",
-             [](const Request&, Response& res) { SendJson(res, 200, json::object()); });
+  // KServe v2: 200 when ready, a 4xx when not (400, as Triton).
+  http_->Get("/v2/health/ready", [this](const Request&, Response& res) {
+    const Status ready = registry_.Readiness();
+    SendJson(res, ready.ok() ? 200 : 400,
+             ready.ok() ? json::object() : json{{"error", ready.message()}});
+  });
   // /v2/models/{m}[/versions/{v}][/ready]
   const std::string model_path = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
   Get(model_path, "kserve_metadata", [this](const Request& req, Response& res) {

@@ -220,9 +220,21 @@ StatusOr<json> Tokenize(ServedModel& m, const json& body) {
     return InvalidArgument("expected {\"inputs\": ...}");
   bool batch = false;
   ASSIGN_OR_RETURN(auto texts, TextList(body["inputs"], "inputs", &batch));
+  // What /embed would take, as TEI: at most max_client_batch_size texts of at
+  // most max_input_length tokens each (1M CJK characters made a 71 MB answer,
+  // and the server's memory grew by as much each time).
+  if (const size_t limit = m.scheduler().options().client_batch_limit(); texts.size() > limit)
+    return OutOfRange(std::to_string(texts.size()) +
+                      " inputs in one request, more than max_client_batch_size " +
+                      std::to_string(limit) + ": split them over several requests");
   json all = json::array();
   for (const std::string& text : texts) {
     ASSIGN_OR_RETURN(Encoding enc, m.tokenizer().Encode(text));
+    if (enc.input_ids.size() > static_cast<size_t>(m.max_input_length()))
+      return OutOfRange(
+          "input " + std::to_string(all.size()) + " is " + std::to_string(enc.input_ids.size()) +
+          " tokens, more than the model's max_input_length " +
+          std::to_string(m.max_input_length()) + "; /tokenize answers for what the model takes");
     const std::vector<size_t> at = BytePositions(text);
     json tokens = json::array();
     for (size_t i = 0; i < enc.input_ids.size(); ++i) {
@@ -286,7 +298,7 @@ json Info(HttpServer& s, ServedModel& m) {
               {"max_input_length", m.max_input_length()},
               {"max_batch_tokens", so.max_batch_tokens},
               {"max_batch_requests", so.max_batch_size},
-              {"max_client_batch_size", so.max_batch_size},
+              {"max_client_batch_size", so.client_batch_limit()},
               {"max_payload_bytes", s.options().max_payload_bytes},
               {"version", BERTRT_VERSION}};
 }
