@@ -240,3 +240,73 @@ def test_readiness_follows_the_models_unless_told_otherwise(bertrt_bin, tmp_path
         assert g.is_server_live()
     finally:
         s.stop()
+
+
+def raw_exchange(s, *parts, pause=0.2):
+    """Sends the parts on one connection, `pause` s apart; returns everything the
+    server sent until it closed (or 3 s of silence) and whether it closed."""
+    import socket
+    c = socket.create_connection(("127.0.0.1", s.port))
+    c.settimeout(3)
+    for p in parts:
+        c.sendall(p)
+        time.sleep(pause)
+    out, closed = b"", False
+    try:
+        while True:
+            d = c.recv(65536)
+            if not d:
+                closed = True
+                break
+            out += d
+    except socket.timeout:
+        pass
+    c.close()
+    return out, closed
+
+
+LIVE = b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+def test_bodies_httplib_would_misframe_are_answered_and_the_connection_closed(servers):
+    """A GET whose body came after its headers left the body on the connection, where
+    it read as the next request (400 "request failed" for every later request on it);
+    two different Content-Length headers were taken as the first, so the rest of the
+    body ran as a request of its own (smuggling behind a proxy); a body over
+    --max-payload-bytes was refused unread and then misread the same way. Each is now
+    answered (400 / 413, Connection: close) and the connection closed after it."""
+    s = servers("seq_cls", "--max-payload-bytes", "1000")
+    cases = [
+        ((b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n", b"hello",
+          LIVE), 400, b"GET requests carry no body"),
+        ((b"POST /v2/repository/index HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+          b"Content-Length: " + str(len(LIVE)).encode() + b"\r\n\r\n" + LIVE,), 400,
+         b"conflicting Content-Length headers"),
+        ((b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+          b"Content-Length: 5000\r\n\r\n", b"x" * 5000, LIVE), 413, b"--max-payload-bytes 1000"),
+    ]
+    for parts, status, message in cases:
+        out, closed = raw_exchange(s, *parts)
+        assert out.startswith(b"HTTP/1.1 %d" % status), out[:200]
+        assert message in out and b"Connection: close" in out, out[:300]
+        assert out.count(b"HTTP/1.1 ") == 1, out  # nothing after it ran as a request
+        assert closed
+    # requests sends a GET's body right after the headers, as in the report.
+    r = requests.get(s.url + "/v2/health/ready", data="x" * 10)
+    assert r.status_code == 400 and "carry no body" in r.json()["error"]
+    assert s.alive()
+
+
+def test_a_post_without_a_body_is_an_empty_body(servers, tmp_path):
+    """`curl -X POST .../v2/repository/index` (Triton's documented form: no body, no
+    Content-Length) waited for a body and failed; a POST with neither Content-Length
+    nor Transfer-Encoding has an empty body."""
+    s = servers("seq_cls")
+    out, _ = raw_exchange(s, b"POST /v2/repository/index HTTP/1.1\r\nHost: x\r\n\r\n", LIVE)
+    assert out.startswith(b"HTTP/1.1 200"), out[:200]
+    assert out.count(b"HTTP/1.1 200") == 2, out  # and the connection went on
+    curl = subprocess.run(["curl", "-s", "-X", "POST", s.url + "/v2/repository/index"],
+                          capture_output=True, text=True, timeout=10)
+    assert json.loads(curl.stdout)[0]["state"] == "READY", curl.stdout
+    out, _ = raw_exchange(s, b"POST /embed HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 400") and b"malformed JSON" in out, out[:300]

@@ -208,8 +208,12 @@ class Watcher {
 
 }  // namespace
 
+int ConnectionSocket(const httplib::Request& req) {
+  return req.ssl ? SSL_get_fd(req.ssl) : PlainConnectionSocket(req);
+}
+
 ClientWatch::ClientWatch(const httplib::Request& req) {
-  const int fd = req.ssl ? SSL_get_fd(req.ssl) : PlainConnectionSocket(req);
+  const int fd = ConnectionSocket(req);
   Watcher* watcher = Watcher::Get();
   if (fd < 0 || !watcher) return;
   auto state = std::make_shared<ClientWatchState>();

@@ -43,4 +43,7 @@ class ClientWatch {
   std::shared_ptr<ClientWatchState> state_;
 };
 
+// The socket `req` came in on (a TLS request's from its SSL object), or -1.
+int ConnectionSocket(const httplib::Request& req);
+
 }  // namespace bertrt::server

@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 #include <openssl/pem.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -93,6 +94,33 @@ std::chrono::steady_clock::time_point& RequestStart() {
   return start;
 }
 
+// The socket to close once the response of this thread's request is
+// written (AnswerBeforeBody), or -1.
+int& CloseAfterResponse() {
+  thread_local int fd = -1;
+  return fd;
+}
+
+// Ends a connection whose answer is written: our side first (the answer,
+// then FIN), then what the client still sends is read away until it closes
+// too or 2 s pass. Closing with unread bytes, or bytes arriving after,
+// resets the connection, which can destroy the answer before the client
+// reads it (the lingering close of nginx and Apache). httplib then closes
+// the socket, finding it ended.
+void LingeringClose(int fd) {
+  ::shutdown(fd, SHUT_WR);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  char sink[16384];
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p{fd, POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+    if (::recv(fd, sink, sizeof(sink), 0) <= 0) break;
+  }
+  ::shutdown(fd, SHUT_RD);
+}
+
 // httplib::SSLServer from PEM text (it takes files or parsed objects).
 std::unique_ptr<httplib::Server> MakeServer(const TlsPem& tls) {
   if (tls.cert.empty()) return std::make_unique<httplib::Server>();
@@ -150,10 +178,13 @@ HttpServer::HttpServer(ModelRegistry& registry, Metrics& metrics, HttpOptions op
   http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     res.set_header("X-Request-Id", RequestId(req.get_header_value("X-Request-Id")));
     RequestStart() = std::chrono::steady_clock::now();
-    return httplib::Server::HandlerResponse::Unhandled;
+    return AnswerBeforeBody(req, res) ? httplib::Server::HandlerResponse::Handled
+                                      : httplib::Server::HandlerResponse::Unhandled;
   });
-  if (options_.log_requests)
-    http_->set_logger([](const httplib::Request& req, const httplib::Response& res) {
+  // httplib calls its logger once the response is written: the access log,
+  // and the close AnswerBeforeBody asked for.
+  http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    if (options_.log_requests)
       LogRequest({{"request_id", res.get_header_value("X-Request-Id")},
                   {"protocol", "http"},
                   {"method", req.method},
@@ -161,7 +192,11 @@ HttpServer::HttpServer(ModelRegistry& registry, Metrics& metrics, HttpOptions op
                   {"status", res.status},
                   {"remote", req.remote_addr}},
                  RequestStart());
-    });
+    if (int& fd = CloseAfterResponse(); fd >= 0) {
+      LingeringClose(fd);
+      fd = -1;
+    }
+  });
   AddKServeRoutes();
   AddTeiRoutes();
   http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
@@ -195,7 +230,57 @@ void HttpServer::Get(const std::string& pattern, const std::string& endpoint, Ha
 }
 
 void HttpServer::Post(const std::string& pattern, const std::string& endpoint, Handler handler) {
-  http_->Post(pattern, RequireKey(endpoint, std::move(handler)));
+  Handler keyed = RequireKey(endpoint, std::move(handler));
+  post_routes_.emplace_back(std::regex(pattern), keyed);
+  http_->Post(pattern, std::move(keyed));
+}
+
+bool HttpServer::AnswerBeforeBody(const httplib::Request& req, httplib::Response& res) {
+  auto refuse = [&](const std::string& why, int status = 400) {
+    // Whatever body follows cannot be told from the next request: the
+    // connection closes once this answer is written (httplib keeps it open
+    // whatever the response says; the logger, which runs after the write,
+    // closes it).
+    res.set_header("Connection", "close");
+    CloseAfterResponse() = ConnectionSocket(req);
+    SendJson(res, status, json{{"error", why}});
+    return true;
+  };
+  const size_t lengths = req.get_header_value_count("Content-Length");
+  const std::string length = req.get_header_value("Content-Length");
+  for (size_t i = 1; i < lengths; ++i)
+    if (req.get_header_value("Content-Length", i) != length)
+      return refuse("conflicting Content-Length headers; send one");
+  if (lengths) {
+    const bool digits =
+        !length.empty() && length.size() <= 18 &&
+        std::all_of(length.begin(), length.end(), [](unsigned char c) { return std::isdigit(c); });
+    if (!digits) return refuse("Content-Length \"" + length + "\" is not a byte count");
+    // Refused before a byte of it is read, so the body must not stay behind.
+    if (std::stoull(length) > options_.max_payload_bytes)
+      return refuse(
+          "payload larger than --max-payload-bytes " + std::to_string(options_.max_payload_bytes),
+          413);
+  }
+  const bool chunked = req.has_header("Transfer-Encoding");
+  if (lengths && chunked) return refuse("both Content-Length and Transfer-Encoding; send one");
+  const bool post = req.method == "POST" || req.method == "PUT" || req.method == "PATCH";
+  if (!post) {
+    if (chunked || (lengths && length != "0"))
+      return refuse(req.method + " requests carry no body here; send it with POST");
+    return false;
+  }
+  if (lengths || chunked) return false;  // httplib reads the body
+  // Neither header: the body is empty (RFC 9112 section 6.3); route it here.
+  for (const auto& [pattern, handler] : post_routes_) {
+    httplib::Request bodiless = req;
+    if (std::regex_match(bodiless.path, bodiless.matches, pattern)) {
+      handler(bodiless, res);
+      return true;
+    }
+  }
+  SendJson(res, 404, json{{"error", "no such endpoint"}});
+  return true;
 }
 
 Status HttpServer::Bind() {

@@ -7,7 +7,10 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "server/common/metrics.h"
 #include "server/common/served_model.h"
@@ -67,11 +70,23 @@ class HttpServer {
   void Post(const std::string& pattern, const std::string& endpoint, Handler handler);
   Handler RequireKey(const std::string& endpoint, Handler handler);
   bool Authorized(const httplib::Request& req) const;
+  // Answers, before httplib reads any body, the requests whose body it would
+  // frame wrongly (RFC 9112 section 6); true when it did. A GET with a body
+  // left the body on the connection, where it read as the next request, and
+  // every later request on that keep-alive connection got 400; two different
+  // Content-Length headers were taken as the first (request smuggling behind
+  // a proxy); a POST with neither Content-Length nor Transfer-Encoding (an
+  // empty body: `curl -X POST .../v2/repository/index`, Triton's documented
+  // form) waited for a body until the client gave up.
+  bool AnswerBeforeBody(const httplib::Request& req, httplib::Response& res);
 
   ModelRegistry& registry_;
   Metrics& metrics_;
   HttpOptions options_;
   std::unique_ptr<httplib::Server> http_;
+  // The POST routes as registered (pattern, handler behind the key), for the
+  // bodiless POSTs AnswerBeforeBody dispatches itself.
+  std::vector<std::pair<std::regex, Handler>> post_routes_;
   int listen_fd_ = -1;  // the listening socket, to widen httplib's backlog
 };
 
