@@ -560,7 +560,15 @@ Status ModelRegistry::CheckExplicit() const {
 Status ModelRegistry::Load(const std::string& name) {
   RETURN_IF_ERROR(CheckExplicit());
   std::lock_guard load_lock(load_mu_);
-  return LoadFromRepository(name);
+  // On a thread of its own that ends with the load: creating a model runs
+  // OpenMP regions, and libgomp keeps a pool of worker threads for each
+  // thread that starts one, for as long as that thread lives. Run on the
+  // calling HTTP or gRPC handler thread (hundreds of them, long-lived), each
+  // load on another handler left another pool behind (300 load/unload
+  // cycles: 514 -> 770 threads, 32 -> 637 MB).
+  Status loaded;
+  std::thread([&] { loaded = LoadFromRepository(name); }).join();
+  return loaded;
 }
 
 Status ModelRegistry::Unload(const std::string& name) {
