@@ -6,7 +6,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -37,6 +40,7 @@ struct ServeFlags {
   server::TlsFiles tls;
   bool log_requests = false;
   bool strict_readiness = true;
+  double drain_seconds = 30;
 };
 
 int Serve(const ServeFlags& flags) {
@@ -105,13 +109,31 @@ int Serve(const ServeFlags& flags) {
     if (Status st = grpc->Start(); !st.ok()) return Fail(st, kExitRuntimeError);
   }
   std::atomic<bool> signalled{false};
+  // Set by the main thread once both front ends have stopped and the models
+  // are drained.
+  std::mutex drained_mu;
+  std::condition_variable drained_cv;
+  bool drained = false;
+  const auto drain = std::chrono::milliseconds(static_cast<long>(flags.drain_seconds * 1000));
   std::thread waiter([&] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
     signalled = true;
-    std::fprintf(stderr, "[serve] signal %d: stopping (finishing in-flight requests)\n", sig);
+    std::fprintf(stderr, "[serve] signal %d: stopping (finishing in-flight requests, up to %g s)\n",
+                 sig, flags.drain_seconds);
     http.Stop();
-    if (grpc) grpc->Stop();  // waits for in-flight RPCs
+    if (grpc) grpc->Stop(drain);  // calls still running at the deadline are cancelled
+    // The same deadline for HTTP: what is still queued then is given up on
+    // (503), so that its handlers answer and the process can exit.
+    std::unique_lock lock(drained_mu);
+    if (!drained_cv.wait_for(lock, drain, [&] { return drained; })) {
+      std::fprintf(stderr,
+                   "[serve] --drain-timeout (%g s) passed: cancelling the requests still "
+                   "queued\n",
+                   flags.drain_seconds);
+      registry.CancelQueued(
+          Unavailable("the server is shutting down and its --drain-timeout passed"));
+    }
   });
   const std::string grpc_address =
       grpc ? flags.host + ":" + std::to_string(flags.grpc_port) : "off";
@@ -125,6 +147,11 @@ int Serve(const ServeFlags& flags) {
   http.Run();
   if (grpc) grpc->Wait();
   registry.Shutdown();
+  {
+    std::lock_guard lock(drained_mu);
+    drained = true;
+  }
+  drained_cv.notify_all();
   // Run also returns when listening fails; wake the waiter then.
   if (!signalled) pthread_kill(waiter.native_handle(), SIGTERM);
   waiter.join();
@@ -182,6 +209,11 @@ void RegisterServeCommand(CLI::App& app, int& exit_code) {
                   "only while a model is served and none failed to load; false: ready once "
                   "listening")
       ->default_str("true");
+  cmd->add_option("--drain-timeout", f->drain_seconds,
+                  "On SIGTERM/SIGINT, how long in-flight and queued requests (HTTP and gRPC) "
+                  "may take to finish; then gRPC calls still running are cancelled and "
+                  "requests still queued get 503 / UNAVAILABLE")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--log-requests", f->log_requests,
                 "Log one JSON line per HTTP request and gRPC inference on stderr (request id, "
                 "method, path or model, status, latency); HTTP responses carry X-Request-Id "

@@ -56,6 +56,19 @@ void Scheduler::Shutdown() {
     if (w.joinable()) w.join();
 }
 
+void Scheduler::CancelQueued(const Status& why) {
+  std::deque<PendingPtr> dropped;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    dropped.swap(queue_);
+    queued_tokens_ = 0;
+    queued_seqs_ = 0;
+  }
+  cv_.notify_all();
+  for (PendingPtr& p : dropped) p->promise.set_value(why);
+}
+
 size_t Scheduler::queued() const {
   std::lock_guard lock(mu_);
   return queue_.size();

@@ -95,6 +95,10 @@ class Scheduler {
 
   // Stops taking requests, computes those already queued, joins the workers.
   void Shutdown();
+  // Stops taking requests and fails every request still queued with `why`
+  // (batches already running finish): what a shutdown whose drain ran out of
+  // time gives up on.
+  void CancelQueued(const Status& why);
 
   const ModelConfig& config() const { return engines_.front()->config(); }
   const SchedulerOptions& options() const { return options_; }

@@ -336,3 +336,42 @@ def test_load_and_unload_cycles_leave_no_threads_behind(bertrt_bin, tmp_path):
         assert threads() <= before + 2, (before, threads())
     finally:
         s.stop()
+
+
+@pytest.mark.parametrize("drain, want_cancelled", [("1", True), ("60", False)])
+def test_sigterm_drains_within_drain_timeout(bertrt_bin, default_model, drain, want_cancelled):
+    """SIGTERM finishes in-flight and queued requests, but only for --drain-timeout:
+    then what is still queued gets 503 (gRPC: calls still running are cancelled) and
+    the server exits. Every request gets an answer either way."""
+    import collections
+    import signal
+    import threading
+    s = Server(bertrt_bin, [default_model, "--drain-timeout", drain, "--max-batch-size", "16"])
+    texts = ["the quick brown fox jumps over the lazy dog " * 25] * 16  # ~0.5 s a request here
+    answers = []
+
+    def client():
+        try:
+            r = requests.post(s.url + "/embed", json={"inputs": texts}, timeout=120)
+            answers.append((r.status_code, r.json().get("error", "") if r.status_code != 200
+                            else ""))
+        except requests.RequestException as e:
+            answers.append(("no answer", str(e)))
+
+    clients = [threading.Thread(target=client) for _ in range(12)]
+    for c in clients:
+        c.start()
+    time.sleep(0.5)
+    start = time.time()
+    s.proc.send_signal(signal.SIGTERM)
+    assert s.proc.wait(120) == 0
+    took = time.time() - start
+    for c in clients:
+        c.join()
+    counts = collections.Counter(answers)
+    assert sum(counts.values()) == 12 and all(a[0] in (200, 503) for a in counts), counts
+    cancelled = counts[(503, "the server is shutting down and its --drain-timeout passed")]
+    if want_cancelled:
+        assert cancelled > 0 and took < 15, (counts, took)
+    else:
+        assert counts[(200, "")] == 12, counts

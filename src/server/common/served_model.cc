@@ -678,6 +678,10 @@ Status ModelRegistry::Readiness() const {
   return Status::Ok();
 }
 
+void ModelRegistry::CancelQueued(const Status& why) {
+  for (const auto& m : Served()) m->scheduler().CancelQueued(why);
+}
+
 void ModelRegistry::Shutdown() {
   {
     std::lock_guard lock(poll_mu_);

@@ -174,6 +174,8 @@ class ModelRegistry {
 
   // Stops polling and drains every scheduler (queued work is finished).
   void Shutdown();
+  // Fails what every model still has queued (Scheduler::CancelQueued).
+  void CancelQueued(const Status& why);
 
   // /v2/health/ready and gRPC ServerReady. Strict (Triton's
   // --strict-readiness, the default): Ok while at least one model is served
