@@ -209,7 +209,7 @@ void RegisterBuildCommand(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "build",
       "Build one self-contained plan file from a Hugging Face model directory: config, head, "
-      "labels, tokenizer and weights laid out for direct use (mmap'd at load). The plan runs on "
+      "labels, tokenizer and weights laid out for direct use (read once at load, no conversion). The plan runs on "
       "the CPU and on any supported GPU; `run`, `tokenize`, `inspect` and `bench` take it in "
       "place of the directory. The build ends by running the plan on sample texts against the "
       "fp32 reference and fails above the thresholds (fp32: max abs diff 1e-4 relative; "

@@ -1,4 +1,4 @@
-// Plan files: one self-contained, mmap-able file per model holding everything
+// Plan files: one self-contained file per model holding everything
 // needed to serve it (config, head, labels, tokenizer, weights in bertrt's own
 // layout, build metadata, a GEMM tuning-cache slot). The bytes of a plan are
 // untrusted: the reader checks every size, offset and checksum before use.
@@ -71,7 +71,8 @@ struct Plan {
 // reads 8 bytes). Used to route a MODEL argument to the plan reader.
 bool IsPlanFile(const std::string& path);
 
-// mmaps `path` read-only, validates it and binds the Model to the mapping.
+// Reads `path` into memory (ReadRegularFileIntoMemory), validates it and binds
+// the Model to those bytes.
 StatusOr<Plan> ReadPlan(const std::string& path);
 // The same over bytes in memory (tests, fuzzing); `owner` keeps them alive.
 StatusOr<Plan> ReadPlanFromMemory(std::string_view bytes, std::shared_ptr<const void> owner,

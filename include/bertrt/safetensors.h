@@ -29,7 +29,7 @@ class SafetensorsFile {
   static StatusOr<SafetensorsFile> Parse(std::string_view bytes,
                                          std::shared_ptr<const void> owner,
                                          std::string display_name = "<memory>");
-  // mmaps `path` read-only and parses it.
+  // Reads `path` into memory (ReadRegularFileIntoMemory) and parses it.
   static StatusOr<SafetensorsFile> Open(const std::string& path);
 
   const std::vector<SafetensorsEntry>& entries() const { return entries_; }

@@ -1,5 +1,5 @@
 // A typed, shaped view of memory with shared ownership of its storage. Weights
-// are Tensors that point into an mmap'd file or into a buffer the importer
+// are Tensors that point into a file read into memory or into a buffer the importer
 // converted them to; the owner keeps that storage alive.
 #pragma once
 
