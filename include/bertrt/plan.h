@@ -62,7 +62,7 @@ struct PlanInfo {
 };
 
 struct Plan {
-  std::shared_ptr<Model> model;  // zero-copy views of the mapping, in the stored dtypes
+  std::shared_ptr<Model> model;  // zero-copy views of the bytes read, in the stored dtypes
   std::shared_ptr<Tokenizer> tokenizer;
   PlanInfo info;
 };
