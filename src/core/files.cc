@@ -40,7 +40,7 @@ StatusOr<RegularFile> OpenRegularFile(const std::string& path) {
   }
   // Reads of a regular file never block; clear the flag all the same.
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-  return RegularFile{fd, static_cast<size_t>(st.st_size)};
+  return RegularFile{fd, static_cast<size_t>(st.st_size), st.st_mtim};
 }
 
 StatusOr<std::string> ReadRegularFile(const std::string& path) {
@@ -67,8 +67,6 @@ StatusOr<std::string> ReadRegularFile(const std::string& path) {
 StatusOr<FileBytes> ReadRegularFileIntoMemory(const std::string& path) {
   ASSIGN_OR_RETURN(const RegularFile file, OpenRegularFile(path));
   const int fd = file.fd;
-  struct stat before {};
-  ::fstat(fd, &before);
   const size_t size = file.size;
   // Anonymous pages: zero-filled only as read into, page-aligned as a
   // mapping of the file was (views of the weights keep their alignment).
@@ -103,8 +101,8 @@ StatusOr<FileBytes> ReadRegularFileIntoMemory(const std::string& path) {
   struct stat after {};
   ::fstat(fd, &after);
   ::close(fd);
-  if (after.st_size != before.st_size || after.st_mtim.tv_sec != before.st_mtim.tv_sec ||
-      after.st_mtim.tv_nsec != before.st_mtim.tv_nsec)
+  if (static_cast<size_t>(after.st_size) != size || after.st_mtim.tv_sec != file.mtime.tv_sec ||
+      after.st_mtim.tv_nsec != file.mtime.tv_nsec)
     return Unavailable(path +
                        " changed while it was read: it is being replaced; load it "
                        "again once it is whole");

@@ -4,6 +4,8 @@
 // directory or device is no model file either.
 #pragma once
 
+#include <time.h>
+
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -15,11 +17,12 @@ namespace bertrt {
 
 // The regular file at `path`, opened read-only (close-on-exec, and without
 // blocking on a FIFO, which is then refused): its descriptor, which the
-// caller closes, and its size. NotFound when it is missing; InvalidArgument
-// when it is not a regular file.
+// caller closes, its size and modification time. NotFound when it is
+// missing; InvalidArgument when it is not a regular file.
 struct RegularFile {
   int fd;
   size_t size;
+  timespec mtime;
 };
 StatusOr<RegularFile> OpenRegularFile(const std::string& path);
 

@@ -74,14 +74,19 @@ size_t Scheduler::queued() const {
   return queue_.size();
 }
 
+Status SchedulerOptions::CheckClientBatch(size_t inputs) const {
+  const size_t limit = client_batch_limit();
+  if (inputs <= limit) return Status::Ok();
+  return OutOfRange(std::to_string(inputs) +
+                    " inputs in one request, more than max_client_batch_size " +
+                    std::to_string(limit) +
+                    " (the server's --max-client-batch-size, else --max-batch-size or "
+                    "config.pbtxt's max_batch_size): split them over several requests");
+}
+
 std::future<StatusOr<InferResult>> Scheduler::Submit(InferRequest request) {
   if (request.sequences.empty()) return Ready(InvalidArgument("request has no sequences"));
-  if (const size_t limit = options_.client_batch_limit(); request.sequences.size() > limit)
-    return Ready(OutOfRange(std::to_string(request.sequences.size()) +
-                            " inputs in one request, more than max_client_batch_size " +
-                            std::to_string(limit) +
-                            " (the server's --max-client-batch-size, else --max-batch-size or "
-                            "config.pbtxt's max_batch_size): split them over several requests"));
+  if (Status st = options_.CheckClientBatch(request.sequences.size()); !st.ok()) return Ready(st);
   // Checked per request so that one bad request never fails a whole batch.
   RaggedBatch check;
   for (const SequenceInput& s : request.sequences) check.Add(s.input_ids, s.token_type_ids);

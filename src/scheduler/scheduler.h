@@ -66,6 +66,8 @@ struct SchedulerOptions {
   int client_batch_limit() const {
     return max_client_batch_size > 0 ? max_client_batch_size : max_batch_size;
   }
+  // OutOfRange when `inputs` is over client_batch_limit(), saying how to fix it.
+  Status CheckClientBatch(size_t inputs) const;
   // Ascending. When the queue holds at least the smallest, a batch leaves at
   // once, of the largest preferred size the queue fills (Triton's semantics).
   std::vector<int> preferred_batch_sizes;

@@ -23,24 +23,13 @@ namespace {
 
 using test_util::DeviceBuffer;
 using test_util::FromBits;
-using test_util::ToBits;
 
 struct Shape {
   int rows, in, out;
 };
 
-// Random values rounded to precision p: the bits, and their exact values.
-struct Matrix {
-  std::vector<uint16_t> bits;
-  std::vector<double> val;
-};
-
-Matrix Random(size_t n, float scale, Precision p, std::mt19937& rng) {
-  std::normal_distribution<float> dist(0.0f, scale);
-  Matrix m{std::vector<uint16_t>(n), std::vector<double>(n)};
-  for (size_t i = 0; i < n; ++i) m.val[i] = FromBits(m.bits[i] = ToBits(dist(rng), p), p);
-  return m;
-}
+using Matrix = test_util::RoundedMatrix;
+constexpr auto Random = test_util::RandomRounded;
 
 double Activate(double v, Epilogue e) {
   if (e == Epilogue::kBiasRelu) return std::max(v, 0.0);

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <random>
+#include <vector>
 
 #include "bertrt/cuda_engine.h"
 #include "bertrt/devices.h"
@@ -59,6 +61,20 @@ inline float FromBits(uint16_t bits, Precision p) {
   __nv_bfloat16 b;
   std::memcpy(&b, &bits, 2);
   return __bfloat162float(b);
+}
+
+// Normal random values rounded to precision p: their bits, and the values
+// the bits hold exactly (what a float64 reference multiplies).
+struct RoundedMatrix {
+  std::vector<uint16_t> bits;
+  std::vector<double> val;
+};
+
+inline RoundedMatrix RandomRounded(size_t n, float scale, Precision p, std::mt19937& rng) {
+  std::normal_distribution<float> dist(0.0f, scale);
+  RoundedMatrix m{std::vector<uint16_t>(n), std::vector<double>(n)};
+  for (size_t i = 0; i < n; ++i) m.val[i] = FromBits(m.bits[i] = ToBits(dist(rng), p), p);
+  return m;
 }
 
 }  // namespace bertrt::cuda::test_util

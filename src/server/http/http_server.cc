@@ -101,6 +101,21 @@ int& CloseAfterResponse() {
   return fd;
 }
 
+// Answers `message` with `status` and has the connection closed once the
+// answer is written: whatever body follows cannot be told from the next
+// request. httplib keeps a connection open whatever the response says; its
+// logger, which runs after the write, closes it (LingeringClose).
+void AnswerAndClose(const httplib::Request& req, httplib::Response& res, int status,
+                    const std::string& message) {
+  res.set_header("Connection", "close");
+  CloseAfterResponse() = ConnectionSocket(req);
+  SendJson(res, status, nlohmann::json{{"error", message}});
+}
+
+std::string PayloadTooLarge(size_t limit) {
+  return "payload larger than --max-payload-bytes " + std::to_string(limit);
+}
+
 // Ends a connection whose answer is written: our side first (the answer,
 // then FIN), then what the client still sends is read away until it closes
 // too or 2 s pass. Closing with unread bytes, or bytes arriving after,
@@ -156,8 +171,7 @@ HttpServer::HttpServer(ModelRegistry& registry, Metrics& metrics, HttpOptions op
   // payload); responses the handlers wrote keep their own body.
   http_->set_error_handler([this](const httplib::Request&, httplib::Response& res) {
     if (!res.body.empty()) return;
-    std::string message = res.status == 413 ? "payload larger than --max-payload-bytes " +
-                                                  std::to_string(options_.max_payload_bytes)
+    std::string message = res.status == 413   ? PayloadTooLarge(options_.max_payload_bytes)
                           : res.status == 404 ? "no such endpoint"
                                               : "request failed";
     SendJson(res, res.status, json{{"error", message}});
@@ -237,42 +251,27 @@ void HttpServer::Post(const std::string& pattern, const std::string& endpoint, H
   // --max-payload-bytes to a declared Content-Length only, and read a chunked
   // body whole (50 MB: RSS 146 MB -> 2.35 GB, kept) and inflated a gzip one
   // without a limit (200 KB -> 200 MB). Reading stops at the limit.
-  http_->Post(pattern, [this, keyed, route = std::regex(pattern)](
-                           const httplib::Request& req, httplib::Response& res,
-                           const httplib::ContentReader& read) {
-    httplib::Request whole = req;
+  http_->Post(pattern, [this, keyed](const httplib::Request& req, httplib::Response& res,
+                                     const httplib::ContentReader& read) {
+    httplib::Request whole = req;  // its matches still point into req.path
     bool over = false;
     const bool complete = read([&](const char* data, size_t n) {
       over = whole.body.size() + n > options_.max_payload_bytes;
       if (!over) whole.body.append(data, n);
       return !over;
     });
-    if (!complete) {
-      // The rest of the body is still on the connection: close it.
-      res.set_header("Connection", "close");
-      CloseAfterResponse() = ConnectionSocket(req);
-      SendJson(
-          res, over ? 413 : 400,
-          json{{"error", over ? "payload larger than --max-payload-bytes " +
-                                    std::to_string(options_.max_payload_bytes) + " (after decoding)"
-                              : std::string("the request body could not be read (bad "
-                                            "chunked or gzip encoding?)")}});
-      return;
-    }
-    std::regex_match(whole.path, whole.matches, route);
+    if (!complete)  // the rest of the body is still on the connection
+      return AnswerAndClose(req, res, over ? 413 : 400,
+                            over ? PayloadTooLarge(options_.max_payload_bytes) + " (after decoding)"
+                                 : "the request body could not be read (bad chunked or gzip "
+                                   "encoding?)");
     keyed(whole, res);
   });
 }
 
 bool HttpServer::AnswerBeforeBody(const httplib::Request& req, httplib::Response& res) {
   auto refuse = [&](const std::string& why, int status = 400) {
-    // Whatever body follows cannot be told from the next request: the
-    // connection closes once this answer is written (httplib keeps it open
-    // whatever the response says; the logger, which runs after the write,
-    // closes it).
-    res.set_header("Connection", "close");
-    CloseAfterResponse() = ConnectionSocket(req);
-    SendJson(res, status, json{{"error", why}});
+    AnswerAndClose(req, res, status, why);
     return true;
   };
   const size_t lengths = req.get_header_value_count("Content-Length");
@@ -287,9 +286,7 @@ bool HttpServer::AnswerBeforeBody(const httplib::Request& req, httplib::Response
     if (!digits) return refuse("Content-Length \"" + length + "\" is not a byte count");
     // Refused before a byte of it is read, so the body must not stay behind.
     if (std::stoull(length) > options_.max_payload_bytes)
-      return refuse(
-          "payload larger than --max-payload-bytes " + std::to_string(options_.max_payload_bytes),
-          413);
+      return refuse(PayloadTooLarge(options_.max_payload_bytes), 413);
   }
   const bool chunked = req.has_header("Transfer-Encoding");
   if (lengths && chunked) return refuse("both Content-Length and Transfer-Encoding; send one");

@@ -223,10 +223,7 @@ StatusOr<json> Tokenize(ServedModel& m, const json& body) {
   // What /embed would take, as TEI: at most max_client_batch_size texts of at
   // most max_input_length tokens each (1M CJK characters made a 71 MB answer,
   // and the server's memory grew by as much each time).
-  if (const size_t limit = m.scheduler().options().client_batch_limit(); texts.size() > limit)
-    return OutOfRange(std::to_string(texts.size()) +
-                      " inputs in one request, more than max_client_batch_size " +
-                      std::to_string(limit) + ": split them over several requests");
+  RETURN_IF_ERROR(m.scheduler().options().CheckClientBatch(texts.size()));
   json all = json::array();
   for (const std::string& text : texts) {
     ASSIGN_OR_RETURN(Encoding enc, m.tokenizer().Encode(text));
