@@ -35,6 +35,7 @@ double Activate(double v, Epilogue e) {
   if (e == Epilogue::kBiasRelu) return std::max(v, 0.0);
   if (e == Epilogue::kBiasGeluTanh)
     return 0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+  if (e == Epilogue::kBiasGelu) return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
   return v;
 }
 
@@ -46,6 +47,8 @@ const char* EpilogueName(Epilogue e) {
       return "bias+gelu_tanh";
     case Epilogue::kBiasRelu:
       return "bias+relu";
+    case Epilogue::kBiasGelu:
+      return "bias+gelu";
   }
   return "?";
 }
@@ -55,7 +58,7 @@ class CudaSplitKGemmTest : public test_util::GpuTest {
   void SetUp() override {
     GpuTest::SetUp();
     if (IsSkipped()) return;
-    if (!SplitKLinearApplies(Precision::kFp16, gpu_.compute_capability, 1, 64, 64))
+    if (!SplitKLinearApplies(Precision::kFp16, gpu_.compute_capability, 1, 64, 64, Epilogue::kBias))
       GTEST_SKIP() << "the split-K GEMM needs an sm_90 GPU and a build with sm_90a";
   }
 
@@ -110,7 +113,8 @@ TEST_F(CudaSplitKGemmTest, MatchesAFloat64Reference) {
                 x.val[static_cast<size_t>(r) * s.in + k] * w.val[static_cast<size_t>(c) * s.in + k];
           dot[static_cast<size_t>(r) * s.out + c] = sum + bias.val[c];
         }
-      for (Epilogue e : {Epilogue::kBias, Epilogue::kBiasGeluTanh, Epilogue::kBiasRelu})
+      for (Epilogue e :
+           {Epilogue::kBias, Epilogue::kBiasGeluTanh, Epilogue::kBiasRelu, Epilogue::kBiasGelu})
         for (bool with_residual : {false, true}) {
           const std::vector<double> got =
               Run(p, s, x, w, bias, with_residual ? &residual : nullptr, e);
@@ -150,14 +154,20 @@ TEST_F(CudaSplitKGemmTest, GivesTheSameBitsEveryRun) {
 
 TEST_F(CudaSplitKGemmTest, TakesOnlyShapesItRunsAndBeatsCublasLtAt) {
   const int cc = gpu_.compute_capability;
-  EXPECT_TRUE(SplitKLinearApplies(Precision::kFp16, cc, 128, 768, 768));   // attention output, b1
-  EXPECT_TRUE(SplitKLinearApplies(Precision::kBf16, cc, 128, 3072, 768));  // FFN output, b1
-  EXPECT_FALSE(SplitKLinearApplies(Precision::kFp16, cc, 129, 768, 768));
-  EXPECT_FALSE(SplitKLinearApplies(Precision::kFp16, cc, 32, 768, 2304));  // QKV
-  EXPECT_FALSE(SplitKLinearApplies(Precision::kFp16, cc, 256, 3072, 768));
-  EXPECT_FALSE(SplitKLinearApplies(Precision::kFp32, cc, 8, 64, 64));
-  EXPECT_FALSE(SplitKLinearApplies(Precision::kFp16, cc, 8, 312, 64));
-  EXPECT_FALSE(SplitKLinearApplies(Precision::kFp16, cc, 8, 128, 96));
+  EXPECT_TRUE(SplitKLinearApplies(Precision::kFp16, cc, 128, 768, 768,
+                                  Epilogue::kBias));  // attention output, b1
+  EXPECT_TRUE(SplitKLinearApplies(Precision::kBf16, cc, 128, 3072, 768,
+                                  Epilogue::kBias));  // FFN output, b1
+  EXPECT_FALSE(SplitKLinearApplies(Precision::kFp16, cc, 129, 768, 768, Epilogue::kBias));
+  EXPECT_FALSE(SplitKLinearApplies(Precision::kFp16, cc, 32, 768, 2304, Epilogue::kBias));  // QKV
+  // The FFN input: only for the erf GELU, which cuBLASLt would leave to a kernel of its own.
+  EXPECT_FALSE(SplitKLinearApplies(Precision::kFp16, cc, 128, 768, 3072, Epilogue::kBiasGeluTanh));
+  EXPECT_TRUE(SplitKLinearApplies(Precision::kFp16, cc, 64, 768, 3072, Epilogue::kBiasGelu));
+  EXPECT_FALSE(SplitKLinearApplies(Precision::kFp16, cc, 65, 768, 3072, Epilogue::kBiasGelu));
+  EXPECT_FALSE(SplitKLinearApplies(Precision::kFp16, cc, 256, 3072, 768, Epilogue::kBias));
+  EXPECT_FALSE(SplitKLinearApplies(Precision::kFp32, cc, 8, 64, 64, Epilogue::kBias));
+  EXPECT_FALSE(SplitKLinearApplies(Precision::kFp16, cc, 8, 312, 64, Epilogue::kBias));
+  EXPECT_FALSE(SplitKLinearApplies(Precision::kFp16, cc, 8, 128, 96, Epilogue::kBias));
   const SplitKGemmArgs a{nullptr,         8,       312,     nullptr,  nullptr, 64,
                          Epilogue::kBias, nullptr, nullptr, sm_count_};
   EXPECT_FALSE(SplitKLinear(Precision::kFp16, a, Stream{nullptr, false}).ok());

@@ -101,6 +101,8 @@ __device__ __forceinline__ float Activate(float v) {
     return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
   else if constexpr (kEpilogue == Epilogue::kBiasRelu)
     return fmaxf(v, 0.0f);
+  else if constexpr (kEpilogue == Epilogue::kBiasGelu)
+    return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
   else
     return v;
 }

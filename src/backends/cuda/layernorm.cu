@@ -48,11 +48,44 @@ __device__ __forceinline__ void AddVec(const T* src, int col, float* x) {
   for (int j = 0; j < Vec16<T>::kSize; ++j) x[j] += ToFloat(v.v[j]);
 }
 
+// Loads the lane's gamma and beta for vector i (kSize floats each).
+template <typename T>
+__device__ __forceinline__ void LoadAffineVec(const float* gamma, const float* beta, int i,
+                                              float* g, float* b) {
+  const int col = VecColumn<T>(i);
+#pragma unroll
+  for (int j = 0; j < Vec16<T>::kSize; j += 4) {
+    *reinterpret_cast<float4*>(g + j) = *reinterpret_cast<const float4*>(gamma + col + j);
+    *reinterpret_cast<float4*>(b + j) = *reinterpret_cast<const float4*>(beta + col + j);
+  }
+}
+
+// The lane's gamma and beta, loaded up front. They are weights, which no
+// kernel writes: a latency-bound LayerNorm (few rows) loads them before
+// waiting for the previous kernel (programmatic dependent launch), so that
+// their round trip overlaps that kernel's end instead of following the
+// row's statistics.
+template <typename T, int kVecs>
+struct LaneAffine {
+  static constexpr int kSize = Vec16<T>::kSize;
+  float g[kVecs * kSize], b[kVecs * kSize];
+  __device__ __forceinline__ void Load(const float* gamma, const float* beta) {
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) LoadAffineVec<T>(gamma, beta, i, g + i * kSize, b + i * kSize);
+  }
+  // NormalizeWarpRow's `affine`.
+  __device__ __forceinline__ void operator()(int i, float* gi, float* bi) const {
+#pragma unroll
+    for (int j = 0; j < kSize; ++j) gi[j] = g[i * kSize + j], bi[j] = b[i * kSize + j];
+  }
+};
+
 // Writes the normalized row; x(k) is the lane's k-th value of it in fp32, k
-// over its kVecs vectors (vector k / kSize, element k % kSize).
-template <typename T, int kVecs, typename Values>
-__device__ __forceinline__ void NormalizeWarpRow(Values x, int hidden, const float* gamma,
-                                                 const float* beta, float eps, T* out) {
+// over its kVecs vectors (vector k / kSize, element k % kSize); affine(i, g,
+// b) gives vector i's gamma and beta.
+template <typename T, int kVecs, typename Values, typename Affine>
+__device__ __forceinline__ void NormalizeWarpRow(Values x, int hidden, Affine affine, float eps,
+                                                 T* out) {
   constexpr int kSize = Vec16<T>::kSize;
   float sum = 0.0f;
 #pragma unroll
@@ -67,18 +100,13 @@ __device__ __forceinline__ void NormalizeWarpRow(Values x, int hidden, const flo
   const float inv_std = 1.0f / sqrtf(WarpSum(sq) / hidden + eps);
 #pragma unroll
   for (int i = 0; i < kVecs; ++i) {
-    const int col = VecColumn<T>(i);
     float g[kSize], b[kSize];
-#pragma unroll
-    for (int j = 0; j < kSize; j += 4) {
-      *reinterpret_cast<float4*>(g + j) = *reinterpret_cast<const float4*>(gamma + col + j);
-      *reinterpret_cast<float4*>(b + j) = *reinterpret_cast<const float4*>(beta + col + j);
-    }
+    affine(i, g, b);
     Vec16<T> y;
 #pragma unroll
     for (int j = 0; j < kSize; ++j)
       y.v[j] = FromFloat<T>((x(i * kSize + j) - mean) * inv_std * g[j] + b[j]);
-    *reinterpret_cast<Vec16<T>*>(out + col) = y;
+    *reinterpret_cast<Vec16<T>*>(out + VecColumn<T>(i)) = y;
   }
 }
 
@@ -87,9 +115,11 @@ __device__ __forceinline__ void NormalizeWarpRow(Values x, int hidden, const flo
 template <typename T, int kVecs>
 __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
     EmbedLayerNormWarpKernel(EmbeddingArgs a) {
-  AfterPreviousKernel();
   constexpr int kSize = Vec16<T>::kSize;
   const int t = blockIdx.x * kWarpRowsPerBlock + (threadIdx.x >> 5);
+  LaneAffine<T, kVecs> affine;
+  if (t < a.num_tokens) affine.Load(a.gamma, a.beta);
+  AfterPreviousKernel();
   if (t >= a.num_tokens) return;  // the whole warp: no block barrier follows
   const int s = SequenceOf(a.cu_seqlens, a.num_seqs, t);
   const size_t h = a.hidden;
@@ -107,7 +137,7 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
     AddVec(pos, col, xi);
     AddVec(type, col, xi);
   }
-  NormalizeWarpRow<T, kVecs>([&](int k) { return x[k]; }, a.hidden, a.gamma, a.beta, a.eps,
+  NormalizeWarpRow<T, kVecs>([&](int k) { return x[k]; }, a.hidden, affine, a.eps,
                              static_cast<T*>(a.out) + t * h);
 }
 
@@ -121,10 +151,12 @@ template <typename T, int kVecs, int kRows>
 __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
     LayerNormWarpKernel(const T* in, T* out, int rows, int hidden, const float* gamma,
                         const float* beta, float eps) {
-  AfterPreviousKernel();
   constexpr int kSize = Vec16<T>::kSize;
   const int first = (blockIdx.x * kWarpRowsPerBlock + (threadIdx.x >> 5)) * kRows;
   if constexpr (kRows == 1) {
+    LaneAffine<T, kVecs> affine;
+    if (first < rows) affine.Load(gamma, beta);
+    AfterPreviousKernel();
     if (first >= rows) return;  // the whole warp: no block barrier follows
     const T* row = in + static_cast<size_t>(first) * hidden;
     float x[kVecs * kSize];
@@ -134,9 +166,10 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
 #pragma unroll
       for (int j = 0; j < kSize; ++j) x[i * kSize + j] = ToFloat(v.v[j]);
     }
-    NormalizeWarpRow<T, kVecs>([&](int k) { return x[k]; }, hidden, gamma, beta, eps,
+    NormalizeWarpRow<T, kVecs>([&](int k) { return x[k]; }, hidden, affine, eps,
                                out + static_cast<size_t>(first) * hidden);
   } else {
+    AfterPreviousKernel();
     Vec16<T> v[kRows][kVecs];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
@@ -149,9 +182,12 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       if (first + r >= rows) break;  // the whole warp: no block barrier follows
-      NormalizeWarpRow<T, kVecs>([&](int k) { return ToFloat(v[r][k / kSize].v[k % kSize]); },
-                                 hidden, gamma, beta, eps,
-                                 out + static_cast<size_t>(first + r) * hidden);
+      // gamma and beta as each vector is written: this path streams, and
+      // its registers go to the rows' bytes.
+      NormalizeWarpRow<T, kVecs>(
+          [&](int k) { return ToFloat(v[r][k / kSize].v[k % kSize]); }, hidden,
+          [&](int i, float* g, float* b) { LoadAffineVec<T>(gamma, beta, i, g, b); }, eps,
+          out + static_cast<size_t>(first + r) * hidden);
     }
   }
 }
@@ -233,38 +269,37 @@ Status EmbedLayerNorm(Precision p, const EmbeddingArgs& a, Stream stream) {
   if (const int vecs = WarpVecsFor(p, a.hidden)) {
     BERTRT_DISPATCH_PRECISION(p, WithVecs(vecs, [&](auto v) {
                                 Launch(EmbedLayerNormWarpKernel<T, decltype(v)::value>,
-                                       WarpBlocks(a.num_tokens), 32 * kWarpRowsPerBlock, 0,
-                                       stream, a);
+                                       WarpBlocks(a.num_tokens), 32 * kWarpRowsPerBlock, 0, stream,
+                                       a);
                               }));
   } else {
     const size_t smem = a.hidden * sizeof(float);
-    BERTRT_DISPATCH_PRECISION(p, Launch(EmbedLayerNormKernel<T>, a.num_tokens,
-                                        ThreadsFor(a.hidden), smem, stream, a));
+    BERTRT_DISPATCH_PRECISION(
+        p, Launch(EmbedLayerNormKernel<T>, a.num_tokens, ThreadsFor(a.hidden), smem, stream, a));
   }
   CUDA_RETURN_IF_LAUNCH_FAILED("embedding + LayerNorm kernel");
   return Status::Ok();
 }
 
-Status LayerNorm(Precision p, const void* in, void* out, int rows, int hidden,
-                 const float* gamma, const float* beta, float eps, Stream stream) {
+Status LayerNorm(Precision p, const void* in, void* out, int rows, int hidden, const float* gamma,
+                 const float* beta, float eps, Stream stream) {
   if (rows == 0) return Status::Ok();
   if (const int vecs = WarpVecsFor(p, hidden)) {
     // Two rows to a warp double the bytes each has in flight; a small batch
     // keeps one, for the latency of its few rows.
     const bool two = rows >= kTwoRowsPerWarpFrom;
-    BERTRT_DISPATCH_PRECISION(p, WithVecs(vecs, [&](auto v) {
-                                constexpr int kVecs = decltype(v)::value;
-                                Launch(two ? LayerNormWarpKernel<T, kVecs, 2>
-                                           : LayerNormWarpKernel<T, kVecs, 1>,
-                                       WarpBlocks(rows, two ? 2 : 1), 32 * kWarpRowsPerBlock, 0,
-                                       stream, static_cast<const T*>(in), static_cast<T*>(out),
-                                       rows, hidden, gamma, beta, eps);
-                              }));
+    BERTRT_DISPATCH_PRECISION(
+        p, WithVecs(vecs, [&](auto v) {
+          constexpr int kVecs = decltype(v)::value;
+          Launch(two ? LayerNormWarpKernel<T, kVecs, 2> : LayerNormWarpKernel<T, kVecs, 1>,
+                 WarpBlocks(rows, two ? 2 : 1), 32 * kWarpRowsPerBlock, 0, stream,
+                 static_cast<const T*>(in), static_cast<T*>(out), rows, hidden, gamma, beta, eps);
+        }));
   } else {
     const size_t smem = hidden * sizeof(float);
-    BERTRT_DISPATCH_PRECISION(p, Launch(LayerNormKernel<T>, rows, ThreadsFor(hidden), smem,
-                                        stream, static_cast<const T*>(in),
-                                        static_cast<T*>(out), hidden, gamma, beta, eps));
+    BERTRT_DISPATCH_PRECISION(
+        p, Launch(LayerNormKernel<T>, rows, ThreadsFor(hidden), smem, stream,
+                  static_cast<const T*>(in), static_cast<T*>(out), hidden, gamma, beta, eps));
   }
   CUDA_RETURN_IF_LAUNCH_FAILED("LayerNorm kernel");
   return Status::Ok();

@@ -27,19 +27,21 @@ Epilogue FfnEpilogue(const ModelConfig& c, const CudaEngineOptions& options) {
 Status LinearLayers::Run(const void* x, int rows, int in, const void* w, const void* bias, int out,
                          Epilogue epilogue, const void* residual, void* y,
                          cudaStream_t stream) const {
-  if (epilogue == Epilogue::kBiasGelu) {
-    if (residual) return InvalidArgument("the erf GELU epilogue takes no residual");
-    if (fused_gelu_ && rows >= kFusedGeluMinRows &&
-        BiasGeluGemmApplies(precision_, compute_capability_, in, out))
-      return BiasGeluGemm(precision_, {x, rows, in, w, bias, out, y, sm_count_}, stream);
-    RETURN_IF_ERROR(gemm_.Linear(x, rows, in, w, bias, out, Epilogue::kBias, nullptr, y, stream));
-    return ActivationInPlace(precision_, HiddenAct::kGelu, y, size_t(rows) * out,
-                             {stream, overlap_launch_});
-  }
-  if (splitk_ && SplitKLinearApplies(precision_, compute_capability_, rows, in, out))
+  const bool erf_gelu = epilogue == Epilogue::kBiasGelu;
+  if (erf_gelu && residual) return InvalidArgument("the erf GELU epilogue takes no residual");
+  // fused_gelu_ switches the erf GELU in a GEMM's epilogue (split-K's or
+  // BiasGeluGemm's) off as a whole, for A/B runs and the parity suite.
+  if (splitk_ && (fused_gelu_ || !erf_gelu) &&
+      SplitKLinearApplies(precision_, compute_capability_, rows, in, out, epilogue))
     return SplitKLinear(precision_, {x, rows, in, w, bias, out, epilogue, residual, y, sm_count_},
                         {stream, overlap_launch_});
-  return gemm_.Linear(x, rows, in, w, bias, out, epilogue, residual, y, stream);
+  if (!erf_gelu) return gemm_.Linear(x, rows, in, w, bias, out, epilogue, residual, y, stream);
+  if (fused_gelu_ && rows >= kFusedGeluMinRows &&
+      BiasGeluGemmApplies(precision_, compute_capability_, in, out))
+    return BiasGeluGemm(precision_, {x, rows, in, w, bias, out, y, sm_count_}, stream);
+  RETURN_IF_ERROR(gemm_.Linear(x, rows, in, w, bias, out, Epilogue::kBias, nullptr, y, stream));
+  return ActivationInPlace(precision_, HiddenAct::kGelu, y, size_t(rows) * out,
+                           {stream, overlap_launch_});
 }
 
 }  // namespace bertrt::cuda

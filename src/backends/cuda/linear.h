@@ -39,10 +39,10 @@ class LinearLayers {
         overlap_launch_(overlap_launch) {}
 
   // y = act(x W^T + bias [+ residual]) on `stream`: the split-K kernel where
-  // it applies (few rows, K at least the width, sm_90 fp16/bf16); for the
-  // erf GELU (kBiasGelu, no residual) BiasGeluGemm where it applies (sm_90,
-  // at least kFusedGeluMinRows rows), else cuBLASLt and the activation
-  // kernel; cuBLASLt elsewhere.
+  // it applies (few rows, K at least the width or the erf GELU, sm_90
+  // fp16/bf16); for the erf GELU (kBiasGelu, no residual) BiasGeluGemm where
+  // it applies (sm_90, at least kFusedGeluMinRows rows), else cuBLASLt and
+  // the activation kernel; cuBLASLt elsewhere.
   Status Run(const void* x, int rows, int in, const void* w, const void* bias, int out,
              Epilogue epilogue, const void* residual, void* y, cudaStream_t stream) const;
 

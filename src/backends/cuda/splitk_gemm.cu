@@ -278,15 +278,16 @@ Status LaunchForType(const SplitKGemmArgs& a, int ways, Stream stream) {
       return LaunchFor<T, Epilogue::kBiasGeluTanh>(a, ways, stream);
     case Epilogue::kBiasRelu:
       return LaunchFor<T, Epilogue::kBiasRelu>(a, ways, stream);
-    case Epilogue::kBiasGelu:  // never asked for: SplitKLinearApplies needs out <= in
-      break;
+    case Epilogue::kBiasGelu:
+      return LaunchFor<T, Epilogue::kBiasGelu>(a, ways, stream);
   }
   return Internal("split-K GEMM: unknown epilogue");
 }
 
 }  // namespace
 
-bool SplitKLinearApplies(Precision p, int compute_capability, int rows, int in, int out) {
+bool SplitKLinearApplies(Precision p, int compute_capability, int rows, int in, int out,
+                         Epilogue epilogue) {
   if (!WgmmaAttentionBuilt() || compute_capability != 90 || p == Precision::kFp32 || rows <= 0 ||
       in <= 0 || in % kTileK != 0 || out <= 0 || out % kTileN != 0)
     return false;
@@ -294,7 +295,12 @@ bool SplitKLinearApplies(Precision p, int compute_capability, int rows, int in, 
   // 2026-11-30, bench/probes/splitk_gemm_probe.cu): up to 128 rows with K
   // at least the output width (BERT-base's attention-output and FFN-output
   // GEMMs). With more output columns or rows cuBLASLt's tiles fill the GPU
-  // without a split.
+  // without a split. For the erf GELU the alternative is cuBLASLt's bias
+  // GEMM plus the activation kernel over its output: BERT-base's FFN input
+  // (768 -> 3,072) at 32 and 64 rows took 3.7 and 4.4 us here against
+  // cuBLASLt's 3.6 and 3.8 before the activation (~1.5 us); at 128 rows
+  // (one way: 96 output tiles) 5.7-6.5 against 4.2 (2026-12-02).
+  if (epilogue == Epilogue::kBiasGelu) return rows <= 64;
   return rows <= 128 && out <= in;
 }
 

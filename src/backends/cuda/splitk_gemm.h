@@ -35,8 +35,10 @@ struct SplitKGemmArgs {
 
 // Whether the engine runs this GEMM through SplitKLinear: an sm_90 GPU and
 // a build with sm_90a, fp16/bf16, `in` and `out` multiples of 64, and a
-// shape where it beat cuBLASLt (few rows, K at least the output width).
-bool SplitKLinearApplies(Precision p, int compute_capability, int rows, int in, int out);
+// shape where it beat cuBLASLt (few rows, K at least the output width; or
+// the erf GELU, which cuBLASLt cannot apply).
+bool SplitKLinearApplies(Precision p, int compute_capability, int rows, int in, int out,
+                         Epilogue epilogue);
 
 // y = act(x W^T + bias [+ residual]), as LtGemm::Linear; fp32 accumulation.
 // Any row count; `in` and `out` multiples of 64 (else InvalidArgument).
