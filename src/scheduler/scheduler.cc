@@ -36,6 +36,28 @@ InferResult Slice(const BatchOutputs& all, const RaggedBatch& batch, int first, 
   return r;
 }
 
+// A split request's result: its parts' outputs (each its sequences in
+// order) joined in part order. Queue and compute times add up: the request
+// spent them all.
+InferResult Join(std::vector<InferResult>& parts) {
+  InferResult r = std::move(parts.front());
+  for (size_t i = 1; i < parts.size(); ++i) {
+    InferResult& part = parts[i];
+    const int tokens = r.cu_seqlens.back();
+    for (size_t s = 1; s < part.cu_seqlens.size(); ++s)
+      r.cu_seqlens.push_back(tokens + part.cu_seqlens[s]);
+    for (size_t o = 0; o < r.outputs.outputs.size(); ++o) {
+      std::vector<float>& data = r.outputs.outputs[o].data;
+      const std::vector<float>& more = part.outputs.outputs[o].data;
+      data.insert(data.end(), more.begin(), more.end());
+    }
+    r.queue_seconds += part.queue_seconds;
+    r.compute_seconds += part.compute_seconds;
+    r.batch_requests = std::max(r.batch_requests, part.batch_requests);
+  }
+  return r;
+}
+
 }  // namespace
 
 Scheduler::Scheduler(std::vector<std::unique_ptr<Engine>> engines, SchedulerOptions options)
@@ -66,7 +88,7 @@ void Scheduler::CancelQueued(const Status& why) {
     queued_seqs_ = 0;
   }
   cv_.notify_all();
-  for (PendingPtr& p : dropped) p->promise.set_value(why);
+  for (PendingPtr& p : dropped) Finish(*p, why);
 }
 
 size_t Scheduler::queued() const {
@@ -84,6 +106,53 @@ Status SchedulerOptions::CheckClientBatch(size_t inputs) const {
                     "config.pbtxt's max_batch_size): split them over several requests");
 }
 
+std::vector<int> Scheduler::PartCuts(const InferRequest& request) const {
+  std::vector<int> cuts{0};
+  int tokens = 0;
+  for (size_t i = 0; i < request.sequences.size(); ++i) {
+    const int n = static_cast<int>(request.sequences[i].input_ids.size());
+    const int in_part = static_cast<int>(i) - cuts.back();
+    if (in_part > 0 &&
+        (in_part >= options_.max_batch_size || tokens + n > options_.max_batch_tokens)) {
+      cuts.push_back(static_cast<int>(i));
+      tokens = 0;
+    }
+    tokens += n;
+  }
+  cuts.push_back(static_cast<int>(request.sequences.size()));
+  return cuts;
+}
+
+Scheduler::PendingPtr Scheduler::MakePart(const std::shared_ptr<Job>& job, int part) {
+  auto p = std::make_unique<Pending>();
+  p->job = job;
+  p->part = part;
+  p->first = job->cuts[part];
+  p->count = job->cuts[part + 1] - p->first;
+  for (int i = p->first; i < p->first + p->count; ++i) {
+    const int n = static_cast<int>(job->request.sequences[i].input_ids.size());
+    p->tokens += n;
+    p->max_len = std::max(p->max_len, n);
+  }
+  p->enqueued = Clock::now();
+  return p;
+}
+
+void Scheduler::Finish(const Pending& p, StatusOr<InferResult> result) {
+  Job& job = *p.job;
+  std::lock_guard lock(job.mu);
+  if (job.finished) return;  // an earlier part failed: the request has its answer
+  if (!result.ok() || job.parts() == 1) {
+    job.finished = true;
+    job.promise.set_value(std::move(result));
+    return;
+  }
+  job.results[p.part] = std::move(*result);
+  if (--job.remaining > 0) return;
+  job.finished = true;
+  job.promise.set_value(Join(job.results));
+}
+
 std::future<StatusOr<InferResult>> Scheduler::Submit(InferRequest request) {
   if (request.sequences.empty()) return Ready(InvalidArgument("request has no sequences"));
   if (Status st = options_.CheckClientBatch(request.sequences.size()); !st.ok()) return Ready(st);
@@ -92,21 +161,23 @@ std::future<StatusOr<InferResult>> Scheduler::Submit(InferRequest request) {
   for (const SequenceInput& s : request.sequences) check.Add(s.input_ids, s.token_type_ids);
   if (Status st = ValidateBatch(check, config()); !st.ok()) return Ready(st);
 
-  auto pending = std::make_unique<Pending>();
-  pending->tokens = check.num_tokens();
-  pending->max_len = check.max_len;
-  pending->request = std::move(request);
-  auto future = pending->promise.get_future();
+  auto job = std::make_shared<Job>();
+  job->cuts = PartCuts(request);
+  job->request = std::move(request);
+  job->remaining = job->parts();
+  job->results.resize(job->parts());
+  auto future = job->promise.get_future();
   {
     std::lock_guard lock(mu_);
     if (stopping_) return Ready(Unavailable("the server is shutting down"));
     if (queue_.size() >= options_.max_queue_size)
       return Ready(ResourceExhausted("queue full (" + std::to_string(options_.max_queue_size) +
                                      " requests waiting); retry later"));
-    pending->enqueued = Clock::now();
-    queued_tokens_ += pending->tokens;
-    queued_seqs_ += static_cast<int>(pending->request.sequences.size());
-    queue_.push_back(std::move(pending));
+    // Only the first part: TakeBatch queues each next one.
+    PendingPtr first = MakePart(job, 0);
+    queued_tokens_ += first->tokens;
+    queued_seqs_ += first->count;
+    queue_.push_back(std::move(first));
   }
   cv_.notify_all();
   return future;
@@ -137,19 +208,20 @@ void Scheduler::TakeExpired(std::vector<PendingPtr>& dropped) {
   const bool has_timeout = options_.request_timeout.count() > 0;
   std::deque<PendingPtr> keep;
   for (PendingPtr& p : queue_) {
+    const InferRequest& request = p->job->request;
     const bool timed_out = has_timeout && now - p->enqueued >= options_.request_timeout;
-    const bool cancelled = p->request.is_cancelled && p->request.is_cancelled();
-    if (!timed_out && !cancelled) {
+    const bool cancelled = request.is_cancelled && request.is_cancelled();
+    const bool failed = p->job->finished;  // another part failed
+    if (!timed_out && !cancelled && !failed) {
       keep.push_back(std::move(p));
       continue;
     }
     queued_tokens_ -= p->tokens;
-    queued_seqs_ -= static_cast<int>(p->request.sequences.size());
-    p->promise.set_value(timed_out
-                             ? DeadlineExceeded("request timed out after " +
-                                                std::to_string(options_.request_timeout.count()) +
-                                                " ms in the queue")
-                             : Unavailable("request cancelled by the client"));
+    queued_seqs_ -= p->count;
+    Finish(*p, timed_out ? DeadlineExceeded("request timed out after " +
+                                            std::to_string(options_.request_timeout.count()) +
+                                            " ms in the queue")
+                         : Unavailable("request cancelled by the client"));
     dropped.push_back(std::move(p));
   }
   queue_ = std::move(keep);
@@ -172,7 +244,7 @@ std::vector<Scheduler::PendingPtr> Scheduler::TakeBatch() {
   int tokens = 0, seqs = 0;
   for (size_t i : order) {
     const Pending& p = *queue_[i];
-    const int n = static_cast<int>(p.request.sequences.size());
+    const int n = p.count;
     // The head always goes, even alone over the budgets.
     if (!batch.empty() && (tokens + p.tokens > options_.max_batch_tokens || seqs + n > max_seqs))
       continue;
@@ -183,6 +255,15 @@ std::vector<Scheduler::PendingPtr> Scheduler::TakeBatch() {
   queued_tokens_ -= tokens;
   queued_seqs_ -= seqs;
   std::erase_if(queue_, [](const PendingPtr& p) { return p == nullptr; });
+  // A split request's next part waits behind what is queued now.
+  for (const PendingPtr& p : batch) {
+    Job& job = *p->job;
+    if (job.next_part >= job.parts() || job.finished) continue;
+    PendingPtr next = MakePart(p->job, job.next_part++);
+    queued_tokens_ += next->tokens;
+    queued_seqs_ += next->count;
+    queue_.push_back(std::move(next));
+  }
   return batch;
 }
 
@@ -206,8 +287,10 @@ void Scheduler::RunBatch(int instance, std::vector<PendingPtr>& batch) {
   RaggedBatch ragged;
   RunOptions run_options;
   for (const PendingPtr& p : batch) {
-    for (const SequenceInput& s : p->request.sequences) ragged.Add(s.input_ids, s.token_type_ids);
-    run_options.last_hidden_state |= p->request.last_hidden_state;
+    const InferRequest& request = p->job->request;
+    for (int i = p->first; i < p->first + p->count; ++i)
+      ragged.Add(request.sequences[i].input_ids, request.sequences[i].token_type_ids);
+    run_options.last_hidden_state |= request.last_hidden_state;
   }
   auto outputs = engines_[instance]->Run(ragged, run_options);
   const double compute = Seconds(Clock::now() - start);
@@ -216,17 +299,16 @@ void Scheduler::RunBatch(int instance, std::vector<PendingPtr>& batch) {
                        compute, outputs.ok(), instance});
   int first = 0;
   for (PendingPtr& p : batch) {
-    const int count = static_cast<int>(p->request.sequences.size());
     if (!outputs.ok()) {
-      p->promise.set_value(outputs.status());
+      Finish(*p, outputs.status());
       continue;
     }
-    InferResult r = Slice(*outputs, ragged, first, count, p->request.last_hidden_state);
+    InferResult r = Slice(*outputs, ragged, first, p->count, p->job->request.last_hidden_state);
     r.queue_seconds = Seconds(start - p->enqueued);
     r.compute_seconds = compute;
     r.batch_requests = static_cast<int>(batch.size());
-    p->promise.set_value(std::move(r));
-    first += count;
+    Finish(*p, std::move(r));
+    first += p->count;
   }
 }
 

@@ -1,10 +1,13 @@
 // A per-model dynamic batcher: requests of tokenized sequences wait in one
 // bounded queue; a worker per engine instance forms ragged batches under a
 // token budget and a size cap, waiting at most max_queue_delay for company,
-// and hands each request back exactly its own sequences' outputs. It knows
-// nothing of HTTP or JSON: native ids in, engine outputs out.
+// and hands each request back exactly its own sequences' outputs. A request
+// larger than one batch runs as parts that take turns with the other
+// requests. It knows nothing of HTTP or JSON: native ids in, engine outputs
+// out.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -26,7 +29,12 @@ struct SequenceInput {
   std::vector<int32_t> token_type_ids;
 };
 
-// One client request: its sequences are always computed in the same batch.
+// One client request. Its sequences are computed in one batch when they fit
+// one (max_batch_size, max_batch_tokens); a larger request is split into
+// parts of consecutive sequences that do, and each part, once taken into a
+// batch, queues the next behind the requests that arrived meanwhile: a
+// request of a thousand texts delays a one-word request by one batch, not by
+// all of it (round robin between requests, part by part).
 struct InferRequest {
   std::vector<SequenceInput> sequences;
   bool last_hidden_state = false;
@@ -108,14 +116,37 @@ class Scheduler {
 
  private:
   using Clock = std::chrono::steady_clock;
-  struct Pending {
+  // A client request and the outcome of its parts.
+  struct Job {
     InferRequest request;
+    // Part i is sequences [cuts[i], cuts[i + 1]).
+    std::vector<int> cuts;
+    int next_part = 1;  // the next part to queue; guarded by the scheduler's mu_
     std::promise<StatusOr<InferResult>> promise;
+    std::atomic<bool> finished{false};  // the promise is set (an error, or every part)
+    std::mutex mu;                      // guards results and remaining
+    std::vector<InferResult> results;   // by part
+    int remaining = 0;                  // parts not yet computed
+    int parts() const { return static_cast<int>(cuts.size()) - 1; }
+  };
+  // One part of a job in the queue or in a batch.
+  struct Pending {
+    std::shared_ptr<Job> job;
+    int part = 0, first = 0, count = 0;  // sequences [first, first + count) of the request
     Clock::time_point enqueued;
     int tokens = 0;
     int max_len = 0;
   };
   using PendingPtr = std::unique_ptr<Pending>;
+
+  // Part `part` of `job`, enqueued now.
+  static PendingPtr MakePart(const std::shared_ptr<Job>& job, int part);
+  // Cuts `request` into parts within one batch's size cap and token budget
+  // (a sequence alone over the budget is a part of its own).
+  std::vector<int> PartCuts(const InferRequest& request) const;
+  // Records a part's outcome: a job fails with its first error; it succeeds,
+  // its parts' outputs joined in order, once every part has.
+  static void Finish(const Pending& p, StatusOr<InferResult> result);
 
   void WorkerLoop(int instance);
   // With mu_ held: waits until a batch is worth forming; false when the

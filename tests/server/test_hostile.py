@@ -187,6 +187,37 @@ def test_a_request_carries_at_most_max_client_batch_size_inputs(servers, extra, 
     assert s.alive()
 
 
+def test_a_large_request_takes_turns_with_small_ones(bertrt_bin, default_model):
+    """One request of many long texts held the only CPU engine for all of its compute
+    while a one-word request waited behind it. A request larger than a batch runs in
+    parts that take turns with the requests that arrive meanwhile."""
+    import threading
+    s = Server(bertrt_bin, [default_model, "--max-batch-size", "4",
+                            "--max-client-batch-size", "64"])
+    try:
+        texts = ["the quick brown fox jumps over the lazy dog " * 25] * 64  # 16 parts of 4
+        finished = {}
+
+        def large():
+            r = requests.post(s.url + "/embed", json={"inputs": texts}, timeout=300)
+            finished["large"] = (r.status_code, time.time())
+
+        thread = threading.Thread(target=large)
+        thread.start()
+        time.sleep(0.5)  # its first parts are running
+        r = requests.post(s.url + "/embed", json={"inputs": "one word"}, timeout=300)
+        small_done = time.time()
+        assert r.status_code == 200, r.text[:200]
+        thread.join()
+        status, large_done = finished["large"]
+        assert status == 200
+        assert len(requests.post(s.url + "/embed", json={"inputs": texts[:5]}).json()) == 5
+        # Behind a part or two, not behind the rest of the large request.
+        assert small_done < large_done - 0.5, (small_done, large_done)
+    finally:
+        s.stop()
+
+
 def test_tokenize_answers_only_what_the_model_takes(servers):
     """/tokenize had no limit: 1M CJK characters made a 71 MB answer, and the server's
     memory grew by as much on every call."""

@@ -13,7 +13,8 @@
 namespace bertrt {
 namespace {
 
-// Wraps the real engine: records batch sizes and can hold each batch back.
+// Wraps the real engine: records batch sizes and can hold each batch back,
+// or fail one.
 class RecordingEngine : public Engine {
  public:
   RecordingEngine(std::unique_ptr<Engine> inner, std::chrono::milliseconds delay)
@@ -21,7 +22,9 @@ class RecordingEngine : public Engine {
   StatusOr<BatchOutputs> Run(const RaggedBatch& batch, const RunOptions& options) override {
     std::this_thread::sleep_for(delay_);
     max_seqs_ = std::max(max_seqs_.load(), batch.num_seqs());
-    ++batches_;
+    max_tokens_ = std::max(max_tokens_.load(), batch.num_tokens());
+    if (++batches_ == fail_batch_)
+      return Internal("batch " + std::to_string(fail_batch_) + " failed");
     return inner_->Run(batch, options);
   }
   const ModelConfig& config() const override { return inner_->config(); }
@@ -29,7 +32,9 @@ class RecordingEngine : public Engine {
   size_t PeakMemoryBytes() const override { return inner_->PeakMemoryBytes(); }
 
   std::atomic<int> max_seqs_{0};
+  std::atomic<int> max_tokens_{0};
   std::atomic<int> batches_{0};
+  std::atomic<int> fail_batch_{0};  // the batch (counted from 1) to fail; 0: none
 
  private:
   std::unique_ptr<Engine> inner_;
@@ -55,11 +60,14 @@ class SchedulerTest : public ::testing::Test {
     return std::make_unique<Scheduler>(std::move(engines), std::move(options));
   }
 
-  InferRequest Request(const std::string& text) {
-    auto enc = loaded_.tokenizer->Encode(text);
-    EXPECT_TRUE(enc.ok());
+  InferRequest Request(const std::string& text) { return Request(std::vector<std::string>{text}); }
+  InferRequest Request(const std::vector<std::string>& texts) {
     InferRequest r;
-    r.sequences.push_back({enc->input_ids, enc->token_type_ids});
+    for (const std::string& text : texts) {
+      auto enc = loaded_.tokenizer->Encode(text);
+      EXPECT_TRUE(enc.ok());
+      r.sequences.push_back({enc->input_ids, enc->token_type_ids});
+    }
     return r;
   }
 
@@ -175,6 +183,71 @@ TEST_F(SchedulerTest, CancelledRequestsAreDropped) {
   r.is_cancelled = [] { return true; };
   EXPECT_EQ(scheduler->Infer(std::move(r)).status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(engine->batches_, 0);
+}
+
+std::vector<std::string> Texts(int n) {
+  std::vector<std::string> texts;
+  for (int i = 0; i < n; ++i) texts.push_back(Text(i));
+  return texts;
+}
+
+TEST_F(SchedulerTest, ARequestLargerThanABatchRunsInPartsAndGetsItsWholeOutputs) {
+  constexpr int kTexts = 9;
+  auto whole =
+      Make(SchedulerOptions{}, std::chrono::milliseconds(0))->Infer(Request(Texts(kTexts)));
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  // Parts by sequence count (2 to a batch) and by tokens (a budget of two
+  // or three of these texts).
+  SchedulerOptions by_count, by_tokens;
+  by_count.max_batch_size = 2;
+  by_count.max_client_batch_size = kTexts;
+  by_tokens.max_batch_tokens = 2 * static_cast<int>(whole->cu_seqlens[kTexts] / kTexts);
+  for (const SchedulerOptions& options : {by_count, by_tokens}) {
+    RecordingEngine* engine = nullptr;
+    auto split =
+        Make(options, std::chrono::milliseconds(0), &engine)->Infer(Request(Texts(kTexts)));
+    ASSERT_TRUE(split.ok()) << split.status().ToString();
+    EXPECT_GE(engine->batches_, 4);
+    EXPECT_LE(engine->max_seqs_, options.max_batch_size);
+    // A budget is exceeded only by a single sequence, never by a part.
+    EXPECT_TRUE(engine->max_tokens_ <= options.max_batch_tokens || engine->max_seqs_ == 1);
+    EXPECT_EQ(split->cu_seqlens, whole->cu_seqlens);
+    const NamedOutput* got = split->outputs.Find("logits");
+    const NamedOutput* want = whole->outputs.Find("logits");
+    ASSERT_EQ(got->data.size(), want->data.size());
+    for (size_t k = 0; k < want->data.size(); ++k) EXPECT_NEAR(got->data[k], want->data[k], 1e-5f);
+  }
+}
+
+TEST_F(SchedulerTest, ASmallRequestDoesNotWaitForAllOfALargeOne) {
+  SchedulerOptions options;
+  options.max_batch_size = 1;
+  options.max_client_batch_size = 8;
+  auto scheduler = Make(options, std::chrono::milliseconds(50));
+  auto large = scheduler->Submit(Request(Texts(8)));  // 8 parts, 50 ms each
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const auto start = std::chrono::steady_clock::now();
+  auto small = scheduler->Submit(Request("one word"));
+  ASSERT_TRUE(small.get().ok());
+  // Behind the part running when it came and at most the one queued then;
+  // all of the large request would be 8 x 50 ms.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(250));
+  EXPECT_NE(large.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+  EXPECT_TRUE(large.get().ok());
+}
+
+TEST_F(SchedulerTest, AFailedPartFailsItsRequestOnceAndStopsTheRest) {
+  SchedulerOptions options;
+  options.max_batch_size = 1;
+  options.max_client_batch_size = 6;
+  RecordingEngine* engine = nullptr;
+  auto scheduler = Make(options, std::chrono::milliseconds(0), &engine);
+  engine->fail_batch_ = 2;
+  auto r = scheduler->Infer(Request(Texts(6)));
+  EXPECT_EQ(r.status().code(), StatusCode::kInternal);
+  // At most the part queued when the second ran computes after it.
+  EXPECT_LE(engine->batches_, 3);
+  EXPECT_TRUE(scheduler->Infer(Request("next")).ok());
 }
 
 TEST_F(SchedulerTest, BadIdsAreRejectedAndShutdownDrains) {
