@@ -30,6 +30,10 @@ struct ServeFlags {
   int grpc_port = 8001;  // 0: no gRPC
   int http_threads = 512;
   int http_max_threads = 0;  // 0: the larger of 8,192 and http_threads
+  int http_io_threads = 2;
+  double http_header_timeout_s = 10;
+  double http_body_timeout_s = 60;
+  bool http_cancel_on_close = false;
   EngineFlags engine;
   ServingFlags serving;
   std::string model_control = "none";
@@ -96,9 +100,12 @@ int Serve(const ServeFlags& flags) {
                  HeadKindName(m->config().head), m->max_input_length(), m->placement().c_str());
   if (*control == server::ModelControl::kPoll) registry.StartPolling(flags.poll_seconds);
 
-  server::HttpServer http(registry, metrics,
-                          {flags.host, flags.port, flags.max_payload_bytes, flags.http_threads,
-                           http_max_threads, flags.api_key, tls, flags.log_requests});
+  auto ms = [](double s) { return std::chrono::milliseconds(static_cast<long>(s * 1000)); };
+  server::HttpServer http(
+      registry, metrics,
+      {flags.host, flags.port, flags.max_payload_bytes, flags.http_threads, http_max_threads,
+       flags.api_key, tls, flags.log_requests, ms(flags.http_header_timeout_s),
+       ms(flags.http_body_timeout_s), flags.http_io_threads, flags.http_cancel_on_close});
   if (Status st = http.Bind(); !st.ok()) return Fail(st, kExitRuntimeError);
   std::unique_ptr<server::GrpcServer> grpc;
   if (flags.grpc_port != 0) {
@@ -189,16 +196,34 @@ void RegisterServeCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--grpc-port", f->grpc_port, "KServe v2 gRPC port (0: no gRPC)")
       ->check(CLI::Range(0, 65535));
   cmd->add_option("--http-thread-count", f->http_threads,
-                  "HTTP handler threads kept ready. Each open connection holds one, idle "
-                  "keep-alive waits included (up to 5 s); a connection that finds none free "
+                  "HTTP handler threads kept ready: a request holds one while it is computed "
+                  "(idle and slow connections hold none); a request that finds none free "
                   "starts another, up to --http-max-threads")
       ->check(CLI::Range(1, 65536))
       ->capture_default_str();
   cmd->add_option("--http-max-threads", f->http_max_threads,
-                  "Most HTTP handler threads, i.e. open connections served at once; more wait "
-                  "for one to close (default: 8192, or --http-thread-count if more). Threads "
+                  "Most HTTP handler threads, i.e. HTTP requests computed or queued at once; "
+                  "more wait for one (default: 8192, or --http-thread-count if more). Threads "
                   "beyond --http-thread-count end after 30 s idle")
       ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--http-io-threads", f->http_io_threads,
+                  "Threads that read, parse and write every HTTP connection")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  cmd->add_option("--http-header-timeout", f->http_header_timeout_s,
+                  "Seconds from a connection's accept, or its last answer, to the end of the "
+                  "next request's header; past it the connection closes (slow or idle clients)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_flag("--http-cancel-on-close", f->http_cancel_on_close,
+                "Drop a request whose HTTP client closes its connection (FIN) before the answer, "
+                "as one that resets it always is. Off: a close is a half-close to the server, "
+                "and HTTP lets such a client still read its answer");
+  cmd->add_option("--http-body-timeout", f->http_body_timeout_s,
+                  "Seconds from the end of a request's header to the end of its body, and to "
+                  "write an answer; past it the connection closes")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   AddEngineOptions(cmd, &f->engine, "CPU threads per instance (0: all cores)");
   AddServingOptions(cmd, &f->serving);
   cmd->add_option("--max-payload-bytes", f->max_payload_bytes,

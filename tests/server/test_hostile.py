@@ -441,3 +441,160 @@ def test_chunked_and_gzip_bodies_are_held_to_max_payload_bytes(servers):
                       headers={"Content-Type": "application/json", "Content-Encoding": "gzip"})
     assert r.status_code == 200, r.text
     assert s.alive()
+
+
+def post_bytes(path, body, *headers):
+    """A raw HTTP/1.1 POST of a JSON body, with extra header lines."""
+    data = json.dumps(body).encode()
+    head = [b"POST " + path.encode() + b" HTTP/1.1", b"Host: x", b"Content-Type: application/json",
+            b"Content-Length: %d" % len(data), *headers]
+    return b"\r\n".join(head) + b"\r\n\r\n" + data
+
+
+def read_until_closed(c, timeout=30):
+    c.settimeout(timeout)
+    out = b""
+    while True:
+        d = c.recv(65536)
+        if not d:
+            return out
+        out += d
+
+
+def test_pipelined_requests_are_all_answered_in_order(servers):
+    """Of 100 pipelined POSTs one was answered. All are, in the order sent."""
+    import re
+    import socket
+    s = servers("seq_cls")
+    n = 100
+    reqs = [post_bytes("/predict", {"inputs": f"text {i}"}, b"X-Request-Id: pipelined-%d" % i)
+            for i in range(n)]
+    reqs.append(post_bytes("/predict", {"inputs": "last"}, b"X-Request-Id: pipelined-last",
+                           b"Connection: close"))
+    c = socket.create_connection(("127.0.0.1", s.port))
+    c.sendall(b"".join(reqs))
+    out = read_until_closed(c)
+    c.close()
+    assert out.count(b"HTTP/1.1 200 OK") == n + 1, out[:300]
+    ids = re.findall(rb"X-Request-Id: (pipelined-\w+)", out, flags=re.IGNORECASE)
+    assert ids == [b"pipelined-%d" % i for i in range(n)] + [b"pipelined-last"]
+
+
+def test_a_client_that_half_closes_after_sending_gets_its_answer(servers):
+    """shutdown(SHUT_WR) after the request got no answer."""
+    import socket
+    s = servers("seq_cls")
+    c = socket.create_connection(("127.0.0.1", s.port))
+    c.sendall(post_bytes("/predict", {"inputs": "half closed"}))
+    c.shutdown(socket.SHUT_WR)
+    out = read_until_closed(c)
+    c.close()
+    assert out.startswith(b"HTTP/1.1 200 OK"), out[:300]
+    assert b'"label"' in out
+
+
+def read_response(c, timeout=30):
+    """One whole response (header and Content-Length bytes of body) from socket c."""
+    c.settimeout(timeout)
+    out = b""
+    while b"\r\n\r\n" not in out:
+        d = c.recv(65536)
+        assert d, ("closed before a whole header", out)
+        out += d
+    head, _, body = out.partition(b"\r\n\r\n")
+    length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:")))
+    while len(body) < length:
+        d = c.recv(65536)
+        assert d, ("closed before the whole body", out)
+        body += d
+    return head + b"\r\n\r\n" + body
+
+
+def p99_ms(url, n=200):
+    """A normal client's latencies: one keep-alive connection, one short text each."""
+    session = requests.Session()
+    times = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        r = session.post(url + "/embed", json={"inputs": f"hello world {i}"}, timeout=30)
+        times.append((time.perf_counter() - t0) * 1000)
+        assert r.status_code == 200, r.text[:200]
+    times.sort()
+    return times[int(0.99 * (n - 1))]
+
+
+def test_slowloris_clients_are_cut_off_and_cost_others_nothing(bertrt_bin, default_model):
+    """200 connections sending a header byte a second denied service with
+    --http-max-threads 128 (each held a thread, forever). They now hold no thread,
+    are closed when --http-header-timeout passes, and a normal client keeps its
+    latency meanwhile."""
+    import socket
+    import threading
+    s = Server(bertrt_bin, [default_model, "--http-max-threads", "128", "--http-thread-count",
+                            "4", "--http-header-timeout", "4"], grpc=False)
+    slow = [socket.create_connection(("127.0.0.1", s.port)) for _ in range(200)]
+    closed_by_server = []
+    stop = threading.Event()
+
+    def drip():
+        header = b"POST /embed HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 100
+        for i in range(len(header)):
+            if stop.is_set():
+                return
+            for c in slow:
+                try:
+                    c.send(header[i:i + 1])
+                except OSError:
+                    pass
+            time.sleep(0.5)
+
+    dripper = threading.Thread(target=drip)
+    dripper.start()
+    try:
+        baseline_free = p99_ms(s.url, 20)  # warm-up
+        p99 = p99_ms(s.url)
+        time.sleep(4)  # past the header timeout, counted from each connection's accept
+        for c in slow:
+            c.settimeout(5)
+            try:
+                closed_by_server.append(c.recv(4096) == b"")
+            except OSError:  # reset: closed too
+                closed_by_server.append(True)
+        assert all(closed_by_server), closed_by_server.count(False)
+        assert p99 < 50, (p99, baseline_free)
+        assert s.alive()
+    finally:
+        stop.set()
+        dripper.join()
+        for c in slow:
+            c.close()
+        s.stop()
+
+
+def test_five_hundred_open_connections_cost_a_normal_client_nothing(bertrt_bin, default_model):
+    """Each connection held a handler thread for its life; 500 open ones (each kept
+    alive after a request) now hold none: none of them loses an answer, each is
+    still served afterwards, and a normal client's p99 stays under 50 ms."""
+    import socket
+    s = Server(bertrt_bin, [default_model, "--http-thread-count", "4",
+                            "--http-header-timeout", "120"], grpc=False)
+    conns = []
+    try:
+        for i in range(500):
+            c = socket.create_connection(("127.0.0.1", s.port))
+            c.sendall(post_bytes("/embed", {"inputs": f"connection {i}"}))
+            assert read_response(c).startswith(b"HTTP/1.1 200 OK")
+            conns.append(c)
+        threads = len(os.listdir(f"/proc/{s.proc.pid}/task"))
+        p99 = p99_ms(s.url)
+        for i, c in enumerate(conns):  # every connection is still served
+            c.sendall(post_bytes("/embed", {"inputs": f"again {i}"}))
+            assert read_response(c).startswith(b"HTTP/1.1 200 OK")
+        assert p99 < 50, p99
+        assert threads < 100, threads  # not one per connection
+        assert s.alive()
+    finally:
+        for c in conns:
+            c.close()
+        s.stop()

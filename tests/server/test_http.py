@@ -368,10 +368,10 @@ def hold_connections(url, n):
 
 
 def test_idle_connections_do_not_block_new_clients(bertrt_bin):
-    """Each open connection holds a handler thread, idle keep-alive waits
-    included; with every ready thread (--http-thread-count 2) held by an idle
-    connection, a new client gets a new thread and its answer at once, not after
-    the 5 s keep-alive timeout (which is what it got before the pool grew)."""
+    """An open connection holds no handler thread (httplib's held one for its
+    life, idle keep-alive waits included, and a new client waited up to 5 s for
+    one): with more idle connections than ready threads, a new client is
+    answered at once."""
     s = Server(bertrt_bin, [str(MODELS / "seq_cls"), "--http-thread-count", "2"], grpc=False)
     held = hold_connections(s.url, 4)  # two more than the ready threads
     try:
@@ -384,19 +384,23 @@ def test_idle_connections_do_not_block_new_clients(bertrt_bin):
         s.stop()
 
 
-def test_http_max_threads_bounds_open_connections(bertrt_bin):
-    """--http-max-threads caps the connections served at once: with two, a
-    third connection is answered once one of the first two closes, not before."""
+def test_http_max_threads_bounds_requests_in_flight(bertrt_bin):
+    """--http-max-threads caps the requests handled at once: with one, a request
+    that waits in the batcher (here 2 s for company) holds it, and a second
+    request is answered after the first, while idle connections hold nothing."""
     s = Server(bertrt_bin, [str(MODELS / "seq_cls"), "--http-thread-count", "1",
-                            "--http-max-threads", "2"], grpc=False)
-    held = hold_connections(s.url, 2)
+                            "--http-max-threads", "1", "--max-queue-delay-us", "2000000"],
+               grpc=False)
+    held = hold_connections(s.url, 3)
     try:
         with ThreadPoolExecutor(1) as pool:
-            third = pool.submit(requests.get, s.url + "/v2/health/live", timeout=30)
-            time.sleep(1.0)  # well within the server's 5 s keep-alive
-            assert not third.done()
-            held[0].close()
-            assert third.result(timeout=20).status_code == 200
+            t0 = time.monotonic()
+            first = pool.submit(requests.post, s.url + "/predict", json={"inputs": "hi"},
+                                timeout=30)
+            time.sleep(0.5)
+            assert requests.get(s.url + "/v2/health/live", timeout=30).status_code == 200
+            assert time.monotonic() - t0 > 1.5  # behind the first request's 2 s
+            assert first.result(timeout=20).status_code == 200
     finally:
         for h in held:
             h.close()
@@ -413,18 +417,26 @@ def test_http_max_threads_below_ready_threads_fails_at_start(bertrt_bin):
     assert "--http-max-threads 4 is below --http-thread-count 8" in proc.stderr, proc.stderr
 
 
-def test_client_that_disconnects_costs_no_compute(bertrt_bin):
+@pytest.mark.parametrize("how, flags", [("reset", []), ("close", ["--http-cancel-on-close"])])
+def test_client_that_disconnects_costs_no_compute(bertrt_bin, how, flags):
     """Each request waits a second for company in the batcher; its client
-    closes the connection after 0.2 s, so the scheduler drops the request
-    instead of computing it (gRPC's cancel does the same); the server stays up
-    and a patient client still gets its answer."""
-    s = Server(bertrt_bin, [str(MODELS / "seq_cls"), "--max-queue-delay-us", "1000000"], grpc=False)
+    resets the connection after 0.2 s (or, with --http-cancel-on-close, closes
+    it), so the scheduler drops the request instead of computing it (gRPC's
+    cancel does the same); the server stays up and a patient client still gets
+    its answer. A plain close is a half-close to the server, which by default
+    still answers (test_hostile)."""
+    import socket
+    import struct
+    s = Server(bertrt_bin, [str(MODELS / "seq_cls"), "--max-queue-delay-us", "1000000", *flags],
+               grpc=False)
     infer = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["hi"]}]}
     try:
         batches = s.metric('bertrt_batch_size_count{model="seq_cls"}')  # the warm-up run
         for path, body in [("/v2/models/seq_cls/infer", infer), ("/predict", {"inputs": "hi"})]:
             c = s.raw_post(path, body)
             time.sleep(0.2)
+            if how == "reset":  # linger 0: close sends RST
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             c.close()
         time.sleep(1.5)
         assert s.metric('bertrt_batch_size_count{model="seq_cls"}') == batches

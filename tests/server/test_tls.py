@@ -73,39 +73,43 @@ def test_bad_tls_files_fail_at_start(bertrt_bin, pki, tmp_path, case):
 
 
 def test_https_client_that_disconnects_costs_no_compute(bertrt_bin, pki):
-    """As over plain HTTP: a TLS client that closes its connection while its
-    request waits in the batcher costs no compute."""
+    """As over plain HTTP: a TLS client that resets its connection while its
+    request waits in the batcher costs no compute, and with --http-cancel-on-close
+    one that closes it too (with or without close_notify first). close_notify
+    alone, the TCP connection left open, reads as bytes on the socket, which the
+    server does not decrypt until the answer is written: that request is computed."""
+    import socket
+    import struct
     cert, key = str(pki / "server.crt"), str(pki / "server.key")
     s = Server(bertrt_bin, [str(MODELS / "seq_cls"), "--tls-cert", cert, "--tls-key", key,
-                            "--max-queue-delay-us", "1000000"], grpc=False, tls_ca=cert)
+                            "--max-queue-delay-us", "1000000", "--http-cancel-on-close"],
+               grpc=False, tls_ca=cert)
+    infer = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["hi"]}]}
     try:
         batches = s.metric('bertrt_batch_size_count{model="seq_cls"}')
-        c = s.raw_post("/v2/models/seq_cls/infer", {"inputs": [
-            {"name": "text", "datatype": "BYTES", "shape": [1], "data": ["hi"]}]})
-        time.sleep(0.2)
-        c.close()  # no close_notify: the TCP connection just ends
+        for reset in (False, True):
+            c = s.raw_post("/v2/models/seq_cls/infer", infer)
+            time.sleep(0.2)
+            if reset:
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            c.close()  # no close_notify: the TCP connection just ends
         time.sleep(1.5)
         assert s.metric('bertrt_batch_size_count{model="seq_cls"}') == batches
-        assert s.metric('bertrt_request_failure_total{model="seq_cls",endpoint="kserve_infer"}') == 1
+        assert s.metric('bertrt_request_failure_total{model="seq_cls",endpoint="kserve_infer"}') == 2
 
-        # A client that ends its TLS session properly: close_notify, and the
-        # TCP connection kept open (then closed) while the request waits.
-        for close_tcp in (False, True):
-            c = s.raw_post("/v2/models/seq_cls/infer", {"inputs": [
-                {"name": "text", "datatype": "BYTES", "shape": [1], "data": ["hi"]}]})
-            time.sleep(0.2)
-            c.settimeout(0.2)
-            try:
-                c.unwrap()  # sends close_notify; the server's own never comes
-            except (TimeoutError, ssl.SSLError, OSError):
-                pass
-            if close_tcp:
-                c.close()
-            time.sleep(1.5)
-            assert s.metric('bertrt_batch_size_count{model="seq_cls"}') == batches
-            failures = 2 + close_tcp
-            assert s.metric('bertrt_request_failure_total{model="seq_cls",endpoint="kserve_infer"}') == failures
-            c.close()
+        # A client that ends its TLS session properly (close_notify), then its
+        # TCP connection while the request waits.
+        c = s.raw_post("/v2/models/seq_cls/infer", infer)
+        time.sleep(0.2)
+        c.settimeout(0.2)
+        try:
+            c.unwrap()  # sends close_notify; the server's own never comes
+        except (TimeoutError, ssl.SSLError, OSError):
+            pass
+        c.close()
+        time.sleep(1.5)
+        assert s.metric('bertrt_batch_size_count{model="seq_cls"}') == batches
+        assert s.metric('bertrt_request_failure_total{model="seq_cls",endpoint="kserve_infer"}') == 3
         # A client that pipelines: its second request waits on the socket
         # behind the first (it is no alert), and both are answered.
         body = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["hi"]}]}

@@ -1,14 +1,9 @@
-// The HTTP server's connection threads: httplib runs each accepted connection
-// on a task queue thread for as long as the connection lives, idle keep-alive
-// waits included (up to its keep-alive timeout, 5 s). With httplib's fixed
-// ThreadPool, as many idle kept-alive connections as threads made every new
-// client wait up to 5 s for one to time out (measured: 4 threads, 4 idle
-// connections, a new request answered after 5.0 s). This pool keeps `min`
-// threads ready and starts another whenever a connection arrives with none
-// idle, up to `max`; threads above `min` end after `idle_exit` without work.
+// The HTTP server's handler threads: a handler blocks on the batcher until its
+// request is computed, so each request in flight holds a thread. This pool
+// keeps `min` threads ready and starts another whenever a request arrives with
+// none idle, up to `max` (then requests wait for one); threads above `min`
+// end after `idle_exit` without work.
 #pragma once
-
-#include <httplib.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -22,21 +17,22 @@
 
 namespace bertrt::server {
 
-class HandlerPool : public httplib::TaskQueue {
+class HandlerPool {
  public:
   // min_threads is at least 1, and a max_threads below it is taken as
   // min_threads: callers that take both from a user reject that case with
   // an error first (`bertrt serve`'s --http-max-threads).
   HandlerPool(size_t min_threads, size_t max_threads,
               std::chrono::milliseconds idle_exit = std::chrono::seconds(30));
-  ~HandlerPool() override;
+  ~HandlerPool();
+  HandlerPool(const HandlerPool&) = delete;
+  HandlerPool& operator=(const HandlerPool&) = delete;
 
   // Runs fn on an idle thread, a new one if none is idle and fewer than
   // max run; else fn waits for the first thread to come free.
-  void enqueue(std::function<void()> fn) override;
-  // Runs what is queued, then ends every thread (httplib calls it once the
-  // listener stops).
-  void shutdown() override;
+  void enqueue(std::function<void()> fn);
+  // Runs what is queued, then ends every thread.
+  void shutdown();
 
   // For tests and logs.
   size_t threads() const;

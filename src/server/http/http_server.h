@@ -2,25 +2,27 @@
 // OpenAI-compatible endpoints, /metrics. Decodes JSON to native requests,
 // hands them to each model's scheduler, encodes the answers; every error is a
 // JSON body {"error": ...} with its 4xx/5xx status.
+//
+// Connections are Boost.Beast's over Asio: a few I/O threads read, parse and
+// write every connection without blocking (an idle or slow connection costs
+// no thread), with a deadline for each request's header and body; a parsed
+// request runs on a handler thread (HandlerPool: handlers block on the
+// batcher), and its connection is watched for a reset meanwhile. Requests
+// pipelined on a connection are answered in order.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "server/common/metrics.h"
 #include "server/common/served_model.h"
 #include "server/common/tls.h"
-
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}  // namespace httplib
+#include "server/http/http_message.h"
 
 namespace bertrt::server {
 
@@ -28,9 +30,9 @@ struct HttpOptions {
   std::string host = "127.0.0.1";
   int port = 8000;
   size_t max_payload_bytes = 8 << 20;
-  // httplib gives each connection a thread for its lifetime, keep-alive
-  // waits included, and handlers block on the batcher (HandlerPool): this
-  // many are kept ready, more start on demand up to max_handler_threads.
+  // Handlers block on the batcher, each on a thread of its own (HandlerPool):
+  // this many are kept ready, more start on demand up to max_handler_threads
+  // (requests beyond wait for one). Idle and slow connections take none.
   int handler_threads = 512;
   int max_handler_threads = 8192;
   // When non-empty, every endpoint but /v2/health/{live,ready} and /metrics
@@ -42,6 +44,18 @@ struct HttpOptions {
   // X-Request-Id, else one made here, echoed in the response either way),
   // method, path, status, latency.
   bool log_requests = false;
+  // From a connection's accept or last response to the end of the next
+  // request's header, and from there to the end of its body (and to write
+  // the answer); past either the connection closes. A client that sends a
+  // byte a second cannot hold a connection longer.
+  std::chrono::milliseconds header_timeout{10000};
+  std::chrono::milliseconds body_timeout{60000};
+  // Threads that read and write the connections (parsing included).
+  int io_threads = 2;
+  // A client's close (FIN) while its request is handled drops the request,
+  // as a reset always does. Off by default: to the server a close is a
+  // half-close, after which HTTP lets a client still read its answer.
+  bool cancel_on_close = false;
 };
 
 class HttpServer {
@@ -51,8 +65,10 @@ class HttpServer {
 
   // Binds the port (so a caller can log "listening" only when it is true).
   Status Bind();
-  // Serves until Stop(); in-flight requests are finished before it returns.
+  // Serves until Stop(); in-flight requests are answered before it returns.
   void Run();
+  // Stops accepting, closes idle connections, and has the others closed once
+  // their request in flight is answered. Safe from any thread.
   void Stop();
 
   // Used by the route files.
@@ -60,42 +76,44 @@ class HttpServer {
   Metrics& metrics() { return metrics_; }
   const HttpOptions& options() const { return options_; }
 
+  using Handler = std::function<void(const HttpRequest&, HttpResponse&)>;
+  // Runs the route `req` names (404 when none; 500 when it throws) on the
+  // calling thread; `req.matches` is set here.
+  void Dispatch(HttpRequest& req, HttpResponse& res) const;
+
+  struct Impl;  // the connections (http_connection.cc)
+
  private:
+  // The route table, filled once by the constructor.
+  void AddRoutes();
   void AddKServeRoutes();
   void AddTeiRoutes();
-  using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
   // Register a route behind the API key (when one is set): a request without
-  // it gets 401 and counts as a failed `endpoint` request.
+  // it gets 401 and counts as a failed `endpoint` request. Open: no key needed.
   void Get(const std::string& pattern, const std::string& endpoint, Handler handler);
   void Post(const std::string& pattern, const std::string& endpoint, Handler handler);
+  void GetOpen(const std::string& pattern, Handler handler);
   Handler RequireKey(const std::string& endpoint, Handler handler);
-  bool Authorized(const httplib::Request& req) const;
-  // Answers, before httplib reads any body, the requests whose body it would
-  // frame wrongly (RFC 9112 section 6); true when it did. A GET with a body
-  // left the body on the connection, where it read as the next request, and
-  // every later request on that keep-alive connection got 400; two different
-  // Content-Length headers were taken as the first (request smuggling behind
-  // a proxy); a POST with neither Content-Length nor Transfer-Encoding (an
-  // empty body: `curl -X POST .../v2/repository/index`, Triton's documented
-  // form) waited for a body until the client gave up.
-  bool AnswerBeforeBody(const httplib::Request& req, httplib::Response& res);
+
+  struct Route {
+    std::string method;
+    std::regex pattern;
+    Handler handler;
+  };
 
   ModelRegistry& registry_;
   Metrics& metrics_;
   HttpOptions options_;
-  std::unique_ptr<httplib::Server> http_;
-  // The POST routes as registered (pattern, handler behind the key), for the
-  // bodiless POSTs AnswerBeforeBody dispatches itself.
-  std::vector<std::pair<std::regex, Handler>> post_routes_;
-  int listen_fd_ = -1;  // the listening socket, to widen httplib's backlog
+  std::vector<Route> routes_;
+  std::unique_ptr<Impl> impl_;
 };
 
 // Helpers shared by the route files.
 int HttpStatusFor(const Status& status);
-void SendJson(httplib::Response& res, int status, const nlohmann::json& body);
-void SendError(httplib::Response& res, const Status& status);
+void SendJson(HttpResponse& res, int status, const nlohmann::json& body);
+void SendError(HttpResponse& res, const Status& status);
 // The body parsed as JSON, or InvalidArgument.
-StatusOr<nlohmann::json> ParseBody(const httplib::Request& req);
+StatusOr<nlohmann::json> ParseBody(const HttpRequest& req);
 // Submits `request` to the model and waits; records queue/compute metrics.
 StatusOr<InferResult> RunOn(ServedModel& model, Metrics& metrics, InferRequest request);
 

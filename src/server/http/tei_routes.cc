@@ -1,12 +1,9 @@
 // text-embeddings-inference compatible endpoints (/embed, /predict, /rerank,
 // /tokenize, /info) and OpenAI's /v1/embeddings, on the registry's default model.
-#include <httplib.h>
-
 #include <algorithm>
 #include <cmath>
 
 #include "core/json_float.h"
-#include "server/http/client_gone.h"
 #include "server/http/http_server.h"
 
 namespace bertrt::server {
@@ -39,20 +36,19 @@ bool Flag(const json& body, const char* name, bool fallback) {
 }
 
 // What a TEI-style handler gets: the server, the model, the parsed body and
-// the request (whose client RunTexts watches, ClientWatch).
+// the request (whose client's going RunTexts hands the scheduler).
 struct Call {
   HttpServer& server;
   ServedModel& model;
   const json& body;
-  const httplib::Request& req;
+  const HttpRequest& req;
 };
 
 // Tokenizes and runs `inputs` on the model; the result holds every row.
 StatusOr<InferResult> RunTexts(const Call& c, ServedModel& m, const std::vector<TextInput>& inputs,
                                bool truncate) {
   InferRequest request;
-  const ClientWatch watch(c.req);  // until the result is back, before the connection is used
-  request.is_cancelled = watch.gone();
+  request.is_cancelled = c.req.client_gone;
   for (const TextInput& t : inputs) {
     ASSIGN_OR_RETURN(SequenceInput seq, m.Encode(t, truncate));
     request.sequences.push_back(std::move(seq));
@@ -303,7 +299,8 @@ json Info(HttpServer& s, ServedModel& m) {
 }  // namespace
 
 void HttpServer::AddTeiRoutes() {
-  using httplib::Request, httplib::Response;
+  using Request = HttpRequest;
+  using Response = HttpResponse;
   auto post = [this](const std::string& path, auto handler) {
     Post(path, path, [this, path, handler](const Request& req, Response& res) {
       InFlightGuard in_flight(metrics_);

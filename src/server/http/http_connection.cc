@@ -1,0 +1,544 @@
+// HttpServer's connections (http_server.h): Boost.Beast over Asio. Each
+// connection is a chain of asynchronous steps on its own strand: wait for a
+// request's header (its deadline counts from the accept or the last answer),
+// check the header, read the body (a deadline of its own, the payload limit
+// counted as bytes arrive), undo its Content-Encoding, then hand the request
+// to a handler thread and watch the socket for a reset until the answer comes
+// back; write it, and read the next request (pipelined ones are in the buffer
+// already) or close. A refused request is answered and its connection closed
+// the lingering way: its unread body could not be told from the next request.
+// clang-format off
+#include <utility>  // ahead of Asio: Boost 1.74's awaitable.hpp uses std::exchange unincluded
+// clang-format on
+#include <poll.h>
+#include <sys/socket.h>
+#include <zlib.h>
+
+#include <array>
+#include <atomic>
+#include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+
+#include "server/common/request_log.h"
+#include "server/http/handler_pool.h"
+#include "server/http/http_server.h"
+
+namespace bertrt::server {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using nlohmann::json;
+
+namespace {
+
+// A request's header, request line included; beyond: 431.
+constexpr uint32_t kHeaderLimit = 64 << 10;
+// How long a closing connection reads what the client still sends before
+// closing, so that the answer is not destroyed by a reset (nginx and
+// Apache's lingering close).
+constexpr auto kLingerTime = std::chrono::seconds(2);
+
+std::string ErrorJson(const std::string& message) {
+  return json{{"error", message}}.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string PayloadTooLarge(size_t limit) {
+  return "payload larger than --max-payload-bytes " + std::to_string(limit);
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// The path with %XX escapes decoded (a malformed escape stays as it is).
+std::string PercentDecoded(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size()) {
+      const int hi = HexValue(s[i + 1]), lo = HexValue(s[i + 2]);
+      if (hi >= 0 && lo >= 0) {
+        out.push_back(static_cast<char>(hi * 16 + lo));
+        i += 2;
+        continue;
+      }
+    }
+    out.push_back(s[i]);
+  }
+  return out;
+}
+
+// A gzip or zlib body inflated, stopping as soon as it passes `limit`
+// bytes: a 200 KB gzip body of zeros inflates to 200 MB.
+StatusOr<std::string> Inflate(const std::string& in, size_t limit) {
+  z_stream z{};
+  if (inflateInit2(&z, 15 + 32) != Z_OK)  // 15 + 32: gzip or zlib, by the header
+    return Internal("zlib: inflateInit2 failed");
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = static_cast<uInt>(in.size());
+  std::string out;
+  std::array<char, 64 << 10> chunk;
+  int rc = Z_OK;
+  while (rc != Z_STREAM_END) {
+    z.next_out = reinterpret_cast<Bytef*>(chunk.data());
+    z.avail_out = static_cast<uInt>(chunk.size());
+    rc = inflate(&z, Z_NO_FLUSH);
+    if (rc != Z_OK && rc != Z_STREAM_END) break;
+    out.append(chunk.data(), chunk.size() - z.avail_out);
+    if (out.size() > limit) break;
+    if (rc == Z_OK && z.avail_in == 0 && z.avail_out != 0) break;  // truncated
+  }
+  inflateEnd(&z);
+  if (out.size() > limit) return OutOfRange(PayloadTooLarge(limit) + " (after decoding)");
+  if (rc != Z_STREAM_END)
+    return InvalidArgument("the request body is not valid gzip/deflate (Content-Encoding)");
+  return out;
+}
+
+struct ConnectionBase {
+  virtual ~ConnectionBase() = default;
+  // Closes the connection if it waits for a request; else once its answer
+  // is written.
+  virtual void Stop() = 0;
+};
+
+}  // namespace
+
+struct HttpServer::Impl {
+  Impl(HttpServer& s)
+      : server(s),
+        options(s.options()),
+        pool(std::max(1, options.handler_threads), std::max(1, options.max_handler_threads)) {}
+
+  void Accept();
+  template <class Stream>
+  void Open(Stream stream, const std::string& remote);
+
+  HttpServer& server;
+  const HttpOptions& options;
+  asio::io_context ioc;
+  std::optional<asio::ssl::context> tls;
+  tcp::acceptor acceptor{ioc};
+  asio::steady_timer accept_retry{ioc};
+  HandlerPool pool;
+  std::atomic<bool> stopping{false};
+  std::mutex mu;  // guards connections
+  std::unordered_map<ConnectionBase*, std::weak_ptr<ConnectionBase>> connections;
+};
+
+namespace {
+
+template <class Stream>
+class Connection : public ConnectionBase, public std::enable_shared_from_this<Connection<Stream>> {
+ public:
+  static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
+
+  Connection(HttpServer::Impl& impl, Stream stream, std::string remote)
+      : impl_(impl),
+        options_(impl.options),
+        stream_(std::move(stream)),
+        remote_(std::move(remote)) {}
+
+  ~Connection() override {
+    std::lock_guard lock(impl_.mu);
+    impl_.connections.erase(this);
+  }
+
+  void Start() {
+    if constexpr (kTls) {
+      Lowest().expires_after(options_.header_timeout);
+      stream_.async_handshake(asio::ssl::stream_base::server,
+                              [self = this->shared_from_this()](beast::error_code ec) {
+                                if (ec) return self->Close();
+                                self->ReadHeader();
+                              });
+    } else {
+      ReadHeader();
+    }
+  }
+
+  void Stop() override {
+    asio::post(stream_.get_executor(), [self = this->shared_from_this()] {
+      if (self->state_ == State::kReading) self->Close();
+    });
+  }
+
+ private:
+  enum class State { kReading, kHandling, kWriting, kClosing };
+
+  beast::tcp_stream& Lowest() { return beast::get_lowest_layer(stream_); }
+
+  void ReadHeader() {
+    state_ = State::kReading;
+    if (impl_.stopping) return Close();
+    parser_.emplace();
+    parser_->header_limit(kHeaderLimit);
+    parser_->body_limit(options_.max_payload_bytes);
+    Lowest().expires_after(options_.header_timeout);
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+  }
+
+  void OnHeader(beast::error_code ec) {
+    if (ec) {
+      // The client closed or reset between requests, or the deadline passed
+      // (Beast has closed the socket then), or Stop() closed it.
+      if (ec == http::error::end_of_stream || ec == asio::error::eof ||
+          ec == beast::error::timeout || ec == asio::error::operation_aborted ||
+          ec == asio::error::connection_reset || ec == asio::ssl::error::stream_truncated)
+        return Close();
+      if (ec == http::error::header_limit)
+        return AnswerAndClose(
+            431, "the request's header is larger than " + std::to_string(kHeaderLimit) + " bytes");
+      if (ec == http::error::body_limit)  // a declared Content-Length: refused unread
+        return AnswerAndClose(413, PayloadTooLarge(options_.max_payload_bytes));
+      // Either would frame the body two ways (request smuggling behind a
+      // proxy that reads the other one).
+      if (ec == http::error::bad_content_length)
+        return AnswerAndClose(400,
+                              "conflicting Content-Length headers, or one that is not a byte "
+                              "count; send one");
+      if (ec == http::error::bad_transfer_encoding)
+        return AnswerAndClose(400,
+                              "both Content-Length and Transfer-Encoding (or Transfer-Encoding "
+                              "twice); send one");
+      return AnswerAndClose(400, "malformed HTTP request: " + ec.message());
+    }
+    start_ = std::chrono::steady_clock::now();
+    const auto& msg = parser_->get();
+    const bool chunked = parser_->chunked();
+    const auto length = parser_->content_length();
+    if (length && *length > options_.max_payload_bytes)
+      return AnswerAndClose(413, PayloadTooLarge(options_.max_payload_bytes));
+    const auto method = msg.method();
+    const bool takes_body =
+        method == http::verb::post || method == http::verb::put || method == http::verb::patch;
+    if (!takes_body && (chunked || (length && *length > 0)))
+      return AnswerAndClose(400, std::string(msg.method_string()) +
+                                     " requests carry no body here; send it with POST");
+    if (parser_->is_done()) return OnBody({});
+    if (beast::iequals(msg[http::field::expect], "100-continue")) {
+      // curl asks before sending a body over 1 MB and waits a second for this.
+      auto go_on = std::make_shared<http::response<http::empty_body>>(http::status::continue_,
+                                                                      msg.version());
+      return http::async_write(
+          stream_, *go_on, [self = this->shared_from_this(), go_on](beast::error_code ec, size_t) {
+            if (ec) return self->Close();
+            self->ReadBody();
+          });
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    Lowest().expires_after(options_.body_timeout);
+    http::async_read(
+        stream_, buffer_, *parser_,
+        [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnBody(ec); });
+  }
+
+  void OnBody(beast::error_code ec) {
+    if (ec == http::error::body_limit)
+      return AnswerAndClose(413, PayloadTooLarge(options_.max_payload_bytes));
+    if (ec == beast::error::timeout || ec == asio::error::operation_aborted ||
+        ec == http::error::partial_message || ec == asio::error::eof ||
+        ec == http::error::end_of_stream || ec == asio::error::connection_reset)
+      return Close();  // the client stopped sending, or went
+    if (ec)
+      return AnswerAndClose(
+          400, "the request body could not be read (bad chunked encoding?): " + ec.message());
+    auto req = std::make_shared<HttpRequest>();
+    auto& msg = parser_->get();
+    req->method = std::string(msg.method_string());
+    const std::string_view target(msg.target().data(), msg.target().size());
+    req->path = PercentDecoded(target.substr(0, target.find('?')));
+    for (const auto& field : msg)
+      req->headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+    req->body = std::move(msg.body());
+    req->remote_addr = remote_;
+    const std::string encoding(msg[http::field::content_encoding]);
+    if (!encoding.empty() && !beast::iequals(encoding, "identity")) {
+      if (!beast::iequals(encoding, "gzip") && !beast::iequals(encoding, "x-gzip") &&
+          !beast::iequals(encoding, "deflate"))
+        return AnswerAndClose(
+            415, "Content-Encoding \"" + encoding + "\" is not supported (gzip and deflate are)");
+      auto inflated = Inflate(req->body, options_.max_payload_bytes);
+      if (!inflated.ok())
+        return AnswerAndClose(HttpStatusFor(inflated.status()), inflated.status().message());
+      req->body = std::move(*inflated);
+    }
+    keep_alive_ = msg.keep_alive();
+    version_ = msg.version();
+    parser_.reset();
+    Handle(std::move(req));
+  }
+
+  // Runs the request on a handler thread; the answer comes back here.
+  void Handle(std::shared_ptr<HttpRequest> req) {
+    state_ = State::kHandling;
+    auto gone = std::make_shared<std::atomic<bool>>(false);
+    req->client_gone = [gone] { return gone->load(std::memory_order_relaxed); };
+    gone_ = gone;
+    WatchClient();
+    // Keeps the I/O threads running until the answer is posted back, though
+    // the connection may have no operation pending meanwhile.
+    auto work = asio::make_work_guard(impl_.ioc);
+    impl_.pool.enqueue([self = this->shared_from_this(), req, work]() mutable {
+      auto res = std::make_shared<HttpResponse>();
+      res->set_header("X-Request-Id", RequestId(req->get_header_value("X-Request-Id")));
+      self->impl_.server.Dispatch(*req, *res);
+      asio::post(self->stream_.get_executor(),
+                 [self, req, res] { self->Respond(req->method, req->path, std::move(*res)); });
+      work.reset();
+    });
+  }
+
+  // While the handler runs: a reset or an error on the socket means the
+  // client has gone, and the scheduler drops its request. A close (FIN,
+  // TLS's close_notify before it or not) only with cancel_on_close: the
+  // server cannot tell it from a half-close, after which HTTP lets a client
+  // still read its answer. Bytes waiting (a pipelined request, or a TLS
+  // record) are read after this request's answer; meanwhile the socket is
+  // looked at every kRecheck for a close behind them.
+  void WatchClient() {
+    Lowest().socket().async_wait(tcp::socket::wait_read,
+                                 [self = this->shared_from_this()](beast::error_code ec) {
+                                   if (!ec) self->LookAtClient();
+                                 });
+  }
+
+  void LookAtClient() {
+    if (state_ != State::kHandling) return;
+    pollfd p{Lowest().socket().native_handle(), POLLIN | POLLRDHUP, 0};
+    if (::poll(&p, 1, 0) < 0) return WatchClient();
+    if (p.revents & (POLLERR | POLLHUP)) return gone_->store(true, std::memory_order_relaxed);
+    if (p.revents & POLLRDHUP) {
+      if (options_.cancel_on_close) gone_->store(true, std::memory_order_relaxed);
+      return;
+    }
+    if (!(p.revents & POLLIN)) return WatchClient();
+    constexpr auto kRecheck = std::chrono::milliseconds(50);
+    watch_timer_.expires_after(kRecheck);
+    watch_timer_.async_wait([self = this->shared_from_this()](beast::error_code ec) {
+      if (!ec) self->LookAtClient();
+    });
+  }
+
+  void Respond(const std::string& method, const std::string& path, HttpResponse res) {
+    beast::error_code ignored;
+    Lowest().socket().cancel(ignored);  // the watch
+    watch_timer_.cancel();
+    if (options_.log_requests)
+      LogRequest({{"request_id", res.get_header_value("X-Request-Id")},
+                  {"protocol", "http"},
+                  {"method", method},
+                  {"path", path},
+                  {"status", res.status},
+                  {"remote", remote_}},
+                 start_);
+    Write(std::move(res), !keep_alive_ || impl_.stopping);
+  }
+
+  // A request refused before a handler saw it: answered, then the
+  // connection closed (what follows cannot be framed).
+  void AnswerAndClose(int status, const std::string& message) {
+    HttpResponse res;
+    res.status = status;
+    const bool have_header = parser_ && parser_->is_header_done();
+    res.set_header("X-Request-Id",
+                   RequestId(have_header ? std::string(parser_->get()["X-Request-Id"]) : ""));
+    res.set_content(ErrorJson(message), "application/json");
+    if (!have_header) version_ = 11;
+    Write(std::move(res), true);
+  }
+
+  void Write(HttpResponse res, bool close) {
+    state_ = State::kWriting;
+    auto out = std::make_shared<http::response<http::string_body>>();
+    out->version(version_);
+    out->result(static_cast<unsigned>(res.status));
+    for (auto& [name, value] : res.headers) out->set(name, value);
+    out->body() = std::move(res.body);
+    out->keep_alive(!close);
+    out->prepare_payload();
+    // A client that does not read its answer holds the connection no longer.
+    Lowest().expires_after(options_.body_timeout);
+    http::async_write(stream_, *out,
+                      [self = this->shared_from_this(), out, close](beast::error_code ec, size_t) {
+                        if (ec) return self->Close();
+                        if (close) return self->LingeringClose();
+                        self->ReadHeader();
+                      });
+  }
+
+  // Our side first (the answer, then FIN or close_notify), then what the
+  // client still sends is read away until it closes too or kLingerTime
+  // passes: closing with unread bytes, or bytes arriving after, resets the
+  // connection, which can destroy the answer before the client reads it.
+  void LingeringClose() {
+    state_ = State::kClosing;
+    Lowest().expires_after(kLingerTime);
+    if constexpr (kTls) {
+      stream_.async_shutdown(
+          [self = this->shared_from_this()](beast::error_code) { self->Close(); });
+    } else {
+      beast::error_code ignored;
+      Lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
+      Drain();
+    }
+  }
+
+  void Drain() {
+    Lowest().async_read_some(asio::buffer(sink_),
+                             [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                               if (ec) return self->Close();
+                               self->Drain();
+                             });
+  }
+
+  void Close() {
+    state_ = State::kClosing;
+    beast::error_code ignored;
+    Lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
+    Lowest().close();
+  }
+
+  HttpServer::Impl& impl_;
+  const HttpOptions& options_;
+  Stream stream_;
+  const std::string remote_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  State state_ = State::kReading;
+  bool keep_alive_ = true;
+  unsigned version_ = 11;
+  std::chrono::steady_clock::time_point start_;
+  std::shared_ptr<std::atomic<bool>> gone_;
+  asio::steady_timer watch_timer_{stream_.get_executor()};
+  std::array<char, 16384> sink_;
+};
+
+}  // namespace
+
+template <class Stream>
+void HttpServer::Impl::Open(Stream stream, const std::string& remote) {
+  auto connection = std::make_shared<Connection<Stream>>(*this, std::move(stream), remote);
+  {
+    std::lock_guard lock(mu);
+    connections.emplace(connection.get(), connection);
+  }
+  connection->Start();
+}
+
+void HttpServer::Impl::Accept() {
+  acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+    if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
+    if (ec) {
+      // Out of descriptors, say: try again shortly rather than spin.
+      accept_retry.expires_after(std::chrono::milliseconds(50));
+      accept_retry.async_wait([this](beast::error_code e) {
+        if (!e) Accept();
+      });
+      return;
+    }
+    beast::error_code ignored;
+    // Header and body leave as separate segments; with Nagle's algorithm the
+    // body would wait for the client's delayed ACK (~40 ms per answer).
+    socket.set_option(tcp::no_delay(true), ignored);
+    const auto peer = socket.remote_endpoint(ignored);
+    const std::string remote = ignored ? "" : peer.address().to_string();
+    if (tls)
+      Open(beast::ssl_stream<beast::tcp_stream>(beast::tcp_stream(std::move(socket)), *tls),
+           remote);
+    else
+      Open(beast::tcp_stream(std::move(socket)), remote);
+    Accept();
+  });
+}
+
+HttpServer::HttpServer(ModelRegistry& registry, Metrics& metrics, HttpOptions options)
+    : registry_(registry), metrics_(metrics), options_(std::move(options)) {
+  AddRoutes();
+}
+
+HttpServer::~HttpServer() = default;
+
+Status HttpServer::Bind() {
+  impl_ = std::make_unique<Impl>(*this);
+  if (!options_.tls.cert.empty()) {
+    impl_->tls.emplace(asio::ssl::context::tls_server);
+    beast::error_code ec;
+    impl_->tls->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                            asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                            asio::ssl::context::no_tlsv1_1);
+    impl_->tls->use_certificate_chain(asio::buffer(options_.tls.cert), ec);
+    if (!ec)
+      impl_->tls->use_private_key(asio::buffer(options_.tls.key), asio::ssl::context::pem, ec);
+    if (ec)
+      return InvalidArgument("TLS: the certificate or key was not accepted by the HTTPS server (" +
+                             ec.message() + ")");
+  }
+  const std::string where = options_.host + ":" + std::to_string(options_.port);
+  beast::error_code ec;
+  tcp::resolver resolver(impl_->ioc);
+  const auto endpoints =
+      resolver.resolve(options_.host, std::to_string(options_.port),
+                       tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+  if (ec || endpoints.empty())
+    return Unavailable("cannot listen on " + where + " (not an address of this machine)");
+  const tcp::endpoint endpoint = *endpoints.begin();
+  tcp::acceptor& acceptor = impl_->acceptor;
+  acceptor.open(endpoint.protocol(), ec);
+  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec)
+    return Unavailable("cannot listen on " + where +
+                       " (in use, or not an address of this machine: " + ec.message() + ")");
+  return Status::Ok();
+}
+
+void HttpServer::Run() {
+  if (!impl_ || !impl_->acceptor.is_open()) return;
+  impl_->Accept();
+  std::vector<std::thread> threads;
+  for (int i = 1; i < std::max(1, options_.io_threads); ++i)
+    threads.emplace_back([this] { impl_->ioc.run(); });
+  impl_->ioc.run();
+  for (std::thread& t : threads) t.join();
+  impl_->pool.shutdown();
+}
+
+void HttpServer::Stop() {
+  if (!impl_) return;
+  impl_->stopping = true;
+  asio::post(impl_->ioc, [impl = impl_.get()] {
+    beast::error_code ignored;
+    impl->acceptor.close(ignored);
+    impl->accept_retry.cancel();
+    // Held outside the lock: the last reference may go with them, and a
+    // connection's destructor takes the lock.
+    std::vector<std::shared_ptr<ConnectionBase>> open;
+    {
+      std::lock_guard lock(impl->mu);
+      for (auto& [raw, weak] : impl->connections)
+        if (auto connection = weak.lock()) open.push_back(std::move(connection));
+    }
+    for (auto& connection : open) connection->Stop();
+  });
+}
+
+}  // namespace bertrt::server
