@@ -6,7 +6,8 @@
    throughput of a few concurrencies), the anchor of this run.
 3. Runs open-loop Poisson arrivals at --load (default 0.8) of that rate for
    --minutes (default 30) with `bertrt bench --url --request-rate`, sampling the
-   server's RSS and thread count from /proc every --sample-s (default 10 s).
+   server's RSS and thread count from /proc and its heap (malloc's bytes in use
+   and kept free, from /metrics) every --sample-s (default 10 s).
 4. Prints the samples and a summary and appends both to --results: growth of RSS
    and threads from the end of the warm-up (--warmup-minutes, default 5) to the
    end, and failed requests. It passes (exit 0) when each growth is under 5% and
@@ -26,6 +27,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -40,6 +42,17 @@ def proc_stats(pid):
     with open(f"/proc/{pid}/status") as f:
         rss = int(next(line for line in f if line.startswith("VmRSS")).split()[1]) / 1024
     return rss, len(os.listdir(f"/proc/{pid}/task"))
+
+
+def heap_mb(url):
+    """(in use, free) MB of the server's malloc heap from its /metrics."""
+    values = {}
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            name, _, value = line.partition(" ")
+            if name in ("bertrt_heap_in_use_bytes", "bertrt_heap_free_bytes"):
+                values[name] = float(value) / 2**20
+    return values.get("bertrt_heap_in_use_bytes", 0), values.get("bertrt_heap_free_bytes", 0)
 
 
 def bench(args, url, extra, json_path):
@@ -60,12 +73,14 @@ def main():
     ap.add_argument("--load", type=float, default=0.8, help="fraction of saturation")
     ap.add_argument("--sample-s", type=float, default=10)
     ap.add_argument("--results", default=os.path.join(ROOT, "bench/RESULTS.md"))
+    ap.add_argument("--server-arg", action="append", default=[],
+                    help="one more argument to `bertrt serve` (repeat for several)")
     args = ap.parse_args()
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     server = subprocess.Popen([args.bertrt, "serve", args.model, "--http-port", str(port),
-                               "--grpc-port", "0"], stderr=subprocess.PIPE, text=True)
+                               "--grpc-port", "0", *args.server_arg], stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 120
         while True:
@@ -91,7 +106,7 @@ def main():
         def sample():
             while not stop.is_set():
                 rss, threads = proc_stats(server.pid)
-                samples.append((time.time() - start, rss, threads))
+                samples.append((time.time() - start, rss, threads, *heap_mb(url)))
                 stop.wait(args.sample_s)
 
         sampler = threading.Thread(target=sample)
@@ -113,10 +128,12 @@ def main():
     failed = step["error_count"]
     passed = rss_growth < 0.05 and thread_growth < 0.05 and failed == 0
 
-    rows = ["| minute | RSS MB | threads |", "|---:|---:|---:|"]
+    rows = ["| minute | RSS MB | threads | heap in use MB | heap free MB |",
+            "|---:|---:|---:|---:|---:|"]
     every = max(1, int(60 / args.sample_s))  # one row a minute
-    for t, rss, threads in samples[::every] + ([samples[-1]] if len(samples) % every != 1 else []):
-        rows.append(f"| {t / 60:.1f} | {rss:.1f} | {threads} |")
+    for t, rss, threads, used, free in (samples[::every] +
+                                        ([samples[-1]] if len(samples) % every != 1 else [])):
+        rows.append(f"| {t / 60:.1f} | {rss:.1f} | {threads} | {used:.1f} | {free:.1f} |")
     lat = step["latency_ms"]
     summary = (f"saturation {saturation:.1f} req/s (closed loop, best of 4, 8, 16 clients); "
                f"soak at {rate:.1f} req/s ({args.load:.0%}) for {args.minutes:g} min: "
@@ -124,7 +141,8 @@ def main():
                f"p50 {lat['p50']:.1f} ms, p99 {lat['p99']:.1f} ms, {failed} failed; "
                f"after the {args.warmup_minutes:g}-minute warm-up RSS {warm[0][1]:.1f} -> "
                f"{warm[-1][1]:.1f} MB ({rss_growth:+.1%}), threads {warm[0][2]} -> {warm[-1][2]} "
-               f"({thread_growth:+.1%}): {'PASS' if passed else 'FAIL'} (growth under 5%, "
+               f"({thread_growth:+.1%}), heap in use {warm[0][3]:.1f} -> {warm[-1][3]:.1f} MB, "
+               f"kept free {warm[0][4]:.1f} -> {warm[-1][4]:.1f} MB: {'PASS' if passed else 'FAIL'} (growth under 5%, "
                f"no failed request)")
     print("\n".join(rows))
     print(summary)
@@ -135,7 +153,8 @@ def main():
                     f"{args.load:.0%} of saturation ({datetime.date.today()})\n\n")
             f.write(f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC\n")
             f.write(f"- machine: {os.cpu_count()} CPUs ({cpu}), {platform.platform()}\n")
-            f.write(f"- command: `python3 bench/soak.py --minutes {args.minutes:g}` "
+            extra = "".join(f" --server-arg={a}" for a in args.server_arg)
+            f.write(f"- command: `python3 bench/soak.py --minutes {args.minutes:g}{extra}` "
                     f"(model {os.path.basename(args.model.rstrip('/'))}; load: "
                     f"`{' '.join(os.path.basename(c) if i == 0 else c for i, c in enumerate(soak_cmd))}`)\n")
             f.write(f"- anchor measured in the same run: the server's own saturation, "

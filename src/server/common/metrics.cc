@@ -1,8 +1,12 @@
 #include "server/common/metrics.h"
 
 #include <dlfcn.h>
+#include <malloc.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <tuple>
 
@@ -98,6 +102,43 @@ class Nvml {
   int (*get_utilization_)(void*, Utilization*) = nullptr;
 };
 
+// The process gauges Prometheus' client libraries export under these names
+// (from /proc/self), and glibc's heap: memory the program holds against memory
+// malloc keeps free, which tells a leak (the first grows) from fragmentation
+// (the second grows) when the resident size creeps.
+void RenderProcess(std::string& out) {
+  std::ifstream statm("/proc/self/statm");
+  unsigned long virtual_pages = 0, resident_pages = 0;
+  if (statm >> virtual_pages >> resident_pages) {
+    const double page = static_cast<double>(sysconf(_SC_PAGESIZE));
+    Header(out, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
+    out += "process_virtual_memory_bytes " + Num(virtual_pages * page) + "\n";
+    Header(out, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+    out += "process_resident_memory_bytes " + Num(resident_pages * page) + "\n";
+  }
+  std::error_code ec;
+  size_t threads = 0, fds = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/task", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+    ++threads;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+    ++fds;
+  Header(out, "process_threads", "gauge", "Threads of the process.");
+  out += "process_threads " + std::to_string(threads) + "\n";
+  Header(out, "process_open_fds", "gauge", "Open file descriptors.");
+  out += "process_open_fds " + std::to_string(fds) + "\n";
+#ifdef __GLIBC__
+  const struct mallinfo2 heap = mallinfo2();
+  Header(out, "bertrt_heap_in_use_bytes", "gauge",
+         "Bytes the program holds from malloc (glibc mallinfo2 uordblks + hblkhd).");
+  out += "bertrt_heap_in_use_bytes " + Num(static_cast<double>(heap.uordblks + heap.hblkhd)) + "\n";
+  Header(out, "bertrt_heap_free_bytes", "gauge",
+         "Bytes malloc keeps free in its arenas, not returned to the system (mallinfo2 fordblks).");
+  out += "bertrt_heap_free_bytes " + Num(static_cast<double>(heap.fordblks)) + "\n";
+#endif
+}
+
 }  // namespace
 
 void Histogram::Observe(double v) {
@@ -154,7 +195,9 @@ void Metrics::AddInFlight(int delta) {
 
 std::string Metrics::Render() const {
   std::string out = RenderCounters();
-  // Outside the lock: a slow driver call must not hold up request counting.
+  // Outside the lock: slow /proc, malloc and driver calls must not hold up
+  // request counting.
+  RenderProcess(out);
   Nvml::Get().Render(out);
   return out;
 }

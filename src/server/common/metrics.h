@@ -36,7 +36,8 @@ class Metrics {
   void ObserveBatch(const std::string& model, const std::string& instance, int sequences,
                     int tokens, double compute_seconds);
   void AddInFlight(int delta);
-  // The Prometheus text: the counters above, then the NVML GPU gauges.
+  // The Prometheus text: the counters above, the process and heap gauges,
+  // then the NVML GPU gauges.
   std::string Render() const;
 
  private:
