@@ -5,7 +5,8 @@
 
 Without arguments, every directory under tests/data/models is done. Each model
 runs in fp32 on CPU, one input at a time (no padding), with eager attention.
-Sentence-transformers directories run through SentenceTransformer.
+Sentence-transformers directories run through SentenceTransformer (encode, so
+the default prompt applies; prompt_runs holds each named prompt's embeddings).
 """
 import json
 import os
@@ -81,8 +82,15 @@ def st_golden(model_dir):
                "token_type_ids": features["token_type_ids"][0].tolist(),
                "sentence_embedding": rounded(emb)}
         out.append(rec)
-    return {"kind": "sentence_transformers", "max_seq_length": model.max_seq_length,
-            "inputs": out}
+    golden = {"kind": "sentence_transformers", "max_seq_length": model.max_seq_length,
+              "inputs": out}
+    # Each named prompt (sentence_embedding above has the default one, if any).
+    if model.prompts:
+        texts = TEXTS + [LONG_TEXT]
+        golden["prompt_runs"] = {
+            name: rounded(model.encode(texts, prompt_name=name, convert_to_numpy=True, batch_size=1))
+            for name in sorted(model.prompts)}
+    return golden
 
 
 def make(model_dir):

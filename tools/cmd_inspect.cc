@@ -41,8 +41,24 @@ nlohmann::json Describe(const LoadedModel& loaded) {
   j["parameters"] = loaded.model->ParameterCount();
   j["has_pooler"] = !loaded.model->weights.pooler_w.empty();
   if (c.head == HeadKind::kSentenceEmbedding) {
-    j["pooling"] = PoolingName(c.pooling);
+    // As sentence-transformers writes it: a name, or a list when concatenated.
+    nlohmann::json modes = nlohmann::json::array();
+    for (Pooling p : c.pooling_modes) modes.push_back(PoolingName(p));
+    j["pooling"] = modes.size() == 1 ? modes[0] : modes;
+    nlohmann::json dense = nlohmann::json::array();
+    for (const DenseSpec& d : c.dense)
+      dense.push_back({{"in_features", d.in_features},
+                       {"out_features", d.out_features},
+                       {"bias", d.bias},
+                       {"activation", DenseActivationName(d.activation)}});
+    j["dense"] = dense;
     j["normalize"] = c.normalize;
+    if (c.truncate_dim > 0) j["truncate_dim"] = c.truncate_dim;
+    j["embedding_dimension"] = c.embedding_width();
+    nlohmann::json prompts = nlohmann::json::object();
+    for (const auto& [name, text] : c.prompts) prompts[name] = text;
+    j["prompts"] = prompts;
+    if (!c.default_prompt_name.empty()) j["default_prompt_name"] = c.default_prompt_name;
   }
   if (c.num_labels > 0) j["num_labels"] = c.num_labels;
   if (!c.labels.empty()) j["labels"] = c.labels;
@@ -93,7 +109,15 @@ void PrintText(const nlohmann::json& j, std::ostream& out) {
   row("max seq length", str(j["max_seq_length"]));
   if (j.contains("pooling")) {
     row("pooling", str(j["pooling"]));
+    for (const nlohmann::json& d : j["dense"])
+      row("dense", str(d["in_features"]) + " -> " + str(d["out_features"]) + ", " +
+                       str(d["activation"]) + (d["bias"].get<bool>() ? "" : ", no bias"));
     row("normalize", YesNo(j["normalize"].get<bool>()));
+    if (j.contains("truncate_dim")) row("truncate dim", str(j["truncate_dim"]));
+    row("embedding width", str(j["embedding_dimension"]));
+    for (const auto& [name, text] : j["prompts"].items())
+      row("prompt", name + " = " + text.dump() +
+                        (j.value("default_prompt_name", "") == name ? " (default)" : ""));
   }
   if (j.contains("labels")) {
     std::string labels;

@@ -19,6 +19,7 @@ struct RunFlags {
   int max_length = 0;
   int batch_size = 32;
   bool skip_verify = false;
+  std::string prompt_name;  // "": the model's default prompt, if any
 };
 
 // One input line on its way through: either an error or an encoding.
@@ -118,6 +119,9 @@ int Run(const RunFlags& flags) {
   TraceStartup("bertrt run: model read and checked");
   auto truncation = ParseTruncation(flags.truncation);
   if (!truncation.ok()) return Fail(truncation.status(), kExitUsage);
+  auto prompt = loaded->model->config.PromptText(
+      flags.prompt_name.empty() ? std::nullopt : std::optional<std::string>(flags.prompt_name));
+  if (!prompt.ok()) return Fail(prompt.status(), kExitUsage);
   const ModelConfig& config = loaded->model->config;
   if (flags.output != "default" && flags.output != "last_hidden_state")
     return Fail(
@@ -166,7 +170,8 @@ int Run(const RunFlags& flags) {
     if (!input.ok()) {
       p.error = input.status();
     } else {
-      auto enc = loaded->tokenizer->Encode(input->text, input->text_pair, max_length, *truncation);
+      auto enc = loaded->tokenizer->Encode(*prompt + input->text, input->text_pair, max_length,
+                                           *truncation);
       if (enc.ok())
         p.encoding = std::move(*enc);
       else
@@ -204,6 +209,10 @@ void RegisterRunCommand(CLI::App& app, int& exit_code) {
                 "With --device cuda, skip the self-check (built-in samples on the GPU "
                 "against the CPU engine in fp32 before the first input; exit 5 when they "
                 "disagree)");
+  cmd->add_option("--prompt-name", flags->prompt_name,
+                  "A prompt of the model's config_sentence_transformers.json to put before each "
+                  "text, as sentence-transformers' encode(prompt_name=...) (default: its "
+                  "default_prompt_name, if any)");
   cmd->add_option("--output", flags->output,
                   "default (the head's outputs) or last_hidden_state (per-token states)")
       ->check(CLI::IsMember({"default", "last_hidden_state"}));

@@ -22,11 +22,25 @@ enum class HeadKind {
   kSentenceEmbedding,       // sentence-transformers: pooling (+ normalize)
 };
 
-enum class Pooling { kCls, kMean, kMax };
+// sentence-transformers' pooling modes: the first token, the mean, the
+// element-wise max, the sum over sqrt(length), the mean weighted by position
+// (1, 2, ...), the last token.
+enum class Pooling { kCls, kMean, kMax, kMeanSqrtLen, kWeightedMean, kLastToken };
+
+// The activation of a sentence-transformers Dense module.
+enum class DenseActivation { kIdentity, kTanh, kRelu, kGelu, kSigmoid };
+
+// A sentence-transformers Dense module: y = act(x W^T [+ b]).
+struct DenseSpec {
+  int in_features = 0, out_features = 0;
+  bool bias = true;
+  DenseActivation activation = DenseActivation::kTanh;
+};
 
 const char* HeadKindName(HeadKind h);
 const char* HiddenActName(HiddenAct a);
-const char* PoolingName(Pooling p);
+const char* PoolingName(Pooling p);  // sentence-transformers' name: "cls", "mean", ...
+const char* DenseActivationName(DenseActivation a);  // "identity", "tanh", ...
 
 struct ModelConfig {
   std::string architecture;  // e.g. "BertForSequenceClassification"
@@ -45,14 +59,30 @@ struct ModelConfig {
   HeadKind head = HeadKind::kBase;
   int num_labels = 0;               // classifier outputs (2 for QA)
   std::vector<std::string> labels;  // id2label, index = class id
-  // Sentence-transformers
-  Pooling pooling = Pooling::kMean;
+  // Sentence-transformers: each pooling mode's vector, concatenated in this
+  // order, then each Dense module, then the L2 normalization, then the first
+  // truncate_dim values (sentence-transformers truncates after normalizing).
+  std::vector<Pooling> pooling_modes = {Pooling::kMean};
+  std::vector<DenseSpec> dense;
   bool normalize = false;
+  int truncate_dim = 0;  // 0: the whole vector
+  // config_sentence_transformers.json's prompts (name -> text put before the
+  // input) and the one applied when a request names none ("": none).
+  std::vector<std::pair<std::string, std::string>> prompts;
+  std::string default_prompt_name;
   // Longest input the model serves (sentence_bert_config max_seq_length, else
   // max_position_embeddings).
   int max_seq_length = 0;
 
   int head_dim() const { return num_heads ? hidden_size / num_heads : 0; }
+  // Width of the concatenated pooled vector, and of the sentence embedding
+  // the model returns (after Dense modules and truncate_dim).
+  int pooled_width() const { return static_cast<int>(pooling_modes.size()) * hidden_size; }
+  int embedding_width() const;
+  // The text put before an input, as sentence-transformers' encode does:
+  // prompt `name`'s, or with none named the default prompt's ("" when the
+  // model has none); a name the model lacks is an error that lists its prompts.
+  StatusOr<std::string> PromptText(const std::optional<std::string>& name) const;
 };
 
 // Linear weights keep HF's [out_features, in_features] layout.
@@ -62,12 +92,19 @@ struct LayerWeights {
   Tensor ffn_in_w, ffn_in_b, ffn_out_w, ffn_out_b, ffn_ln_gamma, ffn_ln_beta;
 };
 
+// A sentence-transformers Dense module's linear layer (fp32; bias empty when
+// the module has none).
+struct DenseWeights {
+  Tensor w, b;
+};
+
 struct ModelWeights {
   Tensor word_embeddings, position_embeddings, token_type_embeddings;
   Tensor emb_ln_gamma, emb_ln_beta;
   std::vector<LayerWeights> layers;
   Tensor pooler_w, pooler_b;          // empty when the checkpoint has no pooler
   Tensor classifier_w, classifier_b;  // classifier / qa_outputs; empty for base/embedding
+  std::vector<DenseWeights> dense;    // one per ModelConfig::dense
 
   // Every tensor, empty ones included, in a fixed order.
   std::vector<const Tensor*> All() const;

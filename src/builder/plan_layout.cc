@@ -91,6 +91,12 @@ std::vector<TensorSpec> ExpectedTensors(const ModelConfig& c, bool has_pooler) {
     specs.push_back({"classifier_w", {labels, h}, false});
     specs.push_back({"classifier_b", {labels}, false});
   }
+  for (size_t i = 0; i < c.dense.size(); ++i) {
+    const DenseSpec& d = c.dense[i];
+    const std::string p = "dense." + std::to_string(i) + ".";
+    specs.push_back({p + "w", {d.out_features, d.in_features}, false});
+    if (d.bias) specs.push_back({p + "b", {d.out_features}, false});
+  }
   return specs;
 }
 
@@ -109,18 +115,28 @@ std::vector<T*> Lookup(W& w, const std::string& name) {
   if (name == "pooler_b") return {&w.pooler_b};
   if (name == "classifier_w") return {&w.classifier_w};
   if (name == "classifier_b") return {&w.classifier_b};
-  const std::string prefix = "layers.";
-  if (name.compare(0, prefix.size(), prefix) != 0) return {};
-  const size_t dot = name.find('.', prefix.size());
-  if (dot == std::string::npos) return {};
-  size_t i = 0;
-  for (size_t k = prefix.size(); k < dot; ++k) {
-    if (name[k] < '0' || name[k] > '9' || i > w.layers.size()) return {};
-    i = i * 10 + static_cast<size_t>(name[k] - '0');
+  // "layers.<i>.<field>" and "dense.<i>.<w|b>": the index, then the field.
+  auto indexed = [&name](const std::string& prefix, size_t count, std::string* field) {
+    if (name.compare(0, prefix.size(), prefix) != 0) return count;
+    const size_t dot = name.find('.', prefix.size());
+    if (dot == std::string::npos || dot == prefix.size()) return count;
+    size_t i = 0;
+    for (size_t k = prefix.size(); k < dot; ++k) {
+      if (name[k] < '0' || name[k] > '9' || i > count) return count;
+      i = i * 10 + static_cast<size_t>(name[k] - '0');
+    }
+    *field = name.substr(dot + 1);
+    return i;
+  };
+  std::string field;
+  if (const size_t d = indexed("dense.", w.dense.size(), &field); d < w.dense.size()) {
+    if (field == "w") return {&w.dense[d].w};
+    if (field == "b") return {&w.dense[d].b};
+    return {};
   }
-  if (dot == prefix.size() || i >= w.layers.size()) return {};
+  const size_t i = indexed("layers.", w.layers.size(), &field);
+  if (i >= w.layers.size()) return {};
   auto& l = w.layers[i];
-  const std::string field = name.substr(dot + 1);
   if (field == "qkv_w") return {&l.query_w, &l.key_w, &l.value_w};
   if (field == "qkv_b") return {&l.query_b, &l.key_b, &l.value_b};
   if (field == "attn_out_w") return {&l.attn_out_w};
@@ -150,6 +166,88 @@ DType StoredDType(Precision precision, bool in_compute_precision) {
   return in_compute_precision ? PrecisionDType(precision) : DType::kF32;
 }
 
+namespace {
+
+json PoolingNames(const std::vector<Pooling>& modes) {
+  json names = json::array();
+  for (Pooling p : modes) names.push_back(PoolingName(p));
+  return names;
+}
+
+json DenseToJson(const std::vector<DenseSpec>& dense) {
+  json out = json::array();
+  for (const DenseSpec& d : dense)
+    out.push_back({{"in_features", d.in_features},
+                   {"out_features", d.out_features},
+                   {"bias", d.bias},
+                   {"activation", DenseActivationName(d.activation)}});
+  return out;
+}
+
+constexpr std::initializer_list<Pooling> kPoolings = {
+    Pooling::kCls,         Pooling::kMean,         Pooling::kMax,
+    Pooling::kMeanSqrtLen, Pooling::kWeightedMean, Pooling::kLastToken};
+
+// "pooling": a name (plans written before concatenated modes) or a list.
+Status PoolingFromJson(const json& j, std::vector<Pooling>* modes) {
+  auto it = j.find("pooling");
+  if (it == j.end()) return Missing("pooling", "a pooling mode or a list of them");
+  const json list = it->is_string() ? json::array({*it}) : *it;
+  if (!list.is_array() || list.empty() || list.size() > 16)
+    return Missing("pooling", "a pooling mode or a list of 1 to 16");
+  modes->clear();
+  for (const json& name : list) {
+    Pooling p = Pooling::kMean;
+    RETURN_IF_ERROR(GetEnum(json{{"pooling", name}}, "pooling", kPoolings, PoolingName, &p));
+    modes->push_back(p);
+  }
+  return Status::Ok();
+}
+
+// The sentence-transformers fields newer plans carry; absent ones keep their
+// defaults (no Dense module, no truncation, no prompts).
+Status SentenceTransformersFromJson(const json& j, ModelConfig* c) {
+  RETURN_IF_ERROR(PoolingFromJson(j, &c->pooling_modes));
+  if (auto dense = j.find("dense"); dense != j.end()) {
+    if (!dense->is_array() || dense->size() > 16) return Missing("dense", "a list of 0 to 16");
+    int width = c->pooled_width();
+    for (const json& d : *dense) {
+      if (!d.is_object()) return Missing("dense", "a list of objects");
+      DenseSpec spec;
+      RETURN_IF_ERROR(GetInt(d, "in_features", width, width, &spec.in_features));
+      RETURN_IF_ERROR(GetInt(d, "out_features", 1, 1 << 20, &spec.out_features));
+      RETURN_IF_ERROR(GetBool(d, "bias", &spec.bias));
+      RETURN_IF_ERROR(GetEnum(d, "activation",
+                              {DenseActivation::kIdentity, DenseActivation::kTanh,
+                               DenseActivation::kRelu, DenseActivation::kGelu,
+                               DenseActivation::kSigmoid},
+                              DenseActivationName, &spec.activation));
+      width = spec.out_features;
+      c->dense.push_back(spec);
+    }
+  }
+  if (j.contains("truncate_dim")) {
+    const int widest = c->dense.empty() ? c->pooled_width() : c->dense.back().out_features;
+    RETURN_IF_ERROR(GetInt(j, "truncate_dim", 0, widest, &c->truncate_dim));
+  }
+  if (auto prompts = j.find("prompts"); prompts != j.end()) {
+    if (!prompts->is_array()) return Missing("prompts", "a list of [name, text] pairs");
+    for (const json& p : *prompts) {
+      if (!p.is_array() || p.size() != 2 || !p[0].is_string() || !p[1].is_string())
+        return Missing("prompts", "a list of [name, text] pairs");
+      c->prompts.emplace_back(p[0].get<std::string>(), p[1].get<std::string>());
+    }
+  }
+  if (j.contains("default_prompt_name")) {
+    RETURN_IF_ERROR(GetString(j, "default_prompt_name", &c->default_prompt_name));
+    if (!c->default_prompt_name.empty() && !c->PromptText(std::nullopt).ok())
+      return InvalidArgument("metadata: default_prompt_name is not one of the prompts");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 json ConfigToJson(const ModelConfig& c) {
   return json{{"architecture", c.architecture},
               {"model_type", c.model_type},
@@ -166,8 +264,12 @@ json ConfigToJson(const ModelConfig& c) {
               {"head", HeadKindName(c.head)},
               {"num_labels", c.num_labels},
               {"labels", c.labels},
-              {"pooling", PoolingName(c.pooling)},
+              {"pooling", PoolingNames(c.pooling_modes)},
+              {"dense", DenseToJson(c.dense)},
               {"normalize", c.normalize},
+              {"truncate_dim", c.truncate_dim},
+              {"prompts", c.prompts},
+              {"default_prompt_name", c.default_prompt_name},
               {"max_seq_length", c.max_seq_length}};
 }
 
@@ -205,8 +307,7 @@ StatusOr<ModelConfig> ConfigFromJson(const json& j) {
                            HeadKind::kTokenClassification, HeadKind::kQuestionAnswering,
                            HeadKind::kSentenceEmbedding},
                           HeadKindName, &c.head));
-  RETURN_IF_ERROR(GetEnum(j, "pooling", {Pooling::kCls, Pooling::kMean, Pooling::kMax},
-                          PoolingName, &c.pooling));
+  RETURN_IF_ERROR(SentenceTransformersFromJson(j, &c));
   RETURN_IF_ERROR(GetBool(j, "normalize", &c.normalize));
   auto labels = j.find("labels");
   if (labels == j.end() || !labels->is_array()) return Missing("labels", "an array");

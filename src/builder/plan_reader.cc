@@ -277,6 +277,7 @@ Status Reader::BindTensors(const Container& c, const json& meta, const PlanInfo&
                                             " tensor sections, but the config needs " +
                                             std::to_string(specs.size()));
   model->weights.layers.resize(static_cast<size_t>(model->config.num_layers));
+  model->weights.dense.resize(model->config.dense.size());
   const auto* base = reinterpret_cast<const uint8_t*>(c.bytes.data());
   for (const plan::TensorSpec& spec : specs) {
     const Entry* e = c.Find(spec.name);

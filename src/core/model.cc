@@ -31,8 +31,39 @@ const char* PoolingName(Pooling p) {
     case Pooling::kCls: return "cls";
     case Pooling::kMean: return "mean";
     case Pooling::kMax: return "max";
+    case Pooling::kMeanSqrtLen: return "mean_sqrt_len_tokens";
+    case Pooling::kWeightedMean: return "weightedmean";
+    case Pooling::kLastToken: return "lasttoken";
   }
   return "?";
+}
+
+const char* DenseActivationName(DenseActivation a) {
+  switch (a) {
+    case DenseActivation::kIdentity: return "identity";
+    case DenseActivation::kTanh: return "tanh";
+    case DenseActivation::kRelu: return "relu";
+    case DenseActivation::kGelu: return "gelu";
+    case DenseActivation::kSigmoid: return "sigmoid";
+  }
+  return "?";
+}
+
+int ModelConfig::embedding_width() const {
+  const int width = dense.empty() ? pooled_width() : dense.back().out_features;
+  return truncate_dim > 0 ? std::min(truncate_dim, width) : width;
+}
+
+StatusOr<std::string> ModelConfig::PromptText(const std::optional<std::string>& name) const {
+  if (!name && default_prompt_name.empty()) return std::string();
+  const std::string& wanted = name ? *name : default_prompt_name;
+  for (const auto& [n, text] : prompts)
+    if (n == wanted) return text;
+  std::string names;
+  for (const auto& p : prompts) names += (names.empty() ? "\"" : ", \"") + p.first + "\"";
+  return InvalidArgument("prompt_name \"" + wanted + "\" is not one of the model's prompts (" +
+                         (names.empty() ? std::string("it has none") : names) +
+                         "; config_sentence_transformers.json lists them)");
 }
 
 namespace {
@@ -48,6 +79,7 @@ std::vector<TensorT*> AllTensors(Weights& w) {
                            &l.attn_out_w, &l.attn_out_b, &l.attn_ln_gamma, &l.attn_ln_beta,
                            &l.ffn_in_w, &l.ffn_in_b, &l.ffn_out_w, &l.ffn_out_b,
                            &l.ffn_ln_gamma, &l.ffn_ln_beta});
+  for (auto& d : w.dense) all.insert(all.end(), {&d.w, &d.b});
   return all;
 }
 

@@ -187,34 +187,142 @@ StatusOr<ModelConfig> ParseBertConfig(const nlohmann::json& j, const std::string
 
 namespace {
 
-StatusOr<Pooling> ReadPooling(const std::string& path, int* dimension) {
+// 1_Pooling/config.json in any form sentence-transformers wrote: 2.x-4.x's
+// pooling_mode_* booleans (concatenated in sentence-transformers' order), 5.x+'s
+// "pooling_mode" (a name or a list of names) and "embedding_dimension".
+Status ReadPooling(const std::string& path, SentenceTransformersLayout* layout) {
   ASSIGN_OR_RETURN(nlohmann::json j, ReadJsonFile(path));
   if (!j.is_object()) return InvalidArgument(path + ": expected a JSON object");
-  ASSIGN_OR_RETURN(std::optional<int64_t> dim, GetInt(j, "word_embedding_dimension", path));
-  *dimension = static_cast<int>(dim.value_or(0));
-  struct Mode { const char* key; std::optional<Pooling> pooling; };
-  static const Mode kModes[] = {
-      {"pooling_mode_cls_token", Pooling::kCls},
-      {"pooling_mode_mean_tokens", Pooling::kMean},
-      {"pooling_mode_max_tokens", Pooling::kMax},
-      {"pooling_mode_mean_sqrt_len_tokens", std::nullopt},
-      {"pooling_mode_weightedmean_tokens", std::nullopt},
-      {"pooling_mode_lasttoken", std::nullopt},
-  };
-  std::vector<Pooling> chosen;
-  for (const Mode& m : kModes) {
-    ASSIGN_OR_RETURN(std::optional<bool> on, GetBool(j, m.key, path));
-    if (!on.value_or(false)) continue;
-    if (!m.pooling)
-      return Unimplemented(path + ": " + m.key + " is not supported (cls, mean and max are)");
-    chosen.push_back(*m.pooling);
+  for (const char* key : {"embedding_dimension", "word_embedding_dimension"}) {
+    ASSIGN_OR_RETURN(std::optional<int64_t> dim, GetInt(j, key, path));
+    if (!dim) continue;
+    if (*dim < 1 || *dim > std::numeric_limits<int32_t>::max())
+      return InvalidArgument(path + ": " + key + " " + std::to_string(*dim) + " is out of range");
+    layout->embedding_dimension = static_cast<int>(*dim);
+    break;
   }
-  if (chosen.size() != 1)
-    return Unimplemented(path + ": exactly one of pooling_mode_cls_token, "
-                         "pooling_mode_mean_tokens, pooling_mode_max_tokens must be true; " +
-                         std::to_string(chosen.size()) + " are (concatenated poolings are "
-                         "not supported)");
-  return chosen[0];
+  static const Pooling kAll[] = {Pooling::kCls,         Pooling::kMax,
+                                 Pooling::kMean,        Pooling::kMeanSqrtLen,
+                                 Pooling::kWeightedMean, Pooling::kLastToken};
+  auto by_name = [&](const nlohmann::json& v) -> StatusOr<Pooling> {
+    if (v.is_string())
+      for (Pooling p : kAll)
+        if (v.get<std::string>() == PoolingName(p)) return p;
+    return InvalidArgument(path + ": pooling_mode " + v.dump() +
+                           " is not one of \"cls\", \"max\", \"mean\", "
+                           "\"mean_sqrt_len_tokens\", \"weightedmean\", \"lasttoken\"");
+  };
+  std::vector<Pooling>& modes = layout->pooling_modes;
+  modes.clear();
+  if (auto it = j.find("pooling_mode"); it != j.end() && !it->is_null()) {
+    if (it->is_array()) {
+      for (const nlohmann::json& v : *it) {
+        ASSIGN_OR_RETURN(Pooling p, by_name(v));
+        modes.push_back(p);
+      }
+    } else {
+      ASSIGN_OR_RETURN(Pooling p, by_name(*it));
+      modes.push_back(p);
+    }
+  } else {
+    static const std::pair<const char*, Pooling> kLegacy[] = {
+        {"pooling_mode_cls_token", Pooling::kCls},
+        {"pooling_mode_max_tokens", Pooling::kMax},
+        {"pooling_mode_mean_tokens", Pooling::kMean},
+        {"pooling_mode_mean_sqrt_len_tokens", Pooling::kMeanSqrtLen},
+        {"pooling_mode_weightedmean_tokens", Pooling::kWeightedMean},
+        {"pooling_mode_lasttoken", Pooling::kLastToken},
+    };
+    for (const auto& [key, pooling] : kLegacy) {
+      ASSIGN_OR_RETURN(std::optional<bool> on, GetBool(j, key, path));
+      if (on.value_or(false)) modes.push_back(pooling);
+    }
+  }
+  // What sentence-transformers does with no mode chosen.
+  if (modes.empty()) modes.push_back(Pooling::kMean);
+  ASSIGN_OR_RETURN(std::optional<bool> include_prompt, GetBool(j, "include_prompt", path));
+  if (!include_prompt.value_or(true))
+    return Unimplemented(path + ": include_prompt = false (pooling that leaves out the prompt's "
+                         "tokens) is not supported yet; set it to true to pool every token, "
+                         "which changes this model's embeddings only when a prompt is used");
+  return Status::Ok();
+}
+
+// A Dense module's config.json (2_Dense/ and the like).
+StatusOr<DenseSpec> ReadDense(const std::string& path) {
+  ASSIGN_OR_RETURN(nlohmann::json j, ReadJsonFile(path));
+  if (!j.is_object()) return InvalidArgument(path + ": expected a JSON object");
+  DenseSpec d;
+  for (auto [key, out] : {std::pair{"in_features", &d.in_features},
+                          std::pair{"out_features", &d.out_features}}) {
+    ASSIGN_OR_RETURN(std::optional<int64_t> v, GetInt(j, key, path));
+    if (!v) return InvalidArgument(path + ": \"" + key + "\" is missing");
+    if (*v < 1 || *v > (1 << 20))
+      return InvalidArgument(path + ": " + key + " " + std::to_string(*v) + " is out of range");
+    *out = static_cast<int>(*v);
+  }
+  ASSIGN_OR_RETURN(std::optional<bool> bias, GetBool(j, "bias", path));
+  d.bias = bias.value_or(true);
+  ASSIGN_OR_RETURN(std::optional<std::string> act, GetString(j, "activation_function", path));
+  static const std::pair<const char*, DenseActivation> kActivations[] = {
+      {"torch.nn.modules.activation.Tanh", DenseActivation::kTanh},
+      {"torch.nn.modules.linear.Identity", DenseActivation::kIdentity},
+      {"torch.nn.modules.activation.ReLU", DenseActivation::kRelu},
+      {"torch.nn.modules.activation.GELU", DenseActivation::kGelu},
+      {"torch.nn.modules.activation.Sigmoid", DenseActivation::kSigmoid},
+  };
+  if (act) {
+    bool known = false;
+    for (const auto& [name, a] : kActivations)
+      if (*act == name) d.activation = a, known = true;
+    if (!known)
+      return Unimplemented(path + ": activation_function \"" + *act +
+                           "\" is not supported (Tanh, Identity, ReLU, GELU and Sigmoid from "
+                           "torch.nn are)");
+  }
+  ASSIGN_OR_RETURN(std::optional<bool> residual, GetBool(j, "use_residual", path));
+  if (residual.value_or(false))
+    return Unimplemented(path + ": use_residual = true is not supported");
+  for (const char* key : {"module_input_name", "module_output_name"}) {
+    ASSIGN_OR_RETURN(std::optional<std::string> name, GetString(j, key, path));
+    if (name && *name != "sentence_embedding")
+      return Unimplemented(path + ": " + key + " \"" + *name +
+                           "\" is not supported (Dense on the sentence embedding is)");
+  }
+  return d;
+}
+
+// config_sentence_transformers.json: prompts, default_prompt_name, truncate_dim.
+Status ReadModelSettings(const std::string& path, SentenceTransformersLayout* layout) {
+  if (!std::filesystem::exists(path)) return Status::Ok();
+  ASSIGN_OR_RETURN(nlohmann::json j, ReadJsonFile(path));
+  if (!j.is_object()) return InvalidArgument(path + ": expected a JSON object");
+  if (auto it = j.find("prompts"); it != j.end() && !it->is_null()) {
+    if (!it->is_object())
+      return InvalidArgument(path + ": \"prompts\" must map prompt names to texts");
+    for (const auto& [name, text] : it->items()) {
+      if (!text.is_string())
+        return InvalidArgument(path + ": prompt \"" + name + "\" is not a string");
+      layout->prompts.emplace_back(name, text.get<std::string>());
+    }
+  }
+  ASSIGN_OR_RETURN(std::optional<std::string> def, GetString(j, "default_prompt_name", path));
+  if (def) {
+    bool found = false;
+    for (const auto& p : layout->prompts) found |= p.first == *def;
+    if (!found)
+      return InvalidArgument(path + ": default_prompt_name \"" + *def +
+                             "\" is not one of its prompts");
+    layout->default_prompt_name = *def;
+  }
+  ASSIGN_OR_RETURN(std::optional<int64_t> truncate, GetInt(j, "truncate_dim", path));
+  if (truncate) {
+    if (*truncate < 1 || *truncate > (1 << 20))
+      return InvalidArgument(path + ": truncate_dim " + std::to_string(*truncate) +
+                             " is out of range");
+    layout->truncate_dim = static_cast<int>(*truncate);
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -228,6 +336,13 @@ StatusOr<std::optional<SentenceTransformersLayout>> ReadSentenceTransformersLayo
 
   SentenceTransformersLayout layout;
   bool have_transformer = false, have_pooling = false;
+  // Modules run in the file's order; bertrt computes Transformer, Pooling,
+  // Dense..., Normalize, so any other order is refused.
+  auto out_of_order = [&](const std::string& what) {
+    return Unimplemented(modules_path + ": " + what +
+                         " (bertrt runs Transformer, Pooling, Dense modules, Normalize in "
+                         "that order)");
+  };
   for (const nlohmann::json& m : modules) {
     ASSIGN_OR_RETURN(std::optional<std::string> type, GetString(m, "type", modules_path));
     ASSIGN_OR_RETURN(std::optional<std::string> sub, GetString(m, "path", modules_path));
@@ -243,17 +358,23 @@ StatusOr<std::optional<SentenceTransformersLayout>> ReadSentenceTransformersLayo
     const std::string cls = type->substr(type->rfind('.') + 1);
     const bool ours = type->rfind("sentence_transformers.", 0) == 0;
     if (ours && cls == "Transformer") {
+      if (have_transformer) return out_of_order("a second Transformer module");
       layout.transformer_dir = module_dir;
       have_transformer = true;
     } else if (ours && cls == "Pooling") {
-      ASSIGN_OR_RETURN(layout.pooling, ReadPooling(JoinPath(module_dir, "config.json"),
-                                                   &layout.word_embedding_dimension));
+      if (!have_transformer || have_pooling) return out_of_order("Pooling is not second");
+      RETURN_IF_ERROR(ReadPooling(JoinPath(module_dir, "config.json"), &layout));
       have_pooling = true;
+    } else if (ours && cls == "Dense") {
+      if (!have_pooling || layout.normalize) return out_of_order("a Dense module out of place");
+      ASSIGN_OR_RETURN(DenseSpec d, ReadDense(JoinPath(module_dir, "config.json")));
+      layout.dense.emplace_back(module_dir, d);
     } else if (ours && cls == "Normalize") {
+      if (!have_pooling) return out_of_order("Normalize before Pooling");
       layout.normalize = true;
     } else {
       return Unimplemented(modules_path + ": sentence-transformers module " + *type +
-                           " is not supported (Transformer, Pooling and Normalize are)");
+                           " is not supported (Transformer, Pooling, Dense and Normalize are)");
     }
   }
   if (!have_transformer || !have_pooling)
@@ -270,23 +391,51 @@ StatusOr<std::optional<SentenceTransformersLayout>> ReadSentenceTransformersLayo
     if (len) layout.max_seq_length = static_cast<int>(*len);
     break;
   }
+  // sentence-transformers 5+ keeps it as the tokenizer's model_max_length
+  // (a float such as 1e30 there means "no limit").
+  const std::string tok_path = JoinPath(layout.transformer_dir, "tokenizer_config.json");
+  if (!layout.max_seq_length && std::filesystem::exists(tok_path)) {
+    ASSIGN_OR_RETURN(nlohmann::json tc, ReadJsonFile(tok_path));
+    auto it = tc.is_object() ? tc.find("model_max_length") : tc.end();
+    if (it != tc.end() && it->is_number_integer() && it->get<int64_t>() >= 1 &&
+        it->get<int64_t>() <= std::numeric_limits<int32_t>::max())
+      layout.max_seq_length = static_cast<int>(it->get<int64_t>());
+  }
+  RETURN_IF_ERROR(ReadModelSettings(JoinPath(dir, "config_sentence_transformers.json"), &layout));
   return std::optional<SentenceTransformersLayout>(std::move(layout));
 }
 
 Status ApplySentenceTransformers(const SentenceTransformersLayout& layout,
                                  const NoticeFn& notice, ModelConfig* c) {
-  if (layout.word_embedding_dimension != 0 && layout.word_embedding_dimension != c->hidden_size)
-    return InvalidArgument("pooling word_embedding_dimension " +
-                           std::to_string(layout.word_embedding_dimension) +
+  if (layout.embedding_dimension != 0 && layout.embedding_dimension != c->hidden_size)
+    return InvalidArgument("pooling embedding_dimension " +
+                           std::to_string(layout.embedding_dimension) +
                            " differs from hidden_size " + std::to_string(c->hidden_size));
+  int width = static_cast<int>(layout.pooling_modes.size()) * c->hidden_size;
+  for (const auto& [dir, d] : layout.dense) {
+    if (d.in_features != width)
+      return InvalidArgument(JoinPath(dir, "config.json") + ": in_features " +
+                             std::to_string(d.in_features) + " differs from the " +
+                             std::to_string(width) + " values the module before it gives");
+    width = d.out_features;
+  }
+  if (layout.truncate_dim > width)
+    return InvalidArgument("config_sentence_transformers.json: truncate_dim " +
+                           std::to_string(layout.truncate_dim) + " exceeds the embedding's " +
+                           std::to_string(width) + " values");
   if (c->head != HeadKind::kBase && notice)
     notice(std::string("sentence-transformers directory: ignoring the ") +
            HeadKindName(c->head) + " head of " + c->architecture);
   c->head = HeadKind::kSentenceEmbedding;
   c->num_labels = 0;
   c->labels.clear();
-  c->pooling = layout.pooling;
+  c->pooling_modes = layout.pooling_modes;
+  c->dense.clear();
+  for (const auto& [dir, d] : layout.dense) c->dense.push_back(d);
   c->normalize = layout.normalize;
+  c->truncate_dim = layout.truncate_dim;
+  c->prompts = layout.prompts;
+  c->default_prompt_name = layout.default_prompt_name;
   c->max_seq_length = layout.max_seq_length.value_or(c->max_position_embeddings);
   if (c->max_seq_length > c->max_position_embeddings) {
     if (notice)

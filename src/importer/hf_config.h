@@ -4,6 +4,8 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -23,10 +25,16 @@ StatusOr<ModelConfig> ParseBertConfig(const nlohmann::json& config, const std::s
 // directory.
 struct SentenceTransformersLayout {
   std::string transformer_dir;  // where config.json and the weights live
-  Pooling pooling = Pooling::kMean;
-  int word_embedding_dimension = 0;  // 0 when the pooling config omits it
+  std::vector<Pooling> pooling_modes;
+  int embedding_dimension = 0;  // 0 when the pooling config omits it
+  // Each Dense module in order: its folder (for the weights) and its config.
+  std::vector<std::pair<std::string, DenseSpec>> dense;
   bool normalize = false;
   std::optional<int> max_seq_length;  // sentence_bert_config.json
+  // config_sentence_transformers.json
+  std::vector<std::pair<std::string, std::string>> prompts;
+  std::string default_prompt_name;
+  int truncate_dim = 0;
 };
 
 // nullopt when `dir` has no modules.json (a plain transformers directory).

@@ -44,6 +44,10 @@ StatusOr<std::shared_ptr<Model>> LoadHfModel(const std::string& dir,
   ASSIGN_OR_RETURN(importer::Checkpoint ckpt, importer::Checkpoint::Open(model_dir));
   RETURN_IF_ERROR(
       importer::BindWeights(ckpt, model->config, options.on_notice, &model->weights));
+  if (layout)
+    for (const auto& [dense_dir, spec] : layout->dense)
+      RETURN_IF_ERROR(importer::BindDenseWeights(dense_dir, spec, options.on_notice,
+                                                 &model->weights.dense.emplace_back()));
   model->source = dir;
   return model;
 }

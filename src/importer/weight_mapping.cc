@@ -220,4 +220,14 @@ Status BindWeights(const Checkpoint& ckpt, const ModelConfig& c, const NoticeFn&
   return Status::Ok();
 }
 
+Status BindDenseWeights(const std::string& dir, const DenseSpec& spec, const NoticeFn& notice,
+                        DenseWeights* w) {
+  ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::Open(dir));
+  Binder b(ckpt, "");
+  RETURN_IF_ERROR(b.Get({"linear.weight"}, {spec.out_features, spec.in_features}, &w->w));
+  if (spec.bias) RETURN_IF_ERROR(b.Get({"linear.bias"}, {spec.out_features}, &w->b));
+  ReportUnused(ckpt, b.used(), notice);
+  return Status::Ok();
+}
+
 }  // namespace bertrt::importer

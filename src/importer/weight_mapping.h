@@ -21,4 +21,9 @@ StatusOr<Tensor> ToFloat32(const Checkpoint::Ref& ref);
 Status BindWeights(const Checkpoint& ckpt, const ModelConfig& config, const NoticeFn& notice,
                    ModelWeights* weights);
 
+// A sentence-transformers Dense module's linear layer from its folder `dir`
+// (linear.weight, and linear.bias when spec.bias).
+Status BindDenseWeights(const std::string& dir, const DenseSpec& spec, const NoticeFn& notice,
+                        DenseWeights* weights);
+
 }  // namespace bertrt::importer

@@ -124,6 +124,30 @@ Status CheckModel(const Model& model) {
     RETURN_IF_ERROR(CheckTensor(w.classifier_w, {labels, h}, "classifier weight"));
     RETURN_IF_ERROR(CheckTensor(w.classifier_b, {labels}, "classifier bias"));
   }
+  // Sentence-transformers' pooling, Dense modules and truncation.
+  if (c.head == HeadKind::kSentenceEmbedding && c.pooling_modes.empty())
+    return InvalidArgument("model: a sentence-embedding head needs a pooling mode");
+  if (w.dense.size() != c.dense.size())
+    return InvalidArgument("model: config has " + std::to_string(c.dense.size()) +
+                           " Dense modules but the weights have " + std::to_string(w.dense.size()));
+  int64_t width = c.pooled_width();
+  for (size_t i = 0; i < c.dense.size(); ++i) {
+    const DenseSpec& d = c.dense[i];
+    const std::string p = "Dense module " + std::to_string(i) + " ";
+    if (c.head != HeadKind::kSentenceEmbedding)
+      return InvalidArgument("model: Dense modules need a sentence-embedding head");
+    if (d.in_features != width)
+      return InvalidArgument("model: " + p + "takes " + std::to_string(d.in_features) +
+                             " values, the one before it gives " + std::to_string(width));
+    RETURN_IF_ERROR(CheckTensor(w.dense[i].w, {d.out_features, d.in_features}, p + "weight"));
+    if (d.bias) RETURN_IF_ERROR(CheckTensor(w.dense[i].b, {d.out_features}, p + "bias"));
+    else if (!w.dense[i].b.empty())
+      return InvalidArgument("model: " + p + "has a bias its config says it has not");
+    width = d.out_features;
+  }
+  if (c.truncate_dim < 0 || c.truncate_dim > width)
+    return InvalidArgument("model: truncate_dim " + std::to_string(c.truncate_dim) +
+                           " is outside [0, " + std::to_string(width) + "]");
   return Status::Ok();
 }
 

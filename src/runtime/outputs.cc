@@ -33,7 +33,7 @@ bool OutputsReadOnlyFirstTokens(const ModelConfig& config, bool has_pooler,
     case HeadKind::kSequenceClassification:
       return has_pooler;
     case HeadKind::kSentenceEmbedding:
-      return config.pooling == Pooling::kCls;
+      return config.pooling_modes == std::vector<Pooling>{Pooling::kCls};
     case HeadKind::kTokenClassification:
     case HeadKind::kQuestionAnswering:
       return false;

@@ -61,6 +61,22 @@ def test_outputs_match_hf(bertrt_bin, model, batch_size):
             assert_close(got[RENAME.get(name, name)], want[name], f"{path.name} input {i} {name}")
 
 
+PROMPT_MODELS = [p for p in MODELS if "prompt_runs" in (p / "golden.json").read_text()]
+
+
+@pytest.mark.parametrize("path", PROMPT_MODELS, ids=lambda p: p.name)
+def test_prompt_names_match_sentence_transformers(bertrt_bin, path):
+    """`bertrt run --prompt-name` against encode(prompt_name=...), each prompt of the model."""
+    golden = json.loads((path / "golden.json").read_text())
+    for name, want in golden["prompt_runs"].items():
+        _, out, _ = run_jsonl(bertrt_bin, ["run", str(path), "--prompt-name", name], records(golden))
+        for i, (got, row) in enumerate(zip(out, want)):
+            assert_close(got["embedding"], row, f"{path.name} --prompt-name {name} input {i}")
+    proc = subprocess.run([str(bertrt_bin), "run", str(path), "--prompt-name", "nope"],
+                          input="{\"text\": \"a\"}\n", capture_output=True, text=True)
+    assert proc.returncode == 2 and '"nope"' in proc.stderr and '"query"' in proc.stderr, proc.stderr
+
+
 HIDDEN_STATE_MODELS = [p for p in MODELS if "last_hidden_state" in (p / "golden.json").read_text()]
 
 

@@ -19,8 +19,10 @@ struct Spec {
   HiddenAct act = HiddenAct::kGelu;
   HeadKind head = HeadKind::kBase;
   bool pooler = true;
-  Pooling pooling = Pooling::kMean;
+  std::vector<Pooling> pooling = {Pooling::kMean};
   bool normalize = false;
+  std::vector<DenseSpec> dense;  // in_features is filled in from the width before
+  int truncate_dim = 0;
 };
 
 constexpr int kVocab = 50, kMaxPos = 70, kTypes = 2;
@@ -47,9 +49,16 @@ std::shared_ptr<Model> MakeModel(const Spec& s, uint32_t seed = 11) {
   c.hidden_act = s.act;
   c.head = s.head;
   c.num_labels = s.head == HeadKind::kQuestionAnswering ? 2 : s.labels;
-  c.pooling = s.pooling;
+  c.pooling_modes = s.pooling;
   c.normalize = s.normalize;
+  c.truncate_dim = s.truncate_dim;
   c.max_seq_length = kMaxPos;
+  int width = c.pooled_width();
+  for (DenseSpec d : s.dense) {
+    d.in_features = width;
+    c.dense.push_back(d);
+    width = d.out_features;
+  }
   ModelWeights& w = m->weights;
   const int64_t h = s.h;
   const float lin = 1.5f / std::sqrt(static_cast<float>(s.h));
@@ -78,6 +87,11 @@ std::shared_ptr<Model> MakeModel(const Spec& s, uint32_t seed = 11) {
     w.classifier_w = Rand({c.num_labels, h}, &rng, lin);
     w.classifier_b = Rand({c.num_labels}, &rng, 0.2f);
   }
+  for (const DenseSpec& d : c.dense) {
+    DenseWeights& dw = w.dense.emplace_back();
+    dw.w = Rand({d.out_features, d.in_features}, &rng, 2.0f / std::sqrt(float(d.in_features)));
+    if (d.bias) dw.b = Rand({d.out_features}, &rng, 0.2f);
+  }
   return m;
 }
 
@@ -88,7 +102,7 @@ Mat Dense(const Mat& x, int rows, const Tensor& w, const Tensor& b) {
   Mat y(static_cast<size_t>(rows) * out);
   for (int r = 0; r < rows; ++r)
     for (int o = 0; o < out; ++o) {
-      double s = b.f32()[o];
+      double s = b.empty() ? 0.0 : b.f32()[o];
       for (int i = 0; i < in; ++i) s += x[r * in + i] * w.f32()[o * in + i];
       y[r * out + o] = s;
     }
@@ -187,15 +201,42 @@ std::vector<std::pair<std::string, Mat>> RefOutputs(const Model& m, const std::v
       break;
     }
     case HeadKind::kSentenceEmbedding: {
-      Mat emb(h, c.pooling == Pooling::kMax ? -1e300 : 0.0);
-      const int end = c.pooling == Pooling::kCls ? 1 : n;
-      for (int t = 0; t < end; ++t)
-        for (int i = 0; i < h; ++i)
-          emb[i] = c.pooling == Pooling::kMax ? std::max(emb[i], x[t * h + i]) : emb[i] + x[t * h + i];
+      // sentence-transformers' definitions, in float64.
+      Mat emb;
+      for (Pooling p : c.pooling_modes) {
+        Mat v(h, p == Pooling::kMax ? -1e300 : 0.0);
+        double weights = 0.0;
+        for (int t = 0; t < n; ++t) {
+          const double wt = p == Pooling::kWeightedMean ? t + 1.0 : 1.0;
+          weights += wt;
+          for (int i = 0; i < h; ++i)
+            v[i] = p == Pooling::kMax ? std::max(v[i], x[t * h + i]) : v[i] + wt * x[t * h + i];
+        }
+        for (int i = 0; i < h; ++i) {
+          if (p == Pooling::kCls) v[i] = x[i];
+          if (p == Pooling::kLastToken) v[i] = x[(n - 1) * h + i];
+          if (p == Pooling::kMean || p == Pooling::kWeightedMean) v[i] /= weights;
+          if (p == Pooling::kMeanSqrtLen) v[i] /= std::sqrt(double(n));
+        }
+        emb.insert(emb.end(), v.begin(), v.end());
+      }
+      for (size_t k = 0; k < c.dense.size(); ++k) {
+        emb = Dense(emb, 1, w.dense[k].w, w.dense[k].b);
+        for (double& e : emb) {
+          switch (c.dense[k].activation) {
+            case DenseActivation::kIdentity: break;
+            case DenseActivation::kTanh: e = std::tanh(e); break;
+            case DenseActivation::kRelu: e = std::max(e, 0.0); break;
+            case DenseActivation::kGelu: e = 0.5 * e * (1.0 + std::erf(e / std::sqrt(2.0))); break;
+            case DenseActivation::kSigmoid: e = 1.0 / (1.0 + std::exp(-e)); break;
+          }
+        }
+      }
       double norm = 0.0;
-      for (double& e : emb) norm += (e = c.pooling == Pooling::kMean ? e / n : e) * e;
+      for (double e : emb) norm += e * e;
       if (c.normalize)
         for (double& e : emb) e /= std::max(std::sqrt(norm), 1e-12);
+      if (c.truncate_dim > 0) emb.resize(c.truncate_dim);
       out.push_back({"embedding", emb});
       break;
     }
@@ -291,10 +332,28 @@ TEST(CpuEngine, QuestionAnswering) {
               .pooler = false});
 }
 TEST(CpuEngine, SentenceEmbeddingEveryPooling) {
-  for (Pooling p : {Pooling::kCls, Pooling::kMean, Pooling::kMax})
+  for (Pooling p : {Pooling::kCls, Pooling::kMean, Pooling::kMax, Pooling::kMeanSqrtLen,
+                    Pooling::kWeightedMean, Pooling::kLastToken})
     for (bool normalize : {false, true})
-      CheckModel({.head = HeadKind::kSentenceEmbedding, .pooler = false, .pooling = p,
+      CheckModel({.head = HeadKind::kSentenceEmbedding, .pooler = false, .pooling = {p},
                   .normalize = normalize});
+}
+// Concatenated modes in sentence-transformers' order, two Dense modules (one
+// without a bias), the normalization and truncate_dim after it.
+TEST(CpuEngine, SentenceEmbeddingConcatenatedDenseTruncated) {
+  CheckModel({.head = HeadKind::kSentenceEmbedding,
+              .pooler = false,
+              .pooling = {Pooling::kCls, Pooling::kMax, Pooling::kMean},
+              .normalize = true,
+              .dense = {{.out_features = 40, .bias = true, .activation = DenseActivation::kTanh},
+                        {.out_features = 24, .bias = false, .activation = DenseActivation::kGelu}},
+              .truncate_dim = 16});
+  for (DenseActivation a : {DenseActivation::kIdentity, DenseActivation::kRelu,
+                            DenseActivation::kSigmoid})
+    CheckModel({.head = HeadKind::kSentenceEmbedding,
+                .pooler = false,
+                .pooling = {Pooling::kLastToken, Pooling::kWeightedMean},
+                .dense = {{.out_features = 30, .activation = a}}});
 }
 
 TEST(CpuEngine, LastHiddenStateOnlyWhenAsked) {

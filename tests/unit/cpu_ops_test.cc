@@ -260,19 +260,34 @@ TEST(CpuOps, PoolingAndNormalize) {
   const int h = 37;
   const std::vector<int32_t> cu = {0, 1, 4, 11};
   std::vector<float> x = Random(11 * h, &rng);
-  for (Pooling pooling : {Pooling::kCls, Pooling::kMean, Pooling::kMax}) {
-    std::vector<float> out(3 * h);
-    PoolSequences(x.data(), cu.data(), 3, h, pooling, out.data());
+  // Each mode into its own columns of a wider row, as concatenated pooling does.
+  const Pooling modes[] = {Pooling::kCls,         Pooling::kMean,         Pooling::kMax,
+                           Pooling::kMeanSqrtLen, Pooling::kWeightedMean, Pooling::kLastToken};
+  const int stride = 6 * h;
+  std::vector<float> out(3 * stride, -7.0f);
+  for (int k = 0; k < 6; ++k) PoolSequences(x.data(), cu.data(), 3, h, modes[k], out.data() + k * h, stride);
+  for (int k = 0; k < 6; ++k) {
+    const Pooling pooling = modes[k];
+    std::vector<float> got;
     std::vector<double> want(3 * h);
-    for (int s = 0; s < 3; ++s)
+    for (int s = 0; s < 3; ++s) {
+      got.insert(got.end(), out.begin() + s * stride + k * h, out.begin() + s * stride + (k + 1) * h);
+      const int len = cu[s + 1] - cu[s];
       for (int i = 0; i < h; ++i) {
-        double acc = pooling == Pooling::kMax ? -1e30 : 0.0;
-        int end = pooling == Pooling::kCls ? cu[s] + 1 : cu[s + 1];
-        for (int t = cu[s]; t < end; ++t)
-          acc = pooling == Pooling::kMax ? std::max(acc, double{x[t * h + i]}) : acc + x[t * h + i];
-        want[s * h + i] = pooling == Pooling::kMean ? acc / (end - cu[s]) : acc;
+        double acc = pooling == Pooling::kMax ? -1e30 : 0.0, weights = 0.0;
+        for (int t = cu[s]; t < cu[s + 1]; ++t) {
+          const double wt = pooling == Pooling::kWeightedMean ? t - cu[s] + 1 : 1;
+          weights += wt;
+          acc = pooling == Pooling::kMax ? std::max(acc, double{x[t * h + i]}) : acc + wt * x[t * h + i];
+        }
+        if (pooling == Pooling::kCls) acc = x[cu[s] * h + i];
+        if (pooling == Pooling::kLastToken) acc = x[(cu[s + 1] - 1) * h + i];
+        if (pooling == Pooling::kMean || pooling == Pooling::kWeightedMean) acc /= weights;
+        if (pooling == Pooling::kMeanSqrtLen) acc /= std::sqrt(double(len));
+        want[s * h + i] = acc;
       }
-    EXPECT_LT(NormRelErr(out, want), 1e-6) << static_cast<int>(pooling);
+    }
+    EXPECT_LT(NormRelErr(got, want), 1e-6) << PoolingName(pooling);
   }
   std::vector<float> rows = {3.0f, 4.0f, 0.0f, 0.0f};
   L2NormalizeRows(rows.data(), 2, 2);

@@ -28,9 +28,11 @@ struct Spec {
   int hidden, heads, intermediate;
   HiddenAct act;
   HeadKind head;
-  Pooling pooling = Pooling::kMean;
+  std::vector<Pooling> pooling = {Pooling::kMean};
   bool normalize = false;
   int layers = 2;
+  std::vector<DenseSpec> dense = {};  // in_features filled in from the width before
+  int truncate_dim = 0;
 };
 
 constexpr int kVocab = 211;
@@ -59,8 +61,13 @@ std::shared_ptr<const Model> MakeModel(const Spec& s, uint32_t seed) {
   c.hidden_act = s.act;
   c.head = s.head;
   c.num_labels = s.head == HeadKind::kQuestionAnswering ? 2 : kLabels;
-  c.pooling = s.pooling;
+  c.pooling_modes = s.pooling;
   c.normalize = s.normalize;
+  c.truncate_dim = s.truncate_dim;
+  for (DenseSpec d : s.dense) {
+    d.in_features = c.dense.empty() ? c.pooled_width() : c.dense.back().out_features;
+    c.dense.push_back(d);
+  }
   const int64_t h = s.hidden, in = s.intermediate;
   // Q and K scaled so that attention scores have unit spread: with the usual
   // 0.02 the softmax is nearly uniform and would hide indexing mistakes.
@@ -98,6 +105,11 @@ std::shared_ptr<const Model> MakeModel(const Spec& s, uint32_t seed) {
   if (s.head != HeadKind::kBase && s.head != HeadKind::kSentenceEmbedding) {
     w.classifier_w = Random({c.num_labels, h}, rng, 0.02f);
     w.classifier_b = Random({c.num_labels}, rng, 0.02f);
+  }
+  for (const DenseSpec& d : c.dense) {
+    DenseWeights& dw = w.dense.emplace_back();
+    dw.w = Random({d.out_features, d.in_features}, rng, 1.0f / std::sqrt(float(d.in_features)));
+    if (d.bias) dw.b = Random({d.out_features}, rng, 0.1f);
   }
   return m;
 }
@@ -226,9 +238,9 @@ TEST(CudaEngineTest, RealWidthsAndDepthsMatchTheCpuEngine) {
   SKIP_WITHOUT_GPU();
   const Spec specs[] = {
       {"bert_base", 768, 12, 3072, HiddenAct::kGelu, HeadKind::kSequenceClassification,
-       Pooling::kMean, false, 12},
+       {Pooling::kMean}, false, 12},
       {"bert_large_mean", 1024, 16, 4096, HiddenAct::kGelu, HeadKind::kSentenceEmbedding,
-       Pooling::kMean, true, 24},
+       {Pooling::kMean}, true, 24},
   };
   const RaggedBatch batch = MakeBatch({1, 7, 64, 128, 200, 384, 33, 96}, 21);
   for (const Spec& s : specs) {
@@ -352,12 +364,24 @@ const Spec kSpecs[] = {
     {"tokcls_hd32_gelunew", 128, 4, 256, HiddenAct::kGeluTanh, HeadKind::kTokenClassification},
     {"qa_hd64_relu", 256, 4, 512, HiddenAct::kRelu, HeadKind::kQuestionAnswering},
     {"emb_hd128_mean_norm", 256, 2, 100, HiddenAct::kGelu, HeadKind::kSentenceEmbedding,
-     Pooling::kMean, true},
+     {Pooling::kMean}, true},
     {"base_hd32_pooler", 128, 4, 200, HiddenAct::kGelu, HeadKind::kBase},
-    {"emb_hd16_max", 64, 4, 100, HiddenAct::kGeluTanh, HeadKind::kSentenceEmbedding, Pooling::kMax,
-     false},
+    {"emb_hd16_max", 64, 4, 100, HiddenAct::kGeluTanh, HeadKind::kSentenceEmbedding,
+     {Pooling::kMax}, false},
     {"emb_hd96_cls_norm", 192, 2, 300, HiddenAct::kRelu, HeadKind::kSentenceEmbedding,
-     Pooling::kCls, true},
+     {Pooling::kCls}, true},
+    // sentence-transformers' other modes concatenated, two Dense modules (an
+    // odd count leaves the rows in the other buffer), Normalize, truncate_dim.
+    {"emb_hd64_concat_dense", 128, 2, 200, HiddenAct::kGelu, HeadKind::kSentenceEmbedding,
+     {Pooling::kWeightedMean, Pooling::kMeanSqrtLen, Pooling::kLastToken}, true, 2,
+     {{.out_features = 96, .bias = false, .activation = DenseActivation::kTanh},
+      {.out_features = 80, .activation = DenseActivation::kGelu},
+      {.out_features = 72, .activation = DenseActivation::kSigmoid}},
+     40},
+    {"emb_hd32_max_cls_dense", 64, 2, 100, HiddenAct::kGeluTanh, HeadKind::kSentenceEmbedding,
+     {Pooling::kMax, Pooling::kCls}, false, 2,
+     {{.out_features = 200, .activation = DenseActivation::kRelu},
+      {.out_features = 48, .bias = false, .activation = DenseActivation::kIdentity}}},
     {"seqcls_hd64_gelu", 256, 4, 384, HiddenAct::kGelu, HeadKind::kSequenceClassification},
     {"tokcls_hd96_gelu", 192, 2, 300, HiddenAct::kGelu, HeadKind::kTokenClassification},
     // BERT-base's width: the 16-byte, warp-per-row LayerNorm path.

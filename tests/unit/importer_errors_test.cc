@@ -243,20 +243,98 @@ TEST_F(BrokenModelTest, PretrainingHeadLoadsAsBaseWithNotice) {
   EXPECT_NE(l.notices[0].find("BertForMaskedLM"), std::string::npos);
 }
 
-TEST_F(BrokenModelTest, MeanSqrtLenPoolingRejected) {
+// sentence-transformers 2.x-4.x: booleans, concatenated in its fixed order
+// (cls, max, mean, mean_sqrt_len, weightedmean, lasttoken), not the file's.
+TEST_F(BrokenModelTest, LegacyPoolingBooleansConcatenateInOrder) {
   CopyModel("sentence_mean");
   EditConfig([](nlohmann::json& j) {
-    j["pooling_mode_mean_tokens"] = false;
-    j["pooling_mode_mean_sqrt_len_tokens"] = true;
+    j["pooling_mode_lasttoken"] = true;
+    j["pooling_mode_cls_token"] = true;
   }, "1_Pooling/config.json");
-  ExpectFailure(StatusCode::kUnimplemented, {"pooling_mode_mean_sqrt_len_tokens"});
+  auto l = Load(dir_.string());
+  ASSERT_TRUE(l.model.ok()) << l.model.status().ToString();
+  EXPECT_EQ((*l.model)->config.pooling_modes,
+            (std::vector<Pooling>{Pooling::kCls, Pooling::kMean, Pooling::kLastToken}));
+  EXPECT_EQ((*l.model)->config.embedding_width(), 3 * (*l.model)->config.hidden_size);
 }
 
-TEST_F(BrokenModelTest, TwoPoolingModesRejected) {
+// sentence-transformers 5+: "pooling_mode" as a name or a list, and
+// "embedding_dimension" for "word_embedding_dimension".
+TEST_F(BrokenModelTest, PoolingModeNameAndList) {
   CopyModel("sentence_mean");
-  EditConfig([](nlohmann::json& j) { j["pooling_mode_cls_token"] = true; },
+  int hidden = 0;
+  EditConfig([&](nlohmann::json& j) { hidden = j["word_embedding_dimension"]; },
              "1_Pooling/config.json");
-  ExpectFailure(StatusCode::kUnimplemented, {"exactly one"});
+  for (const nlohmann::json& mode :
+       {nlohmann::json("mean_sqrt_len_tokens"), nlohmann::json({"weightedmean", "max"})}) {
+    EditConfig([&](nlohmann::json& j) {
+      j = {{"embedding_dimension", hidden}, {"pooling_mode", mode}, {"include_prompt", true}};
+    }, "1_Pooling/config.json");
+    auto l = Load(dir_.string());
+    ASSERT_TRUE(l.model.ok()) << l.model.status().ToString();
+    const std::vector<Pooling> want =
+        mode.is_string() ? std::vector<Pooling>{Pooling::kMeanSqrtLen}
+                         : std::vector<Pooling>{Pooling::kWeightedMean, Pooling::kMax};
+    EXPECT_EQ((*l.model)->config.pooling_modes, want);
+  }
+}
+
+TEST_F(BrokenModelTest, UnknownPoolingModeRejected) {
+  CopyModel("sentence_mean");
+  EditConfig([](nlohmann::json& j) { j = {{"pooling_mode", "median"}}; },
+             "1_Pooling/config.json");
+  ExpectFailure(StatusCode::kInvalidArgument, {"\"median\"", "weightedmean"});
+}
+
+TEST_F(BrokenModelTest, PoolingThatLeavesOutThePromptRejected) {
+  CopyModel("sentence_mean");
+  EditConfig([](nlohmann::json& j) { j["include_prompt"] = false; }, "1_Pooling/config.json");
+  ExpectFailure(StatusCode::kUnimplemented, {"include_prompt"});
+}
+
+TEST_F(BrokenModelTest, PromptsAndTruncateDim) {
+  CopyModel("sentence_mean");
+  const fs::path settings = dir_ / "config_sentence_transformers.json";
+  std::ofstream(settings) << R"({"prompts": {"query": "query: ", "passage": "passage: "},
+                                "default_prompt_name": "query", "truncate_dim": 8})";
+  auto l = Load(dir_.string());
+  ASSERT_TRUE(l.model.ok()) << l.model.status().ToString();
+  const ModelConfig& c = (*l.model)->config;
+  EXPECT_EQ(c.default_prompt_name, "query");
+  EXPECT_EQ(c.truncate_dim, 8);
+  EXPECT_EQ(c.embedding_width(), 8);
+  ASSERT_TRUE(c.PromptText("passage").ok());
+  EXPECT_EQ(*c.PromptText("passage"), "passage: ");
+  EXPECT_EQ(*c.PromptText(std::nullopt), "query: ");  // the default
+  EXPECT_NE(c.PromptText("doc").status().message().find("\"query\", \"passage\""),
+            std::string::npos);
+  std::ofstream(settings) << R"({"prompts": {"query": "q: "}, "default_prompt_name": "doc"})";
+  ExpectFailure(StatusCode::kInvalidArgument, {"default_prompt_name \"doc\""});
+  std::ofstream(settings) << R"({"truncate_dim": 100000})";
+  ExpectFailure(StatusCode::kInvalidArgument, {"truncate_dim 100000"});
+}
+
+TEST_F(BrokenModelTest, DenseModuleChecked) {
+  CopyModel("sentence_mean");
+  int hidden = 0;
+  EditConfig([&](nlohmann::json& j) { hidden = j["word_embedding_dimension"]; },
+             "1_Pooling/config.json");
+  EditConfig([](nlohmann::json& j) {
+    j.push_back({{"idx", 2}, {"name", "2"}, {"path", "2_Dense"},
+                 {"type", "sentence_transformers.models.Dense"}});
+  }, "modules.json");
+  fs::create_directory(dir_ / "2_Dense");
+  auto dense = [&](const nlohmann::json& j) { std::ofstream(dir_ / "2_Dense/config.json") << j; };
+  dense({{"in_features", hidden + 1}, {"out_features", 4}});
+  const std::string wrong_width = "in_features " + std::to_string(hidden + 1);
+  ExpectFailure(StatusCode::kInvalidArgument, {wrong_width.c_str()});
+  dense({{"in_features", hidden}, {"out_features", 4},
+         {"activation_function", "my_package.Swish"}});
+  ExpectFailure(StatusCode::kUnimplemented, {"my_package.Swish"});
+  // The config is right; its weights are missing.
+  dense({{"in_features", hidden}, {"out_features", 4},
+         {"activation_function", "torch.nn.modules.linear.Identity"}});
+  ExpectFailure(StatusCode::kNotFound, {"2_Dense"});
 }
 
 TEST_F(BrokenModelTest, TransformerModuleInSubfolder) {
@@ -273,7 +351,7 @@ TEST_F(BrokenModelTest, TransformerModuleInSubfolder) {
   auto l = Load(dir_.string());
   ASSERT_TRUE(l.model.ok()) << l.model.status().ToString();
   EXPECT_EQ((*l.model)->config.head, HeadKind::kSentenceEmbedding);
-  EXPECT_EQ((*l.model)->config.pooling, Pooling::kCls);
+  EXPECT_EQ((*l.model)->config.pooling_modes, std::vector<Pooling>{Pooling::kCls});
 }
 
 TEST_F(BrokenModelTest, ModulePathOutsideDirectoryRejected) {

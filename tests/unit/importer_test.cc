@@ -114,17 +114,17 @@ TEST(Importer, Labels) {
 TEST(Importer, SentenceTransformersSettings) {
   auto mean = Load(ModelDir("sentence_mean"));
   ASSERT_TRUE(mean.model.ok());
-  EXPECT_EQ((*mean.model)->config.pooling, Pooling::kMean);
+  EXPECT_EQ((*mean.model)->config.pooling_modes, std::vector<Pooling>{Pooling::kMean});
   EXPECT_TRUE((*mean.model)->config.normalize);
   EXPECT_EQ((*mean.model)->config.max_seq_length, 48);
   auto cls = Load(ModelDir("sentence_cls"));
   ASSERT_TRUE(cls.model.ok());
-  EXPECT_EQ((*cls.model)->config.pooling, Pooling::kCls);
+  EXPECT_EQ((*cls.model)->config.pooling_modes, std::vector<Pooling>{Pooling::kCls});
   EXPECT_FALSE((*cls.model)->config.normalize);
   EXPECT_EQ((*cls.model)->config.max_seq_length, 64);
   auto max = Load(ModelDir("sentence_max"));
   ASSERT_TRUE(max.model.ok());
-  EXPECT_EQ((*max.model)->config.pooling, Pooling::kMax);
+  EXPECT_EQ((*max.model)->config.pooling_modes, std::vector<Pooling>{Pooling::kMax});
   EXPECT_TRUE((*max.model)->config.normalize);
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -68,6 +69,8 @@ class CpuEngine final : public Engine {
   int threads_;
   std::vector<CpuLayer> layers_;
   cpu::Linear pooler_, classifier_;
+  std::vector<cpu::Linear> dense_;  // sentence-transformers Dense modules
+  std::vector<Tensor> dense_zero_bias_;  // for Dense modules without a bias
   std::mutex mu_;  // Run shares the workspace and the matmul context
   cpu::MatmulContext matmul_;
   std::vector<float> ws_;
@@ -88,6 +91,17 @@ Epilogue EpilogueFor(HiddenAct act) {
     case HiddenAct::kRelu: return Epilogue::kRelu;
   }
   return Epilogue::kNone;
+}
+
+cpu::Act ActFor(DenseActivation act) {
+  switch (act) {
+    case DenseActivation::kIdentity: return cpu::Act::kNone;
+    case DenseActivation::kTanh: return cpu::Act::kTanh;
+    case DenseActivation::kRelu: return cpu::Act::kRelu;
+    case DenseActivation::kGelu: return cpu::Act::kGelu;
+    case DenseActivation::kSigmoid: return cpu::Act::kSigmoid;
+  }
+  return cpu::Act::kNone;
 }
 
 Status CpuEngine::Init() {
@@ -125,6 +139,15 @@ Status CpuEngine::Init() {
       c.head != HeadKind::kSentenceEmbedding) {
     ASSIGN_OR_RETURN(classifier_, MakeLinear({&w.classifier_w}, {&w.classifier_b}, h,
                                              Epilogue::kNone, "classifier"));
+  }
+  dense_zero_bias_.reserve(w.dense.size());  // no reallocation: dense_ points into it
+  for (size_t i = 0; i < w.dense.size(); ++i) {
+    const DenseSpec& d = c.dense[i];
+    const Tensor* bias = &w.dense[i].b;
+    if (bias->empty()) bias = &dense_zero_bias_.emplace_back(Tensor::ZerosF32({d.out_features}));
+    ASSIGN_OR_RETURN(cpu::Linear dense, MakeLinear({&w.dense[i].w}, {bias}, d.in_features,
+                                                   Epilogue::kNone, "Dense module"));
+    dense_.push_back(std::move(dense));
   }
   return Status::Ok();
 }
@@ -232,13 +255,25 @@ Status CpuEngine::Heads(const RaggedBatch& batch, const RunOptions& options,
       break;
     }
     case HeadKind::kSentenceEmbedding: {
-      std::vector<float> emb(static_cast<size_t>(n) * h);
-      if (first_tokens_only)  // CLS pooling of the rows the encoder kept
+      int width = c.pooled_width();
+      std::vector<float> emb(static_cast<size_t>(n) * width);
+      if (first_tokens_only) {  // CLS pooling alone, of the rows the encoder kept
         std::copy(x, x + emb.size(), emb.begin());
-      else
-        cpu::PoolSequences(x, cu, n, h, c.pooling, emb.data());
-      if (c.normalize) cpu::L2NormalizeRows(emb.data(), n, h);
-      out->outputs.push_back(MakeOutput("embedding", false, h, emb.data(), n));
+      } else {
+        for (size_t k = 0; k < c.pooling_modes.size(); ++k)
+          cpu::PoolSequences(x, cu, n, h, c.pooling_modes[k], emb.data() + k * h, width);
+      }
+      for (size_t i = 0; i < dense_.size(); ++i) {
+        ASSIGN_OR_RETURN(emb, Dense(emb.data(), n, dense_[i], ActFor(c.dense[i].activation)));
+        width = dense_[i].out();
+      }
+      if (c.normalize) cpu::L2NormalizeRows(emb.data(), n, width);
+      // truncate_dim: each row's first values, after the normalization.
+      const int kept = c.embedding_width();
+      for (int r = 1; kept < width && r < n; ++r)
+        std::memmove(emb.data() + size_t(r) * kept, emb.data() + size_t(r) * width,
+                     sizeof(float) * kept);
+      out->outputs.push_back(MakeOutput("embedding", false, kept, emb.data(), n));
       break;
     }
   }

@@ -51,6 +51,10 @@ inline __m256 ApplyAct(__m256 x, Act act) {
     case Act::kNone: return x;
     case Act::kRelu: return _mm256_max_ps(x, _mm256_setzero_ps());
     case Act::kTanh: return Tanh8(x);
+    case Act::kSigmoid: {  // 1 / (1 + e^-x) = (1 + tanh(x / 2)) / 2
+      const __m256 half = _mm256_set1_ps(0.5f);
+      return _mm256_fmadd_ps(Tanh8(_mm256_mul_ps(x, half)), half, half);
+    }
     case Act::kGelu: {
       __m256 e = Erf8(_mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f)));
       return _mm256_mul_ps(_mm256_mul_ps(x, _mm256_set1_ps(0.5f)),
@@ -131,23 +135,39 @@ void GatherFirstTokens(const float* x, const int32_t* cu_seqlens, int num_seqs, 
 }
 
 void PoolSequences(const float* x, const int32_t* cu_seqlens, int num_seqs, int h,
-                   Pooling pooling, float* out) {
-  if (pooling == Pooling::kCls) return GatherFirstTokens(x, cu_seqlens, num_seqs, h, out);
+                   Pooling pooling, float* out, int out_stride) {
+  auto row = [&](int t) { return x + static_cast<size_t>(t) * h; };
   for (int s = 0; s < num_seqs; ++s) {
-    float* o = out + static_cast<size_t>(s) * h;
-    const int begin = cu_seqlens[s], end = cu_seqlens[s + 1];
-    std::memcpy(o, x + static_cast<size_t>(begin) * h, sizeof(float) * h);
-    for (int t = begin + 1; t < end; ++t) {
-      const float* row = x + static_cast<size_t>(t) * h;
-      if (pooling == Pooling::kMax) {
-        for (int i = 0; i < h; ++i) o[i] = std::max(o[i], row[i]);
-      } else {
-        for (int i = 0; i < h; ++i) o[i] += row[i];
+    float* o = out + static_cast<size_t>(s) * out_stride;
+    const int begin = cu_seqlens[s], end = cu_seqlens[s + 1], len = end - begin;
+    switch (pooling) {
+      case Pooling::kCls:
+        std::memcpy(o, row(begin), sizeof(float) * h);
+        break;
+      case Pooling::kLastToken:
+        std::memcpy(o, row(end - 1), sizeof(float) * h);
+        break;
+      case Pooling::kMax:
+        std::memcpy(o, row(begin), sizeof(float) * h);
+        for (int t = begin + 1; t < end; ++t)
+          for (int i = 0; i < h; ++i) o[i] = std::max(o[i], row(t)[i]);
+        break;
+      case Pooling::kMean:
+      case Pooling::kMeanSqrtLen:
+      case Pooling::kWeightedMean: {
+        // Position weights 1, 2, ... for weightedmean; 1 for the others.
+        const bool weighted = pooling == Pooling::kWeightedMean;
+        std::fill(o, o + h, 0.0f);
+        for (int t = begin; t < end; ++t) {
+          const float w = weighted ? static_cast<float>(t - begin + 1) : 1.0f;
+          for (int i = 0; i < h; ++i) o[i] += w * row(t)[i];
+        }
+        const double div = pooling == Pooling::kMean      ? len
+                           : pooling == Pooling::kMeanSqrtLen ? std::sqrt(double(len))
+                                                              : 0.5 * len * (len + 1.0);
+        for (int i = 0; i < h; ++i) o[i] = static_cast<float>(o[i] / div);
+        break;
       }
-    }
-    if (pooling == Pooling::kMean) {
-      const float len = static_cast<float>(end - begin);
-      for (int i = 0; i < h; ++i) o[i] /= len;
     }
   }
 }

@@ -14,7 +14,7 @@
 
 namespace bertrt::cpu {
 
-enum class Act { kNone, kGelu, kGeluTanh, kRelu, kTanh };
+enum class Act { kNone, kGelu, kGeluTanh, kRelu, kTanh, kSigmoid };
 
 // A Linear layer's weights (or several with the same input, concatenated
 // along the output, e.g. Q, K and V) as W [out, in] row-major, the input to
@@ -75,9 +75,10 @@ void Attention(const float* qkv, const int32_t* cu_seqlens, int num_seqs, int ma
 void GatherFirstTokens(const float* x, const int32_t* cu_seqlens, int num_seqs, int h,
                        float* out);
 
-// out[s] = cls / mean / max pooling of sequence s's rows of x.
+// Row s of out (`out_stride` floats apart; its first h written) = sequence
+// s's rows of x pooled by `pooling`, as sentence-transformers pools them.
 void PoolSequences(const float* x, const int32_t* cu_seqlens, int num_seqs, int h,
-                   Pooling pooling, float* out);
+                   Pooling pooling, float* out, int out_stride);
 
 // Each row x / max(||x||_2, 1e-12).
 void L2NormalizeRows(float* x, int m, int n);

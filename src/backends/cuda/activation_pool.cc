@@ -1,5 +1,7 @@
 #include "backends/cuda/activation_pool.h"
 
+#include <algorithm>
+
 #include "backends/cuda/batch_shape.h"
 
 namespace bertrt::cuda {
@@ -13,10 +15,24 @@ size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 }  // namespace
 
+size_t ActivationPool::PooledWidth() const {
+  size_t width = std::max(config_.hidden_size, config_.pooled_width());
+  for (const DenseSpec& d : config_.dense) width = std::max<size_t>(width, d.out_features);
+  return width;
+}
+
 std::vector<size_t> ActivationPool::Regions(size_t t) const {
-  const size_t h = config_.hidden_size, e = element_size_;
-  return {t * h * e,     t * h * e, t * 3 * h * e,         t * h * e, t * config_.intermediate_size * e,
-          t * h * 4,     t * h * 4, t * logits_width_ * 4, IntCapacity(t) * 4};
+  const size_t h = config_.hidden_size, e = element_size_, pooled = PooledWidth();
+  return {t * h * e,
+          t * h * e,
+          t * 3 * h * e,
+          t * h * e,
+          t * config_.intermediate_size * e,
+          t * h * 4,
+          t * pooled * 4,
+          t * logits_width_ * 4,
+          config_.dense.empty() ? 0 : t * pooled * 4,
+          IntCapacity(t) * 4};
 }
 
 Status ActivationPool::Reserve(int tokens, const std::string& hint) {
@@ -35,7 +51,8 @@ Status ActivationPool::Reserve(int tokens, const std::string& hint) {
     p.push_back(next);
     next += AlignUp(r);
   }
-  // hidden states, pooled rows and logits can all come back from one batch.
+  // hidden states, pooled rows (or a Dense module's) and logits can all come
+  // back from one batch.
   const size_t float_count = (regions[5] + regions[6] + regions[7]) / sizeof(float);
   RETURN_IF_ERROR(host_ints_.Allocate(IntCapacity(t) * sizeof(int32_t), "batch ids"));
   RETURN_IF_ERROR(host_floats_.Allocate(float_count * sizeof(float), "outputs"));
@@ -47,7 +64,8 @@ Status ActivationPool::Reserve(int tokens, const std::string& hint) {
                   reinterpret_cast<float*>(p[5]),
                   reinterpret_cast<float*>(p[6]),
                   reinterpret_cast<float*>(p[7]),
-                  reinterpret_cast<int32_t*>(p[8]),
+                  reinterpret_cast<float*>(p[8]),
+                  reinterpret_cast<int32_t*>(p[9]),
                   static_cast<int32_t*>(host_ints_.get()),
                   static_cast<float*>(host_floats_.get())};
   capacity_tokens_ = t;

@@ -20,6 +20,7 @@ namespace bertrt::cuda {
 struct Workspace {
   void *x, *tmp, *qkv, *ctx, *inter;  // compute precision
   float *hidden_f32, *pooled_f32, *logits_f32;
+  float* dense_f32;  // a sentence-transformers Dense module's output (pooled_f32 the other's)
   int32_t* ints;       // the batch on the device, as BatchInts lays it out
   int32_t* host_ints;  // pinned: the same, staged for one copy
   float* host_floats;  // pinned: the outputs coming back
@@ -45,6 +46,9 @@ class ActivationPool {
  private:
   // Byte sizes of the pool's regions for `tokens` tokens, in Workspace order.
   std::vector<size_t> Regions(size_t tokens) const;
+  // Floats per sequence of pooled_f32 (and dense_f32): the hidden size, or
+  // the widest vector a sentence-embedding head makes.
+  size_t PooledWidth() const;
 
   const ModelConfig& config_;
   size_t element_size_;

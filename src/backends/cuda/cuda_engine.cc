@@ -237,8 +237,9 @@ Status CudaEngine::CopyBack(const RaggedBatch& batch, bool hidden_state, BatchOu
   for (const cuda::DeviceOutput& o : outputs) {
     rows.push_back(o.per_token ? batch.num_tokens() : batch.num_seqs());
     const size_t count = rows.back() * o.width;
-    CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(next, o.data, count * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(next, o.width * sizeof(float), o.data,
+                                           o.stride * sizeof(float), o.width * sizeof(float),
+                                           rows.back(), cudaMemcpyDeviceToHost, stream_));
     host.push_back(next);
     next += count;
   }

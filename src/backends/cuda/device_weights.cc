@@ -127,6 +127,15 @@ StatusOr<DeviceWeights> UploadWeights(const Model& model, Precision precision,
     dw.classifier_b = static_cast<const float*>(cb);
     dw.classifier_out = static_cast<int>(labels);
   }
+  for (const DenseWeights& d : w.dense) {
+    DeviceWeights::Dense& dd = dw.dense.emplace_back();
+    ASSIGN_OR_RETURN(void* dw_w, up.Upload({&d.w}, false, "Dense module"));
+    dd.w = static_cast<const float*>(dw_w);
+    if (!d.b.empty()) {
+      ASSIGN_OR_RETURN(void* dw_b, up.Upload({&d.b}, false, "Dense module"));
+      dd.b = static_cast<const float*>(dw_b);
+    }
+  }
   // The staging buffer is freed on return; everything queued must be done.
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   return dw;

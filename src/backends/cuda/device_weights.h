@@ -28,6 +28,11 @@ struct DeviceWeights {
   const void *pooler_w = nullptr, *pooler_b = nullptr;        // null when the head has no pooler
   const float *classifier_w = nullptr, *classifier_b = nullptr;  // null for base / embedding
   int classifier_out = 0;
+  // Sentence-transformers Dense modules, fp32 (b null without a bias).
+  struct Dense {
+    const float *w = nullptr, *b = nullptr;
+  };
+  std::vector<Dense> dense;
   size_t bytes = 0;
   std::vector<DeviceBuffer> storage;  // owns everything above
 };

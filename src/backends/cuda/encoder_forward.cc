@@ -121,14 +121,30 @@ class EncoderForward::Pass {
         RETURN_IF_ERROR(SmallLinear(p_, ws_.x, t_, h_, w.classifier_w, w.classifier_b,
                                     w.classifier_out, ws_.logits_f32, kernels_));
         break;
-      case HeadKind::kSentenceEmbedding:
-        if (first_tokens_only_)  // CLS pooling of the compacted rows
+      case HeadKind::kSentenceEmbedding: {
+        int width = c_.pooled_width();
+        if (first_tokens_only_) {  // CLS pooling alone, of the compacted rows
           RETURN_IF_ERROR(ConvertToFloat(p_, ws_.x, ws_.pooled_f32, size_t(n_) * h_, kernels_));
-        else
+        } else {
+          for (size_t k = 0; k < c_.pooling_modes.size(); ++k)
+            RETURN_IF_ERROR(PoolSequences(p_, ws_.x, cu, n_, h_, c_.pooling_modes[k],
+                                          ws_.pooled_f32 + k * h_, width, kernels_));
+        }
+        // Dense modules from pooled_f32 to dense_f32 and back (EmbeddingRows).
+        for (size_t i = 0; i < c_.dense.size(); ++i) {
+          const DenseSpec& d = c_.dense[i];
+          float* in = i % 2 ? ws_.dense_f32 : ws_.pooled_f32;
+          float* out = i % 2 ? ws_.pooled_f32 : ws_.dense_f32;
+          RETURN_IF_ERROR(SmallLinear(Precision::kFp32, in, n_, width, w.dense[i].w, w.dense[i].b,
+                                      d.out_features, out, kernels_));
           RETURN_IF_ERROR(
-              PoolSequences(p_, ws_.x, cu, n_, h_, c_.pooling, ws_.pooled_f32, kernels_));
-        if (c_.normalize) RETURN_IF_ERROR(L2NormalizeRows(ws_.pooled_f32, n_, h_, kernels_));
+              ApplyDenseActivation(out, size_t(n_) * d.out_features, d.activation, kernels_));
+          width = d.out_features;
+        }
+        if (c_.normalize)
+          RETURN_IF_ERROR(L2NormalizeRows(f_.EmbeddingRows(ws_), n_, width, kernels_));
         break;
+      }
     }
     if (shape_.hidden_state)
       RETURN_IF_ERROR(ConvertToFloat(p_, ws_.x, ws_.hidden_f32, size_t(t_) * h_, kernels_));
@@ -224,25 +240,33 @@ AttentionArgs EncoderForward::AttentionArgsFor(const Shape& shape, const Workspa
   return a;
 }
 
+float* EncoderForward::EmbeddingRows(const Workspace& ws) const {
+  return config_.dense.size() % 2 ? ws.dense_f32 : ws.pooled_f32;
+}
+
 std::vector<DeviceOutput> EncoderForward::Outputs(const Workspace& ws, bool hidden_state) const {
   const int h = config_.hidden_size, labels = weights_.classifier_out;
   std::vector<DeviceOutput> out;
   switch (config_.head) {
     case HeadKind::kBase:
-      if (weights_.pooler_w) out.push_back({"pooler_output", false, h, ws.pooled_f32});
+      if (weights_.pooler_w) out.push_back({"pooler_output", false, h, ws.pooled_f32, h});
       break;
     case HeadKind::kSequenceClassification:
-      out.push_back({"logits", false, labels, ws.logits_f32});
+      out.push_back({"logits", false, labels, ws.logits_f32, labels});
       break;
     case HeadKind::kTokenClassification:
     case HeadKind::kQuestionAnswering:
-      out.push_back({"logits", true, labels, ws.logits_f32});
+      out.push_back({"logits", true, labels, ws.logits_f32, labels});
       break;
-    case HeadKind::kSentenceEmbedding:
-      out.push_back({"embedding", false, h, ws.pooled_f32});
+    case HeadKind::kSentenceEmbedding: {
+      // truncate_dim: the rows' first values come back.
+      const int width = config_.dense.empty() ? config_.pooled_width()
+                                              : config_.dense.back().out_features;
+      out.push_back({"embedding", false, config_.embedding_width(), EmbeddingRows(ws), width});
       break;
+    }
   }
-  if (hidden_state) out.push_back({"last_hidden_state", true, h, ws.hidden_f32});
+  if (hidden_state) out.push_back({"last_hidden_state", true, h, ws.hidden_f32, h});
   return out;
 }
 

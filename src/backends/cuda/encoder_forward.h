@@ -30,6 +30,7 @@ struct DeviceOutput {
   bool per_token;
   int width;
   const float* data;
+  int stride;  // floats between rows on the device (>= width)
 };
 
 class EncoderForward {
@@ -52,6 +53,9 @@ class EncoderForward {
   }
   // The head's outputs in `ws`, in the order they come back.
   std::vector<DeviceOutput> Outputs(const Workspace& ws, bool hidden_state) const;
+  // Where a sentence-embedding head leaves its rows: pooled_f32, or dense_f32
+  // after an odd number of Dense modules.
+  float* EmbeddingRows(const Workspace& ws) const;
   // The most operations a forward has: at most ten per layer, the embedding
   // and the head.
   size_t MaxOperations() const { return 2 + 10 * weights_.layers.size(); }

@@ -41,29 +41,53 @@ __global__ void SmallLinearKernel(const T* x, int rows, int in, const float* w, 
   float acc = 0.0f;
   for (int k = lane; k < in; k += 32) acc += ToFloat(xr[k]) * wj[k];
   acc = WarpSum(acc);
-  if (lane == 0) y[r * out + j] = acc + b[j];
+  if (lane == 0) y[r * out + j] = acc + (b ? b[j] : 0.0f);
 }
 
-// Block per sequence, threads over the columns.
+// Block per sequence, threads over the columns; sentence-transformers'
+// definitions of each mode.
 template <typename T>
-__global__ void PoolKernel(const T* x, const int32_t* cu, int hidden, Pooling pooling,
-                           float* out) {
+__global__ void PoolKernel(const T* x, const int32_t* cu, int hidden, Pooling pooling, float* out,
+                           int out_stride) {
   AfterPreviousKernel();
   const int s = blockIdx.x;
-  const int begin = cu[s], end = cu[s + 1];
+  const int begin = cu[s], end = cu[s + 1], len = end - begin;
   for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
     float v;
-    if (pooling == Pooling::kCls) {
-      v = ToFloat(x[static_cast<size_t>(begin) * hidden + i]);
+    if (pooling == Pooling::kCls || pooling == Pooling::kLastToken) {
+      const int t = pooling == Pooling::kCls ? begin : end - 1;
+      v = ToFloat(x[static_cast<size_t>(t) * hidden + i]);
     } else if (pooling == Pooling::kMax) {
       v = -INFINITY;
       for (int t = begin; t < end; ++t) v = fmaxf(v, ToFloat(x[static_cast<size_t>(t) * hidden + i]));
     } else {
+      // Position weights 1, 2, ... for weightedmean; 1 for the means.
+      const bool weighted = pooling == Pooling::kWeightedMean;
       v = 0.0f;
-      for (int t = begin; t < end; ++t) v += ToFloat(x[static_cast<size_t>(t) * hidden + i]);
-      v /= static_cast<float>(end - begin);
+      for (int t = begin; t < end; ++t)
+        v += (weighted ? static_cast<float>(t - begin + 1) : 1.0f) *
+             ToFloat(x[static_cast<size_t>(t) * hidden + i]);
+      v /= pooling == Pooling::kMean          ? static_cast<float>(len)
+           : pooling == Pooling::kMeanSqrtLen ? sqrtf(static_cast<float>(len))
+                                              : 0.5f * len * (len + 1.0f);
     }
-    out[static_cast<size_t>(s) * hidden + i] = v;
+    out[static_cast<size_t>(s) * out_stride + i] = v;
+  }
+}
+
+// A Dense module's activation, in place.
+__global__ void DenseActivationKernel(float* x, size_t n, DenseActivation act) {
+  AfterPreviousKernel();
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x) {
+    const float v = x[i];
+    switch (act) {
+      case DenseActivation::kIdentity: break;
+      case DenseActivation::kTanh: x[i] = tanhf(v); break;
+      case DenseActivation::kRelu: x[i] = fmaxf(v, 0.0f); break;
+      case DenseActivation::kGelu: x[i] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)); break;
+      case DenseActivation::kSigmoid: x[i] = 1.0f / (1.0f + expf(-v)); break;
+    }
   }
 }
 
@@ -114,12 +138,20 @@ Status SmallLinear(Precision p, const void* x, int rows, int in, const float* w,
 }
 
 Status PoolSequences(Precision p, const void* x, const int32_t* cu_seqlens, int num_seqs,
-                     int hidden, Pooling pooling, float* out, Stream stream) {
+                     int hidden, Pooling pooling, float* out, int out_stride, Stream stream) {
   if (num_seqs == 0) return Status::Ok();
   BERTRT_DISPATCH_PRECISION(p, Launch(PoolKernel<T>, num_seqs, ThreadsFor(hidden), 0, stream,
                                       static_cast<const T*>(x), cu_seqlens, hidden, pooling,
-                                      out));
+                                      out, out_stride));
   CUDA_RETURN_IF_LAUNCH_FAILED("pooling kernel");
+  return Status::Ok();
+}
+
+Status ApplyDenseActivation(float* x, size_t n, DenseActivation act, Stream stream) {
+  if (n == 0 || act == DenseActivation::kIdentity) return Status::Ok();
+  const unsigned blocks = static_cast<unsigned>(std::min<size_t>((n + 255) / 256, 4096));
+  Launch(DenseActivationKernel, blocks, 256, 0, stream, x, n, act);
+  CUDA_RETURN_IF_LAUNCH_FAILED("Dense activation kernel");
   return Status::Ok();
 }
 

@@ -101,15 +101,20 @@ Status GatherFirstTokens(Precision p, const void* x, const int32_t* cu_seqlens, 
 // out = tanh(in) as fp32.
 Status TanhToFloat(Precision p, const void* in, float* out, size_t n, Stream stream);
 
-// y[rows, out] = x[rows, in] W^T + b for the small heads (a few labels), where
-// a GEMM library's tile would be mostly empty. W and b are fp32; x is in
-// precision `p` (kFp32 for fp32 inputs).
+// y[rows, out] = x[rows, in] W^T + b for the small heads (a few labels, or
+// a sentence-transformers Dense module on a batch's pooled rows), where a GEMM
+// library's tile would be mostly empty. W and b are fp32 (b may be null); x is
+// in precision `p` (kFp32 for fp32 inputs).
 Status SmallLinear(Precision p, const void* x, int rows, int in, const float* w, const float* b,
                    int out, float* y, Stream stream);
 
-// out[s] = cls / mean / max over sequence s's rows of x, fp32 [num_seqs, hidden].
+// Row s of out (fp32, `out_stride` floats apart, its first `hidden` written)
+// = sequence s's rows of x pooled by `pooling` (sentence-transformers' modes).
 Status PoolSequences(Precision p, const void* x, const int32_t* cu_seqlens, int num_seqs,
-                     int hidden, Pooling pooling, float* out, Stream stream);
+                     int hidden, Pooling pooling, float* out, int out_stride, Stream stream);
+
+// x = act(x) for a sentence-transformers Dense module, fp32, in place.
+Status ApplyDenseActivation(float* x, size_t n, DenseActivation act, Stream stream);
 
 // Each row x / max(||x||_2, 1e-12).
 Status L2NormalizeRows(float* x, int rows, int width, Stream stream);

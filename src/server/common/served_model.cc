@@ -361,14 +361,16 @@ StatusOr<SequenceInput> ServedModel::Encode(const TextInput& input, bool truncat
   if (input.text.empty())
     return InvalidArgument("empty text: every input needs at least one character");
   const Tokenizer& tok = *loaded_.tokenizer;
-  ASSIGN_OR_RETURN(Encoding enc, tok.Encode(input.text, input.text_pair));
+  ASSIGN_OR_RETURN(const std::string prompt, config().PromptText(input.prompt_name));
+  const std::string text = prompt + input.text;
+  ASSIGN_OR_RETURN(Encoding enc, tok.Encode(text, input.text_pair));
   const int n = static_cast<int>(enc.input_ids.size());
   if (n > max_input_length_) {
     if (!truncate && !auto_truncate_)
       return OutOfRange("input is " + std::to_string(n) + " tokens, more than the model's " +
                         std::to_string(max_input_length_) +
                         "; shorten it, set truncate, or serve with --auto-truncate");
-    ASSIGN_OR_RETURN(enc, tok.Encode(input.text, input.text_pair, max_input_length_));
+    ASSIGN_OR_RETURN(enc, tok.Encode(text, input.text_pair, max_input_length_));
   }
   return SequenceInput{std::move(enc.input_ids), std::move(enc.token_type_ids)};
 }

@@ -80,6 +80,9 @@ StatusOr<ModelServing> ResolveServing(const ServeDefaults& defaults, const Model
 struct TextInput {
   std::string text;
   std::optional<std::string> text_pair;
+  // A sentence-transformers prompt put before `text` (see
+  // ModelConfig::PromptText): nullopt takes the model's default one.
+  std::optional<std::string> prompt_name;
 };
 
 class ServedModel {

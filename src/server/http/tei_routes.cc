@@ -280,7 +280,7 @@ json Info(HttpServer& s, ServedModel& m) {
   for (size_t i = 0; i < m.config().labels.size(); ++i)
     model_type[type]["id2label"][std::to_string(i)] = m.config().labels[i];
   if (std::string(type) == "embedding")
-    model_type = {{"embedding", {{"pooling", PoolingName(m.config().pooling)}}}};
+    model_type = {{"embedding", {{"pooling", PoolingName(m.config().pooling_modes.front())}}}};
   return json{{"model_id", m.name()},
               {"model_sha", nullptr},
               {"model_dtype", m.precision()},
