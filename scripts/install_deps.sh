@@ -27,8 +27,9 @@ else
 fi
 
 PY=${PYTHON:-python3}
-PIP_PKGS=(numpy tokenizers pytest requests "tritonclient[http]" "tritonclient[grpc]" openai prometheus_client)
-if ! $PY -c "import numpy, tokenizers, pytest, requests, tritonclient.http, tritonclient.grpc, grpc, openai, prometheus_client" 2>/dev/null; then
+PIP_PKGS=(numpy tokenizers pytest requests "tritonclient[http]" "tritonclient[grpc]" openai prometheus_client
+          openapi-schema-validator huggingface_hub)
+if ! $PY -c "import numpy, tokenizers, pytest, requests, tritonclient.http, tritonclient.grpc, grpc, openai, prometheus_client, openapi_schema_validator, huggingface_hub" 2>/dev/null; then
   echo "[deps] installing Python packages: ${PIP_PKGS[*]}"
   $PY -m pip install -q --disable-pip-version-check "${PIP_PKGS[@]}" 2>&1 | grep -v "WARNING: Running pip as the 'root' user" || true
 else

@@ -77,6 +77,12 @@ class Tokenizer {
   // -1 when the token is not in the vocabulary.
   virtual int32_t TokenToId(std::string_view token) const = 0;
   virtual std::string IdToToken(int32_t id) const = 0;
+  // Token ids back to text, as HF's Tokenizer.decode: each id's token (ids
+  // with none are skipped), the added tokens marked special left out when
+  // `skip_special_tokens`, joined by the file's decoder (WordPiece: "##"
+  // pieces glued to the previous token, others after a space, and with
+  // cleanup " ." -> "." and the like, per token; no decoder: joined by spaces).
+  virtual std::string Decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const = 0;
   // The vocabulary in id order (for plan files and inspect).
   virtual std::vector<std::string> Vocabulary() const = 0;
   int32_t pad_id() const { return TokenToId(settings().pad_token); }

@@ -1,6 +1,8 @@
 #include "tokenizer/bert_tokenizer.h"
 
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/utf8.h"
@@ -63,6 +65,10 @@ StatusOr<std::shared_ptr<Tokenizer>> BertTokenizer::Create(TokenizerParts parts)
   for (const AddedToken& a : t->parts_.added_tokens) {
     t->added_vocab_.Insert(a.content, a.id);
     t->id_to_token_[a.id] = a.content;
+    if (a.special) {
+      if (t->special_.size() <= static_cast<size_t>(a.id)) t->special_.resize(a.id + 1, false);
+      t->special_[a.id] = true;
+    }
     if (DecodeUtf8(a.content, chars) >= 0) {
       return InvalidArgument("added token content is not valid UTF-8");
     }
@@ -85,6 +91,48 @@ int32_t BertTokenizer::TokenToId(std::string_view token) const {
 std::string BertTokenizer::IdToToken(int32_t id) const {
   if (id < 0 || static_cast<size_t>(id) >= id_to_token_.size()) return std::string();
   return id_to_token_[id];
+}
+
+namespace {
+
+// HF's WordPiece decoder cleanup, applied to each token with its leading space.
+void CleanUp(std::string& token) {
+  static const std::pair<std::string_view, std::string_view> kRules[] = {
+      {" .", "."},   {" ?", "?"},     {" !", "!"},    {" ,", ","},
+      {" ' ", "'"},  {" n't", "n't"}, {" 'm", "'m"},  {" do not", " don't"},
+      {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+  for (const auto& [from, to] : kRules) {
+    for (size_t at = token.find(from); at != std::string::npos;
+         at = token.find(from, at + to.size()))
+      token.replace(at, from.size(), to);
+  }
+}
+
+}  // namespace
+
+std::string BertTokenizer::Decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
+  std::string out;
+  bool first = true;
+  for (int32_t id : ids) {
+    if (id < 0 || static_cast<size_t>(id) >= id_to_token_.size() || id_to_token_[id].empty())
+      continue;
+    const bool special = static_cast<size_t>(id) < special_.size() && special_[id];
+    if (skip_special_tokens && special) continue;
+    std::string token = id_to_token_[id];
+    if (!parts_.wordpiece_decoder) {
+      if (!first) out += ' ';
+    } else if (!first) {
+      const std::string& prefix = parts_.decoder_prefix;
+      if (token.compare(0, prefix.size(), prefix) == 0)
+        token.erase(0, prefix.size());
+      else
+        token.insert(0, 1, ' ');
+    }
+    if (parts_.wordpiece_decoder && parts_.decoder_cleanup) CleanUp(token);
+    out += token;
+    first = false;
+  }
+  return out;
 }
 
 void BertTokenizer::EncodeNormalized(const NormalizedText& norm, uint32_t begin, uint32_t end,
@@ -147,10 +195,9 @@ StatusOr<Encoding> BertTokenizer::Encode(std::string_view text,
   const PostProcessor& post = parts_.post_processor;
   std::optional<size_t> b_len;
   if (text_pair) b_len = s.b.ids.size();
-  ASSIGN_OR_RETURN(
-      const KeptLengths kept,
-      TruncatedLengths(s.a.ids.size(), b_len, post.AddedTokens(text_pair.has_value()), max_length,
-                       truncation));
+  ASSIGN_OR_RETURN(const KeptLengths kept,
+                   TruncatedLengths(s.a.ids.size(), b_len, post.AddedTokens(text_pair.has_value()),
+                                    max_length, truncation));
   s.a.ids.resize(kept.a);
   s.a.offsets.resize(kept.a);
   s.b.ids.resize(kept.b);

@@ -24,6 +24,11 @@ struct TokenizerParts {
   std::vector<std::pair<std::string, int32_t>> vocab;  // the WordPiece model's
   std::vector<AddedToken> added_tokens;
   PostProcessor post_processor;
+  // tokenizer.json's "decoder": WordPiece (the default, also for vocab.txt)
+  // with its prefix and cleanup, or none (tokens joined by spaces).
+  bool wordpiece_decoder = true;
+  std::string decoder_prefix = "##";
+  bool decoder_cleanup = true;
 };
 
 class BertTokenizer final : public Tokenizer {
@@ -36,6 +41,7 @@ class BertTokenizer final : public Tokenizer {
   size_t vocab_size() const override { return id_to_token_.size(); }
   int32_t TokenToId(std::string_view token) const override;
   std::string IdToToken(int32_t id) const override;
+  std::string Decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const override;
   std::vector<std::string> Vocabulary() const override { return id_to_token_; }
 
  private:
@@ -51,6 +57,7 @@ class BertTokenizer final : public Tokenizer {
   VocabMap model_vocab_;
   VocabMap added_vocab_;
   std::vector<std::string> id_to_token_;
+  std::vector<bool> special_;           // by id: an added token marked special
   AddedTokenMatcher raw_added_;         // normalized=false: matched before normalizing
   AddedTokenMatcher normalized_added_;  // normalized=true: matched after
   std::unique_ptr<WordPiece> wordpiece_;

@@ -138,6 +138,15 @@ StatusOr<TokenizerParts> ParseTokenizerJson(const json& root) {
   }
   ASSIGN_OR_RETURN(parts.post_processor,
                    ParsePostProcessor(root.value("post_processor", json()), s));
+  // Only decoding (TEI's /decode) reads it; a type other than WordPiece
+  // decodes as WordPiece with the model's prefix.
+  const json& decoder = root.value("decoder", json());
+  parts.wordpiece_decoder = !decoder.is_null();
+  parts.decoder_prefix = s.continuing_subword_prefix;
+  if (decoder.is_object() && TypeOf(decoder) == "WordPiece") {
+    parts.decoder_prefix = decoder.value("prefix", s.continuing_subword_prefix);
+    parts.decoder_cleanup = decoder.value("cleanup", true);
+  }
   // The file's own "truncation" and "padding" blocks are ignored on purpose:
   // bertrt batches ragged sequences, and truncation is a per-call option of
   // Encode. Only the pad token's name is taken from "padding".
@@ -247,7 +256,8 @@ StatusOr<std::shared_ptr<Tokenizer>> Tokenizer::FromVocab(std::vector<std::strin
     const int32_t id = find(token);
     bool seen = false;
     for (const AddedToken& a : parts.added_tokens) seen |= a.content == token;
-    if (id >= 0 && !seen) parts.added_tokens.push_back({token, id, true, false, false, false, false});
+    if (id >= 0 && !seen)
+      parts.added_tokens.push_back({token, id, true, false, false, false, false});
   }
   return tokenizer::BertTokenizer::Create(std::move(parts));
 }
@@ -259,8 +269,8 @@ StatusOr<std::shared_ptr<Tokenizer>> Tokenizer::FromDirectory(const std::string&
     ASSIGN_OR_RETURN(std::string text, ReadFile(path / "tokenizer.json"));
     auto t = FromTokenizerJson(text);
     if (!t.ok()) {
-      return Status(t.status().code(), (path / "tokenizer.json").string() + ": " +
-                                           t.status().message());
+      return Status(t.status().code(),
+                    (path / "tokenizer.json").string() + ": " + t.status().message());
     }
     return t;
   }

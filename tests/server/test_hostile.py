@@ -28,7 +28,8 @@ def test_deeply_nested_json_is_refused_and_the_server_stays_up(servers, path):
     body = kserve if path.startswith("/v2") else '{"inputs": ' + deep_json(60000) + "}"
     r = requests.post(s.url + path, data=body, headers={"Content-Type": "application/json"})
     assert r.status_code == 400, r.text
-    assert "nested deeper than 64 levels" in r.json()["error"]
+    error = r.json()["error"]  # OpenAI's route: {"error": {"message": ...}}
+    assert "nested deeper than 64 levels" in (error["message"] if isinstance(error, dict) else error)
     assert s.alive()
     # Nesting a request needs still works: KServe data nested to its shape.
     ok = requests.post(s.url + "/v2/models/seq_cls/infer", json={"inputs": [
@@ -182,8 +183,9 @@ def test_a_request_carries_at_most_max_client_batch_size_inputs(servers, extra, 
             {"name": "text", "datatype": "BYTES", "shape": [n], "data": texts}]})
         assert k.status_code == status, (n, k.text[:200])
         if status == 413:
+            assert f"batch size {n} > maximum allowed batch size {limit}" in r.json()["error"]
             assert f"{n} inputs in one request, more than max_client_batch_size {limit}" in \
-                r.json()["error"]
+                k.json()["error"]
     assert s.alive()
 
 
@@ -224,7 +226,7 @@ def test_tokenize_answers_only_what_the_model_takes(servers):
     s = servers("seq_cls")
     info = requests.get(s.url + "/info").json()
     r = s.post("/tokenize", {"inputs": "今天天气很好" * 200000})
-    assert r.status_code == 413, r.text[:200]
+    assert r.status_code == 422, r.text[:200]  # TEI's status for an invalid input
     assert f"more than the model's max_input_length {info['max_input_length']}" in r.json()["error"]
     r = s.post("/tokenize", {"inputs": ["a"] * (info["max_client_batch_size"] + 1)})
     assert r.status_code == 413 and "max_client_batch_size" in r.json()["error"]

@@ -357,20 +357,49 @@ ServedModel::~ServedModel() {
   if (scheduler_) scheduler_->Shutdown();
 }
 
-StatusOr<SequenceInput> ServedModel::Encode(const TextInput& input, bool truncate) const {
+namespace {
+
+// `full` with, of each text, the tokens `cut` (the same input truncated from
+// the end) keeps, taken from the text's end instead: HF's truncation
+// direction "left", which removes as many tokens as "right" does.
+SequenceInput KeepEnds(const Encoding& full, const Encoding& cut) {
+  int drop[2] = {0, 0};
+  for (int8_t s : full.sequence_ids)
+    if (s == 0 || s == 1) ++drop[s];
+  for (int8_t s : cut.sequence_ids)
+    if (s == 0 || s == 1) --drop[s];
+  SequenceInput out;
+  for (size_t i = 0; i < full.input_ids.size(); ++i) {
+    const int8_t s = full.sequence_ids[i];
+    if ((s == 0 || s == 1) && drop[s] > 0) {
+      --drop[s];
+      continue;
+    }
+    out.input_ids.push_back(full.input_ids[i]);
+    out.token_type_ids.push_back(full.token_type_ids[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<SequenceInput> ServedModel::Encode(const TextInput& input,
+                                            const EncodeOptions& options) const {
   if (input.text.empty())
     return InvalidArgument("empty text: every input needs at least one character");
   const Tokenizer& tok = *loaded_.tokenizer;
-  ASSIGN_OR_RETURN(const std::string prompt, config().PromptText(input.prompt_name));
+  ASSIGN_OR_RETURN(const std::string prompt, config().PromptText(options.prompt_name));
   const std::string text = prompt + input.text;
   ASSIGN_OR_RETURN(Encoding enc, tok.Encode(text, input.text_pair));
   const int n = static_cast<int>(enc.input_ids.size());
   if (n > max_input_length_) {
-    if (!truncate && !auto_truncate_)
+    if (!options.truncate && !auto_truncate_)
       return OutOfRange("input is " + std::to_string(n) + " tokens, more than the model's " +
                         std::to_string(max_input_length_) +
                         "; shorten it, set truncate, or serve with --auto-truncate");
-    ASSIGN_OR_RETURN(enc, tok.Encode(text, input.text_pair, max_input_length_));
+    ASSIGN_OR_RETURN(Encoding cut, tok.Encode(text, input.text_pair, max_input_length_));
+    if (options.truncate_left) return KeepEnds(enc, cut);
+    enc = std::move(cut);
   }
   return SequenceInput{std::move(enc.input_ids), std::move(enc.token_type_ids)};
 }

@@ -80,7 +80,16 @@ StatusOr<ModelServing> ResolveServing(const ServeDefaults& defaults, const Model
 struct TextInput {
   std::string text;
   std::optional<std::string> text_pair;
-  // A sentence-transformers prompt put before `text` (see
+};
+
+struct EncodeOptions {
+  // Cut an input longer than the model's limit to it instead of refusing it
+  // (the server's auto_truncate cuts whatever this says).
+  bool truncate = false;
+  // Cut from the start, keeping each text's end (TEI's truncation_direction
+  // "Left"); the same token counts as the default cut from the end.
+  bool truncate_left = false;
+  // The sentence-transformers prompt put before each text (see
   // ModelConfig::PromptText): nullopt takes the model's default one.
   std::optional<std::string> prompt_name;
 };
@@ -97,7 +106,10 @@ class ServedModel {
   // Tokenizes one input. Empty text: InvalidArgument; longer than the model's
   // limit: OutOfRange, unless `truncate` or the server's auto_truncate (then
   // cut to the limit).
-  StatusOr<SequenceInput> Encode(const TextInput& input, bool truncate) const;
+  StatusOr<SequenceInput> Encode(const TextInput& input, const EncodeOptions& options) const;
+  StatusOr<SequenceInput> Encode(const TextInput& input, bool truncate) const {
+    return Encode(input, EncodeOptions{.truncate = truncate});
+  }
 
   const std::string& name() const { return name_; }
   const std::string& version() const { return version_; }
@@ -112,6 +124,8 @@ class ServedModel {
   const Tokenizer& tokenizer() const { return *loaded_.tokenizer; }
   Scheduler& scheduler() { return *scheduler_; }
   int max_input_length() const { return max_input_length_; }
+  // --auto-truncate: every input longer than the model takes is cut.
+  bool auto_truncate() const { return auto_truncate_; }
   // The head's outputs, and last_hidden_state (only on request).
   const std::vector<OutputSpec>& outputs() const { return outputs_; }
   const OutputSpec* FindOutput(const std::string& name) const;

@@ -360,7 +360,12 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     const bool have_header = parser_ && parser_->is_header_done();
     res.set_header("X-Request-Id",
                    RequestId(have_header ? std::string(parser_->get()["X-Request-Id"]) : ""));
-    res.set_content(ErrorJson(message), "application/json");
+    // On the TEI and OpenAI routes, in their error shapes.
+    const std::string target = have_header ? std::string(parser_->get().target()) : "";
+    res.set_content(IsTeiPath(target) ? TeiErrorJson(target, status, message).dump(
+                                            -1, ' ', false, json::error_handler_t::replace)
+                                      : ErrorJson(message),
+                    "application/json");
     if (!have_header) version_ = 11;
     Write(std::move(res), true);
   }

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "server/common/metrics.h"
@@ -112,6 +113,12 @@ class HttpServer {
 int HttpStatusFor(const Status& status);
 void SendJson(HttpResponse& res, int status, const nlohmann::json& body);
 void SendError(HttpResponse& res, const Status& status);
+// Whether `target` (a path, maybe with a query) is a TEI or OpenAI route, and
+// the error body such a route answers (TEI's {"error", "error_type"}, or
+// OpenAI's {"error": {...}}) for one the connection refuses before any
+// handler runs (413 payload too large, ...).
+bool IsTeiPath(std::string_view target);
+nlohmann::json TeiErrorJson(std::string_view target, int status, const std::string& message);
 // The body parsed as JSON, or InvalidArgument.
 StatusOr<nlohmann::json> ParseBody(const HttpRequest& req);
 // Submits `request` to the model and waits; records queue/compute metrics.

@@ -1,8 +1,18 @@
-// text-embeddings-inference compatible endpoints (/embed, /predict, /rerank,
-// /tokenize, /info) and OpenAI's /v1/embeddings, on the registry's default model.
+// text-embeddings-inference's HTTP API on the registry's default model, to
+// TEI's OpenAPI document (tests/data/tei_openapi.json): /embed, /embed_all,
+// /embed_sparse, /predict, /rerank, /similarity, /tokenize, /decode, /info,
+// /health, POST / and /invocations (by model type), and OpenAI's
+// /v1/embeddings. Errors are TEI's {"error", "error_type"} with its status
+// codes; /v1/embeddings answers OpenAI's {"error": {"message", "type",
+// "param", "code"}} (with TEI's own fields beside it).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <optional>
+#include <thread>
+#include <variant>
 
+#include "backends/cpu/cpu_ops.h"
 #include "core/json_float.h"
 #include "server/http/http_server.h"
 
@@ -11,32 +21,118 @@ using nlohmann::json;
 
 namespace {
 
-// "inputs": str | [str]; `batch` says which form it was.
-StatusOr<std::vector<std::string>> TextList(const json& v, const char* field, bool* batch) {
-  std::vector<std::string> out;
-  *batch = v.is_array();
-  if (v.is_string()) {
-    out.push_back(v.get<std::string>());
-  } else if (v.is_array() && !v.empty()) {
-    for (const json& e : v) {
-      if (!e.is_string())
-        return InvalidArgument(std::string("\"") + field + "\" must hold strings");
-      out.push_back(e.get<std::string>());
-    }
-  } else {
-    return InvalidArgument(std::string("\"") + field +
-                           "\" must be a string or a non-empty list of strings");
+// TEI's ErrorType, and the status TEI answers each with.
+enum class ErrorType { kUnhealthy, kBackend, kOverloaded, kValidation, kTokenizer, kEmpty };
+
+const char* ErrorTypeName(ErrorType t) {
+  switch (t) {
+    case ErrorType::kUnhealthy:
+      return "Unhealthy";
+    case ErrorType::kBackend:
+      return "Backend";
+    case ErrorType::kOverloaded:
+      return "Overloaded";
+    case ErrorType::kValidation:
+      return "Validation";
+    case ErrorType::kTokenizer:
+      return "Tokenizer";
+    case ErrorType::kEmpty:
+      return "Empty";
   }
-  return out;
+  return "Backend";
 }
 
-bool Flag(const json& body, const char* name, bool fallback) {
-  auto it = body.find(name);
-  return it != body.end() && it->is_boolean() ? it->get<bool>() : fallback;
+struct ApiError {
+  int status = 500;
+  ErrorType type = ErrorType::kBackend;
+  std::string message;
+  std::string param;  // the request field at fault (OpenAI's "param"), "" when none
+};
+
+ApiError Validation(std::string message, std::string param = "") {
+  return {422, ErrorType::kValidation, std::move(message), std::move(param)};
+}
+ApiError Empty(std::string message, std::string param) {
+  return {400, ErrorType::kEmpty, std::move(message), std::move(param)};
+}
+// A route the model's type does not serve (TEI: 424, "backend").
+ApiError WrongModel(std::string message) {
+  return {424, ErrorType::kBackend, std::move(message), ""};
 }
 
-// What a TEI-style handler gets: the server, the model, the parsed body and
-// the request (whose client's going RunTexts hands the scheduler).
+// What bertrt's Status codes mean on the TEI routes.
+ApiError FromStatus(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange:  // an input longer than the model takes (TEI: validation)
+      return Validation(s.message());
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kUnimplemented:
+      return WrongModel(s.message());
+    case StatusCode::kNotFound:
+      return {404, ErrorType::kValidation, s.message(), ""};
+    case StatusCode::kResourceExhausted:
+      return {429, ErrorType::kOverloaded, s.message(), ""};
+    case StatusCode::kUnavailable:
+      return {503, ErrorType::kUnhealthy, s.message(), ""};
+    case StatusCode::kDeadlineExceeded:
+      return {504, ErrorType::kBackend, s.message(), ""};
+    default:
+      return {500, ErrorType::kBackend, s.message(), ""};
+  }
+}
+
+// A value or an ApiError; a Status converts (FromStatus), so that
+// ASSIGN_OR_RETURN works on StatusOr and Result expressions alike.
+template <typename T>
+class Result {
+ public:
+  Result(T value) : v_(std::move(value)) {}                 // NOLINT: implicit by design
+  Result(ApiError error) : v_(std::move(error)) {}          // NOLINT
+  Result(const Status& status) : v_(FromStatus(status)) {}  // NOLINT
+  Result(StatusOr<T> s)                                     // NOLINT
+      : v_(s.ok() ? std::variant<T, ApiError>(std::move(s).value())
+                  : std::variant<T, ApiError>(FromStatus(s.status()))) {}
+  bool ok() const { return std::holds_alternative<T>(v_); }
+  const ApiError& status() const { return std::get<ApiError>(v_); }
+  T& value() & { return std::get<T>(v_); }
+  T&& value() && { return std::get<T>(std::move(v_)); }
+  T& operator*() & { return value(); }
+
+ private:
+  std::variant<T, ApiError> v_;
+};
+
+#define RETURN_IF_API_ERROR(expr)                                        \
+  do {                                                                   \
+    if (std::optional<ApiError> _api_error = (expr)) return *_api_error; \
+  } while (0)
+
+json TeiErrorBody(const ApiError& e) {
+  return json{{"error", e.message}, {"error_type", ErrorTypeName(e.type)}};
+}
+
+// OpenAI's error object (what the openai client reads), with TEI's own
+// OpenAICompatErrorResponse fields beside it.
+json OpenAiErrorBody(const ApiError& e) {
+  std::string code = ErrorTypeName(e.type);
+  std::transform(code.begin(), code.end(), code.begin(), ::tolower);
+  const char* type = e.status >= 500   ? "server_error"
+                     : e.status == 429 ? "rate_limit_error"
+                                       : "invalid_request_error";
+  return json{{"error",
+               {{"message", e.message},
+                {"type", type},
+                {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+                {"code", code}}},
+              {"message", e.message},
+              {"code", e.status},
+              {"type", ErrorTypeName(e.type)},
+              {"error_type", ErrorTypeName(e.type)}};
+}
+
+// What a handler gets: the server, the model, the parsed body and the request
+// (whose client's going RunOn hands the scheduler).
 struct Call {
   HttpServer& server;
   ServedModel& model;
@@ -44,42 +140,405 @@ struct Call {
   const HttpRequest& req;
 };
 
-// Tokenizes and runs `inputs` on the model; the result holds every row.
-StatusOr<InferResult> RunTexts(const Call& c, ServedModel& m, const std::vector<TextInput>& inputs,
-                               bool truncate) {
-  InferRequest request;
-  request.is_cancelled = c.req.client_gone;
-  for (const TextInput& t : inputs) {
-    ASSIGN_OR_RETURN(SequenceInput seq, m.Encode(t, truncate));
-    request.sequences.push_back(std::move(seq));
-  }
-  return RunOn(m, c.server.metrics(), std::move(request));
+// --- The model's type, as TEI names it ---------------------------------------
+
+enum class ModelKind { kEmbedding, kClassifier, kReranker };
+
+int NumLabels(const ServedModel& m) {
+  const OutputSpec* o = m.FindOutput("logits");
+  return o ? o->width : m.config().num_labels;
 }
 
-// The pooled vector per row: the sentence embedding, else BertModel's pooler.
-StatusOr<std::vector<std::vector<float>>> Embeddings(const InferResult& r, bool normalize) {
-  const NamedOutput* o = r.outputs.Find("embedding");
-  if (!o) o = r.outputs.Find("pooler_output");
-  if (!o)
-    return InvalidArgument("this model has no embedding output (a classification or token head)");
-  std::vector<std::vector<float>> rows;
-  for (size_t i = 0; i + 1 < r.cu_seqlens.size(); ++i) {
-    std::vector<float> row(o->data.begin() + i * o->width, o->data.begin() + (i + 1) * o->width);
-    if (normalize) {
-      double norm = 0;
-      for (float v : row) norm += double(v) * v;
-      norm = std::max(std::sqrt(norm), 1e-12);
-      for (float& v : row) v = static_cast<float>(v / norm);
+ModelKind KindOf(const ServedModel& m) {
+  if (m.config().head != HeadKind::kSequenceClassification) return ModelKind::kEmbedding;
+  return NumLabels(m) == 1 ? ModelKind::kReranker : ModelKind::kClassifier;
+}
+
+std::string Label(const ModelConfig& c, int i) {
+  return i < static_cast<int>(c.labels.size()) && !c.labels[i].empty()
+             ? c.labels[i]
+             : "LABEL_" + std::to_string(i);
+}
+
+// --- Request fields ------------------------------------------------------------
+
+std::optional<ApiError> CheckBatch(ServedModel& m, size_t n, const char* field) {
+  const int limit = m.scheduler().options().client_batch_limit();
+  if (n <= static_cast<size_t>(limit)) return std::nullopt;
+  // TEI's OpenAPI document: 413 with error_type validation.
+  return ApiError{413, ErrorType::kValidation,
+                  "batch size " + std::to_string(n) + " > maximum allowed batch size " +
+                      std::to_string(limit) + " (max_client_batch_size in /info; the server's " +
+                      "--max-client-batch-size): split \"" + field + "\" over several requests",
+                  field};
+}
+
+// A boolean field: absent or null gives `fallback`.
+Result<bool> Bool(const json& body, const char* name, bool fallback) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return fallback;
+  if (!it->is_boolean())
+    return Validation(std::string("\"") + name + "\" must be true or false", name);
+  return it->get<bool>();
+}
+
+// truncate, truncation_direction and prompt_name, as every embedding and
+// classification route takes them (`from`: the body, or /similarity's parameters).
+Result<EncodeOptions> ReadEncodeOptions(const json& from) {
+  EncodeOptions o;
+  ASSIGN_OR_RETURN(o.truncate, Bool(from, "truncate", false));
+  auto dir = from.find("truncation_direction");
+  if (dir != from.end() && !dir->is_null()) {
+    const std::string d = dir->is_string() ? dir->get<std::string>() : dir->dump();
+    if (d != "Left" && d != "left" && d != "Right" && d != "right")
+      return Validation("\"truncation_direction\" must be \"Left\" or \"Right\", not " + d,
+                        "truncation_direction");
+    o.truncate_left = d == "Left" || d == "left";
+  }
+  auto prompt = from.find("prompt_name");
+  if (prompt != from.end() && !prompt->is_null()) {
+    if (!prompt->is_string()) return Validation("\"prompt_name\" must be a string", "prompt_name");
+    o.prompt_name = prompt->get<std::string>();
+  }
+  return o;
+}
+
+// One input of /embed, /embed_all and /v1/embeddings: a text or token ids.
+struct Item {
+  std::optional<std::string> text;
+  std::vector<int32_t> ids;
+};
+
+// TEI's Input: str | [int] | [str | [int], ...]. `batch` says whether it was a list of inputs.
+Result<std::vector<Item>> ReadInputs(const json& body, const char* field, bool* batch) {
+  auto it = body.find(field);
+  if (it == body.end())
+    return Validation(
+        std::string("missing \"") + field + "\" (a string, token ids, or a list of them)", field);
+  const json& v = *it;
+  auto ids = [&](const json& list, size_t index) -> Result<Item> {
+    Item item;
+    for (const json& e : list) {
+      if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() > INT32_MAX)
+        return Validation(std::string("\"") + field + "\"" +
+                              (*batch ? " item " + std::to_string(index) : std::string()) +
+                              ": token ids must be non-negative integers",
+                          field);
+      item.ids.push_back(static_cast<int32_t>(e.get<int64_t>()));
     }
+    return item;
+  };
+  *batch = false;
+  std::vector<Item> out;
+  if (v.is_string()) {
+    out.push_back({v.get<std::string>(), {}});
+    return out;
+  }
+  if (!v.is_array())
+    return Validation(
+        std::string("\"") + field + "\" must be a string, a list of token ids, or a list of those",
+        field);
+  if (v.empty()) return Empty(std::string("`") + field + "` cannot be empty", field);
+  if (v[0].is_number()) {  // one input as token ids
+    ASSIGN_OR_RETURN(Item item, ids(v, 0));
+    out.push_back(std::move(item));
+    return out;
+  }
+  *batch = true;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i].is_string()) {
+      out.push_back({v[i].get<std::string>(), {}});
+    } else if (v[i].is_array()) {
+      ASSIGN_OR_RETURN(Item item, ids(v[i], i));
+      out.push_back(std::move(item));
+    } else {
+      return Validation(std::string("\"") + field + "\" item " + std::to_string(i) +
+                            " must be a string or a list of token ids",
+                        field);
+    }
+  }
+  return out;
+}
+
+// Token ids as a sequence: checked against the vocabulary and the model's
+// length (cut when truncating, from the start for "Left").
+Result<SequenceInput> IdsSequence(const ServedModel& m, std::vector<int32_t> ids, size_t index,
+                                  const EncodeOptions& o) {
+  const std::string which = "input " + std::to_string(index);
+  if (ids.empty()) return Validation(which + " is an empty list of token ids", "inputs");
+  const int vocab = m.config().vocab_size;
+  for (int32_t id : ids)
+    if (id >= vocab)
+      return Validation(which + ": token id " + std::to_string(id) +
+                            " is not in the vocabulary (ids go up to " + std::to_string(vocab - 1) +
+                            ")",
+                        "inputs");
+  const size_t limit = static_cast<size_t>(m.max_input_length());
+  if (ids.size() > limit) {
+    if (!o.truncate && !m.auto_truncate())
+      return Validation(which + " is " + std::to_string(ids.size()) +
+                            " tokens, more than the model's " + std::to_string(limit) +
+                            "; shorten it, set truncate, or serve with --auto-truncate",
+                        "inputs");
+    if (o.truncate_left)
+      ids.erase(ids.begin(), ids.end() - limit);
+    else
+      ids.resize(limit);
+  }
+  std::vector<int32_t> types(ids.size(), 0);
+  return SequenceInput{std::move(ids), std::move(types)};
+}
+
+// Runs `sequences` on the model; the result holds every row.
+Result<InferResult> Run(const Call& c, std::vector<SequenceInput> sequences,
+                        bool last_hidden_state = false) {
+  InferRequest request;
+  request.is_cancelled = c.req.client_gone;
+  request.sequences = std::move(sequences);
+  request.last_hidden_state = last_hidden_state;
+  return RunOn(c.model, c.server.metrics(), std::move(request));
+}
+
+Result<std::vector<SequenceInput>> EncodeTexts(const ServedModel& m,
+                                               const std::vector<TextInput>& inputs,
+                                               const EncodeOptions& o) {
+  std::vector<SequenceInput> out;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    auto seq = m.Encode(inputs[i], o);
+    if (!seq.ok()) {
+      ApiError e = FromStatus(seq.status());
+      if (inputs.size() > 1) e.message = "input " + std::to_string(i) + ": " + e.message;
+      return e;
+    }
+    out.push_back(std::move(*seq));
+  }
+  return out;
+}
+
+Result<std::vector<SequenceInput>> EncodeItems(const ServedModel& m, std::vector<Item> items,
+                                               const EncodeOptions& o) {
+  std::vector<SequenceInput> out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!items[i].text) {
+      ASSIGN_OR_RETURN(SequenceInput seq, IdsSequence(m, std::move(items[i].ids), i, o));
+      out.push_back(std::move(seq));
+      continue;
+    }
+    ASSIGN_OR_RETURN(auto seqs, EncodeTexts(m, {TextInput{*items[i].text, std::nullopt}}, o));
+    if (seqs.empty()) return Validation("input " + std::to_string(i) + " did not encode");
+    out.push_back(std::move(seqs[0]));
+  }
+  return out;
+}
+
+// --- Embeddings -----------------------------------------------------------------
+
+void L2Normalize(std::vector<float>& row) {
+  double norm = 0;
+  for (float v : row) norm += double(v) * v;
+  norm = std::max(std::sqrt(norm), 1e-12);
+  for (float& v : row) v = static_cast<float>(v / norm);
+}
+
+std::optional<ApiError> NotEmbedding(const ServedModel& m) {
+  if (KindOf(m) != ModelKind::kEmbedding)
+    return WrongModel("Model is not an embedding model: this " +
+                      std::string(KindOf(m) == ModelKind::kReranker ? "re-ranker" : "classifier") +
+                      " answers /predict" +
+                      (KindOf(m) == ModelKind::kReranker ? " and /rerank" : ""));
+  return std::nullopt;
+}
+
+// The pooled vector per row, before the model's own Normalize module, from
+// last_hidden_state (what TEI's normalize: false returns), pooled by the CPU
+// engine's own op. Checked against the engine's normalized embedding: a model
+// whose vector cannot be recomputed from the hidden states (Dense modules,
+// truncate_dim) is refused rather than answered wrong.
+Result<std::vector<std::vector<float>>> RawPooled(const ServedModel& m, const InferResult& r,
+                                                  const NamedOutput& embedding) {
+  const ModelConfig& c = m.config();
+  const NamedOutput* h = r.outputs.Find("last_hidden_state");
+  const ApiError unavailable = WrongModel(
+      "normalize: false is not available for this model: its pooled vector before "
+      "the Normalize module cannot be recovered from its hidden states (Dense modules "
+      "or truncate_dim)");
+  const int w = c.pooled_width();
+  if (!h || !c.dense.empty() || embedding.width != w) return unavailable;
+  const int n = static_cast<int>(r.cu_seqlens.size()) - 1;
+  std::vector<float> pooled(static_cast<size_t>(n) * w);
+  for (size_t k = 0; k < c.pooling_modes.size(); ++k)
+    cpu::PoolSequences(h->data.data(), r.cu_seqlens.data(), n, h->width, c.pooling_modes[k],
+                       pooled.data() + k * h->width, w);
+  std::vector<std::vector<float>> rows;
+  for (int i = 0; i < n; ++i) {
+    std::vector<float> row(pooled.begin() + size_t(i) * w, pooled.begin() + size_t(i + 1) * w);
+    // The engine's own output is this vector normalized (cosine ~1).
+    std::vector<float> unit = row;
+    L2Normalize(unit);
+    double dot = 0;
+    for (int k = 0; k < w; ++k) dot += double(unit[k]) * embedding.data[size_t(i) * w + k];
+    if (!(dot > 0.999)) return unavailable;
     rows.push_back(std::move(row));
   }
   return rows;
 }
 
+struct EmbedOptions {
+  EncodeOptions encode;
+  bool normalize = true;
+  std::optional<int> dimensions;
+};
+
+Result<EmbedOptions> ReadEmbedOptions(const json& body, bool with_normalize) {
+  EmbedOptions o;
+  ASSIGN_OR_RETURN(o.encode, ReadEncodeOptions(body));
+  if (with_normalize) {
+    ASSIGN_OR_RETURN(o.normalize, Bool(body, "normalize", true));
+  }
+  auto d = body.find("dimensions");
+  if (d != body.end() && !d->is_null()) {
+    if (!d->is_number_integer() || d->get<int64_t>() <= 0 || d->get<int64_t>() > INT32_MAX)
+      return Validation("`dimensions` should be a positive integer", "dimensions");
+    o.dimensions = static_cast<int>(d->get<int64_t>());
+  }
+  return o;
+}
+
+// Pooled embeddings of `items` (TEI's embed_pooled): the model's vector (its
+// Normalize module left out when !normalize), the first `dimensions` of it,
+// then L2-normalized when `normalize`. `tokens` gets the tokens computed.
+Result<std::vector<std::vector<float>>> EmbedItems(const Call& c, std::vector<Item> items,
+                                                   const EmbedOptions& o, int* tokens) {
+  ServedModel& m = c.model;
+  RETURN_IF_API_ERROR(NotEmbedding(m));
+  const OutputSpec* spec = m.FindOutput("embedding");
+  if (!spec) spec = m.FindOutput("pooler_output");
+  if (!spec)
+    return WrongModel("Model is not an embedding model: this " +
+                      std::string(HeadKindName(m.config().head)) +
+                      " model has no pooled output (a sentence-transformers or BertModel "
+                      "directory has)");
+  if (o.dimensions && *o.dimensions > spec->width)
+    return Validation("`dimensions` should be smaller than the maximum embedding dimension (" +
+                          std::to_string(spec->width) + ")",
+                      "dimensions");
+  // The engine's embedding already went through Normalize: TEI's
+  // normalize: false wants the vector from before it.
+  const bool raw =
+      !o.normalize && m.config().head == HeadKind::kSentenceEmbedding && m.config().normalize;
+  ASSIGN_OR_RETURN(auto seqs, EncodeItems(m, std::move(items), o.encode));
+  ASSIGN_OR_RETURN(InferResult r, Run(c, std::move(seqs), raw));
+  const NamedOutput* out = r.outputs.Find(spec->name);
+  if (!out) return ApiError{500, ErrorType::kBackend, "the engine gave no " + spec->name, ""};
+  std::vector<std::vector<float>> rows;
+  if (raw) {
+    ASSIGN_OR_RETURN(rows, RawPooled(m, r, *out));
+  } else {
+    for (size_t i = 0; i + 1 < r.cu_seqlens.size(); ++i)
+      rows.emplace_back(out->data.begin() + i * out->width,
+                        out->data.begin() + (i + 1) * out->width);
+  }
+  for (auto& row : rows) {
+    if (o.dimensions) row.resize(*o.dimensions);
+    if (o.normalize) L2Normalize(row);
+  }
+  if (tokens) *tokens = r.cu_seqlens.back();
+  return rows;
+}
+
 json Floats(const std::vector<float>& v) { return FloatArray(v.data(), v.size()); }
 
-std::vector<float> Softmax(const float* logits, int n) {
+Result<json> Embed(const Call& c) {
+  bool batch = false;
+  ASSIGN_OR_RETURN(auto items, ReadInputs(c.body, "inputs", &batch));
+  RETURN_IF_API_ERROR(CheckBatch(c.model, items.size(), "inputs"));
+  ASSIGN_OR_RETURN(EmbedOptions o, ReadEmbedOptions(c.body, true));
+  ASSIGN_OR_RETURN(auto rows, EmbedItems(c, std::move(items), o, nullptr));
+  json out = json::array();
+  for (const auto& row : rows) out.push_back(Floats(row));
+  return out;
+}
+
+Result<json> EmbedAll(const Call& c) {
+  ServedModel& m = c.model;
+  bool batch = false;
+  ASSIGN_OR_RETURN(auto items, ReadInputs(c.body, "inputs", &batch));
+  RETURN_IF_API_ERROR(CheckBatch(m, items.size(), "inputs"));
+  ASSIGN_OR_RETURN(EncodeOptions o, ReadEncodeOptions(c.body));
+  RETURN_IF_API_ERROR(NotEmbedding(m));
+  if (!m.FindOutput("last_hidden_state"))
+    return WrongModel("this model's engine gives no per-token hidden states (last_hidden_state)");
+  ASSIGN_OR_RETURN(auto seqs, EncodeItems(m, std::move(items), o));
+  ASSIGN_OR_RETURN(InferResult r, Run(c, std::move(seqs), true));
+  const NamedOutput* h = r.outputs.Find("last_hidden_state");
+  if (!h) return ApiError{500, ErrorType::kBackend, "the engine gave no last_hidden_state", ""};
+  json out = json::array();
+  for (size_t i = 0; i + 1 < r.cu_seqlens.size(); ++i) {
+    json tokens = json::array();
+    for (int t = r.cu_seqlens[i]; t < r.cu_seqlens[i + 1]; ++t)
+      tokens.push_back(FloatArray(h->data.data() + static_cast<size_t>(t) * h->width, h->width));
+    out.push_back(std::move(tokens));
+  }
+  return out;
+}
+
+Result<json> EmbedSparse(const Call& c) {
+  bool batch = false;
+  ASSIGN_OR_RETURN(auto items, ReadInputs(c.body, "inputs", &batch));
+  RETURN_IF_API_ERROR(CheckBatch(c.model, items.size(), "inputs"));
+  ASSIGN_OR_RETURN(EncodeOptions o, ReadEncodeOptions(c.body));
+  (void)o;
+  return WrongModel(
+      "Model is not an embedding model with SPLADE pooling: /embed_sparse needs a SPLADE "
+      "(masked-LM head, splade pooling) model, which bertrt does not serve yet; use /embed");
+}
+
+// /similarity: {"inputs": {"source_sentence", "sentences"}, "parameters": {...}}
+// -> the cosine similarity of each sentence to the source sentence.
+Result<json> Similarity(const Call& c) {
+  auto in = c.body.find("inputs");
+  if (in == c.body.end() || !in->is_object() || !in->contains("source_sentence") ||
+      !(*in)["source_sentence"].is_string() || !in->contains("sentences") ||
+      !(*in)["sentences"].is_array())
+    return Validation(
+        "expected {\"inputs\": {\"source_sentence\": str, \"sentences\": [str, ...]}}", "inputs");
+  const json& sentences = (*in)["sentences"];
+  if (sentences.empty()) return Empty("`inputs.sentences` cannot be empty", "inputs");
+  RETURN_IF_API_ERROR(CheckBatch(c.model, sentences.size() + 1, "inputs.sentences"));
+  std::vector<Item> items{{(*in)["source_sentence"].get<std::string>(), {}}};
+  for (const json& s : sentences) {
+    if (!s.is_string()) return Validation("\"inputs.sentences\" must hold strings", "inputs");
+    items.push_back({s.get<std::string>(), {}});
+  }
+  EmbedOptions o;
+  auto p = c.body.find("parameters");
+  if (p != c.body.end() && !p->is_null()) {
+    if (!p->is_object()) return Validation("\"parameters\" must be an object", "parameters");
+    ASSIGN_OR_RETURN(o.encode, ReadEncodeOptions(*p));
+  }
+  // Cosine similarity does not depend on the vectors' lengths: the model's own
+  // vectors, normalized here.
+  o.normalize = true;
+  ASSIGN_OR_RETURN(auto rows, EmbedItems(c, std::move(items), o, nullptr));
+  json out = json::array();
+  for (size_t i = 1; i < rows.size(); ++i) {
+    double dot = 0;
+    for (size_t k = 0; k < rows[0].size(); ++k) dot += double(rows[0][k]) * rows[i][k];
+    out.push_back(FloatJson(static_cast<float>(dot)));
+  }
+  return out;
+}
+
+// --- Classification ----------------------------------------------------------------
+
+// TEI's scores: softmax over several labels, a sigmoid of a single logit.
+std::vector<float> Scores(const float* logits, int n, bool raw) {
   std::vector<float> p(logits, logits + n);
+  if (raw) return p;
+  if (n == 1) {
+    p[0] = 1.0f / (1.0f + std::exp(-p[0]));
+    return p;
+  }
   const float top = *std::max_element(p.begin(), p.end());
   double sum = 0;
   for (float& v : p) sum += (v = std::exp(v - top));
@@ -87,76 +546,66 @@ std::vector<float> Softmax(const float* logits, int n) {
   return p;
 }
 
-StatusOr<const NamedOutput*> ClassLogits(const ServedModel& m, const InferResult& r) {
-  const NamedOutput* o = r.outputs.Find("logits");
-  if (m.config().head != HeadKind::kSequenceClassification || !o)
-    return InvalidArgument("this endpoint needs a sequence-classification model");
-  return o;
+std::optional<ApiError> NotClassifier(const ServedModel& m) {
+  if (KindOf(m) == ModelKind::kEmbedding)
+    return WrongModel("Model is not a classifier model: this embedding model answers /embed");
+  return std::nullopt;
 }
 
-std::string Label(const ModelConfig& c, int i) {
-  return i < static_cast<int>(c.labels.size()) ? c.labels[i] : "LABEL_" + std::to_string(i);
-}
-
-// /predict input: str | [a, b] (one pair) | [item, ...] with item str or [a, b].
-StatusOr<std::vector<TextInput>> PredictInputs(const json& v, bool* batch) {
-  auto item = [](const json& e) -> StatusOr<TextInput> {
-    if (e.is_string()) return TextInput{e.get<std::string>(), std::nullopt};
-    if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string())
-      return TextInput{e[0].get<std::string>(), e[1].get<std::string>()};
-    return InvalidArgument("\"inputs\" items must be strings or [text, text_pair] pairs");
-  };
+// TEI's PredictInput: "a" | ["a", "b"] (a pair) | [["a"], ["a", "b"], ...]
+// (a batch; bertrt also takes plain strings as its items, and a list of more
+// than two strings as a batch of texts).
+Result<std::vector<TextInput>> ReadPredictInputs(const json& body, bool* batch) {
+  auto it = body.find("inputs");
+  const char* expected =
+      "\"inputs\" must be a string, a pair [text, text_pair], or a batch [[text], "
+      "[text, text_pair], ...]";
+  if (it == body.end()) return Validation(expected, "inputs");
+  const json& v = *it;
   *batch = false;
-  if (v.is_array() && v.size() == 2 && v[0].is_string() && v[1].is_string()) {
-    ASSIGN_OR_RETURN(TextInput pair, item(v));
-    return std::vector<TextInput>{pair};
+  if (v.is_string()) return std::vector<TextInput>{{v.get<std::string>(), std::nullopt}};
+  if (!v.is_array()) return Validation(expected, "inputs");
+  if (v.empty()) return Empty("`inputs` cannot be empty", "inputs");
+  // One text or one pair; more strings are a batch of texts (bertrt's own form).
+  if (v[0].is_string() && v.size() <= 2 && v.back().is_string()) {
+    if (v.size() == 1) return std::vector<TextInput>{{v[0].get<std::string>(), std::nullopt}};
+    return std::vector<TextInput>{{v[0].get<std::string>(), v[1].get<std::string>()}};
   }
-  std::vector<TextInput> out;
-  if (!v.is_array()) {
-    ASSIGN_OR_RETURN(TextInput one, item(v));
-    out.push_back(std::move(one));
-    return out;
-  }
-  if (v.empty()) return InvalidArgument("\"inputs\" is empty");
   *batch = true;
-  for (const json& e : v) {
-    ASSIGN_OR_RETURN(TextInput t, item(e));
-    out.push_back(std::move(t));
+  std::vector<TextInput> out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const json& e = v[i];
+    if (e.is_string()) {
+      out.push_back({e.get<std::string>(), std::nullopt});
+    } else if (e.is_array() && (e.size() == 1 || e.size() == 2) && e[0].is_string() &&
+               e.back().is_string()) {
+      out.push_back({e[0].get<std::string>(),
+                     e.size() == 2 ? std::optional(e[1].get<std::string>()) : std::nullopt});
+    } else {
+      return Validation(std::string(expected) + "; item " + std::to_string(i) + " is not",
+                        "inputs");
+    }
   }
   return out;
 }
 
-StatusOr<json> Embed(const Call& c) {
+Result<json> Predict(const Call& c) {
   ServedModel& m = c.model;
-  const json& body = c.body;
-  if (!body.is_object() || !body.contains("inputs"))
-    return InvalidArgument("expected {\"inputs\": ...}");
   bool batch = false;
-  ASSIGN_OR_RETURN(auto texts, TextList(body["inputs"], "inputs", &batch));
-  std::vector<TextInput> inputs;
-  for (auto& t : texts) inputs.push_back({std::move(t), std::nullopt});
-  ASSIGN_OR_RETURN(InferResult r, RunTexts(c, m, inputs, Flag(body, "truncate", false)));
-  ASSIGN_OR_RETURN(auto rows, Embeddings(r, Flag(body, "normalize", true)));
-  json out = json::array();
-  for (const auto& row : rows) out.push_back(Floats(row));
-  return out;
-}
-
-StatusOr<json> Predict(const Call& c) {
-  ServedModel& m = c.model;
-  const json& body = c.body;
-  if (!body.is_object() || !body.contains("inputs"))
-    return InvalidArgument("expected {\"inputs\": ...}");
-  bool batch = false;
-  ASSIGN_OR_RETURN(auto inputs, PredictInputs(body["inputs"], &batch));
-  ASSIGN_OR_RETURN(InferResult r, RunTexts(c, m, inputs, Flag(body, "truncate", false)));
-  ASSIGN_OR_RETURN(const NamedOutput* logits, ClassLogits(m, r));
-  const bool raw = Flag(body, "raw_scores", false);
+  ASSIGN_OR_RETURN(auto inputs, ReadPredictInputs(c.body, &batch));
+  if (batch) RETURN_IF_API_ERROR(CheckBatch(m, inputs.size(), "inputs"));
+  ASSIGN_OR_RETURN(EncodeOptions o, ReadEncodeOptions(c.body));
+  ASSIGN_OR_RETURN(bool raw, Bool(c.body, "raw_scores", false));
+  RETURN_IF_API_ERROR(NotClassifier(m));
+  ASSIGN_OR_RETURN(auto seqs, EncodeTexts(m, inputs, o));
+  ASSIGN_OR_RETURN(InferResult r, Run(c, std::move(seqs)));
+  const NamedOutput* logits = r.outputs.Find("logits");
+  if (!logits) return ApiError{500, ErrorType::kBackend, "the engine gave no logits", ""};
   json all = json::array();
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const float* row = logits->data.data() + i * logits->width;
-    std::vector<float> scores =
-        raw ? std::vector<float>(row, row + logits->width) : Softmax(row, logits->width);
+    std::vector<float> scores = Scores(logits->data.data() + i * logits->width, logits->width, raw);
+    if (std::any_of(scores.begin(), scores.end(), [](float s) { return std::isnan(s); }))
+      return ApiError{500, ErrorType::kBackend, "score is NaN", ""};
     std::vector<int> order(scores.size());
     for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<int>(k);
     std::stable_sort(order.begin(), order.end(),
@@ -169,26 +618,42 @@ StatusOr<json> Predict(const Call& c) {
   return batch ? all : all[0];
 }
 
-StatusOr<json> Rerank(const Call& c) {
+Result<json> Rerank(const Call& c) {
   ServedModel& m = c.model;
   const json& body = c.body;
-  if (!body.is_object() || !body.contains("query") || !body["query"].is_string() ||
-      !body.contains("texts"))
-    return InvalidArgument("expected {\"query\": str, \"texts\": [str, ...]}");
-  bool batch = false;
-  ASSIGN_OR_RETURN(auto texts, TextList(body["texts"], "texts", &batch));
+  if (!body.contains("query") || !body["query"].is_string())
+    return Validation(
+        "expected {\"query\": str, \"texts\": [str, ...]}: \"query\" must be a string", "query");
+  if (!body.contains("texts") || !body["texts"].is_array())
+    return Validation("expected {\"query\": str, \"texts\": [str, ...]}: \"texts\" must be a list",
+                      "texts");
+  const json& texts = body["texts"];
+  if (texts.empty()) return Empty("`texts` cannot be empty", "texts");
   std::vector<TextInput> inputs;
-  for (const auto& t : texts) inputs.push_back({body["query"].get<std::string>(), t});
-  ASSIGN_OR_RETURN(InferResult r, RunTexts(c, m, inputs, Flag(body, "truncate", false)));
-  ASSIGN_OR_RETURN(const NamedOutput* logits, ClassLogits(m, r));
-  const bool raw = Flag(body, "raw_scores", false);
+  for (const json& t : texts) {
+    if (!t.is_string()) return Validation("\"texts\" must hold strings", "texts");
+    inputs.push_back({body["query"].get<std::string>(), t.get<std::string>()});
+  }
+  if (KindOf(m) != ModelKind::kReranker)
+    return WrongModel(
+        "model is not a re-ranker model: /rerank needs a sequence-classification model with one "
+        "label (a cross-encoder); this one " +
+        (KindOf(m) == ModelKind::kClassifier
+             ? "has " + std::to_string(NumLabels(m)) + " labels: use /predict with pairs"
+             : std::string("is an embedding model: use /embed or /similarity")));
+  RETURN_IF_API_ERROR(CheckBatch(m, inputs.size(), "texts"));
+  ASSIGN_OR_RETURN(EncodeOptions o, ReadEncodeOptions(body));
+  ASSIGN_OR_RETURN(bool raw, Bool(body, "raw_scores", false));
+  ASSIGN_OR_RETURN(bool return_text, Bool(body, "return_text", false));
+  ASSIGN_OR_RETURN(auto seqs, EncodeTexts(m, inputs, o));
+  ASSIGN_OR_RETURN(InferResult r, Run(c, std::move(seqs)));
+  const NamedOutput* logits = r.outputs.Find("logits");
+  if (!logits || logits->width != 1)
+    return ApiError{500, ErrorType::kBackend, "the engine gave no single logit", ""};
   std::vector<std::pair<float, size_t>> scored;
-  for (size_t i = 0; i < texts.size(); ++i) {
-    const float* row = logits->data.data() + i * logits->width;
-    // One logit: a relevance score (sigmoid); several: the last class's probability.
-    float score = logits->width == 1
-                      ? (raw ? row[0] : 1.0f / (1.0f + std::exp(-row[0])))
-                      : (raw ? row[logits->width - 1] : Softmax(row, logits->width).back());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const float score = Scores(logits->data.data() + i, 1, raw)[0];
+    if (std::isnan(score)) return ApiError{500, ErrorType::kBackend, "score is NaN", ""};
     scored.push_back({score, i});
   }
   std::stable_sort(scored.begin(), scored.end(),
@@ -196,11 +661,13 @@ StatusOr<json> Rerank(const Call& c) {
   json out = json::array();
   for (const auto& [score, i] : scored) {
     json e{{"index", i}, {"score", FloatJson(score)}};
-    if (Flag(body, "return_text", false)) e["text"] = texts[i];
+    if (return_text) e["text"] = inputs[i].text_pair.value_or("");
     out.push_back(std::move(e));
   }
   return out;
 }
+
+// --- Tokenizer routes -------------------------------------------------------------
 
 // Code-point offsets (what the tokenizer gives) to byte offsets (what TEI gives).
 std::vector<size_t> BytePositions(const std::string& s) {
@@ -211,32 +678,62 @@ std::vector<size_t> BytePositions(const std::string& s) {
   return at;
 }
 
-StatusOr<json> Tokenize(ServedModel& m, const json& body) {
-  if (!body.is_object() || !body.contains("inputs"))
-    return InvalidArgument("expected {\"inputs\": ...}");
-  bool batch = false;
-  ASSIGN_OR_RETURN(auto texts, TextList(body["inputs"], "inputs", &batch));
-  // What /embed would take, as TEI: at most max_client_batch_size texts of at
-  // most max_input_length tokens each (1M CJK characters made a 71 MB answer,
-  // and the server's memory grew by as much each time).
-  RETURN_IF_ERROR(m.scheduler().options().CheckClientBatch(texts.size()));
+Result<json> Tokenize(const Call& c) {
+  ServedModel& m = c.model;
+  auto it = c.body.find("inputs");
+  std::vector<std::string> texts;
+  if (it != c.body.end() && it->is_string()) {
+    texts.push_back(it->get<std::string>());
+  } else if (it != c.body.end() && it->is_array()) {
+    if (it->empty()) return Empty("`inputs` cannot be empty", "inputs");
+    for (const json& t : *it) {
+      if (!t.is_string()) return Validation("\"inputs\" must hold strings", "inputs");
+      texts.push_back(t.get<std::string>());
+    }
+  } else {
+    return Validation("expected {\"inputs\": str | [str, ...]}", "inputs");
+  }
+  // As /embed takes: at most max_client_batch_size texts of at most
+  // max_input_length tokens each (1M CJK characters made a 71 MB answer).
+  RETURN_IF_API_ERROR(CheckBatch(m, texts.size(), "inputs"));
+  ASSIGN_OR_RETURN(bool add_special, Bool(c.body, "add_special_tokens", true));
+  ASSIGN_OR_RETURN(
+      EncodeOptions o,
+      ReadEncodeOptions(json::object({{"prompt_name", c.body.value("prompt_name", json())}})));
+  // As TEI: the tokens of what the model runs, the prompt (named or default) first.
+  auto prompt = m.config().PromptText(o.prompt_name);
+  if (!prompt.ok()) return Validation(prompt.status().message(), "prompt_name");
   json all = json::array();
-  for (const std::string& text : texts) {
-    ASSIGN_OR_RETURN(Encoding enc, m.tokenizer().Encode(text));
-    if (enc.input_ids.size() > static_cast<size_t>(m.max_input_length()))
-      return OutOfRange(
-          "input " + std::to_string(all.size()) + " is " + std::to_string(enc.input_ids.size()) +
-          " tokens, more than the model's max_input_length " +
-          std::to_string(m.max_input_length()) + "; /tokenize answers for what the model takes");
+  for (const std::string& input : texts) {
+    const std::string text = *prompt + input;
+    auto enc = m.tokenizer().Encode(text);
+    if (!enc.ok()) return ApiError{422, ErrorType::kTokenizer, enc.status().message(), "inputs"};
+    if (enc->input_ids.size() > static_cast<size_t>(m.max_input_length()))
+      return Validation(
+          "input " + std::to_string(all.size()) + " is " + std::to_string(enc->input_ids.size()) +
+              " tokens, more than the model's max_input_length " +
+              std::to_string(m.max_input_length()) + "; /tokenize answers for what the model takes",
+          "inputs");
     const std::vector<size_t> at = BytePositions(text);
     json tokens = json::array();
-    for (size_t i = 0; i < enc.input_ids.size(); ++i) {
-      const auto [b, e] = enc.offsets[i];
+    for (size_t i = 0; i < enc->input_ids.size(); ++i) {
+      const int32_t id = enc->input_ids[i];
+      if (enc->special_tokens_mask[i]) {
+        // Added by the template ([CLS], [SEP]): TEI gives the token, no offsets.
+        if (!add_special) continue;
+        tokens.push_back({{"id", id},
+                          {"text", m.tokenizer().IdToToken(id)},
+                          {"special", true},
+                          {"start", nullptr},
+                          {"stop", nullptr}});
+        continue;
+      }
+      const auto [b, e] = enc->offsets[i];
       const size_t start = at[std::min<size_t>(b, at.size() - 1)],
                    stop = at[std::min<size_t>(e, at.size() - 1)];
-      tokens.push_back({{"id", enc.input_ids[i]},
-                        {"text", m.tokenizer().IdToToken(enc.input_ids[i])},
-                        {"special", enc.special_tokens_mask[i] != 0},
+      tokens.push_back({{"id", id},
+                        {"text", text.substr(start, stop - start)},
+                        {"special", false},
                         {"start", start},
                         {"stop", stop}});
     }
@@ -245,87 +742,260 @@ StatusOr<json> Tokenize(ServedModel& m, const json& body) {
   return all;
 }
 
-StatusOr<json> OpenAiEmbeddings(const Call& c) {
-  const ModelRegistry& registry = c.server.registry();
-  const json& body = c.body;
-  if (!body.is_object() || !body.contains("input"))
-    return InvalidArgument("expected {\"input\": ..., \"model\": ...}");
-  // The default model unless the body names another of several served.
-  std::shared_ptr<ServedModel> named;
-  if (body.contains("model") && body["model"].is_string() && registry.served_models() > 1) {
-    ASSIGN_OR_RETURN(named, registry.Find(body["model"].get<std::string>()));
+Result<json> Decode(const Call& c) {
+  ServedModel& m = c.model;
+  auto it = c.body.find("ids");
+  const char* expected = "expected {\"ids\": [int, ...] | [[int, ...], ...]}";
+  if (it == c.body.end() || !it->is_array()) return Validation(expected, "ids");
+  std::vector<std::vector<int32_t>> lists;
+  const bool batch = !it->empty() && (*it)[0].is_array();
+  if (!batch) {
+    lists.emplace_back();
+  } else {
+    RETURN_IF_API_ERROR(CheckBatch(m, it->size(), "ids"));
   }
-  ServedModel& m = named ? *named : c.model;
+  for (const json& e : *it) {
+    if (batch && !e.is_array()) return Validation(expected, "ids");
+    if (batch) lists.emplace_back();
+    for (const json& id : batch ? e : json::array({e})) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+          id.get<int64_t>() >= static_cast<int64_t>(m.tokenizer().vocab_size()))
+        return Validation("token id " + id.dump() + " is not in the vocabulary (ids go from 0 to " +
+                              std::to_string(m.tokenizer().vocab_size() - 1) + ")",
+                          "ids");
+      lists.back().push_back(static_cast<int32_t>(id.get<int64_t>()));
+    }
+  }
+  ASSIGN_OR_RETURN(bool skip, Bool(c.body, "skip_special_tokens", true));
+  json out = json::array();
+  for (const auto& ids : lists) {
+    if (ids.empty()) return Empty("`input_ids` cannot be empty", "ids");
+    out.push_back(m.tokenizer().Decode(ids, skip));
+  }
+  return out;
+}
+
+// --- OpenAI -----------------------------------------------------------------------
+
+std::string Base64(const unsigned char* p, size_t n) {
+  static const char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((n + 2) / 3 * 4);
+  for (size_t i = 0; i < n; i += 3) {
+    const uint32_t v = uint32_t(p[i]) << 16 | (i + 1 < n ? uint32_t(p[i + 1]) << 8 : 0) |
+                       (i + 2 < n ? uint32_t(p[i + 2]) : 0);
+    out += kAlphabet[v >> 18 & 63];
+    out += kAlphabet[v >> 12 & 63];
+    out += i + 1 < n ? kAlphabet[v >> 6 & 63] : '=';
+    out += i + 2 < n ? kAlphabet[v & 63] : '=';
+  }
+  return out;
+}
+
+// OpenAI's base64 embedding: the float32 values' little-endian bytes.
+std::string Base64Floats(const std::vector<float>& v) {
+  std::vector<unsigned char> bytes(v.size() * 4);
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint32_t u;
+    std::memcpy(&u, &v[i], 4);
+    for (int b = 0; b < 4; ++b) bytes[i * 4 + b] = static_cast<unsigned char>(u >> (8 * b));
+  }
+  return Base64(bytes.data(), bytes.size());
+}
+
+Result<json> OpenAiEmbeddings(const Call& c) {
+  const json& body = c.body;
   bool batch = false;
-  ASSIGN_OR_RETURN(auto texts, TextList(body["input"], "input", &batch));
-  std::vector<TextInput> inputs;
-  for (auto& t : texts) inputs.push_back({std::move(t), std::nullopt});
-  ASSIGN_OR_RETURN(InferResult r, RunTexts(c, m, inputs, false));
-  ASSIGN_OR_RETURN(auto rows, Embeddings(r, false));
+  ASSIGN_OR_RETURN(auto items, ReadInputs(body, "input", &batch));
+  RETURN_IF_API_ERROR(CheckBatch(c.model, items.size(), "input"));
+  bool base64 = false;
+  auto format = body.find("encoding_format");
+  if (format != body.end() && !format->is_null()) {
+    if (*format != "float" && *format != "base64")
+      return Validation(
+          "\"encoding_format\" must be \"float\" or \"base64\", not " + format->dump(),
+          "encoding_format");
+    base64 = *format == "base64";
+  }
+  // As TEI: every vector normalized, truncated only under --auto-truncate.
+  ASSIGN_OR_RETURN(
+      EmbedOptions o,
+      ReadEmbedOptions(json::object({{"dimensions", body.value("dimensions", json())}}), false));
+  int tokens = 0;
+  ASSIGN_OR_RETURN(auto rows, EmbedItems(c, std::move(items), o, &tokens));
   json data = json::array();
   for (size_t i = 0; i < rows.size(); ++i)
-    data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", Floats(rows[i])}});
-  const int tokens = r.cu_seqlens.back();
+    data.push_back({{"object", "embedding"},
+                    {"index", i},
+                    {"embedding", base64 ? json(Base64Floats(rows[i])) : Floats(rows[i])}});
   return json{{"object", "list"},
               {"data", std::move(data)},
-              {"model", m.name()},
+              {"model", c.model.name()},
               {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}};
+}
+
+// --- /info, POST / ---------------------------------------------------------------
+
+// TEI's "pooling" is one name; concatenated modes are joined with "+".
+std::string PoolingNames(const std::vector<Pooling>& modes) {
+  std::string names;
+  for (Pooling p : modes) names += (names.empty() ? "" : "+") + std::string(PoolingName(p));
+  return names;
+}
+
+const char* DtypeName(const std::string& precision) {
+  if (precision == "fp16") return "float16";
+  if (precision == "bf16") return "bfloat16";
+  return "float32";
 }
 
 json Info(HttpServer& s, ServedModel& m) {
   const SchedulerOptions& so = m.scheduler().options();
-  const char* type =
-      m.config().head == HeadKind::kSequenceClassification ? "classifier" : "embedding";
-  json model_type = {{type, {{"id2label", json::object()}}}};
-  for (size_t i = 0; i < m.config().labels.size(); ++i)
-    model_type[type]["id2label"][std::to_string(i)] = m.config().labels[i];
-  if (std::string(type) == "embedding")
-    model_type = {{"embedding", {{"pooling", PoolingName(m.config().pooling_modes.front())}}}};
+  json model_type;
+  if (KindOf(m) == ModelKind::kEmbedding) {
+    const HeadKind head = m.config().head;
+    const std::string pooling = head == HeadKind::kSentenceEmbedding
+                                    ? PoolingNames(m.config().pooling_modes)
+                                : head == HeadKind::kBase ? "pooler"
+                                                          : "none";
+    model_type = {{"embedding", {{"pooling", pooling}}}};
+  } else {
+    json id2label = json::object(), label2id = json::object();
+    for (int i = 0; i < NumLabels(m); ++i) {
+      id2label[std::to_string(i)] = Label(m.config(), i);
+      label2id[Label(m.config(), i)] = i;
+    }
+    model_type = {{KindOf(m) == ModelKind::kReranker ? "reranker" : "classifier",
+                   {{"id2label", id2label}, {"label2id", label2id}}}};
+  }
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return json{{"model_id", m.name()},
               {"model_sha", nullptr},
-              {"model_dtype", m.precision()},
+              {"model_dtype", DtypeName(m.precision())},
+              {"served_model_name", m.name()},
               {"model_type", model_type},
-              {"head", HeadKindName(m.config().head)},
-              {"device", m.placement()},
               {"max_concurrent_requests", so.max_queue_size},
               {"max_input_length", m.max_input_length()},
               {"max_batch_tokens", so.max_batch_tokens},
               {"max_batch_requests", so.max_batch_size},
               {"max_client_batch_size", so.client_batch_limit()},
-              {"max_payload_bytes", s.options().max_payload_bytes},
-              {"version", BERTRT_VERSION}};
+              {"auto_truncate", m.auto_truncate()},
+              // Requests are tokenized on the handler threads, as many at once as cores.
+              {"tokenization_workers", std::min(cores, s.options().max_handler_threads)},
+              {"version", BERTRT_VERSION},
+              {"sha", nullptr},
+              {"docker_label", nullptr},
+              // bertrt's own
+              {"head", HeadKindName(m.config().head)},
+              {"device", m.placement()},
+              {"max_payload_bytes", s.options().max_payload_bytes}};
+}
+
+// POST / and /invocations, by the model's type as TEI routes them; a body
+// shaped for /similarity (huggingface_hub's sentence_similarity) or /rerank
+// goes there.
+Result<json> Root(const Call& c) {
+  switch (KindOf(c.model)) {
+    case ModelKind::kEmbedding: {
+      auto in = c.body.find("inputs");
+      if (in != c.body.end() && in->is_object() && in->contains("source_sentence"))
+        return Similarity(c);
+      return Embed(c);
+    }
+    case ModelKind::kReranker:
+      if (c.body.contains("query") && c.body.contains("texts")) return Rerank(c);
+      return Predict(c);
+    case ModelKind::kClassifier:
+      return Predict(c);
+  }
+  return Predict(c);
+}
+
+bool IsOpenAiPath(std::string_view path) {
+  return path == "/v1/embeddings" || path == "/embeddings";
 }
 
 }  // namespace
 
+bool IsTeiPath(std::string_view target) {
+  const std::string_view path = target.substr(0, target.find('?'));
+  static const char* kPaths[] = {
+      "/embed",  "/embed_all", "/embed_sparse", "/predict", "/rerank", "/similarity", "/tokenize",
+      "/decode", "/",          "/invocations",  "/info",    "/health", "/ping"};
+  return IsOpenAiPath(path) ||
+         std::find(std::begin(kPaths), std::end(kPaths), path) != std::end(kPaths);
+}
+
+json TeiErrorJson(std::string_view target, int status, const std::string& message) {
+  const ApiError e{status, status >= 500 ? ErrorType::kBackend : ErrorType::kValidation, message,
+                   ""};
+  return IsOpenAiPath(target.substr(0, target.find('?'))) ? OpenAiErrorBody(e) : TeiErrorBody(e);
+}
+
 void HttpServer::AddTeiRoutes() {
   using Request = HttpRequest;
   using Response = HttpResponse;
-  auto post = [this](const std::string& path, auto handler) {
-    Post(path, path, [this, path, handler](const Request& req, Response& res) {
+  auto post = [this](const std::string& path, auto handler, bool openai = false) {
+    Post(path, path, [this, path, handler, openai](const Request& req, Response& res) {
       InFlightGuard in_flight(metrics_);
-      auto m = registry_.Default();
-      auto body = ParseBody(req);
-      StatusOr<json> out = !m.ok()     ? StatusOr<json>(m.status())
-                           : body.ok() ? handler(Call{*this, **m, *body, req})
-                                       : StatusOr<json>(body.status());
-      if (out.ok())
+      auto model = registry_.Default();
+      auto answer = [&]() -> Result<json> {
+        if (!model.ok()) return model.status();
+        auto body = ParseBody(req);
+        // Not JSON at all: 400, as TEI (axum) answers a syntax error.
+        if (!body.ok()) return ApiError{400, ErrorType::kValidation, body.status().message(), ""};
+        if (!body->is_object()) return Validation("the body must be a JSON object");
+        // The OpenAI route also takes `model`: another of several served.
+        if (openai && body->contains("model") && (*body)["model"].is_string() &&
+            registry_.served_models() > 1) {
+          auto named = registry_.Find((*body)["model"].get<std::string>());
+          if (!named.ok()) {
+            ApiError e = FromStatus(named.status());
+            e.param = "model";
+            return e;
+          }
+          model = *named;
+        }
+        return handler(Call{*this, **model, *body, req});
+      };
+      Result<json> out = answer();
+      if (out.ok()) {
         SendJson(res, 200, *out);
-      else
-        SendError(res, out.status());
-      metrics_.CountRequest(m.ok() ? (*m)->name() : "", path, out.ok());
+      } else {
+        const ApiError& e = out.status();
+        SendJson(res, e.status, openai ? OpenAiErrorBody(e) : TeiErrorBody(e));
+      }
+      metrics_.CountRequest(model.ok() ? (*model)->name() : "", path, out.ok());
     });
   };
   post("/embed", Embed);
+  post("/embed_all", EmbedAll);
+  post("/embed_sparse", EmbedSparse);
   post("/predict", Predict);
   post("/rerank", Rerank);
-  post("/tokenize", [](const Call& c) { return Tokenize(c.model, c.body); });
-  post("/v1/embeddings", OpenAiEmbeddings);
+  post("/similarity", Similarity);
+  post("/tokenize", Tokenize);
+  post("/decode", Decode);
+  post("/", Root);
+  post("/invocations", Root);
+  post("/v1/embeddings", OpenAiEmbeddings, true);
+  post("/embeddings", OpenAiEmbeddings, true);
   Get("/info", "/info", [this](const Request&, Response& res) {
     auto m = registry_.Default();
-    if (!m.ok()) return SendError(res, m.status());
+    if (!m.ok()) return SendJson(res, 503, TeiErrorBody(FromStatus(m.status())));
     SendJson(res, 200, Info(*this, **m));
   });
+  // TEI's health routes: 200 with an empty body while the server serves.
+  for (const char* path : {"/health", "/", "/ping"}) {
+    GetOpen(path, [this](const Request&, Response& res) {
+      const Status ready = registry_.Readiness();
+      if (!ready.ok())
+        return SendJson(res, 503, json{{"error", ready.message()}, {"error_type", "Unhealthy"}});
+      res.status = 200;
+      res.set_content("", "text/plain");
+    });
+  }
 }
 
 }  // namespace bertrt::server
