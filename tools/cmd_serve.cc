@@ -44,6 +44,7 @@ struct ServeFlags {
   server::TlsFiles tls;
   bool log_requests = false;
   bool strict_readiness = true;
+  std::string default_model;  // the bare TEI/OpenAI routes' model; "": the first by name
   double drain_seconds = 30;
 };
 
@@ -94,6 +95,11 @@ int Serve(const ServeFlags& flags) {
                       ? registry.LoadSingle(flags.model, flags.model_name)
                       : registry.OpenRepository(flags.repository, *control, flags.load_models);
   if (!loaded.ok()) return Fail(loaded, kExitModelError);
+  if (!flags.default_model.empty()) {
+    if (auto found = registry.Find(flags.default_model); !found.ok())
+      return Fail(InvalidArgument("--default-model: " + found.status().message()), kExitUsage);
+    registry.set_default_model(flags.default_model);
+  }
   for (const auto& m : registry.Served())
     std::fprintf(stderr, "[serve] model %s version %s (%s, head %s, max input %d tokens) on %s\n",
                  m->name().c_str(), m->version().c_str(), m->source().c_str(),
@@ -234,6 +240,10 @@ void RegisterServeCommand(CLI::App& app, int& exit_code) {
                   "only while a model is served and none failed to load; false: ready once "
                   "listening")
       ->default_str("true");
+  cmd->add_option("--default-model", f->default_model,
+                  "The model the bare TEI and OpenAI routes (/embed, /v1/embeddings, ...) "
+                  "serve; each model is also reachable under /models/NAME/... (default: "
+                  "the first by name)");
   cmd->add_option("--drain-timeout", f->drain_seconds,
                   "On SIGTERM/SIGINT, how long in-flight and queued requests (HTTP and gRPC) "
                   "may take to finish; then gRPC calls still running are cancelled and "

@@ -25,15 +25,15 @@ def schema_check(schema, instance):
     OAS30Validator({**schema, "components": SPEC["components"]}).validate(instance)
 
 
-def call(s, path, body, method="post", valid_request=True):
-    """Sends `body` to `path`; checks the request against the route's request schema
+def call(s, path, body, method="post", valid_request=True, url=""):
+    """Sends `body` to `url` + `path`; checks the request against the route's request schema
     (when it is meant to be valid) and the answer against the schema the document
     gives for its status (which must be one the document lists for the route)."""
     op = SPEC["paths"][path][method]
     if valid_request and body is not None:
         schema_check(op["requestBody"]["content"]["application/json"]["schema"], body)
-    r = requests.post(s.url + path, json=body, timeout=60) if method == "post" else \
-        requests.get(s.url + path, timeout=60)
+    r = requests.post(s.url + url + path, json=body, timeout=60) if method == "post" else \
+        requests.get(s.url + url + path, timeout=60)
     assert str(r.status_code) in op["responses"], (path, r.status_code, r.text)
     content = op["responses"][str(r.status_code)].get("content")
     if content:
@@ -486,3 +486,39 @@ def test_huggingface_hub_inference_client(started, bertrt_bin, default_model):
     # Against TEI as against bertrt, the client takes the first (best) prediction.
     got = InferenceClient(base_url=cls.url).text_classification("a sentence")
     assert got.label == top["label"] and close(got.score, top["score"])
+
+
+# --- Several models in one server ------------------------------------------------------
+
+def test_every_model_of_a_repository_under_models_name(bertrt_bin, tmp_path):
+    """/models/{name}/... serves each model of a repository to TEI and OpenAI clients (the
+    client's base URL picks it); the bare routes serve --default-model."""
+    import shutil
+    from openai import OpenAI
+    repo = tmp_path / "repo"
+    for name, source in [("mean", "sentence_mean"), ("dense", "st_weightedmean_dense"),
+                         ("classifier", "seq_cls")]:
+        shutil.copytree(MODELS / source, repo / name / "1")
+    s = Server(bertrt_bin, ["--model-repository", str(repo), "--default-model", "dense"], grpc=False)
+    try:
+        for name, source in [("mean", "sentence_mean"), ("dense", "st_weightedmean_dense")]:
+            want = run_outputs(bertrt_bin, str(MODELS / source), ["hello world"])[0]["embedding"]
+            got = ok(s, "/embed", {"inputs": "hello world"}, url=f"/models/{name}")[0]
+            assert close(got, unit(want)), name
+            info = requests.get(f"{s.url}/models/{name}/info", timeout=10).json()
+            assert info["model_id"] == name and "embedding" in info["model_type"]
+            assert requests.get(f"{s.url}/models/{name}/health", timeout=10).status_code == 200
+            client = OpenAI(base_url=f"{s.url}/models/{name}/v1", api_key="unused")
+            emb = client.embeddings.create(model="ignored", input=["hello world"]).data[0].embedding
+            assert close(emb, want), name
+        # The bare routes: the default model.
+        assert requests.get(s.url + "/info", timeout=10).json()["model_id"] == "dense"
+        labels = ok(s, "/predict", {"inputs": "hello"}, url="/models/classifier")
+        assert {p["label"] for p in labels} == {"CLASS_0", "CLASS_1", "CLASS_2"}
+        r = requests.post(s.url + "/models/nope/embed", json={"inputs": "a"}, timeout=10)
+        assert r.status_code == 404 and "nope" in r.json()["error"], r.text
+    finally:
+        s.stop()
+    bad = subprocess.run([bertrt_bin, "serve", "--model-repository", str(repo), "--default-model",
+                          "nope", "--http-port", "0"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--default-model" in bad.stderr, bad.stderr

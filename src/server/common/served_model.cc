@@ -649,6 +649,13 @@ StatusOr<std::shared_ptr<ServedModel>> ModelRegistry::Find(const std::string& na
 }
 
 StatusOr<std::shared_ptr<ServedModel>> ModelRegistry::Default() const {
+  if (!default_model_.empty()) {
+    auto found = Find(default_model_);
+    if (!found.ok())  // unloaded or removed since: the bare routes have no model now
+      return Unavailable("the default model (--default-model) is not served: " +
+                         found.status().message());
+    return found;
+  }
   std::lock_guard lock(mu_);
   for (const auto& [name, entry] : models_)
     if (!entry.versions.empty()) return entry.versions.rbegin()->second;

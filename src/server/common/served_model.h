@@ -173,8 +173,10 @@ class ModelRegistry {
   // NotFound names what is served. An empty version means the latest served.
   StatusOr<std::shared_ptr<ServedModel>> Find(const std::string& name,
                                               const std::string& version = "") const;
-  // The model the TEI/OpenAI endpoints use: the first by name (Unavailable when none).
+  // The model the bare TEI/OpenAI routes use: --default-model's, else the
+  // first served by name (Unavailable when none).
   StatusOr<std::shared_ptr<ServedModel>> Default() const;
+  void set_default_model(std::string name) { default_model_ = std::move(name); }
   // Every served version, by name then version.
   std::vector<std::shared_ptr<ServedModel>> Served() const;
   size_t served_models() const;
@@ -218,6 +220,7 @@ class ModelRegistry {
   std::string repository_;
   ModelControl control_ = ModelControl::kNone;
   bool strict_readiness_ = true;
+  std::string default_model_;  // "": the first by name
   mutable std::mutex mu_;  // guards models_
   std::map<std::string, Entry> models_;
   std::mutex load_mu_;  // one load, unload or poll at a time

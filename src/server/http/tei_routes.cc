@@ -933,13 +933,21 @@ json TeiErrorJson(std::string_view target, int status, const std::string& messag
   return IsOpenAiPath(target.substr(0, target.find('?'))) ? OpenAiErrorBody(e) : TeiErrorBody(e);
 }
 
+namespace {
+const std::string kModelPrefix = "/models/([^/]+)";
+}  // namespace
+
 void HttpServer::AddTeiRoutes() {
   using Request = HttpRequest;
   using Response = HttpResponse;
+  // Every route also under /models/{name}: a TEI client's base URL picks one of
+  // the repository's models (the bare routes serve the default model).
   auto post = [this](const std::string& path, auto handler, bool openai = false) {
-    Post(path, path, [this, path, handler, openai](const Request& req, Response& res) {
+    for (const bool named : {false, true})
+      Post(named ? kModelPrefix + (path == "/" ? "" : path) : path, path,
+           [this, path, handler, openai, named](const Request& req, Response& res) {
       InFlightGuard in_flight(metrics_);
-      auto model = registry_.Default();
+      auto model = named ? registry_.Find(req.matches[1]) : registry_.Default();
       auto answer = [&]() -> Result<json> {
         if (!model.ok()) return model.status();
         auto body = ParseBody(req);
@@ -947,7 +955,7 @@ void HttpServer::AddTeiRoutes() {
         if (!body.ok()) return ApiError{400, ErrorType::kValidation, body.status().message(), ""};
         if (!body->is_object()) return Validation("the body must be a JSON object");
         // The OpenAI route also takes `model`: another of several served.
-        if (openai && body->contains("model") && (*body)["model"].is_string() &&
+        if (openai && !named && body->contains("model") && (*body)["model"].is_string() &&
             registry_.served_models() > 1) {
           auto named = registry_.Find((*body)["model"].get<std::string>());
           if (!named.ok()) {
@@ -981,20 +989,32 @@ void HttpServer::AddTeiRoutes() {
   post("/invocations", Root);
   post("/v1/embeddings", OpenAiEmbeddings, true);
   post("/embeddings", OpenAiEmbeddings, true);
-  Get("/info", "/info", [this](const Request&, Response& res) {
-    auto m = registry_.Default();
-    if (!m.ok()) return SendJson(res, 503, TeiErrorBody(FromStatus(m.status())));
-    SendJson(res, 200, Info(*this, **m));
-  });
-  // TEI's health routes: 200 with an empty body while the server serves.
-  for (const char* path : {"/health", "/", "/ping"}) {
-    GetOpen(path, [this](const Request&, Response& res) {
-      const Status ready = registry_.Readiness();
-      if (!ready.ok())
-        return SendJson(res, 503, json{{"error", ready.message()}, {"error_type", "Unhealthy"}});
-      res.status = 200;
-      res.set_content("", "text/plain");
-    });
+  for (const bool named : {false, true}) {
+    Get(named ? kModelPrefix + "/info" : "/info", "/info",
+        [this, named](const Request& req, Response& res) {
+          auto m = named ? registry_.Find(req.matches[1]) : registry_.Default();
+          if (!m.ok()) {
+            const ApiError e = FromStatus(m.status());
+            return SendJson(res, named ? e.status : 503, TeiErrorBody(e));
+          }
+          SendJson(res, 200, Info(*this, **m));
+        });
+  }
+  // TEI's health routes: 200 with an empty body while the server serves (under
+  // /models/{name}, while that model does).
+  for (const std::string path : {"/health", "/", "/ping"}) {
+    for (const bool named : {false, true}) {
+      GetOpen(named ? kModelPrefix + (path == "/" ? "" : path) : path,
+              [this, named](const Request& req, Response& res) {
+                const Status ready =
+                    named ? registry_.Find(req.matches[1]).status() : registry_.Readiness();
+                if (!ready.ok())
+                  return SendJson(res, 503,
+                                  json{{"error", ready.message()}, {"error_type", "Unhealthy"}});
+                res.status = 200;
+                res.set_content("", "text/plain");
+              });
+    }
   }
 }
 
