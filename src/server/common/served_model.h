@@ -74,6 +74,7 @@ struct ModelServing {
   SchedulerOptions scheduler;
   VersionPolicy version_policy;
   std::vector<WarmupSample> warmups;  // run on every instance at load
+  ModelConfigFile config;             // as read (empty without a config.pbtxt)
 };
 StatusOr<ModelServing> ResolveServing(const ServeDefaults& defaults, const ModelConfigFile& config);
 
@@ -108,6 +109,9 @@ class ServedModel {
   const ModelConfig& config() const { return loaded_.model->config; }
   const Tokenizer& tokenizer() const { return *loaded_.tokenizer; }
   Scheduler& scheduler() { return *scheduler_; }
+  const Scheduler& scheduler() const { return *scheduler_; }
+  // What it is served with (the defaults and its config.pbtxt combined).
+  const ModelServing& serving() const { return serving_; }
   int max_input_length() const { return max_input_length_; }
   // The head's outputs, and last_hidden_state (only on request).
   const std::vector<OutputSpec>& outputs() const { return outputs_; }
@@ -116,6 +120,7 @@ class ServedModel {
  private:
   std::string name_, version_, source_, placement_;
   std::vector<InstanceSpec> instances_;
+  ModelServing serving_;
   LoadedModel loaded_;
   std::unique_ptr<Scheduler> scheduler_;
   int max_input_length_ = 0;
