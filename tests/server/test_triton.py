@@ -302,3 +302,21 @@ def test_blocks_that_disagree_with_the_model_fail_the_load_clearly(bertrt_bin, t
         assert http_client(s).infer("cls", [ids]).as_numpy("logits").shape == (1, 3)
     finally:
         s.stop()
+
+
+def test_ignored_fields_are_said_once_across_failed_loads(bertrt_bin, tmp_path):
+    """A load that fails and is asked for again does not repeat the notices."""
+    add_version(tmp_path, "cls", 1, "seq_cls")
+    (tmp_path / "cls" / "config.pbtxt").write_text(
+        'backend: "onnxruntime" max_batch_size: 8 '
+        'input [ { name: "input_ids" data_type: TYPE_FP32 dims: [ -1 ] } ]')
+    s = Server(bertrt_bin, ["--model-repository", str(tmp_path), "--model-control-mode", "explicit",
+                            "--strict-readiness", "false"])
+    try:
+        for _ in range(3):
+            r = requests.post(s.url + "/v2/repository/models/cls/load", timeout=60)
+            assert r.status_code == 400 and "data_type TYPE_FP32" in r.json()["error"], r.text
+    finally:
+        s.stop()
+    log = s.proc.stderr.read()
+    assert log.count('ignored: backend "onnxruntime"') == 1, log

@@ -475,11 +475,17 @@ Status ModelRegistry::LoadFromRepository(const std::string& name) {
       fingerprints[v] = fp;
     }
   }
-  // What the config sets and bertrt does not use, said once per load (not at
-  // every poll that finds nothing changed).
-  if (std::any_of(selected->begin(), selected->end(), [&](long v) { return !versions.count(v); }))
-    for (const std::string& what : config->ignored)
-      std::fprintf(stderr, "notice: %s: ignored: %s\n", config->path.c_str(), what.c_str());
+  // What the config sets and bertrt does not use, said once (not at every
+  // poll, nor at every retry of a load that fails), and again if it changes.
+  std::string ignored;
+  for (const std::string& what : config->ignored)
+    ignored += "notice: " + config->path + ": ignored: " + what + "\n";
+  {
+    std::lock_guard lock(mu_);
+    std::string& noted = models_[name].ignored_noted;
+    if (noted != ignored) std::fputs(ignored.c_str(), stderr);
+    noted = ignored;
+  }
   // New and changed versions load while the old ones keep serving.
   for (long v : *selected) {
     if (versions.count(v)) continue;

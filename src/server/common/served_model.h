@@ -195,6 +195,7 @@ class ModelRegistry {
     std::map<long, std::shared_ptr<ServedModel>> versions;  // served
     std::map<long, std::string> fingerprints;               // of the served versions
     std::string reason;                                     // of the last failed load
+    std::string ignored_noted;  // the config's ignored fields, as last logged
   };
   // Loads `name` from the repository (load_mu_ held).
   Status LoadFromRepository(const std::string& name);
