@@ -93,7 +93,8 @@ def test_config_pbtxt_instance_groups_and_batching(bertrt_bin, tmp_path):
 def test_bad_config_fails_start_with_line_and_hint(bertrt_bin, tmp_path):
     add_version(tmp_path, "cls", 1, "seq_cls")
     cases = {
-        "max_batch_size: 8\ninput [ { name: \"input_ids\" } ]\n": "remove the input/output blocks",
+        "max_batch_size: 8\ninput [ { name: \"input_ids\" } ]\n":
+            'input "input_ids": data_type TYPE_INVALID does not match the model',
         "instance_group [ { kind: KIND_GPU gpus: [ 99 ] } ]": "instance_group 1",
         "max_batch_size: 8\nmax_batch_sise: 4\n": "line 2",
     }

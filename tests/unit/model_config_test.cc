@@ -81,13 +81,11 @@ TEST(ModelConfig, ShorthandQueueSizeAndOtherPolicies) {
 
 TEST(ModelConfig, MistakesAreClearErrors) {
   ExpectError("max_batch_size: 8\nmax_batch_sise: 8\n", "line 2");
-  ExpectError("max_batch_sise: 8", "no field named");
-  ExpectError("input [ { name: \"input_ids\" data_type: TYPE_INT32 dims: [ -1 ] } ]",
-              "derives inputs");
-  ExpectError("output [ { name: \"logits\" } ]", "remove the input/output blocks");
+  ExpectError("max_batch_sise: 8", "not a field of Triton's model configuration");
   ExpectError("name: \"other\"", "differs from the directory");
-  ExpectError("platform: \"tensorrt_plan\"", "platform");
-  ExpectError("instance_group [ { kind: KIND_MODEL } ]", "KIND_MODEL");
+  ExpectError("platform: \"ensemble\"", "does not run ensembles");
+  ExpectError("ensemble_scheduling { step [ { model_name: \"m\" model_version: -1 } ] }",
+              "does not run ensembles");
   ExpectError("instance_group [ { kind: KIND_CPU gpus: [0] } ]", "KIND_CPU");
   ExpectError("instance_group [ { count: -1 } ]", "count");
   ExpectError("max_batch_size: 4 dynamic_batching { preferred_batch_size: 8 }",
@@ -97,10 +95,53 @@ TEST(ModelConfig, MistakesAreClearErrors) {
   ExpectError("parameters { key: \"precision\" value { string_value: \"int8\" } }", "int8");
   ExpectError("parameters { key: \"threads\" value { string_value: \"many\" } }", "positive");
   ExpectError("parameters { key: \"gelu\" value { string_value: \"fast\" } }", "tanh or exact");
-  ExpectError("parameters { key: \"colour\" value { string_value: \"red\" } }", "unknown key");
   ExpectError("version_policy { specific { } }", "at least one version");
   ExpectError("max_batch_size: \"x\"", "line 1");
   ExpectError("dynamic_batching {", "line 1");
+}
+
+// What a config written for Triton sets for its own engine is parsed and
+// listed once as ignored, never refused.
+TEST(ModelConfig, OtherEnginesSettingsAreIgnoredAndListed) {
+  auto c = Parse(R"(
+    platform: "onnxruntime_onnx"
+    backend: "onnxruntime"
+    max_batch_size: 8
+    input [ { name: "input_ids" data_type: TYPE_INT32 dims: [ -1 ] } ]
+    output [ { name: "pooler_output" data_type: TYPE_FP32 dims: [ 768 ]
+               label_filename: "labels.txt" } ]
+    instance_group [ { kind: KIND_MODEL profile: "1" } ]
+    optimization { graph : { level : 1 }
+      execution_accelerators { gpu_execution_accelerator : [ {
+        name : "tensorrt" parameters { key: "precision_mode" value: "FP16" } } ] } }
+    dynamic_batching { preserve_ordering: true }
+    parameters { key: "execution_mode" value: { string_value: "1" } }
+    parameters { key: "cudnn_conv_algo_search" value: { string_value: "0" } }
+    parameters { key: "precision" value: { string_value: "fp16" } }
+    response_cache { enable: true }
+  )");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(*c->precision, "fp16");
+  ASSERT_EQ(c->instance_groups.size(), 1u);
+  EXPECT_EQ(c->instance_groups[0].kind, InstanceGroup::Kind::kAuto);
+  ASSERT_EQ(c->inputs.size(), 1u);
+  EXPECT_EQ(c->inputs[0].data_type, "TYPE_INT32");
+  EXPECT_EQ(c->inputs[0].dims, (std::vector<int64_t>{-1}));
+  ASSERT_EQ(c->outputs.size(), 1u);
+  EXPECT_EQ(c->outputs[0].dims, (std::vector<int64_t>{768}));
+  std::string all;
+  for (const std::string& line : c->ignored) all += line + "\n";
+  for (const char* expected :
+       {"platform \"onnxruntime_onnx\"", "backend \"onnxruntime\"", "optimization",
+        "instance_group 1: kind KIND_MODEL", "instance_group 1: profile", "preserve_ordering",
+        "parameters \"cudnn_conv_algo_search\", \"execution_mode\"",
+        "output \"pooler_output\": label_filename", "response_cache"})
+    EXPECT_NE(all.find(expected), std::string::npos) << expected << " not in:\n" << all;
+  EXPECT_EQ(all.find("precision\""), std::string::npos) << all;  // bertrt's own key
+  // bertrt's own settings: nothing ignored.
+  auto own = Parse("platform: \"bertrt\" max_batch_size: 4");
+  ASSERT_TRUE(own.ok());
+  EXPECT_TRUE(own->ignored.empty());
 }
 
 TEST(ModelConfig, ModelWarmupAsTritonUsersWriteItForBert) {

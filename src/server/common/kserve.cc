@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cstring>
 
 #include "core/json_float.h"
@@ -323,20 +324,39 @@ Status CheckRequestedOutputs(const KServeRequest& request, const ServedModel& mo
 StatusOr<std::vector<OutputTensor>> InferKServe(ServedModel& model, Metrics& metrics,
                                                 KServeRequest& request,
                                                 std::function<bool()> is_cancelled) {
-  RETURN_IF_ERROR(CheckRequestedOutputs(request, model));
-  InferRequest native;
-  for (const TextInput& t : request.texts) {
-    ASSIGN_OR_RETURN(SequenceInput seq, model.Encode(t, request.truncate));
-    native.sequences.push_back(std::move(seq));
-  }
-  for (SequenceInput& s : request.sequences) native.sequences.push_back(std::move(s));
-  request.sequences.clear();
-  for (const RequestedOutput& o : request.outputs)
-    native.last_hidden_state |= o.name == "last_hidden_state";
-  native.is_cancelled = std::move(is_cancelled);
-  ASSIGN_OR_RETURN(InferResult result, model.scheduler().Infer(std::move(native)));
-  metrics.ObserveRequest(model.name(), result.queue_seconds, result.compute_seconds);
-  return SelectOutputs(request, result);
+  using Clock = std::chrono::steady_clock;
+  auto seconds = [](Clock::time_point from) {
+    return std::chrono::duration<double>(Clock::now() - from).count();
+  };
+  const auto start = Clock::now();
+  InferenceRecord record;
+  record.sequences = static_cast<int>(request.texts.size() + request.sequences.size());
+  auto outputs = [&]() -> StatusOr<std::vector<OutputTensor>> {
+    RETURN_IF_ERROR(CheckRequestedOutputs(request, model));
+    InferRequest native;
+    for (const TextInput& t : request.texts) {
+      ASSIGN_OR_RETURN(SequenceInput seq, model.Encode(t, request.truncate));
+      native.sequences.push_back(std::move(seq));
+    }
+    for (SequenceInput& s : request.sequences) native.sequences.push_back(std::move(s));
+    request.sequences.clear();
+    for (const RequestedOutput& o : request.outputs)
+      native.last_hidden_state |= o.name == "last_hidden_state";
+    native.is_cancelled = std::move(is_cancelled);
+    record.input_seconds = seconds(start);
+    ASSIGN_OR_RETURN(InferResult result, model.scheduler().Infer(std::move(native)));
+    const auto computed = Clock::now();
+    metrics.ObserveRequest(model.name(), result.queue_seconds, result.compute_seconds);
+    record.queue_seconds = result.queue_seconds;
+    record.infer_seconds = result.compute_seconds;
+    std::vector<OutputTensor> selected = SelectOutputs(request, result);
+    record.output_seconds = seconds(computed);
+    return selected;
+  }();
+  record.code = outputs.ok() ? StatusCode::kOk : outputs.status().code();
+  record.request_seconds = seconds(start);
+  metrics.ObserveInference(model.name(), model.version(), record);
+  return outputs;
 }
 
 namespace {

@@ -246,7 +246,32 @@ std::string Metrics::RenderCounters() const {
              Escape(key.second) + "\"} " + Num(v) + "\n";
     }
   }
+  // The same requests and batches under Triton's names, for its dashboards.
+  RenderTritonMetrics(triton_, out);
   return out;
+}
+
+void Metrics::AddModelVersion(const std::string& model, const std::string& version) {
+  std::lock_guard lock(mu_);
+  triton_[{model, version}];
+}
+
+void Metrics::ObserveInference(const std::string& model, const std::string& version,
+                               const InferenceRecord& record) {
+  std::lock_guard lock(mu_);
+  Observe(triton_[{model, version}], record);
+}
+
+void Metrics::ObserveExecution(const std::string& model, const std::string& version, int sequences,
+                               double compute_seconds) {
+  std::lock_guard lock(mu_);
+  bertrt::server::ObserveExecution(triton_[{model, version}], sequences, compute_seconds);
+}
+
+ModelStatistics Metrics::Statistics(const std::string& model, const std::string& version) const {
+  std::lock_guard lock(mu_);
+  auto it = triton_.find({model, version});
+  return it == triton_.end() ? ModelStatistics{} : it->second;
 }
 
 }  // namespace bertrt::server

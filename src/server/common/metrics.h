@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "server/common/model_stats.h"
+
 namespace bertrt::server {
 
 class Histogram {
@@ -30,6 +32,17 @@ class Histogram {
 
 class Metrics {
  public:
+  // Triton's statistics of each model version (model_stats.h), for the
+  // statistics extension and the nv_inference_* metrics: a version is listed
+  // at zero once loaded; each inference request on it and each engine batch
+  // it runs add to it.
+  void AddModelVersion(const std::string& model, const std::string& version);
+  void ObserveInference(const std::string& model, const std::string& version,
+                        const InferenceRecord& record);
+  void ObserveExecution(const std::string& model, const std::string& version, int sequences,
+                        double compute_seconds);
+  ModelStatistics Statistics(const std::string& model, const std::string& version) const;
+
   void CountRequest(const std::string& model, const std::string& endpoint, bool success);
   void ObserveRequest(const std::string& model, double queue_seconds, double compute_seconds);
   // One engine batch of `model` on `instance` ("cpu", "cuda:0", ...).
@@ -60,6 +73,7 @@ class Metrics {
   };
   std::map<std::pair<std::string, std::string>, PerInstance> instances_;  // (model, instance)
   long in_flight_ = 0;
+  StatisticsByVersion triton_;
 };
 
 // Holds the in-flight gauge up for one request's lifetime.

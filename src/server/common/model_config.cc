@@ -3,6 +3,7 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -29,15 +30,12 @@ class FirstError : public pb::io::ErrorCollector {
   std::string message_;
 };
 
-// What a Triton user most often carries over, explained.
+// Every field of Triton's model configuration parses, so a field that does
+// not is misspelt or not Triton's.
 std::string Hint(const std::string& message) {
-  for (const char* field : {"\"input\"", "\"output\""})
-    if (message.find(std::string("no field named ") + field) != std::string::npos)
-      return "; bertrt derives inputs, outputs, dims and datatypes from the model: remove the "
-             "input/output blocks";
   if (message.find("no field named") != std::string::npos)
-    return "; bertrt reads name, platform, backend, max_batch_size, dynamic_batching, "
-           "instance_group, version_policy, parameters and model_warmup";
+    return "; not a field of Triton's model configuration (model_config.proto): check its "
+           "spelling";
   return "";
 }
 
@@ -53,6 +51,7 @@ StatusOr<int> PositiveInt(const std::string& key, const std::string& value) {
 }
 
 Status ReadParameters(const config::ModelConfig& pbc, ModelConfigFile& out) {
+  std::vector<std::string> unknown;
   for (const auto& [key, param] : pbc.parameters()) {
     const std::string& value = param.string_value();
     if (key == "precision") {
@@ -69,10 +68,17 @@ Status ReadParameters(const config::ModelConfig& pbc, ModelConfigFile& out) {
         return InvalidArgument("parameters \"gelu\": \"" + value + "\"; expected tanh or exact");
       out.gelu = value;
     } else if (key != "warmup_shapes") {  // ReadWarmups reads it, once max_batch_size is known
-      return InvalidArgument(
-          "parameters: unknown key \"" + key +
-          "\"; bertrt reads precision, max_batch_tokens, threads, gelu and warmup_shapes");
+      unknown.push_back(key);
     }
+  }
+  // Another backend's (execution_mode, ...): ignored, named in one line.
+  if (!unknown.empty()) {
+    std::sort(unknown.begin(), unknown.end());
+    std::string keys;
+    for (const std::string& key : unknown) keys += (keys.empty() ? "\"" : ", \"") + key + "\"";
+    out.ignored.push_back("parameters " + keys +
+                          " (not bertrt's: it reads precision, max_batch_tokens, threads, gelu "
+                          "and warmup_shapes)");
   }
   return Status::Ok();
 }
@@ -92,6 +98,12 @@ Status ReadInstanceGroups(const config::ModelConfig& pbc, ModelConfigFile& out) 
       case config::ModelInstanceGroup::KIND_CPU:
         group.kind = InstanceGroup::Kind::kCpu;
         break;
+      case config::ModelInstanceGroup::KIND_MODEL:  // "the framework places it": bertrt does
+        group.kind = InstanceGroup::Kind::kAuto;
+        out.ignored.push_back(where +
+                              ": kind KIND_MODEL (taken as KIND_AUTO: the GPUs when "
+                              "there are any, else the CPU)");
+        break;
       default:
         return InvalidArgument(where + ": kind " + config::ModelInstanceGroup::Kind_Name(g.kind()) +
                                " is not supported; use KIND_GPU, KIND_CPU or KIND_AUTO");
@@ -105,6 +117,13 @@ Status ReadInstanceGroups(const config::ModelConfig& pbc, ModelConfigFile& out) 
     if (!group.gpus.empty() && group.kind == InstanceGroup::Kind::kCpu)
       return InvalidArgument(where + ": gpus given for a KIND_CPU group");
     if (!group.gpus.empty()) group.kind = InstanceGroup::Kind::kGpu;
+    std::vector<std::string> unused;
+    if (g.profile_size() > 0) unused.push_back("profile (TensorRT optimization profiles)");
+    if (g.secondary_devices_size() > 0) unused.push_back("secondary_devices");
+    if (g.has_rate_limiter()) unused.push_back("rate_limiter");
+    if (g.passive()) unused.push_back("passive");
+    if (!g.host_policy().empty()) unused.push_back("host_policy");
+    for (const std::string& field : unused) out.ignored.push_back(where + ": " + field);
     out.instance_groups.push_back(std::move(group));
   }
   return Status::Ok();
@@ -134,6 +153,96 @@ Status ReadBatching(const config::ModelConfig& pbc, ModelConfigFile& out) {
   if (db.default_queue_policy().default_timeout_microseconds() > 0)
     out.request_timeout_us =
         static_cast<int64_t>(db.default_queue_policy().default_timeout_microseconds());
+  if (db.preserve_ordering())
+    out.ignored.push_back(
+        "dynamic_batching: preserve_ordering (each request gets its own answer as it is done)");
+  if (db.priority_levels() > 0 || db.default_priority_level() > 0 ||
+      !db.priority_queue_policy().empty())
+    out.ignored.push_back(
+        "dynamic_batching: priority levels (bertrt has one queue, first come first served)");
+  if (db.default_queue_policy().timeout_action() == config::ModelQueuePolicy::DELAY)
+    out.ignored.push_back(
+        "dynamic_batching: timeout_action DELAY (a request that times out is rejected)");
+  if (db.default_queue_policy().allow_timeout_override())
+    out.ignored.push_back("dynamic_batching: allow_timeout_override");
+  return Status::Ok();
+}
+
+std::vector<int64_t> Dims(const pb::RepeatedField<int64_t>& dims) {
+  return {dims.begin(), dims.end()};
+}
+
+// Input and output blocks, kept as written for CheckTensorBlocks; their
+// fields that concern other engines' tensors are reported as ignored.
+void ReadTensorBlocks(const config::ModelConfig& pbc, ModelConfigFile& out) {
+  for (const config::ModelInput& in : pbc.input()) {
+    TensorBlock block{in.name(),        config::DataType_Name(in.data_type()),
+                      Dims(in.dims()),  in.optional(),
+                      in.has_reshape(), Dims(in.reshape().shape())};
+    const std::string where = "input \"" + in.name() + "\": ";
+    if (in.format() != config::ModelInput::FORMAT_NONE)
+      out.ignored.push_back(where + "format " + config::ModelInput::Format_Name(in.format()));
+    if (in.has_reshape())
+      out.ignored.push_back(where + "reshape (bertrt takes the shape the client sends)");
+    if (in.is_shape_tensor()) out.ignored.push_back(where + "is_shape_tensor");
+    if (in.allow_ragged_batch())
+      out.ignored.push_back(where + "allow_ragged_batch (bertrt batches ragged sequences itself)");
+    if (in.is_non_linear_format_io()) out.ignored.push_back(where + "is_non_linear_format_io");
+    out.inputs.push_back(std::move(block));
+  }
+  for (const config::ModelOutput& o : pbc.output()) {
+    TensorBlock block{o.name(),        config::DataType_Name(o.data_type()),
+                      Dims(o.dims()),  false,
+                      o.has_reshape(), Dims(o.reshape().shape())};
+    const std::string where = "output \"" + o.name() + "\": ";
+    if (!o.label_filename().empty())
+      out.ignored.push_back(where + "label_filename (bertrt labels classes with config.json's " +
+                            "id2label)");
+    if (o.has_reshape())
+      out.ignored.push_back(where + "reshape (bertrt answers in the shape of dims)");
+    if (o.is_shape_tensor()) out.ignored.push_back(where + "is_shape_tensor");
+    if (o.is_non_linear_format_io()) out.ignored.push_back(where + "is_non_linear_format_io");
+    out.outputs.push_back(std::move(block));
+  }
+}
+
+// platform and backend of other engines, and the blocks bertrt has no use
+// for: listed, not refused, so that a config written for Triton loads as it
+// is. An ensemble is refused: it has no model of its own to serve.
+Status NoteIgnored(const config::ModelConfig& pbc, ModelConfigFile& out) {
+  if (pbc.platform() == "ensemble" || pbc.has_ensemble_scheduling())
+    return InvalidArgument(
+        "an ensemble (platform \"ensemble\", ensemble_scheduling): bertrt does not run "
+        "ensembles; serve the encoder as a model of its own and run the other steps in the "
+        "client");
+  auto note = [&](std::string what) { out.ignored.push_back(std::move(what)); };
+  const std::string own = " (another engine's: bertrt runs the model with its own engine)";
+  if (!pbc.platform().empty() && pbc.platform() != "bertrt")
+    note("platform \"" + pbc.platform() + "\"" + own);
+  if (!pbc.backend().empty() && pbc.backend() != "bertrt")
+    note("backend \"" + pbc.backend() + "\"" + own);
+  if (!pbc.runtime().empty()) note("runtime \"" + pbc.runtime() + "\"" + own);
+  if (pbc.has_optimization())
+    note(
+        "optimization (another engine's settings; bertrt's are the parameters precision, "
+        "max_batch_tokens, threads and gelu)");
+  if (pbc.has_sequence_batching())
+    note(
+        "sequence_batching (encoders keep no state between requests: bertrt batches them "
+        "dynamically)");
+  if (pbc.batch_input_size() > 0 || pbc.batch_output_size() > 0)
+    note("batch_input/batch_output (bertrt batches ragged sequences itself)");
+  if (!pbc.default_model_filename().empty() || !pbc.cc_model_filenames().empty())
+    note(
+        "default_model_filename/cc_model_filenames (bertrt loads each version directory's "
+        "model.plan or Hugging Face files)");
+  if (!pbc.metric_tags().empty()) note("metric_tags");
+  if (pbc.has_model_operations()) note("model_operations (custom operator libraries)");
+  if (pbc.model_transaction_policy().decoupled())
+    note("model_transaction_policy decoupled (bertrt answers each request once)");
+  if (pbc.has_model_repository_agents()) note("model_repository_agents");
+  if (pbc.response_cache().enable()) note("response_cache (bertrt has no response cache)");
+  if (pbc.has_model_metrics()) note("model_metrics");
   return Status::Ok();
 }
 
@@ -236,17 +345,12 @@ StatusOr<ModelConfigFile> ParseModelConfig(const std::string& text, const std::s
   if (!pbc.name().empty() && pbc.name() != model_name)
     return InvalidArgument(path + ": name \"" + pbc.name() + "\" differs from the directory \"" +
                            model_name + "\"; make them equal or drop the name");
-  if (!pbc.platform().empty() && pbc.platform() != "bertrt")
-    return InvalidArgument(path + ": platform \"" + pbc.platform() +
-                           "\"; bertrt serves its own models: drop the line or write "
-                           "platform: \"bertrt\"");
-  if (!pbc.backend().empty() && pbc.backend() != "bertrt")
-    return InvalidArgument(path + ": backend \"" + pbc.backend() +
-                           "\"; drop the line or write backend: \"bertrt\"");
   ModelConfigFile out;
-  for (Status st : {ReadParameters(pbc, out), ReadInstanceGroups(pbc, out), ReadBatching(pbc, out),
-                    ReadVersionPolicy(pbc, out), ReadWarmups(pbc, out)})
+  out.path = path;
+  for (Status st : {NoteIgnored(pbc, out), ReadParameters(pbc, out), ReadInstanceGroups(pbc, out),
+                    ReadBatching(pbc, out), ReadVersionPolicy(pbc, out), ReadWarmups(pbc, out)})
     if (!st.ok()) return fail(st);
+  ReadTensorBlocks(pbc, out);
   return out;
 }
 

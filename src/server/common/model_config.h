@@ -1,7 +1,9 @@
 // A model's serving settings: the command line's defaults, overridden by an
 // optional DIR/<model>/config.pbtxt in Triton's text format. Parsed with
-// protobuf's TextFormat into the messages of proto/model_config.proto, then
-// checked and turned into plain structs, so nothing else sees protobuf.
+// protobuf's TextFormat into the messages of proto/model_config.proto (all of
+// Triton's fields), then checked and turned into plain structs, so nothing
+// else sees protobuf. What bertrt has no use for (another engine's platform,
+// optimization or parameters...) is listed in `ignored`, not refused.
 #pragma once
 
 #include <cstdint>
@@ -52,8 +54,20 @@ struct WarmupSample {
 // MIN-MAX ("1-32x100-192").
 StatusOr<WarmupSample> ParseWarmupShape(const std::string& text);
 
+// An input or output block of config.pbtxt, as written; checked against the
+// model once it is loaded (CheckTensorBlocks, triton_config.h).
+struct TensorBlock {
+  std::string name;
+  std::string data_type;      // "TYPE_INT64", ...
+  std::vector<int64_t> dims;  // without the batch dimension when max_batch_size > 0
+  bool optional = false;      // inputs
+  bool has_reshape = false;
+  std::vector<int64_t> reshape;
+};
+
 // Everything config.pbtxt may set; unset fields keep the command line's value.
 struct ModelConfigFile {
+  std::string path;  // the file, for messages (empty: no file)
   std::optional<int> max_batch_size;
   std::optional<int64_t> max_queue_delay_us;
   std::vector<int> preferred_batch_sizes;
@@ -66,11 +80,18 @@ struct ModelConfigFile {
   std::optional<int> threads;
   std::optional<std::string> gelu;  // "tanh" | "exact": the command line's --gelu
   std::vector<WarmupSample> warmups;
+  // Given, these must agree with the model; dims leave the batch dimension
+  // out when max_batch_size is set (> 0), as Triton's do.
+  std::vector<TensorBlock> inputs, outputs;
+  // What the file sets that bertrt does not use, one line each ("optimization
+  // (...)"), for the server to log once per load.
+  std::vector<std::string> ignored;
 };
 
 // Parses config.pbtxt text. `path` and `model_name` go into the messages:
-// syntax errors name the line and column; unknown fields, bad values and a
-// `name` other than the model's directory are InvalidArgument.
+// syntax errors name the line and column; fields that are not Triton's, bad
+// values, a `name` other than the model's directory and ensembles are
+// InvalidArgument.
 StatusOr<ModelConfigFile> ParseModelConfig(const std::string& text, const std::string& path,
                                            const std::string& model_name);
 

@@ -11,6 +11,7 @@
 
 #include "bertrt/devices.h"
 #include "bertrt/plan.h"
+#include "server/common/triton_config.h"
 
 namespace bertrt::server {
 namespace fs = std::filesystem;
@@ -232,6 +233,7 @@ StatusOr<ModelServing> ResolveServing(const ServeDefaults& d, const ModelConfigF
   }
   s.version_policy = c.version_policy.value_or(d.version_policy);
   s.warmups = c.warmups.empty() ? d.warmups : c.warmups;
+  s.config = c;
 
   std::vector<InstanceGroup> groups = c.instance_groups;
   if (groups.empty()) {
@@ -293,6 +295,7 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& name
   m->version_ = version;
   m->source_ = path;
   m->instances_ = serving.instances;
+  m->serving_ = serving;
   m->placement_ = Placement(serving.instances);
   m->max_input_length_ = loaded.model->config.max_seq_length;
   m->auto_truncate_ = defaults.auto_truncate;
@@ -339,16 +342,26 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& name
       !st.ok())
     return Status(st.code(), "model " + name + ": " + st.message());
   m->loaded_ = std::move(loaded);
+  // Triton's execution counts start after the probe below, as its warm-up is
+  // no execution a client asked for.
+  auto serving_requests = std::make_shared<std::atomic<bool>>(false);
   if (defaults.metrics) {
     std::vector<std::string> instance_names;
     for (const InstanceSpec& spec : serving.instances) instance_names.push_back(spec.Name());
-    scheduling.on_batch = [metrics = defaults.metrics, name, instance_names](const BatchStats& b) {
+    scheduling.on_batch = [metrics = defaults.metrics, name, version, instance_names,
+                           serving_requests](const BatchStats& b) {
       metrics->ObserveBatch(name, instance_names[b.instance], b.sequences, b.tokens,
                             b.compute_seconds);
+      if (b.ok && serving_requests->load())
+        metrics->ObserveExecution(name, version, b.sequences, b.compute_seconds);
     };
   }
   m->scheduler_ = std::make_unique<Scheduler>(std::move(engines), std::move(scheduling));
   ASSIGN_OR_RETURN(m->outputs_, ProbeOutputs(*m->scheduler_, *m->loaded_.tokenizer));
+  // A config.pbtxt's input and output blocks must describe this model.
+  RETURN_IF_ERROR(CheckTensorBlocks(serving.config, m->max_input_length_, m->outputs_));
+  serving_requests->store(true);
+  if (defaults.metrics) defaults.metrics->AddModelVersion(name, version);
   return m;
 }
 
@@ -492,6 +505,17 @@ Status ModelRegistry::LoadFromRepository(const std::string& name) {
         versions[v] = current.versions.at(v);
       fingerprints[v] = fp;
     }
+  }
+  // What the config sets and bertrt does not use, said once (not at every
+  // poll, nor at every retry of a load that fails), and again if it changes.
+  std::string ignored;
+  for (const std::string& what : config->ignored)
+    ignored += "notice: " + config->path + ": ignored: " + what + "\n";
+  {
+    std::lock_guard lock(mu_);
+    std::string& noted = models_[name].ignored_noted;
+    if (noted != ignored) std::fputs(ignored.c_str(), stderr);
+    noted = ignored;
   }
   // New and changed versions load while the old ones keep serving.
   for (long v : *selected) {

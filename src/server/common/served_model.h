@@ -74,6 +74,7 @@ struct ModelServing {
   SchedulerOptions scheduler;
   VersionPolicy version_policy;
   std::vector<WarmupSample> warmups;  // run on every instance at load
+  ModelConfigFile config;             // as read (empty without a config.pbtxt)
 };
 StatusOr<ModelServing> ResolveServing(const ServeDefaults& defaults, const ModelConfigFile& config);
 
@@ -123,6 +124,9 @@ class ServedModel {
   const ModelConfig& config() const { return loaded_.model->config; }
   const Tokenizer& tokenizer() const { return *loaded_.tokenizer; }
   Scheduler& scheduler() { return *scheduler_; }
+  const Scheduler& scheduler() const { return *scheduler_; }
+  // What it is served with (the defaults and its config.pbtxt combined).
+  const ModelServing& serving() const { return serving_; }
   int max_input_length() const { return max_input_length_; }
   // --auto-truncate: every input longer than the model takes is cut.
   bool auto_truncate() const { return auto_truncate_; }
@@ -133,6 +137,7 @@ class ServedModel {
  private:
   std::string name_, version_, source_, placement_;
   std::vector<InstanceSpec> instances_;
+  ModelServing serving_;
   LoadedModel loaded_;
   std::unique_ptr<Scheduler> scheduler_;
   int max_input_length_ = 0;
@@ -209,6 +214,7 @@ class ModelRegistry {
     std::map<long, std::shared_ptr<ServedModel>> versions;  // served
     std::map<long, std::string> fingerprints;               // of the served versions
     std::string reason;                                     // of the last failed load
+    std::string ignored_noted;  // the config's ignored fields, as last logged
   };
   // Loads `name` from the repository (load_mu_ held).
   Status LoadFromRepository(const std::string& name);

@@ -13,6 +13,7 @@
 #include "server/common/auth.h"
 #include "server/common/kserve.h"
 #include "server/common/request_log.h"
+#include "server/common/triton_config.h"
 
 namespace bertrt::server {
 namespace {
@@ -148,6 +149,38 @@ void FillTensorMetadata(const TensorMetadata& t,
   for (int64_t d : t.shape) out->add_shape(d);
 }
 
+void FillDuration(const DurationStat& d, inference::StatisticDuration* out) {
+  out->set_count(d.count);
+  out->set_ns(d.ns);
+}
+
+void FillStatistics(const std::string& name, const std::string& version, const ModelStatistics& s,
+                    inference::ModelStatistics& out) {
+  out.set_name(name);
+  out.set_version(version);
+  out.set_last_inference(s.last_inference_ms);
+  out.set_inference_count(s.inference_count);
+  out.set_execution_count(s.execution_count);
+  inference::InferStatistics* is = out.mutable_inference_stats();
+  FillDuration(s.success, is->mutable_success());
+  FillDuration(s.fail, is->mutable_fail());
+  FillDuration(s.queue, is->mutable_queue());
+  FillDuration(s.compute_input, is->mutable_compute_input());
+  FillDuration(s.compute_infer, is->mutable_compute_infer());
+  FillDuration(s.compute_output, is->mutable_compute_output());
+  is->mutable_cache_hit();
+  is->mutable_cache_miss();
+  // A batch's engine time covers its inputs' upload and outputs' download:
+  // all of it is compute_infer.
+  for (const auto& [size, d] : s.batches) {
+    inference::InferBatchStatistics* b = out.add_batch_stats();
+    b->set_batch_size(size);
+    FillDuration(d, b->mutable_compute_infer());
+    b->mutable_compute_input();
+    b->mutable_compute_output();
+  }
+}
+
 }  // namespace
 
 class GrpcServer::Service final : public inference::GRPCInferenceService::Service {
@@ -182,6 +215,8 @@ class GrpcServer::Service final : public inference::GRPCInferenceService::Servic
     resp->set_version(BERTRT_VERSION);
     resp->add_extensions("model_repository");
     resp->add_extensions("binary_tensor_data");
+    resp->add_extensions("model_configuration");
+    resp->add_extensions("statistics");
     return grpc::Status::OK;
   }
 
@@ -196,6 +231,36 @@ class GrpcServer::Service final : public inference::GRPCInferenceService::Servic
     resp->set_platform("bertrt_" + m.device());
     for (const TensorMetadata& t : InputMetadata()) FillTensorMetadata(t, resp->add_inputs());
     for (const TensorMetadata& t : OutputMetadata(m)) FillTensorMetadata(t, resp->add_outputs());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ModelConfig(grpc::ServerContext* ctx, const inference::ModelConfigRequest* req,
+                           inference::ModelConfigResponse* resp) override {
+    if (auto denied = Authorize(ctx, "grpc_config")) return *denied;
+    auto model = registry_.Find(req->name(), req->version());
+    if (!model.ok()) return ToGrpc(model.status());
+    FillModelConfig(**model, *resp->mutable_config());
+    return grpc::Status::OK;
+  }
+
+  // An empty name: every model; an empty version: every served version.
+  grpc::Status ModelStatistics(grpc::ServerContext* ctx,
+                               const inference::ModelStatisticsRequest* req,
+                               inference::ModelStatisticsResponse* resp) override {
+    if (auto denied = Authorize(ctx, "grpc_stats")) return *denied;
+    if (!req->name().empty()) {
+      auto found = registry_.Find(req->name(), req->version());
+      if (!found.ok()) return ToGrpc(found.status());
+    } else if (!req->version().empty()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "a version without a model name; give the name too");
+    }
+    for (const auto& m : registry_.Served()) {
+      if (!req->name().empty() && m->name() != req->name()) continue;
+      if (!req->version().empty() && m->version() != req->version()) continue;
+      FillStatistics(m->name(), m->version(), metrics_.Statistics(m->name(), m->version()),
+                     *resp->add_model_stats());
+    }
     return grpc::Status::OK;
   }
 

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <string_view>
 
 #include "importer/json_util.h"
 #include "server/common/auth.h"
 #include "server/common/kserve.h"
 #include "server/common/request_log.h"
+#include "server/common/triton_config.h"
 
 namespace bertrt::server {
 using nlohmann::json;
@@ -72,8 +74,21 @@ StatusOr<json> ParseBody(const HttpRequest& req) {
 }
 
 StatusOr<InferResult> RunOn(ServedModel& model, Metrics& metrics, InferRequest request) {
-  ASSIGN_OR_RETURN(InferResult result, model.scheduler().Infer(std::move(request)));
-  metrics.ObserveRequest(model.name(), result.queue_seconds, result.compute_seconds);
+  const auto start = std::chrono::steady_clock::now();
+  InferenceRecord record;
+  record.sequences = static_cast<int>(request.sequences.size());
+  auto result = model.scheduler().Infer(std::move(request));
+  if (result.ok()) {
+    metrics.ObserveRequest(model.name(), result->queue_seconds, result->compute_seconds);
+    record.queue_seconds = result->queue_seconds;
+    record.infer_seconds = result->compute_seconds;
+  }
+  // The caller tokenized before and picks the outputs after: the time here
+  // is the queue's and the engine's.
+  record.code = result.ok() ? StatusCode::kOk : result.status().code();
+  record.request_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  metrics.ObserveInference(model.name(), model.version(), record);
   return result;
 }
 
@@ -180,8 +195,9 @@ void HttpServer::AddKServeRoutes() {
     SendJson(res, 200,
              json{{"name", "bertrt"},
                   {"version", BERTRT_VERSION},
-                  {"extensions", json::array({"model_repository", "model_repository_metadata",
-                                              "binary_tensor_data"})}});
+                  {"extensions",
+                   json::array({"model_repository", "model_repository_metadata",
+                                "binary_tensor_data", "model_configuration", "statistics"})}});
   });
   GetOpen("/v2/health/live",
           [](const Request&, Response& res) { SendJson(res, 200, json::object()); });
@@ -191,8 +207,38 @@ void HttpServer::AddKServeRoutes() {
     SendJson(res, ready.ok() ? 200 : 400,
              ready.ok() ? json::object() : json{{"error", ready.message()}});
   });
-  // /v2/models/{m}[/versions/{v}][/ready]
+  // Triton's statistics extension: every served version of every model
+  // (before the metadata route, which would take "stats" for a model name).
+  Get("/v2/models/stats", "kserve_stats", [this](const Request&, Response& res) {
+    json stats = json::array();
+    for (const auto& m : registry_.Served())
+      stats.push_back(
+          StatisticsJson(m->name(), m->version(), metrics_.Statistics(m->name(), m->version())));
+    SendJson(res, 200, json{{"model_stats", std::move(stats)}});
+  });
+  // /v2/models/{m}[/versions/{v}][/ready|/config|/stats]
   const std::string model_path = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
+  // The model configuration extension: the model's settings in effect, as
+  // Triton's ModelConfig.
+  Get(model_path + "/config", "kserve_config", [this](const Request& req, Response& res) {
+    auto model = registry_.Find(req.matches[1], req.matches[2]);
+    if (!model.ok()) return SendError(res, model.status());
+    auto config = ModelConfigJson(**model);
+    if (!config.ok()) return SendError(res, config.status());
+    SendJson(res, 200, *config);
+  });
+  // Without a version: every served version of the model.
+  Get(model_path + "/stats", "kserve_stats", [this](const Request& req, Response& res) {
+    const std::string name = req.matches[1], version = req.matches[2];
+    auto found = registry_.Find(name, version);
+    if (!found.ok()) return SendError(res, found.status());
+    json stats = json::array();
+    for (const auto& m : registry_.Served())
+      if (m->name() == name && (version.empty() || m->version() == version))
+        stats.push_back(
+            StatisticsJson(m->name(), m->version(), metrics_.Statistics(m->name(), m->version())));
+    SendJson(res, 200, json{{"model_stats", std::move(stats)}});
+  });
   Get(model_path, "kserve_metadata", [this](const Request& req, Response& res) {
     auto model = registry_.Find(req.matches[1], req.matches[2]);
     if (!model.ok()) return SendError(res, model.status());
