@@ -45,14 +45,18 @@ def proc_stats(pid):
 
 
 def heap_mb(url):
-    """(in use, free) MB of the server's malloc heap from its /metrics."""
+    """(in use, free) MB of the server's malloc heap and the MB its engines hold for
+    activations (their largest batch so far), from its /metrics."""
     values = {}
     with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
         for line in r.read().decode().splitlines():
-            name, _, value = line.partition(" ")
-            if name in ("bertrt_heap_in_use_bytes", "bertrt_heap_free_bytes"):
-                values[name] = float(value) / 2**20
-    return values.get("bertrt_heap_in_use_bytes", 0), values.get("bertrt_heap_free_bytes", 0)
+            name, _, value = line.rpartition(" ")
+            name = name.split("{")[0]
+            if name in ("bertrt_heap_in_use_bytes", "bertrt_heap_free_bytes",
+                        "bertrt_engine_activation_bytes"):
+                values[name] = values.get(name, 0) + float(value) / 2**20
+    return tuple(values.get(k, 0) for k in ("bertrt_heap_in_use_bytes", "bertrt_heap_free_bytes",
+                                            "bertrt_engine_activation_bytes"))
 
 
 def bench(args, url, extra, json_path):
@@ -128,12 +132,12 @@ def main():
     failed = step["error_count"]
     passed = rss_growth < 0.05 and thread_growth < 0.05 and failed == 0
 
-    rows = ["| minute | RSS MB | threads | heap in use MB | heap free MB |",
-            "|---:|---:|---:|---:|---:|"]
+    rows = ["| minute | RSS MB | threads | heap in use MB | heap free MB | engine activations MB |",
+            "|---:|---:|---:|---:|---:|---:|"]
     every = max(1, int(60 / args.sample_s))  # one row a minute
-    for t, rss, threads, used, free in (samples[::every] +
-                                        ([samples[-1]] if len(samples) % every != 1 else [])):
-        rows.append(f"| {t / 60:.1f} | {rss:.1f} | {threads} | {used:.1f} | {free:.1f} |")
+    for t, rss, threads, used, free, engine in (samples[::every] +
+                                                ([samples[-1]] if len(samples) % every != 1 else [])):
+        rows.append(f"| {t / 60:.1f} | {rss:.1f} | {threads} | {used:.1f} | {free:.1f} | {engine:.1f} |")
     lat = step["latency_ms"]
     summary = (f"saturation {saturation:.1f} req/s (closed loop, best of 4, 8, 16 clients); "
                f"soak at {rate:.1f} req/s ({args.load:.0%}) for {args.minutes:g} min: "
@@ -142,7 +146,8 @@ def main():
                f"after the {args.warmup_minutes:g}-minute warm-up RSS {warm[0][1]:.1f} -> "
                f"{warm[-1][1]:.1f} MB ({rss_growth:+.1%}), threads {warm[0][2]} -> {warm[-1][2]} "
                f"({thread_growth:+.1%}), heap in use {warm[0][3]:.1f} -> {warm[-1][3]:.1f} MB, "
-               f"kept free {warm[0][4]:.1f} -> {warm[-1][4]:.1f} MB: {'PASS' if passed else 'FAIL'} (growth under 5%, "
+               f"kept free {warm[0][4]:.1f} -> {warm[-1][4]:.1f} MB, engine activations "
+               f"{warm[0][5]:.1f} -> {warm[-1][5]:.1f} MB: {'PASS' if passed else 'FAIL'} (growth under 5%, "
                f"no failed request)")
     print("\n".join(rows))
     print(summary)

@@ -169,6 +169,8 @@ int Run(const RunFlags& flags) {
     auto input = ParseTextLine(line, line_number);
     if (!input.ok()) {
       p.error = input.status();
+    } else if (Status text = CheckInputText(input->text); !text.ok()) {
+      p.error = InvalidArgument("line " + std::to_string(line_number) + ": " + text.message());
     } else {
       auto enc = loaded->tokenizer->Encode(*prompt + input->text, input->text_pair, max_length,
                                            *truncation);

@@ -20,6 +20,11 @@ enum class Truncation { kLongestFirst, kOnlyFirst, kOnlySecond };
 StatusOr<Truncation> ParseTruncation(std::string_view name);
 const char* TruncationName(Truncation t);
 
+// The one rule for an input text, in the server and `bertrt run` alike: an
+// empty text is refused (it would embed [CLS] [SEP] alone, a vector that means
+// nothing) with an error that says so.
+Status CheckInputText(std::string_view text);
+
 struct Encoding {
   std::vector<int32_t> input_ids;
   std::vector<int32_t> token_type_ids;

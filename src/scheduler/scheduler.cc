@@ -91,6 +91,12 @@ void Scheduler::CancelQueued(const Status& why) {
   for (PendingPtr& p : dropped) Finish(*p, why);
 }
 
+std::vector<std::pair<std::string, size_t>> Scheduler::EngineMemory() const {
+  std::vector<std::pair<std::string, size_t>> out;
+  for (const auto& e : engines_) out.emplace_back(e->device(), e->PeakMemoryBytes());
+  return out;
+}
+
 size_t Scheduler::queued() const {
   std::lock_guard lock(mu_);
   return queue_.size();

@@ -113,6 +113,9 @@ class Scheduler {
   const ModelConfig& config() const { return engines_.front()->config(); }
   const SchedulerOptions& options() const { return options_; }
   size_t queued() const;
+  // Each engine's device ("cpu:4t", "cuda:0") and the activation memory it
+  // holds (Engine::PeakMemoryBytes: it grows with the largest batch run).
+  std::vector<std::pair<std::string, size_t>> EngineMemory() const;
 
  private:
   using Clock = std::chrono::steady_clock;

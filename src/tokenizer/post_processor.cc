@@ -5,6 +5,11 @@
 
 namespace bertrt {
 
+Status CheckInputText(std::string_view text) {
+  if (text.empty()) return InvalidArgument("empty text: every input needs at least one character");
+  return Status::Ok();
+}
+
 StatusOr<Truncation> ParseTruncation(std::string_view name) {
   if (name == "longest_first") return Truncation::kLongestFirst;
   if (name == "only_first") return Truncation::kOnlyFirst;

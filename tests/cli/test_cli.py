@@ -63,14 +63,16 @@ def test_bad_lines_get_error_records_and_the_rest_run(bertrt_bin, default_model)
         {"no_text": 1},
         {"text": 5},
         {"text": "a", "text_pair": ["x"]},
+        {"text": ""},  # the server's rule too: an empty text is refused
         {"text": "last", "text_pair": "pair"},
     ]
     code, out, _ = run_jsonl(bertrt_bin, ["run", default_model], records, check_exit=None)
     assert code == 1
     assert len(out) == len(records)
-    assert "embedding" in out[0] and "embedding" in out[5]
-    for i in range(1, 5):
+    assert "embedding" in out[0] and "embedding" in out[6]
+    for i in range(1, 6):
         assert "error" in out[i] and out[i]["error"].startswith(f"line {i + 1}:")
+    assert "empty text" in out[5]["error"]
 
 
 def test_invalid_utf8_is_an_error_record(bertrt_bin, default_model):

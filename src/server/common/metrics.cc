@@ -19,19 +19,6 @@ std::string Num(double v) {
   return buf;
 }
 
-// Label values may hold any text; the format escapes \, " and newlines.
-std::string Escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '\\' || c == '"') out.push_back('\\');
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out.push_back(c);
-  }
-  return out;
-}
 
 void Header(std::string& out, const char* name, const char* type, const char* help) {
   out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
@@ -141,6 +128,19 @@ void RenderProcess(std::string& out) {
 
 }  // namespace
 
+std::string MetricLabel(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    if (c == '\\' || c == '"') out.push_back('\\');
+    out.push_back(c);
+  }
+  return out;
+}
+
 void Histogram::Observe(double v) {
   size_t i = 0;
   while (i < bounds_.size() && v > bounds_[i]) ++i;
@@ -209,15 +209,15 @@ std::string Metrics::RenderCounters() const {
   for (const auto& [key, n] : requests_) {
     const auto& [model, endpoint, success] = key;
     if (!success) continue;
-    out += "bertrt_request_success_total{model=\"" + Escape(model) + "\",endpoint=\"" +
-           Escape(endpoint) + "\"} " + std::to_string(n) + "\n";
+    out += "bertrt_request_success_total{model=\"" + MetricLabel(model) + "\",endpoint=\"" +
+           MetricLabel(endpoint) + "\"} " + std::to_string(n) + "\n";
   }
   Header(out, "bertrt_request_failure_total", "counter", "Requests answered with an error.");
   for (const auto& [key, n] : requests_) {
     const auto& [model, endpoint, success] = key;
     if (success) continue;
-    out += "bertrt_request_failure_total{model=\"" + Escape(model) + "\",endpoint=\"" +
-           Escape(endpoint) + "\"} " + std::to_string(n) + "\n";
+    out += "bertrt_request_failure_total{model=\"" + MetricLabel(model) + "\",endpoint=\"" +
+           MetricLabel(endpoint) + "\"} " + std::to_string(n) + "\n";
   }
   Header(out, "bertrt_inflight_requests", "gauge", "Requests being handled now.");
   out += "bertrt_inflight_requests " + std::to_string(in_flight_) + "\n";
@@ -230,7 +230,7 @@ std::string Metrics::RenderCounters() const {
     Header(out, hists[h].first, "histogram", hists[h].second);
     for (const auto& [model, m] : models_) {
       const Histogram* which[] = {&m.queue, &m.compute, &m.batch_size, &m.batch_tokens};
-      which[h]->Render(hists[h].first, "model=\"" + Escape(model) + "\"", out);
+      which[h]->Render(hists[h].first, "model=\"" + MetricLabel(model) + "\"", out);
     }
   }
   // Per instance, so that a GPU that does less than its share shows.
@@ -242,8 +242,8 @@ std::string Metrics::RenderCounters() const {
     Header(out, name, "counter", help);
     for (const auto& [key, i] : instances_) {
       const double v = which == 0 ? i.batches : which == 1 ? i.sequences : i.compute_seconds;
-      out += std::string(name) + "{model=\"" + Escape(key.first) + "\",instance=\"" +
-             Escape(key.second) + "\"} " + Num(v) + "\n";
+      out += std::string(name) + "{model=\"" + MetricLabel(key.first) + "\",instance=\"" +
+             MetricLabel(key.second) + "\"} " + Num(v) + "\n";
     }
   }
   // The same requests and batches under Triton's names, for its dashboards.

@@ -15,6 +15,10 @@
 
 namespace bertrt::server {
 
+// A label value in the exposition format: \, " and newlines escaped (label
+// values may hold any text).
+std::string MetricLabel(const std::string& s);
+
 class Histogram {
  public:
   explicit Histogram(std::vector<double> bounds)

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cmath>
 
+#include "server/common/metrics.h"
+
 namespace bertrt::server {
 using nlohmann::json;
 
@@ -13,20 +15,6 @@ uint64_t Nanoseconds(double seconds) {
 }
 
 json Duration(const DurationStat& d) { return json{{"count", d.count}, {"ns", d.ns}}; }
-
-// Label values may hold any text; the format escapes \, " and newlines.
-std::string Escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    if (c == '\\' || c == '"') out.push_back('\\');
-    out.push_back(c);
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -103,7 +91,7 @@ json StatisticsJson(const std::string& name, const std::string& version, const M
 
 void RenderTritonMetrics(const StatisticsByVersion& stats, std::string& out) {
   auto labels = [](const std::pair<std::string, std::string>& key) {
-    return "model=\"" + Escape(key.first) + "\",version=\"" + Escape(key.second) + "\"";
+    return "model=\"" + MetricLabel(key.first) + "\",version=\"" + MetricLabel(key.second) + "\"";
   };
   auto family = [&](const char* name, const char* help, auto value) {
     out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n";

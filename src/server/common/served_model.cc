@@ -398,8 +398,7 @@ SequenceInput KeepEnds(const Encoding& full, const Encoding& cut) {
 
 StatusOr<SequenceInput> ServedModel::Encode(const TextInput& input,
                                             const EncodeOptions& options) const {
-  if (input.text.empty())
-    return InvalidArgument("empty text: every input needs at least one character");
+  RETURN_IF_ERROR(CheckInputText(input.text));
   const Tokenizer& tok = *loaded_.tokenizer;
   ASSIGN_OR_RETURN(const std::string prompt, config().PromptText(options.prompt_name));
   const std::string text = prompt + input.text;
@@ -408,8 +407,7 @@ StatusOr<SequenceInput> ServedModel::Encode(const TextInput& input,
   if (n > max_input_length_) {
     if (!options.truncate && !auto_truncate_)
       return OutOfRange("input is " + std::to_string(n) + " tokens, more than the model's " +
-                        std::to_string(max_input_length_) +
-                        "; shorten it, set truncate, or serve with --auto-truncate");
+                        std::to_string(max_input_length_) + options.TooLongHint());
     ASSIGN_OR_RETURN(Encoding cut, tok.Encode(text, input.text_pair, max_input_length_));
     if (options.truncate_left) return KeepEnds(enc, cut);
     enc = std::move(cut);

@@ -93,6 +93,13 @@ struct EncodeOptions {
   // The sentence-transformers prompt put before each text (see
   // ModelConfig::PromptText): nullopt takes the model's default one.
   std::optional<std::string> prompt_name;
+  // Whether the request could have asked for `truncate` (TEI's and KServe's
+  // field; OpenAI's route has none): the too-long error names it only then.
+  bool truncate_field = true;
+  std::string TooLongHint() const {
+    return truncate_field ? "; shorten it, set truncate, or serve with --auto-truncate"
+                          : "; shorten it, or serve with --auto-truncate";
+  }
 };
 
 class ServedModel {

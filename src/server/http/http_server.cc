@@ -96,7 +96,18 @@ void HttpServer::AddRoutes() {
   AddKServeRoutes();
   AddTeiRoutes();
   GetOpen("/metrics", [this](const HttpRequest&, HttpResponse& res) {
-    res.set_content(metrics_.Render(), "text/plain; version=0.0.4");
+    std::string text = metrics_.Render();
+    // The engines' activation memory, per served model and instance: with
+    // the heap gauges, what tells a memory that follows the largest batch from
+    // a leak.
+    text += "# HELP bertrt_engine_activation_bytes Activation memory an engine holds (its "
+            "largest batch so far).\n# TYPE bertrt_engine_activation_bytes gauge\n";
+    for (const auto& m : registry_.Served())
+      for (const auto& [device, bytes] : m->scheduler().EngineMemory())
+        text += "bertrt_engine_activation_bytes{model=\"" + MetricLabel(m->name()) +
+                "\",version=\"" + MetricLabel(m->version()) + "\",instance=\"" +
+                MetricLabel(device) + "\"} " + std::to_string(bytes) + "\n";
+    res.set_content(text, "text/plain; version=0.0.4");
   });
 }
 
@@ -106,10 +117,12 @@ HttpServer::Handler HttpServer::RequireKey(const std::string& endpoint, Handler 
     if (BearerKeyMatches(req.get_header_value("Authorization"), options_.api_key))
       return handler(req, res);
     res.set_header("WWW-Authenticate", "Bearer");
+    const std::string message =
+        "unauthorized: a Bearer API key is required (Authorization: Bearer <key>); missing or "
+        "wrong";
+    // In the shape the route's clients read (TEI's or OpenAI's, else KServe's).
     SendJson(res, 401,
-             json{{"error",
-                   "unauthorized: a Bearer API key is required "
-                   "(Authorization: Bearer <key>); missing or wrong"}});
+             IsTeiPath(req.path) ? TeiErrorJson(req.path, 401, message) : json{{"error", message}});
     // No model label: it would come from an unauthenticated client.
     metrics_.CountRequest("", endpoint, false);
   };

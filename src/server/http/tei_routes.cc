@@ -278,7 +278,7 @@ Result<SequenceInput> IdsSequence(const ServedModel& m, std::vector<int32_t> ids
     if (!o.truncate && !m.auto_truncate())
       return Validation(which + " is " + std::to_string(ids.size()) +
                             " tokens, more than the model's " + std::to_string(limit) +
-                            "; shorten it, set truncate, or serve with --auto-truncate",
+                            o.TooLongHint(),
                         "inputs");
     if (o.truncate_left)
       ids.erase(ids.begin(), ids.end() - limit);
@@ -822,6 +822,7 @@ Result<json> OpenAiEmbeddings(const Call& c) {
   ASSIGN_OR_RETURN(
       EmbedOptions o,
       ReadEmbedOptions(json::object({{"dimensions", body.value("dimensions", json())}}), false));
+  o.encode.truncate_field = false;
   int tokens = 0;
   ASSIGN_OR_RETURN(auto rows, EmbedItems(c, std::move(items), o, &tokens));
   json data = json::array();
@@ -918,8 +919,16 @@ bool IsOpenAiPath(std::string_view path) {
 
 }  // namespace
 
+// The route under /models/{name}/... (a model's own TEI routes).
+std::string_view WithoutModelPrefix(std::string_view path) {
+  constexpr std::string_view kModels = "/models/";
+  if (path.substr(0, kModels.size()) != kModels) return path;
+  const size_t slash = path.find('/', kModels.size());
+  return slash == std::string_view::npos ? std::string_view("/") : path.substr(slash);
+}
+
 bool IsTeiPath(std::string_view target) {
-  const std::string_view path = target.substr(0, target.find('?'));
+  const std::string_view path = WithoutModelPrefix(target.substr(0, target.find('?')));
   static const char* kPaths[] = {
       "/embed",  "/embed_all", "/embed_sparse", "/predict", "/rerank", "/similarity", "/tokenize",
       "/decode", "/",          "/invocations",  "/info",    "/health", "/ping"};
@@ -930,7 +939,9 @@ bool IsTeiPath(std::string_view target) {
 json TeiErrorJson(std::string_view target, int status, const std::string& message) {
   const ApiError e{status, status >= 500 ? ErrorType::kBackend : ErrorType::kValidation, message,
                    ""};
-  return IsOpenAiPath(target.substr(0, target.find('?'))) ? OpenAiErrorBody(e) : TeiErrorBody(e);
+  return IsOpenAiPath(WithoutModelPrefix(target.substr(0, target.find('?'))))
+             ? OpenAiErrorBody(e)
+             : TeiErrorBody(e);
 }
 
 namespace {
