@@ -75,9 +75,12 @@ struct ModelConfig {
   int max_seq_length = 0;
 
   int head_dim() const { return num_heads ? hidden_size / num_heads : 0; }
-  // Width of the concatenated pooled vector, and of the sentence embedding
-  // the model returns (after Dense modules and truncate_dim).
+  // Widths of the concatenated pooled vector, of the vector after the Dense
+  // modules, and of the sentence embedding returned (after truncate_dim).
   int pooled_width() const { return static_cast<int>(pooling_modes.size()) * hidden_size; }
+  int dense_output_width() const {
+    return dense.empty() ? pooled_width() : dense.back().out_features;
+  }
   int embedding_width() const;
   // The text put before an input, as sentence-transformers' encode does:
   // prompt `name`'s, or with none named the default prompt's ("" when the

@@ -227,8 +227,7 @@ Status SentenceTransformersFromJson(const json& j, ModelConfig* c) {
     }
   }
   if (j.contains("truncate_dim")) {
-    const int widest = c->dense.empty() ? c->pooled_width() : c->dense.back().out_features;
-    RETURN_IF_ERROR(GetInt(j, "truncate_dim", 0, widest, &c->truncate_dim));
+    RETURN_IF_ERROR(GetInt(j, "truncate_dim", 0, c->dense_output_width(), &c->truncate_dim));
   }
   if (auto prompts = j.find("prompts"); prompts != j.end()) {
     if (!prompts->is_array()) return Missing("prompts", "a list of [name, text] pairs");

@@ -50,7 +50,7 @@ const char* DenseActivationName(DenseActivation a) {
 }
 
 int ModelConfig::embedding_width() const {
-  const int width = dense.empty() ? pooled_width() : dense.back().out_features;
+  const int width = dense_output_width();
   return truncate_dim > 0 ? std::min(truncate_dim, width) : width;
 }
 

@@ -260,9 +260,8 @@ std::vector<DeviceOutput> EncoderForward::Outputs(const Workspace& ws, bool hidd
       break;
     case HeadKind::kSentenceEmbedding: {
       // truncate_dim: the rows' first values come back.
-      const int width = config_.dense.empty() ? config_.pooled_width()
-                                              : config_.dense.back().out_features;
-      out.push_back({"embedding", false, config_.embedding_width(), EmbeddingRows(ws), width});
+      out.push_back({"embedding", false, config_.embedding_width(), EmbeddingRows(ws),
+                     config_.dense_output_width()});
       break;
     }
   }

@@ -116,7 +116,9 @@ class ServedModel {
   // cut to the limit).
   StatusOr<SequenceInput> Encode(const TextInput& input, const EncodeOptions& options) const;
   StatusOr<SequenceInput> Encode(const TextInput& input, bool truncate) const {
-    return Encode(input, EncodeOptions{.truncate = truncate});
+    EncodeOptions options;
+    options.truncate = truncate;
+    return Encode(input, options);
   }
 
   const std::string& name() const { return name_; }
