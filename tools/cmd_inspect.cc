@@ -7,6 +7,7 @@
 
 #include "bertrt/importer.h"
 #include "bertrt/plan.h"
+#include "builder/plan_layout.h"
 #include "cli_util.h"
 #include "commands.h"
 
@@ -45,13 +46,7 @@ nlohmann::json Describe(const LoadedModel& loaded) {
     nlohmann::json modes = nlohmann::json::array();
     for (Pooling p : c.pooling_modes) modes.push_back(PoolingName(p));
     j["pooling"] = modes.size() == 1 ? modes[0] : modes;
-    nlohmann::json dense = nlohmann::json::array();
-    for (const DenseSpec& d : c.dense)
-      dense.push_back({{"in_features", d.in_features},
-                       {"out_features", d.out_features},
-                       {"bias", d.bias},
-                       {"activation", DenseActivationName(d.activation)}});
-    j["dense"] = dense;
+    j["dense"] = plan::DenseToJson(c.dense);
     j["normalize"] = c.normalize;
     if (c.truncate_dim > 0) j["truncate_dim"] = c.truncate_dim;
     j["embedding_dimension"] = c.embedding_width();

@@ -174,16 +174,6 @@ json PoolingNames(const std::vector<Pooling>& modes) {
   return names;
 }
 
-json DenseToJson(const std::vector<DenseSpec>& dense) {
-  json out = json::array();
-  for (const DenseSpec& d : dense)
-    out.push_back({{"in_features", d.in_features},
-                   {"out_features", d.out_features},
-                   {"bias", d.bias},
-                   {"activation", DenseActivationName(d.activation)}});
-  return out;
-}
-
 constexpr std::initializer_list<Pooling> kPoolings = {
     Pooling::kCls,         Pooling::kMean,         Pooling::kMax,
     Pooling::kMeanSqrtLen, Pooling::kWeightedMean, Pooling::kLastToken};
@@ -246,6 +236,16 @@ Status SentenceTransformersFromJson(const json& j, ModelConfig* c) {
 }
 
 }  // namespace
+
+json DenseToJson(const std::vector<DenseSpec>& dense) {
+  json out = json::array();
+  for (const DenseSpec& d : dense)
+    out.push_back({{"in_features", d.in_features},
+                   {"out_features", d.out_features},
+                   {"bias", d.bias},
+                   {"activation", DenseActivationName(d.activation)}});
+  return out;
+}
 
 json ConfigToJson(const ModelConfig& c) {
   return json{{"architecture", c.architecture},

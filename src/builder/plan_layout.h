@@ -35,6 +35,9 @@ std::vector<Tensor*> TargetTensors(ModelWeights* weights, const std::string& nam
 DType StoredDType(Precision precision, bool in_compute_precision);
 
 nlohmann::json ConfigToJson(const ModelConfig& config);
+// The Dense modules as plans (and `bertrt inspect`) write them:
+// [{in_features, out_features, bias, activation}, ...].
+nlohmann::json DenseToJson(const std::vector<DenseSpec>& dense);
 // Untrusted JSON: every field's presence, type and range is checked.
 StatusOr<ModelConfig> ConfigFromJson(const nlohmann::json& j);
 
