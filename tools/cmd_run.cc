@@ -7,6 +7,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "core/startup_trace.h"
+#include "runtime/prompt.h"
 
 namespace bertrt::cli {
 namespace {
@@ -26,6 +27,7 @@ struct RunFlags {
 struct Pending {
   Status error;
   Encoding encoding;
+  int32_t pool_start = 0;
 };
 
 // Writes the JSON record of sequence `seq` of the batch.
@@ -90,7 +92,7 @@ void Emit(const nlohmann::json& record) {
 StatusOr<bool> RunChunk(Engine& engine, std::vector<Pending>& chunk, bool hidden_states) {
   RaggedBatch batch;
   for (const Pending& p : chunk)
-    if (p.error.ok()) batch.Add(p.encoding.input_ids, p.encoding.token_type_ids);
+    if (p.error.ok()) batch.Add(p.encoding.input_ids, p.encoding.token_type_ids, p.pool_start);
   BatchOutputs out;
   if (batch.num_seqs() > 0) {
     RunOptions options;
@@ -123,6 +125,8 @@ int Run(const RunFlags& flags) {
       flags.prompt_name.empty() ? std::nullopt : std::optional<std::string>(flags.prompt_name));
   if (!prompt.ok()) return Fail(prompt.status(), kExitUsage);
   const ModelConfig& config = loaded->model->config;
+  auto pool_start = PromptPoolStart(config, *loaded->tokenizer, *prompt);
+  if (!pool_start.ok()) return Fail(pool_start.status(), kExitModelError);
   if (flags.output != "default" && flags.output != "last_hidden_state")
     return Fail(
         InvalidArgument("--output " + flags.output + ": expected default or last_hidden_state"),
@@ -174,11 +178,17 @@ int Run(const RunFlags& flags) {
     } else {
       auto enc = loaded->tokenizer->Encode(*prompt + input->text, input->text_pair, max_length,
                                            *truncation);
-      if (enc.ok())
-        p.encoding = std::move(*enc);
-      else
+      const int tokens = enc.ok() ? static_cast<int>(enc->input_ids.size()) : 0;
+      if (!enc.ok())
         p.error =
             InvalidArgument("line " + std::to_string(line_number) + ": " + enc.status().message());
+      else if (*pool_start >= tokens)
+        p.error = InvalidArgument("line " + std::to_string(line_number) + ": " +
+                                  PromptFillsInput(*pool_start, tokens).message());
+      else {
+        p.encoding = std::move(*enc);
+        p.pool_start = *pool_start;
+      }
     }
     chunk.push_back(std::move(p));
     if (static_cast<int>(chunk.size()) >= flags.batch_size && !flush()) return kExitRuntimeError;

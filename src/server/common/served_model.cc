@@ -11,6 +11,7 @@
 
 #include "bertrt/devices.h"
 #include "bertrt/plan.h"
+#include "runtime/prompt.h"
 #include "server/common/triton_config.h"
 
 namespace bertrt::server {
@@ -374,14 +375,21 @@ namespace {
 
 // `full` with, of each text, the tokens `cut` (the same input truncated from
 // the end) keeps, taken from the text's end instead: HF's truncation
-// direction "left", which removes as many tokens as "right" does.
-SequenceInput KeepEnds(const Encoding& full, const Encoding& cut) {
+// direction "left", which removes as many tokens as "right" does. The
+// prompt's tokens, first in the text, go first: pool_start counts only those
+// left.
+SequenceInput KeepEnds(const Encoding& full, const Encoding& cut, int32_t pool_start) {
   int drop[2] = {0, 0};
   for (int8_t s : full.sequence_ids)
     if (s == 0 || s == 1) ++drop[s];
   for (int8_t s : cut.sequence_ids)
     if (s == 0 || s == 1) --drop[s];
   SequenceInput out;
+  if (pool_start > 0) {
+    int32_t leading = 0;  // the special tokens before the text ([CLS])
+    while (leading < pool_start && full.sequence_ids[leading] != 0) ++leading;
+    out.pool_start = std::max(leading, pool_start - drop[0]);
+  }
   for (size_t i = 0; i < full.input_ids.size(); ++i) {
     const int8_t s = full.sequence_ids[i];
     if ((s == 0 || s == 1) && drop[s] > 0) {
@@ -401,18 +409,26 @@ StatusOr<SequenceInput> ServedModel::Encode(const TextInput& input,
   RETURN_IF_ERROR(CheckInputText(input.text));
   const Tokenizer& tok = *loaded_.tokenizer;
   ASSIGN_OR_RETURN(const std::string prompt, config().PromptText(options.prompt_name));
+  ASSIGN_OR_RETURN(const int32_t pool_start, PromptPoolStart(config(), tok, prompt));
   const std::string text = prompt + input.text;
   ASSIGN_OR_RETURN(Encoding enc, tok.Encode(text, input.text_pair));
   const int n = static_cast<int>(enc.input_ids.size());
+  SequenceInput seq;
   if (n > max_input_length_) {
     if (!options.truncate && !auto_truncate_)
       return OutOfRange("input is " + std::to_string(n) + " tokens, more than the model's " +
                         std::to_string(max_input_length_) + options.TooLongHint());
     ASSIGN_OR_RETURN(Encoding cut, tok.Encode(text, input.text_pair, max_input_length_));
-    if (options.truncate_left) return KeepEnds(enc, cut);
-    enc = std::move(cut);
+    if (options.truncate_left)
+      seq = KeepEnds(enc, cut, pool_start);
+    else
+      enc = std::move(cut);
   }
-  return SequenceInput{std::move(enc.input_ids), std::move(enc.token_type_ids)};
+  if (seq.input_ids.empty())
+    seq = {std::move(enc.input_ids), std::move(enc.token_type_ids), pool_start};
+  if (seq.pool_start >= static_cast<int>(seq.input_ids.size()))
+    return PromptFillsInput(seq.pool_start, static_cast<int>(seq.input_ids.size()));
+  return seq;
 }
 
 const OutputSpec* ServedModel::FindOutput(const std::string& name) const {

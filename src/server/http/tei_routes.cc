@@ -355,6 +355,7 @@ std::optional<ApiError> NotEmbedding(const ServedModel& m) {
 // whose vector cannot be recomputed from the hidden states (Dense modules,
 // truncate_dim) is refused rather than answered wrong.
 Result<std::vector<std::vector<float>>> RawPooled(const ServedModel& m, const InferResult& r,
+                                                  const std::vector<int32_t>& pool_start,
                                                   const NamedOutput& embedding) {
   const ModelConfig& c = m.config();
   const NamedOutput* h = r.outputs.Find("last_hidden_state");
@@ -367,8 +368,8 @@ Result<std::vector<std::vector<float>>> RawPooled(const ServedModel& m, const In
   const int n = static_cast<int>(r.cu_seqlens.size()) - 1;
   std::vector<float> pooled(static_cast<size_t>(n) * w);
   for (size_t k = 0; k < c.pooling_modes.size(); ++k)
-    cpu::PoolSequences(h->data.data(), r.cu_seqlens.data(), n, h->width, c.pooling_modes[k],
-                       pooled.data() + k * h->width, w);
+    cpu::PoolSequences(h->data.data(), r.cu_seqlens.data(), pool_start.data(), n, h->width,
+                       c.pooling_modes[k], pooled.data() + k * h->width, w);
   std::vector<std::vector<float>> rows;
   for (int i = 0; i < n; ++i) {
     std::vector<float> row(pooled.begin() + size_t(i) * w, pooled.begin() + size_t(i + 1) * w);
@@ -427,12 +428,14 @@ Result<std::vector<std::vector<float>>> EmbedItems(const Call& c, std::vector<It
   const bool raw =
       !o.normalize && m.config().head == HeadKind::kSentenceEmbedding && m.config().normalize;
   ASSIGN_OR_RETURN(auto seqs, EncodeItems(m, std::move(items), o.encode));
+  std::vector<int32_t> pool_start;
+  for (const SequenceInput& s : seqs) pool_start.push_back(s.pool_start);
   ASSIGN_OR_RETURN(InferResult r, Run(c, std::move(seqs), raw));
   const NamedOutput* out = r.outputs.Find(spec->name);
   if (!out) return ApiError{500, ErrorType::kBackend, "the engine gave no " + spec->name, ""};
   std::vector<std::vector<float>> rows;
   if (raw) {
-    ASSIGN_OR_RETURN(rows, RawPooled(m, r, *out));
+    ASSIGN_OR_RETURN(rows, RawPooled(m, r, pool_start, *out));
   } else {
     for (size_t i = 0; i + 1 < r.cu_seqlens.size(); ++i)
       rows.emplace_back(out->data.begin() + i * out->width,
