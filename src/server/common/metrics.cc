@@ -247,31 +247,23 @@ std::string Metrics::RenderCounters() const {
     }
   }
   // The same requests and batches under Triton's names, for its dashboards.
-  RenderTritonMetrics(triton_, out);
+  StatisticsByVersion triton;
+  for (const auto& [key, stats] : triton_) triton[key] = stats->Snapshot();
+  RenderTritonMetrics(triton, out);
   return out;
 }
 
-void Metrics::AddModelVersion(const std::string& model, const std::string& version) {
+void Metrics::AddModelVersion(const std::string& model, const std::string& version,
+                              std::shared_ptr<const VersionStatistics> stats) {
   std::lock_guard lock(mu_);
-  triton_[{model, version}];
+  triton_[{model, version}] = std::move(stats);
 }
 
-void Metrics::ObserveInference(const std::string& model, const std::string& version,
-                               const InferenceRecord& record) {
-  std::lock_guard lock(mu_);
-  Observe(triton_[{model, version}], record);
-}
-
-void Metrics::ObserveExecution(const std::string& model, const std::string& version, int sequences,
-                               double compute_seconds) {
-  std::lock_guard lock(mu_);
-  bertrt::server::ObserveExecution(triton_[{model, version}], sequences, compute_seconds);
-}
-
-ModelStatistics Metrics::Statistics(const std::string& model, const std::string& version) const {
+void Metrics::RemoveModelVersion(const std::string& model, const std::string& version,
+                                 const VersionStatistics* stats) {
   std::lock_guard lock(mu_);
   auto it = triton_.find({model, version});
-  return it == triton_.end() ? ModelStatistics{} : it->second;
+  if (it != triton_.end() && it->second.get() == stats) triton_.erase(it);
 }
 
 }  // namespace bertrt::server
