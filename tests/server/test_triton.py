@@ -28,11 +28,14 @@ def grpc_client(s):
     return tg.InferenceServerClient(s.grpc_url)
 
 
-def infer_texts(client, model, texts, mod=th):
-    arr = np.array([t.encode() for t in texts], dtype=np.object_)
+def text_input(texts, mod=th):
     i = mod.InferInput("text", [len(texts)], "BYTES")
-    i.set_data_from_numpy(arr)
-    return client.infer(model, [i])
+    i.set_data_from_numpy(np.array([t.encode() for t in texts], dtype=np.object_))
+    return i
+
+
+def infer_texts(client, model, texts, mod=th):
+    return client.infer(model, [text_input(texts, mod)])
 
 
 def stats_of(s, model, version=None, grpc=False):
@@ -293,6 +296,58 @@ def test_statistics_start_again_when_a_model_is_loaded_again(bertrt_bin, tmp_pat
         assert count(after, "execution_count") == 1
         assert 'nv_inference_count{model="cls",version="1"} 1' in nv_series(s, "cls")
         assert count(stats_of(s, "base"), "inference_count") == 1  # untouched
+    finally:
+        s.stop()
+
+
+def test_a_version_reloaded_by_polling_starts_from_zero(bertrt_bin, tmp_path):
+    """Poll mode: a poll that finds the version unchanged keeps it, with its statistics; a
+    changed config reloads it as a new model, whose statistics start from zero."""
+    add_version(tmp_path, "cls", 1, "seq_cls")
+    s = Server(bertrt_bin, ["--model-repository", str(tmp_path), "--model-control-mode", "poll",
+                            "--repository-poll-secs", "0.2"])
+    try:
+        infer_texts(http_client(s), "cls", ["a", "b"])
+        time.sleep(1)  # five polls
+        assert count(stats_of(s, "cls"), "inference_count") == 2
+        (tmp_path / "cls" / "config.pbtxt").write_text("max_batch_size: 3")
+        deadline = time.time() + 30
+        while http_client(s).get_model_config("cls")["max_batch_size"] != 3:
+            assert time.time() < deadline, "the config change was not picked up"
+            time.sleep(0.1)
+        for grpc in (False, True):
+            zero = stats_of(s, "cls", grpc=grpc)
+            assert count(zero, "inference_count") == 0 and duration(zero, "success") == (0, 0)
+        deadline = time.time() + 10  # the old version's series go once it is released
+        while 'nv_inference_count{model="cls",version="1"} 0' not in nv_series(s, "cls"):
+            assert time.time() < deadline, nv_series(s, "cls")
+            time.sleep(0.05)
+        infer_texts(http_client(s), "cls", ["c"])
+        assert count(stats_of(s, "cls"), "inference_count") == 1
+    finally:
+        s.stop()
+
+
+def test_a_failed_reload_keeps_the_served_versions_statistics(bertrt_bin, tmp_path):
+    """A load that fails part-way (version 1 reloads, version 2 does not) leaves the served
+    versions serving, with their statistics and series."""
+    add_version(tmp_path, "cls", 1, "seq_cls")
+    add_version(tmp_path, "cls", 2, "seq_cls")
+    (tmp_path / "cls" / "config.pbtxt").write_text("version_policy: { all {} }")
+    s = Server(bertrt_bin, ["--model-repository", str(tmp_path), "--model-control-mode", "explicit",
+                            "--load-model", "cls"])
+    try:
+        client = http_client(s)
+        for _ in range(2):
+            client.infer("cls", [text_input(["a"])], model_version="1")
+        assert count(stats_of(s, "cls", "1"), "inference_count") == 2
+        (tmp_path / "cls" / "1" / "notes.txt").write_text("changed")  # version 1 reloads
+        (tmp_path / "cls" / "2" / "config.json").write_text("{")  # version 2 fails
+        with pytest.raises(InferenceServerException, match="version 2"):
+            client.load_model("cls")
+        assert count(stats_of(s, "cls", "1"), "inference_count") == 2
+        assert 'nv_inference_count{model="cls",version="1"} 2' in nv_series(s, "cls")
+        assert 'nv_inference_count{model="cls",version="2"} 0' in nv_series(s, "cls")
     finally:
         s.stop()
 

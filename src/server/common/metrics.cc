@@ -4,6 +4,7 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -248,7 +249,7 @@ std::string Metrics::RenderCounters() const {
   }
   // The same requests and batches under Triton's names, for its dashboards.
   StatisticsByVersion triton;
-  for (const auto& [key, stats] : triton_) triton[key] = stats->Snapshot();
+  for (const auto& [key, loads] : triton_) triton[key] = loads.back()->Snapshot();
   RenderTritonMetrics(triton, out);
   return out;
 }
@@ -256,14 +257,19 @@ std::string Metrics::RenderCounters() const {
 void Metrics::AddModelVersion(const std::string& model, const std::string& version,
                               std::shared_ptr<const VersionStatistics> stats) {
   std::lock_guard lock(mu_);
-  triton_[{model, version}] = std::move(stats);
+  triton_[{model, version}].push_back(std::move(stats));
 }
 
 void Metrics::RemoveModelVersion(const std::string& model, const std::string& version,
                                  const VersionStatistics* stats) {
   std::lock_guard lock(mu_);
   auto it = triton_.find({model, version});
-  if (it != triton_.end() && it->second.get() == stats) triton_.erase(it);
+  if (it == triton_.end()) return;
+  auto& loads = it->second;
+  loads.erase(
+      std::remove_if(loads.begin(), loads.end(), [&](const auto& s) { return s.get() == stats; }),
+      loads.end());
+  if (loads.empty()) triton_.erase(it);
 }
 
 }  // namespace bertrt::server

@@ -40,12 +40,13 @@ class Metrics {
   // Triton's nv_inference_* series of each loaded model version, from its own
   // statistics (model_stats.h: every inference request on it and each engine
   // batch it runs add to them): listed from the version's load, at zero, until
-  // it is unloaded, as Triton adds and removes a model's series. A version
-  // loaded again replaces the statistics listed for it.
+  // it is unloaded, as Triton adds and removes a model's series. While a
+  // version is loaded again (poll mode, explicit load) the newest load's
+  // statistics are listed; if that load is dropped (another version of the
+  // model failed), the one still served is listed again.
   void AddModelVersion(const std::string& model, const std::string& version,
                        std::shared_ptr<const VersionStatistics> stats);
-  // Drops the version's series if `stats` are still the ones listed for it (a
-  // newer load of the same version may have replaced them).
+  // The loaded version holding `stats` is gone (unloaded or replaced).
   void RemoveModelVersion(const std::string& model, const std::string& version,
                           const VersionStatistics* stats);
 
@@ -79,7 +80,10 @@ class Metrics {
   };
   std::map<std::pair<std::string, std::string>, PerInstance> instances_;  // (model, instance)
   long in_flight_ = 0;
-  std::map<std::pair<std::string, std::string>, std::shared_ptr<const VersionStatistics>> triton_;
+  // (model, version) -> the statistics of its loads alive, oldest first.
+  std::map<std::pair<std::string, std::string>,
+           std::vector<std::shared_ptr<const VersionStatistics>>>
+      triton_;
 };
 
 // Holds the in-flight gauge up for one request's lifetime.

@@ -368,7 +368,7 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& name
   return m;
 }
 
-// Finishes the queued work before the engines go; then the version's
+// Finishes the queued work before the engines go; then this load's
 // nv_inference_* series go too (Triton's go with its unloaded model).
 ServedModel::~ServedModel() {
   if (scheduler_) scheduler_->Shutdown();
