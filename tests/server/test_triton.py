@@ -213,6 +213,11 @@ def test_triton_metric_names_for_dashboards(repo_server):
     # Failures carry Triton's reason label, every reason listed from zero.
     reasons = {smp.labels["reason"] for smp in families["nv_inference_request_failure"].samples}
     assert reasons == {"REJECTED", "CANCELED", "BACKEND", "OTHER"}
+    # Triton's gauge of requests waiting for a batch: every served version, 0 at rest.
+    pending = families["nv_inference_pending_request_count"]
+    assert pending.type == "gauge"
+    assert {(p.labels["model"], p.labels["version"], p.value) for p in pending.samples} == \
+        {("base", "1", 0), ("cls", "1", 0)}
     # bertrt's own families are still there beside them.
     assert "bertrt_request_success" in families
 

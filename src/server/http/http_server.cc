@@ -107,6 +107,13 @@ void HttpServer::AddRoutes() {
         text += "bertrt_engine_activation_bytes{model=\"" + MetricLabel(m->name()) +
                 "\",version=\"" + MetricLabel(m->version()) + "\",instance=\"" +
                 MetricLabel(device) + "\"} " + std::to_string(bytes) + "\n";
+    // Triton's gauge of the requests waiting for a batch, per loaded version.
+    text += "# HELP nv_inference_pending_request_count Instantaneous number of pending requests "
+            "awaiting execution per-model.\n# TYPE nv_inference_pending_request_count gauge\n";
+    for (const auto& m : registry_.Served())
+      text += "nv_inference_pending_request_count{model=\"" + MetricLabel(m->name()) +
+              "\",version=\"" + MetricLabel(m->version()) + "\"} " +
+              std::to_string(m->scheduler().queued()) + "\n";
     res.set_content(text, "text/plain; version=0.0.4");
   });
 }
