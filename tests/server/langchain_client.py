@@ -30,11 +30,11 @@ def make(wrapper, args):
 
 
 def status_of(e):
-    for attr in ("status_code",):
-        if isinstance(getattr(e, attr, None), int):
-            return getattr(e, attr)
-    response = getattr(e, "response", None)
-    return getattr(response, "status_code", None)
+    """The HTTP status the client read: openai's errors carry status_code, huggingface_hub's
+    the response."""
+    if isinstance(getattr(e, "status_code", None), int):
+        return e.status_code
+    return getattr(getattr(e, "response", None), "status_code", None)
 
 
 def run(call):
