@@ -2,6 +2,7 @@
 // every activation, head dims on both attention paths, lengths up to 512 in
 // ragged batches. Skipped where no GPU is visible (CI), except for the checks
 // that need none.
+#if BERTRT_HAVE_CUDA
 #include "bertrt/cuda_engine.h"
 
 #include <cuda_runtime.h>
@@ -834,3 +835,4 @@ TEST(CudaEngineTest, PoolGrowsAndMaxBatchTokensIsEnforced) {
 
 }  // namespace
 }  // namespace bertrt
+#endif  // BERTRT_HAVE_CUDA

@@ -349,12 +349,12 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& name
   if (defaults.metrics) {
     std::vector<std::string> instance_names;
     for (const InstanceSpec& spec : serving.instances) instance_names.push_back(spec.Name());
-    scheduling.on_batch = [metrics = defaults.metrics, name, version, instance_names,
-                           serving_requests](const BatchStats& b) {
+    scheduling.on_batch = [metrics = defaults.metrics, name, instance_names, serving_requests,
+                           statistics = m->statistics_](const BatchStats& b) {
       metrics->ObserveBatch(name, instance_names[b.instance], b.sequences, b.tokens,
                             b.compute_seconds);
       if (b.ok && serving_requests->load())
-        metrics->ObserveExecution(name, version, b.sequences, b.compute_seconds);
+        statistics->ObserveExecution(b.sequences, b.compute_seconds);
     };
   }
   m->scheduler_ = std::make_unique<Scheduler>(std::move(engines), std::move(scheduling));
@@ -362,13 +362,18 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& name
   // A config.pbtxt's input and output blocks must describe this model.
   RETURN_IF_ERROR(CheckTensorBlocks(serving.config, m->max_input_length_, m->outputs_));
   serving_requests->store(true);
-  if (defaults.metrics) defaults.metrics->AddModelVersion(name, version);
+  if (defaults.metrics) {
+    m->metrics_ = defaults.metrics;
+    m->metrics_->AddModelVersion(name, version, m->statistics_);
+  }
   return m;
 }
 
-// Finishes the queued work before the engines go.
+// Finishes the queued work before the engines go; then this load's
+// nv_inference_* series go too (Triton's go with its unloaded model).
 ServedModel::~ServedModel() {
   if (scheduler_) scheduler_->Shutdown();
+  if (metrics_) metrics_->RemoveModelVersion(name_, version_, statistics_.get());
 }
 
 namespace {

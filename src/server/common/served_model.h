@@ -142,6 +142,9 @@ class ServedModel {
   // The head's outputs, and last_hidden_state (only on request).
   const std::vector<OutputSpec>& outputs() const { return outputs_; }
   const OutputSpec* FindOutput(const std::string& name) const;
+  // Triton's statistics of this loaded version (zero at its load; the
+  // statistics extension and nv_inference_* read them).
+  VersionStatistics& statistics() const { return *statistics_; }
 
  private:
   std::string name_, version_, source_, placement_;
@@ -152,6 +155,8 @@ class ServedModel {
   int max_input_length_ = 0;
   bool auto_truncate_ = false;
   std::vector<OutputSpec> outputs_;
+  std::shared_ptr<VersionStatistics> statistics_ = std::make_shared<VersionStatistics>();
+  Metrics* metrics_ = nullptr;  // lists statistics_ while this version is loaded
 };
 
 // A model of the repository as /v2/repository/index lists it.

@@ -955,10 +955,12 @@ void HttpServer::AddTeiRoutes() {
   using Request = HttpRequest;
   using Response = HttpResponse;
   // Every route also under /models/{name}: a TEI client's base URL picks one of
-  // the repository's models (the bare routes serve the default model).
+  // the repository's models (the bare routes serve the default model). The root,
+  // where huggingface_hub's InferenceClient posts, is /models/{name} with or
+  // without the slash, as TEI's own base URL is.
   auto post = [this](const std::string& path, auto handler, bool openai = false) {
     for (const bool named : {false, true})
-      Post(named ? kModelPrefix + (path == "/" ? "" : path) : path, path,
+      Post(named ? kModelPrefix + (path == "/" ? "/?" : path) : path, path,
            [this, path, handler, openai, named](const Request& req, Response& res) {
       InFlightGuard in_flight(metrics_);
       auto model = named ? registry_.Find(req.matches[1]) : registry_.Default();
@@ -1018,7 +1020,7 @@ void HttpServer::AddTeiRoutes() {
   // /models/{name}, while that model does).
   for (const std::string path : {"/health", "/", "/ping"}) {
     for (const bool named : {false, true}) {
-      GetOpen(named ? kModelPrefix + (path == "/" ? "" : path) : path,
+      GetOpen(named ? kModelPrefix + (path == "/" ? "/?" : path) : path,
               [this, named](const Request& req, Response& res) {
                 const Status ready =
                     named ? registry_.Find(req.matches[1]).status() : registry_.Readiness();
