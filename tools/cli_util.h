@@ -104,13 +104,11 @@ class ProgressBar {
 
 namespace bertrt::cli {
 
-// One JSON Lines input record: {"text": ..., "text_pair": ...}.
-struct TextInput {
-  std::string text;
-  std::optional<std::string> text_pair;
-};
+// The server's input record (text and optional text_pair).
+using server::TextInput;
 
-// Parses line `line_number` (1-based, for the error message).
+// Parses line `line_number` (1-based, for the error message) of JSON Lines:
+// {"text": ..., "text_pair": ...}.
 StatusOr<TextInput> ParseTextLine(const std::string& line, size_t line_number);
 
 // {"error": "line N: <message>"}

@@ -1,11 +1,12 @@
 // bertrt run MODEL [INPUT]: texts in (JSON Lines or plain lines), one result
 // per input out, in input order (JSON Lines, or an .npy file of vectors).
 //
-// A pipeline, so that the engine never waits for the host: the main thread
-// reads lines into chunks; worker threads parse and tokenize a chunk, submit
-// it to the scheduler (the server's dynamic batcher, which joins the chunks
-// in flight into the engine's batches) and format its results; a writer
-// thread writes the chunks back in order.
+// The server's request path (ServedModel: its tokenization, truncation,
+// prompt and empty-text rules, and its dynamic batcher), in a pipeline so
+// that the engine never waits for the host: the main thread reads lines into
+// chunks; worker threads parse and encode a chunk, submit it to the batcher
+// (which joins the chunks in flight into the engine's batches) and format its
+// results; a writer thread writes the chunks back in order.
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,8 +31,6 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "core/startup_trace.h"
-#include "runtime/prompt.h"
-#include "scheduler/scheduler.h"
 
 namespace bertrt::cli {
 namespace {
@@ -54,13 +53,9 @@ struct RunFlags {
 
 // What every chunk needs to turn lines into results.
 struct RunContext {
+  server::ServedModel* model;
   const ModelConfig* config;
-  const Tokenizer* tokenizer;
-  Scheduler* scheduler;
-  std::string prompt;
-  int32_t pool_start = 0;
-  int max_length = 0;
-  Truncation truncation = Truncation::kLongestFirst;
+  server::EncodeOptions encode;  // always truncate; --max-length, --truncation, --prompt-name
   bool text_lines = false;     // --input-format text
   bool hidden_states = false;  // --output last_hidden_state
   // --output-npy: the per-sequence output written as rows, and its width.
@@ -191,15 +186,9 @@ StatusOr<SequenceInput> EncodeLine(const RunContext& ctx, const std::string& lin
   } else {
     ASSIGN_OR_RETURN(input, ParseTextLine(line, number));
   }
-  if (Status text = CheckInputText(input.text); !text.ok())
-    return InvalidArgument(where + text.message());
-  auto enc = ctx.tokenizer->Encode(ctx.prompt + input.text, input.text_pair, ctx.max_length,
-                                   ctx.truncation);
-  if (!enc.ok()) return InvalidArgument(where + enc.status().message());
-  const int tokens = static_cast<int>(enc->input_ids.size());
-  if (ctx.pool_start >= tokens)
-    return InvalidArgument(where + PromptFillsInput(ctx.pool_start, tokens).message());
-  return SequenceInput{std::move(enc->input_ids), std::move(enc->token_type_ids), ctx.pool_start};
+  auto seq = ctx.model->Encode(input, ctx.encode);
+  if (!seq.ok()) return InvalidArgument(where + seq.status().message());
+  return seq;
 }
 
 // A worker's whole job on one chunk.
@@ -214,7 +203,7 @@ void ProcessChunk(const RunContext& ctx, Chunk& chunk) {
   chunk.lines = {};
   InferResult result;
   if (!request.sequences.empty()) {
-    auto done = ctx.scheduler->Infer(std::move(request));
+    auto done = ctx.model->scheduler().Infer(std::move(request));
     if (!done.ok()) {
       chunk.fatal = done.status();
       return;
@@ -353,22 +342,22 @@ int Run(const RunFlags& flags) {
   const ModelConfig& config = loaded->model->config;
   RunContext ctx;
   ctx.config = &config;
-  ctx.tokenizer = loaded->tokenizer.get();
   ctx.text_lines = flags.input_format == "text";
   ctx.hidden_states = flags.output == "last_hidden_state";
+  // run cuts what is too long (the server refuses it unless asked).
+  ctx.encode.truncate = true;
   auto truncation = ParseTruncation(flags.truncation);
   if (!truncation.ok()) return Fail(truncation.status(), kExitUsage);
-  ctx.truncation = *truncation;
-  auto prompt = config.PromptText(
-      flags.prompt_name.empty() ? std::nullopt : std::optional<std::string>(flags.prompt_name));
-  if (!prompt.ok()) return Fail(prompt.status(), kExitUsage);
-  ctx.prompt = *prompt;
-  auto pool_start = PromptPoolStart(config, *loaded->tokenizer, ctx.prompt);
-  if (!pool_start.ok()) return Fail(pool_start.status(), kExitModelError);
-  ctx.pool_start = *pool_start;
-  ctx.max_length = flags.max_length > 0 ? flags.max_length : config.max_seq_length;
-  if (ctx.max_length > config.max_position_embeddings)
-    return Fail(InvalidArgument("--max-length " + std::to_string(ctx.max_length) +
+  ctx.encode.truncation = *truncation;
+  if (!flags.prompt_name.empty()) {
+    ctx.encode.prompt_name = flags.prompt_name;
+    if (auto prompt = config.PromptText(flags.prompt_name); !prompt.ok())
+      return Fail(prompt.status(), kExitUsage);
+  }
+  const int max_length = flags.max_length > 0 ? flags.max_length : config.max_seq_length;
+  ctx.encode.max_length = max_length;
+  if (max_length > config.max_position_embeddings)
+    return Fail(InvalidArgument("--max-length " + std::to_string(max_length) +
                                 " is more than the model's " +
                                 std::to_string(config.max_position_embeddings) +
                                 " position embeddings"),
@@ -420,15 +409,25 @@ int Run(const RunFlags& flags) {
   const int workers =
       flags.workers > 0 ? flags.workers
                         : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 2, 16);
-  SchedulerOptions so;
-  so.max_batch_size = batch_size;
-  so.max_batch_tokens = std::max(batch_size, 1) * std::max(ctx.max_length, 1);
-  so.max_client_batch_size = static_cast<int>(chunk_lines);
-  so.max_queue_size = static_cast<size_t>(4 * workers + 4);
+  // The engine served as `bertrt serve` serves it, with batches of
+  // batch_size texts of up to max_length tokens.
+  server::ModelServing serving;
+  server::InstanceSpec& instance = serving.instances.emplace_back();
+  instance.device = flags.engine.device;
+  instance.precision = ResolvePrecision(flags.engine.device, flags.engine.precision);
+  instance.threads = flags.engine.threads;
+  instance.gelu = flags.engine.gelu;
+  serving.scheduler.max_batch_size = batch_size;
+  serving.scheduler.max_batch_tokens = batch_size * std::max(max_length, 1);
+  serving.scheduler.max_client_batch_size = static_cast<int>(chunk_lines);
+  serving.scheduler.max_queue_size = static_cast<size_t>(4 * workers + 4);
   std::vector<std::unique_ptr<Engine>> engines;
   engines.push_back(std::move(*engine));
-  Scheduler scheduler(std::move(engines), so);
-  ctx.scheduler = &scheduler;
+  auto served = server::ServedModel::Create(server::DefaultModelName(flags.model), "1", flags.model,
+                                            std::move(*loaded), std::move(engines), serving,
+                                            server::ServeDefaults{});
+  if (!served.ok()) return Fail(served.status(), kExitRuntimeError);
+  ctx.model = served->get();
 
   // Chunks by index: read (queued for a worker), then done (for the writer).
   std::mutex mu;
@@ -552,7 +551,7 @@ int Run(const RunFlags& flags) {
     cv.notify_all();
   }
   for (std::thread& t : pool) t.join();
-  scheduler.Shutdown();
+  ctx.model->scheduler().Shutdown();
   std::fflush(stdout);
   progress.Update(texts_written, bytes_read.load(), true);
   if (!fatal.ok()) return Fail(fatal, kExitRuntimeError);

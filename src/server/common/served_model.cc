@@ -280,6 +280,17 @@ StatusOr<ModelServing> ResolveServing(const ServeDefaults& d, const ModelConfigF
   return s;
 }
 
+namespace {
+
+// "notice: <model>: <text>" on stderr: what a load did on the user's behalf.
+std::function<void(const std::string&)> ModelNotice(const std::string& name) {
+  return [name](const std::string& n) {
+    std::fprintf(stderr, "notice: %s: %s\n", name.c_str(), n.c_str());
+  };
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& name,
                                                          const std::string& version,
                                                          const std::string& path,
@@ -287,19 +298,17 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& name
                                                          const ServeDefaults& defaults) {
   if (serving.instances.empty()) return InvalidArgument("model " + name + ": no instances");
   ImportOptions import_options;
-  import_options.on_notice = [name](const std::string& n) {
-    std::fprintf(stderr, "notice: %s: %s\n", name.c_str(), n.c_str());
-  };
+  import_options.on_notice = ModelNotice(name);
   ASSIGN_OR_RETURN(LoadedModel loaded, LoadModelAndTokenizer(path, import_options));
-  auto m = std::unique_ptr<ServedModel>(new ServedModel());
-  m->name_ = name;
-  m->version_ = version;
-  m->source_ = path;
-  m->instances_ = serving.instances;
-  m->serving_ = serving;
-  m->placement_ = Placement(serving.instances);
-  m->max_input_length_ = loaded.model->config.max_seq_length;
-  m->auto_truncate_ = defaults.auto_truncate;
+  ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Engine>> engines,
+                   CreateInstances(name, loaded, serving, defaults));
+  return Create(name, version, path, std::move(loaded), std::move(engines), serving, defaults);
+}
+
+StatusOr<std::vector<std::unique_ptr<Engine>>> ServedModel::CreateInstances(
+    const std::string& name, const LoadedModel& loaded, const ModelServing& serving,
+    const ServeDefaults& defaults) {
+  const auto notice = ModelNotice(name);
   // CPU instances compute in fp32: an fp16/bf16 plan is widened once for all
   // of them (each would otherwise widen its own copy); GPU instances take the
   // plan's tensors as they are.
@@ -309,8 +318,7 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& name
   for (const InstanceSpec& spec : serving.instances) {
     if (spec.device == "cpu" && !cpu_model) {
       cpu_model = WithFloat32Weights(loaded.model);
-      if (cpu_model != loaded.model)
-        import_options.on_notice("fp16/bf16 weights widened to fp32 for the CPU instances");
+      if (cpu_model != loaded.model) notice("fp16/bf16 weights widened to fp32 for the CPU instances");
     }
     auto engine = defaults.make_engine(spec.device == "cpu" ? cpu_model : loaded.model, spec);
     if (!engine.ok())
@@ -329,17 +337,33 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& name
       if (!report.ok())
         return Status(report.status().code(), "model " + name + ", instance on " + spec.Name() +
                                                   ": " + report.status().message());
-      import_options.on_notice("self-check on " + spec.Name() + " against the CPU engine in " +
-                               "fp32 passed (" + DescribeReport(*report) + ")");
+      notice("self-check on " + spec.Name() + " against the CPU engine in fp32 passed (" +
+             DescribeReport(*report) + ")");
     }
     engines.push_back(std::move(*engine));
   }
+  return engines;
+}
+
+StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(
+    const std::string& name, const std::string& version, const std::string& source,
+    LoadedModel loaded, std::vector<std::unique_ptr<Engine>> engines, const ModelServing& serving,
+    const ServeDefaults& defaults) {
+  const auto notice = ModelNotice(name);
+  auto m = std::unique_ptr<ServedModel>(new ServedModel());
+  m->name_ = name;
+  m->version_ = version;
+  m->source_ = source;
+  m->instances_ = serving.instances;
+  m->serving_ = serving;
+  m->placement_ = Placement(serving.instances);
+  m->max_input_length_ = loaded.model->config.max_seq_length;
+  m->auto_truncate_ = defaults.auto_truncate;
   SchedulerOptions scheduling = serving.scheduler;
   // A plan built for at most N tokens per batch: batches stay within it.
   if (const int limit = loaded.model->max_batch_tokens; limit > 0)
     scheduling.max_batch_tokens = std::min(scheduling.max_batch_tokens, limit);
-  if (Status st = WarmUp(serving.warmups, loaded.model->config, scheduling, engines,
-                         import_options.on_notice);
+  if (Status st = WarmUp(serving.warmups, loaded.model->config, scheduling, engines, notice);
       !st.ok())
     return Status(st.code(), "model " + name + ": " + st.message());
   m->loaded_ = std::move(loaded);
@@ -418,12 +442,13 @@ StatusOr<SequenceInput> ServedModel::Encode(const TextInput& input,
   const std::string text = prompt + input.text;
   ASSIGN_OR_RETURN(Encoding enc, tok.Encode(text, input.text_pair));
   const int n = static_cast<int>(enc.input_ids.size());
+  const int limit = options.max_length > 0 ? options.max_length : max_input_length_;
   SequenceInput seq;
-  if (n > max_input_length_) {
+  if (n > limit) {
     if (!options.truncate && !auto_truncate_)
       return OutOfRange("input is " + std::to_string(n) + " tokens, more than the model's " +
-                        std::to_string(max_input_length_) + options.TooLongHint());
-    ASSIGN_OR_RETURN(Encoding cut, tok.Encode(text, input.text_pair, max_input_length_));
+                        std::to_string(limit) + options.TooLongHint());
+    ASSIGN_OR_RETURN(Encoding cut, tok.Encode(text, input.text_pair, limit, options.truncation));
     if (options.truncate_left)
       seq = KeepEnds(enc, cut, pool_start);
     else
@@ -451,12 +476,14 @@ StatusOr<ModelControl> ParseModelControl(const std::string& text) {
 
 ModelRegistry::~ModelRegistry() { Shutdown(); }
 
+std::string DefaultModelName(const std::string& path) {
+  fs::path p = fs::path(path).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  return IsPlanFile(path) ? p.stem().string() : p.filename().string();
+}
+
 Status ModelRegistry::LoadSingle(const std::string& path, std::string name) {
-  if (name.empty()) {
-    fs::path p = fs::path(path).lexically_normal();
-    if (p.filename().empty()) p = p.parent_path();
-    name = IsPlanFile(path) ? p.stem().string() : p.filename().string();
-  }
+  if (name.empty()) name = DefaultModelName(path);
   ASSIGN_OR_RETURN(ModelServing serving, ResolveServing(defaults_, ModelConfigFile{}));
   ASSIGN_OR_RETURN(auto model, ServedModel::Load(name, "1", path, serving, defaults_));
   std::lock_guard lock(mu_);
