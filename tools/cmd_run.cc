@@ -133,11 +133,8 @@ void AppendRecord(const RunContext& ctx, const InferResult& r, int seq, std::str
       const NamedOutput& logits = *r.outputs.Find("logits");
       const float* row = logits.data.data() + static_cast<size_t>(seq) * logits.width;
       const int best = static_cast<int>(std::max_element(row, row + logits.width) - row);
-      const std::vector<std::string>& labels = ctx.config->labels;
       AppendKey(out, "label", true);
-      out += nlohmann::json(best < static_cast<int>(labels.size())
-                                ? labels[best]
-                                : "LABEL_" + std::to_string(best))
+      out += nlohmann::json(ctx.config->LabelName(best))
                  .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
       AppendKey(out, "logits", false);
       per_seq("logits");

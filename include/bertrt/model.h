@@ -89,6 +89,8 @@ struct ModelConfig {
   // prompt `name`'s, or with none named the default prompt's ("" when the
   // model has none); a name the model lacks is an error that lists its prompts.
   StatusOr<std::string> PromptText(const std::optional<std::string>& name) const;
+  // Class i's name: id2label's, or "LABEL_i" as transformers names it.
+  std::string LabelName(int i) const;
 };
 
 // Linear weights keep HF's [out_features, in_features] layout.

@@ -54,6 +54,12 @@ int ModelConfig::embedding_width() const {
   return truncate_dim > 0 ? std::min(truncate_dim, width) : width;
 }
 
+std::string ModelConfig::LabelName(int i) const {
+  return i >= 0 && i < static_cast<int>(labels.size()) && !labels[i].empty()
+             ? labels[i]
+             : "LABEL_" + std::to_string(i);
+}
+
 StatusOr<std::string> ModelConfig::PromptText(const std::optional<std::string>& name) const {
   if (!name && default_prompt_name.empty()) return std::string();
   const std::string& wanted = name ? *name : default_prompt_name;

@@ -1,5 +1,7 @@
 #include "runtime/outputs.h"
 
+#include <algorithm>
+#include <cmath>
 #include <utility>
 
 namespace bertrt {
@@ -23,6 +25,19 @@ void AppendQuestionAnsweringOutputs(const float* logits, size_t tokens, BatchOut
   }
   out->outputs.push_back(std::move(start));
   out->outputs.push_back(std::move(end));
+}
+
+std::vector<float> ClassScores(const float* logits, int n) {
+  std::vector<float> p(logits, logits + n);
+  if (n == 1) {
+    p[0] = 1.0f / (1.0f + std::exp(-p[0]));
+    return p;
+  }
+  const float top = *std::max_element(p.begin(), p.end());
+  double sum = 0;
+  for (float& v : p) sum += (v = std::exp(v - top));
+  for (float& v : p) v = static_cast<float>(v / sum);
+  return p;
 }
 
 bool OutputsReadOnlyFirstTokens(const ModelConfig& config, bool has_pooler,

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "bertrt/engine.h"
 #include "bertrt/model.h"
@@ -17,6 +18,11 @@ NamedOutput MakeOutput(std::string name, bool per_token, int width, const float*
 // Splits qa_outputs logits [tokens, 2] into start_logits and end_logits,
 // per token, width 1.
 void AppendQuestionAnsweringOutputs(const float* logits, size_t tokens, BatchOutputs* out);
+
+// A classifier's scores from its logits, as TEI and transformers' pipelines
+// give them: a softmax over several labels, a sigmoid of a single logit (a
+// cross-encoder's relevance).
+std::vector<float> ClassScores(const float* logits, int n);
 
 // Whether the outputs read only each sequence's first token of the last
 // layer: a pooler (sequence classification, the base model's pooler_output)

@@ -14,6 +14,7 @@
 
 #include "backends/cpu/cpu_ops.h"
 #include "core/json_float.h"
+#include "runtime/outputs.h"
 #include "server/http/http_server.h"
 
 namespace bertrt::server {
@@ -152,12 +153,6 @@ int NumLabels(const ServedModel& m) {
 ModelKind KindOf(const ServedModel& m) {
   if (m.config().head != HeadKind::kSequenceClassification) return ModelKind::kEmbedding;
   return NumLabels(m) == 1 ? ModelKind::kReranker : ModelKind::kClassifier;
-}
-
-std::string Label(const ModelConfig& c, int i) {
-  return i < static_cast<int>(c.labels.size()) && !c.labels[i].empty()
-             ? c.labels[i]
-             : "LABEL_" + std::to_string(i);
 }
 
 // --- Request fields ------------------------------------------------------------
@@ -534,21 +529,6 @@ Result<json> Similarity(const Call& c) {
 
 // --- Classification ----------------------------------------------------------------
 
-// TEI's scores: softmax over several labels, a sigmoid of a single logit.
-std::vector<float> Scores(const float* logits, int n, bool raw) {
-  std::vector<float> p(logits, logits + n);
-  if (raw) return p;
-  if (n == 1) {
-    p[0] = 1.0f / (1.0f + std::exp(-p[0]));
-    return p;
-  }
-  const float top = *std::max_element(p.begin(), p.end());
-  double sum = 0;
-  for (float& v : p) sum += (v = std::exp(v - top));
-  for (float& v : p) v = static_cast<float>(v / sum);
-  return p;
-}
-
 std::optional<ApiError> NotClassifier(const ServedModel& m) {
   if (KindOf(m) == ModelKind::kEmbedding)
     return WrongModel("Model is not a classifier model: this embedding model answers /embed");
@@ -606,7 +586,9 @@ Result<json> Predict(const Call& c) {
   if (!logits) return ApiError{500, ErrorType::kBackend, "the engine gave no logits", ""};
   json all = json::array();
   for (size_t i = 0; i < inputs.size(); ++i) {
-    std::vector<float> scores = Scores(logits->data.data() + i * logits->width, logits->width, raw);
+    const float* row = logits->data.data() + i * logits->width;
+    std::vector<float> scores =
+        raw ? std::vector<float>(row, row + logits->width) : ClassScores(row, logits->width);
     if (std::any_of(scores.begin(), scores.end(), [](float s) { return std::isnan(s); }))
       return ApiError{500, ErrorType::kBackend, "score is NaN", ""};
     std::vector<int> order(scores.size());
@@ -615,7 +597,7 @@ Result<json> Predict(const Call& c) {
                      [&](int a, int b) { return scores[a] > scores[b]; });
     json preds = json::array();
     for (int k : order)
-      preds.push_back({{"score", FloatJson(scores[k])}, {"label", Label(m.config(), k)}});
+      preds.push_back({{"score", FloatJson(scores[k])}, {"label", m.config().LabelName(k)}});
     all.push_back(std::move(preds));
   }
   return batch ? all : all[0];
@@ -655,7 +637,7 @@ Result<json> Rerank(const Call& c) {
     return ApiError{500, ErrorType::kBackend, "the engine gave no single logit", ""};
   std::vector<std::pair<float, size_t>> scored;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const float score = Scores(logits->data.data() + i, 1, raw)[0];
+    const float score = raw ? logits->data[i] : ClassScores(logits->data.data() + i, 1)[0];
     if (std::isnan(score)) return ApiError{500, ErrorType::kBackend, "score is NaN", ""};
     scored.push_back({score, i});
   }
@@ -867,8 +849,8 @@ json Info(HttpServer& s, ServedModel& m) {
   } else {
     json id2label = json::object(), label2id = json::object();
     for (int i = 0; i < NumLabels(m); ++i) {
-      id2label[std::to_string(i)] = Label(m.config(), i);
-      label2id[Label(m.config(), i)] = i;
+      id2label[std::to_string(i)] = m.config().LabelName(i);
+      label2id[m.config().LabelName(i)] = i;
     }
     model_type = {{KindOf(m) == ModelKind::kReranker ? "reranker" : "classifier",
                    {{"id2label", id2label}, {"label2id", label2id}}}};
