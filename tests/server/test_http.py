@@ -171,6 +171,25 @@ def test_truncate_makes_long_text_fit(servers):
     assert e.status_code == 422 and "--auto-truncate" in msg and "truncate," not in msg, e.text
 
 
+def test_token_ids_held_to_the_models_length(servers):
+    """Token ids meet a text's rules (ServedModel::EncodeIds): more than max_seq_length (64
+    here) is refused with 413 unless parameters.truncate, which keeps the first 64; a type
+    id outside the model's is a 400."""
+    s = servers("seq_cls")
+    ids = [2] + [5 + i % 50 for i in range(98)] + [3]
+    r = s.post("/v2/models/seq_cls/infer", ids_input(ids))
+    assert r.status_code == 413 and "100 tokens, more than the model's 64" in r.json()["error"], r.text
+    cut = s.post("/v2/models/seq_cls/infer", {**ids_input(ids), "parameters": {"truncate": True}})
+    want = s.post("/v2/models/seq_cls/infer", ids_input(ids[:64]))
+    assert cut.status_code == 200 and want.status_code == 200, cut.text
+    assert np.allclose(cut.json()["outputs"][0]["data"], want.json()["outputs"][0]["data"], atol=1e-6)
+    types = {"name": "token_type_ids", "datatype": "INT64", "shape": [1, 3], "data": [0, 7, 0]}
+    bad = ids_input([2, 5, 3])
+    bad["inputs"].append(types)
+    r = s.post("/v2/models/seq_cls/infer", bad)
+    assert r.status_code == 400 and "token type id 7" in r.json()["error"], r.text
+
+
 def test_auto_truncate_cuts_every_long_text(servers):
     s = servers("seq_cls", "--auto-truncate")
     long_text = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["word " * 200]}]}

@@ -350,7 +350,15 @@ StatusOr<std::vector<OutputTensor>> InferKServe(ServedModel& model, Metrics& met
       ASSIGN_OR_RETURN(SequenceInput seq, model.Encode(t, request.truncate));
       native.sequences.push_back(std::move(seq));
     }
-    for (SequenceInput& s : request.sequences) native.sequences.push_back(std::move(s));
+    EncodeOptions ids_options;
+    ids_options.truncate = request.truncate;  // a cut keeps each row's first tokens
+    for (size_t i = 0; i < request.sequences.size(); ++i) {
+      auto seq = model.EncodeIds(std::move(request.sequences[i]), ids_options);
+      if (!seq.ok())
+        return Status(seq.status().code(),
+                      "input_ids row " + std::to_string(i) + ": " + seq.status().message());
+      native.sequences.push_back(std::move(*seq));
+    }
     request.sequences.clear();
     for (const RequestedOutput& o : request.outputs)
       native.last_hidden_state |= o.name == "last_hidden_state";

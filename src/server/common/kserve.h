@@ -45,7 +45,7 @@ struct KServeRequest {
   std::vector<std::vector<int>> positions;
   int padded_len = 0;                    // S of the ids input
   std::vector<RequestedOutput> outputs;  // empty: the head's outputs
-  bool truncate = false;                 // parameters.truncate, for texts
+  bool truncate = false;                 // parameters.truncate: cut what is too long
   bool binary_output = false;            // parameters.binary_data_output (HTTP)
 };
 

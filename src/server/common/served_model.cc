@@ -461,6 +461,39 @@ StatusOr<SequenceInput> ServedModel::Encode(const TextInput& input,
   return seq;
 }
 
+StatusOr<SequenceInput> ServedModel::EncodeIds(SequenceInput seq,
+                                               const EncodeOptions& options) const {
+  std::vector<int32_t>& ids = seq.input_ids;
+  std::vector<int32_t>& types = seq.token_type_ids;
+  if (ids.empty()) return InvalidArgument("an empty list of token ids");
+  if (types.empty()) types.assign(ids.size(), 0);
+  if (types.size() != ids.size())
+    return InvalidArgument(std::to_string(ids.size()) + " token ids but " +
+                           std::to_string(types.size()) + " token type ids");
+  const ModelConfig& c = config();
+  for (int32_t id : ids)
+    if (id < 0 || id >= c.vocab_size)
+      return InvalidArgument("token id " + std::to_string(id) +
+                             " is not in the vocabulary (ids go from 0 to " +
+                             std::to_string(c.vocab_size - 1) + ")");
+  for (int32_t t : types)
+    if (t < 0 || t >= c.type_vocab_size)
+      return InvalidArgument("token type id " + std::to_string(t) + " is not one of the model's " +
+                             std::to_string(c.type_vocab_size) + " types");
+  const size_t limit =
+      static_cast<size_t>(options.max_length > 0 ? options.max_length : max_input_length_);
+  if (ids.size() > limit) {
+    if (!options.truncate && !auto_truncate_)
+      return OutOfRange(std::to_string(ids.size()) + " tokens, more than the model's " +
+                        std::to_string(limit) + options.TooLongHint());
+    const size_t from = options.truncate_left ? ids.size() - limit : 0;
+    ids.assign(ids.begin() + from, ids.begin() + from + limit);
+    types.assign(types.begin() + from, types.begin() + from + limit);
+  }
+  seq.pool_start = 0;
+  return seq;
+}
+
 const OutputSpec* ServedModel::FindOutput(const std::string& name) const {
   for (const OutputSpec& o : outputs_)
     if (o.name == name) return &o;

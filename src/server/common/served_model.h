@@ -133,6 +133,11 @@ class ServedModel {
   // limit: OutOfRange, unless `truncate` or the server's auto_truncate (then
   // cut to the limit).
   StatusOr<SequenceInput> Encode(const TextInput& input, const EncodeOptions& options) const;
+  // Token ids given as they are, held to the rules a text's tokens meet:
+  // none at all, an id outside the vocabulary or a type id outside the
+  // model's types is InvalidArgument; more than the model's limit is
+  // OutOfRange unless truncating (then cut, from the start with truncate_left).
+  StatusOr<SequenceInput> EncodeIds(SequenceInput ids, const EncodeOptions& options) const;
   StatusOr<SequenceInput> Encode(const TextInput& input, bool truncate) const {
     EncodeOptions options;
     options.truncate = truncate;

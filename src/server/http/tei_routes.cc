@@ -259,29 +259,10 @@ Result<std::vector<Item>> ReadInputs(const json& body, const char* field, bool* 
 // length (cut when truncating, from the start for "Left").
 Result<SequenceInput> IdsSequence(const ServedModel& m, std::vector<int32_t> ids, size_t index,
                                   const EncodeOptions& o) {
-  const std::string which = "input " + std::to_string(index);
-  if (ids.empty()) return Validation(which + " is an empty list of token ids", "inputs");
-  const int vocab = m.config().vocab_size;
-  for (int32_t id : ids)
-    if (id >= vocab)
-      return Validation(which + ": token id " + std::to_string(id) +
-                            " is not in the vocabulary (ids go up to " + std::to_string(vocab - 1) +
-                            ")",
-                        "inputs");
-  const size_t limit = static_cast<size_t>(m.max_input_length());
-  if (ids.size() > limit) {
-    if (!o.truncate && !m.auto_truncate())
-      return Validation(which + " is " + std::to_string(ids.size()) +
-                            " tokens, more than the model's " + std::to_string(limit) +
-                            o.TooLongHint(),
-                        "inputs");
-    if (o.truncate_left)
-      ids.erase(ids.begin(), ids.end() - limit);
-    else
-      ids.resize(limit);
-  }
-  std::vector<int32_t> types(ids.size(), 0);
-  return SequenceInput{std::move(ids), std::move(types)};
+  auto seq = m.EncodeIds({std::move(ids), {}}, o);
+  if (!seq.ok())
+    return Validation("input " + std::to_string(index) + ": " + seq.status().message(), "inputs");
+  return std::move(*seq);
 }
 
 // Runs `sequences` on the model; the result holds every row.
