@@ -377,7 +377,8 @@ int Run(const RunFlags& flags) {
   size_t input_bytes = 0;
   if (flags.input != "-") {
     file.open(flags.input, std::ios::binary);
-    if (!file) return Fail(InvalidArgument("INPUT " + flags.input + ": cannot read it"), kExitUsage);
+    if (!file)
+      return Fail(InvalidArgument("INPUT " + flags.input + ": cannot read it"), kExitUsage);
     struct stat st {};
     if (stat(flags.input.c_str(), &st) == 0 && S_ISREG(st.st_mode)) input_bytes = st.st_size;
   }

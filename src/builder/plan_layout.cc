@@ -232,7 +232,8 @@ Status SentenceTransformersFromJson(const json& j, ModelConfig* c) {
     if (!c->default_prompt_name.empty() && !c->PromptText(std::nullopt).ok())
       return InvalidArgument("metadata: default_prompt_name is not one of the prompts");
   }
-  if (j.contains("include_prompt")) RETURN_IF_ERROR(GetBool(j, "include_prompt", &c->include_prompt));
+  if (j.contains("include_prompt"))
+    RETURN_IF_ERROR(GetBool(j, "include_prompt", &c->include_prompt));
   return Status::Ok();
 }
 

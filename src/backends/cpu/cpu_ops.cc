@@ -167,9 +167,9 @@ void PoolSequences(const float* x, const int32_t* cu_seqlens, const int32_t* poo
           for (int i = 0; i < h; ++i) o[i] += w * row(t)[i];
         }
         // weightedmean: the sum of the weights skip + 1 .. skip + len.
-        const double div = pooling == Pooling::kMean      ? len
+        const double div = pooling == Pooling::kMean        ? len
                            : pooling == Pooling::kMeanSqrtLen ? std::sqrt(double(len))
-                                                              : 0.5 * len * (len + 1.0 + 2.0 * skip);
+                                                              : 0.5 * len * (len + 1 + 2.0 * skip);
         for (int i = 0; i < h; ++i) o[i] = static_cast<float>(o[i] / div);
         break;
       }

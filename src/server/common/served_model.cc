@@ -318,7 +318,8 @@ StatusOr<std::vector<std::unique_ptr<Engine>>> ServedModel::CreateInstances(
   for (const InstanceSpec& spec : serving.instances) {
     if (spec.device == "cpu" && !cpu_model) {
       cpu_model = WithFloat32Weights(loaded.model);
-      if (cpu_model != loaded.model) notice("fp16/bf16 weights widened to fp32 for the CPU instances");
+      if (cpu_model != loaded.model)
+        notice("fp16/bf16 weights widened to fp32 for the CPU instances");
     }
     auto engine = defaults.make_engine(spec.device == "cpu" ? cpu_model : loaded.model, spec);
     if (!engine.ok())
