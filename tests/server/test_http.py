@@ -190,6 +190,20 @@ def test_token_ids_held_to_the_models_length(servers):
     assert r.status_code == 400 and "token type id 7" in r.json()["error"], r.text
 
 
+def test_head_is_get_without_the_body(servers):
+    """HEAD (health checks of load balancers): GET's status and headers, Content-Length
+    included, no body; the kept-alive connection answers the next request."""
+    s = servers("seq_cls")
+    with requests.Session() as session:
+        for path in ("/v2/health/ready", "/health", "/info", "/v2/models/seq_cls"):
+            head = session.head(s.url + path, timeout=30)
+            get = session.get(s.url + path, timeout=30)
+            assert head.status_code == get.status_code == 200, path
+            assert head.content == b"" and int(head.headers["Content-Length"]) == len(get.content), path
+        assert session.head(s.url + "/nope", timeout=30).status_code == 404
+        assert session.post(s.url + "/predict", json={"inputs": "hi"}, timeout=30).status_code == 200
+
+
 def test_auto_truncate_cuts_every_long_text(servers):
     s = servers("seq_cls", "--auto-truncate")
     long_text = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["word " * 200]}]}

@@ -293,7 +293,7 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
                   {"status", res.status},
                   {"remote", remote_}},
                  start_);
-    Write(std::move(res), !keep_alive_ || impl_.stopping);
+    Write(std::move(res), !keep_alive_ || impl_.stopping, method == "HEAD");
   }
 
   // A request refused before a handler saw it: answered, then the
@@ -314,7 +314,9 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     Write(std::move(res), true);
   }
 
-  void Write(HttpResponse res, bool close) {
+  // `head`: the answer to HEAD, its headers (Content-Length included) as
+  // GET's, without the body.
+  void Write(HttpResponse res, bool close, bool head = false) {
     state_ = State::kWriting;
     auto out = std::make_shared<http::response<http::string_body>>();
     out->version(version_);
@@ -323,6 +325,7 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     out->body() = std::move(res.body);
     out->keep_alive(!close);
     out->prepare_payload();
+    if (head) out->body().clear();
     // A client that does not read its answer holds the connection no longer.
     Lowest().expires_after(options_.body_timeout);
     http::async_write(stream_, *out,

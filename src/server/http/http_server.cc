@@ -148,9 +148,12 @@ void HttpServer::Post(const std::string& pattern, const std::string& endpoint, H
 }
 
 void HttpServer::Dispatch(HttpRequest& req, HttpResponse& res) const {
+  // HEAD is GET without the body (the connection leaves it out): what load
+  // balancers' and orchestrators' health checks send.
+  const std::string method = req.method == "HEAD" ? "GET" : req.method;
   try {
     for (const Route& route : routes_) {
-      if (route.method != req.method || !std::regex_match(req.path, req.matches, route.pattern))
+      if (route.method != method || !std::regex_match(req.path, req.matches, route.pattern))
         continue;
       route.handler(req, res);
       return;
