@@ -178,6 +178,24 @@ def test_statistics_follow_the_inferences(repo_server):
         grpc_client(s).get_inference_statistics("cls", "9")
 
 
+def test_tei_requests_counted_as_kserve_ones(repo_server):
+    """A TEI request is timed as a KServe one (one RequestTimer): its tokenization is
+    Triton's compute_input, the answer's making compute_output, a refused input a
+    failure; /tokenize runs no model and counts as no inference."""
+    s = repo_server
+    before = stats_of(s, "cls")
+    tei = s.url + "/models/cls"
+    assert requests.post(tei + "/predict", json={"inputs": "a few words here"},
+                         timeout=30).status_code == 200
+    assert requests.post(tei + "/tokenize", json={"inputs": "words"}, timeout=30).status_code == 200
+    assert requests.post(tei + "/predict", json={"inputs": ""}, timeout=30).status_code == 422
+    after = stats_of(s, "cls")
+    for key in ("success", "compute_input", "compute_infer", "compute_output"):
+        moved = [a - b for a, b in zip(duration(after, key), duration(before, key))]
+        assert moved[0] == 1 and moved[1] > 0, (key, moved)
+    assert duration(after, "fail")[0] == duration(before, "fail")[0] + 1
+
+
 def test_triton_metric_names_for_dashboards(repo_server):
     """nv_inference_* families as Triton types and labels them, read by the
     Prometheus client's parser, equal to what the statistics extension says."""

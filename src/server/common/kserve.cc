@@ -336,13 +336,7 @@ Status CheckRequestedOutputs(const KServeRequest& request, const ServedModel& mo
 StatusOr<std::vector<OutputTensor>> InferKServe(ServedModel& model, Metrics& metrics,
                                                 KServeRequest& request,
                                                 std::function<bool()> is_cancelled) {
-  using Clock = std::chrono::steady_clock;
-  auto seconds = [](Clock::time_point from) {
-    return std::chrono::duration<double>(Clock::now() - from).count();
-  };
-  const auto start = Clock::now();
-  InferenceRecord record;
-  record.sequences = static_cast<int>(request.texts.size() + request.sequences.size());
+  RequestTimer timer(model, &metrics);
   auto outputs = [&]() -> StatusOr<std::vector<OutputTensor>> {
     RETURN_IF_ERROR(CheckRequestedOutputs(request, model));
     InferRequest native;
@@ -363,19 +357,10 @@ StatusOr<std::vector<OutputTensor>> InferKServe(ServedModel& model, Metrics& met
     for (const RequestedOutput& o : request.outputs)
       native.last_hidden_state |= o.name == "last_hidden_state";
     native.is_cancelled = std::move(is_cancelled);
-    record.input_seconds = seconds(start);
-    ASSIGN_OR_RETURN(InferResult result, model.scheduler().Infer(std::move(native)));
-    const auto computed = Clock::now();
-    metrics.ObserveRequest(model.name(), result.queue_seconds, result.compute_seconds);
-    record.queue_seconds = result.queue_seconds;
-    record.infer_seconds = result.compute_seconds;
-    std::vector<OutputTensor> selected = SelectOutputs(request, result);
-    record.output_seconds = seconds(computed);
-    return selected;
+    ASSIGN_OR_RETURN(InferResult result, timer.Infer(std::move(native)));
+    return SelectOutputs(request, result);
   }();
-  record.code = outputs.ok() ? StatusCode::kOk : outputs.status().code();
-  record.request_seconds = seconds(start);
-  model.statistics().Observe(record);
+  timer.Finish(outputs.status());
   return outputs;
 }
 

@@ -501,6 +501,35 @@ const OutputSpec* ServedModel::FindOutput(const std::string& name) const {
   return nullptr;
 }
 
+RequestTimer::RequestTimer(ServedModel& model, Metrics* metrics)
+    : model_(model), metrics_(metrics) {}
+
+StatusOr<InferResult> RequestTimer::Infer(InferRequest request) {
+  auto since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  record_.sequences += static_cast<int>(request.sequences.size());
+  record_.input_seconds = since(start_);
+  auto result = model_.scheduler().Infer(std::move(request));
+  computed_ = Clock::now();
+  infer_status_ = result.status();
+  if (result.ok()) {
+    if (metrics_) metrics_->ObserveRequest(model_.name(), result->queue_seconds,
+                                           result->compute_seconds);
+    record_.queue_seconds = result->queue_seconds;
+    record_.infer_seconds = result->compute_seconds;
+  }
+  return result;
+}
+
+void RequestTimer::Finish(const Status& outcome) {
+  const auto now = Clock::now();
+  if (ran()) record_.output_seconds = std::chrono::duration<double>(now - computed_).count();
+  record_.request_seconds = std::chrono::duration<double>(now - start_).count();
+  record_.code = !infer_status_.ok() ? infer_status_.code() : outcome.code();
+  model_.statistics().Observe(record_);
+}
+
 StatusOr<ModelControl> ParseModelControl(const std::string& text) {
   if (text == "none") return ModelControl::kNone;
   if (text == "poll") return ModelControl::kPoll;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -180,6 +181,31 @@ class ServedModel {
   std::vector<OutputSpec> outputs_;
   std::shared_ptr<VersionStatistics> statistics_ = std::make_shared<VersionStatistics>();
   Metrics* metrics_ = nullptr;  // lists statistics_ while this version is loaded
+};
+
+// One inference request through a served model, timed and counted the same
+// way whichever front end took it (KServe over HTTP or gRPC, TEI, OpenAI):
+// Triton's statistics (compute_input: from the start to the batcher, i.e.
+// its encoding; queue and compute: the batcher's; compute_output: from the
+// result to Finish) and the Prometheus request metrics.
+class RequestTimer {
+ public:
+  RequestTimer(ServedModel& model, Metrics* metrics);
+  // The batcher's result for `request`.
+  StatusOr<InferResult> Infer(InferRequest request);
+  // Whether Infer ran: a request that never reached the batcher (a route
+  // that runs no model, like /tokenize) is no inference to count.
+  bool ran() const { return computed_ != Clock::time_point{}; }
+  // Counts the request once, with its outcome (the batcher's, when it failed).
+  void Finish(const Status& outcome);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  ServedModel& model_;
+  Metrics* metrics_;
+  Clock::time_point start_ = Clock::now(), computed_{};
+  Status infer_status_;
+  InferenceRecord record_;
 };
 
 // A model of the repository as /v2/repository/index lists it.

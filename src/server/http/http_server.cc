@@ -73,25 +73,6 @@ StatusOr<json> ParseBody(const HttpRequest& req) {
   return body;
 }
 
-StatusOr<InferResult> RunOn(ServedModel& model, Metrics& metrics, InferRequest request) {
-  const auto start = std::chrono::steady_clock::now();
-  InferenceRecord record;
-  record.sequences = static_cast<int>(request.sequences.size());
-  auto result = model.scheduler().Infer(std::move(request));
-  if (result.ok()) {
-    metrics.ObserveRequest(model.name(), result->queue_seconds, result->compute_seconds);
-    record.queue_seconds = result->queue_seconds;
-    record.infer_seconds = result->compute_seconds;
-  }
-  // The caller tokenized before and picks the outputs after: the time here
-  // is the queue's and the engine's.
-  record.code = result.ok() ? StatusCode::kOk : result.status().code();
-  record.request_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  model.statistics().Observe(record);
-  return result;
-}
-
 void HttpServer::AddRoutes() {
   AddKServeRoutes();
   AddTeiRoutes();

@@ -124,7 +124,5 @@ bool IsTeiPath(std::string_view target);
 nlohmann::json TeiErrorJson(std::string_view target, int status, const std::string& message);
 // The body parsed as JSON, or InvalidArgument.
 StatusOr<nlohmann::json> ParseBody(const HttpRequest& req);
-// Submits `request` to the model and waits; records queue/compute metrics.
-StatusOr<InferResult> RunOn(ServedModel& model, Metrics& metrics, InferRequest request);
 
 }  // namespace bertrt::server

@@ -132,13 +132,14 @@ json OpenAiErrorBody(const ApiError& e) {
               {"error_type", ErrorTypeName(e.type)}};
 }
 
-// What a handler gets: the server, the model, the parsed body and the request
-// (whose client's going RunOn hands the scheduler).
+// What a handler gets: the server, the model, the parsed body, the request
+// (whose client's going the batcher is told of) and the request's timer.
 struct Call {
   HttpServer& server;
   ServedModel& model;
   const json& body;
   const HttpRequest& req;
+  RequestTimer& timer;
 };
 
 // --- The model's type, as TEI names it ---------------------------------------
@@ -272,7 +273,7 @@ Result<InferResult> Run(const Call& c, std::vector<SequenceInput> sequences,
   request.is_cancelled = c.req.client_gone;
   request.sequences = std::move(sequences);
   request.last_hidden_state = last_hidden_state;
-  return RunOn(c.model, c.server.metrics(), std::move(request));
+  return c.timer.Infer(std::move(request));
 }
 
 Result<std::vector<SequenceInput>> EncodeTexts(const ServedModel& m,
@@ -927,6 +928,7 @@ void HttpServer::AddTeiRoutes() {
            [this, path, handler, openai, named](const Request& req, Response& res) {
       InFlightGuard in_flight(metrics_);
       auto model = named ? registry_.Find(req.matches[1]) : registry_.Default();
+      std::optional<RequestTimer> timer;  // made once the model is known
       auto answer = [&]() -> Result<json> {
         if (!model.ok()) return model.status();
         auto body = ParseBody(req);
@@ -944,9 +946,17 @@ void HttpServer::AddTeiRoutes() {
           }
           model = *named;
         }
-        return handler(Call{*this, **model, *body, req});
+        timer.emplace(**model, &metrics_);
+        return handler(Call{*this, **model, *body, req, *timer});
       };
       Result<json> out = answer();
+      // Inference requests count as KServe's do, a refused input as a
+      // failure; /tokenize and /decode run no model.
+      const bool infers = path != "/tokenize" && path != "/decode";
+      if (timer && (timer->ran() || (infers && !out.ok())))
+        timer->Finish(out.ok()                     ? Status::Ok()
+                      : out.status().status >= 500 ? Internal(out.status().message)
+                                                   : InvalidArgument(out.status().message));
       if (out.ok()) {
         SendJson(res, 200, *out);
       } else {
