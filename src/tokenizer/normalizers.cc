@@ -3,7 +3,9 @@
 // as there, quirks included.
 #include <utf8proc.h>
 
+#include <algorithm>
 #include <cstring>
+#include <unordered_map>
 
 #include "tokenizer/components.h"
 #include "tokenizer/unicode.h"
@@ -11,6 +13,23 @@
 
 namespace bertrt::tokenizer {
 namespace {
+
+struct Range {
+  char32_t first, last;
+};
+// Where HF's (older) Unicode tables for normalization and combining marks
+// disagree with utf8proc's: marks and decompositions HF does not know, and
+// chars whose mark category changed.
+#include "tokenizer/component_exceptions.inc"
+
+template <size_t N>
+std::vector<bool> RangeTable(const Range (&ranges)[N]) {
+  std::vector<bool> t(0x110000, false);
+  for (const Range& r : ranges) {
+    for (char32_t x = r.first; x <= r.last; ++x) t[x] = true;
+  }
+  return t;
+}
 
 class Sequence final : public Normalizer {
  public:
@@ -40,7 +59,12 @@ class Lowercase final : public Normalizer {
   }
 };
 
+// HF's is_combining_mark: general category Mn, Mc or Me, in its tables.
 bool IsCombiningMark(char32_t c) {
+  static const std::vector<bool> not_mark = RangeTable(kNotCombiningMark);
+  static const std::vector<bool> extra_mark = RangeTable(kExtraCombiningMark);
+  if (not_mark[c]) return false;
+  if (extra_mark[c]) return true;
   const auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(c));
   return cat == UTF8PROC_CATEGORY_MN || cat == UTF8PROC_CATEGORY_MC ||
          cat == UTF8PROC_CATEGORY_ME;
@@ -98,80 +122,168 @@ class Prepend final : public Normalizer {
   std::vector<char32_t> prepend_;
 };
 
-// utf8proc over one run of chars, as UTF-32.
-std::vector<char32_t> Utf8procMap(const char32_t* chars, size_t n, int options) {
-  std::string utf8;
-  for (size_t i = 0; i < n; ++i) {
-    char buf[4];
-    utf8.append(buf, AppendUtf8(chars[i], buf));
-  }
-  utf8proc_uint8_t* out = nullptr;
-  const auto len = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(utf8.data()),
-                                static_cast<utf8proc_ssize_t>(utf8.size()), &out,
-                                static_cast<utf8proc_option_t>(options));
-  std::vector<char32_t> result;
-  if (len >= 0 && out != nullptr) {
-    DecodeUtf8(std::string_view(reinterpret_cast<const char*>(out), static_cast<size_t>(len)),
-               result);
-  } else {
-    result.assign(chars, chars + n);  // utf8proc refuses only invalid input
-  }
-  std::free(out);
-  return result;
-}
-
-// A char that normalization never joins to the char before it: combining
-// class 0 and not a Hangul vowel or final jamo (which compose with the
-// syllable before them).
-bool StartsRun(char32_t c) {
-  if ((c >= 0x1161 && c <= 0x1175) || (c >= 0x11A8 && c <= 0x11C2)) return false;
-  return c < 0x300 || CombiningClass(c) == 0;
-}
-
-class UnicodeNormalizer final : public Normalizer {
+// Unicode normalization tables as HF's crate sees them: utf8proc's, less the
+// chars it does not know.
+class NormalizationTables {
  public:
-  explicit UnicodeNormalizer(UnicodeForm form) {
-    options_ = UTF8PROC_STABLE;
-    switch (form) {
-      case UnicodeForm::kNfc: options_ |= UTF8PROC_COMPOSE; break;
-      case UnicodeForm::kNfd: options_ |= UTF8PROC_DECOMPOSE; break;
-      case UnicodeForm::kNfkc: options_ |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
-      case UnicodeForm::kNfkd: options_ |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
-    }
+  static const NormalizationTables& Get() {
+    static const NormalizationTables t;
+    return t;
   }
-  // Normalizes run by run (a starter and the marks after it) and aligns each
-  // run's output positionally, as HF's (char, change) list does: the first
-  // outputs replace the run's chars one for one, extra ones are inserted,
-  // and a shorter output's last char removes the rest.
-  void Normalize(NormalizedString& s) const override {
-    const size_t n = s.size();
-    std::vector<CharChange> dest;
-    dest.reserve(n);
-    bool changed = false;
-    for (size_t b = 0; b < n;) {
-      size_t e = b + 1;
-      while (e < n && !StartsRun(s.chars[e])) ++e;
-      if (e == b + 1 && s.chars[b] < 0xA0) {  // ASCII and Latin-1 controls are stable
-        dest.push_back({s.chars[b], 0});
-        b = e;
-        continue;
-      }
-      const std::vector<char32_t> out = Utf8procMap(s.chars.data() + b, e - b, options_);
-      const size_t in = e - b;
-      changed |= out.size() != in || !std::equal(out.begin(), out.end(), s.chars.begin() + b);
-      for (size_t k = 0; k < out.size(); ++k) {
-        int change = k < in ? 0 : 1;
-        if (k + 1 == out.size() && out.size() < in) change = -static_cast<int>(in - out.size());
-        dest.push_back({out[k], change});
-      }
-      if (out.empty() && !dest.empty()) dest.back().change -= static_cast<int>(in);
-      b = e;
+  bool Inert(char32_t c) const { return inert_[c]; }
+  int Ccc(char32_t c) const {
+    if (c < 0x300 || inert_[c]) return 0;
+    return utf8proc_get_property(static_cast<utf8proc_int32_t>(c))->combining_class;
+  }
+  // Appends the full decomposition of c (canonical, or compatibility too).
+  void Decompose(char32_t c, bool compat, std::vector<char32_t>& out) const {
+    if (c < 0xA0 || inert_[c]) {
+      out.push_back(c);
+      return;
     }
-    if (changed) s.Transform(dest, 0);
+    utf8proc_int32_t buf[32];
+    utf8proc_int32_t last = 0;
+    const int options = UTF8PROC_DECOMPOSE | (compat ? UTF8PROC_COMPAT : 0);
+    const auto n = utf8proc_decompose_char(static_cast<utf8proc_int32_t>(c), buf, 32,
+                                           static_cast<utf8proc_option_t>(options), &last);
+    if (n <= 0 || n > 32) {
+      out.push_back(c);
+      return;
+    }
+    for (utf8proc_ssize_t i = 0; i < n; ++i) out.push_back(static_cast<char32_t>(buf[i]));
+  }
+  // The primary composite of a + b, or 0.
+  char32_t Compose(char32_t a, char32_t b) const {
+    // Hangul syllables compose algorithmically: L + V, then LV + T.
+    constexpr char32_t kS = 0xAC00, kL = 0x1100, kV = 0x1161, kT = 0x11A7;
+    if (a >= kL && a < kL + 19 && b >= kV && b < kV + 21) {
+      return kS + ((a - kL) * 21 + (b - kV)) * 28;
+    }
+    if (a >= kS && a < kS + 11172 && (a - kS) % 28 == 0 && b > kT && b < kT + 28) {
+      return a + (b - kT);
+    }
+    auto it = pairs_.find((static_cast<uint64_t>(a) << 32) | b);
+    return it == pairs_.end() ? 0 : it->second;
   }
 
  private:
-  int options_;
+  NormalizationTables() : inert_(RangeTable(kNormalizationInert)) {
+    // A primary composite is a char with a canonical decomposition that NFC
+    // gives back (which leaves out singletons and exclusions); it composes
+    // from the NFC of its decomposition's prefix and its last char.
+    for (utf8proc_int32_t c = 0xC0; c < 0x30000; ++c) {
+      if (inert_[c]) continue;
+      const utf8proc_property_t* prop = utf8proc_get_property(c);
+      if (prop->comp_exclusion || prop->decomp_type != 0) continue;
+      utf8proc_int32_t buf[8];
+      utf8proc_int32_t last = 0;
+      const auto n = utf8proc_decompose_char(c, buf, 8, UTF8PROC_DECOMPOSE, &last);
+      if (n < 2 || n > 8) continue;
+      std::vector<char32_t> whole(buf, buf + n);
+      if (Nfc(whole) != std::vector<char32_t>{static_cast<char32_t>(c)}) continue;
+      const std::vector<char32_t> prefix = Nfc(std::vector<char32_t>(buf, buf + n - 1));
+      if (prefix.size() != 1) continue;
+      pairs_[(static_cast<uint64_t>(prefix[0]) << 32) | static_cast<uint32_t>(buf[n - 1])] =
+          static_cast<char32_t>(c);
+    }
+  }
+
+  static std::vector<char32_t> Nfc(const std::vector<char32_t>& chars) {
+    std::string utf8;
+    for (char32_t c : chars) {
+      char b[4];
+      utf8.append(b, AppendUtf8(c, b));
+    }
+    utf8proc_uint8_t* out = nullptr;
+    const auto len = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(utf8.data()),
+                                  static_cast<utf8proc_ssize_t>(utf8.size()), &out,
+                                  static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+    std::vector<char32_t> result;
+    if (len >= 0 && out != nullptr) {
+      DecodeUtf8(std::string_view(reinterpret_cast<const char*>(out), static_cast<size_t>(len)),
+                 result);
+    }
+    std::free(out);
+    return result;
+  }
+
+  std::vector<bool> inert_;
+  std::unordered_map<uint64_t, char32_t> pairs_;
+};
+
+// NFC/NFD/NFKC/NFKD as HF's unicode-normalization-alignments crate yields
+// them, with the same (char, change) list: each char's decomposition (its
+// first char replacing it, the rest inserted), marks sorted by combining
+// class carrying their changes, and on composition the composite taking
+// both changes less one (it absorbs the mark). HF then aligns positionally,
+// which NormalizedString::Transform reproduces.
+class UnicodeNormalizer final : public Normalizer {
+ public:
+  explicit UnicodeNormalizer(UnicodeForm form)
+      : compat_(form == UnicodeForm::kNfkc || form == UnicodeForm::kNfkd),
+        compose_(form == UnicodeForm::kNfc || form == UnicodeForm::kNfkc) {}
+
+  void Normalize(NormalizedString& s) const override {
+    bool plain = true;
+    for (char32_t c : s.chars) plain &= c < 0xA0;
+    if (plain) return;  // nothing below U+00A0 changes under any form
+    const NormalizationTables& t = NormalizationTables::Get();
+    thread_local std::vector<CharChange> dec;
+    thread_local std::vector<char32_t> parts;
+    dec.clear();
+    for (char32_t c : s.chars) {
+      parts.clear();
+      t.Decompose(c, compat_, parts);
+      for (size_t k = 0; k < parts.size(); ++k) dec.push_back({parts[k], k > 0 ? 1 : 0});
+    }
+    // Canonical ordering: a stable sort of each run of marks by class.
+    for (size_t i = 0; i < dec.size();) {
+      if (t.Ccc(dec[i].c) == 0) {
+        ++i;
+        continue;
+      }
+      size_t j = i;
+      while (j < dec.size() && t.Ccc(dec[j].c) != 0) ++j;
+      std::stable_sort(dec.begin() + i, dec.begin() + j, [&](const CharChange& a, const CharChange& b) {
+        return t.Ccc(a.c) < t.Ccc(b.c);
+      });
+      i = j;
+    }
+    if (!compose_) {
+      s.Transform(dec, 0);
+      return;
+    }
+    thread_local std::vector<CharChange> out;
+    out.clear();
+    long starter = -1;   // index in out of the last starter, while composable
+    int last_ccc = -1;   // class of the last char kept after it (-1: none)
+    for (const CharChange& d : dec) {
+      const int ccc = t.Ccc(d.c);
+      if (starter >= 0) {
+        const bool blocked = last_ccc >= 0 && (last_ccc == 0 || last_ccc >= ccc);
+        if (!blocked) {
+          const char32_t composite = t.Compose(out[starter].c, d.c);
+          if (composite != 0) {
+            out[starter].c = composite;
+            out[starter].change += d.change - 1;
+            continue;
+          }
+        }
+      }
+      if (ccc == 0) {
+        starter = static_cast<long>(out.size());
+        last_ccc = -1;
+      } else {
+        last_ccc = ccc;
+      }
+      out.push_back(d);
+    }
+    s.Transform(out, 0);
+  }
+
+ private:
+  bool compat_;
+  bool compose_;
 };
 
 // --- Precompiled -----------------------------------------------------------

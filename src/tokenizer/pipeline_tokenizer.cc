@@ -1,6 +1,7 @@
 #include "tokenizer/pipeline_tokenizer.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "tokenizer/unicode.h"
 #include "tokenizer/utf8.h"
@@ -39,11 +40,32 @@ StatusOr<std::shared_ptr<Tokenizer>> PipelineTokenizer::Create(PipelineParts par
   const Model& model = *t->parts_.model;
   int32_t max_id = -1;
   for (const auto& [token, id] : model.Vocab()) max_id = std::max(max_id, id);
-  for (AddedToken& a : t->parts_.added_tokens) {
-    const int32_t model_id = model.TokenToId(a.content);
-    if (model_id >= 0) a.id = model_id;
-    if (a.id < 0) return InvalidArgument("added token '" + a.content + "' has a negative id");
-    max_id = std::max(max_id, a.id);
+  // HF (0.23) ignores the ids the file gives added tokens: in file order, a
+  // token takes the id its content already has (added, then model), or the
+  // next free one from the vocabulary's size; a repeated content keeps its
+  // id and takes the later properties.
+  {
+    auto next_id = static_cast<int64_t>(model.Vocab().size());
+    std::vector<AddedToken> kept;
+    std::unordered_map<std::string, size_t> index;
+    for (AddedToken& a : t->parts_.added_tokens) {
+      if (a.content.empty()) continue;
+      if (auto it = index.find(a.content); it != index.end()) {
+        a.id = kept[it->second].id;
+        kept[it->second] = std::move(a);
+        continue;
+      }
+      if (const int32_t model_id = model.TokenToId(a.content); model_id >= 0) {
+        a.id = model_id;
+      } else {
+        if (next_id > INT32_MAX) return InvalidArgument("too many added tokens");
+        a.id = static_cast<int32_t>(next_id++);
+      }
+      max_id = std::max(max_id, a.id);
+      index.emplace(a.content, kept.size());
+      kept.push_back(std::move(a));
+    }
+    t->parts_.added_tokens = std::move(kept);
   }
   constexpr int32_t kMaxVocab = 1 << 24;
   if (max_id >= kMaxVocab) {
