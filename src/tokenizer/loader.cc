@@ -342,8 +342,20 @@ StatusOr<std::shared_ptr<Tokenizer>> Tokenizer::FromDirectory(const std::string&
     return t;
   }
   if (std::filesystem::exists(path / "vocab.txt", ec)) return FromVocabDirectory(path);
+  // SentencePiece models without tokenizer.json: bertrt reads only
+  // tokenizer.json, which transformers writes from them exactly as HF's own
+  // fast tokenizer is built (the conversion that defines HF's behaviour).
+  for (const char* name : {"sentencepiece.bpe.model", "spiece.model", "tokenizer.model"}) {
+    if (!std::filesystem::exists(path / name, ec)) continue;
+    return NotFound(
+        (path / name).string() +
+        " is a SentencePiece model and the directory has no tokenizer.json; bertrt reads "
+        "tokenizer.json only. Convert it once with transformers (pip install transformers "
+        "sentencepiece protobuf):\n  python3 -c \"from transformers import AutoTokenizer; "
+        "AutoTokenizer.from_pretrained('" + dir + "').save_pretrained('" + dir + "')\"");
+  }
   return NotFound("no tokenizer.json or vocab.txt in " + dir +
-                  "; a BERT model directory from the HF hub has one of them");
+                  "; a model directory from the HF hub has one of them");
 }
 
 }  // namespace bertrt
