@@ -1,5 +1,6 @@
 #include "tokenizer/bpe.h"
 
+#include <atomic>
 #include <cstdio>
 #include <queue>
 
@@ -12,12 +13,34 @@ uint64_t PairKey(int32_t a, int32_t b) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
 }
 
+// Each thread keeps the tokens of the words it has seen, per BPE model (by
+// an id never reused, so a model loaded at a freed model's address does not
+// read its cache): words repeat, and merging is most of BPE's cost. Bounded
+// as HF's cache is: short words only, and emptied when full.
+struct WordCache {
+  std::unordered_map<std::u32string, std::vector<WordToken>> words;
+};
+constexpr size_t kMaxCachedChars = 64;
+constexpr size_t kMaxCachedWords = 1 << 15;
+constexpr size_t kMaxCachedModels = 8;
+
+WordCache& CacheOf(uint64_t model) {
+  thread_local std::unordered_map<uint64_t, WordCache> caches;
+  if (caches.size() >= kMaxCachedModels && !caches.count(model)) caches.clear();
+  WordCache& c = caches[model];
+  if (c.words.size() >= kMaxCachedWords) c.words.clear();
+  return c;
+}
+
+std::atomic<uint64_t> next_model_id{1};
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Bpe>> Bpe::Create(
     std::vector<std::pair<std::string, int32_t>> vocab,
     const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options) {
   std::unique_ptr<Bpe> m(new Bpe());
+  m->id_ = next_model_id.fetch_add(1);
   for (const auto& [token, id] : vocab) {
     if (id < 0) return InvalidArgument("BPE vocabulary id " + std::to_string(id) + " is negative");
     m->ids_.Insert(token, id);
@@ -79,6 +102,23 @@ int32_t Bpe::CharId(char32_t c, bool first, bool last, std::string& buf) const {
 }
 
 Status Bpe::Tokenize(const NormalizedString& word, std::vector<WordToken>& out) const {
+  const size_t n = word.chars.size();
+  if (n > kMaxCachedChars) return TokenizeUncached(word, out);
+  WordCache& cache = CacheOf(id_);
+  thread_local std::u32string key;
+  key.assign(word.chars.begin(), word.chars.end());
+  auto it = cache.words.find(key);
+  if (it != cache.words.end()) {
+    out.insert(out.end(), it->second.begin(), it->second.end());
+    return Status::Ok();
+  }
+  const size_t first = out.size();
+  RETURN_IF_ERROR(TokenizeUncached(word, out));
+  cache.words.emplace(key, std::vector<WordToken>(out.begin() + first, out.end()));
+  return Status::Ok();
+}
+
+Status Bpe::TokenizeUncached(const NormalizedString& word, std::vector<WordToken>& out) const {
   const size_t n = word.chars.size();
   thread_local std::string buf;
   if (options_.ignore_merges) {

@@ -41,6 +41,7 @@ class Bpe final : public Model {
     int32_t new_id;
   };
   Bpe() = default;
+  Status TokenizeUncached(const NormalizedString& word, std::vector<WordToken>& out) const;
   int32_t CharId(char32_t c, bool first, bool last, std::string& buf) const;
   void MergeAll(std::vector<WordToken>& symbols) const;
 
@@ -53,6 +54,7 @@ class Bpe final : public Model {
   // Ids of single chars below U+0200 with no prefix or suffix: the whole
   // byte-level alphabet, looked up once instead of per char.
   std::vector<int32_t> plain_char_ids_;
+  uint64_t id_ = 0;  // keys this model's per-thread word cache
 };
 
 }  // namespace bertrt::tokenizer
