@@ -148,16 +148,21 @@ Status Bpe::TokenizeUncached(const NormalizedString& word, std::vector<WordToken
       continue;
     }
     if (options_.byte_fallback) {
+      // HF falls back on the bytes of the symbol as looked up, its prefix
+      // and suffix included.
+      thread_local std::string symbol;
+      symbol.clear();
+      if (i > 0 && options_.continuing_subword_prefix) symbol += *options_.continuing_subword_prefix;
       char bytes[4];
-      const size_t len = AppendUtf8(word.chars[i], bytes);
+      symbol.append(bytes, AppendUtf8(word.chars[i], bytes));
+      if (i + 1 == n && options_.end_of_word_suffix) symbol += *options_.end_of_word_suffix;
       bool all = true;
-      for (size_t k = 0; k < len; ++k) all &= byte_ids_[static_cast<unsigned char>(bytes[k])] >= 0;
+      for (unsigned char c : symbol) all &= byte_ids_[c] >= 0;
       if (all) {
-        // HF leaves a pending unk where it is here and adds it after; the
-        // byte tokens take the char's span (HF gives each one byte of it).
-        for (size_t k = 0; k < len; ++k) {
-          symbols.push_back({byte_ids_[static_cast<unsigned char>(bytes[k])], b, b + 1});
-        }
+        // HF leaves a pending unk where it is and adds it after these. Each
+        // byte token spans the char (HF gives it one byte of the word,
+        // which converts to the same char except past a prefix or suffix).
+        for (unsigned char c : symbol) symbols.push_back({byte_ids_[c], b, b + 1});
         continue;
       }
     }

@@ -125,6 +125,13 @@ def byte_pieces(data):
     data["added_tokens"][-1]["id"] = len(vocab)
 
 
+def bpe_bytes(data):
+    vocab = data["model"]["vocab"]
+    for b in range(256):
+        vocab.setdefault(f"<0x{b:02X}>", len(vocab))
+    data["model"]["byte_fallback"] = True
+
+
 def split_step(**kw):
     def edit(data):
         data["pre_tokenizer"]["pretokenizers"][0].update(kw)
@@ -213,6 +220,12 @@ def configs(tmp):
         tmp, "bpe_unk", models.BPE(unk_token="<unk>", fuse_unk=False),
         trainers.BpeTrainer(vocab_size=600, special_tokens=["<unk>"], limit_alphabet=80),
         None, pre_tokenizers.WhitespaceSplit()), False))
+    d = out[-1][1]
+    data = json.loads((d / "tokenizer.json").read_text(encoding="utf-8"))
+    bpe_bytes(data)
+    (tmp / "bpe_bytes").mkdir()
+    (tmp / "bpe_bytes" / "tokenizer.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    out.append(("bpe byte_fallback", tmp / "bpe_bytes", False))
     out.append(("wordpiece behind metaspace", trained(
         tmp, "wp_metaspace", models.WordPiece(unk_token="[UNK]"),
         trainers.WordPieceTrainer(vocab_size=900, special_tokens=["[UNK]"], limit_alphabet=150),
