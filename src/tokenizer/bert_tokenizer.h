@@ -31,6 +31,9 @@ struct TokenizerParts {
   bool decoder_cleanup = true;
 };
 
+// HF's WordPiece decoder cleanup (" ." -> "." and the like), in place.
+void WordPieceCleanUp(std::string& token);
+
 class BertTokenizer final : public Tokenizer {
  public:
   static StatusOr<std::shared_ptr<Tokenizer>> Create(TokenizerParts parts);

@@ -13,9 +13,7 @@ void NormalizedString::Reset(const char32_t* text, uint32_t begin, uint32_t end)
   origin = begin;
 }
 
-void NormalizedString::TransformRange(size_t begin, size_t end,
-                                      const std::vector<CharChange>& dest,
-                                      size_t initial_offset) {
+void NormalizedString::Transform(const std::vector<CharChange>& dest, size_t initial_offset) {
   std::vector<char32_t> new_chars;
   std::vector<Span> new_align;
   new_chars.reserve(dest.size());
@@ -23,12 +21,12 @@ void NormalizedString::TransformRange(size_t begin, size_t end,
   // `offset` walks the old chars the way HF's byte offset does: a replacing
   // char takes the alignment of the next old char, an inserted one that of
   // the old char before (or the string's origin when there is none).
-  size_t offset = begin + initial_offset;
+  size_t offset = initial_offset;
   const Span none{origin, origin};
   for (const CharChange& d : dest) {
     Span a;
     if (d.change > 0) {
-      a = offset == 0 ? none : align[std::min(offset, align.size()) - 1];
+      a = offset == 0 || align.empty() ? none : align[std::min(offset, align.size()) - 1];
     } else {
       // HF would panic past the end; a dest from a normalizer of ours never
       // gets there, so this only guards against a logic error.
@@ -38,10 +36,8 @@ void NormalizedString::TransformRange(size_t begin, size_t end,
     new_chars.push_back(d.c);
     new_align.push_back(a);
   }
-  chars.erase(chars.begin() + begin, chars.begin() + end);
-  chars.insert(chars.begin() + begin, new_chars.begin(), new_chars.end());
-  align.erase(align.begin() + begin, align.begin() + end);
-  align.insert(align.begin() + begin, new_align.begin(), new_align.end());
+  chars = std::move(new_chars);
+  align = std::move(new_align);
 }
 
 NormalizedString NormalizedString::Slice(size_t begin, size_t end) const {

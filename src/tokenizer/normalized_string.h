@@ -38,21 +38,15 @@ struct NormalizedString {
 
   // The string for original chars [begin, end) of `text`, unnormalized.
   void Reset(const char32_t* text, uint32_t begin, uint32_t end);
-  // Replaces chars [begin, end) by `dest`, skipping `initial_offset` old
-  // chars first, with HF's alignment rules (positional, as HF's are).
-  void TransformRange(size_t begin, size_t end, const std::vector<CharChange>& dest,
-                      size_t initial_offset);
-  void Transform(const std::vector<CharChange>& dest, size_t initial_offset) {
-    TransformRange(0, chars.size(), dest, initial_offset);
-  }
+  // Replaces the chars by `dest`, skipping `initial_offset` old chars
+  // first, with HF's alignment rules (positional, as HF's are).
+  void Transform(const std::vector<CharChange>& dest, size_t initial_offset);
   // Chars [begin, end) as a string of its own (HF's slice of a normalized range).
   NormalizedString Slice(size_t begin, size_t end) const;
   // Original offsets of normalized chars [begin, end) (non-empty).
   std::pair<uint32_t, uint32_t> Original(size_t begin, size_t end) const {
     return {align[begin].begin, align[end - 1].end};
   }
-  // Original start of the whole string (HF's offsets_original().0).
-  uint32_t OriginalStart() const { return align.empty() ? origin : align.front().begin; }
 
   void Prepend(const std::vector<char32_t>& s);
   // Removes leading/trailing Rust-whitespace chars.

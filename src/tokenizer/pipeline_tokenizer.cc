@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "tokenizer/bert_tokenizer.h"
 #include "tokenizer/unicode.h"
 #include "tokenizer/utf8.h"
 
@@ -303,6 +304,7 @@ std::string PipelineTokenizer::Decode(const std::vector<int32_t>& ids,
             t.insert(0, 1, ' ');
           }
         }
+        if (parts_.decoder_cleanup) WordPieceCleanUp(t);
         out += t;
       }
       return out;
