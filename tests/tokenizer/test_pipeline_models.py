@@ -56,3 +56,23 @@ def test_bert_model_with_other_tokenizer(name, tmp_path):
         mine = np.asarray(out["last_hidden_state"], dtype=np.float32)
         assert mine.shape == want.shape, (name, item)
         assert np.max(np.abs(mine - want)) < 1e-4 * max(1.0, np.max(np.abs(want))), (name, item)
+
+
+def test_plan_carries_the_tokenizer(tmp_path):
+    """A plan stores the tokenizer.json bytes and rebuilds the same tokenizer."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(DATA / "xlmr" / "tokenizer.json"))
+    model_dir = tmp_path / "xlmr_model"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "make_random_model.py"), "--head", "base",
+                    "--vocab-size", str(tok.get_vocab_size()), "--max-position", "128",
+                    "--tokenizer-from", str(DATA / "xlmr"), "-o", str(model_dir)], check=True,
+                   capture_output=True)
+    plan = tmp_path / "xlmr.plan"
+    proc = subprocess.run([str(BIN), "build", str(model_dir), "-o", str(plan)], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    stdin = "".join(json.dumps(t, ensure_ascii=False) + "\n" for t in TEXTS).encode()
+    outs = [subprocess.run([str(BIN), "tokenize", str(p)], input=stdin, capture_output=True,
+                           check=True).stdout for p in (model_dir, plan)]
+    assert outs[0] == outs[1]
