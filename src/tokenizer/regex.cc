@@ -40,11 +40,12 @@ StatusOr<std::shared_ptr<const Regex>> Regex::Compile(std::string_view pattern) 
 }
 
 StatusOr<std::shared_ptr<const Regex>> Regex::Literal(std::string_view literal) {
-  // \Q...\E would end early at a literal "\E"; escaping each char does not.
+  // Only Oniguruma's metacharacters are escaped: a backslash before a
+  // letter or a digit (or <, >, `, ') could make an escape of its own.
+  static constexpr std::string_view kMeta = "\\.+*?()|[]{}^$";
   std::string pattern;
   for (char c : literal) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x80 && !std::isalnum(u)) pattern += '\\';
+    if (kMeta.find(c) != std::string_view::npos) pattern += '\\';
     pattern += c;
   }
   return Compile(pattern);

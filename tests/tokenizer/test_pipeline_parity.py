@@ -172,6 +172,8 @@ def configs(tmp):
     v("xlmr", "xlmr strip+prepend+replace", setter((["normalizer"], {"type": "Sequence", "normalizers": [
         {"type": "Strip", "strip_left": True, "strip_right": True},
         {"type": "Replace", "pattern": {"String": "a"}, "content": "ä"},
+        {"type": "Replace", "pattern": {"String": "."}, "content": " [$1] "},
+        {"type": "Replace", "pattern": {"String": "-#&~"}, "content": ""},
         {"type": "Replace", "pattern": {"Regex": "\\s+"}, "content": " "},
         {"type": "Prepend", "prepend": "▁"}]})))
     v("xlmr", "xlmr no normalizer", setter((["normalizer"], None)))
