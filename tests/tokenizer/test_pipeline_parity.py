@@ -35,33 +35,8 @@ MAX_LENGTHS = [1, 2, 3, 4, 5, 7, 8, 16, 64]
 STRATEGIES = ["longest_first", "only_first", "only_second"]
 CORPUS = [json.loads(line) for line in (DATA / "corpus.jsonl").read_text(encoding="utf-8").split("\n") if line]
 
-COMPONENT_TEXTS = [
-    "😀 emoji 👍🏽 skin tone, 👨‍👩‍👧 family, 🇫🇷 flag, ❤️ heart",
-    "e\u0301 combining acute, a\u0308\u0304 two marks, \u0301 leading mark, Zalgo z\u0335\u0322\u031b",
-    "中文字符和日本語のテキスト、한국어",
-    "ภาษาไทยไม่มีช่องว่างระหว่างคำ",
-    "العربية: مرحبا بالعالم، ١٢٣",
-    "हिन्दी देवनागरी लिपि में लिखी जाती है",
-    "zero\u200bwidth\u200cjoiners\u200d and\ufeffBOM",
-    "controls\x01\x02\x7f\x1b[0m and \x00 null",
-    "a" * 300,
-    "Donaudampfschifffahrtsgesellschaftskapitänswitwe" * 5,
-    "".join(chr(0x4E00 + i * 7) for i in range(200)),
-    "repeated     spaces    here",
-    "   leading spaces",
-    "trailing spaces   ",
-    "line\r\nbreaks\r\nand\ttabs\n\nnewlines",
-    " ",
-    "     ",
-    "\t\n\r\n",
-    "\u3000\u00a0\u2003",
-    "ﬁ ligature, ① circled, ｆｕｌｌｗｉｄｔｈ, ﾊﾝｶｸ, ㍿, Å, Ω",
-    "MiXeD CaSe ÀÉÎÕÜ straße İstanbul",
-    "numbers 1234567890 ١٢٣ ४५६ ½ Ⅻ",
-    "<s> inline special </s> and <mask> tokens<mask>x <pad>",
-    "don't can't I'M we'Re it'LL",
-    "x",
-]
+# Texts aimed at each component; scripts/make_tokenizer_goldens.py uses them too.
+COMPONENT_TEXTS = json.loads((DATA / "component_texts.json").read_text(encoding="utf-8"))
 EXTRA = [{"text": t} for t in COMPONENT_TEXTS]
 EXTRA += [{"text": COMPONENT_TEXTS[i], "text_pair": COMPONENT_TEXTS[-1 - i]} for i in range(0, len(COMPONENT_TEXTS), 3)]
 ITEMS = CORPUS + EXTRA

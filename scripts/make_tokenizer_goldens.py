@@ -1,0 +1,60 @@
+"""Writes tests/data/tokenizer/{xlmr,roberta,modernbert}/golden.jsonl: HF
+`tokenizers`' encodings of the corpus and tests/data/tokenizer/component_texts.json
+(emoji, combining marks, CJK, Thai, Arabic, Devanagari, zero-width and control
+chars, long words, spaces, \\r\\n, whitespace-only text), singles and pairs,
+without truncation and at max_length 16 under each strategy. One line per
+encoding: {"text", "text_pair"?, "max_length", "truncation", then "input_ids",
+"token_type_ids", "offsets", "special_tokens_mask", or "error"}.
+tests/unit/pipeline_golden_test.cc compares the C++ tokenizer with them, so the
+parity holds without Python (tests/tokenizer/test_pipeline_parity.py checks the
+live package too).
+
+Run: python3 scripts/make_tokenizer_goldens.py   (tokenizers 0.23.3)
+"""
+import json
+import pathlib
+
+import tokenizers
+from tokenizers import Tokenizer
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data" / "tokenizer"
+SETTINGS = [(0, "longest_first"), (16, "longest_first"), (16, "only_first"), (16, "only_second")]
+
+
+def items():
+    corpus = [json.loads(l) for l in (DATA / "corpus.jsonl").read_text(encoding="utf-8").split("\n") if l]
+    texts = json.loads((DATA / "component_texts.json").read_text(encoding="utf-8"))
+    extra = [{"text": t} for t in texts]
+    extra += [{"text": texts[i], "text_pair": texts[-1 - i]} for i in range(0, len(texts), 3)]
+    return corpus + extra
+
+
+def main():
+    assert tokenizers.__version__ == "0.23.3", tokenizers.__version__
+    for name in ("xlmr", "roberta", "modernbert"):
+        tok = Tokenizer.from_file(str(DATA / name / "tokenizer.json"))
+        tok.no_padding()
+        lines = []
+        for max_length, strategy in SETTINGS:
+            if max_length:
+                tok.enable_truncation(max_length, strategy=strategy)
+            else:
+                tok.no_truncation()
+            for item in items():
+                rec = dict(item, max_length=max_length, truncation=strategy)
+                try:
+                    enc = tok.encode(item["text"], item.get("text_pair"))
+                    rec.update(input_ids=enc.ids, token_type_ids=enc.type_ids,
+                               offsets=[list(o) for o in enc.offsets],
+                               special_tokens_mask=enc.special_tokens_mask)
+                except Exception as e:  # impossible truncation
+                    rec["error"] = str(e)
+                lines.append(json.dumps(rec, ensure_ascii=False, separators=(",", ":")))
+        out = DATA / name / "golden.jsonl"
+        out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        print(f"{out}: {len(lines)} encodings")
+
+
+if __name__ == "__main__":
+    main()
