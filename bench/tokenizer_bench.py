@@ -72,6 +72,7 @@ def main():
     args = ap.parse_args()
 
     models = args.model or [os.environ.get("BERTRT_DEFAULT_MODEL_DIR", str(ROOT / "models/all-MiniLM-L6-v2"))]
+    load = os.getloadavg()[0]
     texts, size = load_texts(args.corpus, args.mb)
     lines = ["| tokenizer | implementation | MB/s | texts/s | bertrt speed-up |", "|---|---|---:|---:|---:|"]
     kinds = []
@@ -102,7 +103,7 @@ def main():
     section = f"""
 ## Tokenizer throughput, single thread ({datetime.date.today().isoformat()})
 
-- machine: {cpu_model()}, {os.cpu_count()} cores
+- machine: {cpu_model()}, {os.cpu_count()} cores (load average {load:.1f} at the start: a shared machine)
 - command: `{command.strip()}`
 - tokenizers {tokenizers.__version__}; tokenizers {", ".join(kinds)}; corpus {pathlib.Path(args.corpus).name} repeated to {size / 1e6:.2f} MB ({len(texts)} texts); median of {args.runs} runs
 
