@@ -18,8 +18,7 @@ namespace {
 using nlohmann::json;
 
 std::string Base64(std::string_view in) {
-  static const char* kAlphabet =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string out;
   uint32_t acc = 0;
   int bits = 0;
@@ -60,7 +59,9 @@ json Model(uint8_t kind, const std::vector<std::string>& pieces) {
     for (size_t i = 0; i < pieces.size(); ++i) {
       vocab.push_back({pieces[i], -1.0 - static_cast<double>(i % 7)});
     }
-    return {{"type", "Unigram"}, {"unk_id", kind & 8 ? json() : json(0)}, {"vocab", vocab},
+    return {{"type", "Unigram"},
+            {"unk_id", kind & 8 ? json() : json(0)},
+            {"vocab", vocab},
             {"byte_fallback", (kind & 16) != 0}};
   }
   if (kind % 3 == 1) {
@@ -75,8 +76,11 @@ json Model(uint8_t kind, const std::vector<std::string>& pieces) {
       if (!vocab.contains(merged)) vocab[merged] = static_cast<int>(vocab.size());
       merges.push_back({pieces[i], pieces[i + 1]});
     }
-    json m = {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges},
-              {"fuse_unk", (kind & 8) != 0}, {"ignore_merges", (kind & 32) != 0}};
+    json m = {{"type", "BPE"},
+              {"vocab", vocab},
+              {"merges", merges},
+              {"fuse_unk", (kind & 8) != 0},
+              {"ignore_merges", (kind & 32) != 0}};
     if (kind & 16) m["unk_token"] = "<unk>";
     if (kind & 64) m["end_of_word_suffix"] = "</w>";
     return m;
@@ -106,31 +110,48 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (unsigned char c : payload.substr(0, 24)) pattern += c < 0x80 ? static_cast<char>(c) : '.';
     json normalizers = json::array();
     const uint8_t n = data[1];
-    if (n & 1) normalizers.push_back({{"type", "Precompiled"}, {"precompiled_charsmap", Base64(payload)}});
+    if (n & 1)
+      normalizers.push_back({{"type", "Precompiled"}, {"precompiled_charsmap", Base64(payload)}});
     if (n & 2) normalizers.push_back({{"type", "NFKD"}});
-    if (n & 4) normalizers.push_back({{"type", "Replace"}, {"pattern", {{"Regex", pattern}}}, {"content", "xy"}});
+    if (n & 4)
+      normalizers.push_back(
+          {{"type", "Replace"}, {"pattern", {{"Regex", pattern}}}, {"content", "xy"}});
     if (n & 8) normalizers.push_back({{"type", "StripAccents"}});
-    if (n & 16) normalizers.push_back({{"type", "Strip"}, {"strip_left", true}, {"strip_right", (n & 32) != 0}});
+    if (n & 16)
+      normalizers.push_back(
+          {{"type", "Strip"}, {"strip_left", true}, {"strip_right", (n & 32) != 0}});
     if (n & 64) normalizers.push_back({{"type", "Prepend"}, {"prepend", "_"}});
     json pre = json::array();
     const uint8_t p = data[2];
     static const char* kBehaviors[] = {"Removed", "Isolated", "MergedWithPrevious",
                                        "MergedWithNext", "Contiguous"};
-    if (p & 1) pre.push_back({{"type", "Split"}, {"pattern", {{"Regex", pattern}}},
-                              {"behavior", kBehaviors[(p >> 5) % 5]}, {"invert", (p & 16) != 0}});
-    if (p & 2) pre.push_back({{"type", "Metaspace"}, {"replacement", "_"}, {"split", (p & 16) != 0},
-                              {"prepend_scheme", p & 32 ? "first" : "always"}});
-    if (p & 4) pre.push_back({{"type", "ByteLevel"}, {"add_prefix_space", (p & 32) != 0},
-                              {"use_regex", (p & 64) != 0}});
+    if (p & 1)
+      pre.push_back({{"type", "Split"},
+                     {"pattern", {{"Regex", pattern}}},
+                     {"behavior", kBehaviors[(p >> 5) % 5]},
+                     {"invert", (p & 16) != 0}});
+    if (p & 2)
+      pre.push_back({{"type", "Metaspace"},
+                     {"replacement", "_"},
+                     {"split", (p & 16) != 0},
+                     {"prepend_scheme", p & 32 ? "first" : "always"}});
+    if (p & 4)
+      pre.push_back({{"type", "ByteLevel"},
+                     {"add_prefix_space", (p & 32) != 0},
+                     {"use_regex", (p & 64) != 0}});
     if (p & 8) pre.push_back({{"type", p & 128 ? "Whitespace" : "Digits"}});
-    json root = {{"model", Model(data[0], Pieces(payload))},
-                 {"normalizer", {{"type", "Sequence"}, {"normalizers", normalizers}}},
-                 {"pre_tokenizer", {{"type", "Sequence"}, {"pretokenizers", pre}}},
-                 {"added_tokens", json::array({{{"id", 0}, {"content", "ab"}, {"lstrip", true},
-                                                {"normalized", (n & 128) != 0}}})}};
+    json root = {
+        {"model", Model(data[0], Pieces(payload))},
+        {"normalizer", {{"type", "Sequence"}, {"normalizers", normalizers}}},
+        {"pre_tokenizer", {{"type", "Sequence"}, {"pretokenizers", pre}}},
+        {"added_tokens",
+         json::array(
+             {{{"id", 0}, {"content", "ab"}, {"lstrip", true}, {"normalized", (n & 128) != 0}}})}};
     if (data[0] & 128) {
-      root["post_processor"] = {{"type", "RobertaProcessing"}, {"sep", {"<unk>", 0}},
-                                {"cls", {"<unk>", 0}}, {"trim_offsets", true}};
+      root["post_processor"] = {{"type", "RobertaProcessing"},
+                                {"sep", {"<unk>", 0}},
+                                {"cls", {"<unk>", 0}},
+                                {"trim_offsets", true}};
     }
     auto t = bertrt::Tokenizer::FromTokenizerJson(root.dump());
     if (!t.ok()) return 0;

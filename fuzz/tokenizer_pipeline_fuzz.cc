@@ -34,15 +34,20 @@ std::vector<std::shared_ptr<bertrt::Tokenizer>> MakeTokenizers() {
     nlohmann::json base = nlohmann::json::parse(text);
     std::vector<nlohmann::json> variants = {base};
     nlohmann::json v = base;
-    v["normalizer"] = {{"type", "Sequence"},
-                       {"normalizers", {{{"type", "NFKC"}}, {{"type", "Lowercase"}},
-                                        {{"type", "Replace"},
-                                         {"pattern", {{"Regex", "\\s+"}}},
-                                         {"content", " "}}}}};
+    v["normalizer"] = {
+        {"type", "Sequence"},
+        {"normalizers",
+         {{{"type", "NFKC"}},
+          {{"type", "Lowercase"}},
+          {{"type", "Replace"}, {"pattern", {{"Regex", "\\s+"}}}, {"content", " "}}}}};
     variants.push_back(v);
     v = base;
-    v["added_tokens"].push_back({{"id", 99999}, {"content", "ab"}, {"single_word", true},
-                                 {"lstrip", true}, {"rstrip", true}, {"normalized", true},
+    v["added_tokens"].push_back({{"id", 99999},
+                                 {"content", "ab"},
+                                 {"single_word", true},
+                                 {"lstrip", true},
+                                 {"rstrip", true},
+                                 {"normalized", true},
                                  {"special", false}});
     if (v["model"]["type"] == "Unigram") v["model"]["byte_fallback"] = true;
     variants.push_back(v);

@@ -152,7 +152,8 @@ Status Bpe::TokenizeUncached(const NormalizedString& word, std::vector<WordToken
       // and suffix included.
       thread_local std::string symbol;
       symbol.clear();
-      if (i > 0 && options_.continuing_subword_prefix) symbol += *options_.continuing_subword_prefix;
+      if (i > 0 && options_.continuing_subword_prefix)
+        symbol += *options_.continuing_subword_prefix;
       char bytes[4];
       symbol.append(bytes, AppendUtf8(word.chars[i], bytes));
       if (i + 1 == n && options_.end_of_word_suffix) symbol += *options_.end_of_word_suffix;
@@ -202,9 +203,7 @@ void Bpe::MergeAll(std::vector<WordToken>& symbols) const {
     uint32_t rank;
     uint32_t pos;
     int32_t new_id;
-    bool operator>(const Entry& o) const {
-      return rank != o.rank ? rank > o.rank : pos > o.pos;
-    }
+    bool operator>(const Entry& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
   };
   thread_local std::vector<Entry> heap_storage;
   heap_storage.clear();

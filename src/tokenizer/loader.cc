@@ -210,10 +210,9 @@ bool IsBertWordPiece(const json& root) {
   if (!root.contains("model")) return true;  // let the WordPiece parser name what is missing
   const json& model = root["model"];
   const std::string model_type = TypeOf(model);
-  const bool wordpiece =
-      model_type == "WordPiece" || (model_type == "?" && model.is_object() &&
-                                    model.contains("continuing_subword_prefix") &&
-                                    !model.contains("merges"));
+  const bool wordpiece = model_type == "WordPiece" ||
+                         (model_type == "?" && model.is_object() &&
+                          model.contains("continuing_subword_prefix") && !model.contains("merges"));
   const json& normalizer = root.value("normalizer", json());
   const json& pre = root.value("pre_tokenizer", json());
   const json& post = root.value("post_processor", json());
@@ -352,7 +351,8 @@ StatusOr<std::shared_ptr<Tokenizer>> Tokenizer::FromDirectory(const std::string&
         " is a SentencePiece model and the directory has no tokenizer.json; bertrt reads "
         "tokenizer.json only. Convert it once with transformers (pip install transformers "
         "sentencepiece protobuf):\n  python3 -c \"from transformers import AutoTokenizer; "
-        "AutoTokenizer.from_pretrained('" + dir + "').save_pretrained('" + dir + "')\"");
+        "AutoTokenizer.from_pretrained('" +
+        dir + "').save_pretrained('" + dir + "')\"");
   }
   return NotFound("no tokenizer.json or vocab.txt in " + dir +
                   "; a model directory from the HF hub has one of them");

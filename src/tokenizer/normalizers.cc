@@ -66,8 +66,7 @@ bool IsCombiningMark(char32_t c) {
   if (not_mark[c]) return false;
   if (extra_mark[c]) return true;
   const auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(c));
-  return cat == UTF8PROC_CATEGORY_MN || cat == UTF8PROC_CATEGORY_MC ||
-         cat == UTF8PROC_CATEGORY_ME;
+  return cat == UTF8PROC_CATEGORY_MN || cat == UTF8PROC_CATEGORY_MC || cat == UTF8PROC_CATEGORY_ME;
 }
 
 class StripAccents final : public Normalizer {
@@ -99,7 +98,8 @@ class Strip final : public Normalizer {
 
 class Replace final : public Normalizer {
  public:
-  Replace(std::shared_ptr<const Regex> pattern, std::string content) : pattern_(std::move(pattern)) {
+  Replace(std::shared_ptr<const Regex> pattern, std::string content)
+      : pattern_(std::move(pattern)) {
     DecodeUtf8(content, content_);
   }
   void Normalize(NormalizedString& s) const override {
@@ -195,9 +195,10 @@ class NormalizationTables {
       utf8.append(b, AppendUtf8(c, b));
     }
     utf8proc_uint8_t* out = nullptr;
-    const auto len = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(utf8.data()),
-                                  static_cast<utf8proc_ssize_t>(utf8.size()), &out,
-                                  static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+    const auto len =
+        utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(utf8.data()),
+                     static_cast<utf8proc_ssize_t>(utf8.size()), &out,
+                     static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
     std::vector<char32_t> result;
     if (len >= 0 && out != nullptr) {
       DecodeUtf8(std::string_view(reinterpret_cast<const char*>(out), static_cast<size_t>(len)),
@@ -244,9 +245,9 @@ class UnicodeNormalizer final : public Normalizer {
       }
       size_t j = i;
       while (j < dec.size() && t.Ccc(dec[j].c) != 0) ++j;
-      std::stable_sort(dec.begin() + i, dec.begin() + j, [&](const CharChange& a, const CharChange& b) {
-        return t.Ccc(a.c) < t.Ccc(b.c);
-      });
+      std::stable_sort(
+          dec.begin() + i, dec.begin() + j,
+          [&](const CharChange& a, const CharChange& b) { return t.Ccc(a.c) < t.Ccc(b.c); });
       i = j;
     }
     if (!compose_) {
@@ -255,8 +256,8 @@ class UnicodeNormalizer final : public Normalizer {
     }
     thread_local std::vector<CharChange> out;
     out.clear();
-    long starter = -1;   // index in out of the last starter, while composable
-    int last_ccc = -1;   // class of the last char kept after it (-1: none)
+    long starter = -1;  // index in out of the last starter, while composable
+    int last_ccc = -1;  // class of the last char kept after it (-1: none)
     for (const CharChange& d : dec) {
       const int ccc = t.Ccc(d.c);
       if (starter >= 0) {

@@ -328,7 +328,8 @@ void ParseDecoder(const json& j, PipelineParts& parts) {
         DecodeUtf8(j["replacement"].get<std::string>(), rep) < 0 && rep.size() == 1) {
       parts.metaspace_replacement = rep[0];
     }
-    const bool legacy_never = j.contains("add_prefix_space") && j["add_prefix_space"].is_boolean() &&
+    const bool legacy_never = j.contains("add_prefix_space") &&
+                              j["add_prefix_space"].is_boolean() &&
                               !j["add_prefix_space"].get<bool>();
     parts.metaspace_strip_first =
         j.value("prepend_scheme", std::string("always")) != "never" && !legacy_never;

@@ -22,8 +22,8 @@ namespace bertrt::tokenizer {
 enum class DecoderKind { kNone, kByteLevel, kMetaspace, kWordPiece };
 
 struct PipelineParts {
-  TokenizerSettings settings;  // only the special tokens' names are read
-  std::unique_ptr<Normalizer> normalizer;      // null: none
+  TokenizerSettings settings;                   // only the special tokens' names are read
+  std::unique_ptr<Normalizer> normalizer;       // null: none
   std::unique_ptr<PreTokenizer> pre_tokenizer;  // null: none
   std::unique_ptr<Model> model;
   std::vector<AddedToken> added_tokens;

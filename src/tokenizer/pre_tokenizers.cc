@@ -157,8 +157,7 @@ bool IsPunct(char32_t c) { return (CharFlags(c) & kPunct) != 0; }
 bool IsNumeric(char32_t c) {
   if (c < 0x80) return c >= '0' && c <= '9';
   const auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(c));
-  return cat == UTF8PROC_CATEGORY_ND || cat == UTF8PROC_CATEGORY_NL ||
-         cat == UTF8PROC_CATEGORY_NO;
+  return cat == UTF8PROC_CATEGORY_ND || cat == UTF8PROC_CATEGORY_NL || cat == UTF8PROC_CATEGORY_NO;
 }
 
 template <typename F>
@@ -234,7 +233,8 @@ class Metaspace final : public PreTokenizer {
         if (!s.empty()) out.push_back(std::move(s));
         return;
       }
-      CharPieces(s, [&](char32_t c) { return c == replacement_; }, pieces);
+      CharPieces(
+          s, [&](char32_t c) { return c == replacement_; }, pieces);
       SplitPieces(s, pieces, SplitBehavior::kMergedWithNext, out);
     });
   }

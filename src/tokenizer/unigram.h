@@ -17,8 +17,8 @@ namespace bertrt::tokenizer {
 class Unigram final : public Model {
  public:
   // `unk_id` -1: none (an unknown char is then an error, as in HF).
-  static StatusOr<std::unique_ptr<Unigram>> Create(std::vector<std::pair<std::string, double>> pieces,
-                                                   int32_t unk_id, bool byte_fallback);
+  static StatusOr<std::unique_ptr<Unigram>> Create(
+      std::vector<std::pair<std::string, double>> pieces, int32_t unk_id, bool byte_fallback);
   Status Tokenize(const NormalizedString& word, std::vector<WordToken>& out) const override;
   int32_t TokenToId(std::string_view token) const override { return ids_.Find(token); }
   const std::vector<std::pair<std::string, int32_t>>& Vocab() const override { return vocab_; }

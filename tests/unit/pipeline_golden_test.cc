@@ -44,11 +44,13 @@ TEST_P(PipelineGoldenTest, MatchesHfTokenizers) {
     }
     ASSERT_TRUE(enc.ok()) << enc.status().ToString() << "\n" << line;
     std::vector<std::pair<uint32_t, uint32_t>> offsets;
-    for (const auto& o : g["offsets"]) offsets.emplace_back(o[0].get<uint32_t>(), o[1].get<uint32_t>());
-    const bool same = enc->input_ids == g["input_ids"].get<std::vector<int32_t>>() &&
-                      enc->token_type_ids == g["token_type_ids"].get<std::vector<int32_t>>() &&
-                      enc->offsets == offsets &&
-                      enc->special_tokens_mask == g["special_tokens_mask"].get<std::vector<uint8_t>>();
+    for (const auto& o : g["offsets"])
+      offsets.emplace_back(o[0].get<uint32_t>(), o[1].get<uint32_t>());
+    const bool same =
+        enc->input_ids == g["input_ids"].get<std::vector<int32_t>>() &&
+        enc->token_type_ids == g["token_type_ids"].get<std::vector<int32_t>>() &&
+        enc->offsets == offsets &&
+        enc->special_tokens_mask == g["special_tokens_mask"].get<std::vector<uint8_t>>();
     EXPECT_TRUE(same) << GetParam() << ": " << line;
     mismatches += !same;
   }

@@ -62,7 +62,8 @@ TEST(PipelineTokenizerTest, RefusesWhatItCannotRunExactly) {
   ASSERT_FALSE(dropout.ok());
   EXPECT_EQ(dropout.status().code(), StatusCode::kUnimplemented);
   EXPECT_NE(dropout.status().message().find("dropout"), std::string::npos);
-  EXPECT_TRUE(FromJson(R"({"type": "BPE", "dropout": null, "vocab": {"a": 0}, "merges": []})").ok());
+  EXPECT_TRUE(
+      FromJson(R"({"type": "BPE", "dropout": null, "vocab": {"a": 0}, "merges": []})").ok());
 
   const std::pair<std::string, std::string> bad[] = {
       {R"({"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["a b"]})", "not in the vocabulary"},
@@ -140,8 +141,9 @@ TEST(PipelineTokenizerTest, OneMegabyteOfOneCharIsLinear) {
       SecondsToEncode(*t, quarter);  // warm-up: tables, thread-local buffers
       const double small = SecondsToEncode(*t, quarter);
       const double big = SecondsToEncode(*t, full);
-      EXPECT_LT(big, 8 * small + 0.05) << name << " U+" << std::hex << static_cast<uint32_t>(c)
-                                       << ": " << small << " s for 256 KB, " << big << " s for 1 MB";
+      EXPECT_LT(big, 8 * small + 0.05)
+          << name << " U+" << std::hex << static_cast<uint32_t>(c) << ": " << small
+          << " s for 256 KB, " << big << " s for 1 MB";
       EXPECT_LT(big, 5.0) << name << " U+" << std::hex << static_cast<uint32_t>(c);
     }
   }
