@@ -28,6 +28,10 @@ class Model {
   virtual int32_t TokenToId(std::string_view token) const = 0;
   // The vocabulary as (token, id) pairs.
   virtual const std::vector<std::pair<std::string, int32_t>>& Vocab() const = 0;
+  // Whether a token with this id stands for the text it covers rather than
+  // its vocabulary entry (Unigram's unk: HF's token value is the text), which
+  // byte-level offset trimming reads.
+  virtual bool IdIsText(int32_t /*id*/) const { return false; }
 };
 
 // Byte strings -> ids with common-prefix search, for Viterbi over a text's

@@ -147,7 +147,10 @@ Status PipelineTokenizer::EncodeNormalized(NormalizedString&& norm, Scratch& s,
     for (const WordToken& t : s.tokens) {
       const auto [start, end] = word.Original(t.begin, t.end);
       if (parts_.trim_offsets) {
-        const auto [lead, trail] = token_spaces_[t.id];
+        const auto [lead, trail] =
+            parts_.model->IdIsText(t.id)
+                ? SpaceRuns(word.chars.data() + t.begin, t.end - t.begin)
+                : token_spaces_[t.id];
         PushTrimmed(t.id, start, end, lead, trail, out);
       } else {
         out.Push(t.id, start, end);

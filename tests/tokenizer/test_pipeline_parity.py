@@ -136,6 +136,9 @@ def configs(tmp):
     v("xlmr", "xlmr roberta-processing", setter((["post_processor"], {
         "type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0], "trim_offsets": False,
         "add_prefix_space": True})))
+    v("xlmr", "xlmr roberta-processing trimmed", setter((["normalizer"], None), (["post_processor"], {
+        "type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0], "trim_offsets": True,
+        "add_prefix_space": True})))
     v("xlmr", "xlmr byte_fallback", byte_pieces)
     v("xlmr", "xlmr added tokens", add_tokens(ADDED))
     v("xlmr", "xlmr nfkc+lower", setter((["normalizer"], {"type": "Sequence", "normalizers": [
