@@ -4,7 +4,8 @@
 chars, long words, spaces, \\r\\n, whitespace-only text), singles and pairs,
 without truncation and at max_length 16 under each strategy. One line per
 encoding: {"text", "text_pair"?, "max_length", "truncation", then "input_ids",
-"token_type_ids", "offsets", "special_tokens_mask", or "error"}.
+"token_type_ids", "offsets", "special_tokens_mask", without truncation also
+"decoded" and "decoded_with_special" (HF's decode), or "error"}.
 tests/unit/pipeline_golden_test.cc compares the C++ tokenizer with them, so the
 parity holds without Python (tests/tokenizer/test_pipeline_parity.py checks the
 live package too).
@@ -48,6 +49,9 @@ def main():
                     rec.update(input_ids=enc.ids, token_type_ids=enc.type_ids,
                                offsets=[list(o) for o in enc.offsets],
                                special_tokens_mask=enc.special_tokens_mask)
+                    if not max_length:
+                        rec["decoded"] = tok.decode(enc.ids, skip_special_tokens=True)
+                        rec["decoded_with_special"] = tok.decode(enc.ids, skip_special_tokens=False)
                 except Exception as e:  # impossible truncation
                     rec["error"] = str(e)
                 lines.append(json.dumps(rec, ensure_ascii=False, separators=(",", ":")))

@@ -2,8 +2,8 @@
 // (scripts/make_tokenizer_goldens.py): the XLM-R-, RoBERTa- and
 // ModernBERT-shape tokenizers on the corpus and the component texts, singles
 // and pairs, without truncation and at max_length 16 under each strategy.
-// Ids, type ids, offsets and special tokens masks must be identical, and an
-// encoding HF refuses must be refused.
+// Ids, type ids, offsets and special tokens masks must be identical, an
+// encoding HF refuses must be refused, and decoding must give HF's text.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -26,6 +26,7 @@ TEST_P(PipelineGoldenTest, MatchesHfTokenizers) {
   ASSERT_TRUE(in) << dir << "/golden.jsonl";
   size_t compared = 0;
   size_t mismatches = 0;
+  size_t decode_mismatches = 0;
   for (std::string line; std::getline(in, line);) {
     if (line.empty()) continue;
     const auto g = nlohmann::json::parse(line);
@@ -53,8 +54,17 @@ TEST_P(PipelineGoldenTest, MatchesHfTokenizers) {
         enc->special_tokens_mask == g["special_tokens_mask"].get<std::vector<uint8_t>>();
     EXPECT_TRUE(same) << GetParam() << ": " << line;
     mismatches += !same;
+    if (g.contains("decoded")) {
+      const std::string plain = (*tok)->Decode(enc->input_ids, /*skip_special_tokens=*/true);
+      const std::string all = (*tok)->Decode(enc->input_ids, /*skip_special_tokens=*/false);
+      EXPECT_EQ(plain, g["decoded"].get<std::string>()) << GetParam() << ": " << line;
+      EXPECT_EQ(all, g["decoded_with_special"].get<std::string>()) << GetParam() << ": " << line;
+      decode_mismatches += plain != g["decoded"].get<std::string>() ||
+                           all != g["decoded_with_special"].get<std::string>();
+    }
   }
   EXPECT_EQ(mismatches, 0u);
+  EXPECT_EQ(decode_mismatches, 0u);
   EXPECT_GT(compared, 1000u);
 }
 
