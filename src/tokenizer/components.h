@@ -26,6 +26,10 @@ std::unique_ptr<Normalizer> MakeStripAccents();
 std::unique_ptr<Normalizer> MakeStrip(bool left, bool right);
 std::unique_ptr<Normalizer> MakeReplace(std::shared_ptr<const Regex> pattern, std::string content);
 std::unique_ptr<Normalizer> MakePrepend(std::string prepend);
+std::unique_ptr<Normalizer> MakeNmt();
+// Each char as the byte-level chars of its UTF-8 bytes (the ByteLevel
+// normalizer; the ByteLevel pre-tokenizer ends with the same step).
+std::unique_ptr<Normalizer> MakeByteLevelNormalizer();
 std::unique_ptr<Normalizer> MakeNormalizerSequence(std::vector<std::unique_ptr<Normalizer>> steps);
 // SentencePiece's precompiled charsmap (a double-array trie of UTF-8 keys
 // plus their NUL-terminated replacements); InvalidArgument when malformed.
@@ -51,8 +55,15 @@ std::unique_ptr<PreTokenizer> MakeWhitespaceSplit();
 std::unique_ptr<PreTokenizer> MakeBertPreTokenizer();
 std::unique_ptr<PreTokenizer> MakePunctuation(SplitBehavior behavior);
 std::unique_ptr<PreTokenizer> MakeDigits(bool individual);
+std::unique_ptr<PreTokenizer> MakeCharDelimiterSplit(char32_t delimiter);
+// Chunks of `length` (> 0) chars.
+std::unique_ptr<PreTokenizer> MakeFixedLength(size_t length);
 std::unique_ptr<PreTokenizer> MakePreTokenizerSequence(
     std::vector<std::unique_ptr<PreTokenizer>> steps);
+
+// Replaces each char of `s` by the byte-level chars of its UTF-8 bytes, all
+// aligned as the char (HF's transform with the first byte replacing it).
+void ToByteChars(NormalizedString& s);
 
 // The byte-level alphabet: the char that stands for each byte.
 char32_t ByteChar(unsigned char b);

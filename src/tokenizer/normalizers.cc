@@ -87,6 +87,35 @@ class StripAccents final : public Normalizer {
   }
 };
 
+// SentencePiece's NMT rule: ASCII controls dropped, other whitespace-like
+// chars (and U+2581, U+FFFD) made spaces.
+class Nmt final : public Normalizer {
+ public:
+  void Normalize(NormalizedString& s) const override {
+    size_t w = 0;
+    for (size_t r = 0; r < s.size(); ++r) {
+      const char32_t c = s.chars[r];
+      if ((c >= 0x01 && c <= 0x08) || c == 0x0B || (c >= 0x0E && c <= 0x1F) || c == 0x7F ||
+          c == 0x8F || c == 0x9F) {
+        continue;
+      }
+      const bool space = c == 0x09 || c == 0x0A || c == 0x0C || c == 0x0D || c == 0x1680 ||
+                         (c >= 0x200B && c <= 0x200F) || c == 0x2028 || c == 0x2029 ||
+                         c == 0x2581 || c == 0xFEFF || c == 0xFFFD;
+      s.chars[w] = space ? U' ' : c;
+      s.align[w] = s.align[r];
+      ++w;
+    }
+    s.chars.resize(w);
+    s.align.resize(w);
+  }
+};
+
+class ByteLevelNormalizer final : public Normalizer {
+ public:
+  void Normalize(NormalizedString& s) const override { ToByteChars(s); }
+};
+
 class Strip final : public Normalizer {
  public:
   Strip(bool left, bool right) : left_(left), right_(right) {}
@@ -412,6 +441,10 @@ std::unique_ptr<Normalizer> MakeUnicodeNormalizer(UnicodeForm form) {
   return std::make_unique<UnicodeNormalizer>(form);
 }
 std::unique_ptr<Normalizer> MakeLowercase() { return std::make_unique<Lowercase>(); }
+std::unique_ptr<Normalizer> MakeNmt() { return std::make_unique<Nmt>(); }
+std::unique_ptr<Normalizer> MakeByteLevelNormalizer() {
+  return std::make_unique<ByteLevelNormalizer>();
+}
 std::unique_ptr<Normalizer> MakeStripAccents() { return std::make_unique<StripAccents>(); }
 std::unique_ptr<Normalizer> MakeStrip(bool left, bool right) {
   return std::make_unique<Strip>(left, right);

@@ -106,6 +106,8 @@ StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const json& j, int depth =
   if (type == "NFKC") return MakeUnicodeNormalizer(UnicodeForm::kNfkc);
   if (type == "NFKD") return MakeUnicodeNormalizer(UnicodeForm::kNfkd);
   if (type == "Lowercase") return MakeLowercase();
+  if (type == "Nmt") return MakeNmt();
+  if (type == "ByteLevel") return MakeByteLevelNormalizer();
   if (type == "StripAccents") return MakeStripAccents();
   if (type == "Strip") return MakeStrip(j.value("strip_left", true), j.value("strip_right", true));
   if (type == "Prepend") return MakePrepend(j.at("prepend").get<std::string>());
@@ -132,7 +134,8 @@ StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const json& j, int depth =
   }
   return Unimplemented("normalizer type '" + type +
                        "' is not supported; bertrt has Sequence, NFC, NFD, NFKC, NFKD, Lowercase, "
-                       "StripAccents, Strip, Replace, Prepend, Precompiled and BertNormalizer");
+                       "StripAccents, Strip, Replace, Prepend, Precompiled, Nmt, ByteLevel and "
+                       "BertNormalizer");
 }
 
 StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const json& j, int depth = 0) {
@@ -189,9 +192,20 @@ StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const json& j, int dep
     return MakePunctuation(behavior);
   }
   if (type == "Digits") return MakeDigits(j.value("individual_digits", false));
+  if (type == "CharDelimiterSplit") {
+    ASSIGN_OR_RETURN(const char32_t delimiter,
+                     ParseChar(j.at("delimiter"), "CharDelimiterSplit delimiter"));
+    return MakeCharDelimiterSplit(delimiter);
+  }
+  if (type == "FixedLength") {
+    const int64_t length = j.value("length", int64_t{5});
+    if (length <= 0) return InvalidArgument("FixedLength length must be positive");
+    return MakeFixedLength(static_cast<size_t>(length));
+  }
   return Unimplemented("pre_tokenizer type '" + type +
                        "' is not supported; bertrt has Sequence, Metaspace, ByteLevel, Split, "
-                       "Whitespace, WhitespaceSplit, BertPreTokenizer, Punctuation and Digits");
+                       "Whitespace, WhitespaceSplit, BertPreTokenizer, Punctuation, Digits, "
+                       "CharDelimiterSplit and FixedLength");
 }
 
 // WordPiece behind a non-BERT normalizer or pre-tokenizer: the fused

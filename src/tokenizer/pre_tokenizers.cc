@@ -265,33 +265,27 @@ class ByteLevel final : public PreTokenizer {
       RegexPieces(s, *re_, false, pieces);
       SplitPieces(s, pieces, SplitBehavior::kIsolated, out);
     });
-    // Every char becomes the chars of its UTF-8 bytes, all aligned as it.
-    for (NormalizedString& s : splits) {
-      bool ascii = true;
-      for (char32_t c : s.chars) ascii &= c < 0x80;
-      if (ascii) {
-        for (char32_t& c : s.chars) c = ByteChar(static_cast<unsigned char>(c));
-        continue;
-      }
-      NormalizedString bytes;
-      bytes.origin = s.origin;
-      bytes.chars.reserve(s.size() * 2);
-      bytes.align.reserve(s.size() * 2);
-      for (size_t i = 0; i < s.size(); ++i) {
-        char buf[4];
-        const size_t n = AppendUtf8(s.chars[i], buf);
-        for (size_t k = 0; k < n; ++k) {
-          bytes.chars.push_back(ByteChar(static_cast<unsigned char>(buf[k])));
-          bytes.align.push_back(s.align[i]);
-        }
-      }
-      s = std::move(bytes);
-    }
+    for (NormalizedString& s : splits) ToByteChars(s);
   }
 
  private:
   bool add_prefix_space_;
   std::shared_ptr<const Regex> re_;
+};
+
+class FixedLength final : public PreTokenizer {
+ public:
+  explicit FixedLength(size_t length) : length_(length) {}
+  void PreTokenize(std::vector<NormalizedString>& splits) const override {
+    SplitEach(splits, [&](const NormalizedString& s, std::vector<NormalizedString>& out) {
+      for (size_t i = 0; i < s.size(); i += length_) {
+        out.push_back(s.Slice(i, std::min(s.size(), i + length_)));
+      }
+    });
+  }
+
+ private:
+  size_t length_;
 };
 
 struct ByteTables {
@@ -314,6 +308,29 @@ const ByteTables& Tables() {
 }  // namespace
 
 char32_t ByteChar(unsigned char b) { return Tables().byte_char[b]; }
+
+void ToByteChars(NormalizedString& s) {
+  bool ascii = true;
+  for (char32_t c : s.chars) ascii &= c < 0x80;
+  if (ascii) {
+    for (char32_t& c : s.chars) c = ByteChar(static_cast<unsigned char>(c));
+    return;
+  }
+  std::vector<char32_t> chars;
+  std::vector<Span> align;
+  chars.reserve(s.size() * 2);
+  align.reserve(s.size() * 2);
+  for (size_t i = 0; i < s.size(); ++i) {
+    char buf[4];
+    const size_t n = AppendUtf8(s.chars[i], buf);
+    for (size_t k = 0; k < n; ++k) {
+      chars.push_back(ByteChar(static_cast<unsigned char>(buf[k])));
+      align.push_back(s.align[i]);
+    }
+  }
+  s.chars = std::move(chars);
+  s.align = std::move(align);
+}
 int CharByte(char32_t c) {
   if (c < 0x100) {
     return ByteChar(static_cast<unsigned char>(c)) == c ? static_cast<int>(c) : -1;
@@ -354,6 +371,12 @@ std::unique_ptr<PreTokenizer> MakePunctuation(SplitBehavior behavior) {
 std::unique_ptr<PreTokenizer> MakeDigits(bool individual) {
   return MakeCharSplit(IsNumeric,
                        individual ? SplitBehavior::kIsolated : SplitBehavior::kContiguous);
+}
+std::unique_ptr<PreTokenizer> MakeCharDelimiterSplit(char32_t delimiter) {
+  return MakeCharSplit([delimiter](char32_t c) { return c == delimiter; }, SplitBehavior::kRemoved);
+}
+std::unique_ptr<PreTokenizer> MakeFixedLength(size_t length) {
+  return std::make_unique<FixedLength>(length);
 }
 std::unique_ptr<PreTokenizer> MakePreTokenizerSequence(
     std::vector<std::unique_ptr<PreTokenizer>> steps) {

@@ -155,6 +155,11 @@ def configs(tmp):
         {"type": "Replace", "pattern": {"Regex": "\\s+"}, "content": " "},
         {"type": "Prepend", "prepend": "▁"}]})))
     v("xlmr", "xlmr no normalizer", setter((["normalizer"], None)))
+    v("xlmr", "xlmr nmt", setter((["normalizer"], {"type": "Sequence", "normalizers": [
+        {"type": "Nmt"}, {"type": "NFKC"}]})))
+    v("xlmr", "xlmr fixed length", setter((["pre_tokenizer"], {"type": "Sequence", "pretokenizers": [
+        {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": True},
+        {"type": "FixedLength", "length": 3}]})))
     v("xlmr", "xlmr whitespace+metaspace", setter((["pre_tokenizer"], {"type": "Sequence", "pretokenizers": [
         {"type": "Whitespace"}, {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": True}]})))
     v("xlmr", "xlmr wssplit+punct+digits", setter((["pre_tokenizer"], {"type": "Sequence", "pretokenizers": [
@@ -180,6 +185,9 @@ def configs(tmp):
          "special_tokens": {"<s>": {"id": "<s>", "ids": [0], "tokens": ["<s>"]},
                             "</s>": {"id": "</s>", "ids": [2], "tokens": ["</s>"]}}}]})))
     v("roberta", "roberta added tokens", add_tokens(ADDED))
+    v("roberta", "roberta bytelevel normalizer", setter(
+        (["normalizer"], {"type": "ByteLevel"}),
+        (["pre_tokenizer"], {"type": "CharDelimiterSplit", "delimiter": "Ġ"})))
     v("roberta", "roberta lowercase+nfkc", setter((["normalizer"], {"type": "Sequence", "normalizers": [
         {"type": "NFKC"}, {"type": "Lowercase"}]})))
     # ModernBERT / Split.
