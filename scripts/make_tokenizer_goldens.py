@@ -60,5 +60,45 @@ def main():
         print(f"{out}: {len(lines)} encodings")
 
 
+DECODERS = [
+    ("xlmr", {"type": "Sequence", "decoders": [
+        {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+        {"type": "ByteFallback"}, {"type": "Fuse"},
+        {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}),
+    ("xlmr", {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "never", "split": True}),
+    ("xlmr", {"type": "WordPiece", "prefix": "▁", "cleanup": True}),
+    ("xlmr", {"type": "BPEDecoder", "suffix": "a"}),
+    ("xlmr", None),
+    ("roberta", {"type": "Sequence", "decoders": [{"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+                                                  {"type": "Strip", "content": "H", "start": 2, "stop": 2}]}),
+    ("modernbert", {"type": "Sequence", "decoders": [
+        {"type": "Replace", "pattern": {"Regex": "Ġ+"}, "content": "_"}, {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}]}),
+]
+
+
+def decoder_goldens():
+    """tests/data/tokenizer/decoders.json: HF's decode of encodings under
+    other decoders (Sequence, Replace, ByteFallback, Fuse, Strip, Metaspace
+    never, WordPiece, BPEDecoder, none) for tests/unit/pipeline_golden_test.cc."""
+    texts = json.loads((DATA / "component_texts.json").read_text(encoding="utf-8"))
+    corpus = [json.loads(l)["text"] for l in (DATA / "corpus.jsonl").read_text(encoding="utf-8").split("\n") if l]
+    cases = []
+    for base, decoder in DECODERS:
+        spec = json.loads((DATA / base / "tokenizer.json").read_text(encoding="utf-8"))
+        spec["decoder"] = decoder
+        tok = Tokenizer.from_str(json.dumps(spec))
+        for text in texts + corpus[:40]:
+            ids = tok.encode(text).ids
+            # Byte tokens for ByteFallback, spliced in where the ids allow.
+            if base == "xlmr":
+                ids = ids[:3] + [tok.token_to_id("<unk>")] + ids[3:]
+            for skip in (True, False):
+                cases.append({"base": base, "decoder": decoder, "ids": ids, "skip_special_tokens": skip,
+                              "decoded": tok.decode(ids, skip_special_tokens=skip)})
+    (DATA / "decoders.json").write_text(json.dumps(cases, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"{DATA / 'decoders.json'}: {len(cases)} decodings")
+
+
 if __name__ == "__main__":
     main()
+    decoder_goldens()

@@ -325,33 +325,52 @@ StatusOr<std::unique_ptr<Model>> ParseModel(const json& model) {
                        "' model; bertrt supports WordPiece, Unigram and BPE");
 }
 
-// Only decoding reads it; a decoder bertrt does not know decodes by joining
-// the tokens with spaces rather than refusing a model it can encode for.
-void ParseDecoder(const json& j, PipelineParts& parts) {
+// Only decoding (TEI's /decode) reads it. A step bertrt does not have (CTC)
+// is left out rather than refusing a model it can encode for.
+Status ParseDecoder(const json& j, PipelineParts& parts, int depth = 0) {
+  if (depth > 16) return InvalidArgument("decoders are nested too deeply");
   const std::string type = TypeOf(j);
+  DecoderStep d;
   if (type == "Sequence") {
-    for (const json& step : j.value("decoders", json::array())) ParseDecoder(step, parts);
-    return;
+    for (const json& step : j.value("decoders", json::array())) {
+      RETURN_IF_ERROR(ParseDecoder(step, parts, depth + 1));
+    }
+    return Status::Ok();
   }
   if (type == "ByteLevel") {
-    parts.decoder = DecoderKind::kByteLevel;
+    d.kind = DecoderStep::kByteLevel;
   } else if (type == "Metaspace") {
-    parts.decoder = DecoderKind::kMetaspace;
-    std::vector<char32_t> rep;
-    if (j.contains("replacement") && j["replacement"].is_string() &&
-        DecodeUtf8(j["replacement"].get<std::string>(), rep) < 0 && rep.size() == 1) {
-      parts.metaspace_replacement = rep[0];
-    }
-    const bool legacy_never = j.contains("add_prefix_space") &&
-                              j["add_prefix_space"].is_boolean() &&
-                              !j["add_prefix_space"].get<bool>();
-    parts.metaspace_strip_first =
-        j.value("prepend_scheme", std::string("always")) != "never" && !legacy_never;
+    d.kind = DecoderStep::kMetaspace;
+    ASSIGN_OR_RETURN(d.c, ParseChar(j.at("replacement"), "Metaspace replacement"));
+    const json& legacy = j.value("add_prefix_space", json());
+    const bool never = j.value("prepend_scheme", std::string("always")) == "never" ||
+                       (legacy.is_boolean() && !legacy.get<bool>());
+    d.flag = !never;
   } else if (type == "WordPiece") {
-    parts.decoder = DecoderKind::kWordPiece;
-    parts.decoder_prefix = j.value("prefix", std::string("##"));
-    parts.decoder_cleanup = j.value("cleanup", true);
+    d.kind = DecoderStep::kWordPiece;
+    d.text = j.value("prefix", std::string("##"));
+    d.flag = j.value("cleanup", true);
+  } else if (type == "BPEDecoder") {
+    d.kind = DecoderStep::kBpe;
+    d.text = j.value("suffix", std::string("</w>"));
+  } else if (type == "ByteFallback") {
+    d.kind = DecoderStep::kByteFallback;
+  } else if (type == "Fuse") {
+    d.kind = DecoderStep::kFuse;
+  } else if (type == "Strip") {
+    d.kind = DecoderStep::kStrip;
+    ASSIGN_OR_RETURN(d.c, ParseChar(j.at("content"), "Strip content"));
+    d.start = j.value("start", size_t{0});
+    d.stop = j.value("stop", size_t{0});
+  } else if (type == "Replace") {
+    d.kind = DecoderStep::kReplace;
+    ASSIGN_OR_RETURN(d.pattern, ParsePattern(j.at("pattern")));
+    d.text = j.at("content").get<std::string>();
+  } else {
+    return Status::Ok();
   }
+  parts.decoder.push_back(std::move(d));
+  return Status::Ok();
 }
 
 }  // namespace
@@ -384,7 +403,9 @@ StatusOr<std::shared_ptr<Tokenizer>> LoadPipelineTokenizer(const json& root) {
                    ParsePostProcessor(root.value("post_processor", json()), s, &trim));
   parts.trim_offsets = trim.on;
   parts.trim_add_prefix_space = trim.add_prefix_space;
-  ParseDecoder(root.value("decoder", json()), parts);
+  const json& decoder = root.value("decoder", json());
+  parts.has_decoder = !decoder.is_null();
+  if (parts.has_decoder) RETURN_IF_ERROR(ParseDecoder(decoder, parts));
   // The names of the special tokens, for pad_id() and the settings a plan
   // records: the template's, and the padding block's pad token.
   const json& model = root.at("model");

@@ -1,6 +1,8 @@
 #include "tokenizer/pipeline_tokenizer.h"
 
 #include <algorithm>
+#include <cctype>
+#include <string>
 #include <unordered_map>
 
 #include "tokenizer/bert_tokenizer.h"
@@ -147,10 +149,9 @@ Status PipelineTokenizer::EncodeNormalized(NormalizedString&& norm, Scratch& s,
     for (const WordToken& t : s.tokens) {
       const auto [start, end] = word.Original(t.begin, t.end);
       if (parts_.trim_offsets) {
-        const auto [lead, trail] =
-            parts_.model->IdIsText(t.id)
-                ? SpaceRuns(word.chars.data() + t.begin, t.end - t.begin)
-                : token_spaces_[t.id];
+        const auto [lead, trail] = parts_.model->IdIsText(t.id)
+                                       ? SpaceRuns(word.chars.data() + t.begin, t.end - t.begin)
+                                       : token_spaces_[t.id];
         PushTrimmed(t.id, start, end, lead, trail, out);
       } else {
         out.Push(t.id, start, end);
@@ -239,6 +240,167 @@ StatusOr<Encoding> PipelineTokenizer::Encode(std::string_view text,
   return enc;
 }
 
+namespace {
+
+std::string ToUtf8(const std::vector<char32_t>& chars) {
+  std::string out;
+  for (char32_t c : chars) {
+    char buf[4];
+    out.append(buf, AppendUtf8(c, buf));
+  }
+  return out;
+}
+
+// Bytes as UTF-8 text, each invalid sequence's bytes as U+FFFD (Rust's
+// from_utf8_lossy, which HF's ByteLevel decoder uses).
+std::string Lossy(const std::string& bytes) {
+  std::string out;
+  std::vector<char32_t> one;
+  for (size_t i = 0; i < bytes.size();) {
+    const size_t len = Utf8Length(static_cast<unsigned char>(bytes[i]));
+    if ((static_cast<unsigned char>(bytes[i]) & 0xC0) == 0x80 || i + len > bytes.size() ||
+        DecodeUtf8(std::string_view(bytes.data() + i, len), one) >= 0) {
+      out += "\xEF\xBF\xBD";
+      ++i;
+      continue;
+    }
+    out.append(bytes, i, len);
+    i += len;
+  }
+  return out;
+}
+
+void ApplyDecoder(const DecoderStep& d, std::vector<std::string>& tokens) {
+  std::vector<char32_t> chars;
+  switch (d.kind) {
+    case DecoderStep::kByteLevel: {
+      // Byte-level chars back to bytes; a token with any other char stays.
+      std::string bytes;
+      for (const std::string& t : tokens) {
+        DecodeUtf8(t, chars);
+        std::string mapped;
+        bool all = true;
+        for (char32_t c : chars) {
+          const int b = CharByte(c);
+          all &= b >= 0;
+          if (!all) break;
+          mapped.push_back(static_cast<char>(b));
+        }
+        bytes += all ? mapped : t;
+      }
+      tokens = {Lossy(bytes)};
+      return;
+    }
+    case DecoderStep::kMetaspace:
+      for (size_t i = 0; i < tokens.size(); ++i) {
+        DecodeUtf8(tokens[i], chars);
+        std::vector<char32_t> out;
+        // HF drops every replacement char of the first token, not just one.
+        for (char32_t c : chars) {
+          const bool rep = c == d.c;
+          if (rep && i == 0 && d.flag) continue;
+          out.push_back(rep ? U' ' : c);
+        }
+        tokens[i] = ToUtf8(out);
+      }
+      return;
+    case DecoderStep::kWordPiece:
+      for (size_t i = 0; i < tokens.size(); ++i) {
+        std::string& t = tokens[i];
+        if (i > 0) {
+          if (t.compare(0, d.text.size(), d.text) == 0) {
+            t.erase(0, d.text.size());
+          } else {
+            t.insert(0, 1, ' ');
+          }
+        }
+        if (d.flag) WordPieceCleanUp(t);
+      }
+      return;
+    case DecoderStep::kBpe:
+      for (size_t i = 0; i < tokens.size(); ++i) {
+        if (d.text.empty()) continue;
+        const std::string with = i + 1 == tokens.size() ? "" : " ";
+        std::string& t = tokens[i];
+        for (size_t at = t.find(d.text); at != std::string::npos;
+             at = t.find(d.text, at + with.size())) {
+          t.replace(at, d.text.size(), with);
+        }
+      }
+      return;
+    case DecoderStep::kByteFallback: {
+      // Runs of <0xNN> tokens become their bytes' text, or one U+FFFD per
+      // byte when they are not valid UTF-8.
+      std::vector<std::string> out;
+      std::string pending;
+      size_t pending_count = 0;
+      auto flush = [&] {
+        if (pending_count == 0) return;
+        std::vector<char32_t> check;
+        if (DecodeUtf8(pending, check) < 0) {
+          out.push_back(pending);
+        } else {
+          for (size_t k = 0; k < pending_count; ++k) out.push_back("\xEF\xBF\xBD");
+        }
+        pending.clear();
+        pending_count = 0;
+      };
+      for (const std::string& t : tokens) {
+        const bool byte = t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' &&
+                          std::isxdigit(static_cast<unsigned char>(t[3])) &&
+                          std::isxdigit(static_cast<unsigned char>(t[4]));
+        if (byte) {
+          pending.push_back(static_cast<char>(std::stoi(t.substr(3, 2), nullptr, 16)));
+          ++pending_count;
+        } else {
+          flush();
+          out.push_back(t);
+        }
+      }
+      flush();
+      tokens = std::move(out);
+      return;
+    }
+    case DecoderStep::kFuse: {
+      std::string all;
+      for (const std::string& t : tokens) all += t;
+      tokens = {all};
+      return;
+    }
+    case DecoderStep::kStrip:
+      for (std::string& t : tokens) {
+        DecodeUtf8(t, chars);
+        size_t begin = 0;
+        while (begin < d.start && begin < chars.size() && chars[begin] == d.c) ++begin;
+        size_t end = chars.size();
+        for (size_t k = 0; k < d.stop && end > begin && chars[end - 1] == d.c; ++k) --end;
+        t = ToUtf8(std::vector<char32_t>(chars.begin() + begin, chars.begin() + end));
+      }
+      return;
+    case DecoderStep::kReplace: {
+      std::vector<std::pair<size_t, size_t>> matches;
+      std::vector<char32_t> content;
+      DecodeUtf8(d.text, content);
+      for (std::string& t : tokens) {
+        DecodeUtf8(t, chars);
+        d.pattern->FindAll(chars.data(), chars.size(), matches);
+        std::vector<char32_t> out;
+        size_t last = 0;
+        for (const auto& [b, e] : matches) {
+          out.insert(out.end(), chars.begin() + last, chars.begin() + b);
+          out.insert(out.end(), content.begin(), content.end());
+          last = e;
+        }
+        out.insert(out.end(), chars.begin() + last, chars.end());
+        t = ToUtf8(out);
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace
+
 std::string PipelineTokenizer::Decode(const std::vector<int32_t>& ids,
                                       bool skip_special_tokens) const {
   std::vector<std::string> tokens;
@@ -249,75 +411,18 @@ std::string PipelineTokenizer::Decode(const std::vector<int32_t>& ids,
     tokens.push_back(id_to_token_[id]);
   }
   std::string out;
-  std::vector<char32_t> chars;
-  switch (parts_.decoder) {
-    case DecoderKind::kByteLevel: {
-      // Chars of the byte-level alphabet back to their bytes; a token with
-      // any other char is kept as it is. Invalid UTF-8 becomes U+FFFD.
-      std::string bytes;
-      for (const std::string& t : tokens) {
-        DecodeUtf8(t, chars);
-        std::string mapped;
-        bool all = true;
-        for (char32_t c : chars) {
-          const int b = CharByte(c);
-          if (b < 0) {
-            all = false;
-            break;
-          }
-          mapped.push_back(static_cast<char>(b));
-        }
-        bytes += all ? mapped : t;
-      }
-      for (size_t i = 0; i < bytes.size();) {
-        std::vector<char32_t> one;
-        size_t len = Utf8Length(static_cast<unsigned char>(bytes[i]));
-        if ((static_cast<unsigned char>(bytes[i]) & 0xC0) == 0x80 || i + len > bytes.size() ||
-            DecodeUtf8(std::string_view(bytes.data() + i, len), one) >= 0) {
-          out += "\xEF\xBF\xBD";
-          ++i;
-          continue;
-        }
-        out.append(bytes, i, len);
-        i += len;
-      }
-      return out;
+  if (!parts_.has_decoder) {
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (i > 0) out += ' ';
+      out += tokens[i];
     }
-    case DecoderKind::kMetaspace: {
-      for (size_t i = 0; i < tokens.size(); ++i) {
-        DecodeUtf8(tokens[i], chars);
-        // HF drops every replacement char of the first token, not just one.
-        for (char32_t c : chars) {
-          const bool rep = c == parts_.metaspace_replacement;
-          if (rep && i == 0 && parts_.metaspace_strip_first) continue;
-          char buf[4];
-          out.append(buf, AppendUtf8(rep ? U' ' : c, buf));
-        }
-      }
-      return out;
-    }
-    case DecoderKind::kWordPiece:
-      for (size_t i = 0; i < tokens.size(); ++i) {
-        std::string t = tokens[i];
-        const std::string& prefix = parts_.decoder_prefix;
-        if (i > 0) {
-          if (t.compare(0, prefix.size(), prefix) == 0) {
-            t.erase(0, prefix.size());
-          } else {
-            t.insert(0, 1, ' ');
-          }
-        }
-        if (parts_.decoder_cleanup) WordPieceCleanUp(t);
-        out += t;
-      }
-      return out;
-    case DecoderKind::kNone:
-      for (size_t i = 0; i < tokens.size(); ++i) {
-        if (i > 0) out += ' ';
-        out += tokens[i];
-      }
-      return out;
+    return out;
   }
+  for (const DecoderStep& step : parts_.decoder) {
+    if (tokens.empty()) break;
+    ApplyDecoder(step, tokens);
+  }
+  for (const std::string& t : tokens) out += t;
   return out;
 }
 

@@ -19,7 +19,17 @@
 
 namespace bertrt::tokenizer {
 
-enum class DecoderKind { kNone, kByteLevel, kMetaspace, kWordPiece };
+// One step of tokenizer.json's decoder (a Sequence is several), applied to
+// the list of token strings as HF's decode_chain is.
+struct DecoderStep {
+  enum Kind { kByteLevel, kMetaspace, kWordPiece, kBpe, kByteFallback, kFuse, kStrip, kReplace };
+  Kind kind;
+  std::string text;                      // WordPiece prefix, BPE suffix, Replace content
+  bool flag = true;                      // WordPiece cleanup; Metaspace: strip the first token's
+  char32_t c = 0;                        // Metaspace replacement, Strip content
+  size_t start = 0, stop = 0;            // Strip counts
+  std::shared_ptr<const Regex> pattern;  // Replace
+};
 
 struct PipelineParts {
   TokenizerSettings settings;                   // only the special tokens' names are read
@@ -32,11 +42,9 @@ struct PipelineParts {
   // post-processor's trim_offsets) and its add_prefix_space.
   bool trim_offsets = false;
   bool trim_add_prefix_space = false;
-  DecoderKind decoder = DecoderKind::kNone;
-  std::string decoder_prefix = "##";  // WordPiece
-  bool decoder_cleanup = true;        // WordPiece
-  char32_t metaspace_replacement = U'\u2581';
-  bool metaspace_strip_first = true;  // prepend_scheme other than never
+  // No decoder: tokens joined by spaces; else the steps, then joined.
+  bool has_decoder = false;
+  std::vector<DecoderStep> decoder;
 };
 
 class PipelineTokenizer final : public Tokenizer {

@@ -7,9 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
-#include <string>
-
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "bertrt/tokenizer.h"
 
@@ -66,6 +67,37 @@ TEST_P(PipelineGoldenTest, MatchesHfTokenizers) {
   EXPECT_EQ(mismatches, 0u);
   EXPECT_EQ(decode_mismatches, 0u);
   EXPECT_GT(compared, 1000u);
+}
+
+// Decoders other than the files' own (Sequence, Replace, ByteFallback, Fuse,
+// Strip, Metaspace without prepending, WordPiece, BPEDecoder, none) against
+// HF's decode (tests/data/tokenizer/decoders.json).
+TEST(PipelineGoldenDecoders, MatchHfDecode) {
+  const std::string data = BERTRT_TEST_DATA_DIR "/tokenizer/";
+  std::ifstream in(data + "decoders.json");
+  ASSERT_TRUE(in);
+  const auto cases = nlohmann::json::parse(in);
+  std::map<std::string, std::shared_ptr<Tokenizer>> built;
+  size_t mismatches = 0;
+  for (const auto& c : cases) {
+    const std::string base = c["base"].get<std::string>();
+    const std::string key = base + c["decoder"].dump();
+    if (!built.count(key)) {
+      std::ifstream f(data + base + "/tokenizer.json");
+      auto spec = nlohmann::json::parse(f);
+      spec["decoder"] = c["decoder"];
+      auto t = Tokenizer::FromTokenizerJson(spec.dump());
+      ASSERT_TRUE(t.ok()) << t.status().ToString();
+      built[key] = *t;
+    }
+    const std::string got = built[key]->Decode(c["ids"].get<std::vector<int32_t>>(),
+                                               c["skip_special_tokens"].get<bool>());
+    const std::string want = c["decoded"].get<std::string>();
+    EXPECT_EQ(got, want) << key;
+    mismatches += got != want;
+  }
+  EXPECT_EQ(mismatches, 0u);
+  EXPECT_GT(cases.size(), 500u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PipelineGoldenTest,
