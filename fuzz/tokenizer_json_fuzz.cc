@@ -1,15 +1,15 @@
 // libFuzzer target for the component pipeline's loader: a tokenizer.json
 // assembled from the input (which normalizers, pre-tokenizers and model, a
 // regex, a precompiled charsmap, vocabulary pieces and merges all taken from
-// the bytes), or the bytes as tokenizer.json themselves. Loading must fail
-// with a Status or give a tokenizer that then encodes without crashing.
+// the bytes, and a decoder chain), or the bytes as tokenizer.json themselves.
+// Loading must fail with a Status or give a tokenizer that then encodes and
+// decodes without crashing.
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "bertrt/tokenizer.h"
 
@@ -147,6 +147,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         {"added_tokens",
          json::array(
              {{{"id", 0}, {"content", "ab"}, {"lstrip", true}, {"normalized", (n & 128) != 0}}})}};
+    root["decoder"] = {
+        {"type", "Sequence"},
+        {"decoders",
+         {{{"type", "Replace"}, {"pattern", {{"Regex", pattern}}}, {"content", "<0x41>"}},
+          {{"type", "ByteFallback"}},
+          {{"type", "Strip"}, {"content", "_"}, {"start", n % 3}, {"stop", p % 3}},
+          {{"type", p & 64 ? "Fuse" : "ByteLevel"}},
+          {{"type", "Metaspace"}, {"replacement", "_"}, {"prepend_scheme", "first"}},
+          {{"type", "WordPiece"}, {"prefix", "##"}, {"cleanup", true}}}}};
     if (data[0] & 128) {
       root["post_processor"] = {{"type", "RobertaProcessing"},
                                 {"sep", {"<unk>", 0}},
@@ -158,6 +167,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     tok = *t;
     (void)tok->Encode(text, std::string_view("ab cd"), data[3] % 9);
   }
-  (void)tok->Encode("hello ab world, ǅ 中文 e\xcc\x81 \xf0\x9f\x98\x80  x");
+  auto enc = tok->Encode("hello ab world, ǅ 中文 e\xcc\x81 \xf0\x9f\x98\x80  x");
+  if (enc.ok()) (void)tok->Decode(enc->input_ids, data[1] & 1);
   return 0;
 }
