@@ -373,6 +373,18 @@ Status ParseDecoder(const json& j, PipelineParts& parts, int depth = 0) {
   return Status::Ok();
 }
 
+// A component's type, with a Sequence's steps in brackets.
+std::string Summary(const json& j, const char* list, int depth = 0) {
+  if (j.is_null()) return "none";
+  const std::string type = TypeOf(j);
+  if (type != "Sequence" || depth > 4 || !j.contains(list) || !j[list].is_array()) return type;
+  std::string out = "Sequence[";
+  for (size_t i = 0; i < j[list].size(); ++i) {
+    out += (i ? ", " : "") + Summary(j[list][i], list, depth + 1);
+  }
+  return out + "]";
+}
+
 }  // namespace
 
 StatusOr<std::shared_ptr<Tokenizer>> LoadPipelineTokenizer(const json& root) {
@@ -426,6 +438,12 @@ StatusOr<std::shared_ptr<Tokenizer>> LoadPipelineTokenizer(const json& root) {
       if (a.content == "<pad>" || a.content == "[PAD]") s.pad_token = a.content;
     }
   }
+  std::string model_type = TypeOf(model);
+  if (model_type == "?") model_type = model.contains("merges") ? "BPE" : "Unigram";
+  parts.description = model_type + "; normalizer " +
+                      Summary(root.value("normalizer", json()), "normalizers") +
+                      "; pre-tokenizer " + Summary(pre, "pretokenizers") + "; post-processor " +
+                      Summary(root.value("post_processor", json()), "processors");
   return PipelineTokenizer::Create(std::move(parts));
 }
 

@@ -42,6 +42,7 @@ struct PipelineParts {
   // post-processor's trim_offsets) and its add_prefix_space.
   bool trim_offsets = false;
   bool trim_add_prefix_space = false;
+  std::string description;  // for inspect
   // No decoder: tokens joined by spaces; else the steps, then joined.
   bool has_decoder = false;
   std::vector<DecoderStep> decoder;
@@ -59,6 +60,7 @@ class PipelineTokenizer final : public Tokenizer {
   std::string IdToToken(int32_t id) const override;
   std::string Decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const override;
   std::vector<std::string> Vocabulary() const override { return id_to_token_; }
+  std::string Description() const override { return parts_.description; }
 
  private:
   struct Scratch;
