@@ -76,3 +76,41 @@ def test_plan_carries_the_tokenizer(tmp_path):
     outs = [subprocess.run([str(BIN), "tokenize", str(p)], input=stdin, capture_output=True,
                            check=True).stdout for p in (model_dir, plan)]
     assert outs[0] == outs[1]
+
+
+def test_served_tokenize_and_decode(tmp_path):
+    """The server's TEI routes on such models: /tokenize gives HF's ids and the
+    input's own text at each token's byte offsets, /decode gives HF's text."""
+    pytest.importorskip("requests")
+    sys.path.insert(0, str(ROOT / "tests" / "server"))
+    from server_util import Server
+    from tokenizers import Tokenizer
+
+    texts = ["Hello, world! It's a test.", "Привет мир, naïve café 中文", "x <mask> y  z"]
+    for name in ("xlmr", "roberta"):
+        tok = Tokenizer.from_file(str(DATA / name / "tokenizer.json"))
+        model_dir = tmp_path / name
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "make_random_model.py"), "--head", "base",
+                        "--vocab-size", str(tok.get_vocab_size()), "--max-position", "128",
+                        "--tokenizer-from", str(DATA / name), "-o", str(model_dir)], check=True,
+                       capture_output=True)
+        s = Server(str(BIN), [str(model_dir)], grpc=False)
+        try:
+            for text in texts:
+                enc = tok.encode(text)
+                r = s.post("/tokenize", {"inputs": text})
+                assert r.status_code == 200, r.text
+                got = r.json()[0]
+                assert [t["id"] for t in got] == enc.ids, (name, text)
+                raw = text.encode()
+                for t in got:
+                    if not t["special"]:
+                        assert t["text"] == raw[t["start"]:t["stop"]].decode(errors="replace"), (name, t)
+                for skip in (True, False):
+                    r = s.post("/decode", {"ids": enc.ids, "skip_special_tokens": skip})
+                    assert r.status_code == 200, r.text
+                    assert r.json() == [tok.decode(enc.ids, skip_special_tokens=skip)], (name, text, skip)
+            r = s.post("/embed", {"inputs": texts})
+            assert r.status_code == 200 and len(r.json()) == len(texts), r.text
+        finally:
+            s.stop()
