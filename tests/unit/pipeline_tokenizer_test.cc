@@ -3,10 +3,12 @@
 // tests/tokenizer/test_pipeline_parity.py's job.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bertrt/tokenizer.h"
@@ -117,6 +119,34 @@ TEST(PipelineTokenizerTest, SentencePieceModelAloneNamesTheConversion) {
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("save_pretrained"), std::string::npos)
       << t.status().ToString();
+}
+
+// The server encodes from many threads with one tokenizer: the per-thread
+// scratch buffers and BPE word caches must give every thread the same answer.
+TEST(PipelineTokenizerTest, ThreadsAgree) {
+  const std::vector<std::string> texts = {"Hello world, naïve café!", "中文 ภาษาไทย 😀 e\u0301",
+                                          "  leading  and <mask> tokens\r\n", "don't WE'LL 123456"};
+  for (const char* name : {"xlmr", "roberta", "modernbert"}) {
+    auto t = Load(name);
+    ASSERT_NE(t, nullptr);
+    std::vector<Encoding> want;
+    for (const std::string& text : texts) want.push_back(*t->Encode(text));
+    std::atomic<int> mismatches{0};
+    std::vector<std::thread> threads;
+    for (int k = 0; k < 4; ++k) {
+      threads.emplace_back([&, k] {
+        for (int round = 0; round < 200; ++round) {
+          const size_t i = static_cast<size_t>(k + round) % texts.size();
+          auto e = t->Encode(texts[i]);
+          if (!e.ok() || e->input_ids != want[i].input_ids || e->offsets != want[i].offsets) {
+            ++mismatches;
+          }
+        }
+      });
+    }
+    for (std::thread& th : threads) th.join();
+    EXPECT_EQ(mismatches.load(), 0) << name;
+  }
 }
 
 double SecondsToEncode(const Tokenizer& t, const std::string& text) {
