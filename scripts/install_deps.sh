@@ -9,7 +9,7 @@ DEBS=(build-essential cmake ninja-build pkg-config git unzip curl
       nlohmann-json3-dev libutf8proc-dev libonig-dev libcli11-dev libspdlog-dev libfmt-dev
       libdnnl-dev libcpp-httplib-dev libboost-dev zlib1g-dev libssl-dev openssl libgrpc++-dev libprotobuf-dev protobuf-compiler
       protobuf-compiler-grpc libgtest-dev libgmock-dev libbenchmark-dev clang-14 libclang-rt-14-dev libomp-14-dev
-      python3 python3-pip
+      python3 python3-pip python3-venv
       # Debian's oneDNN CMake config looks for OpenCL, which libdnnl-dev does not pull in.
       ocl-icd-opencl-dev)
 
@@ -34,6 +34,36 @@ if ! $PY -c "import numpy, tokenizers, pytest, requests, tritonclient.http, trit
   $PY -m pip install -q --disable-pip-version-check "${PIP_PKGS[@]}" 2>&1 | grep -v "WARNING: Running pip as the 'root' user" || true
 else
   echo "[deps] Python packages: all present"
+fi
+
+# LangChain's embedding wrappers (tests/server/test_langchain.py) in a virtual environment
+# of their own, .venv-langchain: langchain-huggingface needs huggingface_hub below 2, while
+# the other tests' huggingface_hub (2.x) and transformers 5 need 2.x. Pinned, so that the
+# test exercises the clients it names: langchain-huggingface 1.2.1 is the last release whose
+# HuggingFaceEndpointEmbeddings takes a server's URL as `model` (1.2.2 refuses URLs there, so
+# it reaches no self-hosted TEI server at all). Made only when missing or when its packages
+# do not import at those versions.
+LC_VENV=.venv-langchain
+LC_PKGS=("langchain-huggingface==1.2.1" "langchain-openai==1.7.4" "huggingface_hub==1.33.0"
+         "openai==3.57.0" numpy)
+lc_ok() {
+  LC_PKGS="${LC_PKGS[*]}" "$LC_VENV/bin/python" -c '
+import importlib.metadata as m, os
+import langchain_huggingface, langchain_openai, huggingface_hub, openai, numpy
+for pin in os.environ["LC_PKGS"].split():
+    name, _, version = pin.partition("==")
+    assert not version or m.version(name) == version, (name, m.version(name), version)
+' 2>/dev/null
+}
+if ! lc_ok; then
+  echo "[deps] LangChain clients: making $LC_VENV (${LC_PKGS[*]})"
+  rm -rf "$LC_VENV"
+  $PY -m venv "$LC_VENV"
+  "$LC_VENV/bin/python" -m pip install -q --disable-pip-version-check "${LC_PKGS[@]}" 2>&1 |
+    grep -v "WARNING: Running pip as the 'root' user" || true
+  lc_ok || { echo "[deps] $LC_VENV: the LangChain packages do not import at ${LC_PKGS[*]}" >&2; exit 1; }
+else
+  echo "[deps] LangChain clients ($LC_VENV): all present"
 fi
 
 # NVIDIA CUTLASS's headers, for the CUDA engine's fused erf GELU GEMM.

@@ -29,18 +29,26 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(HERE, "..", "tests", "data", "models")
 
 # name -> (pooling_mode, Dense modules as (out_features, bias, activation), normalize,
-#          prompts, default_prompt_name, truncate_dim)
+#          prompts, default_prompt_name, truncate_dim, include_prompt)
 FORMATS = {
     # One mode new to bertrt, a Dense module with tanh (LaBSE's shape), Normalize.
-    "st_weightedmean_dense": ("weightedmean", [(24, True, torch.nn.Tanh())], True, None, None, None),
+    "st_weightedmean_dense": ("weightedmean", [(24, True, torch.nn.Tanh())], True, None, None, None,
+                              True),
     # Three modes concatenated, Dense without a bias and Identity, then
     # another with GELU; prompts with a default; truncate_dim after Normalize.
     "st_concat_prompts": (["cls", "mean_sqrt_len_tokens", "lasttoken"],
                           [(40, False, torch.nn.Identity()), (20, True, torch.nn.GELU())], True,
-                          {"query": "query: ", "passage": "passage: "}, "query", 12),
+                          {"query": "query: ", "passage": "passage: "}, "query", 12, True),
     # 2.x-4.x files: booleans for cls + max + mean, legacy type names, ReLU Dense.
     "st_legacy_concat": (["cls", "max", "mean"], [(16, True, torch.nn.ReLU())], False,
-                         None, None, None),
+                         None, None, None, True),
+    # Instruction-tuned embedders' shape: the prompt's tokens left out of the
+    # pooling (include_prompt false), every mode concatenated so that each
+    # one's handling of them is checked; an empty prompt leaves nothing out.
+    "st_exclude_prompt": (["cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean",
+                           "lasttoken"], [], True,
+                          {"query": "Represent this sentence for searching relevant passages: ",
+                           "short": "q: ", "empty": ""}, "query", None, False),
 }
 
 LEGACY_TYPES = {"Transformer": "sentence_transformers.models.Transformer",
@@ -74,7 +82,7 @@ def to_legacy(path):
 
 
 def make(name, seed):
-    pooling, dense, normalize, prompts, default_prompt, truncate_dim = FORMATS[name]
+    pooling, dense, normalize, prompts, default_prompt, truncate_dim, include_prompt = FORMATS[name]
     torch.manual_seed(seed)
     with tempfile.TemporaryDirectory() as tmp:
         bert = os.path.join(tmp, "bert")
@@ -82,7 +90,8 @@ def make(name, seed):
                         "--head", "base", "--act", "gelu", "--seed", str(seed), "--tokenizer-json",
                         "-o", bert], check=True, stdout=subprocess.DEVNULL)
         transformer = Transformer(bert, max_seq_length=48)
-        modules = [transformer, Pooling(transformer.get_embedding_dimension(), pooling_mode=pooling)]
+        modules = [transformer, Pooling(transformer.get_embedding_dimension(), pooling_mode=pooling,
+                                        include_prompt=include_prompt)]
         width = modules[-1].get_embedding_dimension()
         for out, bias, act in dense:
             modules.append(Dense(width, out, bias=bias, activation_function=act))

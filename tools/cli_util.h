@@ -41,11 +41,14 @@ void AddEngineOptions(CLI::App* cmd, EngineFlags* flags,
 struct ServingFlags {
   int instances = 1;
   std::vector<int> gpus;
-  int max_batch_tokens = 16384;
-  int max_batch_size = 64;
-  int max_client_batch_size = 0;  // 0: max_batch_size
-  int max_queue_delay_us = 0;
-  int max_queue_size = 1024;
+  // The batcher's own defaults (SchedulerOptions), in one place.
+  int max_batch_tokens = SchedulerOptions{}.max_batch_tokens;
+  int max_batch_size = SchedulerOptions{}.max_batch_size;
+  int max_client_batch_size = SchedulerOptions{}.max_client_batch_size;  // 0: max_batch_size
+  int max_queue_delay_us = static_cast<int>(SchedulerOptions{}.max_queue_delay.count());
+  int max_queue_size = static_cast<int>(SchedulerOptions{}.max_queue_size);
+  // A server's requests give up after 30 s in the queue (the batcher alone
+  // waits for ever: `bertrt run` has no client to answer in time).
   int request_timeout_ms = 30000;
   bool auto_truncate = false;
   std::vector<std::string> warmup;  // BATCHxLENGTH shapes
@@ -101,13 +104,11 @@ class ProgressBar {
 
 namespace bertrt::cli {
 
-// One JSON Lines input record: {"text": ..., "text_pair": ...}.
-struct TextInput {
-  std::string text;
-  std::optional<std::string> text_pair;
-};
+// The server's input record (text and optional text_pair).
+using server::TextInput;
 
-// Parses line `line_number` (1-based, for the error message).
+// Parses line `line_number` (1-based, for the error message) of JSON Lines:
+// {"text": ..., "text_pair": ...}.
 StatusOr<TextInput> ParseTextLine(const std::string& line, size_t line_number);
 
 // {"error": "line N: <message>"}

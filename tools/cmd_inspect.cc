@@ -54,6 +54,7 @@ nlohmann::json Describe(const LoadedModel& loaded) {
     for (const auto& [name, text] : c.prompts) prompts[name] = text;
     j["prompts"] = prompts;
     if (!c.default_prompt_name.empty()) j["default_prompt_name"] = c.default_prompt_name;
+    j["include_prompt"] = c.include_prompt;
   }
   if (c.num_labels > 0) j["num_labels"] = c.num_labels;
   if (!c.labels.empty()) j["labels"] = c.labels;
@@ -118,6 +119,7 @@ void PrintText(const nlohmann::json& j, std::ostream& out) {
     for (const auto& [name, text] : j["prompts"].items())
       row("prompt", name + " = " + text.dump() +
                         (j.value("default_prompt_name", "") == name ? " (default)" : ""));
+    if (!j["include_prompt"].get<bool>()) row("prompt tokens", "left out of the pooling");
   }
   if (j.contains("labels")) {
     std::string labels;

@@ -1,7 +1,31 @@
-// bertrt run MODEL: JSON Lines of texts in, one JSON line of outputs per input.
+// bertrt run MODEL [INPUT]: texts in (JSON Lines or plain lines), one result
+// per input out, in input order (JSON Lines, or an .npy file of vectors).
+//
+// The server's request path (ServedModel: its tokenization, truncation,
+// prompt and empty-text rules, and its dynamic batcher), in a pipeline so
+// that the engine never waits for the host: the main thread reads lines into
+// chunks; worker threads parse and encode a chunk, submit it to the batcher
+// (which joins the chunks in flight into the engine's batches) and format its
+// results; a writer thread writes the chunks back in order.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
 #include <cstdio>
+#include <deque>
+#include <fstream>
 #include <iostream>
+#include <limits>
+#include <map>
+#include <mutex>
 #include <string>
+#include <sys/stat.h>
+#include <thread>
+#include <tuple>
 #include <vector>
 
 #include "cli_util.h"
@@ -13,102 +37,300 @@ namespace {
 
 struct RunFlags {
   std::string model;
+  std::string input = "-";
+  std::string input_format = "jsonl";
   EngineFlags engine;
   std::string truncation = "longest_first";
   std::string output = "default";
+  std::string output_npy;
   int max_length = 0;
-  int batch_size = 32;
+  int batch_size = 0;  // 0: by device
+  int workers = 0;     // 0: by cores
   bool skip_verify = false;
+  bool quiet = false;
   std::string prompt_name;  // "": the model's default prompt, if any
 };
 
-// One input line on its way through: either an error or an encoding.
-struct Pending {
-  Status error;
-  Encoding encoding;
+// What every chunk needs to turn lines into results.
+struct RunContext {
+  server::ServedModel* model;
+  const ModelConfig* config;
+  server::EncodeOptions encode;  // always truncate; --max-length, --truncation, --prompt-name
+  bool text_lines = false;     // --input-format text
+  bool hidden_states = false;  // --output last_hidden_state
+  // --output-npy: the per-sequence output written as rows, and its width.
+  const char* npy_output = nullptr;
+  int npy_width = 0;
 };
 
-// Writes the JSON record of sequence `seq` of the batch.
-nlohmann::json OutputRecord(const ModelConfig& config, const BatchOutputs& out,
-                            const RaggedBatch& batch, int seq, bool hidden_states) {
-  const int begin = batch.cu_seqlens[seq], len = batch.cu_seqlens[seq + 1] - begin;
-  auto per_seq = [&](const NamedOutput& o) {
-    return FloatArray(o.data.data() + static_cast<size_t>(seq) * o.width, o.width);
-  };
-  auto per_token_rows = [&](const NamedOutput& o) {
-    nlohmann::json rows = nlohmann::json::array();
-    for (int t = 0; t < len; ++t)
-      rows.push_back(FloatArray(o.data.data() + static_cast<size_t>(begin + t) * o.width, o.width));
-    return rows;
-  };
-  auto per_token_scalars = [&](const NamedOutput& o) {
-    return FloatArray(o.data.data() + begin, len);
-  };
-  nlohmann::json record;
-  if (hidden_states) {
-    record["last_hidden_state"] = per_token_rows(*out.Find("last_hidden_state"));
-    return record;
+// Consecutive input lines, from reading to writing.
+struct Chunk {
+  size_t first_line = 0;  // 1-based number of lines[0]
+  std::vector<std::string> lines;
+  // Filled by a worker.
+  std::string json;              // the records, one line each (JSON Lines output)
+  std::vector<float> npy_rows;   // lines x npy_width (.npy output; NaN for failed lines)
+  std::string errors;            // "line N: ..." lines for stderr (.npy output)
+  bool all_ok = true;            // no line failed
+  Status fatal;                  // the engine failed: the run stops here
+};
+
+// Shortest round-trip decimal of each float; null for NaN and infinities
+// (JSON has no such numbers), as nlohmann writes them.
+void AppendFloats(std::string& out, const float* v, size_t n) {
+  out.push_back('[');
+  char buf[32];
+  for (size_t i = 0; i < n; ++i) {
+    if (i) out.push_back(',');
+    if (!std::isfinite(v[i])) {
+      out += "null";
+      continue;
+    }
+    auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v[i]);
+    out.append(buf, end);
   }
-  switch (config.head) {
+  out.push_back(']');
+}
+
+void AppendRows(std::string& out, const float* v, int rows, int width) {
+  out.push_back('[');
+  for (int r = 0; r < rows; ++r) {
+    if (r) out.push_back(',');
+    AppendFloats(out, v + static_cast<size_t>(r) * width, width);
+  }
+  out.push_back(']');
+}
+
+void AppendKey(std::string& out, const char* key, bool first) {
+  out += first ? "{\"" : ",\"";
+  out += key;
+  out += "\":";
+}
+
+// The JSON record of sequence `seq` of a result, written straight to text:
+// with nlohmann's tree, each number cost more than the model did.
+void AppendRecord(const RunContext& ctx, const InferResult& r, int seq, std::string& out) {
+  const int begin = r.cu_seqlens[seq], len = r.cu_seqlens[seq + 1] - begin;
+  auto per_seq = [&](const char* name) {
+    const NamedOutput& o = *r.outputs.Find(name);
+    AppendFloats(out, o.data.data() + static_cast<size_t>(seq) * o.width, o.width);
+  };
+  auto per_token = [&](const char* name) {
+    const NamedOutput& o = *r.outputs.Find(name);
+    if (o.width == 1)
+      AppendFloats(out, o.data.data() + begin, len);
+    else
+      AppendRows(out, o.data.data() + static_cast<size_t>(begin) * o.width, len, o.width);
+  };
+  if (ctx.hidden_states) {
+    AppendKey(out, "last_hidden_state", true);
+    per_token("last_hidden_state");
+    out += "}\n";
+    return;
+  }
+  switch (ctx.config->head) {
     case HeadKind::kSequenceClassification: {
-      const NamedOutput& logits = *out.Find("logits");
+      const NamedOutput& logits = *r.outputs.Find("logits");
       const float* row = logits.data.data() + static_cast<size_t>(seq) * logits.width;
-      int best = 0;
-      for (int c = 1; c < logits.width; ++c)
-        if (row[c] > row[best]) best = c;
-      record["logits"] = per_seq(logits);
-      record["label"] = best < static_cast<int>(config.labels.size())
-                            ? config.labels[best]
-                            : "LABEL_" + std::to_string(best);
+      const int best = static_cast<int>(std::max_element(row, row + logits.width) - row);
+      const std::vector<std::string>& labels = ctx.config->labels;
+      AppendKey(out, "label", true);
+      out += nlohmann::json(best < static_cast<int>(labels.size())
+                                ? labels[best]
+                                : "LABEL_" + std::to_string(best))
+                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      AppendKey(out, "logits", false);
+      per_seq("logits");
       break;
     }
     case HeadKind::kTokenClassification:
-      record["logits"] = per_token_rows(*out.Find("logits"));
+      AppendKey(out, "logits", true);
+      per_token("logits");
       break;
     case HeadKind::kQuestionAnswering:
-      record["start_logits"] = per_token_scalars(*out.Find("start_logits"));
-      record["end_logits"] = per_token_scalars(*out.Find("end_logits"));
+      AppendKey(out, "end_logits", true);
+      per_token("end_logits");
+      AppendKey(out, "start_logits", false);
+      per_token("start_logits");
       break;
     case HeadKind::kSentenceEmbedding:
-      record["embedding"] = per_seq(*out.Find("embedding"));
+      AppendKey(out, "embedding", true);
+      per_seq("embedding");
       break;
     case HeadKind::kBase:
-      record["pooler_output"] = per_seq(*out.Find("pooler_output"));
+      AppendKey(out, "pooler_output", true);
+      per_seq("pooler_output");
       break;
   }
-  return record;
+  out += "}\n";
 }
 
-void Emit(const nlohmann::json& record) {
-  std::string line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  line.push_back('\n');
-  std::fwrite(line.data(), 1, line.size(), stdout);
-}
-
-// Runs one chunk of input lines and writes their records in input order.
-// Returns false when any line failed.
-StatusOr<bool> RunChunk(Engine& engine, std::vector<Pending>& chunk, bool hidden_states) {
-  RaggedBatch batch;
-  for (const Pending& p : chunk)
-    if (p.error.ok()) batch.Add(p.encoding.input_ids, p.encoding.token_type_ids);
-  BatchOutputs out;
-  if (batch.num_seqs() > 0) {
-    RunOptions options;
-    options.last_hidden_state = hidden_states;
-    ASSIGN_OR_RETURN(out, engine.Run(batch, options));
+void AppendError(const Status& error, Chunk& chunk, const RunContext& ctx) {
+  chunk.all_ok = false;
+  if (ctx.npy_output) {
+    chunk.npy_rows.insert(chunk.npy_rows.end(), ctx.npy_width,
+                          std::numeric_limits<float>::quiet_NaN());
+    chunk.errors += "error: " + error.message() + "\n";
+    return;
   }
-  bool all_ok = true;
+  chunk.json += ErrorRecord(error).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  chunk.json.push_back('\n');
+}
+
+// Line `number` as an input: its tokens, or why it has none.
+StatusOr<SequenceInput> EncodeLine(const RunContext& ctx, const std::string& line, size_t number) {
+  const std::string where = "line " + std::to_string(number) + ": ";
+  TextInput input;
+  if (ctx.text_lines) {
+    input.text = line;
+  } else {
+    ASSIGN_OR_RETURN(input, ParseTextLine(line, number));
+  }
+  auto seq = ctx.model->Encode(input, ctx.encode);
+  if (!seq.ok()) return InvalidArgument(where + seq.status().message());
+  return seq;
+}
+
+// A worker's whole job on one chunk.
+void ProcessChunk(const RunContext& ctx, Chunk& chunk) {
+  std::vector<StatusOr<SequenceInput>> encoded;
+  InferRequest request;
+  request.last_hidden_state = ctx.hidden_states;
+  for (size_t i = 0; i < chunk.lines.size(); ++i) {
+    encoded.push_back(EncodeLine(ctx, chunk.lines[i], chunk.first_line + i));
+    if (encoded.back().ok()) request.sequences.push_back(std::move(*encoded.back()));
+  }
+  chunk.lines = {};
+  InferResult result;
+  if (!request.sequences.empty()) {
+    auto done = ctx.model->scheduler().Infer(std::move(request));
+    if (!done.ok()) {
+      chunk.fatal = done.status();
+      return;
+    }
+    result = std::move(*done);
+  }
   int seq = 0;
-  for (const Pending& p : chunk) {
-    if (!p.error.ok()) {
-      all_ok = false;
-      Emit(ErrorRecord(p.error));
+  for (const StatusOr<SequenceInput>& e : encoded) {
+    if (!e.ok()) {
+      AppendError(e.status(), chunk, ctx);
       continue;
     }
-    Emit(OutputRecord(engine.config(), out, batch, seq++, hidden_states));
+    if (ctx.npy_output) {
+      const NamedOutput& o = *result.outputs.Find(ctx.npy_output);
+      const float* row = o.data.data() + static_cast<size_t>(seq) * o.width;
+      chunk.npy_rows.insert(chunk.npy_rows.end(), row, row + o.width);
+    } else {
+      AppendRecord(ctx, result, seq, chunk.json);
+    }
+    ++seq;
   }
-  std::fflush(stdout);
-  return all_ok;
+}
+
+// A float32 [rows, width] .npy file (format 1.0) whose row count is written
+// at the end, when it is known: the header is padded to a fixed size so that
+// it can be rewritten in place.
+class NpyWriter {
+ public:
+  Status Open(const std::string& path, int width) {
+    width_ = width;
+    file_ = std::fopen(path.c_str(), "wb");
+    if (!file_) return InvalidArgument("--output-npy " + path + ": cannot write it");
+    return WriteHeader();
+  }
+  ~NpyWriter() {
+    if (file_) std::fclose(file_);
+  }
+  bool Append(const std::vector<float>& rows) {
+    rows_ += rows.size() / width_;
+    return std::fwrite(rows.data(), sizeof(float), rows.size(), file_) == rows.size();
+  }
+  Status Close() {
+    Status st = std::fseek(file_, 0, SEEK_SET) == 0 ? WriteHeader()
+                                                    : Internal("--output-npy: cannot seek");
+    if (std::fclose(file_) != 0 && st.ok()) st = Internal("--output-npy: write failed");
+    file_ = nullptr;
+    return st;
+  }
+
+ private:
+  static constexpr size_t kHeaderBytes = 128;  // magic, version, length, dict, padding
+  Status WriteHeader() {
+    std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (" +
+                       std::to_string(rows_) + ", " + std::to_string(width_) + "), }";
+    std::string header = "\x93NUMPY\x01";
+    header.push_back('\0');
+    const size_t dict_bytes = kHeaderBytes - 10;
+    header.push_back(static_cast<char>(dict_bytes & 0xff));
+    header.push_back(static_cast<char>(dict_bytes >> 8));
+    dict.resize(dict_bytes - 1, ' ');
+    header += dict + "\n";
+    if (std::fwrite(header.data(), 1, header.size(), file_) != header.size())
+      return Internal("--output-npy: write failed");
+    return Status::Ok();
+  }
+  std::FILE* file_ = nullptr;
+  size_t rows_ = 0;
+  int width_ = 0;
+};
+
+// "run: 120,000 texts, 15,210 texts/s, 63%, 0:42 left" on stderr, ten times
+// a second at most; the share and time left when the input's size is known.
+class RunProgress {
+ public:
+  RunProgress(bool enabled, size_t input_bytes)
+      : enabled_(enabled), input_bytes_(input_bytes), start_(Clock::now()) {}
+  void Update(size_t texts, size_t bytes_read, bool final) {
+    if (!enabled_) return;
+    const auto now = Clock::now();
+    if (!final && now - last_ < std::chrono::milliseconds(100)) return;
+    last_ = now;
+    const double seconds = std::chrono::duration<double>(now - start_).count();
+    const double rate = seconds > 0 ? texts / seconds : 0;
+    std::string line = "\rrun: " + Thousands(texts) + " texts, " +
+                       Thousands(static_cast<size_t>(rate)) + " texts/s";
+    if (input_bytes_ > 0 && !final) {
+      const double share = std::min(1.0, double(bytes_read) / input_bytes_);
+      const int left = share > 0 ? static_cast<int>(seconds * (1 - share) / share) : 0;
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), ", %d%%, %d:%02d left", static_cast<int>(share * 100),
+                    left / 60, left % 60);
+      line += buf;
+    }
+    line += final ? "\n" : "   ";
+    std::fputs(line.c_str(), stderr);
+    std::fflush(stderr);
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  static std::string Thousands(size_t n) {
+    std::string s = std::to_string(n);
+    for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(i, ",");
+    return s;
+  }
+  bool enabled_;
+  size_t input_bytes_;
+  Clock::time_point start_, last_{};
+};
+
+// The per-sequence output an .npy file takes, or why the head has none.
+StatusOr<std::pair<const char*, int>> NpyOutput(const ModelConfig& c, bool hidden_states) {
+  if (!hidden_states) {
+    switch (c.head) {
+      case HeadKind::kSentenceEmbedding:
+        return std::pair{"embedding", c.embedding_width()};
+      case HeadKind::kBase:
+        return std::pair{"pooler_output", c.hidden_size};
+      case HeadKind::kSequenceClassification:
+        return std::pair{"logits", c.num_labels};
+      default:
+        break;
+    }
+  }
+  return InvalidArgument("--output-npy writes one vector per input (embeddings, pooler "
+                         "outputs or sequence logits); this run's outputs are per token: "
+                         "use JSON Lines");
 }
 
 int Run(const RunFlags& flags) {
@@ -117,23 +339,56 @@ int Run(const RunFlags& flags) {
   auto loaded = LoadForCli(flags.model);
   if (!loaded.ok()) return Fail(loaded.status(), kExitModelError);
   TraceStartup("bertrt run: model read and checked");
+  const ModelConfig& config = loaded->model->config;
+  RunContext ctx;
+  ctx.config = &config;
+  ctx.text_lines = flags.input_format == "text";
+  ctx.hidden_states = flags.output == "last_hidden_state";
+  // run cuts what is too long (the server refuses it unless asked).
+  ctx.encode.truncate = true;
   auto truncation = ParseTruncation(flags.truncation);
   if (!truncation.ok()) return Fail(truncation.status(), kExitUsage);
-  auto prompt = loaded->model->config.PromptText(
-      flags.prompt_name.empty() ? std::nullopt : std::optional<std::string>(flags.prompt_name));
-  if (!prompt.ok()) return Fail(prompt.status(), kExitUsage);
-  const ModelConfig& config = loaded->model->config;
-  if (flags.output != "default" && flags.output != "last_hidden_state")
-    return Fail(
-        InvalidArgument("--output " + flags.output + ": expected default or last_hidden_state"),
-        kExitUsage);
-  const bool hidden_states = flags.output == "last_hidden_state";
-  int max_length = flags.max_length > 0 ? flags.max_length : config.max_seq_length;
+  ctx.encode.truncation = *truncation;
+  if (!flags.prompt_name.empty()) {
+    ctx.encode.prompt_name = flags.prompt_name;
+    if (auto prompt = config.PromptText(flags.prompt_name); !prompt.ok())
+      return Fail(prompt.status(), kExitUsage);
+  }
+  const int max_length = flags.max_length > 0 ? flags.max_length : config.max_seq_length;
+  ctx.encode.max_length = max_length;
   if (max_length > config.max_position_embeddings)
-    return Fail(InvalidArgument(
-                    "--max-length " + std::to_string(max_length) + " is more than the model's " +
-                    std::to_string(config.max_position_embeddings) + " position embeddings"),
+    return Fail(InvalidArgument("--max-length " + std::to_string(max_length) +
+                                " is more than the model's " +
+                                std::to_string(config.max_position_embeddings) +
+                                " position embeddings"),
                 kExitUsage);
+  if (config.head == HeadKind::kBase && loaded->model->weights.pooler_w.empty() &&
+      !ctx.hidden_states)
+    return Fail(InvalidArgument("this BertModel has no pooler (saved without its pooling "
+                                "layer), so its only output is per token: add --output "
+                                "last_hidden_state"),
+                kExitUsage);
+  NpyWriter npy;
+  if (!flags.output_npy.empty()) {
+    auto out = NpyOutput(config, ctx.hidden_states);
+    if (!out.ok()) return Fail(out.status(), kExitUsage);
+    std::tie(ctx.npy_output, ctx.npy_width) = *out;
+  }
+
+  std::ifstream file;
+  size_t input_bytes = 0;
+  if (flags.input != "-") {
+    file.open(flags.input, std::ios::binary);
+    if (!file) return Fail(InvalidArgument("INPUT " + flags.input + ": cannot read it"), kExitUsage);
+    struct stat st {};
+    if (stat(flags.input.c_str(), &st) == 0 && S_ISREG(st.st_mode)) input_bytes = st.st_size;
+  }
+  std::istream& in = flags.input == "-" ? std::cin : file;
+  if (!flags.output_npy.empty()) {
+    if (Status st = npy.Open(flags.output_npy, ctx.npy_width); !st.ok())
+      return Fail(st, kExitUsage);
+  }
+
   auto engine = CreateEngine(loaded->model, flags.engine);
   if (!engine.ok()) return Fail(engine.status(), kExitRuntimeError);
   TraceStartup("bertrt run: engine created");
@@ -143,47 +398,166 @@ int Run(const RunFlags& flags) {
                                                                               : kExitRuntimeError);
     TraceStartup("bertrt run: self-check done");
   }
+  // A GPU batch of a few hundred texts keeps it busy; the CPU engine gains
+  // nothing past a few dozen and answers sooner with them.
+  const int batch_size = flags.batch_size > 0 ? flags.batch_size
+                         : flags.engine.device == "cuda" ? 256
+                                                         : 32;
+  // Chunks smaller than a batch, so that the scheduler fills each batch from
+  // several and a chunk's host work overlaps the engine's.
+  const size_t chunk_lines = static_cast<size_t>(std::clamp(batch_size / 4, 1, 64));
+  const int workers =
+      flags.workers > 0 ? flags.workers
+                        : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 2, 16);
+  // The engine served as `bertrt serve` serves it, with batches of
+  // batch_size texts of up to max_length tokens.
+  server::ModelServing serving;
+  server::InstanceSpec& instance = serving.instances.emplace_back();
+  instance.device = flags.engine.device;
+  instance.precision = ResolvePrecision(flags.engine.device, flags.engine.precision);
+  instance.threads = flags.engine.threads;
+  instance.gelu = flags.engine.gelu;
+  serving.scheduler.max_batch_size = batch_size;
+  serving.scheduler.max_batch_tokens = batch_size * std::max(max_length, 1);
+  serving.scheduler.max_client_batch_size = static_cast<int>(chunk_lines);
+  serving.scheduler.max_queue_size = static_cast<size_t>(4 * workers + 4);
+  std::vector<std::unique_ptr<Engine>> engines;
+  engines.push_back(std::move(*engine));
+  auto served = server::ServedModel::Create(server::DefaultModelName(flags.model), "1", flags.model,
+                                            std::move(*loaded), std::move(engines), serving,
+                                            server::ServeDefaults{});
+  if (!served.ok()) return Fail(served.status(), kExitRuntimeError);
+  ctx.model = served->get();
 
-  ProgressBar progress("run");
-  std::vector<Pending> chunk;
+  // Chunks by index: read (queued for a worker), then done (for the writer).
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<size_t, Chunk> chunks;
+  std::deque<size_t> to_process;
+  size_t read = 0, written = 0;
+  bool reading_done = false, stop = false;
+  const size_t max_in_flight = 4 * static_cast<size_t>(workers);
+  std::map<size_t, bool> done;  // index -> processed
+  std::atomic<size_t> bytes_read{0};
+
+  std::vector<std::thread> pool;
+  for (int w = 0; w < workers; ++w)
+    pool.emplace_back([&] {
+      for (;;) {
+        size_t index;
+        Chunk* chunk;
+        {
+          std::unique_lock lock(mu);
+          cv.wait(lock, [&] { return !to_process.empty() || reading_done || stop; });
+          if (to_process.empty() || stop) return;
+          index = to_process.front();
+          to_process.pop_front();
+          chunk = &chunks.at(index);
+        }
+        ProcessChunk(ctx, *chunk);
+        std::lock_guard lock(mu);
+        done[index] = true;
+        cv.notify_all();
+      }
+    });
+
+  // The writer: chunks in input order, as each is done.
+  RunProgress progress(isatty(STDERR_FILENO) && !flags.quiet, input_bytes);
+  bool all_ok = true;
+  Status fatal;
+  size_t texts_written = 0;
+  std::thread writer([&] {
+    for (;;) {
+      Chunk chunk;
+      {
+        std::unique_lock lock(mu);
+        cv.wait(lock, [&] { return done.count(written) || (reading_done && written == read); });
+        if (!done.count(written)) return;
+        chunk = std::move(chunks.at(written));
+        chunks.erase(written);
+        done.erase(written);
+      }
+      if (!chunk.fatal.ok()) {
+        std::lock_guard lock(mu);
+        fatal = chunk.fatal;
+        stop = true;
+        cv.notify_all();
+        return;
+      }
+      if (ctx.npy_output) {
+        std::fputs(chunk.errors.c_str(), stderr);
+        if (!npy.Append(chunk.npy_rows)) {
+          std::lock_guard lock(mu);
+          fatal = Internal("--output-npy " + flags.output_npy + ": write failed (disk full?)");
+          stop = true;
+          cv.notify_all();
+          return;
+        }
+        texts_written += chunk.npy_rows.size() / ctx.npy_width;
+      } else {
+        std::fwrite(chunk.json.data(), 1, chunk.json.size(), stdout);
+        texts_written += std::count(chunk.json.begin(), chunk.json.end(), '\n');
+      }
+      all_ok = all_ok && chunk.all_ok;
+      if (written == 0) {
+        std::fflush(stdout);
+        TraceStartup("bertrt run: results of a chunk");
+      }
+      progress.Update(texts_written, bytes_read.load(), false);
+      std::lock_guard lock(mu);
+      ++written;
+      cv.notify_all();
+    }
+  });
+
+  std::ios::sync_with_stdio(false);
   std::string line;
   size_t line_number = 0;
-  bool all_ok = true;
-  bool first_chunk = true;  // the start ends with its results
-  auto flush = [&]() -> bool {
-    auto ok = RunChunk(**engine, chunk, hidden_states);
-    if (first_chunk) TraceStartup("bertrt run: results of a chunk");
-    first_chunk = false;
-    progress.Advance(chunk.size());
-    chunk.clear();
-    if (!ok.ok()) {
-      Fail(ok.status(), kExitRuntimeError);
-      return false;
-    }
-    all_ok = all_ok && *ok;
+  Chunk next;
+  auto submit = [&] {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return read - written < max_in_flight || stop; });
+    if (stop) return false;
+    chunks.emplace(read, std::move(next));
+    to_process.push_back(read++);
+    cv.notify_all();
+    next = Chunk{};
     return true;
   };
-  while (std::getline(std::cin, line)) {
+  bool first = true;
+  while (std::getline(in, line)) {
+    bytes_read += line.size() + 1;
+    if (ctx.text_lines && !line.empty() && line.back() == '\r') line.pop_back();
+    if (next.lines.empty()) next.first_line = line_number + 1;
     ++line_number;
-    Pending p;
-    auto input = ParseTextLine(line, line_number);
-    if (!input.ok()) {
-      p.error = input.status();
-    } else if (Status text = CheckInputText(input->text); !text.ok()) {
-      p.error = InvalidArgument("line " + std::to_string(line_number) + ": " + text.message());
-    } else {
-      auto enc = loaded->tokenizer->Encode(*prompt + input->text, input->text_pair, max_length,
-                                           *truncation);
-      if (enc.ok())
-        p.encoding = std::move(*enc);
-      else
-        p.error =
-            InvalidArgument("line " + std::to_string(line_number) + ": " + enc.status().message());
+    next.lines.push_back(std::move(line));
+    if (next.lines.size() >= (first ? 1 : chunk_lines)) {
+      // The first chunk is one line, so that the first result (and the
+      // startup trace's last step) comes as soon as the engine can give it.
+      first = false;
+      if (!submit()) break;
     }
-    chunk.push_back(std::move(p));
-    if (static_cast<int>(chunk.size()) >= flags.batch_size && !flush()) return kExitRuntimeError;
   }
-  if (!chunk.empty() && !flush()) return kExitRuntimeError;
+  if (!next.lines.empty()) submit();
+  {
+    std::lock_guard lock(mu);
+    reading_done = true;
+    cv.notify_all();
+  }
+  writer.join();
+  {
+    std::lock_guard lock(mu);
+    stop = true;
+    cv.notify_all();
+  }
+  for (std::thread& t : pool) t.join();
+  ctx.model->scheduler().Shutdown();
+  std::fflush(stdout);
+  progress.Update(texts_written, bytes_read.load(), true);
+  if (!fatal.ok()) return Fail(fatal, kExitRuntimeError);
+  if (!flags.output_npy.empty()) {
+    if (Status st = npy.Close(); !st.ok()) return Fail(st, kExitRuntimeError);
+  }
   return all_ok ? kExitOk : kExitSomeInputsFailed;
 }
 
@@ -193,11 +567,18 @@ void RegisterRunCommand(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<RunFlags>();
   CLI::App* cmd = app.add_subcommand(
       "run",
-      "Run the model on JSON Lines from stdin ({\"text\": ..., \"text_pair\": ...}); writes one "
-      "JSON line of outputs per input, in order. Output by head: logits + label (sequence "
-      "classification), logits per token (token classification), start_logits/end_logits "
-      "(question answering), embedding (sentence-transformers), pooler_output (BertModel).");
+      "Run the model on texts from INPUT (default stdin): JSON Lines ({\"text\": ..., "
+      "\"text_pair\": ...}) or, with --input-format text, one text per line. Writes one JSON "
+      "line of outputs per input to stdout, in input order, or with --output-npy the vectors "
+      "to an .npy file. Output by head: logits + label (sequence classification), logits per "
+      "token (token classification), start_logits/end_logits (question answering), embedding "
+      "(sentence-transformers), pooler_output (BertModel). A bad line gets an error record in "
+      "its place and exit code 1; the other lines still run.");
   cmd->add_option("MODEL", flags->model, "HF model directory or plan file")->required();
+  cmd->add_option("INPUT", flags->input, "Input file (default -: stdin)");
+  cmd->add_option("--input-format", flags->input_format,
+                  "jsonl (one JSON object per line) or text (each line is a text)")
+      ->check(CLI::IsMember({"jsonl", "text"}));
   AddEngineOptions(cmd, &flags->engine);
   cmd->add_option(
          "--max-length", flags->max_length,
@@ -205,8 +586,12 @@ void RegisterRunCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--truncation", flags->truncation, "longest_first, only_first or only_second")
       ->check(CLI::IsMember({"longest_first", "only_first", "only_second"}));
-  cmd->add_option("--batch-size", flags->batch_size, "Inputs per engine call")
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--batch-size", flags->batch_size,
+                  "Most inputs per engine call (default: 256 on cuda, 32 on cpu)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--workers", flags->workers,
+                  "Threads that parse, tokenize and format (default: the cores, 2 to 16)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--skip-verify", flags->skip_verify,
                 "With --device cuda, skip the self-check (built-in samples on the GPU "
                 "against the CPU engine in fp32 before the first input; exit 5 when they "
@@ -218,6 +603,11 @@ void RegisterRunCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--output", flags->output,
                   "default (the head's outputs) or last_hidden_state (per-token states)")
       ->check(CLI::IsMember({"default", "last_hidden_state"}));
+  cmd->add_option("--output-npy", flags->output_npy,
+                  "Write the vectors (embedding, pooler_output or sequence logits) to FILE as "
+                  "a float32 [inputs, width] .npy array (numpy.load opens it) instead of JSON "
+                  "Lines; a failed line gets a row of NaN and its error on stderr");
+  cmd->add_flag("--quiet", flags->quiet, "No progress line on stderr");
   cmd->callback([flags, &exit_code]() { exit_code = Run(*flags); });
 }
 

@@ -25,25 +25,22 @@ struct ServeFlags {
   std::string model;
   std::string model_name;
   std::string repository;
-  std::string host = "127.0.0.1";
-  int port = 8000;
+  // Defaults: HttpOptions' own, in one place.
+  std::string host = server::HttpOptions{}.host;
+  int port = server::HttpOptions{}.port;
   int grpc_port = 8001;  // 0: no gRPC
-  // Ready handler threads. Few: each thread that has run requests keeps its
-  // stack pages and malloc's per-thread cache, so 512 of them taking turns
-  // made the resident size creep for half an hour (the soak, issue 29); more
-  // start on demand up to http_max_threads and end after 30 s idle.
-  int http_threads = 16;
-  int http_max_threads = 0;  // 0: the larger of 8,192 and http_threads
-  int http_io_threads = 2;
-  double http_header_timeout_s = 10;
-  double http_body_timeout_s = 60;
-  bool http_cancel_on_close = false;
+  int http_threads = server::HttpOptions{}.handler_threads;
+  int http_max_threads = 0;  // 0: the larger of HttpOptions' max_handler_threads and http_threads
+  int http_io_threads = server::HttpOptions{}.io_threads;
+  double http_header_timeout_s = server::HttpOptions{}.header_timeout.count() / 1000.0;
+  double http_body_timeout_s = server::HttpOptions{}.body_timeout.count() / 1000.0;
+  bool http_cancel_on_close = server::HttpOptions{}.cancel_on_close;
   EngineFlags engine;
   ServingFlags serving;
   std::string model_control = "none";
   double poll_seconds = 5;
   std::vector<std::string> load_models;
-  size_t max_payload_bytes = 8 << 20;
+  size_t max_payload_bytes = server::HttpOptions{}.max_payload_bytes;
   std::string api_key;
   server::TlsFiles tls;
   bool log_requests = false;
@@ -81,7 +78,9 @@ int Serve(const ServeFlags& flags) {
                         "--http-max-threads or lower --http-thread-count"),
         kExitUsage);
   const int http_max_threads =
-      flags.http_max_threads != 0 ? flags.http_max_threads : std::max(8192, flags.http_threads);
+      flags.http_max_threads != 0
+          ? flags.http_max_threads
+          : std::max(server::HttpOptions{}.max_handler_threads, flags.http_threads);
 
   // TLS files are checked before any model loads: a typo fails in a second.
   server::TlsPem tls;

@@ -19,11 +19,15 @@ struct RaggedBatch {
   std::vector<int32_t> input_ids;
   std::vector<int32_t> token_type_ids;
   std::vector<int32_t> cu_seqlens{0};
+  // Per sequence: the first token a sentence embedding pools (>0 leaves out
+  // a prompt's tokens: ModelConfig::include_prompt false); less than its length.
+  std::vector<int32_t> pool_start;
   int max_len = 0;
 
   int num_seqs() const { return static_cast<int>(cu_seqlens.size()) - 1; }
   int num_tokens() const { return cu_seqlens.back(); }
-  void Add(const std::vector<int32_t>& ids, const std::vector<int32_t>& type_ids);
+  void Add(const std::vector<int32_t>& ids, const std::vector<int32_t>& type_ids,
+           int32_t pool_start = 0);
 };
 
 // One output tensor. Per-sequence outputs are [num_seqs, width]; per-token

@@ -70,6 +70,9 @@ struct ModelConfig {
   // input) and the one applied when a request names none ("": none).
   std::vector<std::pair<std::string, std::string>> prompts;
   std::string default_prompt_name;
+  // 1_Pooling's include_prompt: false leaves a prompt's tokens out of the
+  // pooling (RaggedBatch::pool_start, set where the prompt is put before the text).
+  bool include_prompt = true;
   // Longest input the model serves (sentence_bert_config max_seq_length, else
   // max_position_embeddings).
   int max_seq_length = 0;

@@ -232,6 +232,7 @@ Status SentenceTransformersFromJson(const json& j, ModelConfig* c) {
     if (!c->default_prompt_name.empty() && !c->PromptText(std::nullopt).ok())
       return InvalidArgument("metadata: default_prompt_name is not one of the prompts");
   }
+  if (j.contains("include_prompt")) RETURN_IF_ERROR(GetBool(j, "include_prompt", &c->include_prompt));
   return Status::Ok();
 }
 
@@ -269,6 +270,7 @@ json ConfigToJson(const ModelConfig& c) {
               {"truncate_dim", c.truncate_dim},
               {"prompts", c.prompts},
               {"default_prompt_name", c.default_prompt_name},
+              {"include_prompt", c.include_prompt},
               {"max_seq_length", c.max_seq_length}};
 }
 

@@ -5,7 +5,9 @@
 
 namespace bertrt {
 
-void RaggedBatch::Add(const std::vector<int32_t>& ids, const std::vector<int32_t>& type_ids) {
+void RaggedBatch::Add(const std::vector<int32_t>& ids, const std::vector<int32_t>& type_ids,
+                      int32_t start) {
+  pool_start.push_back(start);
   input_ids.insert(input_ids.end(), ids.begin(), ids.end());
   token_type_ids.insert(token_type_ids.end(), type_ids.begin(), type_ids.end());
   cu_seqlens.push_back(cu_seqlens.back() + static_cast<int32_t>(ids.size()));
@@ -34,12 +36,24 @@ Status ValidateBatch(const RaggedBatch& batch, const ModelConfig& config) {
                            "), token_type_ids (" + std::to_string(batch.token_type_ids.size()) +
                            ") and cu_seqlens (total " + std::to_string(batch.cu_seqlens.back()) +
                            ") disagree");
+  if (batch.pool_start.size() != static_cast<size_t>(batch.num_seqs()))
+    return InvalidArgument("batch: pool_start has " + std::to_string(batch.pool_start.size()) +
+                           " entries for " + std::to_string(batch.num_seqs()) + " sequences");
   int max_len = 0;
   for (int s = 0; s < batch.num_seqs(); ++s) {
     int len = batch.cu_seqlens[s + 1] - batch.cu_seqlens[s];
     if (len <= 0)
       return InvalidArgument("batch: sequence " + std::to_string(s) +
                              " is empty; every sequence needs at least one token");
+    if (batch.pool_start[s] != 0 && config.include_prompt)
+      return InvalidArgument("batch: sequence " + std::to_string(s) + " pools from token " +
+                             std::to_string(batch.pool_start[s]) +
+                             ", but this model pools every token (include_prompt)");
+    if (batch.pool_start[s] < 0 || batch.pool_start[s] >= len)
+      return InvalidArgument("batch: sequence " + std::to_string(s) + " pools from token " +
+                             std::to_string(batch.pool_start[s]) + " of its " +
+                             std::to_string(len) + "; a prompt left out of the pooling must "
+                             "leave a token of the text");
     if (len > config.max_position_embeddings)
       return InvalidArgument("batch: sequence " + std::to_string(s) + " has " +
                              std::to_string(len) + " tokens, more than the model's " +

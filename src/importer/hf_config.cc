@@ -241,10 +241,7 @@ Status ReadPooling(const std::string& path, SentenceTransformersLayout* layout) 
   // What sentence-transformers does with no mode chosen.
   if (modes.empty()) modes.push_back(Pooling::kMean);
   ASSIGN_OR_RETURN(std::optional<bool> include_prompt, GetBool(j, "include_prompt", path));
-  if (!include_prompt.value_or(true))
-    return Unimplemented(path + ": include_prompt = false (pooling that leaves out the prompt's "
-                         "tokens) is not supported yet; set it to true to pool every token, "
-                         "which changes this model's embeddings only when a prompt is used");
+  layout->include_prompt = include_prompt.value_or(true);
   return Status::Ok();
 }
 
@@ -436,6 +433,7 @@ Status ApplySentenceTransformers(const SentenceTransformersLayout& layout,
   c->truncate_dim = layout.truncate_dim;
   c->prompts = layout.prompts;
   c->default_prompt_name = layout.default_prompt_name;
+  c->include_prompt = layout.include_prompt;
   c->max_seq_length = layout.max_seq_length.value_or(c->max_position_embeddings);
   if (c->max_seq_length > c->max_position_embeddings) {
     if (notice)

@@ -30,6 +30,7 @@ struct SentenceTransformersLayout {
   // Each Dense module in order: its folder (for the weights) and its config.
   std::vector<std::pair<std::string, DenseSpec>> dense;
   bool normalize = false;
+  bool include_prompt = true;  // 1_Pooling's
   std::optional<int> max_seq_length;  // sentence_bert_config.json
   // config_sentence_transformers.json
   std::vector<std::pair<std::string, std::string>> prompts;

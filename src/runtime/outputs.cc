@@ -33,7 +33,8 @@ bool OutputsReadOnlyFirstTokens(const ModelConfig& config, bool has_pooler,
     case HeadKind::kSequenceClassification:
       return has_pooler;
     case HeadKind::kSentenceEmbedding:
-      return config.pooling_modes == std::vector<Pooling>{Pooling::kCls};
+      // Without the prompt, cls pooling takes the first token after it.
+      return config.include_prompt && config.pooling_modes == std::vector<Pooling>{Pooling::kCls};
     case HeadKind::kTokenClassification:
     case HeadKind::kQuestionAnswering:
       return false;

@@ -164,7 +164,8 @@ std::future<StatusOr<InferResult>> Scheduler::Submit(InferRequest request) {
   if (Status st = options_.CheckClientBatch(request.sequences.size()); !st.ok()) return Ready(st);
   // Checked per request so that one bad request never fails a whole batch.
   RaggedBatch check;
-  for (const SequenceInput& s : request.sequences) check.Add(s.input_ids, s.token_type_ids);
+  for (const SequenceInput& s : request.sequences)
+    check.Add(s.input_ids, s.token_type_ids, s.pool_start);
   if (Status st = ValidateBatch(check, config()); !st.ok()) return Ready(st);
 
   auto job = std::make_shared<Job>();
@@ -294,8 +295,10 @@ void Scheduler::RunBatch(int instance, std::vector<PendingPtr>& batch) {
   RunOptions run_options;
   for (const PendingPtr& p : batch) {
     const InferRequest& request = p->job->request;
-    for (int i = p->first; i < p->first + p->count; ++i)
-      ragged.Add(request.sequences[i].input_ids, request.sequences[i].token_type_ids);
+    for (int i = p->first; i < p->first + p->count; ++i) {
+      const SequenceInput& s = request.sequences[i];
+      ragged.Add(s.input_ids, s.token_type_ids, s.pool_start);
+    }
     run_options.last_hidden_state |= request.last_hidden_state;
   }
   auto outputs = engines_[instance]->Run(ragged, run_options);

@@ -27,6 +27,7 @@ namespace bertrt {
 struct SequenceInput {
   std::vector<int32_t> input_ids;
   std::vector<int32_t> token_type_ids;
+  int32_t pool_start = 0;  // RaggedBatch::pool_start
 };
 
 // One client request. Its sequences are computed in one batch when they fit

@@ -27,16 +27,19 @@ def build(bertrt_bin, model, plan, *extra, check=0):
     return proc
 
 
-# st_*: concatenated pooling, Dense modules, prompts and truncate_dim travel in the plan.
+# st_*: concatenated pooling, Dense modules, prompts, truncate_dim and include_prompt travel
+# in the plan.
 @pytest.mark.parametrize("model", ["seq_cls", "token_cls", "qa", "sentence_mean", "sentence_cls",
-                                   "base", "st_concat_prompts", "st_legacy_concat"])
+                                   "base", "st_concat_prompts", "st_legacy_concat",
+                                   "st_exclude_prompt"])
 def test_plan_serves_exactly_like_the_directory(bertrt_bin, tmp_path, model):
     plan = tmp_path / f"{model}.plan"
     proc = build(bertrt_bin, model, plan)
     for stage in ("load", "convert", "write", "verify"):
         assert f"[build] {stage} done" in proc.stderr
     assert "max abs diff 0 " in proc.stdout
-    prompts = [["run", "--prompt-name", "passage"]] if model == "st_concat_prompts" else []
+    prompts = {"st_concat_prompts": [["run", "--prompt-name", "passage"]],
+               "st_exclude_prompt": [["run", "--prompt-name", "short"]]}.get(model, [])
     for command in (["run"], ["tokenize"], ["run", "--output", "last_hidden_state"], *prompts):
         _, want, _ = run_jsonl(bertrt_bin, [command[0], str(MODELS / model), *command[1:]], TEXTS)
         _, got, _ = run_jsonl(bertrt_bin, [command[0], str(plan), *command[1:]], TEXTS)

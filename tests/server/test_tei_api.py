@@ -180,6 +180,74 @@ def test_prompt_name_as_sentence_transformers(started):
     assert '"nope"' in err["error"] and '"query"' in err["error"]
 
 
+def pool_from(states, start, modes=("cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean",
+                                     "lasttoken")):
+    """sentence-transformers' pooling of one sequence's token states with the tokens before
+    `start` masked out (include_prompt false), each mode concatenated."""
+    x, out = np.asarray(states, dtype=np.float64), []
+    kept = x[start:]
+    weights = np.arange(start + 1, len(x) + 1, dtype=np.float64)[:, None]
+    for mode in modes:
+        out.append({"cls": kept[0], "max": kept.max(0), "mean": kept.mean(0),
+                    "mean_sqrt_len_tokens": kept.sum(0) / np.sqrt(len(kept)),
+                    "weightedmean": (kept * weights).sum(0) / weights.sum(),
+                    "lasttoken": kept[-1]}[mode])
+    return np.concatenate(out)
+
+
+def test_prompt_left_out_of_the_pooling(started):
+    """include_prompt false (1_Pooling): the prompt's tokens are left out of every pooling
+    mode, as sentence-transformers' encode does (golden prompt_runs, each prompt, the
+    default without prompt_name, an empty prompt leaving nothing out); normalize: false
+    recomputes the same pooling; a cut from the left takes the prompt's tokens first, and
+    pooling starts after those left."""
+    model = "st_exclude_prompt"
+    golden = json.loads((MODELS / model / "golden.json").read_text())
+    s = started(model)
+    texts = [x["text"] for x in golden["inputs"]]
+    for name, want in list(golden["prompt_runs"].items()) + [(None, golden["prompt_runs"]["query"])]:
+        body = {"inputs": texts, "truncate": True, **({"prompt_name": name} if name else {})}
+        for g, w in zip(ok(s, "/embed", body), want):
+            assert close(g, w), (name, g, w)
+        raw = ok(s, "/embed", {**body, "normalize": False})
+        for g, w in zip(raw, want):
+            assert close(unit(g), w), (name, g, w)
+    # Cut from the left: the prompt's tokens go first. Pooling then starts after [CLS] and
+    # what is left of the prompt (query: 10 tokens before the text).
+    tok = hf_tokenizer(MODELS / model)
+    prompt = "Represent this sentence for searching relevant passages: "
+    prompt_tokens = len(tok.encode(prompt).ids) - 1  # sentence-transformers' prompt_length
+    for words in (200, 41):  # all of the prompt cut, and part of it
+        text = " ".join(["word"] * words)
+        body = {"inputs": text, "truncate": True, "truncation_direction": "Left",
+                "prompt_name": "query"}
+        dropped = len(tok.encode(prompt + text).ids) - golden["max_seq_length"]
+        start = max(1, prompt_tokens - dropped)
+        states = ok(s, "/embed_all", body)[0]
+        assert len(states) == golden["max_seq_length"]
+        assert close(ok(s, "/embed", body)[0], unit(pool_from(states, start))), words
+
+
+def test_prompt_that_fills_the_input(started, bertrt_bin, tmp_path):
+    """A prompt left out of the pooling that takes the model's whole length leaves no text to
+    pool (sentence-transformers would return zeros): a clear error in the server and in
+    `bertrt run`, which still answers its other lines."""
+    import shutil
+    model = tmp_path / "long_prompt"
+    shutil.copytree(MODELS / "st_exclude_prompt", model)
+    settings = json.loads((model / "config_sentence_transformers.json").read_text())
+    settings["prompts"]["long"] = "word " * 60  # max_seq_length is 48
+    (model / "config_sentence_transformers.json").write_text(json.dumps(settings))
+    s = started(str(model))
+    err = error(s, "/embed", {"inputs": "hello", "truncate": True, "prompt_name": "long"}, 422,
+                "Validation", valid_request=True)
+    assert "prompt" in err["error"] and "include_prompt" in err["error"], err
+    assert len(ok(s, "/embed", {"inputs": "hello", "prompt_name": "short"})[0]) == 32 * 6
+    code, out, _ = run_jsonl(bertrt_bin, ["run", str(model), "--prompt-name", "long"],
+                             [{"text": "hello"}], check_exit=None)
+    assert code == 1 and "include_prompt" in out[0]["error"], out
+
+
 def test_normalize_false_with_concatenated_pooling(started, bertrt_bin):
     """normalize: false on a model whose Normalize follows concatenated pooling, and a 424 on
     one whose vector goes through Dense modules (it cannot be recovered from the states)."""

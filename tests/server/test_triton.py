@@ -28,11 +28,14 @@ def grpc_client(s):
     return tg.InferenceServerClient(s.grpc_url)
 
 
-def infer_texts(client, model, texts, mod=th):
-    arr = np.array([t.encode() for t in texts], dtype=np.object_)
+def text_input(texts, mod=th):
     i = mod.InferInput("text", [len(texts)], "BYTES")
-    i.set_data_from_numpy(arr)
-    return client.infer(model, [i])
+    i.set_data_from_numpy(np.array([t.encode() for t in texts], dtype=np.object_))
+    return i
+
+
+def infer_texts(client, model, texts, mod=th):
+    return client.infer(model, [text_input(texts, mod)])
 
 
 def stats_of(s, model, version=None, grpc=False):
@@ -90,7 +93,10 @@ def test_model_config_over_http_and_grpc(repo_server):
     inputs = {i["name"]: i for i in config["input"]}
     assert inputs["input_ids"]["data_type"] == "TYPE_INT64" and inputs["input_ids"]["dims"] == [-1]
     assert inputs["text"]["data_type"] == "TYPE_STRING" and inputs["text"]["dims"] == [1]
-    assert inputs["attention_mask"]["optional"] and not inputs["text"]["optional"]
+    # Every input is optional (a request holds text [+ text_pair] or input_ids [+ its mask and
+    # types]), so that Triton's rule, every input not marked optional is required, holds.
+    assert all(i["optional"] is True for i in config["input"])
+    assert sorted(inputs) == ["attention_mask", "input_ids", "text", "text_pair", "token_type_ids"]
     outputs = {o["name"]: o for o in config["output"]}
     assert outputs["logits"] == {**outputs["logits"], "data_type": "TYPE_FP32", "dims": [3]}
     assert outputs["last_hidden_state"]["dims"] == [-1, 32]
@@ -100,6 +106,7 @@ def test_model_config_over_http_and_grpc(repo_server):
     assert g["name"] == "cls" and int(g["max_batch_size"]) == 8
     assert [(i["name"], i["data_type"], [int(d) for d in i["dims"]]) for i in g["input"]] == \
         [(i["name"], i["data_type"], i["dims"]) for i in config["input"]]
+    assert all(i["optional"] is True for i in g["input"])
     assert [(o["name"], [int(d) for d in o["dims"]]) for o in g["output"]] == \
         [(o["name"], o["dims"]) for o in config["output"]]
     assert int(g["dynamic_batching"]["default_queue_policy"]["max_queue_size"]) == 64
@@ -206,8 +213,148 @@ def test_triton_metric_names_for_dashboards(repo_server):
     # Failures carry Triton's reason label, every reason listed from zero.
     reasons = {smp.labels["reason"] for smp in families["nv_inference_request_failure"].samples}
     assert reasons == {"REJECTED", "CANCELED", "BACKEND", "OTHER"}
+    # Triton's gauge of requests waiting for a batch: every served version, 0 at rest.
+    pending = families["nv_inference_pending_request_count"]
+    assert pending.type == "gauge"
+    assert {(p.labels["model"], p.labels["version"], p.value) for p in pending.samples} == \
+        {("base", "1", 0), ("cls", "1", 0)}
     # bertrt's own families are still there beside them.
     assert "bertrt_request_success" in families
+
+
+def test_every_input_is_optional_and_one_set_is_needed(repo_server):
+    """The config marks every input optional: a request holds either set, over HTTP and gRPC,
+    and one that holds neither is refused with what it needs."""
+    s = repo_server
+    for mod, client in ((th, http_client(s)), (tg, grpc_client(s))):
+        text = mod.InferInput("text", [2], "BYTES")
+        text.set_data_from_numpy(np.array([b"a b", b"c"], dtype=np.object_))
+        pair = mod.InferInput("text_pair", [2], "BYTES")
+        pair.set_data_from_numpy(np.array([b"d", b"e f"], dtype=np.object_))
+        ids = mod.InferInput("input_ids", [1, 4], "INT64")
+        ids.set_data_from_numpy(np.array([[2, 5, 6, 3]], dtype=np.int64))
+        mask = mod.InferInput("attention_mask", [1, 4], "INT64")
+        mask.set_data_from_numpy(np.array([[1, 1, 1, 0]], dtype=np.int64))
+        types = mod.InferInput("token_type_ids", [1, 4], "INT64")
+        types.set_data_from_numpy(np.zeros((1, 4), dtype=np.int64))
+        for inputs, rows in (([text], 2), ([text, pair], 2), ([ids], 1), ([ids, mask, types], 1)):
+            out = client.infer("cls", inputs).as_numpy("logits")
+            assert out.shape == (rows, 3), [i.name() for i in inputs]
+        for inputs in ([mask], [types, mask], [pair]):
+            with pytest.raises(InferenceServerException,
+                               match="needs text .*or input_ids .*it has \"") as e:
+                client.infer("cls", inputs)
+            assert all(i.name() in str(e.value) for i in inputs)
+        with pytest.raises(InferenceServerException, match="input_ids"):
+            client.infer("cls", [text, ids])
+
+
+def nv_series(s, model):
+    """The nv_inference_* lines of `model` in /metrics."""
+    return [line for line in requests.get(s.url + "/metrics", timeout=10).text.splitlines()
+            if line.startswith("nv_inference_") and f'model="{model}"' in line]
+
+
+def test_statistics_start_again_when_a_model_is_loaded_again(bertrt_bin, tmp_path):
+    """As Triton's, a version's statistics and nv_inference_* series belong to the loaded model:
+    unloaded, it has none (the statistics call is an error, the series are gone); loaded again
+    through the repository API, it starts from zero."""
+    add_version(tmp_path, "cls", 1, "seq_cls")
+    add_version(tmp_path, "base", 1, "base")
+    s = Server(bertrt_bin, ["--model-repository", str(tmp_path), "--model-control-mode", "explicit",
+                            "--load-model", "cls", "--load-model", "base"])
+    try:
+        for _ in range(2):
+            infer_texts(http_client(s), "cls", ["a b", "c"])
+        infer_texts(http_client(s), "base", ["a"])
+        before = stats_of(s, "cls")
+        assert duration(before, "success")[0] == 2 and count(before, "inference_count") == 4
+        assert 'nv_inference_count{model="cls",version="1"} 4' in nv_series(s, "cls")
+
+        http_client(s).unload_model("cls")
+        for call in (lambda: http_client(s).get_inference_statistics("cls"),
+                     lambda: grpc_client(s).get_inference_statistics("cls"),
+                     lambda: http_client(s).get_inference_statistics("cls", "1")):
+            with pytest.raises(InferenceServerException, match="cls"):
+                call()
+        assert [m["name"] for m in http_client(s).get_inference_statistics()["model_stats"]] == \
+            ["base"]
+        deadline = time.time() + 10  # the version goes once its last request lets go of it
+        while nv_series(s, "cls") and time.time() < deadline:
+            time.sleep(0.05)
+        assert nv_series(s, "cls") == []
+        assert nv_series(s, "base"), "another model's series stay"
+
+        grpc_client(s).load_model("cls")
+        for grpc in (False, True):
+            zero = stats_of(s, "cls", grpc=grpc)
+            for key in ("inference_count", "execution_count", "last_inference"):
+                assert count(zero, key) == 0, (key, zero)
+            for key in ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output"):
+                assert duration(zero, key) == (0, 0), (key, zero)
+            assert not zero.get("batch_stats"), zero
+        series = nv_series(s, "cls")
+        assert series and all(line.endswith(" 0") for line in series), series
+        infer_texts(http_client(s), "cls", ["again"])
+        after = stats_of(s, "cls")
+        assert duration(after, "success")[0] == 1 and count(after, "inference_count") == 1
+        assert count(after, "execution_count") == 1
+        assert 'nv_inference_count{model="cls",version="1"} 1' in nv_series(s, "cls")
+        assert count(stats_of(s, "base"), "inference_count") == 1  # untouched
+    finally:
+        s.stop()
+
+
+def test_a_version_reloaded_by_polling_starts_from_zero(bertrt_bin, tmp_path):
+    """Poll mode: a poll that finds the version unchanged keeps it, with its statistics; a
+    changed config reloads it as a new model, whose statistics start from zero."""
+    add_version(tmp_path, "cls", 1, "seq_cls")
+    s = Server(bertrt_bin, ["--model-repository", str(tmp_path), "--model-control-mode", "poll",
+                            "--repository-poll-secs", "0.2"])
+    try:
+        infer_texts(http_client(s), "cls", ["a", "b"])
+        time.sleep(1)  # five polls
+        assert count(stats_of(s, "cls"), "inference_count") == 2
+        (tmp_path / "cls" / "config.pbtxt").write_text("max_batch_size: 3")
+        deadline = time.time() + 30
+        while http_client(s).get_model_config("cls")["max_batch_size"] != 3:
+            assert time.time() < deadline, "the config change was not picked up"
+            time.sleep(0.1)
+        for grpc in (False, True):
+            zero = stats_of(s, "cls", grpc=grpc)
+            assert count(zero, "inference_count") == 0 and duration(zero, "success") == (0, 0)
+        deadline = time.time() + 10  # the old version's series go once it is released
+        while 'nv_inference_count{model="cls",version="1"} 0' not in nv_series(s, "cls"):
+            assert time.time() < deadline, nv_series(s, "cls")
+            time.sleep(0.05)
+        infer_texts(http_client(s), "cls", ["c"])
+        assert count(stats_of(s, "cls"), "inference_count") == 1
+    finally:
+        s.stop()
+
+
+def test_a_failed_reload_keeps_the_served_versions_statistics(bertrt_bin, tmp_path):
+    """A load that fails part-way (version 1 reloads, version 2 does not) leaves the served
+    versions serving, with their statistics and series."""
+    add_version(tmp_path, "cls", 1, "seq_cls")
+    add_version(tmp_path, "cls", 2, "seq_cls")
+    (tmp_path / "cls" / "config.pbtxt").write_text("version_policy: { all {} }")
+    s = Server(bertrt_bin, ["--model-repository", str(tmp_path), "--model-control-mode", "explicit",
+                            "--load-model", "cls"])
+    try:
+        client = http_client(s)
+        for _ in range(2):
+            client.infer("cls", [text_input(["a"])], model_version="1")
+        assert count(stats_of(s, "cls", "1"), "inference_count") == 2
+        (tmp_path / "cls" / "1" / "notes.txt").write_text("changed")  # version 1 reloads
+        (tmp_path / "cls" / "2" / "config.json").write_text("{")  # version 2 fails
+        with pytest.raises(InferenceServerException, match="version 2"):
+            client.load_model("cls")
+        assert count(stats_of(s, "cls", "1"), "inference_count") == 2
+        assert 'nv_inference_count{model="cls",version="1"} 2' in nv_series(s, "cls")
+        assert 'nv_inference_count{model="cls",version="2"} 0' in nv_series(s, "cls")
+    finally:
+        s.stop()
 
 
 def adjust_text_encoder(text):

@@ -264,30 +264,44 @@ TEST(CpuOps, PoolingAndNormalize) {
   const Pooling modes[] = {Pooling::kCls,         Pooling::kMean,         Pooling::kMax,
                            Pooling::kMeanSqrtLen, Pooling::kWeightedMean, Pooling::kLastToken};
   const int stride = 6 * h;
-  std::vector<float> out(3 * stride, -7.0f);
-  for (int k = 0; k < 6; ++k) PoolSequences(x.data(), cu.data(), 3, h, modes[k], out.data() + k * h, stride);
-  for (int k = 0; k < 6; ++k) {
-    const Pooling pooling = modes[k];
-    std::vector<float> got;
-    std::vector<double> want(3 * h);
-    for (int s = 0; s < 3; ++s) {
-      got.insert(got.end(), out.begin() + s * stride + k * h, out.begin() + s * stride + (k + 1) * h);
-      const int len = cu[s + 1] - cu[s];
-      for (int i = 0; i < h; ++i) {
-        double acc = pooling == Pooling::kMax ? -1e30 : 0.0, weights = 0.0;
-        for (int t = cu[s]; t < cu[s + 1]; ++t) {
-          const double wt = pooling == Pooling::kWeightedMean ? t - cu[s] + 1 : 1;
-          weights += wt;
-          acc = pooling == Pooling::kMax ? std::max(acc, double{x[t * h + i]}) : acc + wt * x[t * h + i];
+  // Null pools every token; the second pools from a prompt's end
+  // (include_prompt false): sentence-transformers masks the tokens before it,
+  // so cls is the first one not masked and the weights still count from 1 at
+  // the sequence's first token.
+  const std::vector<int32_t> no_skip = {0, 0, 0}, skips = {0, 1, 3};
+  for (const std::vector<int32_t>* start : {&no_skip, &skips}) {
+    std::vector<float> out(3 * stride, -7.0f);
+    for (int k = 0; k < 6; ++k)
+      PoolSequences(x.data(), cu.data(), start == &no_skip ? nullptr : start->data(), 3, h,
+                    modes[k], out.data() + k * h, stride);
+    for (int k = 0; k < 6; ++k) {
+      const Pooling pooling = modes[k];
+      std::vector<float> got;
+      std::vector<double> want(3 * h);
+      for (int s = 0; s < 3; ++s) {
+        got.insert(got.end(), out.begin() + s * stride + k * h,
+                   out.begin() + s * stride + (k + 1) * h);
+        const int first = cu[s] + (*start)[s];
+        for (int i = 0; i < h; ++i) {
+          double acc = pooling == Pooling::kMax ? -1e30 : 0.0, weights = 0.0, kept = 0.0;
+          for (int t = cu[s]; t < cu[s + 1]; ++t) {
+            const double mask = t >= first ? 1.0 : 0.0;
+            const double wt = mask * (pooling == Pooling::kWeightedMean ? t - cu[s] + 1 : 1);
+            weights += wt;
+            kept += mask;
+            if (pooling == Pooling::kMax && mask > 0) acc = std::max(acc, double{x[t * h + i]});
+            if (pooling != Pooling::kMax) acc += wt * x[t * h + i];
+          }
+          if (pooling == Pooling::kCls) acc = x[first * h + i];
+          if (pooling == Pooling::kLastToken) acc = x[(cu[s + 1] - 1) * h + i];
+          if (pooling == Pooling::kMean || pooling == Pooling::kWeightedMean) acc /= weights;
+          if (pooling == Pooling::kMeanSqrtLen) acc /= std::sqrt(kept);
+          want[s * h + i] = acc;
         }
-        if (pooling == Pooling::kCls) acc = x[cu[s] * h + i];
-        if (pooling == Pooling::kLastToken) acc = x[(cu[s + 1] - 1) * h + i];
-        if (pooling == Pooling::kMean || pooling == Pooling::kWeightedMean) acc /= weights;
-        if (pooling == Pooling::kMeanSqrtLen) acc /= std::sqrt(double(len));
-        want[s * h + i] = acc;
       }
+      EXPECT_LT(NormRelErr(got, want), 1e-6)
+          << PoolingName(pooling) << (start == &skips ? " from the prompts' ends" : "");
     }
-    EXPECT_LT(NormRelErr(got, want), 1e-6) << PoolingName(pooling);
   }
   std::vector<float> rows = {3.0f, 4.0f, 0.0f, 0.0f};
   L2NormalizeRows(rows.data(), 2, 2);

@@ -2,6 +2,7 @@
 // every activation, head dims on both attention paths, lengths up to 512 in
 // ragged batches. Skipped where no GPU is visible (CI), except for the checks
 // that need none.
+#if BERTRT_HAVE_CUDA
 #include "bertrt/cuda_engine.h"
 
 #include <cuda_runtime.h>
@@ -33,6 +34,7 @@ struct Spec {
   int layers = 2;
   std::vector<DenseSpec> dense = {};  // in_features filled in from the width before
   int truncate_dim = 0;
+  bool include_prompt = true;  // false: the batches carry pool starts
 };
 
 constexpr int kVocab = 211;
@@ -64,6 +66,7 @@ std::shared_ptr<const Model> MakeModel(const Spec& s, uint32_t seed) {
   c.pooling_modes = s.pooling;
   c.normalize = s.normalize;
   c.truncate_dim = s.truncate_dim;
+  c.include_prompt = s.include_prompt;
   for (DenseSpec d : s.dense) {
     d.in_features = c.dense.empty() ? c.pooled_width() : c.dense.back().out_features;
     c.dense.push_back(d);
@@ -114,7 +117,9 @@ std::shared_ptr<const Model> MakeModel(const Spec& s, uint32_t seed) {
   return m;
 }
 
-RaggedBatch MakeBatch(const std::vector<int>& lengths, uint32_t seed) {
+// With prompt_starts, each sequence pools from a token of its own, as texts
+// after prompts of different lengths would (include_prompt false).
+RaggedBatch MakeBatch(const std::vector<int>& lengths, uint32_t seed, bool prompt_starts = false) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> id(0, kVocab - 1), type(0, 1);
   RaggedBatch b;
@@ -124,7 +129,7 @@ RaggedBatch MakeBatch(const std::vector<int>& lengths, uint32_t seed) {
       ids[i] = id(rng);
       types[i] = i < len / 2 ? 0 : type(rng);
     }
-    b.Add(ids, types);
+    b.Add(ids, types, prompt_starts ? (b.num_seqs() * 7 + 1) % len : 0);
   }
   return b;
 }
@@ -318,13 +323,14 @@ TEST_P(CudaParityTest, MatchesCpuEngineAndSingleRuns) {
     EXPECT_NE((*gpu)->device().find("erf GELU as tanh"), std::string::npos) << (*gpu)->device();
   const RunOptions opts{.last_hidden_state = true};
 
-  const RaggedBatch batch = MakeBatch({1, 7, 64, 300, 512, 33, 128, 2}, 11);
+  const bool starts = !c.spec.include_prompt;
+  const RaggedBatch batch = MakeBatch({1, 7, 64, 300, 512, 33, 128, 2}, 11, starts);
   // Enough sequences of at most kAttentionWindow tokens for the TMA kernel
   // (on sm_90, where it applies) to take them packed in windows, reordered
   // on the device and restored in the outputs.
   std::vector<int> short_lengths(72);
   for (size_t i = 0; i < short_lengths.size(); ++i) short_lengths[i] = 1 + (i * 37) % 128;
-  const RaggedBatch short_batch = MakeBatch(short_lengths, 12);
+  const RaggedBatch short_batch = MakeBatch(short_lengths, 12, starts);
   // Each batch with and without hidden states: without them, a head that
   // reads only first tokens (pooler, CLS pooling) has the last layer run on
   // those rows alone. The first batch's outputs are kept for the single runs.
@@ -347,7 +353,8 @@ TEST_P(CudaParityTest, MatchesCpuEngineAndSingleRuns) {
     const int b = batch.cu_seqlens[s], e = batch.cu_seqlens[s + 1];
     RaggedBatch one;
     one.Add({batch.input_ids.begin() + b, batch.input_ids.begin() + e},
-            {batch.token_type_ids.begin() + b, batch.token_type_ids.begin() + e});
+            {batch.token_type_ids.begin() + b, batch.token_type_ids.begin() + e},
+            batch.pool_start[s]);
     auto alone = (*gpu)->Run(one, opts);
     ASSERT_TRUE(alone.ok()) << alone.status().ToString();
     ExpectClose(*alone, Slice(got, batch, s), c.precision,
@@ -382,6 +389,15 @@ const Spec kSpecs[] = {
      {Pooling::kMax, Pooling::kCls}, false, 2,
      {{.out_features = 200, .activation = DenseActivation::kRelu},
       {.out_features = 48, .bias = false, .activation = DenseActivation::kIdentity}}},
+    // include_prompt false: every mode from each sequence's own pool start
+    // (reordered with the sequences when they are packed in windows), and cls
+    // alone, which then reads the first token after the prompt.
+    {"emb_hd64_all_modes_no_prompt", 128, 2, 200, HiddenAct::kGelu, HeadKind::kSentenceEmbedding,
+     {Pooling::kCls, Pooling::kMax, Pooling::kMean, Pooling::kMeanSqrtLen, Pooling::kWeightedMean,
+      Pooling::kLastToken},
+     true, 2, {}, 0, false},
+    {"emb_hd32_cls_no_prompt", 64, 2, 100, HiddenAct::kGelu, HeadKind::kSentenceEmbedding,
+     {Pooling::kCls}, false, 2, {}, 0, false},
     {"seqcls_hd64_gelu", 256, 4, 384, HiddenAct::kGelu, HeadKind::kSequenceClassification},
     {"tokcls_hd96_gelu", 192, 2, 300, HiddenAct::kGelu, HeadKind::kTokenClassification},
     // BERT-base's width: the 16-byte, warp-per-row LayerNorm path.
@@ -819,3 +835,4 @@ TEST(CudaEngineTest, PoolGrowsAndMaxBatchTokensIsEnforced) {
 
 }  // namespace
 }  // namespace bertrt
+#endif  // BERTRT_HAVE_CUDA

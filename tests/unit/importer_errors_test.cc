@@ -286,10 +286,14 @@ TEST_F(BrokenModelTest, UnknownPoolingModeRejected) {
   ExpectFailure(StatusCode::kInvalidArgument, {"\"median\"", "weightedmean"});
 }
 
-TEST_F(BrokenModelTest, PoolingThatLeavesOutThePromptRejected) {
+TEST_F(BrokenModelTest, IncludePromptRead) {
   CopyModel("sentence_mean");
   EditConfig([](nlohmann::json& j) { j["include_prompt"] = false; }, "1_Pooling/config.json");
-  ExpectFailure(StatusCode::kUnimplemented, {"include_prompt"});
+  auto l = Load(dir_.string());
+  ASSERT_TRUE(l.model.ok()) << l.model.status().ToString();
+  EXPECT_FALSE((*l.model)->config.include_prompt);
+  EditConfig([](nlohmann::json& j) { j["include_prompt"] = "no"; }, "1_Pooling/config.json");
+  ExpectFailure(StatusCode::kInvalidArgument, {"include_prompt"});
 }
 
 TEST_F(BrokenModelTest, PromptsAndTruncateDim) {

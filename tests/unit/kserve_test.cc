@@ -140,5 +140,27 @@ TEST(KServeDecode, RawInt32AndRangeChecks) {
   EXPECT_NE(st.message().find("[N] or [N, 1], got [1, 2]"), std::string::npos) << st.message();
 }
 
+// Every input is optional on its own (InputMetadata marks them so, as Triton's
+// config does); a request needs text or input_ids, and says what it had.
+TEST(KServeDecode, EveryInputOptionalButOneSetNeeded) {
+  for (const TensorMetadata& t : InputMetadata()) EXPECT_TRUE(t.optional) << t.name;
+  KServeRequest r;
+  InputTensor mask{"attention_mask", "INT64", {1, 2}, {}, {1, 1}};
+  InputTensor pair{"text_pair", "BYTES", {1}, {"b"}, {}};
+  Status st = AssembleKServeRequest({mask, pair}, r);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("needs text [+ text_pair] or input_ids"), std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("it has \"attention_mask\", \"text_pair\""), std::string::npos)
+      << st.message();
+  InputTensor text{"text", "BYTES", {1}, {"a"}, {}};
+  ASSERT_TRUE(AssembleKServeRequest({text, pair}, r).ok());
+  EXPECT_EQ(r.texts.size(), 1u);
+  KServeRequest ids_only;
+  InputTensor ids{"input_ids", "INT64", {1, 2}, {}, {2, 3}};
+  ASSERT_TRUE(AssembleKServeRequest({ids}, ids_only).ok());
+  EXPECT_EQ(ids_only.sequences.size(), 1u);
+}
+
 }  // namespace
 }  // namespace bertrt::server

@@ -261,7 +261,8 @@ Status CpuEngine::Heads(const RaggedBatch& batch, const RunOptions& options,
         std::copy(x, x + emb.size(), emb.begin());
       } else {
         for (size_t k = 0; k < c.pooling_modes.size(); ++k)
-          cpu::PoolSequences(x, cu, n, h, c.pooling_modes[k], emb.data() + k * h, width);
+          cpu::PoolSequences(x, cu, batch.pool_start.data(), n, h, c.pooling_modes[k],
+                             emb.data() + k * h, width);
       }
       for (size_t i = 0; i < dense_.size(); ++i) {
         ASSIGN_OR_RETURN(emb, Dense(emb.data(), n, dense_[i], ActFor(c.dense[i].activation)));

@@ -134,12 +134,16 @@ void GatherFirstTokens(const float* x, const int32_t* cu_seqlens, int num_seqs, 
                  sizeof(float) * h);
 }
 
-void PoolSequences(const float* x, const int32_t* cu_seqlens, int num_seqs, int h,
-                   Pooling pooling, float* out, int out_stride) {
+void PoolSequences(const float* x, const int32_t* cu_seqlens, const int32_t* pool_start,
+                   int num_seqs, int h, Pooling pooling, float* out, int out_stride) {
   auto row = [&](int t) { return x + static_cast<size_t>(t) * h; };
   for (int s = 0; s < num_seqs; ++s) {
     float* o = out + static_cast<size_t>(s) * out_stride;
-    const int begin = cu_seqlens[s], end = cu_seqlens[s + 1], len = end - begin;
+    // sentence-transformers leaves a prompt out by masking its tokens: cls
+    // then takes the first token not masked, the position weights of
+    // weightedmean still count from the sequence's first token.
+    const int first = cu_seqlens[s], skip = pool_start ? pool_start[s] : 0;
+    const int begin = first + skip, end = cu_seqlens[s + 1], len = end - begin;
     switch (pooling) {
       case Pooling::kCls:
         std::memcpy(o, row(begin), sizeof(float) * h);
@@ -159,12 +163,13 @@ void PoolSequences(const float* x, const int32_t* cu_seqlens, int num_seqs, int 
         const bool weighted = pooling == Pooling::kWeightedMean;
         std::fill(o, o + h, 0.0f);
         for (int t = begin; t < end; ++t) {
-          const float w = weighted ? static_cast<float>(t - begin + 1) : 1.0f;
+          const float w = weighted ? static_cast<float>(t - first + 1) : 1.0f;
           for (int i = 0; i < h; ++i) o[i] += w * row(t)[i];
         }
+        // weightedmean: the sum of the weights skip + 1 .. skip + len.
         const double div = pooling == Pooling::kMean      ? len
                            : pooling == Pooling::kMeanSqrtLen ? std::sqrt(double(len))
-                                                              : 0.5 * len * (len + 1.0);
+                                                              : 0.5 * len * (len + 1.0 + 2.0 * skip);
         for (int i = 0; i < h; ++i) o[i] = static_cast<float>(o[i] / div);
         break;
       }

@@ -76,9 +76,10 @@ void GatherFirstTokens(const float* x, const int32_t* cu_seqlens, int num_seqs, 
                        float* out);
 
 // Row s of out (`out_stride` floats apart; its first h written) = sequence
-// s's rows of x pooled by `pooling`, as sentence-transformers pools them.
-void PoolSequences(const float* x, const int32_t* cu_seqlens, int num_seqs, int h,
-                   Pooling pooling, float* out, int out_stride);
+// s's rows of x pooled by `pooling`, as sentence-transformers pools them,
+// from its token pool_start[s] on (RaggedBatch::pool_start; null: 0).
+void PoolSequences(const float* x, const int32_t* cu_seqlens, const int32_t* pool_start,
+                   int num_seqs, int h, Pooling pooling, float* out, int out_stride);
 
 // Each row x / max(||x||_2, 1e-12).
 void L2NormalizeRows(float* x, int m, int n);

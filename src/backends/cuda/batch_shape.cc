@@ -132,13 +132,14 @@ void LayOutWindows(const int32_t* cu, int seqs, const std::vector<int>& window_s
 BatchInts LayOutInts(int32_t* base, const Shape& shape) {
   int32_t* cu = base + 2 * static_cast<size_t>(shape.tokens);
   int32_t* by_length = cu + shape.seqs + 1;
-  return {base, base + shape.tokens, cu, by_length, by_length + 2 * shape.seqs};
+  int32_t* pool_start = by_length + 2 * shape.seqs;
+  return {base, base + shape.tokens, cu, by_length, pool_start, pool_start + shape.seqs};
 }
 
 size_t IntCount(const Shape& shape) {
-  return 3 * static_cast<size_t>(shape.tokens) + 3 * static_cast<size_t>(shape.seqs) + 1;
+  return 3 * static_cast<size_t>(shape.tokens) + 4 * static_cast<size_t>(shape.seqs) + 1;
 }
 
-size_t IntCapacity(size_t tokens) { return 6 * tokens + 1; }
+size_t IntCapacity(size_t tokens) { return 7 * tokens + 1; }
 
 }  // namespace bertrt::cuda

@@ -98,9 +98,10 @@ void LayOutWindows(const int32_t* cu, int seqs, const std::vector<int>& window_s
 
 // A batch's ints on the device, back to back so that one copy moves them:
 // ids [tokens] | token types [tokens] | cu_seqlens [seqs + 1] | by_length [2 seqs] |
+// pool_start [seqs] (RaggedBatch's, 0 for the dummies) |
 // row_bounds [tokens] (LayOutWindows', when the batch is laid out in windows).
 struct BatchInts {
-  int32_t *ids, *types, *cu, *by_length, *row_bounds;
+  int32_t *ids, *types, *cu, *by_length, *pool_start, *row_bounds;
 };
 BatchInts LayOutInts(int32_t* base, const Shape& shape);
 size_t IntCount(const Shape& shape);

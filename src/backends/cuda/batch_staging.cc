@@ -32,6 +32,7 @@ StatusOr<std::vector<int>> StageBatch(const RaggedBatch& batch, const Shape& sha
     std::memcpy(ints.ids, batch.input_ids.data(), t * sizeof(int32_t));
     std::memcpy(ints.types, batch.token_type_ids.data(), t * sizeof(int32_t));
     std::memcpy(ints.cu, cu, (n + 1) * sizeof(int32_t));
+    std::memcpy(ints.pool_start, batch.pool_start.data(), n * sizeof(int32_t));
   } else {
     ints.cu[0] = 0;
     for (int k = 0; k < n; ++k) {
@@ -40,8 +41,10 @@ StatusOr<std::vector<int>> StageBatch(const RaggedBatch& batch, const Shape& sha
       std::memcpy(ints.types + ints.cu[k], batch.token_type_ids.data() + cu[s],
                   len * sizeof(int32_t));
       ints.cu[k + 1] = ints.cu[k] + len;
+      ints.pool_start[k] = batch.pool_start[s];
     }
   }
+  std::fill(ints.pool_start + n, ints.pool_start + shape.seqs, 0);
   // Dummy tokens: id 0 and type 0 exist in every vocabulary; their rows are
   // never read back.
   std::fill(ints.ids + t, ints.ids + shape.tokens, 0);

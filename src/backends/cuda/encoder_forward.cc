@@ -127,7 +127,8 @@ class EncoderForward::Pass {
           RETURN_IF_ERROR(ConvertToFloat(p_, ws_.x, ws_.pooled_f32, size_t(n_) * h_, kernels_));
         } else {
           for (size_t k = 0; k < c_.pooling_modes.size(); ++k)
-            RETURN_IF_ERROR(PoolSequences(p_, ws_.x, cu, n_, h_, c_.pooling_modes[k],
+            RETURN_IF_ERROR(PoolSequences(p_, ws_.x, cu, ints_.pool_start, n_, h_,
+                                          c_.pooling_modes[k],
                                           ws_.pooled_f32 + k * h_, width, kernels_));
         }
         // Dense modules from pooled_f32 to dense_f32 and back (EmbeddingRows).

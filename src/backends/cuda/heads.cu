@@ -47,11 +47,12 @@ __global__ void SmallLinearKernel(const T* x, int rows, int in, const float* w, 
 // Block per sequence, threads over the columns; sentence-transformers'
 // definitions of each mode.
 template <typename T>
-__global__ void PoolKernel(const T* x, const int32_t* cu, int hidden, Pooling pooling, float* out,
-                           int out_stride) {
+__global__ void PoolKernel(const T* x, const int32_t* cu, const int32_t* pool_start, int hidden,
+                           Pooling pooling, float* out, int out_stride) {
   AfterPreviousKernel();
   const int s = blockIdx.x;
-  const int begin = cu[s], end = cu[s + 1], len = end - begin;
+  const int first = cu[s], skip = pool_start[s];
+  const int begin = first + skip, end = cu[s + 1], len = end - begin;
   for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
     float v;
     if (pooling == Pooling::kCls || pooling == Pooling::kLastToken) {
@@ -65,11 +66,11 @@ __global__ void PoolKernel(const T* x, const int32_t* cu, int hidden, Pooling po
       const bool weighted = pooling == Pooling::kWeightedMean;
       v = 0.0f;
       for (int t = begin; t < end; ++t)
-        v += (weighted ? static_cast<float>(t - begin + 1) : 1.0f) *
+        v += (weighted ? static_cast<float>(t - first + 1) : 1.0f) *
              ToFloat(x[static_cast<size_t>(t) * hidden + i]);
       v /= pooling == Pooling::kMean          ? static_cast<float>(len)
            : pooling == Pooling::kMeanSqrtLen ? sqrtf(static_cast<float>(len))
-                                              : 0.5f * len * (len + 1.0f);
+                                              : 0.5f * len * (len + 1.0f + 2.0f * skip);
     }
     out[static_cast<size_t>(s) * out_stride + i] = v;
   }
@@ -137,12 +138,13 @@ Status SmallLinear(Precision p, const void* x, int rows, int in, const float* w,
   return Status::Ok();
 }
 
-Status PoolSequences(Precision p, const void* x, const int32_t* cu_seqlens, int num_seqs,
-                     int hidden, Pooling pooling, float* out, int out_stride, Stream stream) {
+Status PoolSequences(Precision p, const void* x, const int32_t* cu_seqlens,
+                     const int32_t* pool_start, int num_seqs, int hidden, Pooling pooling,
+                     float* out, int out_stride, Stream stream) {
   if (num_seqs == 0) return Status::Ok();
   BERTRT_DISPATCH_PRECISION(p, Launch(PoolKernel<T>, num_seqs, ThreadsFor(hidden), 0, stream,
-                                      static_cast<const T*>(x), cu_seqlens, hidden, pooling,
-                                      out, out_stride));
+                                      static_cast<const T*>(x), cu_seqlens, pool_start, hidden,
+                                      pooling, out, out_stride));
   CUDA_RETURN_IF_LAUNCH_FAILED("pooling kernel");
   return Status::Ok();
 }

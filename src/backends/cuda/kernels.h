@@ -110,8 +110,11 @@ Status SmallLinear(Precision p, const void* x, int rows, int in, const float* w,
 
 // Row s of out (fp32, `out_stride` floats apart, its first `hidden` written)
 // = sequence s's rows of x pooled by `pooling` (sentence-transformers' modes).
-Status PoolSequences(Precision p, const void* x, const int32_t* cu_seqlens, int num_seqs,
-                     int hidden, Pooling pooling, float* out, int out_stride, Stream stream);
+// Sentence-transformers' pooling of each sequence from its token
+// pool_start[s] on (cpu::PoolSequences' definitions).
+Status PoolSequences(Precision p, const void* x, const int32_t* cu_seqlens,
+                     const int32_t* pool_start, int num_seqs, int hidden, Pooling pooling,
+                     float* out, int out_stride, Stream stream);
 
 // x = act(x) for a sentence-transformers Dense module, fp32, in place.
 Status ApplyDenseActivation(float* x, size_t n, DenseActivation act, Stream stream);

@@ -182,8 +182,20 @@ Status AssembleTexts(const std::vector<InputTensor>& inputs, KServeRequest& r) {
 
 Status AssembleKServeRequest(const std::vector<InputTensor>& inputs, KServeRequest& r) {
   if (inputs.empty()) return InvalidArgument("the request has no inputs");
-  const bool texts = std::any_of(inputs.begin(), inputs.end(),
-                                 [](const InputTensor& t) { return t.name == "text"; });
+  auto has = [&](const char* name) {
+    return std::any_of(inputs.begin(), inputs.end(),
+                       [&](const InputTensor& t) { return t.name == name; });
+  };
+  const bool texts = has("text");
+  // Every input is optional on its own (InputMetadata); one of these two must be there.
+  if (!texts && !has("input_ids")) {
+    std::string names;
+    for (const InputTensor& t : inputs) names += (names.empty() ? "\"" : ", \"") + t.name + "\"";
+    return InvalidArgument(
+        "the request needs text [+ text_pair] or input_ids [+ attention_mask, token_type_ids]; "
+        "it has " +
+        names);
+  }
   RETURN_IF_ERROR(texts ? AssembleTexts(inputs, r) : AssembleIds(inputs, r));
   if (r.texts.empty() && r.sequences.empty()) return InvalidArgument("the batch is empty (N = 0)");
   return Status::Ok();
@@ -355,7 +367,7 @@ StatusOr<std::vector<OutputTensor>> InferKServe(ServedModel& model, Metrics& met
   }();
   record.code = outputs.ok() ? StatusCode::kOk : outputs.status().code();
   record.request_seconds = seconds(start);
-  metrics.ObserveInference(model.name(), model.version(), record);
+  model.statistics().Observe(record);
   return outputs;
 }
 
@@ -441,11 +453,15 @@ HttpAnswer EncodeKServeResponse(const KServeRequest& request, const ServedModel&
   return answer;
 }
 
+// Every input is optional in Triton's sense (a request may leave it out): a
+// request holds text [+ text_pair] or input_ids [+ attention_mask,
+// token_type_ids], so no input is required by itself; which sets go together
+// AssembleKServeRequest checks.
 std::vector<TensorMetadata> InputMetadata() {
   return {
-      {"text", "BYTES", {-1}, false},
+      {"text", "BYTES", {-1}, true},
       {"text_pair", "BYTES", {-1}, true},
-      {"input_ids", "INT64", {-1, -1}, false},
+      {"input_ids", "INT64", {-1, -1}, true},
       {"attention_mask", "INT64", {-1, -1}, true},
       {"token_type_ids", "INT64", {-1, -1}, true},
   };

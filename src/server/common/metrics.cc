@@ -4,6 +4,7 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -247,31 +248,28 @@ std::string Metrics::RenderCounters() const {
     }
   }
   // The same requests and batches under Triton's names, for its dashboards.
-  RenderTritonMetrics(triton_, out);
+  StatisticsByVersion triton;
+  for (const auto& [key, loads] : triton_) triton[key] = loads.back()->Snapshot();
+  RenderTritonMetrics(triton, out);
   return out;
 }
 
-void Metrics::AddModelVersion(const std::string& model, const std::string& version) {
+void Metrics::AddModelVersion(const std::string& model, const std::string& version,
+                              std::shared_ptr<const VersionStatistics> stats) {
   std::lock_guard lock(mu_);
-  triton_[{model, version}];
+  triton_[{model, version}].push_back(std::move(stats));
 }
 
-void Metrics::ObserveInference(const std::string& model, const std::string& version,
-                               const InferenceRecord& record) {
-  std::lock_guard lock(mu_);
-  Observe(triton_[{model, version}], record);
-}
-
-void Metrics::ObserveExecution(const std::string& model, const std::string& version, int sequences,
-                               double compute_seconds) {
-  std::lock_guard lock(mu_);
-  bertrt::server::ObserveExecution(triton_[{model, version}], sequences, compute_seconds);
-}
-
-ModelStatistics Metrics::Statistics(const std::string& model, const std::string& version) const {
+void Metrics::RemoveModelVersion(const std::string& model, const std::string& version,
+                                 const VersionStatistics* stats) {
   std::lock_guard lock(mu_);
   auto it = triton_.find({model, version});
-  return it == triton_.end() ? ModelStatistics{} : it->second;
+  if (it == triton_.end()) return;
+  auto& loads = it->second;
+  loads.erase(
+      std::remove_if(loads.begin(), loads.end(), [&](const auto& s) { return s.get() == stats; }),
+      loads.end());
+  if (loads.empty()) triton_.erase(it);
 }
 
 }  // namespace bertrt::server

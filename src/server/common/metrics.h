@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <tuple>
@@ -36,16 +37,18 @@ class Histogram {
 
 class Metrics {
  public:
-  // Triton's statistics of each model version (model_stats.h), for the
-  // statistics extension and the nv_inference_* metrics: a version is listed
-  // at zero once loaded; each inference request on it and each engine batch
-  // it runs add to it.
-  void AddModelVersion(const std::string& model, const std::string& version);
-  void ObserveInference(const std::string& model, const std::string& version,
-                        const InferenceRecord& record);
-  void ObserveExecution(const std::string& model, const std::string& version, int sequences,
-                        double compute_seconds);
-  ModelStatistics Statistics(const std::string& model, const std::string& version) const;
+  // Triton's nv_inference_* series of each loaded model version, from its own
+  // statistics (model_stats.h: every inference request on it and each engine
+  // batch it runs add to them): listed from the version's load, at zero, until
+  // it is unloaded, as Triton adds and removes a model's series. While a
+  // version is loaded again (poll mode, explicit load) the newest load's
+  // statistics are listed; if that load is dropped (another version of the
+  // model failed), the one still served is listed again.
+  void AddModelVersion(const std::string& model, const std::string& version,
+                       std::shared_ptr<const VersionStatistics> stats);
+  // The loaded version holding `stats` is gone (unloaded or replaced).
+  void RemoveModelVersion(const std::string& model, const std::string& version,
+                          const VersionStatistics* stats);
 
   void CountRequest(const std::string& model, const std::string& endpoint, bool success);
   void ObserveRequest(const std::string& model, double queue_seconds, double compute_seconds);
@@ -77,7 +80,10 @@ class Metrics {
   };
   std::map<std::pair<std::string, std::string>, PerInstance> instances_;  // (model, instance)
   long in_flight_ = 0;
-  StatisticsByVersion triton_;
+  // (model, version) -> the statistics of its loads alive, oldest first.
+  std::map<std::pair<std::string, std::string>,
+           std::vector<std::shared_ptr<const VersionStatistics>>>
+      triton_;
 };
 
 // Holds the in-flight gauge up for one request's lifetime.

@@ -56,6 +56,21 @@ void Observe(ModelStatistics& s, const InferenceRecord& r) {
   s.inference_count += static_cast<uint64_t>(r.sequences);
 }
 
+void VersionStatistics::Observe(const InferenceRecord& r) {
+  std::lock_guard lock(mu_);
+  bertrt::server::Observe(stats_, r);
+}
+
+void VersionStatistics::ObserveExecution(int sequences, double compute_seconds) {
+  std::lock_guard lock(mu_);
+  bertrt::server::ObserveExecution(stats_, sequences, compute_seconds);
+}
+
+ModelStatistics VersionStatistics::Snapshot() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
 void ObserveExecution(ModelStatistics& s, int sequences, double compute_seconds) {
   ++s.execution_count;
   s.batches[static_cast<uint64_t>(sequences)].Add(compute_seconds);

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -52,6 +54,21 @@ const char* FailureReason(StatusCode code);
 
 void Observe(ModelStatistics& s, const InferenceRecord& r);
 void ObserveExecution(ModelStatistics& s, int sequences, double compute_seconds);
+
+// The statistics of one loaded model version, held by it (ServedModel) as
+// Triton's are by its loaded model: a version loaded again, after an unload or
+// as a changed version in poll mode, starts from zero, and requests still
+// finishing on the one it replaced count there. Thread-safe.
+class VersionStatistics {
+ public:
+  void Observe(const InferenceRecord& r);
+  void ObserveExecution(int sequences, double compute_seconds);
+  ModelStatistics Snapshot() const;
+
+ private:
+  mutable std::mutex mu_;
+  ModelStatistics stats_;
+};
 
 // One $model_stat of the statistics extension's JSON.
 nlohmann::json StatisticsJson(const std::string& name, const std::string& version,

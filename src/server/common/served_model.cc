@@ -11,6 +11,7 @@
 
 #include "bertrt/devices.h"
 #include "bertrt/plan.h"
+#include "runtime/prompt.h"
 #include "server/common/triton_config.h"
 
 namespace bertrt::server {
@@ -279,6 +280,17 @@ StatusOr<ModelServing> ResolveServing(const ServeDefaults& d, const ModelConfigF
   return s;
 }
 
+namespace {
+
+// "notice: <model>: <text>" on stderr: what a load did on the user's behalf.
+std::function<void(const std::string&)> ModelNotice(const std::string& name) {
+  return [name](const std::string& n) {
+    std::fprintf(stderr, "notice: %s: %s\n", name.c_str(), n.c_str());
+  };
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& name,
                                                          const std::string& version,
                                                          const std::string& path,
@@ -286,19 +298,17 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& name
                                                          const ServeDefaults& defaults) {
   if (serving.instances.empty()) return InvalidArgument("model " + name + ": no instances");
   ImportOptions import_options;
-  import_options.on_notice = [name](const std::string& n) {
-    std::fprintf(stderr, "notice: %s: %s\n", name.c_str(), n.c_str());
-  };
+  import_options.on_notice = ModelNotice(name);
   ASSIGN_OR_RETURN(LoadedModel loaded, LoadModelAndTokenizer(path, import_options));
-  auto m = std::unique_ptr<ServedModel>(new ServedModel());
-  m->name_ = name;
-  m->version_ = version;
-  m->source_ = path;
-  m->instances_ = serving.instances;
-  m->serving_ = serving;
-  m->placement_ = Placement(serving.instances);
-  m->max_input_length_ = loaded.model->config.max_seq_length;
-  m->auto_truncate_ = defaults.auto_truncate;
+  ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Engine>> engines,
+                   CreateInstances(name, loaded, serving, defaults));
+  return Create(name, version, path, std::move(loaded), std::move(engines), serving, defaults);
+}
+
+StatusOr<std::vector<std::unique_ptr<Engine>>> ServedModel::CreateInstances(
+    const std::string& name, const LoadedModel& loaded, const ModelServing& serving,
+    const ServeDefaults& defaults) {
+  const auto notice = ModelNotice(name);
   // CPU instances compute in fp32: an fp16/bf16 plan is widened once for all
   // of them (each would otherwise widen its own copy); GPU instances take the
   // plan's tensors as they are.
@@ -308,8 +318,7 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& name
   for (const InstanceSpec& spec : serving.instances) {
     if (spec.device == "cpu" && !cpu_model) {
       cpu_model = WithFloat32Weights(loaded.model);
-      if (cpu_model != loaded.model)
-        import_options.on_notice("fp16/bf16 weights widened to fp32 for the CPU instances");
+      if (cpu_model != loaded.model) notice("fp16/bf16 weights widened to fp32 for the CPU instances");
     }
     auto engine = defaults.make_engine(spec.device == "cpu" ? cpu_model : loaded.model, spec);
     if (!engine.ok())
@@ -328,17 +337,33 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& name
       if (!report.ok())
         return Status(report.status().code(), "model " + name + ", instance on " + spec.Name() +
                                                   ": " + report.status().message());
-      import_options.on_notice("self-check on " + spec.Name() + " against the CPU engine in " +
-                               "fp32 passed (" + DescribeReport(*report) + ")");
+      notice("self-check on " + spec.Name() + " against the CPU engine in fp32 passed (" +
+             DescribeReport(*report) + ")");
     }
     engines.push_back(std::move(*engine));
   }
+  return engines;
+}
+
+StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(
+    const std::string& name, const std::string& version, const std::string& source,
+    LoadedModel loaded, std::vector<std::unique_ptr<Engine>> engines, const ModelServing& serving,
+    const ServeDefaults& defaults) {
+  const auto notice = ModelNotice(name);
+  auto m = std::unique_ptr<ServedModel>(new ServedModel());
+  m->name_ = name;
+  m->version_ = version;
+  m->source_ = source;
+  m->instances_ = serving.instances;
+  m->serving_ = serving;
+  m->placement_ = Placement(serving.instances);
+  m->max_input_length_ = loaded.model->config.max_seq_length;
+  m->auto_truncate_ = defaults.auto_truncate;
   SchedulerOptions scheduling = serving.scheduler;
   // A plan built for at most N tokens per batch: batches stay within it.
   if (const int limit = loaded.model->max_batch_tokens; limit > 0)
     scheduling.max_batch_tokens = std::min(scheduling.max_batch_tokens, limit);
-  if (Status st = WarmUp(serving.warmups, loaded.model->config, scheduling, engines,
-                         import_options.on_notice);
+  if (Status st = WarmUp(serving.warmups, loaded.model->config, scheduling, engines, notice);
       !st.ok())
     return Status(st.code(), "model " + name + ": " + st.message());
   m->loaded_ = std::move(loaded);
@@ -348,12 +373,12 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& name
   if (defaults.metrics) {
     std::vector<std::string> instance_names;
     for (const InstanceSpec& spec : serving.instances) instance_names.push_back(spec.Name());
-    scheduling.on_batch = [metrics = defaults.metrics, name, version, instance_names,
-                           serving_requests](const BatchStats& b) {
+    scheduling.on_batch = [metrics = defaults.metrics, name, instance_names, serving_requests,
+                           statistics = m->statistics_](const BatchStats& b) {
       metrics->ObserveBatch(name, instance_names[b.instance], b.sequences, b.tokens,
                             b.compute_seconds);
       if (b.ok && serving_requests->load())
-        metrics->ObserveExecution(name, version, b.sequences, b.compute_seconds);
+        statistics->ObserveExecution(b.sequences, b.compute_seconds);
     };
   }
   m->scheduler_ = std::make_unique<Scheduler>(std::move(engines), std::move(scheduling));
@@ -361,27 +386,39 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& name
   // A config.pbtxt's input and output blocks must describe this model.
   RETURN_IF_ERROR(CheckTensorBlocks(serving.config, m->max_input_length_, m->outputs_));
   serving_requests->store(true);
-  if (defaults.metrics) defaults.metrics->AddModelVersion(name, version);
+  if (defaults.metrics) {
+    m->metrics_ = defaults.metrics;
+    m->metrics_->AddModelVersion(name, version, m->statistics_);
+  }
   return m;
 }
 
-// Finishes the queued work before the engines go.
+// Finishes the queued work before the engines go; then this load's
+// nv_inference_* series go too (Triton's go with its unloaded model).
 ServedModel::~ServedModel() {
   if (scheduler_) scheduler_->Shutdown();
+  if (metrics_) metrics_->RemoveModelVersion(name_, version_, statistics_.get());
 }
 
 namespace {
 
 // `full` with, of each text, the tokens `cut` (the same input truncated from
 // the end) keeps, taken from the text's end instead: HF's truncation
-// direction "left", which removes as many tokens as "right" does.
-SequenceInput KeepEnds(const Encoding& full, const Encoding& cut) {
+// direction "left", which removes as many tokens as "right" does. The
+// prompt's tokens, first in the text, go first: pool_start counts only those
+// left.
+SequenceInput KeepEnds(const Encoding& full, const Encoding& cut, int32_t pool_start) {
   int drop[2] = {0, 0};
   for (int8_t s : full.sequence_ids)
     if (s == 0 || s == 1) ++drop[s];
   for (int8_t s : cut.sequence_ids)
     if (s == 0 || s == 1) --drop[s];
   SequenceInput out;
+  if (pool_start > 0) {
+    int32_t leading = 0;  // the special tokens before the text ([CLS])
+    while (leading < pool_start && full.sequence_ids[leading] != 0) ++leading;
+    out.pool_start = std::max(leading, pool_start - drop[0]);
+  }
   for (size_t i = 0; i < full.input_ids.size(); ++i) {
     const int8_t s = full.sequence_ids[i];
     if ((s == 0 || s == 1) && drop[s] > 0) {
@@ -401,18 +438,27 @@ StatusOr<SequenceInput> ServedModel::Encode(const TextInput& input,
   RETURN_IF_ERROR(CheckInputText(input.text));
   const Tokenizer& tok = *loaded_.tokenizer;
   ASSIGN_OR_RETURN(const std::string prompt, config().PromptText(options.prompt_name));
+  ASSIGN_OR_RETURN(const int32_t pool_start, PromptPoolStart(config(), tok, prompt));
   const std::string text = prompt + input.text;
   ASSIGN_OR_RETURN(Encoding enc, tok.Encode(text, input.text_pair));
   const int n = static_cast<int>(enc.input_ids.size());
-  if (n > max_input_length_) {
+  const int limit = options.max_length > 0 ? options.max_length : max_input_length_;
+  SequenceInput seq;
+  if (n > limit) {
     if (!options.truncate && !auto_truncate_)
       return OutOfRange("input is " + std::to_string(n) + " tokens, more than the model's " +
-                        std::to_string(max_input_length_) + options.TooLongHint());
-    ASSIGN_OR_RETURN(Encoding cut, tok.Encode(text, input.text_pair, max_input_length_));
-    if (options.truncate_left) return KeepEnds(enc, cut);
-    enc = std::move(cut);
+                        std::to_string(limit) + options.TooLongHint());
+    ASSIGN_OR_RETURN(Encoding cut, tok.Encode(text, input.text_pair, limit, options.truncation));
+    if (options.truncate_left)
+      seq = KeepEnds(enc, cut, pool_start);
+    else
+      enc = std::move(cut);
   }
-  return SequenceInput{std::move(enc.input_ids), std::move(enc.token_type_ids)};
+  if (seq.input_ids.empty())
+    seq = {std::move(enc.input_ids), std::move(enc.token_type_ids), pool_start};
+  if (seq.pool_start >= static_cast<int>(seq.input_ids.size()))
+    return PromptFillsInput(seq.pool_start, static_cast<int>(seq.input_ids.size()));
+  return seq;
 }
 
 const OutputSpec* ServedModel::FindOutput(const std::string& name) const {
@@ -430,12 +476,14 @@ StatusOr<ModelControl> ParseModelControl(const std::string& text) {
 
 ModelRegistry::~ModelRegistry() { Shutdown(); }
 
+std::string DefaultModelName(const std::string& path) {
+  fs::path p = fs::path(path).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  return IsPlanFile(path) ? p.stem().string() : p.filename().string();
+}
+
 Status ModelRegistry::LoadSingle(const std::string& path, std::string name) {
-  if (name.empty()) {
-    fs::path p = fs::path(path).lexically_normal();
-    if (p.filename().empty()) p = p.parent_path();
-    name = IsPlanFile(path) ? p.stem().string() : p.filename().string();
-  }
+  if (name.empty()) name = DefaultModelName(path);
   ASSIGN_OR_RETURN(ModelServing serving, ResolveServing(defaults_, ModelConfigFile{}));
   ASSIGN_OR_RETURN(auto model, ServedModel::Load(name, "1", path, serving, defaults_));
   std::lock_guard lock(mu_);

@@ -78,6 +78,9 @@ struct ModelServing {
 };
 StatusOr<ModelServing> ResolveServing(const ServeDefaults& defaults, const ModelConfigFile& config);
 
+// A model's name when none is given: its directory's, or its plan file's stem.
+std::string DefaultModelName(const std::string& path);
+
 struct TextInput {
   std::string text;
   std::optional<std::string> text_pair;
@@ -96,6 +99,10 @@ struct EncodeOptions {
   // Whether the request could have asked for `truncate` (TEI's and KServe's
   // field; OpenAI's route has none): the too-long error names it only then.
   bool truncate_field = true;
+  // `bertrt run`'s --max-length (0: the model's max_seq_length) and
+  // --truncation (which text of a pair loses tokens).
+  int max_length = 0;
+  Truncation truncation = Truncation::kLongestFirst;
   std::string TooLongHint() const {
     return truncate_field ? "; shorten it, set truncate, or serve with --auto-truncate"
                           : "; shorten it, or serve with --auto-truncate";
@@ -109,6 +116,17 @@ class ServedModel {
                                                      const std::string& path,
                                                      const ModelServing& serving,
                                                      const ServeDefaults& defaults);
+  // Load's two steps, for a caller that loads the model or makes its engines
+  // itself (`bertrt run`): the engines of serving.instances (each GPU one
+  // self-checked unless defaults.self_check is off), then the served model
+  // over `engines` (one per instance, in order).
+  static StatusOr<std::vector<std::unique_ptr<Engine>>> CreateInstances(
+      const std::string& name, const LoadedModel& loaded, const ModelServing& serving,
+      const ServeDefaults& defaults);
+  static StatusOr<std::unique_ptr<ServedModel>> Create(
+      const std::string& name, const std::string& version, const std::string& source,
+      LoadedModel loaded, std::vector<std::unique_ptr<Engine>> engines,
+      const ModelServing& serving, const ServeDefaults& defaults);
   ~ServedModel();
 
   // Tokenizes one input. Empty text: InvalidArgument; longer than the model's
@@ -142,6 +160,9 @@ class ServedModel {
   // The head's outputs, and last_hidden_state (only on request).
   const std::vector<OutputSpec>& outputs() const { return outputs_; }
   const OutputSpec* FindOutput(const std::string& name) const;
+  // Triton's statistics of this loaded version (zero at its load; the
+  // statistics extension and nv_inference_* read them).
+  VersionStatistics& statistics() const { return *statistics_; }
 
  private:
   std::string name_, version_, source_, placement_;
@@ -152,6 +173,8 @@ class ServedModel {
   int max_input_length_ = 0;
   bool auto_truncate_ = false;
   std::vector<OutputSpec> outputs_;
+  std::shared_ptr<VersionStatistics> statistics_ = std::make_shared<VersionStatistics>();
+  Metrics* metrics_ = nullptr;  // lists statistics_ while this version is loaded
 };
 
 // A model of the repository as /v2/repository/index lists it.

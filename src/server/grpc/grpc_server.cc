@@ -258,8 +258,7 @@ class GrpcServer::Service final : public inference::GRPCInferenceService::Servic
     for (const auto& m : registry_.Served()) {
       if (!req->name().empty() && m->name() != req->name()) continue;
       if (!req->version().empty() && m->version() != req->version()) continue;
-      FillStatistics(m->name(), m->version(), metrics_.Statistics(m->name(), m->version()),
-                     *resp->add_model_stats());
+      FillStatistics(m->name(), m->version(), m->statistics().Snapshot(), *resp->add_model_stats());
     }
     return grpc::Status::OK;
   }

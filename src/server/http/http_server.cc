@@ -88,7 +88,7 @@ StatusOr<InferResult> RunOn(ServedModel& model, Metrics& metrics, InferRequest r
   record.code = result.ok() ? StatusCode::kOk : result.status().code();
   record.request_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  metrics.ObserveInference(model.name(), model.version(), record);
+  model.statistics().Observe(record);
   return result;
 }
 
@@ -107,6 +107,13 @@ void HttpServer::AddRoutes() {
         text += "bertrt_engine_activation_bytes{model=\"" + MetricLabel(m->name()) +
                 "\",version=\"" + MetricLabel(m->version()) + "\",instance=\"" +
                 MetricLabel(device) + "\"} " + std::to_string(bytes) + "\n";
+    // Triton's gauge of the requests waiting for a batch, per loaded version.
+    text += "# HELP nv_inference_pending_request_count Instantaneous number of pending requests "
+            "awaiting execution per-model.\n# TYPE nv_inference_pending_request_count gauge\n";
+    for (const auto& m : registry_.Served())
+      text += "nv_inference_pending_request_count{model=\"" + MetricLabel(m->name()) +
+              "\",version=\"" + MetricLabel(m->version()) + "\"} " +
+              std::to_string(m->scheduler().queued()) + "\n";
     res.set_content(text, "text/plain; version=0.0.4");
   });
 }
@@ -225,8 +232,7 @@ void HttpServer::AddKServeRoutes() {
   Get("/v2/models/stats", "kserve_stats", [this](const Request&, Response& res) {
     json stats = json::array();
     for (const auto& m : registry_.Served())
-      stats.push_back(
-          StatisticsJson(m->name(), m->version(), metrics_.Statistics(m->name(), m->version())));
+      stats.push_back(StatisticsJson(m->name(), m->version(), m->statistics().Snapshot()));
     SendJson(res, 200, json{{"model_stats", std::move(stats)}});
   });
   // /v2/models/{m}[/versions/{v}][/ready|/config|/stats]
@@ -248,8 +254,7 @@ void HttpServer::AddKServeRoutes() {
     json stats = json::array();
     for (const auto& m : registry_.Served())
       if (m->name() == name && (version.empty() || m->version() == version))
-        stats.push_back(
-            StatisticsJson(m->name(), m->version(), metrics_.Statistics(m->name(), m->version())));
+        stats.push_back(StatisticsJson(m->name(), m->version(), m->statistics().Snapshot()));
     SendJson(res, 200, json{{"model_stats", std::move(stats)}});
   });
   Get(model_path, "kserve_metadata", [this](const Request& req, Response& res) {

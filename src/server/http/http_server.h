@@ -33,8 +33,11 @@ struct HttpOptions {
   size_t max_payload_bytes = 8 << 20;
   // Handlers block on the batcher, each on a thread of its own (HandlerPool):
   // this many are kept ready, more start on demand up to max_handler_threads
-  // (requests beyond wait for one). Idle and slow connections take none.
-  int handler_threads = 512;
+  // (requests beyond wait for one) and end after 30 s idle. Idle and slow
+  // connections take none. Few ready: each thread that has run requests keeps
+  // its stack pages and malloc's per-thread cache, so 512 of them taking
+  // turns made the resident size creep for half an hour (the soak, issue 29).
+  int handler_threads = 16;
   int max_handler_threads = 8192;
   // When non-empty, every endpoint but /v2/health/{live,ready} and /metrics
   // needs `Authorization: Bearer <api_key>`; otherwise 401.

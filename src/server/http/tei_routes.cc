@@ -355,6 +355,7 @@ std::optional<ApiError> NotEmbedding(const ServedModel& m) {
 // whose vector cannot be recomputed from the hidden states (Dense modules,
 // truncate_dim) is refused rather than answered wrong.
 Result<std::vector<std::vector<float>>> RawPooled(const ServedModel& m, const InferResult& r,
+                                                  const std::vector<int32_t>& pool_start,
                                                   const NamedOutput& embedding) {
   const ModelConfig& c = m.config();
   const NamedOutput* h = r.outputs.Find("last_hidden_state");
@@ -367,8 +368,8 @@ Result<std::vector<std::vector<float>>> RawPooled(const ServedModel& m, const In
   const int n = static_cast<int>(r.cu_seqlens.size()) - 1;
   std::vector<float> pooled(static_cast<size_t>(n) * w);
   for (size_t k = 0; k < c.pooling_modes.size(); ++k)
-    cpu::PoolSequences(h->data.data(), r.cu_seqlens.data(), n, h->width, c.pooling_modes[k],
-                       pooled.data() + k * h->width, w);
+    cpu::PoolSequences(h->data.data(), r.cu_seqlens.data(), pool_start.data(), n, h->width,
+                       c.pooling_modes[k], pooled.data() + k * h->width, w);
   std::vector<std::vector<float>> rows;
   for (int i = 0; i < n; ++i) {
     std::vector<float> row(pooled.begin() + size_t(i) * w, pooled.begin() + size_t(i + 1) * w);
@@ -427,12 +428,14 @@ Result<std::vector<std::vector<float>>> EmbedItems(const Call& c, std::vector<It
   const bool raw =
       !o.normalize && m.config().head == HeadKind::kSentenceEmbedding && m.config().normalize;
   ASSIGN_OR_RETURN(auto seqs, EncodeItems(m, std::move(items), o.encode));
+  std::vector<int32_t> pool_start;
+  for (const SequenceInput& s : seqs) pool_start.push_back(s.pool_start);
   ASSIGN_OR_RETURN(InferResult r, Run(c, std::move(seqs), raw));
   const NamedOutput* out = r.outputs.Find(spec->name);
   if (!out) return ApiError{500, ErrorType::kBackend, "the engine gave no " + spec->name, ""};
   std::vector<std::vector<float>> rows;
   if (raw) {
-    ASSIGN_OR_RETURN(rows, RawPooled(m, r, *out));
+    ASSIGN_OR_RETURN(rows, RawPooled(m, r, pool_start, *out));
   } else {
     for (size_t i = 0; i + 1 < r.cu_seqlens.size(); ++i)
       rows.emplace_back(out->data.begin() + i * out->width,
@@ -952,10 +955,12 @@ void HttpServer::AddTeiRoutes() {
   using Request = HttpRequest;
   using Response = HttpResponse;
   // Every route also under /models/{name}: a TEI client's base URL picks one of
-  // the repository's models (the bare routes serve the default model).
+  // the repository's models (the bare routes serve the default model). The root,
+  // where huggingface_hub's InferenceClient posts, is /models/{name} with or
+  // without the slash, as TEI's own base URL is.
   auto post = [this](const std::string& path, auto handler, bool openai = false) {
     for (const bool named : {false, true})
-      Post(named ? kModelPrefix + (path == "/" ? "" : path) : path, path,
+      Post(named ? kModelPrefix + (path == "/" ? "/?" : path) : path, path,
            [this, path, handler, openai, named](const Request& req, Response& res) {
       InFlightGuard in_flight(metrics_);
       auto model = named ? registry_.Find(req.matches[1]) : registry_.Default();
@@ -1015,7 +1020,7 @@ void HttpServer::AddTeiRoutes() {
   // /models/{name}, while that model does).
   for (const std::string path : {"/health", "/", "/ping"}) {
     for (const bool named : {false, true}) {
-      GetOpen(named ? kModelPrefix + (path == "/" ? "" : path) : path,
+      GetOpen(named ? kModelPrefix + (path == "/" ? "/?" : path) : path,
               [this, named](const Request& req, Response& res) {
                 const Status ready =
                     named ? registry_.Find(req.matches[1]).status() : registry_.Readiness();
