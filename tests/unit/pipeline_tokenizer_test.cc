@@ -3,6 +3,7 @@
 // tests/tokenizer/test_pipeline_parity.py's job.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -149,15 +150,22 @@ TEST(PipelineTokenizerTest, ThreadsAgree) {
   }
 }
 
+// The fastest of three runs: the machine may be shared.
 double SecondsToEncode(const Tokenizer& t, const std::string& text) {
-  const auto start = std::chrono::steady_clock::now();
-  auto e = t.Encode(text);
-  EXPECT_TRUE(e.ok()) << e.status().ToString();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double best = 1e9;
+  for (int run = 0; run < 3; ++run) {
+    const auto start = std::chrono::steady_clock::now();
+    auto e = t.Encode(text);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    best = std::min(
+        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return best;
 }
 
 // 1 MB of one repeated char must take about 4x what 256 KB takes: a Viterbi,
-// merge or split loop that went quadratic would take 16x.
+// merge or split loop gone quadratic would take 16x. The bound, 12x, leaves
+// room for caches (a 1 MB word's merge state outgrows them).
 TEST(PipelineTokenizerTest, OneMegabyteOfOneCharIsLinear) {
   const char32_t chars[] = {U'a', U' ', U'\u4e2d', U'\u0301', U'\U0001F600', U'\n', U'.', U'1'};
   for (const char* name : {"xlmr", "roberta", "modernbert"}) {
@@ -170,10 +178,9 @@ TEST(PipelineTokenizerTest, OneMegabyteOfOneCharIsLinear) {
       while (quarter.size() < (256u << 10)) quarter += one;
       std::string full;
       for (int i = 0; i < 4; ++i) full += quarter;
-      SecondsToEncode(*t, quarter);  // warm-up: tables, thread-local buffers
       const double small = SecondsToEncode(*t, quarter);
       const double big = SecondsToEncode(*t, full);
-      EXPECT_LT(big, 8 * small + 0.05)
+      EXPECT_LT(big, 12 * small + 0.05)
           << name << " U+" << std::hex << static_cast<uint32_t>(c) << ": " << small
           << " s for 256 KB, " << big << " s for 1 MB";
       EXPECT_LT(big, 5.0) << name << " U+" << std::hex << static_cast<uint32_t>(c);
