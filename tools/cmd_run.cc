@@ -193,12 +193,13 @@ StatusOr<SequenceInput> EncodeLine(const RunContext& ctx, const std::string& lin
 
 // A worker's whole job on one chunk.
 void ProcessChunk(const RunContext& ctx, Chunk& chunk) {
-  std::vector<StatusOr<SequenceInput>> encoded;
+  std::vector<Status> encoded;  // per line: Ok, or why it has no result
   InferRequest request;
   request.last_hidden_state = ctx.hidden_states;
   for (size_t i = 0; i < chunk.lines.size(); ++i) {
-    encoded.push_back(EncodeLine(ctx, chunk.lines[i], chunk.first_line + i));
-    if (encoded.back().ok()) request.sequences.push_back(std::move(*encoded.back()));
+    auto seq = EncodeLine(ctx, chunk.lines[i], chunk.first_line + i);
+    encoded.push_back(seq.status());
+    if (seq.ok()) request.sequences.push_back(std::move(*seq));
   }
   chunk.lines = {};
   InferResult result;
@@ -211,9 +212,9 @@ void ProcessChunk(const RunContext& ctx, Chunk& chunk) {
     result = std::move(*done);
   }
   int seq = 0;
-  for (const StatusOr<SequenceInput>& e : encoded) {
+  for (const Status& e : encoded) {
     if (!e.ok()) {
-      AppendError(e.status(), chunk, ctx);
+      AppendError(e, chunk, ctx);
       continue;
     }
     if (ctx.npy_output) {
