@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DEBS=(build-essential cmake ninja-build pkg-config git unzip curl
-      nlohmann-json3-dev libutf8proc-dev libcli11-dev libspdlog-dev libfmt-dev
+      nlohmann-json3-dev libutf8proc-dev libonig-dev libcli11-dev libspdlog-dev libfmt-dev
       libdnnl-dev libcpp-httplib-dev libboost-dev zlib1g-dev libssl-dev openssl libgrpc++-dev libprotobuf-dev protobuf-compiler
       protobuf-compiler-grpc libgtest-dev libgmock-dev libbenchmark-dev clang-14 libclang-rt-14-dev libomp-14-dev
       python3 python3-pip python3-venv

@@ -63,13 +63,18 @@ nlohmann::json Describe(const LoadedModel& loaded) {
   const TokenizerSettings& s = tok.settings();
   nlohmann::json t;
   t["vocab_size"] = tok.vocab_size();
-  t["lowercase"] = s.lowercase;
-  // HF's rule: unset strip_accents follows lowercase.
-  t["strip_accents"] = s.strip_accents.value_or(s.lowercase);
-  t["handle_chinese_chars"] = s.handle_chinese_chars;
-  t["clean_text"] = s.clean_text;
-  t["max_input_chars_per_word"] = s.max_input_chars_per_word;
-  t["continuing_subword_prefix"] = s.continuing_subword_prefix;
+  t["kind"] = tok.Description();
+  // The BertNormalizer / WordPiece settings mean something for the fused
+  // WordPiece tokenizer only.
+  if (tok.Description().rfind("WordPiece (", 0) == 0) {
+    t["lowercase"] = s.lowercase;
+    // HF's rule: unset strip_accents follows lowercase.
+    t["strip_accents"] = s.strip_accents.value_or(s.lowercase);
+    t["handle_chinese_chars"] = s.handle_chinese_chars;
+    t["clean_text"] = s.clean_text;
+    t["max_input_chars_per_word"] = s.max_input_chars_per_word;
+    t["continuing_subword_prefix"] = s.continuing_subword_prefix;
+  }
   nlohmann::json special = nlohmann::json::object();
   for (const std::string* token : {&s.cls_token, &s.sep_token, &s.pad_token, &s.unk_token})
     special[*token] = tok.TokenToId(*token);
@@ -137,10 +142,13 @@ void PrintText(const nlohmann::json& j, std::ostream& out) {
                                   " timed GEMM choices)");
   }
   const nlohmann::json& t = j["tokenizer"];
+  row("tokenizer", str(t["kind"]));
   row("tokenizer vocab", str(t["vocab_size"]));
-  row("lowercase", YesNo(t["lowercase"].get<bool>()));
-  row("strip accents", YesNo(t["strip_accents"].get<bool>()));
-  row("chinese chars", YesNo(t["handle_chinese_chars"].get<bool>()));
+  if (t.contains("lowercase")) {
+    row("lowercase", YesNo(t["lowercase"].get<bool>()));
+    row("strip accents", YesNo(t["strip_accents"].get<bool>()));
+    row("chinese chars", YesNo(t["handle_chinese_chars"].get<bool>()));
+  }
   std::string special;
   for (const auto& [token, id] : t["special_tokens"].items())
     special += (special.empty() ? "" : " ") + token + "=" + id.dump();

@@ -20,7 +20,8 @@ struct TokenizeOptions {
   std::string truncation = "longest_first";
 };
 
-void AppendInts(std::string& out, const char* key, const std::vector<int32_t>& v) {
+template <typename T>
+void AppendInts(std::string& out, const char* key, const std::vector<T>& v) {
   out += '"';
   out += key;
   out += "\": [";
@@ -45,7 +46,9 @@ void AppendEncoding(std::string& out, const Encoding& e) {
     out += std::to_string(e.offsets[i].second);
     out += ']';
   }
-  out += "]}\n";
+  out += "], ";
+  AppendInts(out, "special_tokens_mask", e.special_tokens_mask);
+  out += "}\n";
 }
 
 // Encodes one input line into `out`; returns false when it was an error.
@@ -104,10 +107,10 @@ void RegisterTokenizeCommand(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<TokenizeOptions>();
   CLI::App* cmd = app.add_subcommand(
       "tokenize",
-      "Tokenize JSON Lines from stdin with a model's BERT WordPiece tokenizer.\n"
+      "Tokenize JSON Lines from stdin with a model's tokenizer (WordPiece, Unigram or BPE).\n"
       "Each input line is {\"text\": ..., \"text_pair\": ...} (text_pair optional); each output\n"
       "line is {\"input_ids\": [...], \"token_type_ids\": [...], \"offsets\": [[start, end], "
-      "...]}\n"
+      "...],\n\"special_tokens_mask\": [...]}\n"
       "with offsets in Unicode code points of the text the token came from ([0, 0] for\n"
       "special tokens), identical to HF tokenizers. A bad line gives {\"error\": \"line N: ...\"}\n"
       "and the other lines are still processed (exit code 1).\n"

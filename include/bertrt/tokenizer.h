@@ -1,5 +1,8 @@
-// BERT WordPiece tokenizer, identical to HF `tokenizers` (BertNormalizer,
-// BertPreTokenizer, WordPiece, TemplateProcessing) in ids, type ids and offsets.
+// Tokenizers identical to HF `tokenizers` in ids, type ids, offsets and
+// special tokens masks: BERT WordPiece (BertNormalizer, BertPreTokenizer,
+// WordPiece, TemplateProcessing) on a fused path, and any other tokenizer.json
+// (Unigram, BPE and their normalizers, pre-tokenizers and post-processors)
+// through the component pipeline. The loader picks one from tokenizer.json.
 #pragma once
 
 #include <cstdint>
@@ -90,6 +93,10 @@ class Tokenizer {
   virtual std::string Decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const = 0;
   // The vocabulary in id order (for plan files and inspect).
   virtual std::vector<std::string> Vocabulary() const = 0;
+  // What the tokenizer is made of, for inspect: "WordPiece (BertNormalizer,
+  // BertPreTokenizer)", or the model and the component types of its
+  // tokenizer.json ("Unigram; normalizer Sequence[Precompiled, Replace]; ...").
+  virtual std::string Description() const = 0;
   int32_t pad_id() const { return TokenToId(settings().pad_token); }
 };
 

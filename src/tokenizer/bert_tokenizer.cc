@@ -93,10 +93,8 @@ std::string BertTokenizer::IdToToken(int32_t id) const {
   return id_to_token_[id];
 }
 
-namespace {
-
 // HF's WordPiece decoder cleanup, applied to each token with its leading space.
-void CleanUp(std::string& token) {
+void WordPieceCleanUp(std::string& token) {
   static const std::pair<std::string_view, std::string_view> kRules[] = {
       {" .", "."},   {" ?", "?"},     {" !", "!"},    {" ,", ","},
       {" ' ", "'"},  {" n't", "n't"}, {" 'm", "'m"},  {" do not", " don't"},
@@ -107,8 +105,6 @@ void CleanUp(std::string& token) {
       token.replace(at, from.size(), to);
   }
 }
-
-}  // namespace
 
 std::string BertTokenizer::Decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
   std::string out;
@@ -128,7 +124,7 @@ std::string BertTokenizer::Decode(const std::vector<int32_t>& ids, bool skip_spe
       else
         token.insert(0, 1, ' ');
     }
-    if (parts_.wordpiece_decoder && parts_.decoder_cleanup) CleanUp(token);
+    if (parts_.wordpiece_decoder && parts_.decoder_cleanup) WordPieceCleanUp(token);
     out += token;
     first = false;
   }

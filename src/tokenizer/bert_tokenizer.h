@@ -20,7 +20,7 @@ namespace bertrt::tokenizer {
 // Everything a tokenizer is made of, as read from tokenizer.json or vocab.txt.
 struct TokenizerParts {
   TokenizerSettings settings;
-  bool has_normalizer = true;  // false: tokenizer.json's normalizer is null
+  bool has_normalizer = true;                          // false: tokenizer.json's normalizer is null
   std::vector<std::pair<std::string, int32_t>> vocab;  // the WordPiece model's
   std::vector<AddedToken> added_tokens;
   PostProcessor post_processor;
@@ -30,6 +30,9 @@ struct TokenizerParts {
   std::string decoder_prefix = "##";
   bool decoder_cleanup = true;
 };
+
+// HF's WordPiece decoder cleanup (" ." -> "." and the like), in place.
+void WordPieceCleanUp(std::string& token);
 
 class BertTokenizer final : public Tokenizer {
  public:
@@ -43,6 +46,10 @@ class BertTokenizer final : public Tokenizer {
   std::string IdToToken(int32_t id) const override;
   std::string Decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const override;
   std::vector<std::string> Vocabulary() const override { return id_to_token_; }
+  std::string Description() const override {
+    return parts_.has_normalizer ? "WordPiece (BertNormalizer, BertPreTokenizer)"
+                                 : "WordPiece (no normalizer, BertPreTokenizer)";
+  }
 
  private:
   struct Scratch;

@@ -8,22 +8,12 @@
 #include "bertrt/tokenizer.h"
 #include "core/files.h"
 #include "tokenizer/bert_tokenizer.h"
+#include "tokenizer/json_parts.h"
 
 namespace bertrt {
-namespace {
+namespace tokenizer {
 
 using nlohmann::json;
-using tokenizer::AddedToken;
-using tokenizer::PostProcessor;
-using tokenizer::TemplateItem;
-using tokenizer::TokenizerParts;
-
-constexpr const char* kSupported =
-    "bertrt supports BERT WordPiece tokenizers (BertNormalizer, BertPreTokenizer, WordPiece)";
-
-StatusOr<std::string> ReadFile(const std::filesystem::path& path) {
-  return ReadRegularFile(path.string());
-}
 
 std::string TypeOf(const json& j) {
   return j.is_object() && j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>()
@@ -31,7 +21,7 @@ std::string TypeOf(const json& j) {
 }
 
 // A template from TemplateProcessing's "single"/"pair" lists.
-StatusOr<std::vector<TemplateItem>> ParseTemplate(const json& items, const json& special) {
+static StatusOr<std::vector<TemplateItem>> ParseTemplate(const json& items, const json& special) {
   std::vector<TemplateItem> out;
   for (const json& item : items) {
     TemplateItem t;
@@ -65,17 +55,55 @@ PostProcessor BertTemplate(int32_t cls, int32_t sep) {
   return p;
 }
 
-StatusOr<PostProcessor> ParsePostProcessor(const json& pp, TokenizerSettings& settings) {
+StatusOr<PostProcessor> ParsePostProcessor(const json& pp, TokenizerSettings& settings,
+                                           OffsetTrim* trim) {
   if (pp.is_null()) return PostProcessor{};
   const std::string type = TypeOf(pp);
+  if (type == "Sequence" && trim != nullptr) {
+    // HF applies each in turn; trimming and at most one template compose.
+    PostProcessor result;
+    bool have_template = false;
+    for (const json& step : pp.at("processors")) {
+      const std::string step_type = TypeOf(step);
+      ASSIGN_OR_RETURN(PostProcessor p, ParsePostProcessor(step, settings, trim));
+      if (step_type == "ByteLevel") continue;
+      if (have_template) {
+        return Unimplemented("a post_processor Sequence with two templates is not supported");
+      }
+      result = std::move(p);
+      have_template = true;
+    }
+    return result;
+  }
+  if (type == "ByteLevel" && trim != nullptr) {
+    trim->on |= pp.value("trim_offsets", true);
+    trim->add_prefix_space = pp.value("add_prefix_space", true);
+    return PostProcessor{};
+  }
+  if (type == "RobertaProcessing" && trim != nullptr) {
+    settings.cls_token = pp.at("cls").at(0).get<std::string>();
+    settings.sep_token = pp.at("sep").at(0).get<std::string>();
+    if (pp.value("trim_offsets", true)) {
+      trim->on = true;
+      trim->add_prefix_space = pp.value("add_prefix_space", true);
+    }
+    // <s> A </s> and <s> A </s></s> B </s>, every type id 0, as HF's.
+    const int32_t cls = pp.at("cls").at(1).get<int32_t>();
+    const int32_t sep = pp.at("sep").at(1).get<int32_t>();
+    PostProcessor p;
+    p.single = {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}};
+    p.pair = {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep, sep}, 0}, {1, {}, 0}, {-1, {sep}, 0}};
+    return p;
+  }
   if (type == "BertProcessing") {
     settings.cls_token = pp.at("cls").at(0).get<std::string>();
     settings.sep_token = pp.at("sep").at(0).get<std::string>();
     return BertTemplate(pp.at("cls").at(1).get<int32_t>(), pp.at("sep").at(1).get<int32_t>());
   }
   if (type != "TemplateProcessing") {
-    return Unimplemented("post_processor type '" + type + "' is not supported; " + kSupported +
-                         " with TemplateProcessing or BertProcessing");
+    return Unimplemented("post_processor type '" + type +
+                         "' is not supported; bertrt supports TemplateProcessing, BertProcessing, "
+                         "RobertaProcessing, ByteLevel and a Sequence of them");
   }
   const json& special = pp.at("special_tokens");
   PostProcessor p;
@@ -90,6 +118,24 @@ StatusOr<PostProcessor> ParsePostProcessor(const json& pp, TokenizerSettings& se
     settings.sep_token = single.back()["SpecialToken"].at("id").get<std::string>();
   }
   return p;
+}
+
+}  // namespace tokenizer
+
+namespace {
+
+using nlohmann::json;
+using tokenizer::AddedToken;
+using tokenizer::PostProcessor;
+using tokenizer::TemplateItem;
+using tokenizer::TokenizerParts;
+using tokenizer::TypeOf;
+
+constexpr const char* kSupported =
+    "bertrt supports WordPiece, Unigram and BPE tokenizer.json files";
+
+StatusOr<std::string> ReadFile(const std::filesystem::path& path) {
+  return ReadRegularFile(path.string());
 }
 
 StatusOr<TokenizerParts> ParseTokenizerJson(const json& root) {
@@ -137,7 +183,7 @@ StatusOr<TokenizerParts> ParseTokenizerJson(const json& root) {
     parts.added_tokens.push_back(std::move(t));
   }
   ASSIGN_OR_RETURN(parts.post_processor,
-                   ParsePostProcessor(root.value("post_processor", json()), s));
+                   tokenizer::ParsePostProcessor(root.value("post_processor", json()), s, nullptr));
   // Only decoding (TEI's /decode) reads it; a type other than WordPiece
   // decodes as WordPiece with the model's prefix.
   const json& decoder = root.value("decoder", json());
@@ -155,6 +201,25 @@ StatusOr<TokenizerParts> ParseTokenizerJson(const json& root) {
     s.pad_token = padding["pad_token"].get<std::string>();
   }
   return parts;
+}
+
+// Plain BERT WordPiece files keep the fused BertTokenizer (normalizer,
+// pre-tokenizer and WordPiece in one pass over code points, 18-21x HF's
+// speed); every other combination goes through the component pipeline.
+bool IsBertWordPiece(const json& root) {
+  if (!root.contains("model")) return true;  // let the WordPiece parser name what is missing
+  const json& model = root["model"];
+  const std::string model_type = TypeOf(model);
+  const bool wordpiece = model_type == "WordPiece" ||
+                         (model_type == "?" && model.is_object() &&
+                          model.contains("continuing_subword_prefix") && !model.contains("merges"));
+  const json& normalizer = root.value("normalizer", json());
+  const json& pre = root.value("pre_tokenizer", json());
+  const json& post = root.value("post_processor", json());
+  const std::string post_type = TypeOf(post);
+  return wordpiece && (normalizer.is_null() || TypeOf(normalizer) == "BertNormalizer") &&
+         TypeOf(pre) == "BertPreTokenizer" &&
+         (post.is_null() || post_type == "TemplateProcessing" || post_type == "BertProcessing");
 }
 
 // A special token in tokenizer_config.json / special_tokens_map.json: a string
@@ -219,6 +284,7 @@ StatusOr<std::shared_ptr<Tokenizer>> Tokenizer::FromTokenizerJson(std::string_vi
     return InvalidArgument("tokenizer.json is not a valid JSON object");
   }
   try {
+    if (!IsBertWordPiece(root)) return tokenizer::LoadPipelineTokenizer(root);
     ASSIGN_OR_RETURN(TokenizerParts parts, ParseTokenizerJson(root));
     return tokenizer::BertTokenizer::Create(std::move(parts));
   } catch (const json::exception& e) {
@@ -249,7 +315,7 @@ StatusOr<std::shared_ptr<Tokenizer>> Tokenizer::FromVocab(std::vector<std::strin
     return InvalidArgument("the vocabulary lacks the cls_token '" + s.cls_token +
                            "' or the sep_token '" + s.sep_token + "'");
   }
-  parts.post_processor = BertTemplate(cls, sep);
+  parts.post_processor = tokenizer::BertTemplate(cls, sep);
   std::vector<std::string> specials = {s.unk_token, s.sep_token, s.cls_token, s.pad_token,
                                        s.mask_token};
   for (const std::string& token : specials) {
@@ -275,8 +341,21 @@ StatusOr<std::shared_ptr<Tokenizer>> Tokenizer::FromDirectory(const std::string&
     return t;
   }
   if (std::filesystem::exists(path / "vocab.txt", ec)) return FromVocabDirectory(path);
+  // SentencePiece models without tokenizer.json: bertrt reads only
+  // tokenizer.json, which transformers writes from them exactly as HF's own
+  // fast tokenizer is built (the conversion that defines HF's behaviour).
+  for (const char* name : {"sentencepiece.bpe.model", "spiece.model", "tokenizer.model"}) {
+    if (!std::filesystem::exists(path / name, ec)) continue;
+    return NotFound(
+        (path / name).string() +
+        " is a SentencePiece model and the directory has no tokenizer.json; bertrt reads "
+        "tokenizer.json only. Convert it once with transformers (pip install transformers "
+        "sentencepiece protobuf):\n  python3 -c \"from transformers import AutoTokenizer; "
+        "AutoTokenizer.from_pretrained('" +
+        dir + "').save_pretrained('" + dir + "')\"");
+  }
   return NotFound("no tokenizer.json or vocab.txt in " + dir +
-                  "; a BERT model directory from the HF hub has one of them");
+                  "; a model directory from the HF hub has one of them");
 }
 
 }  // namespace bertrt

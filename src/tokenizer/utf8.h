@@ -61,6 +61,11 @@ inline ptrdiff_t DecodeUtf8(std::string_view s, std::vector<char32_t>& out) {
   return -1;
 }
 
+// Length of the UTF-8 sequence that starts with `lead` (valid UTF-8 assumed).
+inline size_t Utf8Length(unsigned char lead) {
+  return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+}
+
 // Appends the UTF-8 encoding of `c`; returns the number of bytes.
 inline size_t AppendUtf8(char32_t c, char* out) {
   if (c < 0x80) {

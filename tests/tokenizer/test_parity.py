@@ -2,7 +2,8 @@
 
 Runs the real binary (BERTRT_BIN, default build/bertrt) on every corpus line,
 singles and pairs, without truncation and with several max lengths under all
-three strategies, and requires identical input_ids, token_type_ids and offsets
+three strategies, and requires identical input_ids, token_type_ids, offsets and
+special_tokens_mask
 (and an error line wherever `tokenizers` raises). Tokenizers covered: the
 default model (BERTRT_DEFAULT_MODEL_DIR, default models/all-MiniLM-L6-v2), the
 committed cased tokenizer.json and vocab.txt-only directories, normalizer
@@ -125,7 +126,8 @@ def hf_encode(tok, item):
         enc = tok.encode(item["text"], item.get("text_pair"))
     except Exception as e:  # tokenizers raises on impossible truncation
         return {"error": str(e)}
-    return {"input_ids": enc.ids, "token_type_ids": enc.type_ids, "offsets": [list(o) for o in enc.offsets]}
+    return {"input_ids": enc.ids, "token_type_ids": enc.type_ids, "offsets": [list(o) for o in enc.offsets],
+            "special_tokens_mask": enc.special_tokens_mask}
 
 
 def compare(name, tok, model_dir, max_length, strategy):

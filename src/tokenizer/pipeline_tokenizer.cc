@@ -1,0 +1,429 @@
+#include "tokenizer/pipeline_tokenizer.h"
+
+#include <algorithm>
+#include <cctype>
+#include <string>
+#include <unordered_map>
+
+#include "tokenizer/bert_tokenizer.h"
+#include "tokenizer/unicode.h"
+#include "tokenizer/utf8.h"
+
+namespace bertrt::tokenizer {
+
+struct PipelineTokenizer::Scratch {
+  std::vector<char32_t> chars;
+  std::vector<Segment> raw_segments;
+  std::vector<Segment> norm_segments;
+  std::vector<NormalizedString> words;
+  std::vector<WordToken> tokens;
+  NormalizedString norm;
+  TokenList a;
+  TokenList b;
+};
+
+namespace {
+
+bool TrimSpace(char32_t c) { return c == 0x120 || (CharFlags(c) & kWhitespace); }
+
+// Leading and trailing byte-level spaces of a token's text.
+std::pair<uint32_t, uint32_t> SpaceRuns(const char32_t* chars, size_t n) {
+  uint32_t lead = 0;
+  while (lead < n && TrimSpace(chars[lead])) ++lead;
+  uint32_t trail = 0;
+  while (trail < n && TrimSpace(chars[n - 1 - trail])) ++trail;
+  return {lead, trail};
+}
+
+}  // namespace
+
+StatusOr<std::shared_ptr<Tokenizer>> PipelineTokenizer::Create(PipelineParts parts) {
+  if (parts.model == nullptr) return InvalidArgument("the tokenizer has no model");
+  std::shared_ptr<PipelineTokenizer> t(new PipelineTokenizer(std::move(parts)));
+  const Model& model = *t->parts_.model;
+  int32_t max_id = -1;
+  for (const auto& [token, id] : model.Vocab()) max_id = std::max(max_id, id);
+  // HF (0.23) ignores the ids the file gives added tokens: in file order, a
+  // token takes the id its content already has (added, then model), or the
+  // next free one from the vocabulary's size; a repeated content keeps its
+  // id and takes the later properties.
+  {
+    auto next_id = static_cast<int64_t>(model.Vocab().size());
+    std::vector<AddedToken> kept;
+    std::unordered_map<std::string, size_t> index;
+    for (AddedToken& a : t->parts_.added_tokens) {
+      if (a.content.empty()) continue;
+      if (auto it = index.find(a.content); it != index.end()) {
+        a.id = kept[it->second].id;
+        kept[it->second] = std::move(a);
+        continue;
+      }
+      if (const int32_t model_id = model.TokenToId(a.content); model_id >= 0) {
+        a.id = model_id;
+      } else {
+        if (next_id > INT32_MAX) return InvalidArgument("too many added tokens");
+        a.id = static_cast<int32_t>(next_id++);
+      }
+      max_id = std::max(max_id, a.id);
+      index.emplace(a.content, kept.size());
+      kept.push_back(std::move(a));
+    }
+    t->parts_.added_tokens = std::move(kept);
+  }
+  constexpr int32_t kMaxVocab = 1 << 24;
+  if (max_id >= kMaxVocab) {
+    return InvalidArgument("token id " + std::to_string(max_id) + " is too large");
+  }
+  t->id_to_token_.assign(static_cast<size_t>(max_id + 1), std::string());
+  for (const auto& [token, id] : model.Vocab()) t->id_to_token_[id] = token;
+  t->special_.assign(t->id_to_token_.size(), false);
+  std::vector<char32_t> chars;
+  for (const AddedToken& a : t->parts_.added_tokens) {
+    t->added_vocab_.Insert(a.content, a.id);
+    t->id_to_token_[a.id] = a.content;
+    if (a.special) t->special_[a.id] = true;
+    if (DecodeUtf8(a.content, chars) >= 0) {
+      return InvalidArgument("added token content is not valid UTF-8");
+    }
+    if (!a.normalized || t->parts_.normalizer == nullptr) {
+      (a.normalized ? t->normalized_added_ : t->raw_added_).Add(chars, a);
+      continue;
+    }
+    // HF matches a normalized token by its content as the normalizer makes it.
+    NormalizedString norm;
+    norm.Reset(chars.data(), 0, static_cast<uint32_t>(chars.size()));
+    t->parts_.normalizer->Normalize(norm);
+    t->normalized_added_.Add(std::move(norm.chars), a);
+  }
+  for (const auto& list : {t->parts_.post_processor.single, t->parts_.post_processor.pair}) {
+    for (const TemplateItem& item : list) {
+      for (int32_t id : item.ids) {
+        if (id < 0 || id > max_id) {
+          return InvalidArgument("the post-processor's special token id " + std::to_string(id) +
+                                 " is not in the vocabulary");
+        }
+      }
+    }
+  }
+  if (t->parts_.trim_offsets) {
+    t->token_spaces_.resize(t->id_to_token_.size());
+    for (size_t id = 0; id < t->id_to_token_.size(); ++id) {
+      DecodeUtf8(t->id_to_token_[id], chars);
+      t->token_spaces_[id] = SpaceRuns(chars.data(), chars.size());
+    }
+  }
+  return std::shared_ptr<Tokenizer>(std::move(t));
+}
+
+int32_t PipelineTokenizer::TokenToId(std::string_view token) const {
+  const int32_t id = added_vocab_.Find(token);
+  return id >= 0 ? id : parts_.model->TokenToId(token);
+}
+
+std::string PipelineTokenizer::IdToToken(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= id_to_token_.size()) return std::string();
+  return id_to_token_[id];
+}
+
+void PipelineTokenizer::PushTrimmed(int32_t id, uint32_t start, uint32_t end, uint32_t lead,
+                                    uint32_t trail, TokenList& out) const {
+  // HF's ByteLevel process_offsets: a token's leading and trailing spaces
+  // (as U+0120 or whitespace) leave its offsets, except the one space
+  // add_prefix_space put before the first token.
+  const bool first = out.ids.empty() || start == 0;
+  if (first && parts_.trim_add_prefix_space && lead == 1) lead = 0;
+  if (lead > 0) start = std::min(start + lead, end);
+  if (trail > 0 && end >= trail) end = std::max(end - trail, start);
+  out.Push(id, start, end);
+}
+
+Status PipelineTokenizer::EncodeNormalized(NormalizedString&& norm, Scratch& s,
+                                           TokenList& out) const {
+  s.words.clear();
+  s.words.push_back(std::move(norm));
+  if (parts_.pre_tokenizer) parts_.pre_tokenizer->PreTokenize(s.words);
+  for (const NormalizedString& word : s.words) {
+    if (word.empty()) continue;
+    s.tokens.clear();
+    RETURN_IF_ERROR(parts_.model->Tokenize(word, s.tokens));
+    for (const WordToken& t : s.tokens) {
+      const auto [start, end] = word.Original(t.begin, t.end);
+      if (parts_.trim_offsets) {
+        const auto [lead, trail] = parts_.model->IdIsText(t.id)
+                                       ? SpaceRuns(word.chars.data() + t.begin, t.end - t.begin)
+                                       : token_spaces_[t.id];
+        PushTrimmed(t.id, start, end, lead, trail, out);
+      } else {
+        out.Push(t.id, start, end);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status PipelineTokenizer::EncodeSequence(std::string_view text, bool is_pair, Scratch& s,
+                                         TokenList& out) const {
+  out.clear();
+  const ptrdiff_t bad = DecodeUtf8(text, s.chars);
+  if (bad >= 0) {
+    return InvalidArgument(std::string("invalid UTF-8 in ") + (is_pair ? "text_pair" : "text") +
+                           " at byte offset " + std::to_string(bad));
+  }
+  if (s.chars.size() >= UINT32_MAX / 4) {
+    return InvalidArgument(std::string(is_pair ? "text_pair" : "text") + " is too long");
+  }
+  const auto n = static_cast<uint32_t>(s.chars.size());
+  // An added token's own text (with the whitespace lstrip/rstrip took) is
+  // what byte-level offset trimming looks at, as HF's token value is.
+  auto push_added = [&](int32_t id, const char32_t* chars, size_t len, uint32_t start,
+                        uint32_t end) {
+    if (parts_.trim_offsets) {
+      const auto [lead, trail] = SpaceRuns(chars, len);
+      PushTrimmed(id, start, end, lead, trail, out);
+    } else {
+      out.Push(id, start, end);
+    }
+  };
+  s.raw_segments.clear();
+  if (raw_added_.empty()) {
+    if (n > 0) s.raw_segments.push_back({0, n, -1});
+  } else {
+    raw_added_.Split(s.chars.data(), 0, n, s.raw_segments);
+  }
+  for (const Segment& raw : s.raw_segments) {
+    if (raw.id >= 0) {
+      push_added(raw.id, s.chars.data() + raw.begin, raw.end - raw.begin, raw.begin, raw.end);
+      continue;
+    }
+    NormalizedString& norm = s.norm;
+    norm.Reset(s.chars.data(), raw.begin, raw.end);
+    if (parts_.normalizer) parts_.normalizer->Normalize(norm);
+    if (norm.empty()) continue;
+    if (normalized_added_.empty()) {
+      RETURN_IF_ERROR(EncodeNormalized(std::move(norm), s, out));
+      continue;
+    }
+    s.norm_segments.clear();
+    normalized_added_.Split(norm.chars.data(), 0, static_cast<uint32_t>(norm.size()),
+                            s.norm_segments);
+    const NormalizedString whole = std::move(norm);
+    for (const Segment& seg : s.norm_segments) {
+      if (seg.id >= 0) {
+        const auto [start, end] = whole.Original(seg.begin, seg.end);
+        push_added(seg.id, whole.chars.data() + seg.begin, seg.end - seg.begin, start, end);
+      } else {
+        RETURN_IF_ERROR(EncodeNormalized(whole.Slice(seg.begin, seg.end), s, out));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<Encoding> PipelineTokenizer::Encode(std::string_view text,
+                                             std::optional<std::string_view> text_pair,
+                                             size_t max_length, Truncation truncation) const {
+  thread_local Scratch s;
+  RETURN_IF_ERROR(EncodeSequence(text, false, s, s.a));
+  if (text_pair) RETURN_IF_ERROR(EncodeSequence(*text_pair, true, s, s.b));
+  const PostProcessor& post = parts_.post_processor;
+  std::optional<size_t> b_len;
+  if (text_pair) b_len = s.b.ids.size();
+  ASSIGN_OR_RETURN(const KeptLengths kept,
+                   TruncatedLengths(s.a.ids.size(), b_len, post.AddedTokens(text_pair.has_value()),
+                                    max_length, truncation));
+  s.a.ids.resize(kept.a);
+  s.a.offsets.resize(kept.a);
+  s.b.ids.resize(kept.b);
+  s.b.offsets.resize(kept.b);
+  Encoding enc;
+  post.Apply(s.a, text_pair ? &s.b : nullptr, enc);
+  return enc;
+}
+
+namespace {
+
+std::string ToUtf8(const std::vector<char32_t>& chars) {
+  std::string out;
+  for (char32_t c : chars) {
+    char buf[4];
+    out.append(buf, AppendUtf8(c, buf));
+  }
+  return out;
+}
+
+// Bytes as UTF-8 text, each invalid sequence's bytes as U+FFFD (Rust's
+// from_utf8_lossy, which HF's ByteLevel decoder uses).
+std::string Lossy(const std::string& bytes) {
+  std::string out;
+  std::vector<char32_t> one;
+  for (size_t i = 0; i < bytes.size();) {
+    const size_t len = Utf8Length(static_cast<unsigned char>(bytes[i]));
+    if ((static_cast<unsigned char>(bytes[i]) & 0xC0) == 0x80 || i + len > bytes.size() ||
+        DecodeUtf8(std::string_view(bytes.data() + i, len), one) >= 0) {
+      out += "\xEF\xBF\xBD";
+      ++i;
+      continue;
+    }
+    out.append(bytes, i, len);
+    i += len;
+  }
+  return out;
+}
+
+void ApplyDecoder(const DecoderStep& d, std::vector<std::string>& tokens) {
+  std::vector<char32_t> chars;
+  switch (d.kind) {
+    case DecoderStep::kByteLevel: {
+      // Byte-level chars back to bytes; a token with any other char stays.
+      std::string bytes;
+      for (const std::string& t : tokens) {
+        DecodeUtf8(t, chars);
+        std::string mapped;
+        bool all = true;
+        for (char32_t c : chars) {
+          const int b = CharByte(c);
+          all &= b >= 0;
+          if (!all) break;
+          mapped.push_back(static_cast<char>(b));
+        }
+        bytes += all ? mapped : t;
+      }
+      tokens = {Lossy(bytes)};
+      return;
+    }
+    case DecoderStep::kMetaspace:
+      for (size_t i = 0; i < tokens.size(); ++i) {
+        DecodeUtf8(tokens[i], chars);
+        std::vector<char32_t> out;
+        // HF drops every replacement char of the first token, not just one.
+        for (char32_t c : chars) {
+          const bool rep = c == d.c;
+          if (rep && i == 0 && d.flag) continue;
+          out.push_back(rep ? U' ' : c);
+        }
+        tokens[i] = ToUtf8(out);
+      }
+      return;
+    case DecoderStep::kWordPiece:
+      for (size_t i = 0; i < tokens.size(); ++i) {
+        std::string& t = tokens[i];
+        if (i > 0) {
+          if (t.compare(0, d.text.size(), d.text) == 0) {
+            t.erase(0, d.text.size());
+          } else {
+            t.insert(0, 1, ' ');
+          }
+        }
+        if (d.flag) WordPieceCleanUp(t);
+      }
+      return;
+    case DecoderStep::kBpe:
+      for (size_t i = 0; i < tokens.size(); ++i) {
+        if (d.text.empty()) continue;
+        const std::string with = i + 1 == tokens.size() ? "" : " ";
+        std::string& t = tokens[i];
+        for (size_t at = t.find(d.text); at != std::string::npos;
+             at = t.find(d.text, at + with.size())) {
+          t.replace(at, d.text.size(), with);
+        }
+      }
+      return;
+    case DecoderStep::kByteFallback: {
+      // Runs of <0xNN> tokens become their bytes' text, or one U+FFFD per
+      // byte when they are not valid UTF-8.
+      std::vector<std::string> out;
+      std::string pending;
+      size_t pending_count = 0;
+      auto flush = [&] {
+        if (pending_count == 0) return;
+        std::vector<char32_t> check;
+        if (DecodeUtf8(pending, check) < 0) {
+          out.push_back(pending);
+        } else {
+          for (size_t k = 0; k < pending_count; ++k) out.push_back("\xEF\xBF\xBD");
+        }
+        pending.clear();
+        pending_count = 0;
+      };
+      for (const std::string& t : tokens) {
+        const bool byte = t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' &&
+                          std::isxdigit(static_cast<unsigned char>(t[3])) &&
+                          std::isxdigit(static_cast<unsigned char>(t[4]));
+        if (byte) {
+          pending.push_back(static_cast<char>(std::stoi(t.substr(3, 2), nullptr, 16)));
+          ++pending_count;
+        } else {
+          flush();
+          out.push_back(t);
+        }
+      }
+      flush();
+      tokens = std::move(out);
+      return;
+    }
+    case DecoderStep::kFuse: {
+      std::string all;
+      for (const std::string& t : tokens) all += t;
+      tokens = {all};
+      return;
+    }
+    case DecoderStep::kStrip:
+      for (std::string& t : tokens) {
+        DecodeUtf8(t, chars);
+        size_t begin = 0;
+        while (begin < d.start && begin < chars.size() && chars[begin] == d.c) ++begin;
+        size_t end = chars.size();
+        for (size_t k = 0; k < d.stop && end > begin && chars[end - 1] == d.c; ++k) --end;
+        t = ToUtf8(std::vector<char32_t>(chars.begin() + begin, chars.begin() + end));
+      }
+      return;
+    case DecoderStep::kReplace: {
+      std::vector<std::pair<size_t, size_t>> matches;
+      std::vector<char32_t> content;
+      DecodeUtf8(d.text, content);
+      for (std::string& t : tokens) {
+        DecodeUtf8(t, chars);
+        d.pattern->FindAll(chars.data(), chars.size(), matches);
+        std::vector<char32_t> out;
+        size_t last = 0;
+        for (const auto& [b, e] : matches) {
+          out.insert(out.end(), chars.begin() + last, chars.begin() + b);
+          out.insert(out.end(), content.begin(), content.end());
+          last = e;
+        }
+        out.insert(out.end(), chars.begin() + last, chars.end());
+        t = ToUtf8(out);
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+std::string PipelineTokenizer::Decode(const std::vector<int32_t>& ids,
+                                      bool skip_special_tokens) const {
+  std::vector<std::string> tokens;
+  for (int32_t id : ids) {
+    if (id < 0 || static_cast<size_t>(id) >= id_to_token_.size() || id_to_token_[id].empty())
+      continue;
+    if (skip_special_tokens && special_[id]) continue;
+    tokens.push_back(id_to_token_[id]);
+  }
+  std::string out;
+  if (!parts_.has_decoder) {
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (i > 0) out += ' ';
+      out += tokens[i];
+    }
+    return out;
+  }
+  for (const DecoderStep& step : parts_.decoder) {
+    if (tokens.empty()) break;
+    ApplyDecoder(step, tokens);
+  }
+  for (const std::string& t : tokens) out += t;
+  return out;
+}
+
+}  // namespace bertrt::tokenizer
