@@ -18,6 +18,8 @@ files have:
   TemplateProcessing [CLS] $A [SEP] [$B [SEP]], ByteLevel decoder.
 
 Run: python3 scripts/make_tokenizers.py   (needs tokenizers and sentencepiece)
+The goldens next to the files come from `tokenizers` 0.23.3, the version
+scripts/install_deps.sh pins.
 """
 import json
 import pathlib
