@@ -397,11 +397,12 @@ int Run(const RunFlags& flags) {
                                                                               : kExitRuntimeError);
     TraceStartup("bertrt run: self-check done");
   }
-  // A GPU batch of a few hundred texts keeps it busy; the CPU engine gains
-  // nothing past a few dozen and answers sooner with them.
+  // A GPU batch of a few hundred texts keeps it busy; the CPU engine too
+  // gains up to ~128 (all-MiniLM-L6-v2 on 2 cores: 525 texts/s at 32, 613 at
+  // 128, 624 at 256; bench/RESULTS.md 2026-12-02).
   const int batch_size = flags.batch_size > 0 ? flags.batch_size
                          : flags.engine.device == "cuda" ? 256
-                                                         : 32;
+                                                         : 128;
   // Chunks smaller than a batch, so that the scheduler fills each batch from
   // several and a chunk's host work overlaps the engine's.
   const size_t chunk_lines = static_cast<size_t>(std::clamp(batch_size / 4, 1, 64));
@@ -586,7 +587,7 @@ void RegisterRunCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--truncation", flags->truncation, "longest_first, only_first or only_second")
       ->check(CLI::IsMember({"longest_first", "only_first", "only_second"}));
   cmd->add_option("--batch-size", flags->batch_size,
-                  "Most inputs per engine call (default: 256 on cuda, 32 on cpu)")
+                  "Most inputs per engine call (default: 256 on cuda, 128 on cpu)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--workers", flags->workers,
                   "Threads that parse, tokenize and format (default: the cores, 2 to 16)")
