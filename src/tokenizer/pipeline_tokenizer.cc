@@ -225,19 +225,8 @@ StatusOr<Encoding> PipelineTokenizer::Encode(std::string_view text,
   thread_local Scratch s;
   RETURN_IF_ERROR(EncodeSequence(text, false, s, s.a));
   if (text_pair) RETURN_IF_ERROR(EncodeSequence(*text_pair, true, s, s.b));
-  const PostProcessor& post = parts_.post_processor;
-  std::optional<size_t> b_len;
-  if (text_pair) b_len = s.b.ids.size();
-  ASSIGN_OR_RETURN(const KeptLengths kept,
-                   TruncatedLengths(s.a.ids.size(), b_len, post.AddedTokens(text_pair.has_value()),
-                                    max_length, truncation));
-  s.a.ids.resize(kept.a);
-  s.a.offsets.resize(kept.a);
-  s.b.ids.resize(kept.b);
-  s.b.offsets.resize(kept.b);
-  Encoding enc;
-  post.Apply(s.a, text_pair ? &s.b : nullptr, enc);
-  return enc;
+  return TruncateAndApply(parts_.post_processor, s.a, text_pair ? &s.b : nullptr, max_length,
+                          truncation);
 }
 
 namespace {

@@ -67,6 +67,24 @@ void PostProcessor::Apply(const TokenList& a, const TokenList* b, Encoding& out)
   }
 }
 
+StatusOr<Encoding> TruncateAndApply(const PostProcessor& post, TokenList& a, TokenList* b,
+                                    size_t max_length, Truncation strategy) {
+  std::optional<size_t> b_len;
+  if (b) b_len = b->ids.size();
+  ASSIGN_OR_RETURN(const KeptLengths kept,
+                   TruncatedLengths(a.ids.size(), b_len, post.AddedTokens(b != nullptr),
+                                    max_length, strategy));
+  a.ids.resize(kept.a);
+  a.offsets.resize(kept.a);
+  if (b) {
+    b->ids.resize(kept.b);
+    b->offsets.resize(kept.b);
+  }
+  Encoding enc;
+  post.Apply(a, b, enc);
+  return enc;
+}
+
 StatusOr<KeptLengths> TruncatedLengths(size_t a, std::optional<size_t> b, size_t special_tokens,
                                        size_t max_length, Truncation strategy) {
   const size_t b_len = b.value_or(0);

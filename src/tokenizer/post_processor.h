@@ -37,4 +37,9 @@ struct KeptLengths {
 StatusOr<KeptLengths> TruncatedLengths(size_t a, std::optional<size_t> b, size_t special_tokens,
                                        size_t max_length, Truncation strategy);
 
+// What every tokenizer does after its sequences are tokenized: cuts a (and
+// b) to max_length by `strategy` (TruncatedLengths), then applies `post`.
+StatusOr<Encoding> TruncateAndApply(const PostProcessor& post, TokenList& a, TokenList* b,
+                                    size_t max_length, Truncation strategy);
+
 }  // namespace bertrt::tokenizer
