@@ -49,17 +49,19 @@ def hf_golden(model_dir, config):
     out = []
     for text, pair in cases:
         enc = tok(text, pair, return_tensors="pt")
+        # The model gets what its tokenizer hands it (RoBERTa and DistilBERT
+        # take no token types); the golden records the tokenizer's type ids,
+        # which `bertrt tokenize` prints whatever the model does with them.
+        inputs = {k: v for k, v in enc.items() if k in tok.model_input_names}
         with torch.no_grad():
-            res = model(**enc)
+            res = model(**inputs)
         rec = {"text": text, "input_ids": enc["input_ids"][0].tolist(),
-               "token_type_ids": enc["token_type_ids"][0].tolist()}
+               "token_type_ids": enc.encodings[0].type_ids}
         if pair is not None:
             rec["text_pair"] = pair
-        if arch == "BertForSequenceClassification":
+        if arch.endswith(("ForSequenceClassification", "ForTokenClassification")):
             rec["logits"] = rounded(res.logits[0])
-        elif arch == "BertForTokenClassification":
-            rec["logits"] = rounded(res.logits[0])
-        elif arch == "BertForQuestionAnswering":
+        elif arch.endswith("ForQuestionAnswering"):
             rec["start_logits"] = rounded(res.start_logits[0])
             rec["end_logits"] = rounded(res.end_logits[0])
         else:
@@ -78,18 +80,26 @@ def st_golden(model_dir):
     for text in TEXTS + [LONG_TEXT]:
         features = model.tokenize([text])
         emb = model.encode([text], convert_to_numpy=True, batch_size=1)[0]
+        types = features.get("token_type_ids", torch.zeros_like(features["input_ids"]))
         rec = {"text": text, "input_ids": features["input_ids"][0].tolist(),
-               "token_type_ids": features["token_type_ids"][0].tolist(),
+               "token_type_ids": types[0].tolist(),
                "sentence_embedding": rounded(emb)}
         out.append(rec)
     golden = {"kind": "sentence_transformers", "max_seq_length": model.max_seq_length,
               "inputs": out}
-    # Each named prompt (sentence_embedding above has the default one, if any).
-    if model.prompts:
+    # Each prompt the directory names (sentence_embedding above has the
+    # default one, if any); sentence-transformers 5+ also offers empty
+    # "query" and "document" prompts for every model, which are not the model's.
+    declared = {}
+    settings = os.path.join(model_dir, "config_sentence_transformers.json")
+    if os.path.exists(settings):
+        with open(settings) as f:
+            declared = json.load(f).get("prompts") or {}
+    if declared:
         texts = TEXTS + [LONG_TEXT]
         golden["prompt_runs"] = {
             name: rounded(model.encode(texts, prompt_name=name, convert_to_numpy=True, batch_size=1))
-            for name in sorted(model.prompts)}
+            for name in sorted(declared)}
     return golden
 
 

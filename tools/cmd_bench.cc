@@ -120,11 +120,11 @@ int Bench(const BenchFlags& flags) {
   auto loaded = LoadForCli(flags.model);  // an HF directory or a plan
   if (!loaded.ok()) return Fail(loaded.status(), kExitModelError);
   const ModelConfig& config = loaded->model->config;
-  if (lengths->second > config.max_position_embeddings)
+  if (lengths->second > config.max_positions())
     return Fail(
         InvalidArgument("sequence length " + std::to_string(lengths->second) +
                         " is more than the model's " +
-                        std::to_string(config.max_position_embeddings) + " position embeddings"),
+                        std::to_string(config.max_positions()) + " position embeddings"),
         kExitUsage);
   auto engine = CreateEngine(loaded->model, flags.engine);
   if (!engine.ok()) return Fail(engine.status(), kExitRuntimeError);

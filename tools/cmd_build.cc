@@ -141,7 +141,7 @@ int Build(const BuildFlags& flags) {
   if (!loaded.ok()) return Fail(loaded.status(), kExitModelError);
   // A shallow copy: the tensors stay views of the checkpoint.
   auto model = std::make_shared<Model>(*loaded->model);
-  const int max_positions = model->config.max_position_embeddings;
+  const int max_positions = model->config.max_positions();
   if (flags.max_seq_len > max_positions)
     return Fail(InvalidArgument("--max-seq-len " + std::to_string(flags.max_seq_len) +
                                 " is more than the model's " + std::to_string(max_positions) +

@@ -10,6 +10,7 @@
 #include "builder/plan_layout.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "runtime/model_check.h"
 
 namespace bertrt::cli {
 
@@ -38,6 +39,10 @@ nlohmann::json Describe(const LoadedModel& loaded) {
   j["hidden_act"] = HiddenActName(c.hidden_act);
   j["layer_norm_eps"] = FloatJson(c.layer_norm_eps);
   j["pad_token_id"] = c.pad_token_id;
+  j["position_offset"] = c.position_offset;
+  j["takes_token_types"] = c.takes_token_types;
+  if (HeadUsesPooler(*loaded.model))
+    j["pooler_activation"] = DenseActivationName(c.pooler_activation);
   j["max_seq_length"] = c.max_seq_length;
   j["parameters"] = loaded.model->ParameterCount();
   j["has_pooler"] = !loaded.model->weights.pooler_w.empty();
@@ -102,8 +107,13 @@ void PrintText(const nlohmann::json& j, std::ostream& out) {
   row("attention heads", str(j["num_heads"]) + " (head dim " + str(j["head_dim"]) + ")");
   row("intermediate", str(j["intermediate_size"]));
   row("vocab size", str(j["vocab_size"]));
-  row("max positions", str(j["max_position_embeddings"]));
-  row("type vocab size", str(j["type_vocab_size"]));
+  const int offset = j["position_offset"].get<int>();
+  row("max positions",
+      std::to_string(j["max_position_embeddings"].get<int>() - offset) +
+          (offset ? " (table rows from " + std::to_string(offset) + ")" : ""));
+  row("token types", j["takes_token_types"].get<bool>() ? str(j["type_vocab_size"])
+                                                        : "none (type 0 for every token)");
+  if (j.contains("pooler_activation")) row("pooler activation", str(j["pooler_activation"]));
   row("activation", str(j["hidden_act"]));
   row("layer norm eps", str(j["layer_norm_eps"]));
   row("parameters", str(j["parameters"]) + (j["has_pooler"].get<bool>() ? "" : " (no pooler)"));

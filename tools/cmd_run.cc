@@ -354,10 +354,10 @@ int Run(const RunFlags& flags) {
   }
   const int max_length = flags.max_length > 0 ? flags.max_length : config.max_seq_length;
   ctx.encode.max_length = max_length;
-  if (max_length > config.max_position_embeddings)
+  if (max_length > config.max_positions())
     return Fail(InvalidArgument("--max-length " + std::to_string(max_length) +
                                 " is more than the model's " +
-                                std::to_string(config.max_position_embeddings) +
+                                std::to_string(config.max_positions()) +
                                 " position embeddings"),
                 kExitUsage);
   if (config.head == HeadKind::kBase && loaded->model->weights.pooler_w.empty() &&

@@ -82,8 +82,9 @@ class Engine {
   virtual size_t KeptShapes() const { return 0; }
 };
 
-// Checks ids against the vocabulary, type ids against type_vocab_size and each
-// length against max_position_embeddings, before any compute.
+// Checks ids against the vocabulary, type ids (of a model that takes them)
+// against type_vocab_size and each length against the positions the model
+// has (max_positions), before any compute.
 Status ValidateBatch(const RaggedBatch& batch, const ModelConfig& config);
 
 struct CpuEngineOptions {

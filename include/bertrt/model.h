@@ -56,6 +56,20 @@ struct ModelConfig {
   HiddenAct hidden_act = HiddenAct::kGelu;
   int pad_token_id = 0;
 
+  // How a family's encoder differs from BERT's, in the building blocks both
+  // engines run (each family's file in src/families sets them):
+  // - token i of a sequence reads position row position_offset + i
+  //   (RoBERTa-family: pad_token_id + 1, as their position ids start after
+  //   padding_idx);
+  int position_offset = 0;
+  // - whether token type ids reach the model: RoBERTa's and DistilBERT's
+  //   tokenizers hand it none, so it reads type 0 whatever the ids say;
+  bool takes_token_types = true;
+  // - the activation of the dense layer between the first token and the
+  //   sequence classifier: BERT's pooler and RoBERTa's classification head
+  //   use tanh, DistilBERT's pre_classifier ReLU.
+  DenseActivation pooler_activation = DenseActivation::kTanh;
+
   HeadKind head = HeadKind::kBase;
   int num_labels = 0;               // classifier outputs (2 for QA)
   std::vector<std::string> labels;  // id2label, index = class id
@@ -74,10 +88,12 @@ struct ModelConfig {
   // pooling (RaggedBatch::pool_start, set where the prompt is put before the text).
   bool include_prompt = true;
   // Longest input the model serves (sentence_bert_config max_seq_length, else
-  // max_position_embeddings).
+  // max_positions()).
   int max_seq_length = 0;
 
   int head_dim() const { return num_heads ? hidden_size / num_heads : 0; }
+  // The longest sequence the position table serves.
+  int max_positions() const { return max_position_embeddings - position_offset; }
   // Widths of the concatenated pooled vector, of the vector after the Dense
   // modules, and of the sentence embedding returned (after truncate_dim).
   int pooled_width() const { return static_cast<int>(pooling_modes.size()) * hidden_size; }

@@ -57,6 +57,10 @@ Status GetEnum(const json& j, const std::string& key, std::initializer_list<E> v
   return InvalidArgument("metadata: \"" + key + "\" has an unknown value \"" + s + "\"");
 }
 
+constexpr std::initializer_list<DenseActivation> kDenseActivations = {
+    DenseActivation::kIdentity, DenseActivation::kTanh, DenseActivation::kRelu,
+    DenseActivation::kGelu, DenseActivation::kSigmoid};
+
 }  // namespace
 
 std::vector<TensorSpec> ExpectedTensors(const ModelConfig& c, bool has_pooler) {
@@ -207,11 +211,8 @@ Status SentenceTransformersFromJson(const json& j, ModelConfig* c) {
       RETURN_IF_ERROR(GetInt(d, "in_features", width, width, &spec.in_features));
       RETURN_IF_ERROR(GetInt(d, "out_features", 1, 1 << 20, &spec.out_features));
       RETURN_IF_ERROR(GetBool(d, "bias", &spec.bias));
-      RETURN_IF_ERROR(GetEnum(d, "activation",
-                              {DenseActivation::kIdentity, DenseActivation::kTanh,
-                               DenseActivation::kRelu, DenseActivation::kGelu,
-                               DenseActivation::kSigmoid},
-                              DenseActivationName, &spec.activation));
+      RETURN_IF_ERROR(GetEnum(d, "activation", kDenseActivations, DenseActivationName,
+                              &spec.activation));
       width = spec.out_features;
       c->dense.push_back(spec);
     }
@@ -262,6 +263,9 @@ json ConfigToJson(const ModelConfig& c) {
               {"layer_norm_eps", c.layer_norm_eps},
               {"hidden_act", HiddenActName(c.hidden_act)},
               {"pad_token_id", c.pad_token_id},
+              {"position_offset", c.position_offset},
+              {"takes_token_types", c.takes_token_types},
+              {"pooler_activation", DenseActivationName(c.pooler_activation)},
               {"head", HeadKindName(c.head)},
               {"num_labels", c.num_labels},
               {"labels", c.labels},
@@ -291,7 +295,16 @@ StatusOr<ModelConfig> ConfigFromJson(const json& j) {
   RETURN_IF_ERROR(GetInt(j, "type_vocab_size", 1, 1 << 16, &c.type_vocab_size));
   RETURN_IF_ERROR(GetInt(j, "pad_token_id", -(1 << 30), 1 << 30, &c.pad_token_id));
   RETURN_IF_ERROR(GetInt(j, "num_labels", 0, 1 << 20, &c.num_labels));
-  RETURN_IF_ERROR(GetInt(j, "max_seq_length", 1, c.max_position_embeddings, &c.max_seq_length));
+  // The family's structure; plans written before families existed are BERT's.
+  if (j.contains("position_offset"))
+    RETURN_IF_ERROR(GetInt(j, "position_offset", 0, c.max_position_embeddings - 1,
+                           &c.position_offset));
+  if (j.contains("takes_token_types"))
+    RETURN_IF_ERROR(GetBool(j, "takes_token_types", &c.takes_token_types));
+  if (j.contains("pooler_activation"))
+    RETURN_IF_ERROR(GetEnum(j, "pooler_activation", kDenseActivations, DenseActivationName,
+                            &c.pooler_activation));
+  RETURN_IF_ERROR(GetInt(j, "max_seq_length", 1, c.max_positions(), &c.max_seq_length));
   if (c.hidden_size % c.num_heads != 0)
     return InvalidArgument("metadata: hidden_size is not divisible by num_heads");
   auto eps = j.find("layer_norm_eps");

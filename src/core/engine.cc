@@ -54,10 +54,10 @@ Status ValidateBatch(const RaggedBatch& batch, const ModelConfig& config) {
                              std::to_string(batch.pool_start[s]) + " of its " +
                              std::to_string(len) + "; a prompt left out of the pooling must "
                              "leave a token of the text");
-    if (len > config.max_position_embeddings)
+    if (len > config.max_positions())
       return InvalidArgument("batch: sequence " + std::to_string(s) + " has " +
                              std::to_string(len) + " tokens, more than the model's " +
-                             std::to_string(config.max_position_embeddings) +
+                             std::to_string(config.max_positions()) +
                              " position embeddings; truncate it (--max-length)");
     max_len = std::max(max_len, len);
   }
@@ -70,8 +70,9 @@ Status ValidateBatch(const RaggedBatch& batch, const ModelConfig& config) {
       return InvalidArgument("batch: token id " + std::to_string(id) + " at position " +
                              std::to_string(i) + " is outside the vocabulary [0, " +
                              std::to_string(config.vocab_size) + ")");
+    // A model that takes no token types reads type 0 whatever they say.
     int32_t t = batch.token_type_ids[i];
-    if (t < 0 || t >= config.type_vocab_size)
+    if (config.takes_token_types && (t < 0 || t >= config.type_vocab_size))
       return InvalidArgument("batch: token type id " + std::to_string(t) + " at position " +
                              std::to_string(i) + " is outside [0, " +
                              std::to_string(config.type_vocab_size) + ")");

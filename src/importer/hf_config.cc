@@ -4,20 +4,17 @@
 #include <limits>
 #include <map>
 
+#include "families/family.h"
 #include "importer/json_util.h"
 
 namespace bertrt::importer {
 
 namespace {
 
-// Model types whose weights look like BERT's but whose computation differs;
-// each gets a message saying why it is refused instead of producing wrong outputs.
+// Model types bertrt has no family for yet; each gets a message saying how
+// its computation differs instead of producing wrong outputs.
 const char* RejectionReason(const std::string& model_type) {
   static const std::map<std::string, const char*> kReasons = {
-      {"roberta", "its position ids start after padding_idx (offset differs from BERT)"},
-      {"xlm-roberta", "its position ids start after padding_idx (offset differs from BERT)"},
-      {"camembert", "it is RoBERTa-based: position ids start after padding_idx"},
-      {"distilbert", "it has no token type embeddings and names its layers differently"},
       {"albert", "it shares layers and factorizes embeddings"},
       {"electra", "its embedding size differs from the hidden size"},
       {"deberta", "it uses disentangled relative attention"},
@@ -30,6 +27,8 @@ const char* RejectionReason(const std::string& model_type) {
   return it == kReasons.end() ? nullptr : it->second;
 }
 
+}  // namespace
+
 StatusOr<HiddenAct> ParseActivation(const std::string& act, const std::string& path) {
   if (act == "gelu") return HiddenAct::kGelu;
   if (act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu_fast")
@@ -40,7 +39,6 @@ StatusOr<HiddenAct> ParseActivation(const std::string& act, const std::string& p
                        "gelu_fast, relu)");
 }
 
-// HF BertConfig's defaults apply to absent fields, as transformers does.
 Status ReadSize(const nlohmann::json& j, const char* key, int64_t fallback, int64_t min,
                 const std::string& path, int* out) {
   ASSIGN_OR_RETURN(std::optional<int64_t> v, GetInt(j, key, path));
@@ -51,6 +49,8 @@ Status ReadSize(const nlohmann::json& j, const char* key, int64_t fallback, int6
   *out = static_cast<int>(value);
   return Status::Ok();
 }
+
+namespace {
 
 Status ReadLabels(const nlohmann::json& j, const std::string& path, const NoticeFn& notice,
                   ModelConfig* c) {
@@ -94,27 +94,33 @@ Status ReadLabels(const nlohmann::json& j, const std::string& path, const Notice
   return Status::Ok();
 }
 
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The head from architectures[0], the same for every family: its class
+// name ends in what the head is (XLMRobertaForSequenceClassification).
 Status ReadHead(const nlohmann::json& j, const std::string& path, const NoticeFn& notice,
                 ModelConfig* c) {
   auto arch = j.find("architectures");
   if (arch != j.end() && arch->is_array() && !arch->empty() && (*arch)[0].is_string())
     c->architecture = (*arch)[0].get<std::string>();
-  if (c->architecture.empty() || c->architecture == "BertModel") {
+  if (c->architecture.empty() || EndsWith(c->architecture, "Model")) {
     c->head = HeadKind::kBase;
-  } else if (c->architecture == "BertForSequenceClassification") {
+  } else if (EndsWith(c->architecture, "ForSequenceClassification")) {
     c->head = HeadKind::kSequenceClassification;
     return ReadLabels(j, path, notice, c);
-  } else if (c->architecture == "BertForTokenClassification") {
+  } else if (EndsWith(c->architecture, "ForTokenClassification")) {
     c->head = HeadKind::kTokenClassification;
     return ReadLabels(j, path, notice, c);
-  } else if (c->architecture == "BertForQuestionAnswering") {
+  } else if (EndsWith(c->architecture, "ForQuestionAnswering")) {
     c->head = HeadKind::kQuestionAnswering;
     ASSIGN_OR_RETURN(std::optional<int64_t> n, GetInt(j, "num_labels", path));
     auto labels = j.find("id2label");
     const int64_t count = labels != j.end() && labels->is_object() && !labels->empty()
                               ? static_cast<int64_t>(labels->size()) : n.value_or(2);
     if (count != 2)
-      return Unimplemented(path + ": BertForQuestionAnswering with " + std::to_string(count) +
+      return Unimplemented(path + ": " + c->architecture + " with " + std::to_string(count) +
                            " outputs; only start/end (2) is supported");
     c->num_labels = 2;
   } else {
@@ -133,55 +139,32 @@ std::string JoinPath(const std::string& dir, const std::string& name) {
   return (std::filesystem::path(dir) / name).string();
 }
 
-StatusOr<ModelConfig> ParseBertConfig(const nlohmann::json& j, const std::string& path,
-                                      const NoticeFn& notice) {
+StatusOr<ModelConfig> ParseModelConfig(const nlohmann::json& j, const std::string& path,
+                                       const NoticeFn& notice) {
   if (!j.is_object()) return InvalidArgument(path + ": expected a JSON object");
   ModelConfig c;
   ASSIGN_OR_RETURN(std::optional<std::string> model_type, GetString(j, "model_type", path));
   c.model_type = model_type.value_or("bert");
-  if (c.model_type != "bert") {
+  const families::Family* family = families::FindFamily(c.model_type);
+  if (!family) {
     const char* reason = RejectionReason(c.model_type);
-    return Unimplemented(path + ": model_type \"" + c.model_type +
-                         "\" is not supported" + (reason ? std::string(": ") + reason : "") +
-                         ". bertrt serves BERT-architecture encoders (model_type \"bert\": "
-                         "BERT, MiniLM, BGE, E5, ...)");
+    return Unimplemented(path + ": model_type \"" + c.model_type + "\" is not supported" +
+                         (reason ? std::string(": ") + reason : "") +
+                         ". bertrt serves model_type " + families::SupportedModelTypes() +
+                         " (BERT, MiniLM, BGE, E5, RoBERTa, XLM-RoBERTa, CamemBERT, DistilBERT, "
+                         "...)");
   }
-  ASSIGN_OR_RETURN(std::optional<std::string> pos_type,
-                   GetString(j, "position_embedding_type", path));
-  if (pos_type && *pos_type != "absolute")
-    return Unimplemented(path + ": position_embedding_type \"" + *pos_type +
-                         "\" is not supported (only \"absolute\")");
-  ASSIGN_OR_RETURN(std::optional<bool> is_decoder, GetBool(j, "is_decoder", path));
-  if (is_decoder.value_or(false))
-    return Unimplemented(path + ": is_decoder = true (causal BERT) is not supported");
-
-  RETURN_IF_ERROR(ReadSize(j, "vocab_size", 30522, 1, path, &c.vocab_size));
-  RETURN_IF_ERROR(ReadSize(j, "hidden_size", 768, 1, path, &c.hidden_size));
-  RETURN_IF_ERROR(ReadSize(j, "num_hidden_layers", 12, 1, path, &c.num_layers));
-  RETURN_IF_ERROR(ReadSize(j, "num_attention_heads", 12, 1, path, &c.num_heads));
-  RETURN_IF_ERROR(ReadSize(j, "intermediate_size", 3072, 1, path, &c.intermediate_size));
-  RETURN_IF_ERROR(ReadSize(j, "max_position_embeddings", 512, 1, path,
-                           &c.max_position_embeddings));
-  RETURN_IF_ERROR(ReadSize(j, "type_vocab_size", 2, 1, path, &c.type_vocab_size));
-  if (c.hidden_size % c.num_heads != 0)
-    return InvalidArgument(path + ": hidden_size " + std::to_string(c.hidden_size) +
-                           " is not a multiple of num_attention_heads " +
-                           std::to_string(c.num_heads));
-  ASSIGN_OR_RETURN(std::optional<int64_t> pad, GetInt(j, "pad_token_id", path));
-  const int64_t pad_id = pad.value_or(0);
-  if (pad_id < 0 || pad_id >= c.vocab_size)
-    return InvalidArgument(path + ": pad_token_id " + std::to_string(pad_id) +
+  RETURN_IF_ERROR(family->read_config(j, path, &c));
+  if (c.pad_token_id < 0 || c.pad_token_id >= c.vocab_size)
+    return InvalidArgument(path + ": pad_token_id " + std::to_string(c.pad_token_id) +
                            " is outside the vocabulary of " + std::to_string(c.vocab_size));
-  c.pad_token_id = static_cast<int>(pad_id);
-  ASSIGN_OR_RETURN(std::optional<double> eps, GetNumber(j, "layer_norm_eps", path));
-  c.layer_norm_eps = static_cast<float>(eps.value_or(1e-12));
-  if (!(c.layer_norm_eps >= 0.0f))
-    return InvalidArgument(path + ": layer_norm_eps must be non-negative");
-  ASSIGN_OR_RETURN(std::optional<std::string> act, GetString(j, "hidden_act", path));
-  ASSIGN_OR_RETURN(c.hidden_act, ParseActivation(act.value_or("gelu"), path));
-
+  if (c.max_positions() < 1)
+    return InvalidArgument(path + ": max_position_embeddings " +
+                           std::to_string(c.max_position_embeddings) + " leaves no position " +
+                           "for a token (" + family->name + "'s positions start at " +
+                           std::to_string(c.position_offset) + ")");
   RETURN_IF_ERROR(ReadHead(j, path, notice, &c));
-  c.max_seq_length = c.max_position_embeddings;
+  c.max_seq_length = c.max_positions();
   return c;
 }
 
@@ -434,13 +417,13 @@ Status ApplySentenceTransformers(const SentenceTransformersLayout& layout,
   c->prompts = layout.prompts;
   c->default_prompt_name = layout.default_prompt_name;
   c->include_prompt = layout.include_prompt;
-  c->max_seq_length = layout.max_seq_length.value_or(c->max_position_embeddings);
-  if (c->max_seq_length > c->max_position_embeddings) {
+  c->max_seq_length = layout.max_seq_length.value_or(c->max_positions());
+  if (c->max_seq_length > c->max_positions()) {
     if (notice)
       notice("sentence_bert_config max_seq_length " + std::to_string(c->max_seq_length) +
-             " exceeds max_position_embeddings; using " +
-             std::to_string(c->max_position_embeddings));
-    c->max_seq_length = c->max_position_embeddings;
+             " exceeds the model's " + std::to_string(c->max_positions()) + " positions; using " +
+             std::to_string(c->max_positions()));
+    c->max_seq_length = c->max_positions();
   }
   return Status::Ok();
 }

@@ -17,9 +17,18 @@ namespace bertrt::importer {
 using NoticeFn = std::function<void(const std::string&)>;
 
 // `path` names the file in messages. Fills everything config.json decides:
-// sizes, activation, head (from architectures[0]) and labels.
-StatusOr<ModelConfig> ParseBertConfig(const nlohmann::json& config, const std::string& path,
-                                      const NoticeFn& notice);
+// the family (model_type, src/families) and through it the sizes,
+// activation and structure; the head (from architectures[0]) and labels.
+StatusOr<ModelConfig> ParseModelConfig(const nlohmann::json& config, const std::string& path,
+                                       const NoticeFn& notice);
+
+// For the families' config mappings: `key` as a size of at least `min`,
+// `fallback` when absent (the family's config class default, as transformers
+// applies it).
+Status ReadSize(const nlohmann::json& j, const char* key, int64_t fallback, int64_t min,
+                const std::string& path, int* out);
+// An HF activation name (hidden_act, DistilBERT's activation).
+StatusOr<HiddenAct> ParseActivation(const std::string& act, const std::string& path);
 
 // What modules.json and its module folders say about a sentence-transformers
 // directory.

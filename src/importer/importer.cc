@@ -36,7 +36,7 @@ StatusOr<std::shared_ptr<Model>> LoadHfModel(const std::string& dir,
   ASSIGN_OR_RETURN(nlohmann::json config_json, importer::ReadJsonFile(config_path));
   auto model = std::make_shared<Model>();
   ASSIGN_OR_RETURN(model->config,
-                   importer::ParseBertConfig(config_json, config_path, options.on_notice));
+                   importer::ParseModelConfig(config_json, config_path, options.on_notice));
   if (layout)
     RETURN_IF_ERROR(
         importer::ApplySentenceTransformers(*layout, options.on_notice, &model->config));

@@ -67,6 +67,7 @@ SHAPES = {
     "w256-l12": (256, 12, 4, 1024),
     "hd128-l4": (768, 4, 6, 3072),
     "w512-l4": (512, 4, 8, 2048),
+    "distilbert-base": (768, 6, 12, 3072),
     "tiny": (64, 2, 4, 128),  # --smoke
     "tiny3": (32, 3, 4, 37),
 }
@@ -86,36 +87,65 @@ def log(*args):
 
 # ---------------------------------------------------------------- models
 
+# Families beyond BERT: transformers' class-name prefix, and the tokenizer
+# their models get from tests/data/tokenizer (None: --tokenizer's BERT one).
+FAMILY_TOKENIZERS = {"xlmr": ("XLMRoberta", "xlmr"), "distilbert": ("DistilBert", None)}
+
+
+def family_config(family, hidden, layers, heads, inter, act, labels):
+    import transformers
+    if family == "bert":
+        return transformers.BertConfig(vocab_size=30522, hidden_size=hidden,
+                                       num_hidden_layers=layers, num_attention_heads=heads,
+                                       intermediate_size=inter, max_position_embeddings=512,
+                                       hidden_act=act, num_labels=labels)
+    if family == "xlmr":  # positions after padding_idx 1: 512 tokens in 514 rows
+        return transformers.XLMRobertaConfig(
+            vocab_size=3001, hidden_size=hidden, num_hidden_layers=layers,
+            num_attention_heads=heads, intermediate_size=inter, max_position_embeddings=514,
+            type_vocab_size=1, pad_token_id=1, hidden_act=act, num_labels=labels,
+            layer_norm_eps=1e-5)
+    return transformers.DistilBertConfig(vocab_size=30522, dim=hidden, n_layers=layers,
+                                         n_heads=heads, hidden_dim=inter, activation=act,
+                                         max_position_embeddings=512, num_labels=labels)
+
+
 def make_model(name, shape, head, workdir, tokenizer_dir, seed, pooling="mean",
-               normalize=False, peaky=False, act="gelu"):
-    """A random-weight model directory as transformers saves it. `peaky` scales
-    the query and key weights so that attention scores spread over a few units
-    (a trained model's sharp attention) instead of transformers' near-uniform
-    initialization."""
-    from transformers import (BertConfig, BertForQuestionAnswering,
-                              BertForSequenceClassification, BertForTokenClassification,
-                              BertModel)
+               normalize=False, peaky=False, act="gelu", family="bert", labels=None):
+    """A random-weight model directory as transformers saves it, of `family`
+    (bert, xlmr, distilbert). `peaky` scales the query and key weights so that
+    attention scores spread over a few units (a trained model's sharp
+    attention) instead of transformers' near-uniform initialization."""
+    import transformers
     hidden, layers, heads, inter = SHAPES[shape]
     path = os.path.join(workdir, name)
     if os.path.exists(os.path.join(path, "config.json")):
         return path
-    labels = {"seq-cls": 3, "token-cls": 5, "qa": 2}.get(head, 2)
-    config = BertConfig(vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers,
-                        num_attention_heads=heads, intermediate_size=inter,
-                        max_position_embeddings=512, hidden_act=act, num_labels=labels)
+    if labels is None:
+        labels = {"seq-cls": 3, "token-cls": 5, "qa": 2}.get(head, 2)
+    config = family_config(family, hidden, layers, heads, inter, act, labels)
+    prefix = {"bert": "Bert"}.get(family) or FAMILY_TOKENIZERS[family][0]
     torch.manual_seed(seed)
-    cls = {"seq-cls": BertForSequenceClassification, "token-cls": BertForTokenClassification,
-           "qa": BertForQuestionAnswering, "base": BertModel, "sentence": BertModel}[head]
-    model = cls(config) if head != "sentence" else BertModel(config, add_pooling_layer=False)
+    suffix = {"seq-cls": "ForSequenceClassification", "token-cls": "ForTokenClassification",
+              "qa": "ForQuestionAnswering", "base": "Model", "sentence": "Model"}[head]
+    cls = getattr(transformers, prefix + suffix)
+    model = (cls(config) if head != "sentence" or family == "distilbert"
+             else cls(config, add_pooling_layer=False))
     if peaky:
+        assert family == "bert", "peaky scales BERT's query and key"
         with torch.no_grad():
             for layer in (model.bert if hasattr(model, "bert") else model).encoder.layer:
                 # Scores' spread is 0.0004 * hidden * s^2 with Q and K scaled by s.
                 for lin in (layer.attention.self.query, layer.attention.self.key):
                     lin.weight.mul_((3.0 / (0.0004 * hidden)) ** 0.5)
     model.save_pretrained(path, safe_serialization=True)
-    for f in TOKENIZER_FILES:
-        shutil.copy(os.path.join(tokenizer_dir, f), path)
+    source = FAMILY_TOKENIZERS.get(family, (None, None))[1]
+    if source:
+        shutil.copy(os.path.join(ROOT, "tests", "data", "tokenizer", source, "tokenizer.json"),
+                    path)
+    else:
+        for f in TOKENIZER_FILES:
+            shutil.copy(os.path.join(tokenizer_dir, f), path)
     if head == "sentence":
         modules = [{"idx": 0, "name": "0", "path": "",
                     "type": "sentence_transformers.models.Transformer"},
@@ -141,11 +171,13 @@ def make_model(name, shape, head, workdir, tokenizer_dir, seed, pooling="mean",
 
 def load_reference(spec, dtype):
     """The case's model in transformers, on the GPU in `dtype`, eval mode."""
-    from transformers import AutoConfig, BertModel
+    from transformers import AutoConfig, AutoModel, BertModel
     import transformers
     path = spec["path"]
     config = AutoConfig.from_pretrained(path)
-    if spec["head"] == "sentence" or spec["head"] == "real-sentence":
+    if spec.get("family", "bert") != "bert" and spec["head"] == "sentence":
+        model = AutoModel.from_pretrained(path)
+    elif spec["head"] == "sentence" or spec["head"] == "real-sentence":
         model = BertModel.from_pretrained(path, add_pooling_layer=False)
     else:
         cls = getattr(transformers, config.architectures[0])
@@ -238,9 +270,11 @@ def head_outputs(spec, model, ids, types, hidden_state):
         mask[i, :len(s)] = 1
     x, t, mask = x.to(TORCH_DEVICE), t.to(TORCH_DEVICE), mask.to(TORCH_DEVICE)
     head = spec["head"]
+    # RoBERTa's and DistilBERT's tokenizers hand the model no token types.
+    types = {"token_type_ids": t} if spec.get("family", "bert") == "bert" else {}
     with torch.no_grad():
-        out = model(input_ids=x, token_type_ids=t, attention_mask=mask,
-                    output_hidden_states=hidden_state)
+        out = model(input_ids=x, attention_mask=mask, output_hidden_states=hidden_state,
+                    **types)
     lengths = [len(s) for s in ids]
 
     def ragged(v):  # [n, longest, ...] -> [tokens, ...]
@@ -442,7 +476,7 @@ def suite(args):
     cases = []  # (spec, batch names, configs, batches run alone, hidden states, CLI cases)
 
     def spec(name, shape, head, seed, **kw):
-        s = {"name": name, "shape": shape, "head": head,
+        s = {"name": name, "shape": shape, "head": head, "family": kw.get("family", "bert"),
              "pooling": kw.get("pooling", "mean"), "normalize": kw.get("normalize", False)}
         s["path"] = make_model(name, shape, head, work, tokdir, seed, **kw)
         return s
@@ -509,6 +543,22 @@ def suite(args):
     mx_norm = spec("minilm-l6-cls-norm-relu", "minilm-l6", "sentence", 9, pooling="cls",
                    normalize=True, act="relu")
     cases.append((mx_norm, ["mixed64"], default_configs(), [], False, []))
+    # Families beyond BERT at real widths (issue 27): XLM-RoBERTa-base
+    # (positions after padding_idx, no token types, its classification head;
+    # a 1-logit reranker on pairs; multilingual-e5's mean + Normalize) and
+    # DistilBERT-base (its names, pre_classifier + ReLU).
+    xlmr = spec("xlmr-base-seqcls", "bert-base", "seq-cls", 11, family="xlmr")
+    cases.append((xlmr, ["one", "mixed64", "pairs32", "short256", "long512"], default_configs(),
+                  ["mixed64"], False, []))
+    rerank = spec("xlmr-base-reranker", "bert-base", "seq-cls", 12, family="xlmr", labels=1)
+    cases.append((rerank, ["pairs32", "mixed64"], default_configs(), [], False, []))
+    e5 = spec("xlmr-base-mean-norm", "bert-base", "sentence", 13, family="xlmr", normalize=True)
+    cases.append((e5, ["mixed64", "short256", "full128"], default_configs(), [], False, []))
+    distil = spec("distilbert-base-seqcls", "distilbert-base", "seq-cls", 14, family="distilbert")
+    cases.append((distil, ["one", "mixed64", "pairs32", "long384"], default_configs(),
+                  ["mixed64"], False, []))
+    distil_qa = spec("distilbert-base-qa", "distilbert-base", "qa", 15, family="distilbert")
+    cases.append((distil_qa, ["mixed64", "pairs32"], default_configs(), [], False, []))
     if args.real_model:
         real = {"name": "all-MiniLM-L6-v2", "shape": "minilm-l6", "head": "sentence",
                 "pooling": "mean", "normalize": True, "path": args.real_model}

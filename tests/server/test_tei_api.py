@@ -395,6 +395,60 @@ def test_one_label_model_is_a_reranker_with_sigmoid(started, bertrt_bin, reranke
     error(s, "/rerank", {"query": 3, "texts": ["a"]}, 422, "Validation")
 
 
+# --- Families beyond BERT, served -----------------------------------------------------
+
+def golden_inputs(model):
+    return json.loads((MODELS / model / "golden.json").read_text())["inputs"]
+
+
+def test_xlmr_cross_encoder_reranks_as_transformers(started):
+    """An XLM-RoBERTa cross-encoder (bge-reranker's architecture) on /rerank: the
+    score of the golden pair is the sigmoid of transformers' own logit."""
+    s = started("xlmr_reranker")
+    pair = next(g for g in golden_inputs("xlmr_reranker") if "text_pair" in g)
+    info = ok(s, "/info", None, method="get")
+    assert "reranker" in info["model_type"]
+    ranked = ok(s, "/rerank", {"query": pair["text"], "texts": [pair["text_pair"], "hello world"]})
+    score = next(r["score"] for r in ranked if r["index"] == 0)
+    assert abs(score - 1 / (1 + np.exp(-pair["logits"][0]))) < 1e-5
+    raw = ok(s, "/rerank", {"query": pair["text"], "texts": [pair["text_pair"]], "raw_scores": True})
+    assert abs(raw[0]["score"] - pair["logits"][0]) < 1e-4 * max(1, abs(pair["logits"][0]))
+
+
+@pytest.mark.parametrize("model", ["xlmr_sentence_mean", "distilbert_sentence_cls"])
+def test_family_embedders_on_embed_and_openai(started, model):
+    """multilingual-e5's and msmarco-distilbert's shapes on TEI's and OpenAI's
+    routes: sentence-transformers' own embeddings (golden.json)."""
+    s = started(model)
+    golden = golden_inputs(model)
+    texts = [g["text"] for g in golden]
+    want = np.asarray([g["sentence_embedding"] for g in golden])
+    # TEI normalizes unless asked not to; sentence-transformers' own vector
+    # is normalized only where the model has a Normalize module.
+    got = np.asarray(ok(s, "/embed", {"inputs": texts, "truncate": True}))
+    assert np.abs(got - [unit(w) for w in want]).max() <= 1e-5
+    data = ok(s, "/v1/embeddings", {"input": texts[:2], "model": model})["data"]
+    assert close([d["embedding"] for d in data], [unit(w) for w in want[:2]])
+
+
+def test_distilbert_classifier_ignores_token_types_as_transformers_does(started):
+    """DistilBERT takes no token types: a KServe client sending BERT-style
+    token_type_ids (ones on the second segment) gets what transformers gives."""
+    s = started("distilbert_seq_cls")
+    pair = next(g for g in golden_inputs("distilbert_seq_cls") if "text_pair" in g)
+    assert 1 in pair["token_type_ids"]
+    n = len(pair["input_ids"])
+    r = requests.post(f"{s.url}/v2/models/distilbert_seq_cls/infer", json={"inputs": [
+        {"name": "input_ids", "datatype": "INT64", "shape": [1, n], "data": pair["input_ids"]},
+        {"name": "token_type_ids", "datatype": "INT64", "shape": [1, n],
+         "data": pair["token_type_ids"]}]}, timeout=30)
+    assert r.status_code == 200, r.text
+    got = r.json()["outputs"][0]["data"]
+    assert np.abs(np.asarray(got) - pair["logits"]).max() <= 1e-4 * np.abs(pair["logits"]).max()
+    pred = ok(s, "/predict", {"inputs": [[pair["text"], pair["text_pair"]]]})
+    assert pred[0][0]["label"] == ["CLASS_0", "CLASS_1", "CLASS_2"][int(np.argmax(pair["logits"]))]
+
+
 # --- Tokenizer routes -----------------------------------------------------------------
 
 def test_tokenize(started, default_model):

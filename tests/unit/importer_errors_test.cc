@@ -188,19 +188,31 @@ TEST_F(BrokenModelTest, NoWeightsAtAll) {
   ExpectFailure(StatusCode::kNotFound, {"no model.safetensors"});
 }
 
-TEST_F(BrokenModelTest, RobertaRejected) {
+TEST_F(BrokenModelTest, BertWeightsUnderARobertaConfigSayWhereTheyWereLookedFor) {
   CopyModel("seq_cls");
   EditConfig([](nlohmann::json& j) {
     j["model_type"] = "roberta";
     j["architectures"] = {"RobertaForSequenceClassification"};
   });
-  ExpectFailure(StatusCode::kUnimplemented, {"roberta", "position ids"});
+  ExpectFailure(StatusCode::kNotFound, {"roberta.embeddings.word_embeddings.weight", "RoBERTa",
+                                        "closest names present: bert.embeddings"});
 }
 
-TEST_F(BrokenModelTest, DistilBertRejected) {
+TEST_F(BrokenModelTest, FamilyWithoutSupportRejectedWithReason) {
   CopyModel("base");
-  EditConfig([](nlohmann::json& j) { j["model_type"] = "distilbert"; });
-  ExpectFailure(StatusCode::kUnimplemented, {"distilbert"});
+  EditConfig([](nlohmann::json& j) { j["model_type"] = "deberta-v2"; });
+  ExpectFailure(StatusCode::kUnimplemented,
+                {"\"deberta-v2\"", "disentangled", "\"xlm-roberta\"", "\"distilbert\""});
+}
+
+TEST_F(BrokenModelTest, BertWeightsUnderAnotherFamilysConfigNameWhatIsMissing) {
+  CopyModel("base");
+  EditConfig([](nlohmann::json& j) {
+    j["model_type"] = "distilbert";
+    j.update({{"dim", 32}, {"n_layers", 2}, {"n_heads", 4}, {"hidden_dim", 37}});
+  });
+  ExpectFailure(StatusCode::kNotFound, {"transformer.layer.0.attention.q_lin.weight",
+                                        "closest names present"});
 }
 
 TEST_F(BrokenModelTest, UnknownActivationRejected) {

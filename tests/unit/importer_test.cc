@@ -137,6 +137,86 @@ TEST(Importer, PrefixedAndUnprefixedBaseAgreeOnLayout) {
   }
 }
 
+// ---- families beyond BERT (scripts/make_family_models.py) ----
+
+struct FamilyCase {
+  const char* dir;
+  const char* model_type;
+  HeadKind head;
+  int position_offset;
+  DenseActivation pooler_activation;
+  bool has_pooler;
+};
+
+class FamilyModelTest : public ::testing::TestWithParam<FamilyCase> {};
+
+TEST_P(FamilyModelTest, LoadsWithTheFamilysStructure) {
+  const FamilyCase& c = GetParam();
+  Loaded l = Load(ModelDir(c.dir));
+  ASSERT_TRUE(l.model.ok()) << l.model.status().ToString();
+  const Model& m = **l.model;
+  EXPECT_EQ(m.config.model_type, c.model_type);
+  EXPECT_EQ(m.config.head, c.head);
+  EXPECT_EQ(m.config.hidden_size, 32);
+  EXPECT_EQ(m.config.num_layers, 2);
+  EXPECT_EQ(m.config.num_heads, 4);
+  EXPECT_EQ(m.config.intermediate_size, 37);
+  EXPECT_EQ(m.config.position_offset, c.position_offset);
+  // 64 positions for tokens, whatever the table's offset.
+  EXPECT_EQ(m.config.max_positions(), 64);
+  EXPECT_FALSE(m.config.takes_token_types);
+  EXPECT_EQ(m.config.type_vocab_size, 1);
+  EXPECT_EQ(m.weights.token_type_embeddings.shape(), (std::vector<int64_t>{1, 32}));
+  EXPECT_EQ(m.config.pooler_activation, c.pooler_activation);
+  EXPECT_EQ(!m.weights.pooler_w.empty(), c.has_pooler);
+  // Every tensor bound: nothing left over but what transformers itself ignores.
+  for (const std::string& n : l.notices) ADD_FAILURE() << c.dir << ": " << n;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Families, FamilyModelTest,
+    ::testing::Values(
+        FamilyCase{"roberta_seq_cls", "roberta", HeadKind::kSequenceClassification, 2,
+                   DenseActivation::kTanh, true},
+        FamilyCase{"roberta_base", "roberta", HeadKind::kBase, 2, DenseActivation::kTanh, true},
+        FamilyCase{"xlmr_token_cls", "xlm-roberta", HeadKind::kTokenClassification, 2,
+                   DenseActivation::kTanh, false},
+        FamilyCase{"xlmr_qa", "xlm-roberta", HeadKind::kQuestionAnswering, 2,
+                   DenseActivation::kTanh, false},
+        FamilyCase{"xlmr_reranker", "xlm-roberta", HeadKind::kSequenceClassification, 2,
+                   DenseActivation::kTanh, true},
+        FamilyCase{"xlmr_sentence_mean", "xlm-roberta", HeadKind::kSentenceEmbedding, 2,
+                   DenseActivation::kTanh, true},
+        FamilyCase{"camembert_seq_cls", "camembert", HeadKind::kSequenceClassification, 2,
+                   DenseActivation::kTanh, true},
+        FamilyCase{"distilbert_seq_cls", "distilbert", HeadKind::kSequenceClassification, 0,
+                   DenseActivation::kRelu, true},
+        FamilyCase{"distilbert_token_cls", "distilbert", HeadKind::kTokenClassification, 0,
+                   DenseActivation::kRelu, false},
+        FamilyCase{"distilbert_qa", "distilbert", HeadKind::kQuestionAnswering, 0,
+                   DenseActivation::kRelu, false},
+        FamilyCase{"distilbert_sentence_cls", "distilbert", HeadKind::kSentenceEmbedding, 0,
+                   DenseActivation::kRelu, false}),
+    [](const auto& info) { return std::string(info.param.dir); });
+
+TEST(Importer, DistilBertNamesMapOntoBertsLayout) {
+  auto l = Load(ModelDir("distilbert_seq_cls"));
+  ASSERT_TRUE(l.model.ok()) << l.model.status().ToString();
+  auto file = SafetensorsFile::Open(ModelDir("distilbert_seq_cls") + "/model.safetensors");
+  ASSERT_TRUE(file.ok());
+  auto same = [&](const Tensor& t, const char* name) {
+    ASSERT_NE(file->Find(name), nullptr) << name;
+    const Tensor src = file->View(*file->Find(name));
+    ASSERT_EQ(t.nbytes(), src.nbytes()) << name;
+    EXPECT_EQ(std::memcmp(t.raw(), src.raw(), src.nbytes()), 0) << name;
+  };
+  const ModelWeights& w = (*l.model)->weights;
+  same(w.layers[1].key_w, "distilbert.transformer.layer.1.attention.k_lin.weight");
+  same(w.layers[0].ffn_ln_beta, "distilbert.transformer.layer.0.output_layer_norm.bias");
+  same(w.pooler_w, "pre_classifier.weight");
+  same(w.classifier_b, "classifier.bias");
+}
+
 TEST(Importer, F32WeightsAreTheFileBytes) {
   auto l = Load(ModelDir("seq_cls"));
   ASSERT_TRUE(l.model.ok());
@@ -286,10 +366,12 @@ TEST(Importer, TrainingJunkSkippedWithOneNotice) {
 // The tokenizer comes from the same directory (vocab.txt or tokenizer.json)
 // and agrees with the HF tokenizer recorded in golden.json.
 TEST(LoadModelAndTokenizer, MatchesGoldenInputIds) {
-  for (const char* name : {"seq_cls", "sentence_cls", "token_cls", "sentence_mean"}) {
+  for (const char* name : {"seq_cls", "sentence_cls", "token_cls", "sentence_mean",
+                           "distilbert_qa", "xlmr_reranker", "roberta_seq_cls"}) {
     auto loaded = LoadModelAndTokenizer(ModelDir(name));
     ASSERT_TRUE(loaded.ok()) << name << ": " << loaded.status().ToString();
-    EXPECT_EQ(loaded->tokenizer->vocab_size(), 512u);
+    EXPECT_LE(loaded->tokenizer->vocab_size(),
+              static_cast<size_t>(loaded->model->config.vocab_size));
     const nlohmann::json golden =
         nlohmann::json::parse(std::ifstream(ModelDir(name) + "/golden.json"));
     const size_t max_length = static_cast<size_t>(loaded->model->config.max_seq_length);

@@ -180,11 +180,13 @@ Status CpuEngine::Encoder(const RaggedBatch& batch, const Buffers& b, bool first
   const ModelWeights& w = model_->weights;
   const int t = batch.num_tokens(), h = c.hidden_size, n = batch.num_seqs();
   const int32_t* cu = batch.cu_seqlens.data();
-  const cpu::EmbeddingTables tables{w.word_embeddings.f32(), w.position_embeddings.f32(),
-                                    w.token_type_embeddings.f32(), w.emb_ln_gamma.f32(),
-                                    w.emb_ln_beta.f32()};
-  cpu::EmbedLayerNorm(batch.input_ids.data(), batch.token_type_ids.data(), cu, n, tables, h,
-                      c.layer_norm_eps, b.x, threads_);
+  // Token i reads position row position_offset + i (RoBERTa-family).
+  const cpu::EmbeddingTables tables{
+      w.word_embeddings.f32(), w.position_embeddings.f32() + size_t(c.position_offset) * h,
+      w.token_type_embeddings.f32(), w.emb_ln_gamma.f32(), w.emb_ln_beta.f32()};
+  cpu::EmbedLayerNorm(batch.input_ids.data(),
+                      c.takes_token_types ? batch.token_type_ids.data() : nullptr, cu, n, tables,
+                      h, c.layer_norm_eps, b.x, threads_);
   for (CpuLayer& l : layers_) {
     RETURN_IF_ERROR(l.qkv.Run(b.x, t, b.qkv, &matmul_, threads_));
     cpu::Attention(b.qkv, cu, n, batch.max_len, h, c.num_heads, b.ctx, b.scratch, threads_);
@@ -211,7 +213,7 @@ StatusOr<std::vector<float>> CpuEngine::Dense(const float* a, int rows, cpu::Lin
                                               cpu::Act act) {
   std::vector<float> out(static_cast<size_t>(rows) * w.out());
   RETURN_IF_ERROR(w.Run(a, rows, out.data(), &matmul_, threads_));
-  // The pooler's tanh: our own, a few rows, held to the same accuracy as GELU.
+  // The pooler's activation: our own, a few rows, held to the same accuracy as GELU.
   if (act != cpu::Act::kNone) cpu::BiasAct(out.data(), rows, w.out(), nullptr, act, threads_);
   return out;
 }
@@ -231,7 +233,7 @@ Status CpuEngine::Heads(const RaggedBatch& batch, const RunOptions& options,
       cpu::GatherFirstTokens(x, cu, n, h, cls.data());
       first = cls.data();
     }
-    ASSIGN_OR_RETURN(pooled, Dense(first, n, pooler_, cpu::Act::kTanh));
+    ASSIGN_OR_RETURN(pooled, Dense(first, n, pooler_, ActFor(c.pooler_activation)));
   }
   switch (c.head) {
     case HeadKind::kBase:

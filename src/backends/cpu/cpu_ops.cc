@@ -117,7 +117,7 @@ void EmbedLayerNorm(const int32_t* ids, const int32_t* types, const int32_t* cu_
                                cu_seqlens) - 1;
     const float* w = tables.word + static_cast<size_t>(ids[t]) * h;
     const float* p = tables.position + static_cast<size_t>(t - cu_seqlens[seq]) * h;
-    const float* ty = tables.type + static_cast<size_t>(types[t]) * h;
+    const float* ty = tables.type + (types ? static_cast<size_t>(types[t]) * h : 0);
     float* row = out + static_cast<size_t>(t) * h;
 #pragma omp simd
     for (int i = 0; i < h; ++i) row[i] = w[i] + p[i] + ty[i];

@@ -57,7 +57,8 @@ struct EmbeddingTables {
 };
 
 // out[t] = LayerNorm(word[ids[t]] + position[t - start of its sequence] +
-// type[types[t]]). Ids must already be validated.
+// type[types[t]]), with type row 0 for every token when `types` is null.
+// Ids must already be validated.
 void EmbedLayerNorm(const int32_t* ids, const int32_t* types, const int32_t* cu_seqlens,
                     int num_seqs, const EmbeddingTables& tables, int h, float eps, float* out,
                     int threads);

@@ -7,9 +7,9 @@
 
 namespace bertrt::cuda {
 
-StatusOr<std::vector<int>> StageBatch(const RaggedBatch& batch, const Shape& shape, bool windows,
-                                      int heads, int sm_count, const Workspace& ws,
-                                      cudaStream_t stream) {
+StatusOr<std::vector<int>> StageBatch(const RaggedBatch& batch, const Shape& shape,
+                                      bool token_types, bool windows, int heads, int sm_count,
+                                      const Workspace& ws, cudaStream_t stream) {
   const int t = batch.num_tokens(), n = batch.num_seqs();
   const BatchInts ints = LayOutInts(ws.host_ints, shape);
   const int32_t* cu = batch.cu_seqlens.data();
@@ -30,7 +30,7 @@ StatusOr<std::vector<int>> StageBatch(const RaggedBatch& batch, const Shape& sha
   }
   if (order.empty()) {
     std::memcpy(ints.ids, batch.input_ids.data(), t * sizeof(int32_t));
-    std::memcpy(ints.types, batch.token_type_ids.data(), t * sizeof(int32_t));
+    if (token_types) std::memcpy(ints.types, batch.token_type_ids.data(), t * sizeof(int32_t));
     std::memcpy(ints.cu, cu, (n + 1) * sizeof(int32_t));
     std::memcpy(ints.pool_start, batch.pool_start.data(), n * sizeof(int32_t));
   } else {
@@ -38,8 +38,9 @@ StatusOr<std::vector<int>> StageBatch(const RaggedBatch& batch, const Shape& sha
     for (int k = 0; k < n; ++k) {
       const int s = order[k], len = cu[s + 1] - cu[s];
       std::memcpy(ints.ids + ints.cu[k], batch.input_ids.data() + cu[s], len * sizeof(int32_t));
-      std::memcpy(ints.types + ints.cu[k], batch.token_type_ids.data() + cu[s],
-                  len * sizeof(int32_t));
+      if (token_types)
+        std::memcpy(ints.types + ints.cu[k], batch.token_type_ids.data() + cu[s],
+                    len * sizeof(int32_t));
       ints.cu[k + 1] = ints.cu[k] + len;
       ints.pool_start[k] = batch.pool_start[s];
     }
@@ -48,7 +49,7 @@ StatusOr<std::vector<int>> StageBatch(const RaggedBatch& batch, const Shape& sha
   // Dummy tokens: id 0 and type 0 exist in every vocabulary; their rows are
   // never read back.
   std::fill(ints.ids + t, ints.ids + shape.tokens, 0);
-  std::fill(ints.types + t, ints.types + shape.tokens, 0);
+  std::fill(ints.types + (token_types ? t : 0), ints.types + shape.tokens, 0);
   LayOutDummies(shape, n, ints.cu);
   if (windows)
     LayOutWindows(ints.cu, shape.seqs, packing.window_seqs, ints.by_length, ints.row_bounds);

@@ -17,15 +17,17 @@
 namespace bertrt::cuda {
 
 // Stages `batch` as `shape` into ws.host_ints and copies it to ws.ints on
-// `stream`. `windows`: attention takes packed windows at this shape
+// `stream`, with every token type 0 unless `token_types` (the model takes
+// them: ModelConfig::takes_token_types). `windows`: attention takes packed
+// windows at this shape
 // (AttentionTakesWindows); the sequences are then reordered to fill them
 // when some window holds more than one and there are more (sequence, head)
 // units than multiprocessors (`heads` per sequence, `sm_count`). Returns
 // that order (order[k]: the batch's index of the k-th sequence on the
 // device), or nothing when the sequences keep the batch's order.
-StatusOr<std::vector<int>> StageBatch(const RaggedBatch& batch, const Shape& shape, bool windows,
-                                      int heads, int sm_count, const Workspace& ws,
-                                      cudaStream_t stream);
+StatusOr<std::vector<int>> StageBatch(const RaggedBatch& batch, const Shape& shape,
+                                      bool token_types, bool windows, int heads, int sm_count,
+                                      const Workspace& ws, cudaStream_t stream);
 
 // Output rows (`width` floats each; one per token when `per_token`, else one
 // per sequence) in the device's order `order` back into the batch's, at `into`.

@@ -168,7 +168,7 @@ Status CudaEngine::Init() {
   pool_ = std::make_unique<cuda::ActivationPool>(c, DTypeSize(PrecisionDType(options_.precision)),
                                                  std::max(weights_.classifier_out, 1));
   // A dummy sequence can be 64 tokens long; its positions must exist.
-  const bool graphs = c.max_position_embeddings >= cuda::kLenBucket && options_.cuda_graphs;
+  const bool graphs = c.max_positions() >= cuda::kLenBucket && options_.cuda_graphs;
   graphs_ = std::make_unique<cuda::GraphCache>(
       gpu_.index, graphs, [this](const Shape& shape, const Workspace& ws, cudaStream_t stream) {
         return Compute(shape, ws, stream, /*remember_ops=*/false);
@@ -280,8 +280,9 @@ StatusOr<BatchOutputs> CudaEngine::Run(const RaggedBatch& batch, const RunOption
   RETURN_IF_ERROR(Reserve(shape.tokens));
   const Workspace& ws = pool_->workspace();
   ASSIGN_OR_RETURN(layout_order_,
-                   cuda::StageBatch(batch, shape, forward_->TakesWindows(shape, ws),
-                                    model_->config.num_heads, sm_count_, ws, stream_));
+                   cuda::StageBatch(batch, shape, model_->config.takes_token_types,
+                                    forward_->TakesWindows(shape, ws), model_->config.num_heads,
+                                    sm_count_, ws, stream_));
   if (first) TraceStartup("cuda engine: first batch staged");
   RETURN_IF_ERROR(Forward(shape));
   if (first) TraceStartup("cuda engine: first forward enqueued");

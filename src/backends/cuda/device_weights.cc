@@ -86,7 +86,11 @@ StatusOr<DeviceWeights> UploadWeights(const Model& model, Precision precision,
   DeviceWeights dw;
   Uploader up(precision, stream, &dw);
   ASSIGN_OR_RETURN(dw.word, up.Upload({&w.word_embeddings}, true, "word embeddings"));
-  ASSIGN_OR_RETURN(dw.position, up.Upload({&w.position_embeddings}, true, "position embeddings"));
+  ASSIGN_OR_RETURN(const void* positions,
+                   up.Upload({&w.position_embeddings}, true, "position embeddings"));
+  // Token i reads row position_offset + i (RoBERTa-family).
+  dw.position = static_cast<const char*>(positions) +
+                size_t(c.position_offset) * c.hidden_size * DTypeSize(PrecisionDType(precision));
   ASSIGN_OR_RETURN(dw.type, up.Upload({&w.token_type_embeddings}, true, "token type embeddings"));
   ASSIGN_OR_RETURN(void* g, up.Upload({&w.emb_ln_gamma}, false, "embeddings LayerNorm"));
   ASSIGN_OR_RETURN(void* b, up.Upload({&w.emb_ln_beta}, false, "embeddings LayerNorm"));

@@ -22,6 +22,7 @@ struct DeviceLayer {
 };
 
 struct DeviceWeights {
+  // position: the table's row position_offset, where token 0's lies.
   const void *word = nullptr, *position = nullptr, *type = nullptr;
   const float *emb_gamma = nullptr, *emb_beta = nullptr;
   std::vector<DeviceLayer> layers;

@@ -107,7 +107,8 @@ class EncoderForward::Pass {
       }
       RETURN_IF_ERROR(f_.linear_.Run(first, n_, h_, w.pooler_w, w.pooler_b, h_, Epilogue::kBias,
                                      nullptr, ws_.tmp, stream_));
-      RETURN_IF_ERROR(TanhToFloat(p_, ws_.tmp, ws_.pooled_f32, size_t(n_) * h_, kernels_));
+      RETURN_IF_ERROR(ActivateToFloat(p_, ws_.tmp, ws_.pooled_f32, size_t(n_) * h_,
+                                      c_.pooler_activation, kernels_));
     }
     switch (c_.head) {
       case HeadKind::kBase:

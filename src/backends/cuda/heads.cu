@@ -18,12 +18,23 @@ __global__ void GatherFirstTokensKernel(const T* x, const int32_t* cu, int hidde
     out[static_cast<size_t>(s) * hidden + i] = row[i];
 }
 
+__device__ float Activate(float v, DenseActivation act) {
+  switch (act) {
+    case DenseActivation::kIdentity: return v;
+    case DenseActivation::kTanh: return tanhf(v);
+    case DenseActivation::kRelu: return fmaxf(v, 0.0f);
+    case DenseActivation::kGelu: return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+    case DenseActivation::kSigmoid: return 1.0f / (1.0f + expf(-v));
+  }
+  return v;
+}
+
 template <typename T>
-__global__ void TanhToFloatKernel(const T* in, float* out, size_t n) {
+__global__ void ActivateToFloatKernel(const T* in, float* out, size_t n, DenseActivation act) {
   AfterPreviousKernel();
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
        i += size_t{gridDim.x} * blockDim.x)
-    out[i] = tanhf(ToFloat(in[i]));
+    out[i] = Activate(ToFloat(in[i]), act);
 }
 
 // One warp per output element: lanes stride over the input features.
@@ -80,16 +91,8 @@ __global__ void PoolKernel(const T* x, const int32_t* cu, const int32_t* pool_st
 __global__ void DenseActivationKernel(float* x, size_t n, DenseActivation act) {
   AfterPreviousKernel();
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
-       i += size_t{gridDim.x} * blockDim.x) {
-    const float v = x[i];
-    switch (act) {
-      case DenseActivation::kIdentity: break;
-      case DenseActivation::kTanh: x[i] = tanhf(v); break;
-      case DenseActivation::kRelu: x[i] = fmaxf(v, 0.0f); break;
-      case DenseActivation::kGelu: x[i] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)); break;
-      case DenseActivation::kSigmoid: x[i] = 1.0f / (1.0f + expf(-v)); break;
-    }
-  }
+       i += size_t{gridDim.x} * blockDim.x)
+    x[i] = Activate(x[i], act);
 }
 
 __global__ void L2NormalizeKernel(float* x, int width) {
@@ -116,12 +119,13 @@ Status GatherFirstTokens(Precision p, const void* x, const int32_t* cu_seqlens, 
   return Status::Ok();
 }
 
-Status TanhToFloat(Precision p, const void* in, float* out, size_t n, Stream stream) {
+Status ActivateToFloat(Precision p, const void* in, float* out, size_t n, DenseActivation act,
+                       Stream stream) {
   if (n == 0) return Status::Ok();
   const unsigned blocks = static_cast<unsigned>(std::min<size_t>((n + 255) / 256, 4096));
-  BERTRT_DISPATCH_PRECISION(
-      p, Launch(TanhToFloatKernel<T>, blocks, 256, 0, stream, static_cast<const T*>(in), out, n));
-  CUDA_RETURN_IF_LAUNCH_FAILED("tanh kernel");
+  BERTRT_DISPATCH_PRECISION(p, Launch(ActivateToFloatKernel<T>, blocks, 256, 0, stream,
+                                      static_cast<const T*>(in), out, n, act));
+  CUDA_RETURN_IF_LAUNCH_FAILED("activation kernel");
   return Status::Ok();
 }
 

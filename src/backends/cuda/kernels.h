@@ -98,8 +98,9 @@ StatusOr<int> KernelComputeCapability(cudaStream_t stream);
 Status GatherFirstTokens(Precision p, const void* x, const int32_t* cu_seqlens, int num_seqs,
                          int hidden, void* out, Stream stream);
 
-// out = tanh(in) as fp32.
-Status TanhToFloat(Precision p, const void* in, float* out, size_t n, Stream stream);
+// out = act(in) as fp32 (the pooler's tanh, DistilBERT's pre_classifier ReLU).
+Status ActivateToFloat(Precision p, const void* in, float* out, size_t n, DenseActivation act,
+                       Stream stream);
 
 // y[rows, out] = x[rows, in] W^T + b for the small heads (a few labels, or
 // a sentence-transformers Dense module on a batch's pooled rows), where a GEMM

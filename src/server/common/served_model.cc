@@ -478,7 +478,7 @@ StatusOr<SequenceInput> ServedModel::EncodeIds(SequenceInput seq,
                              " is not in the vocabulary (ids go from 0 to " +
                              std::to_string(c.vocab_size - 1) + ")");
   for (int32_t t : types)
-    if (t < 0 || t >= c.type_vocab_size)
+    if (c.takes_token_types && (t < 0 || t >= c.type_vocab_size))
       return InvalidArgument("token type id " + std::to_string(t) + " is not one of the model's " +
                              std::to_string(c.type_vocab_size) + " types");
   const size_t limit =

@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Write the tiny random-weight test models of the families beyond BERT
+(RoBERTa, XLM-RoBERTa, CamemBERT, DistilBERT), then their golden.json.
+
+  python3 scripts/make_family_models.py [OUT_DIR]     (default tests/data/models)
+
+Needs torch, transformers, sentence-transformers and tokenizers (the GPU
+machine has them; scripts/make_goldens.py documents the golden format). The
+models are transformers' own classes, initialized from a seed and saved with
+save_pretrained, so every weight name and config field is what a user's
+fine-tuned checkpoint has. Sizes are the BERT test models' `tiny` preset:
+hidden 32, 2 layers, 4 heads, intermediate 37, 64 positions (RoBERTa-family
+tables have 2 more: their positions start after padding_idx).
+
+Weights: transformers' initialization with initializer_range 0.15 (so
+attention is not uniform and the outputs depend on the input), then every
+1-D parameter (biases, LayerNorm) moved by N(0, 0.05) so that a missing bias
+or a swapped LayerNorm changes the outputs.
+"""
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+import torch
+import transformers
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import make_goldens  # noqa: E402
+
+TOKENIZERS = os.path.join(ROOT, "tests", "data", "tokenizer")
+BERT_VOCAB = os.path.join(ROOT, "tests", "data", "models", "seq_cls", "vocab.txt")
+TINY = dict(hidden=32, layers=2, heads=4, intermediate=37, positions=64)
+NER_LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+
+
+def roberta_like_config(config_class, vocab_size, act, **extra):
+    return config_class(vocab_size=vocab_size, hidden_size=TINY["hidden"],
+                        num_hidden_layers=TINY["layers"], num_attention_heads=TINY["heads"],
+                        intermediate_size=TINY["intermediate"], hidden_act=act,
+                        max_position_embeddings=TINY["positions"] + 2, type_vocab_size=1,
+                        pad_token_id=1, bos_token_id=0, eos_token_id=2,
+                        initializer_range=0.15, layer_norm_eps=1e-5, **extra)
+
+
+def distilbert_config(act, **extra):
+    return transformers.DistilBertConfig(
+        vocab_size=512, dim=TINY["hidden"], n_layers=TINY["layers"], n_heads=TINY["heads"],
+        hidden_dim=TINY["intermediate"], activation=act,
+        max_position_embeddings=TINY["positions"], initializer_range=0.15, **extra)
+
+
+def labels(names):
+    return dict(num_labels=len(names), id2label=dict(enumerate(names)),
+                label2id={n: i for i, n in enumerate(names)})
+
+
+def tokenizer_for(family):
+    """The family's fast tokenizer over the committed test vocabulary."""
+    if family == "distilbert":
+        return transformers.DistilBertTokenizerFast(vocab_file=BERT_VOCAB, do_lower_case=True,
+                                                    model_max_length=TINY["positions"])
+    cls = {"roberta": transformers.RobertaTokenizerFast,
+           "xlmr": transformers.XLMRobertaTokenizerFast,
+           "camembert": transformers.CamembertTokenizerFast}[family]
+    source = "xlmr" if family == "camembert" else family
+    return cls(tokenizer_file=os.path.join(TOKENIZERS, source, "tokenizer.json"),
+               model_max_length=TINY["positions"])
+
+
+def build(model_class, config, seed):
+    torch.manual_seed(seed)
+    model = model_class(config).eval()
+    gen = torch.Generator().manual_seed(seed + 1000)
+    with torch.no_grad():
+        for _, p in sorted(model.named_parameters()):
+            if p.dim() == 1:
+                p.add_(0.05 * torch.randn(p.shape, generator=gen))
+    return model
+
+
+def save(out, name, model, tokenizer):
+    path = os.path.join(out, name)
+    shutil.rmtree(path, ignore_errors=True)
+    model.save_pretrained(path, safe_serialization=True)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def sentence_transformers_dir(path, pooling, normalize, max_seq_length):
+    """Makes a saved transformers directory a sentence-transformers one
+    (Transformer at the root, Pooling, optionally Normalize), as
+    SentenceTransformer.save writes it."""
+    modules = [{"idx": 0, "name": "0", "path": "",
+                "type": "sentence_transformers.models.Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling",
+                "type": "sentence_transformers.models.Pooling"}]
+    if normalize:
+        modules.append({"idx": 2, "name": "2", "path": "2_Normalize",
+                        "type": "sentence_transformers.models.Normalize"})
+        os.makedirs(os.path.join(path, "2_Normalize"), exist_ok=True)
+    os.makedirs(os.path.join(path, "1_Pooling"), exist_ok=True)
+    modes = ["cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens",
+             "weightedmean_tokens", "lasttoken"]
+    pool = {"word_embedding_dimension": TINY["hidden"]}
+    pool.update({f"pooling_mode_{m}": m == pooling for m in modes})
+    pool["include_prompt"] = True
+    for name, content in [("modules.json", modules),
+                          ("sentence_bert_config.json",
+                           {"max_seq_length": max_seq_length, "do_lower_case": False}),
+                          (os.path.join("1_Pooling", "config.json"), pool)]:
+        with open(os.path.join(path, name), "w") as f:
+            json.dump(content, f, indent=2)
+            f.write("\n")
+
+
+def main(argv):
+    out = argv[0] if argv else os.path.join(ROOT, "tests", "data", "models")
+    t = transformers
+    # The test tokenizers: RoBERTa 3,000 ids; XLM-R 3,001 (its <mask> comes after the
+    # pieces, as in the real one).
+    rob_vocab, xlmr_vocab = 3000, 3001
+    made = []
+
+    def add(name, model_class, config, family, seed, st=None):
+        tokenizer = tokenizer_for(family)
+        # Every id the tokenizer can give has an embedding row (CamemBERT's
+        # tokenizer adds its <s>NOTUSED-style tokens past the pieces).
+        config.vocab_size = max(config.vocab_size, len(tokenizer))
+        path = save(out, name, build(model_class, config, seed), tokenizer)
+        if st:
+            sentence_transformers_dir(path, **st)
+        made.append(path)
+
+    add("roberta_seq_cls", t.RobertaForSequenceClassification,
+        roberta_like_config(t.RobertaConfig, rob_vocab, "gelu",
+                            **labels(["negative", "neutral", "positive"])), "roberta", 21)
+    add("roberta_base", t.RobertaModel,
+        roberta_like_config(t.RobertaConfig, rob_vocab, "gelu_new"), "roberta", 22)
+    add("xlmr_token_cls", t.XLMRobertaForTokenClassification,
+        roberta_like_config(t.XLMRobertaConfig, xlmr_vocab, "gelu", **labels(NER_LABELS)),
+        "xlmr", 23)
+    add("xlmr_qa", t.XLMRobertaForQuestionAnswering,
+        roberta_like_config(t.XLMRobertaConfig, xlmr_vocab, "gelu"), "xlmr", 24)
+    # A cross-encoder reranker (bge-reranker's shape): one logit.
+    add("xlmr_reranker", t.XLMRobertaForSequenceClassification,
+        roberta_like_config(t.XLMRobertaConfig, xlmr_vocab, "gelu", **labels(["LABEL_0"])),
+        "xlmr", 25)
+    # multilingual-e5's shape: XLMRobertaModel, mean pooling, Normalize.
+    add("xlmr_sentence_mean", t.XLMRobertaModel,
+        roberta_like_config(t.XLMRobertaConfig, xlmr_vocab, "gelu"),
+        "xlmr", 26, st=dict(pooling="mean_tokens", normalize=True, max_seq_length=48))
+    add("camembert_seq_cls", t.CamembertForSequenceClassification,
+        roberta_like_config(t.CamembertConfig, xlmr_vocab, "gelu", **labels(["a", "b"])),
+        "camembert", 27)
+    add("distilbert_seq_cls", t.DistilBertForSequenceClassification,
+        distilbert_config("gelu", **labels(["CLASS_0", "CLASS_1", "CLASS_2"])),
+        "distilbert", 28)
+    add("distilbert_token_cls", t.DistilBertForTokenClassification,
+        distilbert_config("relu", **labels(NER_LABELS)), "distilbert", 29)
+    add("distilbert_qa", t.DistilBertForQuestionAnswering, distilbert_config("gelu"),
+        "distilbert", 30)
+    # msmarco-distilbert's shape: DistilBertModel, CLS pooling.
+    add("distilbert_sentence_cls", t.DistilBertModel, distilbert_config("gelu"), "distilbert",
+        31, st=dict(pooling="cls_token", normalize=False, max_seq_length=48))
+
+    torch.manual_seed(0)
+    for path in made:
+        make_goldens.make(path)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
