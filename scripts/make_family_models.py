@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Write the tiny random-weight test models of the families beyond BERT
-(RoBERTa, XLM-RoBERTa, CamemBERT, DistilBERT), then their golden.json.
+(RoBERTa, XLM-RoBERTa, CamemBERT, DistilBERT, MPNet), then their golden.json.
 
   python3 scripts/make_family_models.py [OUT_DIR]     (default tests/data/models)
 
@@ -60,6 +60,25 @@ def labels(names):
 
 def tokenizer_for(family):
     """The family's fast tokenizer over the committed test vocabulary."""
+    if family == "mpnet":
+        # MPNet's vocabulary layout: <s> <pad> </s> <unk> first (so <pad> is
+        # id 1, the model's padding_idx), then WordPiece's, then <mask>.
+        with open(BERT_VOCAB, encoding="utf-8") as f:
+            words = ["<s>", "<pad>", "</s>", "<unk>"] + f.read().split("\n")
+        words = [w for w in words if w] + ["<mask>"]
+        vocab = {w: i for i, w in enumerate(words)}
+        try:  # transformers 5 builds it from the dict
+            tok = transformers.MPNetTokenizerFast(vocab=vocab, do_lower_case=True,
+                                                  model_max_length=TINY["positions"])
+        except TypeError:
+            path = os.path.join(tempfile.mkdtemp(), "vocab.txt")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write("\n".join(words) + "\n")
+            tok = transformers.MPNetTokenizerFast(vocab_file=path, do_lower_case=True,
+                                                  model_max_length=TINY["positions"])
+        assert tok.pad_token_id == 1 and tok.unk_token_id is not None, (tok.pad_token_id,)
+        tok("hello world")  # fails here, not in the goldens, if the vocabulary is wrong
+        return tok
     if family == "distilbert":
         return transformers.DistilBertTokenizerFast(vocab_file=BERT_VOCAB, do_lower_case=True,
                                                     model_max_length=TINY["positions"])
@@ -76,9 +95,11 @@ def build(model_class, config, seed):
     model = model_class(config).eval()
     gen = torch.Generator().manual_seed(seed + 1000)
     with torch.no_grad():
-        for _, p in sorted(model.named_parameters()):
+        for name, p in sorted(model.named_parameters()):
             if p.dim() == 1:
                 p.add_(0.05 * torch.randn(p.shape, generator=gen))
+            if "relative_attention_bias" in name:
+                p.mul_(5.0)  # MPNet's bias, large enough that a wrong bucket shows
     return model
 
 
@@ -130,6 +151,7 @@ def main(argv):
         # Every id the tokenizer can give has an embedding row (CamemBERT's
         # tokenizer adds its <s>NOTUSED-style tokens past the pieces).
         config.vocab_size = max(config.vocab_size, len(tokenizer))
+
         path = save(out, name, build(model_class, config, seed), tokenizer)
         if st:
             sentence_transformers_dir(path, **st)
@@ -166,6 +188,15 @@ def main(argv):
     # msmarco-distilbert's shape: DistilBertModel, CLS pooling.
     add("distilbert_sentence_cls", t.DistilBertModel, distilbert_config("gelu"), "distilbert",
         31, st=dict(pooling="cls_token", normalize=False, max_seq_length=48))
+
+    add("mpnet_seq_cls", t.MPNetForSequenceClassification,
+        roberta_like_config(t.MPNetConfig, 512, "gelu", **labels(["no", "yes"])), "mpnet", 32)
+    add("mpnet_token_cls", t.MPNetForTokenClassification,
+        roberta_like_config(t.MPNetConfig, 512, "gelu", **labels(NER_LABELS)), "mpnet", 33)
+    # all-mpnet-base-v2's shape: MPNetModel, mean pooling, Normalize; the
+    # whole 64 positions, so distances reach the log-spaced buckets.
+    add("mpnet_sentence_mean", t.MPNetModel, roberta_like_config(t.MPNetConfig, 512, "gelu"),
+        "mpnet", 34, st=dict(pooling="mean_tokens", normalize=True, max_seq_length=64))
 
     torch.manual_seed(0)
     for path in made:

@@ -69,6 +69,10 @@ struct ModelConfig {
   //   sequence classifier: BERT's pooler and RoBERTa's classification head
   //   use tanh, DistilBERT's pre_classifier ReLU.
   DenseActivation pooler_activation = DenseActivation::kTanh;
+  // - MPNet's relative position bias: each head's attention scores get
+  //   ModelWeights::relative_attention_bias[bucket(j - i)], T5's bidirectional
+  //   buckets over this many (0: none) up to a distance of 128.
+  int relative_attention_buckets = 0;
 
   HeadKind head = HeadKind::kBase;
   int num_labels = 0;               // classifier outputs (2 for QA)
@@ -125,6 +129,7 @@ struct DenseWeights {
 struct ModelWeights {
   Tensor word_embeddings, position_embeddings, token_type_embeddings;
   Tensor emb_ln_gamma, emb_ln_beta;
+  Tensor relative_attention_bias;  // [buckets, heads], fp32; empty without one
   std::vector<LayerWeights> layers;
   Tensor pooler_w, pooler_b;          // empty when the checkpoint has no pooler
   Tensor classifier_w, classifier_b;  // classifier / qa_outputs; empty for base/embedding

@@ -72,6 +72,8 @@ std::vector<TensorSpec> ExpectedTensors(const ModelConfig& c, bool has_pooler) {
       {"embeddings.ln_gamma", {h}, false},
       {"embeddings.ln_beta", {h}, false},
   };
+  if (c.relative_attention_buckets > 0)
+    specs.push_back({"relative_attention_bias", {c.relative_attention_buckets, c.num_heads}, false});
   for (int i = 0; i < c.num_layers; ++i) {
     specs.push_back({LayerName(i, "qkv_w"), {3 * h, h}, true});
     specs.push_back({LayerName(i, "qkv_b"), {3 * h}, true});
@@ -115,6 +117,7 @@ std::vector<T*> Lookup(W& w, const std::string& name) {
   if (name == "embeddings.token_type") return {&w.token_type_embeddings};
   if (name == "embeddings.ln_gamma") return {&w.emb_ln_gamma};
   if (name == "embeddings.ln_beta") return {&w.emb_ln_beta};
+  if (name == "relative_attention_bias") return {&w.relative_attention_bias};
   if (name == "pooler_w") return {&w.pooler_w};
   if (name == "pooler_b") return {&w.pooler_b};
   if (name == "classifier_w") return {&w.classifier_w};
@@ -266,6 +269,7 @@ json ConfigToJson(const ModelConfig& c) {
               {"position_offset", c.position_offset},
               {"takes_token_types", c.takes_token_types},
               {"pooler_activation", DenseActivationName(c.pooler_activation)},
+              {"relative_attention_buckets", c.relative_attention_buckets},
               {"head", HeadKindName(c.head)},
               {"num_labels", c.num_labels},
               {"labels", c.labels},
@@ -304,6 +308,9 @@ StatusOr<ModelConfig> ConfigFromJson(const json& j) {
   if (j.contains("pooler_activation"))
     RETURN_IF_ERROR(GetEnum(j, "pooler_activation", kDenseActivations, DenseActivationName,
                             &c.pooler_activation));
+  if (j.contains("relative_attention_buckets"))
+    RETURN_IF_ERROR(GetInt(j, "relative_attention_buckets", 0, 1 << 16,
+                           &c.relative_attention_buckets));
   RETURN_IF_ERROR(GetInt(j, "max_seq_length", 1, c.max_positions(), &c.max_seq_length));
   if (c.hidden_size % c.num_heads != 0)
     return InvalidArgument("metadata: hidden_size is not divisible by num_heads");

@@ -79,7 +79,8 @@ template <typename TensorT, typename Weights>
 std::vector<TensorT*> AllTensors(Weights& w) {
   std::vector<TensorT*> all = {&w.word_embeddings, &w.position_embeddings,
                                &w.token_type_embeddings, &w.emb_ln_gamma, &w.emb_ln_beta,
-                               &w.pooler_w, &w.pooler_b, &w.classifier_w, &w.classifier_b};
+                               &w.pooler_w, &w.pooler_b, &w.classifier_w, &w.classifier_b,
+                               &w.relative_attention_bias};
   for (auto& l : w.layers)
     all.insert(all.end(), {&l.query_w, &l.query_b, &l.key_w, &l.key_b, &l.value_w, &l.value_b,
                            &l.attn_out_w, &l.attn_out_b, &l.attn_ln_gamma, &l.attn_ln_beta,

@@ -4,10 +4,10 @@
 
 namespace bertrt::families {
 
-extern const Family kBert, kRoberta, kDistilBert;
+extern const Family kBert, kRoberta, kDistilBert, kMpnet;
 
 const std::vector<const Family*>& AllFamilies() {
-  static const std::vector<const Family*> kAll = {&kBert, &kRoberta, &kDistilBert};
+  static const std::vector<const Family*> kAll = {&kBert, &kRoberta, &kDistilBert, &kMpnet};
   return kAll;
 }
 

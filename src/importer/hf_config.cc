@@ -19,7 +19,6 @@ const char* RejectionReason(const std::string& model_type) {
       {"electra", "its embedding size differs from the hidden size"},
       {"deberta", "it uses disentangled relative attention"},
       {"deberta-v2", "it uses disentangled relative attention"},
-      {"mpnet", "it uses relative position buckets"},
       {"nomic_bert", "it uses rotary embeddings"},
       {"modernbert", "it uses rotary embeddings and alternating local attention"},
   };

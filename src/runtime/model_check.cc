@@ -89,6 +89,10 @@ Status CheckModel(const Model& model) {
                               "position_embeddings", true));
   RETURN_IF_ERROR(CheckTensor(w.token_type_embeddings, {c.type_vocab_size, h},
                               "token_type_embeddings", true));
+  if (c.relative_attention_buckets > 0)
+    RETURN_IF_ERROR(CheckTensor(w.relative_attention_bias,
+                                {c.relative_attention_buckets, c.num_heads},
+                                "relative_attention_bias"));
   RETURN_IF_ERROR(CheckTensor(w.emb_ln_gamma, {h}, "embeddings LayerNorm weight"));
   RETURN_IF_ERROR(CheckTensor(w.emb_ln_beta, {h}, "embeddings LayerNorm bias"));
   const int64_t inter = c.intermediate_size;

@@ -89,7 +89,8 @@ def log(*args):
 
 # Families beyond BERT: transformers' class-name prefix, and the tokenizer
 # their models get from tests/data/tokenizer (None: --tokenizer's BERT one).
-FAMILY_TOKENIZERS = {"xlmr": ("XLMRoberta", "xlmr"), "distilbert": ("DistilBert", None)}
+FAMILY_TOKENIZERS = {"xlmr": ("XLMRoberta", "xlmr"), "distilbert": ("DistilBert", None),
+                     "mpnet": ("MPNet", None)}
 
 
 def family_config(family, hidden, layers, heads, inter, act, labels):
@@ -105,6 +106,11 @@ def family_config(family, hidden, layers, heads, inter, act, labels):
             num_attention_heads=heads, intermediate_size=inter, max_position_embeddings=514,
             type_vocab_size=1, pad_token_id=1, hidden_act=act, num_labels=labels,
             layer_norm_eps=1e-5)
+    if family == "mpnet":  # BERT's vocabulary: padding_idx 1 is [unused0], never in a text
+        return transformers.MPNetConfig(
+            vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers,
+            num_attention_heads=heads, intermediate_size=inter, max_position_embeddings=514,
+            pad_token_id=1, hidden_act=act, num_labels=labels)
     return transformers.DistilBertConfig(vocab_size=30522, dim=hidden, n_layers=layers,
                                          n_heads=heads, hidden_dim=inter, activation=act,
                                          max_position_embeddings=512, num_labels=labels)
@@ -138,6 +144,10 @@ def make_model(name, shape, head, workdir, tokenizer_dir, seed, pooling="mean",
                 # Scores' spread is 0.0004 * hidden * s^2 with Q and K scaled by s.
                 for lin in (layer.attention.self.query, layer.attention.self.key):
                     lin.weight.mul_((3.0 / (0.0004 * hidden)) ** 0.5)
+    if family == "mpnet":
+        with torch.no_grad():  # a trained model's bias spans about +-2; the init's is 0.02
+            (model.mpnet if hasattr(model, "mpnet") else model).encoder \
+                .relative_attention_bias.weight.mul_(50.0)
     model.save_pretrained(path, safe_serialization=True)
     source = FAMILY_TOKENIZERS.get(family, (None, None))[1]
     if source:
@@ -559,6 +569,14 @@ def suite(args):
                   ["mixed64"], False, []))
     distil_qa = spec("distilbert-base-qa", "distilbert-base", "qa", 15, family="distilbert")
     cases.append((distil_qa, ["mixed64", "pairs32"], default_configs(), [], False, []))
+    # MPNet-base (all-mpnet-base-v2's shape): its relative position bias,
+    # at every distance up to 511.
+    mpnet = spec("mpnet-base-mean-norm", "bert-base", "sentence", 16, family="mpnet",
+                 normalize=True)
+    cases.append((mpnet, ["one", "mixed64", "short256", "long512"], default_configs(),
+                  ["mixed64"], False, []))
+    mpnet_cls = spec("mpnet-base-seqcls", "bert-base", "seq-cls", 17, family="mpnet")
+    cases.append((mpnet_cls, ["mixed64", "pairs32"], default_configs(), [], False, []))
     if args.real_model:
         real = {"name": "all-MiniLM-L6-v2", "shape": "minilm-l6", "head": "sentence",
                 "pooling": "mean", "normalize": True, "path": args.real_model}

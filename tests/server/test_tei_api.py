@@ -415,7 +415,8 @@ def test_xlmr_cross_encoder_reranks_as_transformers(started):
     assert abs(raw[0]["score"] - pair["logits"][0]) < 1e-4 * max(1, abs(pair["logits"][0]))
 
 
-@pytest.mark.parametrize("model", ["xlmr_sentence_mean", "distilbert_sentence_cls"])
+@pytest.mark.parametrize("model", ["xlmr_sentence_mean", "distilbert_sentence_cls",
+                                   "mpnet_sentence_mean"])
 def test_family_embedders_on_embed_and_openai(started, model):
     """multilingual-e5's and msmarco-distilbert's shapes on TEI's and OpenAI's
     routes: sentence-transformers' own embeddings (golden.json)."""

@@ -9,6 +9,7 @@
 
 #include "backends/cpu/cpu_linear.h"
 #include "backends/cpu/cpu_ops.h"
+#include "runtime/relative_position.h"
 
 namespace bertrt::cpu {
 namespace {
@@ -220,8 +221,10 @@ TEST(CpuOps, EmbedLayerNormUsesPositionWithinEachSequence) {
   EXPECT_LT(NormRelErr(out, want), 2e-6);
 }
 
+// `bias`: [heads][2 * span - 1] added to each score by key - query distance (empty: none).
 std::vector<double> RefAttention(const std::vector<float>& qkv, const std::vector<int32_t>& cu,
-                                 int h, int heads) {
+                                 int h, int heads, const std::vector<float>& bias = {},
+                                 int span = 0) {
   const int d = h / heads, tokens = cu.back();
   std::vector<double> ctx(size_t(tokens) * h, 0.0);
   for (size_t s = 0; s + 1 < cu.size(); ++s)
@@ -232,7 +235,9 @@ std::vector<double> RefAttention(const std::vector<float>& qkv, const std::vecto
           double dot = 0.0;
           for (int e = 0; e < d; ++e)
             dot += double{qkv[i * 3 * h + hd * d + e]} * qkv[j * 3 * h + h + hd * d + e];
-          p.push_back(dot / std::sqrt(double(d)));
+          const double b =
+              bias.empty() ? 0.0 : bias[size_t(hd) * (2 * span - 1) + (j - i) + span - 1];
+          p.push_back(dot / std::sqrt(double(d)) + b);
         }
         double mx = *std::max_element(p.begin(), p.end()), sum = 0.0;
         for (double& v : p) sum += (v = std::exp(v - mx));
@@ -250,9 +255,37 @@ TEST(CpuOps, AttentionIsPerSequenceAndHead) {
     const int max_len = 64, tokens = cu.back();
     std::vector<float> qkv = Random(size_t(tokens) * 3 * h, &rng, -2.0f, 2.0f);
     std::vector<float> ctx(size_t(tokens) * h), scratch(AttentionScratchFloats(max_len, 2));
-    Attention(qkv.data(), cu.data(), 4, max_len, h, heads, ctx.data(), scratch.data(), 2);
+    Attention(qkv.data(), cu.data(), 4, max_len, h, heads, {}, ctx.data(), scratch.data(), 2);
     EXPECT_LT(NormRelErr(ctx, RefAttention(qkv, cu, h, heads)), 2e-6) << h << "/" << heads;
   }
+}
+
+// transformers' MPNet relative_position_bucket(j - i, 32, 128), by hand:
+// exact buckets below 8, then log-spaced up to 15, the upper half for keys
+// after the query.
+TEST(RelativePosition, BucketsAsTransformersMpnet) {
+  const std::pair<int, int> cases[] = {{0, 0},   {-1, 1},   {1, 17},   {-7, 7},   {-8, 8},
+                                       {-15, 9}, {-16, 10}, {-31, 11}, {-32, 12}, {-63, 13},
+                                       {-64, 14}, {-127, 15}, {-128, 15}, {-511, 15}, {16, 26},
+                                       {64, 30}, {511, 31}};
+  for (auto [relative, bucket] : cases)
+    EXPECT_EQ(RelativePositionBucket(relative, 32), bucket) << relative;
+}
+
+TEST(CpuOps, AttentionAddsTheRelativePositionBiasByDistance) {
+  std::mt19937 rng(15);
+  const int h = 32, heads = 4, span = 80, max_len = 64;
+  const std::vector<int32_t> cu = {0, 1, 9, 73};
+  const int tokens = cu.back();
+  std::vector<float> qkv = Random(size_t(tokens) * 3 * h, &rng, -1.0f, 1.0f);
+  // Large enough to move the softmax: a bias lost or read at the wrong
+  // distance shows.
+  std::vector<float> bias = Random(size_t(heads) * (2 * span - 1), &rng, -3.0f, 3.0f);
+  std::vector<float> ctx(size_t(tokens) * h), scratch(AttentionScratchFloats(max_len, 2));
+  Attention(qkv.data(), cu.data(), 3, max_len, h, heads, {bias.data(), span}, ctx.data(),
+            scratch.data(), 2);
+  EXPECT_LT(NormRelErr(ctx, RefAttention(qkv, cu, h, heads, bias, span)), 2e-6);
+  EXPECT_GT(NormRelErr(ctx, RefAttention(qkv, cu, h, heads)), 1e-2);
 }
 
 TEST(CpuOps, PoolingAndNormalize) {

@@ -169,6 +169,12 @@ TEST_P(FamilyModelTest, LoadsWithTheFamilysStructure) {
   EXPECT_EQ(m.weights.token_type_embeddings.shape(), (std::vector<int64_t>{1, 32}));
   EXPECT_EQ(m.config.pooler_activation, c.pooler_activation);
   EXPECT_EQ(!m.weights.pooler_w.empty(), c.has_pooler);
+  // MPNet alone has a relative position bias: 32 buckets x 4 heads.
+  const bool mpnet = m.config.model_type == "mpnet";
+  EXPECT_EQ(m.config.relative_attention_buckets, mpnet ? 32 : 0);
+  const std::vector<int64_t> bias_shape = mpnet ? std::vector<int64_t>{32, 4}
+                                                : std::vector<int64_t>{};
+  EXPECT_EQ(m.weights.relative_attention_bias.shape(), bias_shape);
   // Every tensor bound: nothing left over but what transformers itself ignores.
   for (const std::string& n : l.notices) ADD_FAILURE() << c.dir << ": " << n;
 }
@@ -196,7 +202,13 @@ INSTANTIATE_TEST_SUITE_P(
         FamilyCase{"distilbert_qa", "distilbert", HeadKind::kQuestionAnswering, 0,
                    DenseActivation::kRelu, false},
         FamilyCase{"distilbert_sentence_cls", "distilbert", HeadKind::kSentenceEmbedding, 0,
-                   DenseActivation::kRelu, false}),
+                   DenseActivation::kRelu, false},
+        FamilyCase{"mpnet_seq_cls", "mpnet", HeadKind::kSequenceClassification, 2,
+                   DenseActivation::kTanh, true},
+        FamilyCase{"mpnet_token_cls", "mpnet", HeadKind::kTokenClassification, 2,
+                   DenseActivation::kTanh, false},
+        FamilyCase{"mpnet_sentence_mean", "mpnet", HeadKind::kSentenceEmbedding, 2,
+                   DenseActivation::kTanh, true}),
     [](const auto& info) { return std::string(info.param.dir); });
 
 TEST(Importer, DistilBertNamesMapOntoBertsLayout) {

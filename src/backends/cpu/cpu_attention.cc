@@ -34,7 +34,7 @@ void SoftmaxRow(float* row, int n) {
 }  // namespace
 
 void Attention(const float* qkv, const int32_t* cu_seqlens, int num_seqs, int max_len, int h,
-               int heads, float* ctx, float* scratch, int threads) {
+               int heads, const RelativeBias& bias, float* ctx, float* scratch, int threads) {
   const int d = h / heads;
   const int ld = 3 * h;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
@@ -55,6 +55,16 @@ void Attention(const float* qkv, const int32_t* cu_seqlens, int num_seqs, int ma
       const float* k = q + h;
       const float* v = q + 2 * h;
       dnnl_sgemm('N', 'T', len, len, d, scale, q, ld, k, ld, 0.0f, scores, len);
+      if (bias.table) {
+        const int width = 2 * bias.span - 1;
+        for (int i = 0; i < len; ++i) {
+          // Key j's bias: entry j - i + span - 1 of the head's row.
+          const float* row = bias.table + static_cast<size_t>(head) * width + bias.span - 1 - i;
+          float* si = scores + static_cast<size_t>(i) * len;
+#pragma omp simd
+          for (int j = 0; j < len; ++j) si[j] += row[j];
+        }
+      }
       for (int i = 0; i < len; ++i) SoftmaxRow(scores + static_cast<size_t>(i) * len, len);
       dnnl_sgemm('N', 'N', len, d, len, 1.0f, scores, len, v, ld, 0.0f,
                  ctx + static_cast<size_t>(begin) * h + head * d, h);

@@ -15,6 +15,7 @@
 #include "bertrt/engine.h"
 #include "runtime/model_check.h"
 #include "runtime/outputs.h"
+#include "runtime/relative_position.h"
 
 namespace bertrt {
 namespace {
@@ -71,6 +72,7 @@ class CpuEngine final : public Engine {
   cpu::Linear pooler_, classifier_;
   std::vector<cpu::Linear> dense_;  // sentence-transformers Dense modules
   std::vector<Tensor> dense_zero_bias_;  // for Dense modules without a bias
+  std::vector<float> relative_bias_;     // MPNet's (RelativePositionBiasTable); empty: none
   std::mutex mu_;  // Run shares the workspace and the matmul context
   cpu::MatmulContext matmul_;
   std::vector<float> ws_;
@@ -140,6 +142,7 @@ Status CpuEngine::Init() {
     ASSIGN_OR_RETURN(classifier_, MakeLinear({&w.classifier_w}, {&w.classifier_b}, h,
                                              Epilogue::kNone, "classifier"));
   }
+  relative_bias_ = RelativePositionBiasTable(c, w);
   dense_zero_bias_.reserve(w.dense.size());  // no reallocation: dense_ points into it
   for (size_t i = 0; i < w.dense.size(); ++i) {
     const DenseSpec& d = c.dense[i];
@@ -189,7 +192,9 @@ Status CpuEngine::Encoder(const RaggedBatch& batch, const Buffers& b, bool first
                       h, c.layer_norm_eps, b.x, threads_);
   for (CpuLayer& l : layers_) {
     RETURN_IF_ERROR(l.qkv.Run(b.x, t, b.qkv, &matmul_, threads_));
-    cpu::Attention(b.qkv, cu, n, batch.max_len, h, c.num_heads, b.ctx, b.scratch, threads_);
+    cpu::Attention(b.qkv, cu, n, batch.max_len, h, c.num_heads,
+                   {relative_bias_.empty() ? nullptr : relative_bias_.data(), c.max_positions()},
+                   b.ctx, b.scratch, threads_);
     int rows = t;
     if (first_tokens_only && &l == &layers_.back()) {
       // The rest of the last layer on first rows only: 3/4 of its GEMM work.

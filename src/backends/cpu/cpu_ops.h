@@ -66,11 +66,18 @@ void EmbedLayerNorm(const int32_t* ids, const int32_t* types, const int32_t* cu_
 // Floats of scratch Attention needs.
 size_t AttentionScratchFloats(int max_len, int threads);
 
+// A relative position bias added to the scores (runtime/relative_position.h's
+// table: [heads][2 * span - 1]); table null: none.
+struct RelativeBias {
+  const float* table = nullptr;
+  int span = 0;
+};
+
 // qkv [tokens, 3h] (Q | K | V, heads contiguous inside each) -> ctx [tokens, h]:
-// per sequence and head, softmax(Q K^T / sqrt(head_dim)) V over that
+// per sequence and head, softmax(Q K^T / sqrt(head_dim) + bias) V over that
 // sequence's own tokens only.
 void Attention(const float* qkv, const int32_t* cu_seqlens, int num_seqs, int max_len, int h,
-               int heads, float* ctx, float* scratch, int threads);
+               int heads, const RelativeBias& bias, float* ctx, float* scratch, int threads);
 
 // out[s] = x[first token of sequence s]; out may be x.
 void GatherFirstTokens(const float* x, const int32_t* cu_seqlens, int num_seqs, int h,

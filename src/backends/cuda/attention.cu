@@ -1,7 +1,7 @@
 // Attention dispatch and the general path: fp32 arithmetic, any head dim up
 // to kMaxAttentionHeadDim. It serves fp32 engines (exact parity with the CPU
-// engine), head dims the tensor-core kernels do not cover, and GPUs older
-// than sm_80. Also the first-query kernel (FirstQueryAttention).
+// engine), head dims the tensor-core kernels do not cover, GPUs older than
+// sm_80, and MPNet's relative position bias (in every precision, for now). Also the first-query kernel (FirstQueryAttention).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -76,6 +76,10 @@ __global__ void __launch_bounds__(kGenThreads)
       const float* krow = ks + lane * (d + 1);
       float score = 0.0f;
       for (int c = 0; c < d; ++c) score += qrow[c] * krow[c];
+      const int query = q0 + warp * kGenRowsPerWarp + q;
+      if (a.position_bias && key_valid && query < len)
+        score += a.position_bias[static_cast<size_t>(head) * (2 * a.bias_span - 1) +
+                                 a.bias_span - 1 + (k0 + lane) - query];
       score = key_valid ? score : -INFINITY;
       // Key k0 is valid, so the new max is finite.
       const float m_new = fmaxf(m[q], WarpMax(score));
@@ -430,7 +434,8 @@ Status CheckHeadDim(int d) {
 // that the mma.sync kernel's 32-query blocks are what keeps the
 // multiprocessors busy.
 AttentionKernel AutoKernel(Precision p, const AttentionArgs& a, int d) {
-  if (p == Precision::kFp32 || !TensorCoreHeadDim(d) || a.compute_capability < 80)
+  if (p == Precision::kFp32 || !TensorCoreHeadDim(d) || a.compute_capability < 80 ||
+      a.position_bias)
     return AttentionKernel::kGeneral;
   if (WgmmaAttentionBuilt() && a.compute_capability == 90 && !LeavesMostIdle(a))
     return TmaPays(a, d) ? AttentionKernel::kTma : AttentionKernel::kWgmma;
@@ -480,6 +485,8 @@ Status Attention(Precision p, const AttentionArgs& a, Stream stream) {
         "attention: packed windows are for the TMA kernel on sequences of at most " +
         std::to_string(kAttentionWindow) + " tokens (AttentionTakesWindows)");
   if (kernel != AttentionKernel::kGeneral) {
+    if (a.position_bias)
+      return InvalidArgument("attention: a relative position bias takes the general path");
     if (p == Precision::kFp32 || !TensorCoreHeadDim(d))
       return InvalidArgument(
           "attention: the tensor-core kernels take fp16/bf16 at head dims "

@@ -8,6 +8,7 @@
 #include "backends/cuda/kernels.h"
 #include "core/half.h"
 #include "runtime/model_check.h"
+#include "runtime/relative_position.h"
 
 namespace bertrt::cuda {
 namespace {
@@ -96,6 +97,14 @@ StatusOr<DeviceWeights> UploadWeights(const Model& model, Precision precision,
   ASSIGN_OR_RETURN(void* b, up.Upload({&w.emb_ln_beta}, false, "embeddings LayerNorm"));
   dw.emb_gamma = static_cast<const float*>(g);
   dw.emb_beta = static_cast<const float*>(b);
+  const std::vector<float> bias_table = RelativePositionBiasTable(c, w);
+  // Alive until the uploads are done (the synchronize below).
+  const Tensor bias(DType::kF32, {static_cast<int64_t>(bias_table.size())}, bias_table.data(),
+                    nullptr);
+  if (!bias_table.empty()) {
+    ASSIGN_OR_RETURN(void* t, up.Upload({&bias}, false, "relative position bias"));
+    dw.relative_bias = static_cast<const float*>(t);
+  }
 
   for (size_t i = 0; i < w.layers.size(); ++i) {
     const LayerWeights& l = w.layers[i];

@@ -25,6 +25,8 @@ struct DeviceWeights {
   // position: the table's row position_offset, where token 0's lies.
   const void *word = nullptr, *position = nullptr, *type = nullptr;
   const float *emb_gamma = nullptr, *emb_beta = nullptr;
+  // MPNet's relative position bias table (RelativePositionBiasTable); null: none.
+  const float* relative_bias = nullptr;
   std::vector<DeviceLayer> layers;
   const void *pooler_w = nullptr, *pooler_b = nullptr;        // null when the head has no pooler
   const float *classifier_w = nullptr, *classifier_b = nullptr;  // null for base / embedding

@@ -177,7 +177,8 @@ class EncoderForward::Pass {
       a.prefetch.Add(l.ffn_in_w, inter * h_ * e);
       a.prefetch.Add(l.ffn_out_w, h_ * inter * e);
     }
-    if (compact && f_.options_.first_query_attention) {
+    // The first-query kernel has no relative position bias (MPNet).
+    if (compact && f_.options_.first_query_attention && !f_.weights_.relative_bias) {
       RETURN_IF_ERROR(FirstQueryAttention(
           p_, {ws_.qkv, ints_.cu, n_, shape_.max_len, h_, c_.num_heads, ws_.tmp, a.prefetch},
           kernels_));
@@ -237,6 +238,8 @@ AttentionArgs EncoderForward::AttentionArgsFor(const Shape& shape, const Workspa
                   ws.ctx,        compute_capability_, sm_count_};
   a.tokens = shape.tokens;
   a.allow_tma = options_.tma_attention;
+  a.position_bias = weights_.relative_bias;
+  a.bias_span = config_.max_positions();
   if (options_.attention_windows && AttentionTakesWindows(options_.precision, a))
     a.row_bounds = ints.row_bounds;
   return a;

@@ -168,6 +168,11 @@ struct AttentionArgs {
   // of the token's sequence within a window of several. nullptr: by_length
   // lists sequences.
   const int32_t* row_bounds = nullptr;
+  // MPNet's relative position bias (runtime/relative_position.h's table,
+  // [heads][2 * bias_span - 1]), added to every score; only the general path
+  // takes it. nullptr: none.
+  const float* position_bias = nullptr;
+  int bias_span = 0;
 };
 
 // Largest head dimension Attention supports.
