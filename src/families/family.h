@@ -1,7 +1,7 @@
 // A model family, described once: how its config.json maps onto bertrt's
 // ModelConfig (sizes and the structure fields both engines run: position
 // offset, token types, the classifier's activation) and where its checkpoints
-// keep each weight. One file per family (bert.cc, roberta.cc, distilbert.cc)
+// keep each weight. One file per family (bert.cc, roberta.cc, distilbert.cc, mpnet.cc)
 // defines one Family; AllFamilies lists them. The head (architectures[0]'s
 // ...ForSequenceClassification etc.) is read the same way for every family
 // (importer/hf_config.cc); a family only says where the head's weights are.
