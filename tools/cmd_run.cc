@@ -333,7 +333,7 @@ int Run(const RunFlags& flags) {
   RunContext ctx;
   ctx.config = &config;
   ctx.text_lines = flags.input_format == "text";
-  ctx.hidden_states = flags.output == "last_hidden_state";
+  ctx.hidden_states = flags.output == kLastHiddenState;
   // run cuts what is too long (the server refuses it unless asked).
   ctx.encode.truncate = true;
   auto truncation = ParseTruncation(flags.truncation);
@@ -596,7 +596,7 @@ void RegisterRunCommand(CLI::App& app, int& exit_code) {
                   "default_prompt_name, if any)");
   cmd->add_option("--output", flags->output,
                   "default (the head's outputs) or last_hidden_state (per-token states)")
-      ->check(CLI::IsMember({"default", "last_hidden_state"}));
+      ->check(CLI::IsMember({"default", kLastHiddenState}));
   cmd->add_option("--output-npy", flags->output_npy,
                   "Write the vectors (embedding, pooler_output or sequence logits) to FILE as "
                   "a float32 [inputs, width] .npy array (numpy.load opens it) instead of JSON "

@@ -457,9 +457,6 @@ Result<json> EmbedAll(const Call& c) {
   RETURN_IF_API_ERROR(CheckBatch(m, items.size(), "inputs"));
   ASSIGN_OR_RETURN(EncodeOptions o, ReadEncodeOptions(c.body));
   RETURN_IF_API_ERROR(NotEmbedding(m));
-  if (!m.FindOutput(kLastHiddenState))
-    return WrongModel(std::string("this model's engine gives no per-token hidden states (") +
-                      kLastHiddenState + ")");
   ASSIGN_OR_RETURN(auto seqs, EncodeItems(m, std::move(items), o));
   ASSIGN_OR_RETURN(InferResult r, Run(c, std::move(seqs), true));
   const NamedOutput* h = r.outputs.Find(kLastHiddenState);
