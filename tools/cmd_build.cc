@@ -104,8 +104,8 @@ int Verify(const BuildFlags& flags, const Plan& plan, std::shared_ptr<const Mode
   plan_flags.precision = on_gpu ? PrecisionName(precision) : "fp32";
   auto plan_engine = CreateEngine(plan.model, plan_flags);
   if (!plan_engine.ok()) return Fail(plan_engine.status(), kExitRuntimeError);
-  auto report = CompareEngines(**ref_engine, **plan_engine, *plan.tokenizer, samples,
-                               plan.model->config.max_seq_length);
+  auto report = CompareEngines(DescribeOutputs(*reference), **ref_engine, **plan_engine,
+                               *plan.tokenizer, samples, plan.model->config.max_seq_length);
   if (!report.ok()) return Fail(report.status(), kExitRuntimeError);
   const VerifyReport& r = *report;
   std::printf("verify: %d samples, %s on %s (%s weights) vs fp32 reference on cpu\n", r.samples,

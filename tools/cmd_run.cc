@@ -7,6 +7,7 @@
 // chunks; worker threads parse and encode a chunk, submit it to the batcher
 // (which joins the chunks in flight into the engine's batches) and format its
 // results; a writer thread writes the chunks back in order.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,9 +24,7 @@
 #include <map>
 #include <mutex>
 #include <string>
-#include <sys/stat.h>
 #include <thread>
-#include <tuple>
 #include <vector>
 
 #include "cli_util.h"
@@ -51,6 +50,14 @@ struct RunFlags {
   std::string prompt_name;  // "": the model's default prompt, if any
 };
 
+// One key of a result's JSON record: an output's values, or (`label`) the
+// name of the label its row's largest value scores.
+struct RecordKey {
+  std::string key;
+  const OutputDescription* output;
+  bool label = false;
+};
+
 // What every chunk needs to turn lines into results.
 struct RunContext {
   server::ServedModel* model;
@@ -58,9 +65,10 @@ struct RunContext {
   server::EncodeOptions encode;  // always truncate; --max-length, --truncation, --prompt-name
   bool text_lines = false;     // --input-format text
   bool hidden_states = false;  // --output last_hidden_state
-  // --output-npy: the per-sequence output written as rows, and its width.
-  const char* npy_output = nullptr;
-  int npy_width = 0;
+  std::vector<OutputDescription> outputs;  // the model's; what the pointers below point into
+  std::vector<RecordKey> record;           // the keys of each JSON record, in order
+  // --output-npy: the per-sequence output written as rows.
+  const OutputDescription* npy_output = nullptr;
 };
 
 // Consecutive input lines, from reading to writing.
@@ -69,7 +77,7 @@ struct Chunk {
   std::vector<std::string> lines;
   // Filled by a worker.
   std::string json;              // the records, one line each (JSON Lines output)
-  std::vector<float> npy_rows;   // lines x npy_width (.npy output; NaN for failed lines)
+  std::vector<float> npy_rows;   // lines x npy width (.npy output; NaN for failed lines)
   std::string errors;            // "line N: ..." lines for stderr (.npy output)
   bool all_ok = true;            // no line failed
   Status fatal;                  // the engine failed: the run stops here
@@ -111,61 +119,53 @@ void AppendKey(std::string& out, const char* key, bool first) {
 // with nlohmann's tree, each number cost more than the model did.
 void AppendRecord(const RunContext& ctx, const InferResult& r, int seq, std::string& out) {
   const int begin = r.cu_seqlens[seq], len = r.cu_seqlens[seq + 1] - begin;
-  auto per_seq = [&](const char* name) {
-    const NamedOutput& o = *r.outputs.Find(name);
+  auto per_seq = [&](const NamedOutput& o) {
     AppendFloats(out, o.data.data() + static_cast<size_t>(seq) * o.width, o.width);
   };
-  auto per_token = [&](const char* name) {
-    const NamedOutput& o = *r.outputs.Find(name);
+  auto per_token = [&](const NamedOutput& o) {
     if (o.width == 1)
       AppendFloats(out, o.data.data() + begin, len);
     else
       AppendRows(out, o.data.data() + static_cast<size_t>(begin) * o.width, len, o.width);
   };
-  if (ctx.hidden_states) {
-    AppendKey(out, "last_hidden_state", true);
-    per_token("last_hidden_state");
-    out += "}\n";
-    return;
-  }
-  switch (ctx.config->head) {
-    case HeadKind::kSequenceClassification: {
-      const NamedOutput& logits = *r.outputs.Find("logits");
-      const float* row = logits.data.data() + static_cast<size_t>(seq) * logits.width;
-      const int best = static_cast<int>(std::max_element(row, row + logits.width) - row);
-      AppendKey(out, "label", true);
+  for (const RecordKey& k : ctx.record) {
+    AppendKey(out, k.key.c_str(), &k == &ctx.record.front());
+    const NamedOutput& o = *r.outputs.Find(k.output->name);
+    if (k.label) {
+      const float* row = o.data.data() + static_cast<size_t>(seq) * o.width;
+      const int best = static_cast<int>(std::max_element(row, row + o.width) - row);
       out += nlohmann::json(ctx.config->LabelName(best))
                  .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-      AppendKey(out, "logits", false);
-      per_seq("logits");
-      break;
+    } else if (o.per_token) {
+      per_token(o);
+    } else {
+      per_seq(o);
     }
-    case HeadKind::kTokenClassification:
-      AppendKey(out, "logits", true);
-      per_token("logits");
-      break;
-    case HeadKind::kQuestionAnswering:
-      AppendKey(out, "end_logits", true);
-      per_token("end_logits");
-      AppendKey(out, "start_logits", false);
-      per_token("start_logits");
-      break;
-    case HeadKind::kSentenceEmbedding:
-      AppendKey(out, "embedding", true);
-      per_seq("embedding");
-      break;
-    case HeadKind::kBase:
-      AppendKey(out, "pooler_output", true);
-      per_seq("pooler_output");
-      break;
   }
   out += "}\n";
+}
+
+// The keys of each record: the outputs a run returns (with --output
+// last_hidden_state the hidden states alone), and a per-sequence label
+// score's label, in name order (as the records were when written through
+// nlohmann's sorted objects: "end_logits" before "start_logits").
+std::vector<RecordKey> RecordKeys(const std::vector<OutputDescription>& outputs,
+                                  bool hidden_states) {
+  std::vector<RecordKey> keys;
+  for (const OutputDescription& o : outputs) {
+    if (o.on_request != hidden_states) continue;
+    keys.push_back({o.name, &o});
+    if (o.scores_labels && !o.per_token) keys.push_back({"label", &o, true});
+  }
+  std::sort(keys.begin(), keys.end(),
+            [](const RecordKey& a, const RecordKey& b) { return a.key < b.key; });
+  return keys;
 }
 
 void AppendError(const Status& error, Chunk& chunk, const RunContext& ctx) {
   chunk.all_ok = false;
   if (ctx.npy_output) {
-    chunk.npy_rows.insert(chunk.npy_rows.end(), ctx.npy_width,
+    chunk.npy_rows.insert(chunk.npy_rows.end(), ctx.npy_output->width,
                           std::numeric_limits<float>::quiet_NaN());
     chunk.errors += "error: " + error.message() + "\n";
     return;
@@ -215,7 +215,7 @@ void ProcessChunk(const RunContext& ctx, Chunk& chunk) {
       continue;
     }
     if (ctx.npy_output) {
-      const NamedOutput& o = *result.outputs.Find(ctx.npy_output);
+      const NamedOutput& o = *result.outputs.Find(ctx.npy_output->name);
       const float* row = o.data.data() + static_cast<size_t>(seq) * o.width;
       chunk.npy_rows.insert(chunk.npy_rows.end(), row, row + o.width);
     } else {
@@ -312,20 +312,12 @@ class RunProgress {
   Clock::time_point start_, last_{};
 };
 
-// The per-sequence output an .npy file takes, or why the head has none.
-StatusOr<std::pair<const char*, int>> NpyOutput(const ModelConfig& c, bool hidden_states) {
-  if (!hidden_states) {
-    switch (c.head) {
-      case HeadKind::kSentenceEmbedding:
-        return std::pair{"embedding", c.embedding_width()};
-      case HeadKind::kBase:
-        return std::pair{"pooler_output", c.hidden_size};
-      case HeadKind::kSequenceClassification:
-        return std::pair{"logits", c.num_labels};
-      default:
-        break;
-    }
-  }
+// The per-sequence output an .npy file takes (a row per input), or why the
+// run has none.
+StatusOr<const OutputDescription*> NpyOutput(const std::vector<OutputDescription>& outputs,
+                                             bool hidden_states) {
+  for (const OutputDescription& o : outputs)
+    if (o.on_request == hidden_states && !o.per_token) return &o;
   return InvalidArgument("--output-npy writes one vector per input (embeddings, pooler "
                          "outputs or sequence logits); this run's outputs are per token: "
                          "use JSON Lines");
@@ -341,7 +333,7 @@ int Run(const RunFlags& flags) {
   RunContext ctx;
   ctx.config = &config;
   ctx.text_lines = flags.input_format == "text";
-  ctx.hidden_states = flags.output == "last_hidden_state";
+  ctx.hidden_states = flags.output == kLastHiddenState;
   // run cuts what is too long (the server refuses it unless asked).
   ctx.encode.truncate = true;
   auto truncation = ParseTruncation(flags.truncation);
@@ -360,17 +352,19 @@ int Run(const RunFlags& flags) {
                                 std::to_string(config.max_positions()) +
                                 " position embeddings"),
                 kExitUsage);
-  if (config.head == HeadKind::kBase && loaded->model->weights.pooler_w.empty() &&
-      !ctx.hidden_states)
+  ctx.outputs = DescribeOutputs(*loaded->model);
+  ctx.record = RecordKeys(ctx.outputs, ctx.hidden_states);
+  // Only a BertModel saved without its pooler has no output but the hidden states.
+  if (ctx.record.empty())
     return Fail(InvalidArgument("this BertModel has no pooler (saved without its pooling "
                                 "layer), so its only output is per token: add --output "
                                 "last_hidden_state"),
                 kExitUsage);
   NpyWriter npy;
   if (!flags.output_npy.empty()) {
-    auto out = NpyOutput(config, ctx.hidden_states);
+    auto out = NpyOutput(ctx.outputs, ctx.hidden_states);
     if (!out.ok()) return Fail(out.status(), kExitUsage);
-    std::tie(ctx.npy_output, ctx.npy_width) = *out;
+    ctx.npy_output = *out;
   }
 
   std::ifstream file;
@@ -384,7 +378,7 @@ int Run(const RunFlags& flags) {
   }
   std::istream& in = flags.input == "-" ? std::cin : file;
   if (!flags.output_npy.empty()) {
-    if (Status st = npy.Open(flags.output_npy, ctx.npy_width); !st.ok())
+    if (Status st = npy.Open(flags.output_npy, ctx.npy_output->width); !st.ok())
       return Fail(st, kExitUsage);
   }
 
@@ -493,7 +487,7 @@ int Run(const RunFlags& flags) {
           cv.notify_all();
           return;
         }
-        texts_written += chunk.npy_rows.size() / ctx.npy_width;
+        texts_written += chunk.npy_rows.size() / ctx.npy_output->width;
       } else {
         std::fwrite(chunk.json.data(), 1, chunk.json.size(), stdout);
         texts_written += std::count(chunk.json.begin(), chunk.json.end(), '\n');
@@ -602,7 +596,7 @@ void RegisterRunCommand(CLI::App& app, int& exit_code) {
                   "default_prompt_name, if any)");
   cmd->add_option("--output", flags->output,
                   "default (the head's outputs) or last_hidden_state (per-token states)")
-      ->check(CLI::IsMember({"default", "last_hidden_state"}));
+      ->check(CLI::IsMember({"default", kLastHiddenState}));
   cmd->add_option("--output-npy", flags->output_npy,
                   "Write the vectors (embedding, pooler_output or sequence logits) to FILE as "
                   "a float32 [inputs, width] .npy array (numpy.load opens it) instead of JSON "

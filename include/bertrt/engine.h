@@ -33,8 +33,7 @@ struct RaggedBatch {
 // One output tensor. Per-sequence outputs are [num_seqs, width]; per-token
 // outputs are ragged [num_tokens, width], split by the batch's cu_seqlens.
 struct NamedOutput {
-  std::string
-      name;  // logits, start_logits, end_logits, embedding, pooler_output, last_hidden_state
+  std::string name;  // as DescribeOutputs (bertrt/head_outputs.h) names and lays it out
   bool per_token = false;
   int width = 0;
   std::vector<float> data;

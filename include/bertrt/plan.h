@@ -20,6 +20,7 @@
 #include "bertrt/cuda_engine.h"
 #include "bertrt/devices.h"
 #include "bertrt/engine.h"
+#include "bertrt/head_outputs.h"
 #include "bertrt/model.h"
 #include "bertrt/status.h"
 #include "bertrt/tokenizer.h"
@@ -134,17 +135,19 @@ struct VerifyReport {
 StatusOr<RaggedBatch> EncodeSamples(const Tokenizer& tokenizer,
                                     const std::vector<VerifySample>& samples, int max_length);
 
-// Compares the head's main output of two runs of `batch`. A classification
-// row (logits, QA start/end) whose argmaxes differ counts as disagreeing
-// unless the reference's two classes lie within 1% of the row's largest
-// magnitude: a near tie, which any rounding may flip.
-StatusOr<VerifyReport> CompareOutputs(HeadKind head, const RaggedBatch& batch,
-                                      const BatchOutputs& reference,
+// Compares the head's outputs (those of `outputs`, DescribeOutputs', that a
+// run returns unasked) of two runs of `batch`. A row of an argmax output
+// (logits, QA start/end) whose argmaxes differ counts as disagreeing unless
+// the reference's two classes lie within 1% of the row's largest magnitude: a
+// near tie, which any rounding may flip.
+StatusOr<VerifyReport> CompareOutputs(const std::vector<OutputDescription>& outputs,
+                                      const RaggedBatch& batch, const BatchOutputs& reference,
                                       const BatchOutputs& candidate);
 
 // Encodes the samples, runs both engines on them as one batch and compares
-// the head's main output.
-StatusOr<VerifyReport> CompareEngines(Engine& reference, Engine& candidate,
+// the head's outputs (`outputs`: the model's).
+StatusOr<VerifyReport> CompareEngines(const std::vector<OutputDescription>& outputs,
+                                      Engine& reference, Engine& candidate,
                                       const Tokenizer& tokenizer,
                                       const std::vector<VerifySample>& samples, int max_length);
 
@@ -170,7 +173,7 @@ class EngineSelfCheck {
   StatusOr<VerifyReport> Check(Engine& engine, Precision precision) const;
 
  private:
-  HeadKind head_ = HeadKind::kBase;
+  std::vector<OutputDescription> outputs_;  // the model's
   RaggedBatch batch_;
   BatchOutputs reference_;
 };

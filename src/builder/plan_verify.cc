@@ -13,21 +13,6 @@
 namespace bertrt {
 namespace {
 
-// The outputs that carry the head's answer, and whether each row's argmax
-// is the prediction (classification-like heads).
-std::vector<std::string> ComparedOutputs(HeadKind head, bool* argmax) {
-  *argmax = true;
-  switch (head) {
-    case HeadKind::kSequenceClassification:
-    case HeadKind::kTokenClassification: return {"logits"};
-    case HeadKind::kQuestionAnswering: return {"start_logits", "end_logits"};
-    case HeadKind::kSentenceEmbedding: *argmax = false; return {"embedding"};
-    case HeadKind::kBase: break;
-  }
-  *argmax = false;
-  return {"pooler_output"};
-}
-
 struct Row {
   const float* data;
   size_t n;
@@ -101,14 +86,17 @@ StatusOr<RaggedBatch> EncodeSamples(const Tokenizer& tokenizer,
   return batch;
 }
 
-StatusOr<VerifyReport> CompareOutputs(HeadKind head, const RaggedBatch& batch,
-                                      const BatchOutputs& want, const BatchOutputs& got) {
+StatusOr<VerifyReport> CompareOutputs(const std::vector<OutputDescription>& outputs,
+                                      const RaggedBatch& batch, const BatchOutputs& want,
+                                      const BatchOutputs& got) {
   VerifyReport report;
   report.samples = batch.num_seqs();
-  bool argmax = false;
   double sum_abs = 0;
   size_t count = 0;
-  for (const std::string& name : ComparedOutputs(head, &argmax)) {
+  for (const OutputDescription& compared : outputs) {
+    if (!Returned(compared, /*last_hidden_state=*/false)) continue;
+    const std::string& name = compared.name;
+    const bool argmax = compared.argmax;
     const NamedOutput* a = want.Find(name);
     const NamedOutput* b = got.Find(name);
     if (!a || !b || a->data.size() != b->data.size() || a->width != b->width)
@@ -141,17 +129,22 @@ StatusOr<VerifyReport> CompareOutputs(HeadKind head, const RaggedBatch& batch,
       }
     }
   }
+  // A BertModel without its pooler returns nothing unasked.
+  if (report.output_name.empty())
+    return InvalidArgument(std::string("verify: the model returns nothing but ") +
+                           kLastHiddenState + " (a BertModel without its pooler) to compare");
   report.mean_abs_diff = count ? sum_abs / static_cast<double>(count) : 0;
   return report;
 }
 
-StatusOr<VerifyReport> CompareEngines(Engine& reference, Engine& candidate,
+StatusOr<VerifyReport> CompareEngines(const std::vector<OutputDescription>& outputs,
+                                      Engine& reference, Engine& candidate,
                                       const Tokenizer& tokenizer,
                                       const std::vector<VerifySample>& samples, int max_length) {
   ASSIGN_OR_RETURN(const RaggedBatch batch, EncodeSamples(tokenizer, samples, max_length));
   ASSIGN_OR_RETURN(BatchOutputs want, reference.Run(batch, {}));
   ASSIGN_OR_RETURN(BatchOutputs got, candidate.Run(batch, {}));
-  return CompareOutputs(reference.config().head, batch, want, got);
+  return CompareOutputs(outputs, batch, want, got);
 }
 
 Status CheckVerifyThresholds(const VerifyReport& r, Precision precision) {
@@ -184,7 +177,7 @@ std::string DescribeReport(const VerifyReport& r) {
 StatusOr<EngineSelfCheck> EngineSelfCheck::Create(std::shared_ptr<const Model> model,
                                                   const Tokenizer& tokenizer) {
   EngineSelfCheck check;
-  check.head_ = model->config.head;
+  check.outputs_ = DescribeOutputs(*model);
   // The long sample runs at the model's full length (up to 512), where the
   // GPU kernels take their long-sequence paths.
   ASSIGN_OR_RETURN(check.batch_, EncodeSamples(tokenizer, BuiltInVerifySamples(),
@@ -197,7 +190,7 @@ StatusOr<EngineSelfCheck> EngineSelfCheck::Create(std::shared_ptr<const Model> m
 
 StatusOr<VerifyReport> EngineSelfCheck::Check(Engine& engine, Precision precision) const {
   ASSIGN_OR_RETURN(const BatchOutputs got, engine.Run(batch_, {}));
-  ASSIGN_OR_RETURN(VerifyReport report, CompareOutputs(head_, batch_, reference_, got));
+  ASSIGN_OR_RETURN(VerifyReport report, CompareOutputs(outputs_, batch_, reference_, got));
   if (Status within = CheckVerifyThresholds(report, precision); !within.ok())
     return FailedPrecondition(
         "self-check failed: " + engine.device() + " disagrees with the CPU engine in fp32 on " +

@@ -2,29 +2,54 @@
 
 #include <algorithm>
 #include <cmath>
-#include <utility>
 
 namespace bertrt {
 
-NamedOutput MakeOutput(std::string name, bool per_token, int width, const float* data,
-                       size_t rows) {
-  NamedOutput o;
-  o.name = std::move(name);
-  o.per_token = per_token;
-  o.width = width;
-  o.data.assign(data, data + rows * static_cast<size_t>(width));
-  return o;
+StatusOr<BatchOutputs> AssembleOutputs(const std::vector<OutputDescription>& outputs,
+                                       bool last_hidden_state, const HostArrays& arrays,
+                                       size_t tokens, size_t seqs) {
+  BatchOutputs out;
+  for (const OutputDescription& o : outputs) {
+    if (!Returned(o, last_hidden_state)) continue;
+    const HostArray& a = arrays[o.array];
+    if (!a.data) return Internal("the engine computed no array for output " + o.name);
+    const size_t rows = o.per_token ? tokens : seqs, width = o.width;
+    const size_t stride = a.stride;
+    const float* from = a.data + (o.first_column - a.first_column);
+    NamedOutput& n = out.outputs.emplace_back();
+    n.name = o.name;
+    n.per_token = o.per_token;
+    n.width = o.width;
+    if (stride == width) {
+      n.data.assign(from, from + rows * width);
+    } else if (width == 1) {  // a column of a wider array: question answering's logits
+      n.data.resize(rows);
+      for (size_t r = 0; r < rows; ++r) n.data[r] = from[r * stride];
+    } else {
+      n.data.resize(rows * width);
+      for (size_t r = 0; r < rows; ++r)
+        std::copy_n(from + r * stride, width, n.data.begin() + r * width);
+    }
+  }
+  return out;
 }
 
-void AppendQuestionAnsweringOutputs(const float* logits, size_t tokens, BatchOutputs* out) {
-  NamedOutput start{"start_logits", true, 1, std::vector<float>(tokens)};
-  NamedOutput end{"end_logits", true, 1, std::vector<float>(tokens)};
-  for (size_t t = 0; t < tokens; ++t) {
-    start.data[t] = logits[2 * t];
-    end.data[t] = logits[2 * t + 1];
+std::vector<ArraySpan> ArraySpans(const std::vector<OutputDescription>& outputs,
+                                  bool last_hidden_state) {
+  std::vector<ArraySpan> spans;
+  for (const OutputDescription& o : outputs) {
+    if (!Returned(o, last_hidden_state)) continue;
+    const int begin = o.first_column, end = o.first_column + o.width;
+    auto same = std::find_if(spans.begin(), spans.end(),
+                             [&](const ArraySpan& s) { return s.array == o.array; });
+    if (same == spans.end()) {
+      spans.push_back({o.array, o.per_token, o.array_width, begin, end});
+    } else {
+      same->begin = std::min(same->begin, begin);
+      same->end = std::max(same->end, end);
+    }
   }
-  out->outputs.push_back(std::move(start));
-  out->outputs.push_back(std::move(end));
+  return spans;
 }
 
 std::vector<float> ClassScores(const float* logits, int n) {
@@ -38,23 +63,6 @@ std::vector<float> ClassScores(const float* logits, int n) {
   for (float& v : p) sum += (v = std::exp(v - top));
   for (float& v : p) v = static_cast<float>(v / sum);
   return p;
-}
-
-bool OutputsReadOnlyFirstTokens(const ModelConfig& config, bool has_pooler,
-                                bool last_hidden_state) {
-  if (last_hidden_state) return false;
-  switch (config.head) {
-    case HeadKind::kBase:
-    case HeadKind::kSequenceClassification:
-      return has_pooler;
-    case HeadKind::kSentenceEmbedding:
-      // Without the prompt, cls pooling takes the first token after it.
-      return config.include_prompt && config.pooling_modes == std::vector<Pooling>{Pooling::kCls};
-    case HeadKind::kTokenClassification:
-    case HeadKind::kQuestionAnswering:
-      return false;
-  }
-  return false;
 }
 
 }  // namespace bertrt

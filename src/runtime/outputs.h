@@ -1,34 +1,53 @@
-// Output assembly shared by the backends: the names, shapes and ragged layout
-// of what each head returns, from host arrays the backend computed.
+// Output assembly shared by the backends: a run's outputs, as DescribeOutputs
+// lays them out, copied out of the head's arrays the backend computed.
 #pragma once
 
 #include <cstddef>
-#include <string>
 #include <vector>
 
 #include "bertrt/engine.h"
+#include "bertrt/head_outputs.h"
 #include "bertrt/model.h"
 
 namespace bertrt {
 
-// Copies rows x width floats into a new output.
-NamedOutput MakeOutput(std::string name, bool per_token, int width, const float* data,
-                       size_t rows);
+// A head array's values on the host: column c of row r at
+// data[r * stride + c - first_column] (a backend may hold only the columns
+// its outputs read: ArraySpans).
+struct HostArray {
+  const float* data = nullptr;
+  int stride = 0;
+  int first_column = 0;
+};
 
-// Splits qa_outputs logits [tokens, 2] into start_logits and end_logits,
-// per token, width 1.
-void AppendQuestionAnsweringOutputs(const float* logits, size_t tokens, BatchOutputs* out);
+struct HostArrays {
+  HostArray arrays[kHeadArrayCount];
+  HostArray& operator[](HeadArray a) { return arrays[static_cast<int>(a)]; }
+  const HostArray& operator[](HeadArray a) const { return arrays[static_cast<int>(a)]; }
+};
+
+// The outputs a run returns (the on-request ones only with
+// `last_hidden_state`), in `outputs`' order, each copied out of its array's
+// rows: `tokens` of them per token, else `seqs`. Internal when an array an
+// output reads was not computed.
+StatusOr<BatchOutputs> AssembleOutputs(const std::vector<OutputDescription>& outputs,
+                                       bool last_hidden_state, const HostArrays& arrays,
+                                       size_t tokens, size_t seqs);
+
+// The columns [begin, end) of one head array that a run's outputs read, in
+// the order the outputs first read each array: what a backend that computes
+// in device memory copies back (once per array, however many outputs read it).
+struct ArraySpan {
+  HeadArray array;
+  bool per_token;
+  int array_width, begin, end;
+};
+std::vector<ArraySpan> ArraySpans(const std::vector<OutputDescription>& outputs,
+                                  bool last_hidden_state);
 
 // A classifier's scores from its logits, as TEI and transformers' pipelines
 // give them: a softmax over several labels, a sigmoid of a single logit (a
 // cross-encoder's relevance).
 std::vector<float> ClassScores(const float* logits, int n);
-
-// Whether the outputs read only each sequence's first token of the last
-// layer: a pooler (sequence classification, the base model's pooler_output)
-// or CLS pooling, and no hidden states asked for. The backends then run the
-// last layer after its attention on those rows alone.
-bool OutputsReadOnlyFirstTokens(const ModelConfig& config, bool has_pooler,
-                                bool last_hidden_state);
 
 }  // namespace bertrt

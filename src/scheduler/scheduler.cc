@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <numeric>
 
+#include "bertrt/head_outputs.h"
+
 namespace bertrt {
 namespace {
 
@@ -26,7 +28,8 @@ InferResult Slice(const BatchOutputs& all, const RaggedBatch& batch, int first, 
   for (int s = first; s < first + count; ++s)
     r.cu_seqlens.push_back(batch.cu_seqlens[s + 1] - tok_begin);
   for (const NamedOutput& o : all.outputs) {
-    if (o.name == "last_hidden_state" && !keep_hidden) continue;
+    // A request that did not ask for the hidden states shares a batch with one that did.
+    if (o.name == kLastHiddenState && !keep_hidden) continue;
     NamedOutput mine{o.name, o.per_token, o.width, {}};
     const size_t begin = static_cast<size_t>(o.per_token ? tok_begin : first) * o.width;
     const size_t end = static_cast<size_t>(o.per_token ? tok_end : first + count) * o.width;

@@ -260,7 +260,7 @@ TEST(CudaEngineTest, RealWidthsAndDepthsMatchTheCpuEngine) {
       for (const char* run : {"eager", "graph"}) {
         auto got = (*gpu)->Run(batch, {});
         ASSERT_TRUE(got.ok()) << got.status().ToString();
-        auto report = CompareOutputs(s.head, batch, *want, *got);
+        auto report = CompareOutputs(DescribeOutputs(*model), batch, *want, *got);
         ASSERT_TRUE(report.ok()) << report.status().ToString();
         const Status within = CheckVerifyThresholds(*report, p);
         EXPECT_TRUE(within.ok()) << s.name << " " << PrecisionName(p) << " " << run << ": "

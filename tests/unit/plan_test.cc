@@ -166,7 +166,8 @@ TEST_P(HalfPlan, KeepsStoredDtypesAndRunsOnTheCpuWithCloseOutputs) {
   const RaggedBatch batch = Encode(*hf->tokenizer);
   auto ref = CreateCpuEngine(hf->model, {1});
   auto cand = CreateCpuEngine(plan->model, {1});
-  auto report = CompareEngines(**ref, **cand, *hf->tokenizer, BuiltInVerifySamples(), 64);
+  auto report = CompareEngines(DescribeOutputs(*hf->model), **ref, **cand, *hf->tokenizer,
+                               BuiltInVerifySamples(), 64);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_GT(report->min_cosine, 0.999);
   EXPECT_GT(report->max_abs_diff, 0.0);  // the weights really were rounded

@@ -92,16 +92,20 @@ TEST(EngineSelfCheck, NearTiesMayFlipButClearArgmaxesMayNot) {
     out.outputs.push_back({"logits", false, 3, std::move(v)});
     return out;
   };
+  ModelConfig classifier;
+  classifier.head = HeadKind::kSequenceClassification;
+  classifier.num_labels = 3;
+  const std::vector<OutputDescription> outputs = DescribeOutputs(classifier, /*has_pooler=*/true);
   // Row 0: classes 0 and 1 within 1% of the row's scale in the reference.
   const BatchOutputs want = logits({2.000f, 1.995f, -1.0f, 0.5f, 3.0f, -2.0f});
-  auto tie = CompareOutputs(HeadKind::kSequenceClassification, batch, want,
-                            logits({1.995f, 2.000f, -1.0f, 0.5f, 3.0f, -2.0f}));
+  auto tie =
+      CompareOutputs(outputs, batch, want, logits({1.995f, 2.000f, -1.0f, 0.5f, 3.0f, -2.0f}));
   ASSERT_TRUE(tie.ok());
   EXPECT_EQ(tie->argmax_equal, 2);
   EXPECT_TRUE(CheckVerifyThresholds(*tie, Precision::kFp16).ok());
   // Row 1: class 1 clearly ahead in the reference, class 0 in the candidate.
-  auto flip = CompareOutputs(HeadKind::kSequenceClassification, batch, want,
-                             logits({2.000f, 1.995f, -1.0f, 3.2f, 3.0f, -2.0f}));
+  auto flip =
+      CompareOutputs(outputs, batch, want, logits({2.000f, 1.995f, -1.0f, 3.2f, 3.0f, -2.0f}));
   ASSERT_TRUE(flip.ok());
   EXPECT_EQ(flip->argmax_equal, 1);
   EXPECT_FALSE(CheckVerifyThresholds(*flip, Precision::kFp16).ok());

@@ -8,8 +8,9 @@ namespace bertrt::server {
 namespace {
 
 // A sentence-embedding model of width 32 (and its per-token states), 64 tokens.
-const std::vector<OutputSpec> kOutputs = {{"embedding", false, 32},
-                                          {"last_hidden_state", true, 32}};
+const std::vector<OutputDescription> kOutputs = {
+    {.name = "embedding", .per_token = false, .width = 32},
+    {.name = "last_hidden_state", .per_token = true, .width = 32}};
 
 Status Check(const std::string& text) {
   auto c = ParseModelConfig(text, "repo/m/config.pbtxt", "m");

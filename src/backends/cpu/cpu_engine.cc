@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -44,7 +43,7 @@ struct Buffers {
 class CpuEngine final : public Engine {
  public:
   CpuEngine(std::shared_ptr<const Model> model, int threads)
-      : model_(std::move(model)), threads_(threads) {}
+      : model_(std::move(model)), outputs_(DescribeOutputs(*model_)), threads_(threads) {}
 
   Status Init();
   StatusOr<BatchOutputs> Run(const RaggedBatch& batch, const RunOptions& options) override;
@@ -67,6 +66,7 @@ class CpuEngine final : public Engine {
                                    Epilogue epilogue, const char* name);
 
   std::shared_ptr<const Model> model_;
+  const std::vector<OutputDescription> outputs_;  // what Heads returns
   int threads_;
   std::vector<CpuLayer> layers_;
   cpu::Linear pooler_, classifier_;
@@ -240,30 +240,24 @@ Status CpuEngine::Heads(const RaggedBatch& batch, const RunOptions& options,
     }
     ASSIGN_OR_RETURN(pooled, Dense(first, n, pooler_, ActFor(c.pooler_activation)));
   }
+  // The arrays the head's outputs are read from (DescribeOutputs).
+  HostArrays arrays;
+  std::vector<float> logits, emb;
   switch (c.head) {
     case HeadKind::kBase:
-      if (!pooler_.empty())
-        out->outputs.push_back(MakeOutput("pooler_output", false, h, pooled.data(), n));
       break;
     case HeadKind::kSequenceClassification: {
-      ASSIGN_OR_RETURN(std::vector<float> logits,
-                       Dense(pooled.data(), n, classifier_, cpu::Act::kNone));
-      out->outputs.push_back(MakeOutput("logits", false, classifier_.out(), logits.data(), n));
+      ASSIGN_OR_RETURN(logits, Dense(pooled.data(), n, classifier_, cpu::Act::kNone));
       break;
     }
-    case HeadKind::kTokenClassification: {
-      ASSIGN_OR_RETURN(std::vector<float> logits, Dense(x, t, classifier_, cpu::Act::kNone));
-      out->outputs.push_back(MakeOutput("logits", true, classifier_.out(), logits.data(), t));
-      break;
-    }
+    case HeadKind::kTokenClassification:
     case HeadKind::kQuestionAnswering: {
-      ASSIGN_OR_RETURN(std::vector<float> logits, Dense(x, t, classifier_, cpu::Act::kNone));
-      AppendQuestionAnsweringOutputs(logits.data(), t, out);
+      ASSIGN_OR_RETURN(logits, Dense(x, t, classifier_, cpu::Act::kNone));
       break;
     }
     case HeadKind::kSentenceEmbedding: {
       int width = c.pooled_width();
-      std::vector<float> emb(static_cast<size_t>(n) * width);
+      emb.resize(static_cast<size_t>(n) * width);
       if (first_tokens_only) {  // CLS pooling alone, of the rows the encoder kept
         std::copy(x, x + emb.size(), emb.begin());
       } else {
@@ -276,17 +270,15 @@ Status CpuEngine::Heads(const RaggedBatch& batch, const RunOptions& options,
         width = dense_[i].out();
       }
       if (c.normalize) cpu::L2NormalizeRows(emb.data(), n, width);
-      // truncate_dim: each row's first values, after the normalization.
-      const int kept = c.embedding_width();
-      for (int r = 1; kept < width && r < n; ++r)
-        std::memmove(emb.data() + size_t(r) * kept, emb.data() + size_t(r) * width,
-                     sizeof(float) * kept);
-      out->outputs.push_back(MakeOutput("embedding", false, kept, emb.data(), n));
+      arrays[HeadArray::kSentenceEmbedding] = {emb.data(), width};
       break;
     }
   }
-  if (options.last_hidden_state)
-    out->outputs.push_back(MakeOutput("last_hidden_state", true, h, x, t));
+  if (!pooled.empty()) arrays[HeadArray::kPooler] = {pooled.data(), h};
+  if (!logits.empty()) arrays[HeadArray::kClassifier] = {logits.data(), classifier_.out()};
+  // All t rows when asked for: the encoder then kept every token.
+  arrays[HeadArray::kHiddenState] = {x, h};
+  ASSIGN_OR_RETURN(*out, AssembleOutputs(outputs_, options.last_hidden_state, arrays, t, n));
   return Status::Ok();
 }
 
@@ -300,8 +292,7 @@ StatusOr<BatchOutputs> CpuEngine::Run(const RaggedBatch& batch, const RunOptions
   // thread: set it for this run and give the caller's setting back.
   const int caller_threads = omp_get_max_threads();
   omp_set_num_threads(threads_);
-  const bool first_tokens_only =
-      OutputsReadOnlyFirstTokens(model_->config, !pooler_.empty(), options.last_hidden_state);
+  const bool first_tokens_only = OutputsReadOnlyFirstTokens(outputs_, options.last_hidden_state);
   Status status = Encoder(batch, b, first_tokens_only);
   if (status.ok()) status = Heads(batch, options, first_tokens_only, b.x, &out);
   omp_set_num_threads(caller_threads);

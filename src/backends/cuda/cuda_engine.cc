@@ -47,7 +47,10 @@ using cuda::Workspace;
 class CudaEngine final : public Engine {
  public:
   CudaEngine(std::shared_ptr<const Model> model, const CudaEngineOptions& options, GpuInfo gpu)
-      : model_(std::move(model)), options_(options), gpu_(std::move(gpu)) {}
+      : model_(std::move(model)),
+        outputs_(DescribeOutputs(*model_)),
+        options_(options),
+        gpu_(std::move(gpu)) {}
   ~CudaEngine() override;
 
   Status Init();
@@ -97,6 +100,7 @@ class CudaEngine final : public Engine {
   Status CopyBack(const RaggedBatch& batch, bool hidden_state, BatchOutputs* out);
 
   std::shared_ptr<const Model> model_;
+  const std::vector<OutputDescription> outputs_;  // what Run returns
   CudaEngineOptions options_;
   GpuInfo gpu_;
   int sm_count_ = 0;
@@ -163,8 +167,8 @@ Status CudaEngine::Init() {
   linear_ = std::make_unique<cuda::LinearLayers>(gemm_, options_.precision, kernel_cc_,
                                                  sm_count_, options_.splitk_gemms,
                                                  options_.fused_gelu_gemm, overlap_launch_);
-  forward_ = std::make_unique<cuda::EncoderForward>(c, options_, weights_, *linear_, kernel_cc_,
-                                                    sm_count_, overlap_launch_);
+  forward_ = std::make_unique<cuda::EncoderForward>(c, outputs_, options_, weights_, *linear_,
+                                                    kernel_cc_, sm_count_, overlap_launch_);
   pool_ = std::make_unique<cuda::ActivationPool>(c, DTypeSize(PrecisionDType(options_.precision)),
                                                  std::max(weights_.classifier_out, 1));
   // A dummy sequence can be 64 tokens long; its positions must exist.
@@ -228,39 +232,37 @@ Status CudaEngine::Compute(const Shape& shape, const Workspace& ws, cudaStream_t
 }
 
 // Only the real rows come back: the dummy sequences follow the real ones.
+// Each head array the outputs read comes back in one copy (the columns they
+// read: truncate_dim's first values, both of question answering's logits).
 Status CudaEngine::CopyBack(const RaggedBatch& batch, bool hidden_state, BatchOutputs* out) {
   const Workspace& ws = pool_->workspace();
-  const std::vector<cuda::DeviceOutput> outputs = forward_->Outputs(ws, hidden_state);
-  std::vector<const float*> host;
+  const std::vector<ArraySpan> spans = ArraySpans(outputs_, hidden_state);
+  HostArrays host;
   std::vector<size_t> rows;
   float* next = ws.host_floats;
-  for (const cuda::DeviceOutput& o : outputs) {
-    rows.push_back(o.per_token ? batch.num_tokens() : batch.num_seqs());
-    const size_t count = rows.back() * o.width;
-    CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(next, o.width * sizeof(float), o.data,
-                                           o.stride * sizeof(float), o.width * sizeof(float),
+  for (const ArraySpan& s : spans) {
+    rows.push_back(s.per_token ? batch.num_tokens() : batch.num_seqs());
+    const int width = s.end - s.begin;
+    const float* device = forward_->DeviceArray(ws, s.array) + s.begin;
+    CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(next, width * sizeof(float), device,
+                                           s.array_width * sizeof(float), width * sizeof(float),
                                            rows.back(), cudaMemcpyDeviceToHost, stream_));
-    host.push_back(next);
-    next += count;
+    host[s.array] = {next, width, s.begin};
+    next += rows.back() * width;
   }
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   if (!layout_order_.empty()) {
     host_reordered_.resize(next - ws.host_floats);
     float* into = host_reordered_.data();
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      cuda::RestoreBatchOrder(layout_order_, batch, outputs[i].per_token, outputs[i].width,
-                              host[i], into);
-      host[i] = into;
-      into += rows[i] * outputs[i].width;
+    for (size_t i = 0; i < spans.size(); ++i) {
+      HostArray& a = host[spans[i].array];
+      cuda::RestoreBatchOrder(layout_order_, batch, spans[i].per_token, a.stride, a.data, into);
+      a.data = into;
+      into += rows[i] * a.stride;
     }
   }
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const cuda::DeviceOutput& o = outputs[i];
-    if (model_->config.head == HeadKind::kQuestionAnswering && o.name == "logits")
-      AppendQuestionAnsweringOutputs(host[i], rows[i], out);
-    else
-      out->outputs.push_back(MakeOutput(o.name, o.per_token, o.width, host[i], rows[i]));
-  }
+  ASSIGN_OR_RETURN(
+      *out, AssembleOutputs(outputs_, hidden_state, host, batch.num_tokens(), batch.num_seqs()));
   return Status::Ok();
 }
 

@@ -1,6 +1,6 @@
 #include "backends/cuda/encoder_forward.h"
 
-#include "runtime/outputs.h"
+#include "bertrt/head_outputs.h"
 
 namespace bertrt::cuda {
 namespace {
@@ -15,10 +15,13 @@ constexpr int kPrefetchMaxTokens = 128;
 
 }  // namespace
 
-EncoderForward::EncoderForward(const ModelConfig& config, const CudaEngineOptions& options,
-                               const DeviceWeights& weights, const LinearLayers& linear,
-                               int compute_capability, int sm_count, bool overlap_launch)
+EncoderForward::EncoderForward(const ModelConfig& config,
+                               const std::vector<OutputDescription>& outputs,
+                               const CudaEngineOptions& options, const DeviceWeights& weights,
+                               const LinearLayers& linear, int compute_capability, int sm_count,
+                               bool overlap_launch)
     : config_(config),
+      outputs_(outputs),
       options_(options),
       weights_(weights),
       linear_(linear),
@@ -48,8 +51,7 @@ class EncoderForward::Pass {
         h_(c_.hidden_size),
         // The outputs read only each sequence's first token of the last
         // layer (the pooler, CLS pooling; no hidden states asked for).
-        first_tokens_only_(OutputsReadOnlyFirstTokens(c_, f.weights_.pooler_w != nullptr,
-                                                      shape.hidden_state)),
+        first_tokens_only_(OutputsReadOnlyFirstTokens(f.outputs_, shape.hidden_state)),
         attention_(f.AttentionArgsFor(shape, ws)) {}
 
   Status Embed() {
@@ -249,29 +251,18 @@ float* EncoderForward::EmbeddingRows(const Workspace& ws) const {
   return config_.dense.size() % 2 ? ws.dense_f32 : ws.pooled_f32;
 }
 
-std::vector<DeviceOutput> EncoderForward::Outputs(const Workspace& ws, bool hidden_state) const {
-  const int h = config_.hidden_size, labels = weights_.classifier_out;
-  std::vector<DeviceOutput> out;
-  switch (config_.head) {
-    case HeadKind::kBase:
-      if (weights_.pooler_w) out.push_back({"pooler_output", false, h, ws.pooled_f32, h});
-      break;
-    case HeadKind::kSequenceClassification:
-      out.push_back({"logits", false, labels, ws.logits_f32, labels});
-      break;
-    case HeadKind::kTokenClassification:
-    case HeadKind::kQuestionAnswering:
-      out.push_back({"logits", true, labels, ws.logits_f32, labels});
-      break;
-    case HeadKind::kSentenceEmbedding: {
-      // truncate_dim: the rows' first values come back.
-      out.push_back({"embedding", false, config_.embedding_width(), EmbeddingRows(ws),
-                     config_.dense_output_width()});
-      break;
-    }
+const float* EncoderForward::DeviceArray(const Workspace& ws, HeadArray array) const {
+  switch (array) {
+    case HeadArray::kPooler:
+      return ws.pooled_f32;
+    case HeadArray::kClassifier:
+      return ws.logits_f32;
+    case HeadArray::kSentenceEmbedding:
+      return EmbeddingRows(ws);
+    case HeadArray::kHiddenState:
+      return ws.hidden_f32;
   }
-  if (hidden_state) out.push_back({"last_hidden_state", true, h, ws.hidden_f32, h});
-  return out;
+  return nullptr;
 }
 
 }  // namespace bertrt::cuda

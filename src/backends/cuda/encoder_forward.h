@@ -19,26 +19,19 @@
 #include "backends/cuda/linear.h"
 #include "backends/cuda/op_profiler.h"
 #include "bertrt/cuda_engine.h"
+#include "bertrt/head_outputs.h"
 #include "bertrt/model.h"
 #include "bertrt/status.h"
 
 namespace bertrt::cuda {
 
-// An output the head leaves on the device in fp32, to be copied back.
-struct DeviceOutput {
-  std::string name;
-  bool per_token;
-  int width;
-  const float* data;
-  int stride;  // floats between rows on the device (>= width)
-};
-
 class EncoderForward {
  public:
-  // Everything given outlives this.
-  EncoderForward(const ModelConfig& config, const CudaEngineOptions& options,
-                 const DeviceWeights& weights, const LinearLayers& linear,
-                 int compute_capability, int sm_count, bool overlap_launch);
+  // Everything given outlives this; `outputs`: the model's (DescribeOutputs).
+  EncoderForward(const ModelConfig& config, const std::vector<OutputDescription>& outputs,
+                 const CudaEngineOptions& options, const DeviceWeights& weights,
+                 const LinearLayers& linear, int compute_capability, int sm_count,
+                 bool overlap_launch);
 
   // Every kernel and GEMM of the forward of `shape` over `ws` on `stream`,
   // nothing else; with a trace, a timer stamp after each operation. Reads
@@ -51,8 +44,9 @@ class EncoderForward {
   bool TakesWindows(const Shape& shape, const Workspace& ws) const {
     return AttentionArgsFor(shape, ws).row_bounds != nullptr;
   }
-  // The head's outputs in `ws`, in the order they come back.
-  std::vector<DeviceOutput> Outputs(const Workspace& ws, bool hidden_state) const;
+  // Where the head leaves `array` in `ws`, in fp32, rows as DescribeOutputs
+  // says.
+  const float* DeviceArray(const Workspace& ws, HeadArray array) const;
   // Where a sentence-embedding head leaves its rows: pooled_f32, or dense_f32
   // after an odd number of Dense modules.
   float* EmbeddingRows(const Workspace& ws) const;
@@ -71,6 +65,7 @@ class EncoderForward {
   AttentionArgs AttentionArgsFor(const Shape& shape, const Workspace& ws) const;
 
   const ModelConfig& config_;
+  const std::vector<OutputDescription>& outputs_;
   const CudaEngineOptions& options_;
   const DeviceWeights& weights_;
   const LinearLayers& linear_;

@@ -327,7 +327,8 @@ Status CheckRequestedOutputs(const KServeRequest& request, const ServedModel& mo
     if (!model.FindOutput(o.name))
       return InvalidArgument("unknown output \"" + o.name + "\"; the model returns " + [&] {
         std::string names;
-        for (const OutputSpec& s : model.outputs()) names += (names.empty() ? "" : ", ") + s.name;
+        for (const OutputDescription& s : model.outputs())
+          names += (names.empty() ? "" : ", ") + s.name;
         return names;
       }());
   return Status::Ok();
@@ -355,7 +356,7 @@ StatusOr<std::vector<OutputTensor>> InferKServe(ServedModel& model, Metrics& met
     }
     request.sequences.clear();
     for (const RequestedOutput& o : request.outputs)
-      native.last_hidden_state |= o.name == "last_hidden_state";
+      native.last_hidden_state |= model.FindOutput(o.name)->on_request;
     native.is_cancelled = std::move(is_cancelled);
     ASSIGN_OR_RETURN(InferResult result, timer.Infer(std::move(native)));
     return SelectOutputs(request, result);
@@ -366,10 +367,11 @@ StatusOr<std::vector<OutputTensor>> InferKServe(ServedModel& model, Metrics& met
 
 namespace {
 
-std::vector<int64_t> OutputShape(const OutputSpec& o, int64_t n, int64_t s) {
-  if (!o.per_token) return {n, o.width};
-  if (o.width == 1) return {n, s};
-  return {n, s, o.width};
+// n sequences of (per token) s positions; width-1 outputs per token have no width dimension.
+std::vector<int64_t> OutputShape(bool per_token, int width, int64_t n, int64_t s) {
+  if (!per_token) return {n, width};
+  if (width == 1) return {n, s};
+  return {n, s, width};
 }
 
 OutputTensor MakeOutput(const NamedOutput& o, const KServeRequest& request,
@@ -381,7 +383,7 @@ OutputTensor MakeOutput(const NamedOutput& o, const KServeRequest& request,
       s = std::max<int64_t>(s, result.cu_seqlens[i + 1] - result.cu_seqlens[i]);
   OutputTensor t;
   t.name = o.name;
-  t.shape = OutputShape(OutputSpec{o.name, o.per_token, o.width}, n, s);
+  t.shape = OutputShape(o.per_token, o.width, n, s);
   if (!o.per_token) {
     t.data = o.data;
     return t;
@@ -407,7 +409,7 @@ std::vector<OutputTensor> SelectOutputs(const KServeRequest& request, const Infe
     for (const RequestedOutput& r : request.outputs)
       if (r.name == o.name) asked = &r;
     // Unasked, last_hidden_state is left out: it is large and rarely wanted.
-    if (request.outputs.empty() ? o.name == "last_hidden_state" : !asked) continue;
+    if (request.outputs.empty() ? o.name == kLastHiddenState : !asked) continue;
     OutputTensor t = MakeOutput(o, request, result);
     t.binary = asked && asked->binary ? *asked->binary : request.binary_output;
     out.push_back(std::move(t));
@@ -462,8 +464,8 @@ std::vector<TensorMetadata> InputMetadata() {
 
 std::vector<TensorMetadata> OutputMetadata(const ServedModel& model) {
   std::vector<TensorMetadata> out;
-  for (const OutputSpec& o : model.outputs())
-    out.push_back({o.name, "FP32", OutputShape(o, -1, -1), false});
+  for (const OutputDescription& o : model.outputs())
+    out.push_back({o.name, "FP32", OutputShape(o.per_token, o.width, -1, -1), false});
   return out;
 }
 

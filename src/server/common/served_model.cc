@@ -19,18 +19,29 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Learns the output layout (names, widths, per token or not) from the engine
-// itself, which also warms it up before the first client arrives.
-StatusOr<std::vector<OutputSpec>> ProbeOutputs(Scheduler& scheduler, const Tokenizer& tokenizer) {
+// One run through the scheduler before the first client arrives, which warms
+// the engines up and holds them to the outputs the server describes (the
+// metadata endpoints and the routes read `outputs`, never a run's): an engine
+// that returns anything else fails the load rather than a request.
+Status WarmUpAndCheckOutputs(Scheduler& scheduler, const Tokenizer& tokenizer,
+                             const std::vector<OutputDescription>& outputs) {
   ASSIGN_OR_RETURN(Encoding enc, tokenizer.Encode("warm up"));
   InferRequest request;
   request.sequences.push_back({enc.input_ids, enc.token_type_ids});
   request.last_hidden_state = true;
   ASSIGN_OR_RETURN(InferResult result, scheduler.Infer(std::move(request)));
-  std::vector<OutputSpec> specs;
+  auto layout = [](const std::string& name, bool per_token, int width) {
+    return name + (per_token ? " per token" : "") + " [" + std::to_string(width) + "]";
+  };
+  std::string described, returned;
+  for (const OutputDescription& o : outputs)
+    described += (described.empty() ? "" : ", ") + layout(o.name, o.per_token, o.width);
   for (const NamedOutput& o : result.outputs.outputs)
-    specs.push_back({o.name, o.per_token, o.width});
-  return specs;
+    returned += (returned.empty() ? "" : ", ") + layout(o.name, o.per_token, o.width);
+  if (described != returned)
+    return Internal("the engine returns " + returned + " where the model's outputs are " +
+                    described + "; please report it with the model's config.json");
+  return Status::Ok();
 }
 
 // Which GPUs a GPU instance group runs on: `wanted`, or every visible GPU.
@@ -368,8 +379,8 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(
       !st.ok())
     return Status(st.code(), "model " + name + ": " + st.message());
   m->loaded_ = std::move(loaded);
-  // Triton's execution counts start after the probe below, as its warm-up is
-  // no execution a client asked for.
+  // Triton's execution counts start after the warm-up run below, which is no
+  // execution a client asked for.
   auto serving_requests = std::make_shared<std::atomic<bool>>(false);
   if (defaults.metrics) {
     std::vector<std::string> instance_names;
@@ -383,7 +394,8 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(
     };
   }
   m->scheduler_ = std::make_unique<Scheduler>(std::move(engines), std::move(scheduling));
-  ASSIGN_OR_RETURN(m->outputs_, ProbeOutputs(*m->scheduler_, *m->loaded_.tokenizer));
+  m->outputs_ = DescribeOutputs(*m->loaded_.model);
+  RETURN_IF_ERROR(WarmUpAndCheckOutputs(*m->scheduler_, *m->loaded_.tokenizer, m->outputs_));
   // A config.pbtxt's input and output blocks must describe this model.
   RETURN_IF_ERROR(CheckTensorBlocks(serving.config, m->max_input_length_, m->outputs_));
   serving_requests->store(true);
@@ -493,12 +505,6 @@ StatusOr<SequenceInput> ServedModel::EncodeIds(SequenceInput seq,
   }
   seq.pool_start = 0;
   return seq;
-}
-
-const OutputSpec* ServedModel::FindOutput(const std::string& name) const {
-  for (const OutputSpec& o : outputs_)
-    if (o.name == name) return &o;
-  return nullptr;
 }
 
 RequestTimer::RequestTimer(ServedModel& model, Metrics* metrics)

@@ -1,7 +1,7 @@
 // The models a server holds. A ServedModel is one version of one model: its
-// tokenizer plus a scheduler over its engine instances (on CPUs and GPUs), with
-// its output layout learned from one warm-up run (so the metadata endpoints
-// describe what the engine really returns). The ModelRegistry maps names and
+// tokenizer plus a scheduler over its engine instances (on CPUs and GPUs), and
+// its outputs as DescribeOutputs lays them out (one warm-up run at load checks
+// that the engines return exactly those). The ModelRegistry maps names and
 // versions to ServedModels, reads the repository and swaps versions in and out
 // while requests are in flight: a request holds a shared_ptr to the version it
 // runs on, so an unloaded or replaced version finishes its work first.
@@ -19,18 +19,13 @@
 #include <thread>
 #include <vector>
 
+#include "bertrt/head_outputs.h"
 #include "bertrt/importer.h"
 #include "scheduler/scheduler.h"
 #include "server/common/metrics.h"
 #include "server/common/model_config.h"
 
 namespace bertrt::server {
-
-struct OutputSpec {
-  std::string name;
-  bool per_token = false;
-  int width = 0;
-};
 
 // Where one engine instance runs, and how.
 struct InstanceSpec {
@@ -164,8 +159,10 @@ class ServedModel {
   // --auto-truncate: every input longer than the model takes is cut.
   bool auto_truncate() const { return auto_truncate_; }
   // The head's outputs, and last_hidden_state (only on request).
-  const std::vector<OutputSpec>& outputs() const { return outputs_; }
-  const OutputSpec* FindOutput(const std::string& name) const;
+  const std::vector<OutputDescription>& outputs() const { return outputs_; }
+  const OutputDescription* FindOutput(const std::string& name) const {
+    return bertrt::FindOutput(outputs_, name);
+  }
   // Triton's statistics of this loaded version (zero at its load; the
   // statistics extension and nv_inference_* read them).
   VersionStatistics& statistics() const { return *statistics_; }
@@ -178,7 +175,7 @@ class ServedModel {
   std::unique_ptr<Scheduler> scheduler_;
   int max_input_length_ = 0;
   bool auto_truncate_ = false;
-  std::vector<OutputSpec> outputs_;
+  std::vector<OutputDescription> outputs_;
   std::shared_ptr<VersionStatistics> statistics_ = std::make_shared<VersionStatistics>();
   Metrics* metrics_ = nullptr;  // lists statistics_ while this version is loaded
 };

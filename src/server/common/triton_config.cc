@@ -77,7 +77,7 @@ bool IsIdInput(const std::string& name) {
   return name == "input_ids" || name == "attention_mask" || name == "token_type_ids";
 }
 
-std::vector<int64_t> OutputShape(const OutputSpec& o) {
+std::vector<int64_t> OutputShape(const OutputDescription& o) {
   if (!o.per_token) return {kAny, o.width};
   if (o.width == 1) return {kAny, kSeq};
   return {kAny, kSeq, o.width};
@@ -86,7 +86,7 @@ std::vector<int64_t> OutputShape(const OutputSpec& o) {
 }  // namespace
 
 Status CheckTensorBlocks(const ModelConfigFile& config, int max_seq_length,
-                         const std::vector<OutputSpec>& outputs) {
+                         const std::vector<OutputDescription>& outputs) {
   const bool batching = config.max_batch_size.has_value();
   const std::string file = config.path.empty() ? "config.pbtxt" : config.path;
   std::set<std::string> seen;
@@ -117,11 +117,10 @@ Status CheckTensorBlocks(const ModelConfigFile& config, int max_seq_length,
     const std::string what = file + ": output \"" + out.name + "\"";
     if (!seen.insert("output " + out.name).second)
       return InvalidArgument(what + " is declared twice; keep one block");
-    auto spec = std::find_if(outputs.begin(), outputs.end(),
-                             [&](const OutputSpec& o) { return o.name == out.name; });
-    if (spec == outputs.end()) {
+    const OutputDescription* spec = FindOutput(outputs, out.name);
+    if (!spec) {
       std::string names;
-      for (const OutputSpec& o : outputs) names += (names.empty() ? "" : ", ") + o.name;
+      for (const OutputDescription& o : outputs) names += (names.empty() ? "" : ", ") + o.name;
       return InvalidArgument(what + ": the model returns no such output; it returns " + names +
                              ": rename the block to one of these");
     }

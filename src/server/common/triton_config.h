@@ -25,7 +25,7 @@ namespace bertrt::server {
 // fixed size other than its (sequence lengths: 1 to `max_seq_length`).
 // `outputs`: what the model returns (ServedModel::outputs()).
 Status CheckTensorBlocks(const ModelConfigFile& config, int max_seq_length,
-                         const std::vector<OutputSpec>& outputs);
+                         const std::vector<OutputDescription>& outputs);
 
 // The served model's configuration in Triton's message: name, platform and
 // backend "bertrt", max_batch_size, input and output blocks (the config's

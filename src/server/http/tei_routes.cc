@@ -146,14 +146,24 @@ struct Call {
 
 enum class ModelKind { kEmbedding, kClassifier, kReranker };
 
+// The per-sequence output that scores the model's labels (a sequence
+// classifier's logits), or nullptr: what makes a model a classifier to TEI.
+const OutputDescription* LabelScores(const ServedModel& m) {
+  for (const OutputDescription& o : m.outputs())
+    if (o.scores_labels && !o.per_token) return &o;
+  return nullptr;
+}
+
+// A classifier's or re-ranker's labels (0 for an embedding model).
 int NumLabels(const ServedModel& m) {
-  const OutputSpec* o = m.FindOutput("logits");
-  return o ? o->width : m.config().num_labels;
+  const OutputDescription* scores = LabelScores(m);
+  return scores ? scores->width : 0;
 }
 
 ModelKind KindOf(const ServedModel& m) {
-  if (m.config().head != HeadKind::kSequenceClassification) return ModelKind::kEmbedding;
-  return NumLabels(m) == 1 ? ModelKind::kReranker : ModelKind::kClassifier;
+  const OutputDescription* scores = LabelScores(m);
+  if (!scores) return ModelKind::kEmbedding;
+  return scores->width == 1 ? ModelKind::kReranker : ModelKind::kClassifier;
 }
 
 // --- Request fields ------------------------------------------------------------
@@ -335,7 +345,7 @@ Result<std::vector<std::vector<float>>> RawPooled(const ServedModel& m, const In
                                                   const std::vector<int32_t>& pool_start,
                                                   const NamedOutput& embedding) {
   const ModelConfig& c = m.config();
-  const NamedOutput* h = r.outputs.Find("last_hidden_state");
+  const NamedOutput* h = r.outputs.Find(kLastHiddenState);
   const ApiError unavailable = WrongModel(
       "normalize: false is not available for this model: its pooled vector before "
       "the Normalize module cannot be recovered from its hidden states (Dense modules "
@@ -389,9 +399,10 @@ Result<std::vector<std::vector<float>>> EmbedItems(const Call& c, std::vector<It
                                                    const EmbedOptions& o, int* tokens) {
   ServedModel& m = c.model;
   RETURN_IF_API_ERROR(NotEmbedding(m));
-  const OutputSpec* spec = m.FindOutput("embedding");
-  if (!spec) spec = m.FindOutput("pooler_output");
-  if (!spec)
+  const auto& outputs = m.outputs();
+  const auto spec = std::find_if(outputs.begin(), outputs.end(),
+                                 [](const OutputDescription& o) { return o.sequence_vector; });
+  if (spec == outputs.end())
     return WrongModel("Model is not an embedding model: this " +
                       std::string(HeadKindName(m.config().head)) +
                       " model has no pooled output (a sentence-transformers or BertModel "
@@ -446,12 +457,12 @@ Result<json> EmbedAll(const Call& c) {
   RETURN_IF_API_ERROR(CheckBatch(m, items.size(), "inputs"));
   ASSIGN_OR_RETURN(EncodeOptions o, ReadEncodeOptions(c.body));
   RETURN_IF_API_ERROR(NotEmbedding(m));
-  if (!m.FindOutput("last_hidden_state"))
-    return WrongModel("this model's engine gives no per-token hidden states (last_hidden_state)");
   ASSIGN_OR_RETURN(auto seqs, EncodeItems(m, std::move(items), o));
   ASSIGN_OR_RETURN(InferResult r, Run(c, std::move(seqs), true));
-  const NamedOutput* h = r.outputs.Find("last_hidden_state");
-  if (!h) return ApiError{500, ErrorType::kBackend, "the engine gave no last_hidden_state", ""};
+  const NamedOutput* h = r.outputs.Find(kLastHiddenState);
+  if (!h)
+    return ApiError{500, ErrorType::kBackend, std::string("the engine gave no ") + kLastHiddenState,
+                    ""};
   json out = json::array();
   for (size_t i = 0; i + 1 < r.cu_seqlens.size(); ++i) {
     json tokens = json::array();
@@ -564,8 +575,9 @@ Result<json> Predict(const Call& c) {
   RETURN_IF_API_ERROR(NotClassifier(m));
   ASSIGN_OR_RETURN(auto seqs, EncodeTexts(m, inputs, o));
   ASSIGN_OR_RETURN(InferResult r, Run(c, std::move(seqs)));
-  const NamedOutput* logits = r.outputs.Find("logits");
-  if (!logits) return ApiError{500, ErrorType::kBackend, "the engine gave no logits", ""};
+  const std::string& scores_name = LabelScores(m)->name;
+  const NamedOutput* logits = r.outputs.Find(scores_name);
+  if (!logits) return ApiError{500, ErrorType::kBackend, "the engine gave no " + scores_name, ""};
   json all = json::array();
   for (size_t i = 0; i < inputs.size(); ++i) {
     const float* row = logits->data.data() + i * logits->width;
@@ -614,7 +626,7 @@ Result<json> Rerank(const Call& c) {
   ASSIGN_OR_RETURN(bool return_text, Bool(body, "return_text", false));
   ASSIGN_OR_RETURN(auto seqs, EncodeTexts(m, inputs, o));
   ASSIGN_OR_RETURN(InferResult r, Run(c, std::move(seqs)));
-  const NamedOutput* logits = r.outputs.Find("logits");
+  const NamedOutput* logits = r.outputs.Find(LabelScores(m)->name);
   if (!logits || logits->width != 1)
     return ApiError{500, ErrorType::kBackend, "the engine gave no single logit", ""};
   std::vector<std::pair<float, size_t>> scored;
