@@ -118,9 +118,20 @@ StatusOr<VerifyReport> CompareOutputs(const std::vector<OutputDescription>& outp
         nb += y * y;
       }
       count += ra[r].n;
-      const double cosine = na == 0 && nb == 0 ? 1.0 : dot / std::sqrt(na * nb);
-      report.min_cosine = std::isnan(cosine) ? -1.0 : std::min(report.min_cosine, cosine);
-      if (argmax && ra[r].n > 0) {
+      double cosine = na == 0 && nb == 0 ? 1.0 : dot / std::sqrt(na * nb);
+      if (std::isnan(cosine)) cosine = -1.0;
+      report.min_cosine = std::min(report.min_cosine, cosine);
+      if (!argmax) {
+        report.min_cosine_vectors = std::min(report.min_cosine_vectors, cosine);
+        continue;
+      }
+      report.min_cosine_scores = std::min(report.min_cosine_scores, cosine);
+      for (size_t i = 0; i < ra[r].n; ++i) {
+        const double d = std::fabs(double(ra[r].data[i]) - rb[r].data[i]);
+        report.max_abs_diff_scores = std::isnan(d) ? INFINITY : std::max(report.max_abs_diff_scores, d);
+      }
+      report.max_abs_reference_scores = std::max(report.max_abs_reference_scores, scale);
+      if (ra[r].n > 0) {
         ++report.argmax_total;
         const size_t want_class = std::max_element(ra[r].data, ra[r].data + ra[r].n) - ra[r].data;
         const size_t got_class = std::max_element(rb[r].data, rb[r].data + rb[r].n) - rb[r].data;
@@ -155,9 +166,16 @@ Status CheckVerifyThresholds(const VerifyReport& r, Precision precision) {
                                 " is above the fp32 threshold " + std::to_string(limit));
     return Status::Ok();
   }
-  if (!(r.min_cosine >= 0.999))
-    return FailedPrecondition("min cosine " + std::to_string(r.min_cosine) +
+  if (!(r.min_cosine_vectors >= 0.999))
+    return FailedPrecondition("min cosine " + std::to_string(r.min_cosine_vectors) +
                               " is below the threshold 0.999");
+  const double rounding = precision == Precision::kBf16 ? 0x1p-8 : 0x1p-11;
+  const double scores_limit = 16 * rounding * std::max(1.0, r.max_abs_reference_scores);
+  if (!(r.min_cosine_scores >= 0.999) && !(r.max_abs_diff_scores <= scores_limit))
+    return FailedPrecondition("min cosine " + std::to_string(r.min_cosine_scores) +
+                              " is below the threshold 0.999 and max abs diff " +
+                              std::to_string(r.max_abs_diff_scores) + " is above " +
+                              std::to_string(scores_limit));
   if (r.argmax_equal != r.argmax_total)
     return FailedPrecondition("argmax agrees on " + std::to_string(r.argmax_equal) + " of " +
                               std::to_string(r.argmax_total) + " rows; all must");

@@ -111,6 +111,45 @@ TEST(EngineSelfCheck, NearTiesMayFlipButClearArgmaxesMayNot) {
   EXPECT_FALSE(CheckVerifyThresholds(*flip, Precision::kFp16).ok());
 }
 
+// Two near-zero logits (a random classifier's) rounded as bf16 rounds: their
+// cosine is far below 0.999 while no probability moves by more than bf16's
+// rounding. Scores are held to an absolute bound scaled to the precision;
+// the same error on an embedding, or the issue-24 defect's size on logits,
+// is still refused.
+TEST(EngineSelfCheck, SmallLogitsAreHeldToTheirPrecisionsRoundingNotToACosine) {
+  RaggedBatch batch;
+  batch.Add({1, 2, 3}, {0, 0, 0});
+  auto output = [](const char* name, std::vector<float> v) {
+    BatchOutputs out;
+    out.outputs.push_back({name, false, 2, std::move(v)});
+    return out;
+  };
+  ModelConfig classifier;
+  classifier.head = HeadKind::kSequenceClassification;
+  classifier.num_labels = 2;
+  const auto scores = DescribeOutputs(classifier, /*has_pooler=*/true);
+  const BatchOutputs want = output("logits", {0.05f, -0.01f});
+  auto rounded = CompareOutputs(scores, batch, want, output("logits", {0.045f, -0.018f}));
+  ASSERT_TRUE(rounded.ok());
+  EXPECT_LT(rounded->min_cosine, 0.999);
+  EXPECT_TRUE(CheckVerifyThresholds(*rounded, Precision::kBf16).ok());
+  // 0.008 is just over 16 units of fp16's rounding (0.0078): too much for fp16.
+  EXPECT_FALSE(CheckVerifyThresholds(*rounded, Precision::kFp16).ok());
+  auto wrong = CompareOutputs(scores, batch, want, output("logits", {0.05f, 0.3f}));
+  ASSERT_TRUE(wrong.ok());
+  EXPECT_FALSE(CheckVerifyThresholds(*wrong, Precision::kBf16).ok());
+
+  ModelConfig embedder;
+  embedder.head = HeadKind::kSentenceEmbedding;
+  embedder.hidden_size = 2;
+  const auto vectors = DescribeOutputs(embedder, /*has_pooler=*/false);
+  ASSERT_EQ(vectors[0].width, 2);
+  auto drifted = CompareOutputs(vectors, batch, output("embedding", {0.05f, -0.01f}),
+                                output("embedding", {0.045f, -0.018f}));
+  ASSERT_TRUE(drifted.ok()) << drifted.status().ToString();
+  EXPECT_FALSE(CheckVerifyThresholds(*drifted, Precision::kBf16).ok());
+}
+
 // serve: a GPU instance that fails its self-check keeps its model from
 // loading, with the reason; --skip-verify (self_check off) loads it.
 TEST(EngineSelfCheck, ServeDoesNotLoadAModelWhoseGpuInstanceIsBroken) {
