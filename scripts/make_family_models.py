@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Write the tiny random-weight test models of the families beyond BERT
-(RoBERTa, XLM-RoBERTa, CamemBERT, DistilBERT, MPNet), then their golden.json.
+(RoBERTa, XLM-RoBERTa, CamemBERT, DistilBERT, MPNet) and the SPLADE models
+(masked-LM heads of BERT, XLM-R and DistilBERT, and a sentence-transformers
+SparseEncoder), then their golden.json.
 
   python3 scripts/make_family_models.py [OUT_DIR]     (default tests/data/models)
 
@@ -53,6 +55,25 @@ def distilbert_config(act, **extra):
         max_position_embeddings=TINY["positions"], initializer_range=0.15, **extra)
 
 
+def bert_config(**extra):
+    return transformers.BertConfig(
+        vocab_size=512, hidden_size=TINY["hidden"], num_hidden_layers=TINY["layers"],
+        num_attention_heads=TINY["heads"], intermediate_size=TINY["intermediate"],
+        max_position_embeddings=TINY["positions"], initializer_range=0.15, **extra)
+
+
+def sparse_encoder_dir(path, pooling_strategy, activation_function):
+    """Makes a saved BertForMaskedLM directory a sentence-transformers
+    SparseEncoder (MLMTransformer + SpladePooling), saved by
+    sentence-transformers itself."""
+    from sentence_transformers.sparse_encoder import SparseEncoder
+    from sentence_transformers.sparse_encoder.models import MLMTransformer, SpladePooling
+    mlm = MLMTransformer(path, max_seq_length=48)
+    pool = SpladePooling(pooling_strategy=pooling_strategy,
+                         activation_function=activation_function)
+    SparseEncoder(modules=[mlm, pool], device="cpu").save(path)
+
+
 def labels(names):
     return dict(num_labels=len(names), id2label=dict(enumerate(names)),
                 label2id={n: i for i, n in enumerate(names)})
@@ -79,6 +100,9 @@ def tokenizer_for(family):
         assert tok.pad_token_id == 1 and tok.unk_token_id is not None, (tok.pad_token_id,)
         tok("hello world")  # fails here, not in the goldens, if the vocabulary is wrong
         return tok
+    if family == "bert":
+        return transformers.BertTokenizerFast(vocab_file=BERT_VOCAB, do_lower_case=True,
+                                              model_max_length=TINY["positions"])
     if family == "distilbert":
         return transformers.DistilBertTokenizerFast(vocab_file=BERT_VOCAB, do_lower_case=True,
                                                     model_max_length=TINY["positions"])
@@ -139,6 +163,10 @@ def sentence_transformers_dir(path, pooling, normalize, max_seq_length):
 
 
 def main(argv):
+    # --only NAME,NAME: just those models (and their goldens).
+    only = None
+    if argv[:1] == ["--only"]:
+        only, argv = set(argv[1].split(",")), argv[2:]
     out = argv[0] if argv else os.path.join(ROOT, "tests", "data", "models")
     t = transformers
     # The test tokenizers: RoBERTa 3,000 ids; XLM-R 3,001 (its <mask> comes after the
@@ -146,7 +174,9 @@ def main(argv):
     rob_vocab, xlmr_vocab = 3000, 3001
     made = []
 
-    def add(name, model_class, config, family, seed, st=None):
+    def add(name, model_class, config, family, seed, st=None, sparse=None):
+        if only is not None and name not in only:
+            return
         tokenizer = tokenizer_for(family)
         # Every id the tokenizer can give has an embedding row (CamemBERT's
         # tokenizer adds its <s>NOTUSED-style tokens past the pieces).
@@ -155,6 +185,8 @@ def main(argv):
         path = save(out, name, build(model_class, config, seed), tokenizer)
         if st:
             sentence_transformers_dir(path, **st)
+        if sparse:
+            sparse_encoder_dir(path, **sparse)
         made.append(path)
 
     add("roberta_seq_cls", t.RobertaForSequenceClassification,
@@ -197,6 +229,17 @@ def main(argv):
     # whole 64 positions, so distances reach the log-spaced buckets.
     add("mpnet_sentence_mean", t.MPNetModel, roberta_like_config(t.MPNetConfig, 512, "gelu"),
         "mpnet", 34, st=dict(pooling="mean_tokens", normalize=True, max_seq_length=64))
+
+    # SPLADE: masked-LM heads (their decoders tied to the word embeddings, as
+    # save_pretrained writes them), served by /embed_sparse.
+    add("splade_bert", t.BertForMaskedLM, bert_config(), "bert", 35)
+    add("xlmr_splade", t.XLMRobertaForMaskedLM,
+        roberta_like_config(t.XLMRobertaConfig, xlmr_vocab, "gelu"), "xlmr", 36)
+    add("distilbert_splade", t.DistilBertForMaskedLM, distilbert_config("gelu"), "distilbert", 37)
+    # A SparseEncoder with the options that differ from SPLADE's defaults:
+    # sum pooling and OpenSearch's log1p_relu (log1p twice).
+    add("splade_st_sum", t.BertForMaskedLM, bert_config(hidden_act="gelu_new"), "bert", 38,
+        sparse=dict(pooling_strategy="sum", activation_function="log1p_relu"))
 
     torch.manual_seed(0)
     for path in made:

@@ -40,6 +40,13 @@ def rounded(x):
     return json.loads(json.dumps(np.vectorize(lambda v: float(f"{v:.7g}"))(a).tolist()))
 
 
+def sparse(vector):
+    """A vocabulary-wide vector as `bertrt run` writes it: its non-zero entries."""
+    v = np.asarray(vector, dtype=np.float64)
+    nz = np.nonzero(v)[0]
+    return {"indices": nz.tolist(), "values": rounded(v[nz])}
+
+
 def hf_golden(model_dir, config):
     arch = config["architectures"][0]
     model = getattr(transformers, arch).from_pretrained(
@@ -61,6 +68,11 @@ def hf_golden(model_dir, config):
             rec["text_pair"] = pair
         if arch.endswith(("ForSequenceClassification", "ForTokenClassification")):
             rec["logits"] = rounded(res.logits[0])
+        elif arch.endswith("ForMaskedLM"):
+            # SPLADE, as the naver/splade reference and sentence-transformers'
+            # SpladePooling compute it: log(1 + relu(logits)), max over tokens.
+            rec["sparse_embedding"] = sparse(
+                torch.log1p(torch.relu(res.logits[0])).max(dim=0).values)
         elif arch.endswith("ForQuestionAnswering"):
             rec["start_logits"] = rounded(res.start_logits[0])
             rec["end_logits"] = rounded(res.end_logits[0])
@@ -103,10 +115,29 @@ def st_golden(model_dir):
     return golden
 
 
+def sparse_encoder_golden(model_dir):
+    from sentence_transformers.sparse_encoder import SparseEncoder
+    model = SparseEncoder(model_dir, device="cpu")
+    model.eval()
+    out = []
+    for text in TEXTS + [LONG_TEXT]:
+        features = model.tokenize([text])
+        emb = model.encode([text], convert_to_tensor=True, batch_size=1)[0]
+        emb = emb.to_dense() if emb.is_sparse else emb
+        types = features.get("token_type_ids", torch.zeros_like(features["input_ids"]))
+        out.append({"text": text, "input_ids": features["input_ids"][0].tolist(),
+                    "token_type_ids": types[0].tolist(),
+                    "sparse_embedding": sparse(emb.cpu().numpy())})
+    return {"kind": "sparse_encoder", "max_seq_length": model.max_seq_length, "inputs": out}
+
+
 def make(model_dir):
     with open(os.path.join(model_dir, "config.json")) as f:
         config = json.load(f)
-    if os.path.exists(os.path.join(model_dir, "modules.json")):
+    modules = os.path.join(model_dir, "modules.json")
+    if os.path.exists(modules) and "SpladePooling" in open(modules).read():
+        golden = sparse_encoder_golden(model_dir)
+    elif os.path.exists(modules):
         golden = st_golden(model_dir)
     else:
         golden = hf_golden(model_dir, config)

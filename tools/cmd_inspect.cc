@@ -61,6 +61,13 @@ nlohmann::json Describe(const LoadedModel& loaded) {
     if (!c.default_prompt_name.empty()) j["default_prompt_name"] = c.default_prompt_name;
     j["include_prompt"] = c.include_prompt;
   }
+  if (c.head == HeadKind::kSparseEmbedding) {
+    // SpladePooling's names: "max"/"sum", "relu"/"log1p_relu".
+    j["splade"] = {{"pooling_strategy", c.splade_sum ? "sum" : "max"},
+                   {"activation_function", c.splade_log1p_twice ? "log1p_relu" : "relu"},
+                   {"mlm_activation", HiddenActName(c.mlm_activation)},
+                   {"tied_decoder", loaded.model->weights.mlm_decoder_w.empty()}};
+  }
   if (c.num_labels > 0) j["num_labels"] = c.num_labels;
   if (!c.labels.empty()) j["labels"] = c.labels;
 
@@ -130,6 +137,15 @@ void PrintText(const nlohmann::json& j, std::ostream& out) {
       row("prompt", name + " = " + text.dump() +
                         (j.value("default_prompt_name", "") == name ? " (default)" : ""));
     if (!j["include_prompt"].get<bool>()) row("prompt tokens", "left out of the pooling");
+  }
+  if (j.contains("splade")) {
+    const nlohmann::json& s = j["splade"];
+    row("splade", str(s["pooling_strategy"]) + " of log(1 + " +
+                      (str(s["activation_function"]) == "relu" ? "relu" : "log(1 + relu)") +
+                      ") over the tokens, vocabulary-wide");
+    row("masked-LM head", "activation " + str(s["mlm_activation"]) +
+                              (s["tied_decoder"].get<bool>() ? ", decoder tied to the embeddings"
+                                                             : ", decoder of its own"));
   }
   if (j.contains("labels")) {
     std::string labels;

@@ -138,6 +138,20 @@ void AppendRecord(const RunContext& ctx, const InferResult& r, int seq, std::str
                  .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     } else if (o.per_token) {
       per_token(o);
+    } else if (k.output->sparse) {
+      // SPLADE's vocabulary-wide vector: its non-zero entries, as the
+      // indices/values pairs sparse vector stores take.
+      const float* row = o.data.data() + static_cast<size_t>(seq) * o.width;
+      std::vector<float> values;
+      std::string indices;
+      for (int v = 0; v < o.width; ++v) {
+        if (row[v] == 0.0f) continue;
+        indices += (values.empty() ? "" : ",") + std::to_string(v);
+        values.push_back(row[v]);
+      }
+      out += "{\"indices\":[" + indices + "],\"values\":";
+      AppendFloats(out, values.data(), values.size());
+      out += "}";
     } else {
       per_seq(o);
     }

@@ -23,8 +23,9 @@ enum class HeadArray {
   kClassifier,         // classifier logits of the pooled rows or of every token: [rows, labels]
   kSentenceEmbedding,  // pooled, through the Dense modules, normalized: [seqs, dense width]
   kHiddenState,        // the last layer: [tokens, hidden]
+  kSparseEmbedding,    // SPLADE's pooled vocabulary weights: [seqs, vocab]
 };
-inline constexpr int kHeadArrayCount = 4;
+inline constexpr int kHeadArrayCount = 5;
 
 struct OutputDescription {
   std::string name;
@@ -50,6 +51,9 @@ struct OutputDescription {
   bool scores_labels = false;
   // The vector that stands for a sequence: what embedding routes return.
   bool sequence_vector = false;
+  // Mostly zeros, one value per vocabulary entry (SPLADE): /embed_sparse
+  // returns its non-zero entries.
+  bool sparse = false;
 };
 
 // The model's outputs in the order the engines return them: the head's,

@@ -20,6 +20,7 @@ enum class HeadKind {
   kTokenClassification,     // classifier on every token
   kQuestionAnswering,       // qa_outputs -> start/end logits
   kSentenceEmbedding,       // sentence-transformers: pooling (+ normalize)
+  kSparseEmbedding,         // SPLADE: the masked-LM head's logits, log(1 + relu), pooled
 };
 
 // sentence-transformers' pooling modes: the first token, the mean, the
@@ -73,6 +74,9 @@ struct ModelConfig {
   //   ModelWeights::relative_attention_bias[bucket(j - i)], T5's bidirectional
   //   buckets over this many (0: none) up to a distance of 128.
   int relative_attention_buckets = 0;
+  // - the masked-LM head's transform activation (BERT's hidden_act;
+  //   RoBERTa's lm_head and MPNet's: GELU).
+  HiddenAct mlm_activation = HiddenAct::kGelu;
 
   HeadKind head = HeadKind::kBase;
   int num_labels = 0;               // classifier outputs (2 for QA)
@@ -91,6 +95,11 @@ struct ModelConfig {
   // 1_Pooling's include_prompt: false leaves a prompt's tokens out of the
   // pooling (RaggedBatch::pool_start, set where the prompt is put before the text).
   bool include_prompt = true;
+  // SPLADE (kSparseEmbedding): each vocabulary entry's log(1 + relu(logit))
+  // -- applied twice with splade_log1p_twice (OpenSearch's "log1p_relu") --
+  // taken as the max over the sequence's tokens, or the sum with splade_sum.
+  bool splade_sum = false;
+  bool splade_log1p_twice = false;
   // Longest input the model serves (sentence_bert_config max_seq_length, else
   // max_positions()).
   int max_seq_length = 0;
@@ -134,6 +143,12 @@ struct ModelWeights {
   Tensor pooler_w, pooler_b;          // empty when the checkpoint has no pooler
   Tensor classifier_w, classifier_b;  // classifier / qa_outputs; empty for base/embedding
   std::vector<DenseWeights> dense;    // one per ModelConfig::dense
+  // The masked-LM head (kSparseEmbedding): transform dense + activation +
+  // LayerNorm, then the decoder to the vocabulary, whose weight is
+  // word_embeddings when mlm_decoder_w is empty (tied, as checkpoints save it).
+  Tensor mlm_dense_w, mlm_dense_b, mlm_ln_gamma, mlm_ln_beta;
+  Tensor mlm_decoder_w, mlm_decoder_b;
+  const Tensor& mlm_decoder() const { return mlm_decoder_w.empty() ? word_embeddings : mlm_decoder_w; }
 
   // Every tensor, empty ones included, in a fixed order.
   std::vector<const Tensor*> All() const;

@@ -57,13 +57,16 @@ Status GetEnum(const json& j, const std::string& key, std::initializer_list<E> v
   return InvalidArgument("metadata: \"" + key + "\" has an unknown value \"" + s + "\"");
 }
 
+constexpr std::initializer_list<HiddenAct> kHiddenActs = {HiddenAct::kGelu, HiddenAct::kGeluTanh,
+                                                          HiddenAct::kRelu};
 constexpr std::initializer_list<DenseActivation> kDenseActivations = {
     DenseActivation::kIdentity, DenseActivation::kTanh, DenseActivation::kRelu,
     DenseActivation::kGelu, DenseActivation::kSigmoid};
 
 }  // namespace
 
-std::vector<TensorSpec> ExpectedTensors(const ModelConfig& c, bool has_pooler) {
+std::vector<TensorSpec> ExpectedTensors(const ModelConfig& c, bool has_pooler,
+                                        bool untied_decoder) {
   const int64_t h = c.hidden_size, inter = c.intermediate_size;
   std::vector<TensorSpec> specs = {
       {"embeddings.word", {c.vocab_size, h}, true},
@@ -97,6 +100,16 @@ std::vector<TensorSpec> ExpectedTensors(const ModelConfig& c, bool has_pooler) {
     specs.push_back({"classifier_w", {labels, h}, false});
     specs.push_back({"classifier_b", {labels}, false});
   }
+  if (c.head == HeadKind::kSparseEmbedding) {
+    specs.push_back({"mlm.dense_w", {h, h}, true});
+    specs.push_back({"mlm.dense_b", {h}, true});
+    specs.push_back({"mlm.ln_gamma", {h}, false});
+    specs.push_back({"mlm.ln_beta", {h}, false});
+    // The decoder's weight only when the checkpoint did not tie it to the
+    // word embeddings (a tied one is not stored twice).
+    if (untied_decoder) specs.push_back({"mlm.decoder_w", {c.vocab_size, h}, true});
+    specs.push_back({"mlm.decoder_b", {c.vocab_size}, true});
+  }
   for (size_t i = 0; i < c.dense.size(); ++i) {
     const DenseSpec& d = c.dense[i];
     const std::string p = "dense." + std::to_string(i) + ".";
@@ -122,6 +135,12 @@ std::vector<T*> Lookup(W& w, const std::string& name) {
   if (name == "pooler_b") return {&w.pooler_b};
   if (name == "classifier_w") return {&w.classifier_w};
   if (name == "classifier_b") return {&w.classifier_b};
+  if (name == "mlm.dense_w") return {&w.mlm_dense_w};
+  if (name == "mlm.dense_b") return {&w.mlm_dense_b};
+  if (name == "mlm.ln_gamma") return {&w.mlm_ln_gamma};
+  if (name == "mlm.ln_beta") return {&w.mlm_ln_beta};
+  if (name == "mlm.decoder_w") return {&w.mlm_decoder_w};
+  if (name == "mlm.decoder_b") return {&w.mlm_decoder_b};
   // "layers.<i>.<field>" and "dense.<i>.<w|b>": the index, then the field.
   auto indexed = [&name](const std::string& prefix, size_t count, std::string* field) {
     if (name.compare(0, prefix.size(), prefix) != 0) return count;
@@ -270,6 +289,9 @@ json ConfigToJson(const ModelConfig& c) {
               {"takes_token_types", c.takes_token_types},
               {"pooler_activation", DenseActivationName(c.pooler_activation)},
               {"relative_attention_buckets", c.relative_attention_buckets},
+              {"mlm_activation", HiddenActName(c.mlm_activation)},
+              {"splade_sum", c.splade_sum},
+              {"splade_log1p_twice", c.splade_log1p_twice},
               {"head", HeadKindName(c.head)},
               {"num_labels", c.num_labels},
               {"labels", c.labels},
@@ -311,6 +333,12 @@ StatusOr<ModelConfig> ConfigFromJson(const json& j) {
   if (j.contains("relative_attention_buckets"))
     RETURN_IF_ERROR(GetInt(j, "relative_attention_buckets", 0, 1 << 16,
                            &c.relative_attention_buckets));
+  // SPLADE's, in plans of a sparse-embedding head (absent before it existed).
+  if (j.contains("mlm_activation"))
+    RETURN_IF_ERROR(GetEnum(j, "mlm_activation", kHiddenActs, HiddenActName, &c.mlm_activation));
+  if (j.contains("splade_sum")) RETURN_IF_ERROR(GetBool(j, "splade_sum", &c.splade_sum));
+  if (j.contains("splade_log1p_twice"))
+    RETURN_IF_ERROR(GetBool(j, "splade_log1p_twice", &c.splade_log1p_twice));
   RETURN_IF_ERROR(GetInt(j, "max_seq_length", 1, c.max_positions(), &c.max_seq_length));
   if (c.hidden_size % c.num_heads != 0)
     return InvalidArgument("metadata: hidden_size is not divisible by num_heads");
@@ -322,12 +350,11 @@ StatusOr<ModelConfig> ConfigFromJson(const json& j) {
   if (!(eps_value >= 0 && eps_value <= 1))
     return OutOfRange("metadata: layer_norm_eps must be in [0, 1]");
   c.layer_norm_eps = static_cast<float>(eps_value);
-  RETURN_IF_ERROR(GetEnum(j, "hidden_act", {HiddenAct::kGelu, HiddenAct::kGeluTanh, HiddenAct::kRelu},
-                          HiddenActName, &c.hidden_act));
+  RETURN_IF_ERROR(GetEnum(j, "hidden_act", kHiddenActs, HiddenActName, &c.hidden_act));
   RETURN_IF_ERROR(GetEnum(j, "head",
                           {HeadKind::kBase, HeadKind::kSequenceClassification,
                            HeadKind::kTokenClassification, HeadKind::kQuestionAnswering,
-                           HeadKind::kSentenceEmbedding},
+                           HeadKind::kSentenceEmbedding, HeadKind::kSparseEmbedding},
                           HeadKindName, &c.head));
   RETURN_IF_ERROR(SentenceTransformersFromJson(j, &c));
   RETURN_IF_ERROR(GetBool(j, "normalize", &c.normalize));

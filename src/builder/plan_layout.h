@@ -25,7 +25,10 @@ struct TensorSpec {
 
 // Q, K and V are stored packed ([3h, h] and [3h]), the layout both engines
 // build at creation; the reader hands out the three parts as views.
-std::vector<TensorSpec> ExpectedTensors(const ModelConfig& config, bool has_pooler);
+// `untied_decoder`: a masked-LM head's decoder weight is its own, not the
+// word embeddings (ModelWeights::mlm_decoder).
+std::vector<TensorSpec> ExpectedTensors(const ModelConfig& config, bool has_pooler,
+                                        bool untied_decoder);
 
 // The tensors of `spec` in `weights`, in order: one, or three for Q/K/V.
 std::vector<const Tensor*> SourceTensors(const ModelWeights& weights, const std::string& name);

@@ -269,7 +269,12 @@ Status Reader::BindTensors(const Container& c, const json& meta, const PlanInfo&
   if (has_pooler == meta.end() || !has_pooler->is_boolean())
     return Error(StatusCode::kDataLoss, "metadata field has_pooler is missing");
   const Precision precision = *ParsePrecision(info.precision);
-  const auto specs = plan::ExpectedTensors(model->config, has_pooler->get<bool>());
+  // Absent in plans written before masked-LM heads.
+  auto untied = meta.find("untied_mlm_decoder");
+  if (untied != meta.end() && !untied->is_boolean())
+    return Error(StatusCode::kDataLoss, "metadata field untied_mlm_decoder is not a boolean");
+  const auto specs = plan::ExpectedTensors(model->config, has_pooler->get<bool>(),
+                                           untied != meta.end() && untied->get<bool>());
   size_t tensor_sections = 0;
   for (const Entry& e : c.entries) tensor_sections += e.kind == SectionKind::kTensor;
   if (tensor_sections != specs.size())

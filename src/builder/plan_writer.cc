@@ -122,6 +122,7 @@ json MetaJson(const Model& model, const TokenizerSource& tok, const PlanBuildOpt
       {"max_batch_tokens", o.max_batch_tokens},
       {"config", plan::ConfigToJson(model.config)},
       {"has_pooler", !model.weights.pooler_w.empty()},
+      {"untied_mlm_decoder", !model.weights.mlm_decoder_w.empty()},
       {"tokenizer", {{"kind", tok.kind}, {"settings", plan::SettingsToJson(tok.settings)}}},
   };
 }
@@ -154,7 +155,8 @@ std::vector<PendingSection> CollectSections(const Model& model, const TokenizerS
   add_bytes("tokenizer", SectionKind::kTokenizer, tok.bytes);
   add_bytes("tuning", SectionKind::kTuning, TuningJson(o).dump());
   for (const plan::TensorSpec& spec :
-       plan::ExpectedTensors(model.config, !model.weights.pooler_w.empty())) {
+       plan::ExpectedTensors(model.config, !model.weights.pooler_w.empty(),
+                             !model.weights.mlm_decoder_w.empty())) {
     PendingSection s;
     s.parts = plan::SourceTensors(model.weights, spec.name);
     int64_t numel = 0;

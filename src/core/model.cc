@@ -13,6 +13,7 @@ const char* HeadKindName(HeadKind h) {
     case HeadKind::kTokenClassification: return "token_classification";
     case HeadKind::kQuestionAnswering: return "question_answering";
     case HeadKind::kSentenceEmbedding: return "sentence_embedding";
+    case HeadKind::kSparseEmbedding: return "sparse_embedding";
   }
   return "?";
 }
@@ -80,7 +81,9 @@ std::vector<TensorT*> AllTensors(Weights& w) {
   std::vector<TensorT*> all = {&w.word_embeddings, &w.position_embeddings,
                                &w.token_type_embeddings, &w.emb_ln_gamma, &w.emb_ln_beta,
                                &w.pooler_w, &w.pooler_b, &w.classifier_w, &w.classifier_b,
-                               &w.relative_attention_bias};
+                               &w.relative_attention_bias, &w.mlm_dense_w, &w.mlm_dense_b,
+                               &w.mlm_ln_gamma, &w.mlm_ln_beta, &w.mlm_decoder_w,
+                               &w.mlm_decoder_b};
   for (auto& l : w.layers)
     all.insert(all.end(), {&l.query_w, &l.query_b, &l.key_w, &l.key_b, &l.value_w, &l.value_b,
                            &l.attn_out_w, &l.attn_out_b, &l.attn_ln_gamma, &l.attn_ln_beta,

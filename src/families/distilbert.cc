@@ -4,8 +4,6 @@
 // instead of a pooler's tanh.
 #include "families/family.h"
 
-#include <algorithm>
-
 #include "importer/json_util.h"
 
 namespace bertrt::families {
@@ -24,45 +22,29 @@ Status ReadConfig(const nlohmann::json& j, const std::string& path, ModelConfig*
   if (c->hidden_size % c->num_heads != 0)
     return InvalidArgument(path + ": dim " + std::to_string(c->hidden_size) +
                            " is not a multiple of n_heads " + std::to_string(c->num_heads));
-  ASSIGN_OR_RETURN(std::optional<int64_t> pad, importer::GetInt(j, "pad_token_id", path));
-  c->pad_token_id = static_cast<int>(std::clamp<int64_t>(pad.value_or(0), -1, 1 << 30));
+  RETURN_IF_ERROR(ReadPadTokenId(j, path, /*default_pad=*/0, c));
   ASSIGN_OR_RETURN(std::optional<std::string> act, importer::GetString(j, "activation", path));
   ASSIGN_OR_RETURN(c->hidden_act, importer::ParseActivation(act.value_or("gelu"), path));
   c->layer_norm_eps = 1e-12f;  // DistilBERT's, not in its config
-  c->type_vocab_size = 1;      // the zero table BindWeights makes
-  c->takes_token_types = false;
+  NoTokenTypes(c);
   c->pooler_activation = DenseActivation::kRelu;
+  c->mlm_activation = c->hidden_act;  // DistilBertForMaskedLM's vocab_transform
   return Status::Ok();
 }
 
+constexpr EncoderNames kNames{false,
+                              "transformer.layer.", "n_layers",
+                              "attention.q_lin",    "attention.k_lin",
+                              "attention.v_lin",    "attention.out_lin",
+                              "sa_layer_norm",      "ffn.lin1",
+                              "ffn.lin2",           "output_layer_norm"};
+
 Status BindWeights(importer::WeightBinder& b, const ModelConfig& c, ModelWeights* w) {
-  const int64_t H = c.hidden_size, I = c.intermediate_size;
-  RETURN_IF_ERROR(
-      b.Get({"embeddings.word_embeddings.weight"}, {c.vocab_size, H}, &w->word_embeddings));
-  RETURN_IF_ERROR(b.Get({"embeddings.position_embeddings.weight"},
-                        {c.max_position_embeddings, H}, &w->position_embeddings));
-  // No token types: one row of zeros, so the embedding sum is exactly
-  // word + position.
-  w->token_type_embeddings = Tensor::ZerosF32({1, H});
-  RETURN_IF_ERROR(b.LayerNorm("embeddings.LayerNorm", H, &w->emb_ln_gamma, &w->emb_ln_beta));
-  w->layers.assign(static_cast<size_t>(c.num_layers), LayerWeights{});
-  for (int i = 0; i < c.num_layers; ++i) {
-    LayerWeights& l = w->layers[static_cast<size_t>(i)];
-    const std::string p = "transformer.layer." + std::to_string(i) + ".";
-    RETURN_IF_ERROR(b.Linear(p + "attention.q_lin", H, H, &l.query_w, &l.query_b));
-    RETURN_IF_ERROR(b.Linear(p + "attention.k_lin", H, H, &l.key_w, &l.key_b));
-    RETURN_IF_ERROR(b.Linear(p + "attention.v_lin", H, H, &l.value_w, &l.value_b));
-    RETURN_IF_ERROR(b.Linear(p + "attention.out_lin", H, H, &l.attn_out_w, &l.attn_out_b));
-    RETURN_IF_ERROR(b.LayerNorm(p + "sa_layer_norm", H, &l.attn_ln_gamma, &l.attn_ln_beta));
-    RETURN_IF_ERROR(b.Linear(p + "ffn.lin1", I, H, &l.ffn_in_w, &l.ffn_in_b));
-    RETURN_IF_ERROR(b.Linear(p + "ffn.lin2", H, I, &l.ffn_out_w, &l.ffn_out_b));
-    RETURN_IF_ERROR(b.LayerNorm(p + "output_layer_norm", H, &l.ffn_ln_gamma, &l.ffn_ln_beta));
-  }
-  const std::string extra = "transformer.layer." + std::to_string(c.num_layers) +
-                            ".attention.q_lin.weight";
-  if (b.Has(extra))
-    return InvalidArgument("checkpoint has " + b.prefix() + extra + " but config.json says " +
-                           "n_layers = " + std::to_string(c.num_layers));
+  RETURN_IF_ERROR(BindEncoder(b, c, kNames, w));
+  const int64_t H = c.hidden_size;
+  if (c.head == HeadKind::kSparseEmbedding)
+    return BindMaskedLmHead(b, c, {"vocab_transform", "vocab_layer_norm", "vocab_projector",
+                                   "vocab_projector.bias"}, w);
   if (c.head == HeadKind::kSequenceClassification) {
     RETURN_IF_ERROR(b.Linear("pre_classifier", H, H, &w->pooler_w, &w->pooler_b, true, true));
     return b.Linear("classifier", c.num_labels, H, &w->classifier_w, &w->classifier_b, true,

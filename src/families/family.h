@@ -46,10 +46,64 @@ std::string SupportedModelTypes();
 // absent ones at BertConfig's defaults but pad_token_id at `default_pad`.
 Status ReadBertConfig(const nlohmann::json& j, const std::string& path, int default_pad,
                       ModelConfig* c);
-// embeddings.* and encoder.layer.N.* as BERT names them.
-Status BindBertEncoder(importer::WeightBinder& b, const ModelConfig& c, ModelWeights* w);
+// config.json's pad_token_id (`default_pad` when absent) into c->pad_token_id.
+Status ReadPadTokenId(const nlohmann::json& j, const std::string& path, int default_pad,
+                      ModelConfig* c);
+// A family whose checkpoints have no token type table (DistilBERT, MPNet):
+// the encoder reads one row of zeros (BindEncoder makes it), whatever the ids.
+// Its EncoderNames say token_type_table = false.
+void NoTokenTypes(ModelConfig* c);
+
+// Where a family keeps BERT's post-LayerNorm encoder weights: embeddings.*
+// as BERT names them, then each layer's under `layers` + N + ".".
+struct EncoderNames {
+  // Whether checkpoints have embeddings.token_type_embeddings (RoBERTa's
+  // one learned row included); without, the encoder reads a row of zeros.
+  bool token_type_table;
+  const char* layers;           // "encoder.layer."
+  const char* layer_count_key;  // config.json's key for the layer count, for messages
+  const char* query;            // each a Linear or LayerNorm under the layer
+  const char* key;
+  const char* value;
+  const char* attention_output;
+  const char* attention_norm;
+  const char* ffn_in;
+  const char* ffn_out;
+  const char* ffn_norm;
+};
+inline constexpr EncoderNames kBertEncoderNames{true,
+                                                "encoder.layer.",
+                                                "num_hidden_layers",
+                                                "attention.self.query",
+                                                "attention.self.key",
+                                                "attention.self.value",
+                                                "attention.output.dense",
+                                                "attention.output.LayerNorm",
+                                                "intermediate.dense",
+                                                "output.dense",
+                                                "output.LayerNorm"};
+// The embeddings and every layer, refusing a checkpoint with more layers
+// than config.json says.
+Status BindEncoder(importer::WeightBinder& b, const ModelConfig& c, const EncoderNames& names,
+                   ModelWeights* w);
 // token classification's `classifier` and QA's `qa_outputs` beside the
 // encoder, as every family names them.
 Status BindTokenHeads(importer::WeightBinder& b, const ModelConfig& c, ModelWeights* w);
+// Where a family keeps its masked-LM head (SPLADE's): the transform's dense
+// and LayerNorm, the decoder to the vocabulary (its weight usually tied to
+// the word embeddings and then absent) and the decoder's bias (either name).
+struct MaskedLmNames {
+  const char* dense;
+  const char* norm;
+  const char* decoder;
+  const char* bias;
+};
+Status BindMaskedLmHead(importer::WeightBinder& b, const ModelConfig& c, const MaskedLmNames& n,
+                        ModelWeights* w);
+// RobertaClassificationHead (classifier.dense + tanh + classifier.out_proj
+// on the first token) for sequence classification, lm_head for SPLADE, else
+// the optional pooler.dense and BindTokenHeads: RoBERTa's heads, which
+// MPNet shares.
+Status BindRobertaHeads(importer::WeightBinder& b, const ModelConfig& c, ModelWeights* w);
 
 }  // namespace bertrt::families

@@ -9,6 +9,23 @@
 #include "families/family.h"
 
 namespace bertrt::families {
+
+Status BindRobertaHeads(importer::WeightBinder& b, const ModelConfig& c, ModelWeights* w) {
+  const int64_t H = c.hidden_size;
+  if (c.head == HeadKind::kSequenceClassification) {
+    RETURN_IF_ERROR(b.Linear("classifier.dense", H, H, &w->pooler_w, &w->pooler_b, true, true));
+    return b.Linear("classifier.out_proj", c.num_labels, H, &w->classifier_w, &w->classifier_b,
+                    true, true);
+  }
+  // RobertaLMHead (MPNetLMHead the same): dense + GELU + layer_norm + decoder.
+  if (c.head == HeadKind::kSparseEmbedding)
+    return BindMaskedLmHead(b, c, {"lm_head.dense", "lm_head.layer_norm", "lm_head.decoder",
+                                   "lm_head.bias"}, w);
+  // RobertaModel's pooler (dense + tanh on <s>), when it was saved.
+  RETURN_IF_ERROR(b.Linear("pooler.dense", H, H, &w->pooler_w, &w->pooler_b, false));
+  return BindTokenHeads(b, c, w);
+}
+
 namespace {
 
 Status ReadConfig(const nlohmann::json& j, const std::string& path, ModelConfig* c) {
@@ -20,16 +37,8 @@ Status ReadConfig(const nlohmann::json& j, const std::string& path, ModelConfig*
 }
 
 Status BindWeights(importer::WeightBinder& b, const ModelConfig& c, ModelWeights* w) {
-  RETURN_IF_ERROR(BindBertEncoder(b, c, w));
-  const int64_t H = c.hidden_size;
-  if (c.head == HeadKind::kSequenceClassification) {
-    RETURN_IF_ERROR(b.Linear("classifier.dense", H, H, &w->pooler_w, &w->pooler_b, true, true));
-    return b.Linear("classifier.out_proj", c.num_labels, H, &w->classifier_w, &w->classifier_b,
-                    true, true);
-  }
-  // RobertaModel's pooler (dense + tanh on <s>), when it was saved.
-  RETURN_IF_ERROR(b.Linear("pooler.dense", H, H, &w->pooler_w, &w->pooler_b, false));
-  return BindTokenHeads(b, c, w);
+  RETURN_IF_ERROR(BindEncoder(b, c, kBertEncoderNames, w));
+  return BindRobertaHeads(b, c, w);
 }
 
 }  // namespace

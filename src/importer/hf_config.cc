@@ -112,6 +112,14 @@ Status ReadHead(const nlohmann::json& j, const std::string& path, const NoticeFn
   } else if (EndsWith(c->architecture, "ForTokenClassification")) {
     c->head = HeadKind::kTokenClassification;
     return ReadLabels(j, path, notice, c);
+  } else if (EndsWith(c->architecture, "ForMaskedLM")) {
+    // An encoder server has one use for a masked-LM head: SPLADE's sparse
+    // vectors (text-embeddings-inference serves it with --pooling splade).
+    c->head = HeadKind::kSparseEmbedding;
+    if (notice)
+      notice(path + ": " + c->architecture +
+             " served as SPLADE sparse embeddings: log(1 + relu) of the masked-LM logits, the "
+             "max over the tokens (/embed_sparse)");
   } else if (EndsWith(c->architecture, "ForQuestionAnswering")) {
     c->head = HeadKind::kQuestionAnswering;
     ASSIGN_OR_RETURN(std::optional<int64_t> n, GetInt(j, "num_labels", path));
@@ -227,6 +235,24 @@ Status ReadPooling(const std::string& path, SentenceTransformersLayout* layout) 
   return Status::Ok();
 }
 
+// A SparseEncoder's SpladePooling module config.json.
+Status ReadSpladePooling(const std::string& path, SentenceTransformersLayout* layout) {
+  ASSIGN_OR_RETURN(nlohmann::json j, ReadJsonFile(path));
+  if (!j.is_object()) return InvalidArgument(path + ": expected a JSON object");
+  ASSIGN_OR_RETURN(std::optional<std::string> strategy, GetString(j, "pooling_strategy", path));
+  ASSIGN_OR_RETURN(std::optional<std::string> act, GetString(j, "activation_function", path));
+  const std::string s = strategy.value_or("max"), a = act.value_or("relu");
+  if (s != "max" && s != "sum")
+    return InvalidArgument(path + ": pooling_strategy \"" + s + "\" is not \"max\" or \"sum\"");
+  if (a != "relu" && a != "log1p_relu")
+    return InvalidArgument(path + ": activation_function \"" + a +
+                           "\" is not \"relu\" or \"log1p_relu\"");
+  layout->splade = true;
+  layout->splade_sum = s == "sum";
+  layout->splade_log1p_twice = a == "log1p_relu";
+  return Status::Ok();
+}
+
 // A Dense module's config.json (2_Dense/ and the like).
 StatusOr<DenseSpec> ReadDense(const std::string& path) {
   ASSIGN_OR_RETURN(nlohmann::json j, ReadJsonFile(path));
@@ -336,7 +362,7 @@ StatusOr<std::optional<SentenceTransformersLayout>> ReadSentenceTransformersLayo
     // the defining module ("...modules.pooling.Pooling"): match the class name.
     const std::string cls = type->substr(type->rfind('.') + 1);
     const bool ours = type->rfind("sentence_transformers.", 0) == 0;
-    if (ours && cls == "Transformer") {
+    if (ours && (cls == "Transformer" || cls == "MLMTransformer")) {
       if (have_transformer) return out_of_order("a second Transformer module");
       layout.transformer_dir = module_dir;
       have_transformer = true;
@@ -344,16 +370,22 @@ StatusOr<std::optional<SentenceTransformersLayout>> ReadSentenceTransformersLayo
       if (!have_transformer || have_pooling) return out_of_order("Pooling is not second");
       RETURN_IF_ERROR(ReadPooling(JoinPath(module_dir, "config.json"), &layout));
       have_pooling = true;
+    } else if (ours && cls == "SpladePooling") {
+      if (!have_transformer || have_pooling) return out_of_order("SpladePooling is not second");
+      RETURN_IF_ERROR(ReadSpladePooling(JoinPath(module_dir, "config.json"), &layout));
+      have_pooling = true;
     } else if (ours && cls == "Dense") {
-      if (!have_pooling || layout.normalize) return out_of_order("a Dense module out of place");
+      if (!have_pooling || layout.normalize || layout.splade)
+        return out_of_order("a Dense module out of place");
       ASSIGN_OR_RETURN(DenseSpec d, ReadDense(JoinPath(module_dir, "config.json")));
       layout.dense.emplace_back(module_dir, d);
     } else if (ours && cls == "Normalize") {
-      if (!have_pooling) return out_of_order("Normalize before Pooling");
+      if (!have_pooling || layout.splade) return out_of_order("Normalize out of place");
       layout.normalize = true;
     } else {
       return Unimplemented(modules_path + ": sentence-transformers module " + *type +
-                           " is not supported (Transformer, Pooling, Dense and Normalize are)");
+                           " is not supported (Transformer, Pooling, Dense and Normalize are; "
+                           "MLMTransformer and SpladePooling for sparse encoders)");
     }
   }
   if (!have_transformer || !have_pooling)
@@ -386,6 +418,13 @@ StatusOr<std::optional<SentenceTransformersLayout>> ReadSentenceTransformersLayo
 
 Status ApplySentenceTransformers(const SentenceTransformersLayout& layout,
                                  const NoticeFn& notice, ModelConfig* c) {
+  if (layout.splade) {
+    if (c->head != HeadKind::kSparseEmbedding)
+      return InvalidArgument("SpladePooling reads a masked-LM head's logits, but config.json's "
+                             "architecture is " + c->architecture + ", not a ...ForMaskedLM");
+    c->splade_sum = layout.splade_sum;
+    c->splade_log1p_twice = layout.splade_log1p_twice;
+  }
   if (layout.embedding_dimension != 0 && layout.embedding_dimension != c->hidden_size)
     return InvalidArgument("pooling embedding_dimension " +
                            std::to_string(layout.embedding_dimension) +
@@ -402,13 +441,15 @@ Status ApplySentenceTransformers(const SentenceTransformersLayout& layout,
     return InvalidArgument("config_sentence_transformers.json: truncate_dim " +
                            std::to_string(layout.truncate_dim) + " exceeds the embedding's " +
                            std::to_string(width) + " values");
-  if (c->head != HeadKind::kBase && notice)
-    notice(std::string("sentence-transformers directory: ignoring the ") +
-           HeadKindName(c->head) + " head of " + c->architecture);
-  c->head = HeadKind::kSentenceEmbedding;
+  if (!layout.splade) {
+    if (c->head != HeadKind::kBase && notice)
+      notice(std::string("sentence-transformers directory: ignoring the ") +
+             HeadKindName(c->head) + " head of " + c->architecture);
+    c->head = HeadKind::kSentenceEmbedding;
+    c->pooling_modes = layout.pooling_modes;
+  }
   c->num_labels = 0;
   c->labels.clear();
-  c->pooling_modes = layout.pooling_modes;
   c->dense.clear();
   for (const auto& [dir, d] : layout.dense) c->dense.push_back(d);
   c->normalize = layout.normalize;

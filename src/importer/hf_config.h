@@ -45,6 +45,11 @@ struct SentenceTransformersLayout {
   std::vector<std::pair<std::string, std::string>> prompts;
   std::string default_prompt_name;
   int truncate_dim = 0;
+  // A SparseEncoder (sentence-transformers 5+): MLMTransformer + SpladePooling
+  // instead of Transformer + Pooling; its pooling strategy and activation.
+  bool splade = false;
+  bool splade_sum = false;
+  bool splade_log1p_twice = false;
 };
 
 // nullopt when `dir` has no modules.json (a plain transformers directory).

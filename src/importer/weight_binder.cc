@@ -91,9 +91,9 @@ Status WeightBinder::Linear(const std::string& base, int64_t out_features, int64
 }
 
 Status WeightBinder::LayerNorm(const std::string& base, int64_t hidden, Tensor* gamma,
-                               Tensor* beta) {
-  RETURN_IF_ERROR(Get({base + ".weight", base + ".gamma"}, {hidden}, gamma));
-  return Get({base + ".bias", base + ".beta"}, {hidden}, beta);
+                               Tensor* beta, bool head) {
+  RETURN_IF_ERROR(Get({base + ".weight", base + ".gamma"}, {hidden}, gamma, true, head));
+  return Get({base + ".bias", base + ".beta"}, {hidden}, beta, true, head);
 }
 
 bool WeightBinder::Has(const std::string& name) const {

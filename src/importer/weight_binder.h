@@ -32,7 +32,8 @@ class WeightBinder {
   Status Linear(const std::string& base, int64_t out_features, int64_t in_features, Tensor* w,
                 Tensor* b, bool required = true, bool head = false, const char* why = nullptr);
   // base.weight/bias, or the gamma/beta of old TF-converted checkpoints.
-  Status LayerNorm(const std::string& base, int64_t hidden, Tensor* gamma, Tensor* beta);
+  Status LayerNorm(const std::string& base, int64_t hidden, Tensor* gamma, Tensor* beta,
+                   bool head = false);
 
   // Whether the checkpoint has `name` under the encoder prefix.
   bool Has(const std::string& name) const;

@@ -60,6 +60,14 @@ std::vector<OutputDescription> HeadOutputs(const ModelConfig& c, bool has_pooler
                .first_tokens_only =
                    c.include_prompt && c.pooling_modes == std::vector<Pooling>{Pooling::kCls},
                .sequence_vector = true}};
+    case HeadKind::kSparseEmbedding:
+      return {{.name = "sparse_embedding",
+               .per_token = false,
+               .width = c.vocab_size,
+               .array = HeadArray::kSparseEmbedding,
+               .array_width = c.vocab_size,
+               .sequence_vector = true,
+               .sparse = true}};
   }
   return {};
 }

@@ -128,6 +128,15 @@ Status CheckModel(const Model& model) {
     RETURN_IF_ERROR(CheckTensor(w.classifier_w, {labels, h}, "classifier weight"));
     RETURN_IF_ERROR(CheckTensor(w.classifier_b, {labels}, "classifier bias"));
   }
+  if (c.head == HeadKind::kSparseEmbedding) {
+    RETURN_IF_ERROR(CheckTensor(w.mlm_dense_w, {h, h}, "masked-LM transform weight", true));
+    RETURN_IF_ERROR(CheckTensor(w.mlm_dense_b, {h}, "masked-LM transform bias", true));
+    RETURN_IF_ERROR(CheckTensor(w.mlm_ln_gamma, {h}, "masked-LM LayerNorm weight"));
+    RETURN_IF_ERROR(CheckTensor(w.mlm_ln_beta, {h}, "masked-LM LayerNorm bias"));
+    RETURN_IF_ERROR(CheckTensor(w.mlm_decoder(), {c.vocab_size, h}, "masked-LM decoder weight",
+                                true));
+    RETURN_IF_ERROR(CheckTensor(w.mlm_decoder_b, {c.vocab_size}, "masked-LM decoder bias", true));
+  }
   // Sentence-transformers' pooling, Dense modules and truncation.
   if (c.head == HeadKind::kSentenceEmbedding && c.pooling_modes.empty())
     return InvalidArgument("model: a sentence-embedding head needs a pooling mode");

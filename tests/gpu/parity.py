@@ -133,7 +133,8 @@ def make_model(name, shape, head, workdir, tokenizer_dir, seed, pooling="mean",
     prefix = {"bert": "Bert"}.get(family) or FAMILY_TOKENIZERS[family][0]
     torch.manual_seed(seed)
     suffix = {"seq-cls": "ForSequenceClassification", "token-cls": "ForTokenClassification",
-              "qa": "ForQuestionAnswering", "base": "Model", "sentence": "Model"}[head]
+              "qa": "ForQuestionAnswering", "base": "Model", "sentence": "Model",
+              "splade": "ForMaskedLM"}[head]
     cls = getattr(transformers, prefix + suffix)
     model = (cls(config) if head != "sentence" or family == "distilbert"
              else cls(config, add_pooling_layer=False))
@@ -300,6 +301,9 @@ def head_outputs(spec, model, ids, types, hidden_state):
         res["end_logits"] = ragged(out.end_logits)[:, None]
     elif head == "base":
         res["pooler_output"] = out.pooler_output
+    elif head == "splade":  # SPLADE: log(1 + relu(masked-LM logits)), max over the tokens
+        m = mask[:, :, None].to(out.logits.dtype)
+        res["sparse_embedding"] = (torch.log1p(torch.relu(out.logits)) * m).max(dim=1).values
     else:  # sentence-transformers pooling
         h = out.last_hidden_state
         m = mask[:, :, None].to(h.dtype)
@@ -341,7 +345,7 @@ def references(spec, batches, hidden_state, chunk=64):
 
 # ---------------------------------------------------------------- comparison
 
-EMBEDDINGS = {"embedding", "pooler_output", "last_hidden_state"}
+EMBEDDINGS = {"embedding", "pooler_output", "last_hidden_state", "sparse_embedding"}
 ARGMAX = {"logits", "start_logits", "end_logits"}
 
 
@@ -577,6 +581,11 @@ def suite(args):
                   ["mixed64"], False, []))
     mpnet_cls = spec("mpnet-base-seqcls", "bert-base", "seq-cls", 17, family="mpnet")
     cases.append((mpnet_cls, ["mixed64", "pairs32"], default_configs(), [], False, []))
+    # SPLADE at BERT-base size: the masked-LM head over the whole 30,522-entry
+    # vocabulary on every token (chunks of 1,024 tokens on the GPU), max-pooled.
+    splade = spec("bert-base-splade", "bert-base", "splade", 18)
+    cases.append((splade, ["one", "mixed64", "pairs32", "full128"], default_configs(),
+                  ["mixed64"], False, []))
     if args.real_model:
         real = {"name": "all-MiniLM-L6-v2", "shape": "minilm-l6", "head": "sentence",
                 "pooling": "mean", "normalize": True, "path": args.real_model}

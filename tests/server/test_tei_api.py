@@ -432,6 +432,38 @@ def test_family_embedders_on_embed_and_openai(started, model):
     assert close([d["embedding"] for d in data], [unit(w) for w in want[:2]])
 
 
+@pytest.mark.parametrize("model", ["splade_bert", "xlmr_splade", "splade_st_sum"])
+def test_splade_on_embed_sparse_as_transformers(started, model):
+    """SPLADE (a ...ForMaskedLM directory, a sentence-transformers SparseEncoder)
+    on /embed_sparse: TEI's [{"index", "value"}] of the non-zero entries, in
+    id order, equal to the reference's (golden.json); /embed gives the whole
+    vector only with normalize: false, as TEI; /info names the pooling."""
+    s = started(model)
+    golden = [g for g in golden_inputs(model) if "text_pair" not in g]
+    texts = [g["text"] for g in golden]
+    vocab = json.loads((MODELS / model / "config.json").read_text())["vocab_size"]
+    got = ok(s, "/embed_sparse", {"inputs": texts, "truncate": True})
+    assert len(got) == len(texts)
+    for entries, g in zip(got, golden):
+        indices = [e["index"] for e in entries]
+        assert indices == sorted(indices) and all(e["value"] > 0 for e in entries)
+        want = np.zeros(vocab)
+        want[g["sparse_embedding"]["indices"]] = g["sparse_embedding"]["values"]
+        have = np.zeros(vocab)
+        have[indices] = [e["value"] for e in entries]
+        assert np.abs(have - want).max() <= 1e-4 * np.abs(want).max(), g["text"]
+    single = ok(s, "/embed_sparse", {"inputs": texts[0]})
+    assert len(single) == 1 and len(single[0]) > 0
+    r = error(s, "/embed", {"inputs": texts[0]}, 424, "Backend", valid_request=True)
+    assert "normalize" in r["error"] and "/embed_sparse" in r["error"]
+    whole = ok(s, "/embed", {"inputs": texts[0], "normalize": False})
+    assert len(whole[0]) == vocab
+    dense = np.zeros(vocab)
+    dense[[e["index"] for e in single[0]]] = [e["value"] for e in single[0]]
+    assert np.array_equal(np.asarray(whole[0], dtype=np.float32), dense.astype(np.float32))
+    assert ok(s, "/info", None, method="get")["model_type"] == {"embedding": {"pooling": "splade"}}
+
+
 def test_distilbert_classifier_ignores_token_types_as_transformers_does(started):
     """DistilBERT takes no token types: a KServe client sending BERT-style
     token_type_ids (ones on the second segment) gets what transformers gives."""

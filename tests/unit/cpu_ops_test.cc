@@ -288,6 +288,37 @@ TEST(CpuOps, AttentionAddsTheRelativePositionBiasByDistance) {
   EXPECT_GT(NormRelErr(ctx, RefAttention(qkv, cu, h, heads)), 1e-2);
 }
 
+// SPLADE's pooling in chunks of tokens that cut sequences apart, against
+// log(1 + relu) (twice) max- or sum-pooled per sequence in double.
+TEST(CpuOps, SpladePoolAcrossChunksMatchesReference) {
+  std::mt19937 rng(12);
+  const int vocab = 700, tokens = 11;  // more columns than one 256-column block
+  const std::vector<int32_t> cu = {0, 1, 4, 11};
+  const std::vector<float> logits = Random(tokens * vocab, &rng);
+  for (const bool sum : {false, true}) {
+    for (const bool twice : {false, true}) {
+      std::vector<float> out(3 * vocab, 0.0f);
+      // Chunks 0-2, 3-6, 7-10: the second and third split sequence 2.
+      for (const auto [first, rows] : {std::pair{0, 3}, std::pair{3, 4}, std::pair{7, 4}})
+        SpladePool(logits.data() + first * vocab, first, rows, cu.data(), 3, vocab, sum, twice,
+                   out.data(), 2);
+      double worst = 0;
+      for (int s = 0; s < 3; ++s) {
+        for (int v = 0; v < vocab; ++v) {
+          double want = 0;
+          for (int t = cu[s]; t < cu[s + 1]; ++t) {
+            double f = std::log1p(std::max(0.0, double{logits[t * vocab + v]}));
+            if (twice) f = std::log1p(f);
+            want = sum ? want + f : std::max(want, f);
+          }
+          worst = std::max(worst, std::fabs(out[s * vocab + v] - want));
+        }
+      }
+      EXPECT_LT(worst, 1e-6) << "sum " << sum << " twice " << twice;
+    }
+  }
+}
+
 TEST(CpuOps, PoolingAndNormalize) {
   std::mt19937 rng(6);
   const int h = 37;

@@ -247,12 +247,21 @@ TEST_F(BrokenModelTest, MoreLayersInCheckpointThanConfig) {
 
 TEST_F(BrokenModelTest, PretrainingHeadLoadsAsBaseWithNotice) {
   CopyModel("base_prefixed");
-  EditConfig([](nlohmann::json& j) { j["architectures"] = {"BertForMaskedLM"}; });
+  EditConfig([](nlohmann::json& j) { j["architectures"] = {"BertForPreTraining"}; });
   auto l = Load(dir_.string());
   ASSERT_TRUE(l.model.ok()) << l.model.status().ToString();
   EXPECT_EQ((*l.model)->config.head, HeadKind::kBase);
   ASSERT_FALSE(l.notices.empty());
-  EXPECT_NE(l.notices[0].find("BertForMaskedLM"), std::string::npos);
+  EXPECT_NE(l.notices[0].find("BertForPreTraining"), std::string::npos);
+}
+
+// A ...ForMaskedLM is served as SPLADE, which reads the masked-LM head: a
+// checkpoint saved without it says so instead of loading something else.
+TEST_F(BrokenModelTest, MaskedLmWithoutItsHeadIsRefused) {
+  CopyModel("base_prefixed");
+  EditConfig([](nlohmann::json& j) { j["architectures"] = {"BertForMaskedLM"}; });
+  ExpectFailure(StatusCode::kNotFound, {"missing tensor cls.predictions.transform.dense.weight",
+                                        "SPLADE (a ...ForMaskedLM architecture)"});
 }
 
 // sentence-transformers 2.x-4.x: booleans, concatenated in its fixed order

@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "bertrt/head_outputs.h"
 #include "bertrt/safetensors.h"
 #include "core/half.h"
 #include "importer_test_util.h"
@@ -227,6 +228,48 @@ TEST(Importer, DistilBertNamesMapOntoBertsLayout) {
   same(w.layers[0].ffn_ln_beta, "distilbert.transformer.layer.0.output_layer_norm.bias");
   same(w.pooler_w, "pre_classifier.weight");
   same(w.classifier_b, "classifier.bias");
+}
+
+// SPLADE (scripts/make_family_models.py): each family's masked-LM head bound
+// by its names, the decoder tied to the word embeddings (save_pretrained
+// writes no copy), and a SparseEncoder's pooling options read.
+TEST(Importer, SpladeModelsBindTheirMaskedLmHeads) {
+  struct Case {
+    const char* dir;
+    const char* transform;  // the head's dense weight in the checkpoint
+    bool sum, log1p_twice;
+    HiddenAct activation;
+  };
+  for (const Case& c : {Case{"splade_bert", "cls.predictions.transform.dense.weight", false,
+                             false, HiddenAct::kGelu},
+                        Case{"xlmr_splade", "lm_head.dense.weight", false, false, HiddenAct::kGelu},
+                        Case{"distilbert_splade", "vocab_transform.weight", false, false,
+                             HiddenAct::kGelu},
+                        Case{"splade_st_sum", "cls.predictions.transform.dense.weight", true, true,
+                             HiddenAct::kGeluTanh}}) {
+    SCOPED_TRACE(c.dir);
+    Loaded l = Load(ModelDir(c.dir));
+    ASSERT_TRUE(l.model.ok()) << l.model.status().ToString();
+    const Model& m = **l.model;
+    EXPECT_EQ(m.config.head, HeadKind::kSparseEmbedding);
+    EXPECT_EQ(m.config.splade_sum, c.sum);
+    EXPECT_EQ(m.config.splade_log1p_twice, c.log1p_twice);
+    EXPECT_EQ(m.config.mlm_activation, c.activation);
+    EXPECT_TRUE(m.weights.mlm_decoder_w.empty());
+    EXPECT_EQ(m.weights.mlm_decoder().raw(), m.weights.word_embeddings.raw());
+    EXPECT_EQ(m.weights.mlm_decoder_b.shape(), (std::vector<int64_t>{m.config.vocab_size}));
+    auto file = SafetensorsFile::Open(ModelDir(c.dir) + "/model.safetensors");
+    ASSERT_TRUE(file.ok());
+    ASSERT_NE(file->Find(c.transform), nullptr);
+    const Tensor src = file->View(*file->Find(c.transform));
+    ASSERT_EQ(m.weights.mlm_dense_w.nbytes(), src.nbytes());
+    EXPECT_EQ(std::memcmp(m.weights.mlm_dense_w.raw(), src.raw(), src.nbytes()), 0);
+    // The one notice says how the model is served; every tensor was bound.
+    ASSERT_EQ(l.notices.size(), 1u) << l.notices[0];
+    EXPECT_NE(l.notices[0].find("SPLADE"), std::string::npos) << l.notices[0];
+    EXPECT_EQ(DescribeOutputs(m)[0].name, "sparse_embedding");
+    EXPECT_EQ(DescribeOutputs(m)[0].width, m.config.vocab_size);
+  }
 }
 
 TEST(Importer, F32WeightsAreTheFileBytes) {

@@ -60,6 +60,8 @@ class CpuEngine final : public Engine {
   Status Heads(const RaggedBatch& batch, const RunOptions& options, bool first_tokens_only,
                const float* x, BatchOutputs* out);
   StatusOr<std::vector<float>> Dense(const float* a, int rows, cpu::Linear& w, cpu::Act act);
+  // SPLADE: the masked-LM head on every token of x, pooled per sequence.
+  StatusOr<std::vector<float>> Splade(const RaggedBatch& batch, const float* x);
   // Packs, concatenates and checks the weights, then reorders them for the GEMM.
   StatusOr<cpu::Linear> MakeLinear(const std::vector<const Tensor*>& weights,
                                    const std::vector<const Tensor*>& biases, int in,
@@ -70,6 +72,7 @@ class CpuEngine final : public Engine {
   int threads_;
   std::vector<CpuLayer> layers_;
   cpu::Linear pooler_, classifier_;
+  cpu::Linear mlm_dense_, mlm_decoder_;  // SPLADE's masked-LM head
   std::vector<cpu::Linear> dense_;  // sentence-transformers Dense modules
   std::vector<Tensor> dense_zero_bias_;  // for Dense modules without a bias
   std::vector<float> relative_bias_;     // MPNet's (RelativePositionBiasTable); empty: none
@@ -141,6 +144,12 @@ Status CpuEngine::Init() {
       c.head != HeadKind::kSentenceEmbedding) {
     ASSIGN_OR_RETURN(classifier_, MakeLinear({&w.classifier_w}, {&w.classifier_b}, h,
                                              Epilogue::kNone, "classifier"));
+  }
+  if (c.head == HeadKind::kSparseEmbedding) {
+    ASSIGN_OR_RETURN(mlm_dense_, MakeLinear({&w.mlm_dense_w}, {&w.mlm_dense_b}, h,
+                                            EpilogueFor(c.mlm_activation), "masked-LM transform"));
+    ASSIGN_OR_RETURN(mlm_decoder_, MakeLinear({&w.mlm_decoder()}, {&w.mlm_decoder_b}, h,
+                                              Epilogue::kNone, "masked-LM decoder"));
   }
   relative_bias_ = RelativePositionBiasTable(c, w);
   dense_zero_bias_.reserve(w.dense.size());  // no reallocation: dense_ points into it
@@ -223,6 +232,29 @@ StatusOr<std::vector<float>> CpuEngine::Dense(const float* a, int rows, cpu::Lin
   return out;
 }
 
+StatusOr<std::vector<float>> CpuEngine::Splade(const RaggedBatch& batch, const float* x) {
+  const ModelConfig& c = model_->config;
+  const ModelWeights& w = model_->weights;
+  const int t = batch.num_tokens(), h = c.hidden_size, vocab = c.vocab_size;
+  // Tokens go through the head in chunks so that their [rows, vocab] logits
+  // stay small (30,522 columns for BERT's vocabulary: 31 MB a chunk).
+  constexpr int kChunk = 256;
+  std::vector<float> pooled(static_cast<size_t>(batch.num_seqs()) * vocab, 0.0f);
+  std::vector<float> transformed(static_cast<size_t>(std::min(t, kChunk)) * h);
+  std::vector<float> logits(static_cast<size_t>(std::min(t, kChunk)) * vocab);
+  for (int first = 0; first < t; first += kChunk) {
+    const int rows = std::min(kChunk, t - first);
+    RETURN_IF_ERROR(mlm_dense_.Run(x + static_cast<size_t>(first) * h, rows, transformed.data(),
+                                   &matmul_, threads_));
+    cpu::BiasLayerNorm(transformed.data(), rows, h, nullptr, w.mlm_ln_gamma.f32(),
+                       w.mlm_ln_beta.f32(), c.layer_norm_eps, threads_);
+    RETURN_IF_ERROR(mlm_decoder_.Run(transformed.data(), rows, logits.data(), &matmul_, threads_));
+    cpu::SpladePool(logits.data(), first, rows, batch.cu_seqlens.data(), batch.num_seqs(), vocab,
+                    c.splade_sum, c.splade_log1p_twice, pooled.data(), threads_);
+  }
+  return pooled;
+}
+
 Status CpuEngine::Heads(const RaggedBatch& batch, const RunOptions& options,
                         bool first_tokens_only, const float* x, BatchOutputs* out) {
   const ModelConfig& c = model_->config;
@@ -242,7 +274,7 @@ Status CpuEngine::Heads(const RaggedBatch& batch, const RunOptions& options,
   }
   // The arrays the head's outputs are read from (DescribeOutputs).
   HostArrays arrays;
-  std::vector<float> logits, emb;
+  std::vector<float> logits, emb, sparse;
   switch (c.head) {
     case HeadKind::kBase:
       break;
@@ -271,6 +303,11 @@ Status CpuEngine::Heads(const RaggedBatch& batch, const RunOptions& options,
       }
       if (c.normalize) cpu::L2NormalizeRows(emb.data(), n, width);
       arrays[HeadArray::kSentenceEmbedding] = {emb.data(), width};
+      break;
+    }
+    case HeadKind::kSparseEmbedding: {
+      ASSIGN_OR_RETURN(sparse, Splade(batch, x));
+      arrays[HeadArray::kSparseEmbedding] = {sparse.data(), c.vocab_size};
       break;
     }
   }

@@ -177,6 +177,31 @@ void PoolSequences(const float* x, const int32_t* cu_seqlens, const int32_t* poo
   }
 }
 
+void SpladePool(const float* logits, int first_token, int rows, const int32_t* cu_seqlens,
+                int num_seqs, int vocab, bool sum, bool log1p_twice, float* out, int threads) {
+  if (rows <= 0) return;
+  // The sequence of the first token: the last s with cu_seqlens[s] <= first_token.
+  const int first_seq =
+      static_cast<int>(std::upper_bound(cu_seqlens, cu_seqlens + num_seqs + 1, first_token) -
+                       cu_seqlens) - 1;
+  constexpr int kColumns = 256;  // a block of vocabulary columns per task
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int v0 = 0; v0 < vocab; v0 += kColumns) {
+    const int v1 = std::min(vocab, v0 + kColumns);
+    int s = first_seq;
+    for (int r = 0; r < rows; ++r) {
+      while (first_token + r >= cu_seqlens[s + 1]) ++s;
+      const float* l = logits + static_cast<size_t>(r) * vocab;
+      float* o = out + static_cast<size_t>(s) * vocab;
+      for (int v = v0; v < v1; ++v) {
+        float f = std::log1p(std::max(l[v], 0.0f));
+        if (log1p_twice) f = std::log1p(f);
+        o[v] = sum ? o[v] + f : std::max(o[v], f);
+      }
+    }
+  }
+}
+
 void L2NormalizeRows(float* x, int m, int n) {
   for (int r = 0; r < m; ++r) {
     float* row = x + static_cast<size_t>(r) * n;

@@ -92,4 +92,12 @@ void PoolSequences(const float* x, const int32_t* cu_seqlens, const int32_t* poo
 // Each row x / max(||x||_2, 1e-12).
 void L2NormalizeRows(float* x, int m, int n);
 
+// SPLADE's pooling of `rows` tokens' masked-LM logits ([rows, vocab], the
+// batch's tokens first_token..first_token+rows-1): each value becomes
+// log(1 + relu(v)) (log1p once more with log1p_twice) and is taken into its
+// sequence's row of `out` ([seqs, vocab]) by max, or by sum with `sum`. `out`
+// starts at zero and accumulates over calls, so the tokens may come in chunks.
+void SpladePool(const float* logits, int first_token, int rows, const int32_t* cu_seqlens,
+                int num_seqs, int vocab, bool sum, bool log1p_twice, float* out, int threads);
+
 }  // namespace bertrt::cpu

@@ -21,8 +21,13 @@ size_t ActivationPool::PooledWidth() const {
   return width;
 }
 
+size_t ActivationPool::SparseWidth() const {
+  return config_.head == HeadKind::kSparseEmbedding ? config_.vocab_size : 0;
+}
+
 std::vector<size_t> ActivationPool::Regions(size_t t) const {
   const size_t h = config_.hidden_size, e = element_size_, pooled = PooledWidth();
+  const size_t vocab = SparseWidth();
   return {t * h * e,
           t * h * e,
           t * 3 * h * e,
@@ -31,7 +36,10 @@ std::vector<size_t> ActivationPool::Regions(size_t t) const {
           t * h * 4,
           t * pooled * 4,
           t * logits_width_ * 4,
+          // A batch has at most as many sequences as tokens.
+          t * vocab * 4,
           config_.dense.empty() ? 0 : t * pooled * 4,
+          std::min<size_t>(t, kMaskedLmChunkTokens) * vocab * e,
           IntCapacity(t) * 4};
 }
 
@@ -51,9 +59,10 @@ Status ActivationPool::Reserve(int tokens, const std::string& hint) {
     p.push_back(next);
     next += AlignUp(r);
   }
-  // hidden states, pooled rows (or a Dense module's) and logits can all come
-  // back from one batch.
-  const size_t float_count = (regions[5] + regions[6] + regions[7]) / sizeof(float);
+  // hidden states, pooled rows (or a Dense module's), logits and sparse
+  // vectors can all come back from one batch.
+  const size_t float_count =
+      (regions[5] + regions[6] + regions[7] + regions[8]) / sizeof(float);
   RETURN_IF_ERROR(host_ints_.Allocate(IntCapacity(t) * sizeof(int32_t), "batch ids"));
   RETURN_IF_ERROR(host_floats_.Allocate(float_count * sizeof(float), "outputs"));
   ws_ = Workspace{p[0],
@@ -64,8 +73,10 @@ Status ActivationPool::Reserve(int tokens, const std::string& hint) {
                   reinterpret_cast<float*>(p[5]),
                   reinterpret_cast<float*>(p[6]),
                   reinterpret_cast<float*>(p[7]),
-                  reinterpret_cast<float*>(p[8]),
-                  reinterpret_cast<int32_t*>(p[9]),
+                  reinterpret_cast<float*>(p[9]),
+                  regions[10] ? p[10] : nullptr,
+                  regions[8] ? reinterpret_cast<float*>(p[8]) : nullptr,
+                  reinterpret_cast<int32_t*>(p[11]),
                   static_cast<int32_t*>(host_ints_.get()),
                   static_cast<float*>(host_floats_.get())};
   capacity_tokens_ = t;

@@ -21,10 +21,19 @@ struct Workspace {
   void *x, *tmp, *qkv, *ctx, *inter;  // compute precision
   float *hidden_f32, *pooled_f32, *logits_f32;
   float* dense_f32;  // a sentence-transformers Dense module's output (pooled_f32 the other's)
+  // SPLADE: a chunk of tokens' vocabulary logits (compute precision) and the
+  // pooled [seqs, vocab] vectors; null for other heads.
+  void* mlm_logits;
+  float* sparse_f32;
   int32_t* ints;       // the batch on the device, as BatchInts lays it out
   int32_t* host_ints;  // pinned: the same, staged for one copy
   float* host_floats;  // pinned: the outputs coming back
 };
+
+// SPLADE's masked-LM head runs over at most this many tokens at a time, so
+// that their [tokens, vocab] logits stay bounded (62 MB in fp16 for BERT's
+// 30,522 entries).
+inline constexpr int kMaskedLmChunkTokens = 1024;
 
 class ActivationPool {
  public:
@@ -49,6 +58,8 @@ class ActivationPool {
   // Floats per sequence of pooled_f32 (and dense_f32): the hidden size, or
   // the widest vector a sentence-embedding head makes.
   size_t PooledWidth() const;
+  // Vocabulary columns of the SPLADE regions: the vocabulary, or 0.
+  size_t SparseWidth() const;
 
   const ModelConfig& config_;
   size_t element_size_;

@@ -132,7 +132,7 @@ StatusOr<DeviceWeights> UploadWeights(const Model& model, Precision precision,
     ASSIGN_OR_RETURN(dw.pooler_b, up.Upload({&w.pooler_b}, true, "pooler"));
   }
   if (!w.classifier_w.empty() && c.head != HeadKind::kBase &&
-      c.head != HeadKind::kSentenceEmbedding) {
+      c.head != HeadKind::kSentenceEmbedding && c.head != HeadKind::kSparseEmbedding) {
     const int64_t labels = w.classifier_w.dim(0);
     ASSIGN_OR_RETURN(void* cw, up.Upload({&w.classifier_w}, false, "classifier"));
     ASSIGN_OR_RETURN(void* cb, up.Upload({&w.classifier_b}, false, "classifier"));
@@ -148,6 +148,20 @@ StatusOr<DeviceWeights> UploadWeights(const Model& model, Precision precision,
       ASSIGN_OR_RETURN(void* dw_b, up.Upload({&d.b}, false, "Dense module"));
       dd.b = static_cast<const float*>(dw_b);
     }
+  }
+  if (c.head == HeadKind::kSparseEmbedding) {
+    ASSIGN_OR_RETURN(dw.mlm_dense_w, up.Upload({&w.mlm_dense_w}, true, "masked-LM transform"));
+    ASSIGN_OR_RETURN(dw.mlm_dense_b, up.Upload({&w.mlm_dense_b}, true, "masked-LM transform"));
+    ASSIGN_OR_RETURN(void* g, up.Upload({&w.mlm_ln_gamma}, false, "masked-LM LayerNorm"));
+    ASSIGN_OR_RETURN(void* b, up.Upload({&w.mlm_ln_beta}, false, "masked-LM LayerNorm"));
+    dw.mlm_gamma = static_cast<const float*>(g);
+    dw.mlm_beta = static_cast<const float*>(b);
+    if (w.mlm_decoder_w.empty()) {
+      dw.mlm_decoder_w = dw.word;  // tied: the word embeddings are the decoder
+    } else {
+      ASSIGN_OR_RETURN(dw.mlm_decoder_w, up.Upload({&w.mlm_decoder_w}, true, "masked-LM decoder"));
+    }
+    ASSIGN_OR_RETURN(dw.mlm_decoder_b, up.Upload({&w.mlm_decoder_b}, true, "masked-LM decoder"));
   }
   // The staging buffer is freed on return; everything queued must be done.
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));

@@ -36,6 +36,11 @@ struct DeviceWeights {
     const float *w = nullptr, *b = nullptr;
   };
   std::vector<Dense> dense;
+  // SPLADE's masked-LM head: transform and decoder in the compute precision
+  // (the decoder's weight is `word` when tied), LayerNorm in fp32.
+  const void *mlm_dense_w = nullptr, *mlm_dense_b = nullptr;
+  const void *mlm_decoder_w = nullptr, *mlm_decoder_b = nullptr;
+  const float *mlm_gamma = nullptr, *mlm_beta = nullptr;
   size_t bytes = 0;
   std::vector<DeviceBuffer> storage;  // owns everything above
 };

@@ -1,5 +1,8 @@
 #include "backends/cuda/encoder_forward.h"
 
+#include <algorithm>
+
+#include "backends/cuda/cuda_check.h"
 #include "bertrt/head_outputs.h"
 
 namespace bertrt::cuda {
@@ -149,6 +152,9 @@ class EncoderForward::Pass {
           RETURN_IF_ERROR(L2NormalizeRows(f_.EmbeddingRows(ws_), n_, width, kernels_));
         break;
       }
+      case HeadKind::kSparseEmbedding:
+        RETURN_IF_ERROR(Splade());
+        break;
     }
     if (shape_.hidden_state)
       RETURN_IF_ERROR(ConvertToFloat(p_, ws_.x, ws_.hidden_f32, size_t(t_) * h_, kernels_));
@@ -156,6 +162,34 @@ class EncoderForward::Pass {
   }
 
  private:
+  // SPLADE: the masked-LM head on every token, kMaskedLmChunkTokens at a
+  // time (transform into tmp, its LayerNorm into ctx, the decoder's logits
+  // into mlm_logits), each chunk pooled into sparse_f32.
+  Status Splade() {
+    const DeviceWeights& w = f_.weights_;
+    const int vocab = c_.vocab_size;
+    const size_t e = DTypeSize(PrecisionDType(p_));
+    const Epilogue act = ActivationEpilogue(c_.mlm_activation, f_.options_);
+    CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(ws_.sparse_f32, 0, size_t(n_) * vocab * sizeof(float), stream_));
+    for (int first = 0; first < t_; first += kMaskedLmChunkTokens) {
+      const int rows = std::min(kMaskedLmChunkTokens, t_ - first);
+      const void* x = static_cast<const char*>(ws_.x) + size_t(first) * h_ * e;
+      RETURN_IF_ERROR(f_.linear_.Run(x, rows, h_, w.mlm_dense_w, w.mlm_dense_b, h_, act, nullptr,
+                                     ws_.tmp, stream_));
+      if (act == Epilogue::kBias)
+        RETURN_IF_ERROR(
+            ActivationInPlace(p_, c_.mlm_activation, ws_.tmp, size_t(rows) * h_, kernels_));
+      RETURN_IF_ERROR(LayerNorm(p_, ws_.tmp, ws_.ctx, rows, h_, w.mlm_gamma, w.mlm_beta,
+                                c_.layer_norm_eps, kernels_));
+      RETURN_IF_ERROR(f_.linear_.Run(ws_.ctx, rows, h_, w.mlm_decoder_w, w.mlm_decoder_b, vocab,
+                                     Epilogue::kBias, nullptr, ws_.mlm_logits, stream_));
+      RETURN_IF_ERROR(SpladePool(p_, ws_.mlm_logits, first, rows, ints_.cu, n_, vocab,
+                                 c_.splade_sum, c_.splade_log1p_twice, ws_.sparse_f32, kernels_));
+    }
+    return Status::Ok();
+  }
+
   Status Stamp(const char* name, double flops) {
     return trace_ ? trace_->After(name, flops, stream_) : Status::Ok();
   }
@@ -261,6 +295,8 @@ const float* EncoderForward::DeviceArray(const Workspace& ws, HeadArray array) c
       return EmbeddingRows(ws);
     case HeadArray::kHiddenState:
       return ws.hidden_f32;
+    case HeadArray::kSparseEmbedding:
+      return ws.sparse_f32;
   }
   return nullptr;
 }

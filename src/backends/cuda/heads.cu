@@ -107,7 +107,38 @@ __global__ void L2NormalizeKernel(float* x, int width) {
 
 int ThreadsFor(int width) { return std::min(256, (width + 31) / 32 * 32); }
 
+// Grid (vocabulary blocks, sequences); a thread per vocabulary entry walks
+// its sequence's tokens of the chunk, reading the logits row by row (each
+// warp's reads are contiguous).
+template <typename T>
+__global__ void SpladePoolKernel(const T* logits, int first_token, int rows, const int32_t* cu,
+                                 int vocab, bool sum, bool log1p_twice, float* out) {
+  AfterPreviousKernel();
+  const int s = blockIdx.y, v = blockIdx.x * blockDim.x + threadIdx.x;
+  const int begin = max(cu[s], first_token), end = min(cu[s + 1], first_token + rows);
+  if (v >= vocab || begin >= end) return;
+  float acc = out[static_cast<size_t>(s) * vocab + v];
+  for (int t = begin; t < end; ++t) {
+    float f = log1pf(fmaxf(ToFloat(logits[static_cast<size_t>(t - first_token) * vocab + v]), 0.0f));
+    if (log1p_twice) f = log1pf(f);
+    acc = sum ? acc + f : fmaxf(acc, f);
+  }
+  out[static_cast<size_t>(s) * vocab + v] = acc;
+}
+
 }  // namespace
+
+Status SpladePool(Precision p, const void* logits, int first_token, int rows,
+                  const int32_t* cu_seqlens, int num_seqs, int vocab, bool sum, bool log1p_twice,
+                  float* out, Stream stream) {
+  if (num_seqs == 0 || rows == 0) return Status::Ok();
+  const dim3 grid((vocab + 255) / 256, num_seqs);
+  BERTRT_DISPATCH_PRECISION(p, Launch(SpladePoolKernel<T>, grid, 256, 0, stream,
+                                      static_cast<const T*>(logits), first_token, rows,
+                                      cu_seqlens, vocab, sum, log1p_twice, out));
+  CUDA_RETURN_IF_LAUNCH_FAILED("SPLADE pooling kernel");
+  return Status::Ok();
+}
 
 Status GatherFirstTokens(Precision p, const void* x, const int32_t* cu_seqlens, int num_seqs,
                          int hidden, void* out, Stream stream) {

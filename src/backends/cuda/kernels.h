@@ -123,6 +123,15 @@ Status ApplyDenseActivation(float* x, size_t n, DenseActivation act, Stream stre
 // Each row x / max(||x||_2, 1e-12).
 Status L2NormalizeRows(float* x, int rows, int width, Stream stream);
 
+// SPLADE's pooling, cpu::SpladePool's definition: `rows` tokens' masked-LM
+// logits (precision p, [rows, vocab], the batch's tokens first_token on)
+// taken into their sequences' rows of `out` (fp32 [seqs, vocab], zeroed
+// before the first chunk) by max, or by sum with `sum`, of log(1 + relu(v))
+// (twice with log1p_twice).
+Status SpladePool(Precision p, const void* logits, int first_token, int rows,
+                  const int32_t* cu_seqlens, int num_seqs, int vocab, bool sum, bool log1p_twice,
+                  float* out, Stream stream);
+
 // Which attention kernel runs. kAuto picks by precision, head dim, GPU and
 // batch; the others force one, so that tests can hold each against a
 // reference (a forced kernel that the GPU, the build, the precision or the

@@ -15,12 +15,15 @@ constexpr int kFusedGeluMinRows = 2432;
 }  // namespace
 
 Epilogue FfnEpilogue(const ModelConfig& c, const CudaEngineOptions& options) {
+  return ActivationEpilogue(c.hidden_act, options);
+}
+
+Epilogue ActivationEpilogue(HiddenAct act, const CudaEngineOptions& options) {
   if (options.precision == Precision::kFp32) return Epilogue::kBias;
-  if (c.hidden_act == HiddenAct::kGeluTanh ||
-      (c.hidden_act == HiddenAct::kGelu && options.approximate_erf_gelu))
+  if (act == HiddenAct::kGeluTanh || (act == HiddenAct::kGelu && options.approximate_erf_gelu))
     return Epilogue::kBiasGeluTanh;
-  if (c.hidden_act == HiddenAct::kRelu) return Epilogue::kBiasRelu;
-  if (c.hidden_act == HiddenAct::kGelu) return Epilogue::kBiasGelu;
+  if (act == HiddenAct::kRelu) return Epilogue::kBiasRelu;
+  if (act == HiddenAct::kGelu) return Epilogue::kBiasGelu;
   return Epilogue::kBias;
 }
 

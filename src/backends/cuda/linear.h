@@ -19,6 +19,8 @@ namespace bertrt::cuda {
 // GELU is kBiasGelu (LinearLayers::Run), or cuBLASLt's tanh form where
 // CudaEngineOptions::approximate_erf_gelu.
 Epilogue FfnEpilogue(const ModelConfig& config, const CudaEngineOptions& options);
+// The same for a GEMM followed by `act` (FfnEpilogue's is hidden_act).
+Epilogue ActivationEpilogue(HiddenAct act, const CudaEngineOptions& options);
 
 // What cuBLASLt runs of a layer with epilogue `e`: all of it but the erf
 // GELU, which LinearLayers applies after it where BiasGeluGemm does not run.

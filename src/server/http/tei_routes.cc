@@ -407,6 +407,11 @@ Result<std::vector<std::vector<float>>> EmbedItems(const Call& c, std::vector<It
                       std::string(HeadKindName(m.config().head)) +
                       " model has no pooled output (a sentence-transformers or BertModel "
                       "directory has)");
+  // As TEI: a SPLADE vector is returned as it is, never normalized.
+  if (spec->sparse && o.normalize)
+    return WrongModel("`normalize` is not available for SPLADE models: pass \"normalize\": "
+                      "false to /embed for the whole vocabulary-wide vector, or use "
+                      "/embed_sparse for its non-zero entries");
   if (o.dimensions && *o.dimensions > spec->width)
     return Validation("`dimensions` should be smaller than the maximum embedding dimension (" +
                           std::to_string(spec->width) + ")",
@@ -473,15 +478,35 @@ Result<json> EmbedAll(const Call& c) {
   return out;
 }
 
+// A SPLADE model's sparse vector, as TEI answers: per input, its non-zero
+// entries as {"index": vocabulary id, "value": weight} in id order.
 Result<json> EmbedSparse(const Call& c) {
+  ServedModel& m = c.model;
   bool batch = false;
   ASSIGN_OR_RETURN(auto items, ReadInputs(c.body, "inputs", &batch));
-  RETURN_IF_API_ERROR(CheckBatch(c.model, items.size(), "inputs"));
+  RETURN_IF_API_ERROR(CheckBatch(m, items.size(), "inputs"));
   ASSIGN_OR_RETURN(EncodeOptions o, ReadEncodeOptions(c.body));
-  (void)o;
-  return WrongModel(
-      "Model is not an embedding model with SPLADE pooling: /embed_sparse needs a SPLADE "
-      "(masked-LM head, splade pooling) model, which bertrt does not serve yet; use /embed");
+  const auto& outputs = m.outputs();
+  const auto spec = std::find_if(outputs.begin(), outputs.end(),
+                                 [](const OutputDescription& o) { return o.sparse; });
+  if (spec == outputs.end())
+    return WrongModel("Model is not an embedding model with SPLADE pooling: this " +
+                      std::string(HeadKindName(m.config().head)) +
+                      " model has no sparse output (a ...ForMaskedLM directory or a "
+                      "sentence-transformers SparseEncoder has); use /embed or /predict");
+  ASSIGN_OR_RETURN(auto seqs, EncodeItems(m, std::move(items), o));
+  ASSIGN_OR_RETURN(InferResult r, Run(c, std::move(seqs), false));
+  const NamedOutput* out = r.outputs.Find(spec->name);
+  if (!out) return ApiError{500, ErrorType::kBackend, "the engine gave no " + spec->name, ""};
+  json vectors = json::array();
+  for (size_t i = 0; i + 1 < r.cu_seqlens.size(); ++i) {
+    const float* row = out->data.data() + i * out->width;
+    json entries = json::array();
+    for (int v = 0; v < out->width; ++v)
+      if (row[v] != 0.0f) entries.push_back({{"index", v}, {"value", FloatJson(row[v])}});
+    vectors.push_back(std::move(entries));
+  }
+  return vectors;
 }
 
 // /similarity: {"inputs": {"source_sentence", "sentences"}, "parameters": {...}}
@@ -837,8 +862,9 @@ json Info(HttpServer& s, ServedModel& m) {
     const HeadKind head = m.config().head;
     const std::string pooling = head == HeadKind::kSentenceEmbedding
                                     ? PoolingNames(m.config().pooling_modes)
-                                : head == HeadKind::kBase ? "pooler"
-                                                          : "none";
+                                : head == HeadKind::kBase            ? "pooler"
+                                : head == HeadKind::kSparseEmbedding ? "splade"
+                                                                     : "none";
     model_type = {{"embedding", {{"pooling", pooling}}}};
   } else {
     json id2label = json::object(), label2id = json::object();
