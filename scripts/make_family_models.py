@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Write the tiny random-weight test models of the families beyond BERT
-(RoBERTa, XLM-RoBERTa, CamemBERT, DistilBERT, MPNet) and the SPLADE models
+(RoBERTa, XLM-RoBERTa, CamemBERT, DistilBERT, MPNet, ModernBERT) and the SPLADE models
 (masked-LM heads of BERT, XLM-R and DistilBERT, and a sentence-transformers
 SparseEncoder), then their golden.json.
 
@@ -62,6 +62,26 @@ def bert_config(**extra):
         max_position_embeddings=TINY["positions"], initializer_range=0.15, **extra)
 
 
+def modernbert_config(biases, **extra):
+    """ModernBERT's tiny preset: 4 layers, so that layers 1 and 2 are local
+    (global_attn_every_n_layers 3) with a window of 8 (+-4) that the longer
+    test texts exceed; biases on or off together (attention, MLP, LayerNorm,
+    prediction head)."""
+    kw = dict(vocab_size=3000, hidden_size=TINY["hidden"], num_hidden_layers=4,
+              num_attention_heads=TINY["heads"], intermediate_size=TINY["intermediate"],
+              max_position_embeddings=TINY["positions"], global_attn_every_n_layers=3,
+              local_attention=8, initializer_range=0.15, pad_token_id=3, bos_token_id=None,
+              eos_token_id=None, cls_token_id=1, sep_token_id=2, attention_bias=biases,
+              mlp_bias=biases, norm_bias=biases, classifier_bias=biases, **extra)
+    rope = {"full_attention": {"rope_type": "default", "rope_theta": 160000.0},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}
+    try:
+        return transformers.ModernBertConfig(rope_parameters=rope, **kw)
+    except TypeError:  # transformers 4.x: the older keys
+        return transformers.ModernBertConfig(global_rope_theta=160000.0, local_rope_theta=10000.0,
+                                             **kw)
+
+
 def sparse_encoder_dir(path, pooling_strategy, activation_function):
     """Makes a saved BertForMaskedLM directory a sentence-transformers
     SparseEncoder (MLMTransformer + SpladePooling), saved by
@@ -100,6 +120,13 @@ def tokenizer_for(family):
         assert tok.pad_token_id == 1 and tok.unk_token_id is not None, (tok.pad_token_id,)
         tok("hello world")  # fails here, not in the goldens, if the vocabulary is wrong
         return tok
+    if family == "modernbert":
+        # ModernBERT's shape (tests/data/tokenizer/modernbert): byte-level BPE
+        # with [CLS] $A [SEP] templates, [UNK] [CLS] [SEP] [PAD] [MASK] first.
+        return transformers.PreTrainedTokenizerFast(
+            tokenizer_file=os.path.join(TOKENIZERS, "modernbert", "tokenizer.json"),
+            unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]",
+            mask_token="[MASK]", model_max_length=TINY["positions"])
     if family == "bert":
         return transformers.BertTokenizerFast(vocab_file=BERT_VOCAB, do_lower_case=True,
                                               model_max_length=TINY["positions"])
@@ -229,6 +256,19 @@ def main(argv):
     # whole 64 positions, so distances reach the log-spaced buckets.
     add("mpnet_sentence_mean", t.MPNetModel, roberta_like_config(t.MPNetConfig, 512, "gelu"),
         "mpnet", 34, st=dict(pooling="mean_tokens", normalize=True, max_seq_length=64))
+
+    # ModernBERT: a mean-pooled classifier without biases, a cls-pooled
+    # 1-label reranker with every bias (gte-reranker-modernbert's shape), an
+    # embedder (modernbert-embed's: mean + Normalize) and SPLADE.
+    add("modernbert_seq_cls", t.ModernBertForSequenceClassification,
+        modernbert_config(False, classifier_pooling="mean", **labels(["neg", "neu", "pos"])),
+        "modernbert", 39)
+    add("modernbert_reranker", t.ModernBertForSequenceClassification,
+        modernbert_config(True, classifier_pooling="cls", hidden_activation="gelu_pytorch_tanh",
+                          **labels(["LABEL_0"])), "modernbert", 40)
+    add("modernbert_sentence_mean", t.ModernBertModel, modernbert_config(False), "modernbert", 41,
+        st=dict(pooling="mean_tokens", normalize=True, max_seq_length=64))
+    add("modernbert_splade", t.ModernBertForMaskedLM, modernbert_config(False), "modernbert", 42)
 
     # SPLADE: masked-LM heads (their decoders tied to the word embeddings, as
     # save_pretrained writes them), served by /embed_sparse.

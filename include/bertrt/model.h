@@ -74,6 +74,28 @@ struct ModelConfig {
   //   ModelWeights::relative_attention_bias[bucket(j - i)], T5's bidirectional
   //   buckets over this many (0: none) up to a distance of 128.
   int relative_attention_buckets = 0;
+  // - ModernBERT's pre-LayerNorm layers (pre_norm): x += attention(LN(x))
+  //   (the first layer's without its LN: ModelWeights leaves it empty),
+  //   x += ffn(LN(x)), and final_ln over the last layer's output;
+  bool pre_norm = false;
+  // - a gated FFN (GeGLU): its first linear gives 2 x intermediate_size
+  //   values per token, hidden_act(first half) * second half;
+  bool gated_ffn = false;
+  // - rotary positions (rope_theta > 0) instead of a position table: global
+  //   layers rotate Q and K by rope_theta, local ones by local_rope_theta;
+  float rope_theta = 0.0f;
+  float local_rope_theta = 0.0f;
+  // - local attention: a layer whose index is not a multiple of
+  //   global_attention_every sees only the keys within local_window
+  //   positions of each query (0: every layer global);
+  int local_window = 0;
+  int global_attention_every = 1;
+  // - the sequence classifier reads the mean of the last layer's tokens
+  //   instead of the first token (ModernBERT's classifier_pooling "mean");
+  bool classifier_mean_pooling = false;
+  // - a LayerNorm after the pooler's activation (ModernBERT's prediction
+  //   head: ModelWeights::pooler_ln_*);
+  bool pooler_norm = false;
   // - the masked-LM head's transform activation (BERT's hidden_act;
   //   RoBERTa's lm_head and MPNet's: GELU).
   HiddenAct mlm_activation = HiddenAct::kGelu;
@@ -105,6 +127,7 @@ struct ModelConfig {
   int max_seq_length = 0;
 
   int head_dim() const { return num_heads ? hidden_size / num_heads : 0; }
+  bool local_layer(int i) const { return local_window > 0 && i % global_attention_every != 0; }
   // The longest sequence the position table serves.
   int max_positions() const { return max_position_embeddings - position_offset; }
   // Widths of the concatenated pooled vector, of the vector after the Dense
@@ -141,6 +164,10 @@ struct ModelWeights {
   Tensor relative_attention_bias;  // [buckets, heads], fp32; empty without one
   std::vector<LayerWeights> layers;
   Tensor pooler_w, pooler_b;          // empty when the checkpoint has no pooler
+  // ModernBERT: the prediction head's LayerNorm after the pooler's
+  // activation, and the final LayerNorm of pre_norm models; empty: none.
+  Tensor pooler_ln_gamma, pooler_ln_beta;
+  Tensor final_ln_gamma, final_ln_beta;
   Tensor classifier_w, classifier_b;  // classifier / qa_outputs; empty for base/embedding
   std::vector<DenseWeights> dense;    // one per ModelConfig::dense
   // The masked-LM head (kSparseEmbedding): transform dense + activation +

@@ -41,6 +41,14 @@ class Tensor {
 
   const void* raw() const { return data_; }
   const float* f32() const { return static_cast<const float*>(data_); }
+  // Rows [first, first + count) of a tensor of rank >= 1, sharing its storage.
+  Tensor Rows(int64_t first, int64_t count) const {
+    std::vector<int64_t> shape = shape_;
+    shape[0] = count;
+    const size_t row_bytes = shape_[0] ? nbytes() / static_cast<size_t>(shape_[0]) : 0;
+    return Tensor(dtype_, std::move(shape),
+                  static_cast<const char*>(data_) + static_cast<size_t>(first) * row_bytes, owner_);
+  }
   // Only for tensors created by ZerosF32 (or otherwise owned and writable).
   float* mutable_f32() { return const_cast<float*>(f32()); }
 

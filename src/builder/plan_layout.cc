@@ -70,11 +70,13 @@ std::vector<TensorSpec> ExpectedTensors(const ModelConfig& c, bool has_pooler,
   const int64_t h = c.hidden_size, inter = c.intermediate_size;
   std::vector<TensorSpec> specs = {
       {"embeddings.word", {c.vocab_size, h}, true},
-      {"embeddings.position", {c.max_position_embeddings, h}, true},
       {"embeddings.token_type", {c.type_vocab_size, h}, true},
       {"embeddings.ln_gamma", {h}, false},
       {"embeddings.ln_beta", {h}, false},
   };
+  // Rotary models have no position table.
+  if (c.rope_theta <= 0.0f)
+    specs.insert(specs.begin() + 1, {"embeddings.position", {c.max_position_embeddings, h}, true});
   if (c.relative_attention_buckets > 0)
     specs.push_back({"relative_attention_bias", {c.relative_attention_buckets, c.num_heads}, false});
   for (int i = 0; i < c.num_layers; ++i) {
@@ -82,18 +84,29 @@ std::vector<TensorSpec> ExpectedTensors(const ModelConfig& c, bool has_pooler,
     specs.push_back({LayerName(i, "qkv_b"), {3 * h}, true});
     specs.push_back({LayerName(i, "attn_out_w"), {h, h}, true});
     specs.push_back({LayerName(i, "attn_out_b"), {h}, true});
-    specs.push_back({LayerName(i, "attn_ln_gamma"), {h}, false});
-    specs.push_back({LayerName(i, "attn_ln_beta"), {h}, false});
-    specs.push_back({LayerName(i, "ffn_in_w"), {inter, h}, true});
-    specs.push_back({LayerName(i, "ffn_in_b"), {inter}, true});
+    if (!(c.pre_norm && i == 0)) {  // a pre-norm model's first layer has none
+      specs.push_back({LayerName(i, "attn_ln_gamma"), {h}, false});
+      specs.push_back({LayerName(i, "attn_ln_beta"), {h}, false});
+    }
+    const int64_t ffn_in = c.gated_ffn ? 2 * inter : inter;
+    specs.push_back({LayerName(i, "ffn_in_w"), {ffn_in, h}, true});
+    specs.push_back({LayerName(i, "ffn_in_b"), {ffn_in}, true});
     specs.push_back({LayerName(i, "ffn_out_w"), {h, inter}, true});
     specs.push_back({LayerName(i, "ffn_out_b"), {h}, true});
     specs.push_back({LayerName(i, "ffn_ln_gamma"), {h}, false});
     specs.push_back({LayerName(i, "ffn_ln_beta"), {h}, false});
   }
+  if (c.pre_norm) {
+    specs.push_back({"final_ln_gamma", {h}, false});
+    specs.push_back({"final_ln_beta", {h}, false});
+  }
   if (has_pooler) {
     specs.push_back({"pooler_w", {h, h}, true});
     specs.push_back({"pooler_b", {h}, true});
+    if (c.pooler_norm) {
+      specs.push_back({"pooler_ln_gamma", {h}, false});
+      specs.push_back({"pooler_ln_beta", {h}, false});
+    }
   }
   if (HasClassifier(c.head)) {
     const int64_t labels = c.head == HeadKind::kQuestionAnswering ? 2 : c.num_labels;
@@ -135,6 +148,10 @@ std::vector<T*> Lookup(W& w, const std::string& name) {
   if (name == "pooler_b") return {&w.pooler_b};
   if (name == "classifier_w") return {&w.classifier_w};
   if (name == "classifier_b") return {&w.classifier_b};
+  if (name == "final_ln_gamma") return {&w.final_ln_gamma};
+  if (name == "final_ln_beta") return {&w.final_ln_beta};
+  if (name == "pooler_ln_gamma") return {&w.pooler_ln_gamma};
+  if (name == "pooler_ln_beta") return {&w.pooler_ln_beta};
   if (name == "mlm.dense_w") return {&w.mlm_dense_w};
   if (name == "mlm.dense_b") return {&w.mlm_dense_b};
   if (name == "mlm.ln_gamma") return {&w.mlm_ln_gamma};
@@ -292,6 +309,14 @@ json ConfigToJson(const ModelConfig& c) {
               {"mlm_activation", HiddenActName(c.mlm_activation)},
               {"splade_sum", c.splade_sum},
               {"splade_log1p_twice", c.splade_log1p_twice},
+              {"pre_norm", c.pre_norm},
+              {"gated_ffn", c.gated_ffn},
+              {"rope_theta", c.rope_theta},
+              {"local_rope_theta", c.local_rope_theta},
+              {"local_window", c.local_window},
+              {"global_attention_every", c.global_attention_every},
+              {"classifier_mean_pooling", c.classifier_mean_pooling},
+              {"pooler_norm", c.pooler_norm},
               {"head", HeadKindName(c.head)},
               {"num_labels", c.num_labels},
               {"labels", c.labels},
@@ -339,6 +364,23 @@ StatusOr<ModelConfig> ConfigFromJson(const json& j) {
   if (j.contains("splade_sum")) RETURN_IF_ERROR(GetBool(j, "splade_sum", &c.splade_sum));
   if (j.contains("splade_log1p_twice"))
     RETURN_IF_ERROR(GetBool(j, "splade_log1p_twice", &c.splade_log1p_twice));
+  // ModernBERT's structure (absent in plans of the families before it).
+  for (const auto& [key, flag] :
+       {std::pair{"pre_norm", &c.pre_norm}, std::pair{"gated_ffn", &c.gated_ffn},
+        std::pair{"classifier_mean_pooling", &c.classifier_mean_pooling},
+        std::pair{"pooler_norm", &c.pooler_norm}})
+    if (j.contains(key)) RETURN_IF_ERROR(GetBool(j, key, flag));
+  for (const auto& [key, theta] : {std::pair{"rope_theta", &c.rope_theta},
+                                   std::pair{"local_rope_theta", &c.local_rope_theta}}) {
+    if (!j.contains(key)) continue;
+    if (!j[key].is_number() || !(j[key].get<double>() >= 0 && j[key].get<double>() < 1e12))
+      return Missing(key, "a number in [0, 1e12)");
+    *theta = static_cast<float>(j[key].get<double>());
+  }
+  if (j.contains("local_window"))
+    RETURN_IF_ERROR(GetInt(j, "local_window", 0, 1 << 20, &c.local_window));
+  if (j.contains("global_attention_every"))
+    RETURN_IF_ERROR(GetInt(j, "global_attention_every", 1, 1 << 20, &c.global_attention_every));
   RETURN_IF_ERROR(GetInt(j, "max_seq_length", 1, c.max_positions(), &c.max_seq_length));
   if (c.hidden_size % c.num_heads != 0)
     return InvalidArgument("metadata: hidden_size is not divisible by num_heads");

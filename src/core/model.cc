@@ -83,7 +83,8 @@ std::vector<TensorT*> AllTensors(Weights& w) {
                                &w.pooler_w, &w.pooler_b, &w.classifier_w, &w.classifier_b,
                                &w.relative_attention_bias, &w.mlm_dense_w, &w.mlm_dense_b,
                                &w.mlm_ln_gamma, &w.mlm_ln_beta, &w.mlm_decoder_w,
-                               &w.mlm_decoder_b};
+                               &w.mlm_decoder_b, &w.pooler_ln_gamma, &w.pooler_ln_beta,
+                               &w.final_ln_gamma, &w.final_ln_beta};
   for (auto& l : w.layers)
     all.insert(all.end(), {&l.query_w, &l.query_b, &l.key_w, &l.key_b, &l.value_w, &l.value_b,
                            &l.attn_out_w, &l.attn_out_b, &l.attn_ln_gamma, &l.attn_ln_beta,

@@ -4,10 +4,11 @@
 
 namespace bertrt::families {
 
-extern const Family kBert, kRoberta, kDistilBert, kMpnet;
+extern const Family kBert, kRoberta, kDistilBert, kMpnet, kModernBert;
 
 const std::vector<const Family*>& AllFamilies() {
-  static const std::vector<const Family*> kAll = {&kBert, &kRoberta, &kDistilBert, &kMpnet};
+  static const std::vector<const Family*> kAll = {&kBert, &kRoberta, &kDistilBert, &kMpnet,
+                                                  &kModernBert};
   return kAll;
 }
 

@@ -1,7 +1,8 @@
 // A model family, described once: how its config.json maps onto bertrt's
 // ModelConfig (sizes and the structure fields both engines run: position
 // offset, token types, the classifier's activation) and where its checkpoints
-// keep each weight. One file per family (bert.cc, roberta.cc, distilbert.cc, mpnet.cc)
+// keep each weight. One file per family (bert.cc, roberta.cc, distilbert.cc, mpnet.cc,
+// modernbert.cc)
 // defines one Family; AllFamilies lists them. The head (architectures[0]'s
 // ...ForSequenceClassification etc.) is read the same way for every family
 // (importer/hf_config.cc); a family only says where the head's weights are.
@@ -33,6 +34,9 @@ struct Family {
   Status (*read_config)(const nlohmann::json& j, const std::string& path, ModelConfig* c);
   // Every weight of `c`'s encoder and head, by this family's names.
   Status (*bind_weights)(importer::WeightBinder& b, const ModelConfig& c, ModelWeights* w);
+  // The word embeddings' name under the encoder, which finds the encoder's
+  // prefix in a checkpoint.
+  const char* word_embeddings = "embeddings.word_embeddings.weight";
 };
 
 const std::vector<const Family*>& AllFamilies();

@@ -20,7 +20,6 @@ const char* RejectionReason(const std::string& model_type) {
       {"deberta", "it uses disentangled relative attention"},
       {"deberta-v2", "it uses disentangled relative attention"},
       {"nomic_bert", "it uses rotary embeddings"},
-      {"modernbert", "it uses rotary embeddings and alternating local attention"},
   };
   auto it = kReasons.find(model_type);
   return it == kReasons.end() ? nullptr : it->second;

@@ -46,7 +46,7 @@ Status BindWeights(const Checkpoint& ckpt, const ModelConfig& c, const NoticeFn&
   // some exports.
   const std::string name = family->encoder_name;
   const std::string prefixes[] = {name + ".", "", "model.", "model." + name + "."};
-  const std::string anchor = "embeddings.word_embeddings.weight";
+  const std::string anchor = family->word_embeddings;
   for (const std::string& p : prefixes) {
     if (!ckpt.Find(p + anchor)) continue;
     WeightBinder b(ckpt, p, name);

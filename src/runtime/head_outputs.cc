@@ -27,7 +27,8 @@ std::vector<OutputDescription> HeadOutputs(const ModelConfig& c, bool has_pooler
                .width = c.num_labels,
                .array = HeadArray::kClassifier,
                .array_width = c.num_labels,
-               .first_tokens_only = true,  // the classifier reads the pooler's rows
+               // The classifier reads the pooler's rows: the first tokens, or the mean.
+               .first_tokens_only = !c.classifier_mean_pooling,
                .argmax = true,
                .scores_labels = true}};
     case HeadKind::kTokenClassification:

@@ -85,8 +85,18 @@ Status CheckModel(const Model& model) {
   RETURN_IF_ERROR(CheckConfig(c, w.layers.size()));
   const int64_t h = c.hidden_size;
   RETURN_IF_ERROR(CheckTensor(w.word_embeddings, {c.vocab_size, h}, "word_embeddings", true));
-  RETURN_IF_ERROR(CheckTensor(w.position_embeddings, {c.max_position_embeddings, h},
-                              "position_embeddings", true));
+  // Rotary models have no position table.
+  if (c.rope_theta <= 0.0f || !w.position_embeddings.empty())
+    RETURN_IF_ERROR(CheckTensor(w.position_embeddings, {c.max_position_embeddings, h},
+                                "position_embeddings", true));
+  if (c.pre_norm) {
+    RETURN_IF_ERROR(CheckTensor(w.final_ln_gamma, {h}, "final LayerNorm weight"));
+    RETURN_IF_ERROR(CheckTensor(w.final_ln_beta, {h}, "final LayerNorm bias"));
+  }
+  if (c.pooler_norm && HeadUsesPooler(model)) {
+    RETURN_IF_ERROR(CheckTensor(w.pooler_ln_gamma, {h}, "prediction head LayerNorm weight"));
+    RETURN_IF_ERROR(CheckTensor(w.pooler_ln_beta, {h}, "prediction head LayerNorm bias"));
+  }
   RETURN_IF_ERROR(CheckTensor(w.token_type_embeddings, {c.type_vocab_size, h},
                               "token_type_embeddings", true));
   if (c.relative_attention_buckets > 0)
@@ -108,12 +118,17 @@ Status CheckModel(const Model& model) {
     RETURN_IF_ERROR(CheckTensor(l.value_b, {h}, p + "value bias", true));
     RETURN_IF_ERROR(CheckTensor(l.attn_out_w, {h, h}, p + "attention output weight", true));
     RETURN_IF_ERROR(CheckTensor(l.attn_out_b, {h}, p + "attention output bias", true));
-    RETURN_IF_ERROR(CheckTensor(l.ffn_in_w, {inter, h}, p + "intermediate weight", true));
-    RETURN_IF_ERROR(CheckTensor(l.ffn_in_b, {inter}, p + "intermediate bias", true));
+    // A gated FFN's first linear gives both halves.
+    const int64_t ffn_in = c.gated_ffn ? 2 * inter : inter;
+    RETURN_IF_ERROR(CheckTensor(l.ffn_in_w, {ffn_in, h}, p + "intermediate weight", true));
+    RETURN_IF_ERROR(CheckTensor(l.ffn_in_b, {ffn_in}, p + "intermediate bias", true));
     RETURN_IF_ERROR(CheckTensor(l.ffn_out_w, {h, inter}, p + "output weight", true));
     RETURN_IF_ERROR(CheckTensor(l.ffn_out_b, {h}, p + "output bias", true));
-    RETURN_IF_ERROR(CheckTensor(l.attn_ln_gamma, {h}, p + "attention LayerNorm weight"));
-    RETURN_IF_ERROR(CheckTensor(l.attn_ln_beta, {h}, p + "attention LayerNorm bias"));
+    // A pre-norm model's first layer reads the embeddings' LayerNorm instead.
+    if (!(c.pre_norm && i == 0)) {
+      RETURN_IF_ERROR(CheckTensor(l.attn_ln_gamma, {h}, p + "attention LayerNorm weight"));
+      RETURN_IF_ERROR(CheckTensor(l.attn_ln_beta, {h}, p + "attention LayerNorm bias"));
+    }
     RETURN_IF_ERROR(CheckTensor(l.ffn_ln_gamma, {h}, p + "output LayerNorm weight"));
     RETURN_IF_ERROR(CheckTensor(l.ffn_ln_beta, {h}, p + "output LayerNorm bias"));
   }

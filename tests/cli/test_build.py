@@ -31,13 +31,16 @@ def build(bertrt_bin, model, plan, *extra, check=0):
 # in the plan.
 # The other families: their structure (position offset, no token types, the
 # classifier's activation, MPNet's relative position bias) travels in the plan too,
-# as do SPLADE's masked-LM head (its decoder tied: not stored twice) and pooling options.
+# as do SPLADE's masked-LM head (its decoder tied: not stored twice) and pooling options,
+# and ModernBERT's structure (pre-LayerNorm, rotary thetas, GeGLU, local window, no
+# position table, the prediction head's LayerNorm).
 @pytest.mark.parametrize("model", ["seq_cls", "token_cls", "qa", "sentence_mean", "sentence_cls",
                                    "base", "st_concat_prompts", "st_legacy_concat",
                                    "st_exclude_prompt", "roberta_seq_cls", "xlmr_qa",
                                    "xlmr_sentence_mean", "distilbert_seq_cls",
                                    "distilbert_token_cls", "mpnet_sentence_mean",
-                                   "splade_bert", "splade_st_sum"])
+                                   "splade_bert", "splade_st_sum", "modernbert_seq_cls",
+                                   "modernbert_reranker", "modernbert_sentence_mean"])
 def test_plan_serves_exactly_like_the_directory(bertrt_bin, tmp_path, model):
     plan = tmp_path / f"{model}.plan"
     proc = build(bertrt_bin, model, plan)

@@ -401,11 +401,13 @@ def golden_inputs(model):
     return json.loads((MODELS / model / "golden.json").read_text())["inputs"]
 
 
-def test_xlmr_cross_encoder_reranks_as_transformers(started):
-    """An XLM-RoBERTa cross-encoder (bge-reranker's architecture) on /rerank: the
-    score of the golden pair is the sigmoid of transformers' own logit."""
-    s = started("xlmr_reranker")
-    pair = next(g for g in golden_inputs("xlmr_reranker") if "text_pair" in g)
+@pytest.mark.parametrize("model", ["xlmr_reranker", "modernbert_reranker"])
+def test_cross_encoders_rerank_as_transformers(started, model):
+    """Cross-encoders (bge-reranker's XLM-RoBERTa, gte-reranker-modernbert's
+    ModernBERT) on /rerank: the score of the golden pair is the sigmoid of
+    transformers' own logit."""
+    s = started(model)
+    pair = next(g for g in golden_inputs(model) if "text_pair" in g)
     info = ok(s, "/info", None, method="get")
     assert "reranker" in info["model_type"]
     ranked = ok(s, "/rerank", {"query": pair["text"], "texts": [pair["text_pair"], "hello world"]})
@@ -416,7 +418,7 @@ def test_xlmr_cross_encoder_reranks_as_transformers(started):
 
 
 @pytest.mark.parametrize("model", ["xlmr_sentence_mean", "distilbert_sentence_cls",
-                                   "mpnet_sentence_mean"])
+                                   "mpnet_sentence_mean", "modernbert_sentence_mean"])
 def test_family_embedders_on_embed_and_openai(started, model):
     """multilingual-e5's and msmarco-distilbert's shapes on TEI's and OpenAI's
     routes: sentence-transformers' own embeddings (golden.json)."""

@@ -224,7 +224,7 @@ TEST(CpuOps, EmbedLayerNormUsesPositionWithinEachSequence) {
 // `bias`: [heads][2 * span - 1] added to each score by key - query distance (empty: none).
 std::vector<double> RefAttention(const std::vector<float>& qkv, const std::vector<int32_t>& cu,
                                  int h, int heads, const std::vector<float>& bias = {},
-                                 int span = 0) {
+                                 int span = 0, int window = 0) {
   const int d = h / heads, tokens = cu.back();
   std::vector<double> ctx(size_t(tokens) * h, 0.0);
   for (size_t s = 0; s + 1 < cu.size(); ++s)
@@ -237,7 +237,9 @@ std::vector<double> RefAttention(const std::vector<float>& qkv, const std::vecto
             dot += double{qkv[i * 3 * h + hd * d + e]} * qkv[j * 3 * h + h + hd * d + e];
           const double b =
               bias.empty() ? 0.0 : bias[size_t(hd) * (2 * span - 1) + (j - i) + span - 1];
-          p.push_back(dot / std::sqrt(double(d)) + b);
+          // Outside the window: masked, as -inf would.
+          const bool seen = window == 0 || std::abs(j - i) <= window;
+          p.push_back(seen ? dot / std::sqrt(double(d)) + b : -1e300);
         }
         double mx = *std::max_element(p.begin(), p.end()), sum = 0.0;
         for (double& v : p) sum += (v = std::exp(v - mx));
@@ -257,6 +259,64 @@ TEST(CpuOps, AttentionIsPerSequenceAndHead) {
     std::vector<float> ctx(size_t(tokens) * h), scratch(AttentionScratchFloats(max_len, 2));
     Attention(qkv.data(), cu.data(), 4, max_len, h, heads, {}, ctx.data(), scratch.data(), 2);
     EXPECT_LT(NormRelErr(ctx, RefAttention(qkv, cu, h, heads)), 2e-6) << h << "/" << heads;
+  }
+}
+
+// ModernBERT's local layers: each query sees the keys within `window`
+// positions; sequences shorter and longer than the window.
+TEST(CpuOps, AttentionWindowMasksFarKeys) {
+  std::mt19937 rng(9);
+  const int h = 32, heads = 4;
+  const std::vector<int32_t> cu = {0, 3, 40, 52};
+  const int max_len = 37, tokens = cu.back();
+  std::vector<float> qkv = Random(size_t(tokens) * 3 * h, &rng, -2.0f, 2.0f);
+  std::vector<float> ctx(size_t(tokens) * h), scratch(AttentionScratchFloats(max_len, 2));
+  Attention(qkv.data(), cu.data(), 3, max_len, h, heads, {}, ctx.data(), scratch.data(), 2, {4});
+  EXPECT_LT(NormRelErr(ctx, RefAttention(qkv, cu, h, heads, {}, 0, 4)), 2e-6);
+  EXPECT_GT(NormRelErr(ctx, RefAttention(qkv, cu, h, heads)), 1e-2);
+}
+
+// Rotary positions as transformers' apply_rotary_pos_emb computes them
+// (rotate_half: the pair (x[i], x[i + d/2])), against a double reference;
+// V is left alone and each sequence counts positions from 0.
+TEST(CpuOps, RotaryRotatesQueryAndKeyPairsByPosition) {
+  std::mt19937 rng(10);
+  const int h = 32, heads = 4, d = h / heads;
+  const std::vector<int32_t> cu = {0, 5, 69};
+  const int tokens = cu.back();
+  const std::vector<float> before = Random(size_t(tokens) * 3 * h, &rng);
+  std::vector<float> qkv = before;
+  const float theta = 10000.0f;
+  ApplyRotary(qkv.data(), cu.data(), 2, h, heads, theta, 2);
+  std::vector<double> want(before.begin(), before.end());
+  for (int s = 0; s < 2; ++s)
+    for (int t = cu[s]; t < cu[s + 1]; ++t)
+      for (int part = 0; part < 2; ++part)
+        for (int hd = 0; hd < heads; ++hd)
+          for (int i = 0; i < d / 2; ++i) {
+            const double angle = (t - cu[s]) * std::pow(double{theta}, -2.0 * i / d);
+            const size_t at = size_t(t) * 3 * h + part * h + hd * d;
+            const double a = before[at + i], b = before[at + i + d / 2];
+            want[at + i] = a * std::cos(angle) - b * std::sin(angle);
+            want[at + i + d / 2] = b * std::cos(angle) + a * std::sin(angle);
+          }
+  // float32 angles, as transformers takes them: up to 64 * 2^-24 off.
+  EXPECT_LT(NormRelErr(qkv, want), 1e-5);
+}
+
+TEST(CpuOps, GatedGeluMultipliesTheActivatedHalfByTheGate) {
+  std::mt19937 rng(11);
+  const int rows = 3, inter = 37;
+  const std::vector<float> in = Random(size_t(rows) * 2 * inter, &rng, -4.0f, 4.0f);
+  for (const bool tanh_form : {false, true}) {
+    std::vector<float> out(size_t(rows) * inter);
+    GatedGelu(in.data(), rows, inter, tanh_form, out.data(), 2);
+    std::vector<double> want(out.size());
+    for (int r = 0; r < rows; ++r)
+      for (int i = 0; i < inter; ++i)
+        want[r * inter + i] = RefAct(in[r * 2 * inter + i], tanh_form ? Act::kGeluTanh : Act::kGelu) *
+                              in[r * 2 * inter + inter + i];
+    EXPECT_LT(NormRelErr(out, want), 1e-6) << tanh_form;
   }
 }
 

@@ -272,6 +272,54 @@ TEST(Importer, SpladeModelsBindTheirMaskedLmHeads) {
   }
 }
 
+// ModernBERT (scripts/make_family_models.py): its structure from config.json
+// (transformers 5's rope_parameters and layer_types), Wqkv split into the
+// file's Q, K and V rows, the first layer without an attention LayerNorm, and
+// zeros where the config leaves biases out.
+TEST(Importer, ModernBertStructureAndNames) {
+  for (const char* dir : {"modernbert_seq_cls", "modernbert_reranker"}) {
+    SCOPED_TRACE(dir);
+    const bool biases = std::string(dir) == "modernbert_reranker";
+    auto l = Load(ModelDir(dir));
+    ASSERT_TRUE(l.model.ok()) << l.model.status().ToString();
+    for (const std::string& n : l.notices) ADD_FAILURE() << n;  // every tensor bound
+    const Model& m = **l.model;
+    const ModelConfig& c = m.config;
+    EXPECT_TRUE(c.pre_norm);
+    EXPECT_TRUE(c.gated_ffn);
+    EXPECT_TRUE(c.pooler_norm);
+    EXPECT_FLOAT_EQ(c.rope_theta, 160000.0f);
+    EXPECT_FLOAT_EQ(c.local_rope_theta, 10000.0f);
+    EXPECT_EQ(c.local_window, 4);
+    EXPECT_EQ(c.global_attention_every, 3);
+    EXPECT_FALSE(c.local_layer(0));
+    EXPECT_TRUE(c.local_layer(1));
+    EXPECT_TRUE(c.local_layer(2));
+    EXPECT_FALSE(c.local_layer(3));
+    EXPECT_EQ(c.classifier_mean_pooling, !biases);
+    EXPECT_EQ(c.hidden_act, biases ? HiddenAct::kGeluTanh : HiddenAct::kGelu);
+    EXPECT_EQ(c.pooler_activation, DenseActivation::kGelu);
+    EXPECT_FALSE(c.takes_token_types);
+    EXPECT_EQ(c.max_positions(), 64);
+    EXPECT_TRUE(m.weights.position_embeddings.empty());
+    EXPECT_TRUE(m.weights.layers[0].attn_ln_gamma.empty());
+    EXPECT_FALSE(m.weights.layers[1].attn_ln_gamma.empty());
+    EXPECT_EQ(m.weights.layers[0].ffn_in_w.shape(), (std::vector<int64_t>{2 * 37, 32}));
+    auto file = SafetensorsFile::Open(ModelDir(dir) + "/model.safetensors");
+    ASSERT_TRUE(file.ok());
+    const Tensor qkv = file->View(*file->Find("model.layers.2.attn.Wqkv.weight"));
+    const size_t block = 32 * 32 * sizeof(float);
+    const auto* bytes = static_cast<const char*>(qkv.raw());
+    const LayerWeights& layer = m.weights.layers[2];
+    EXPECT_EQ(std::memcmp(layer.query_w.raw(), bytes, block), 0);
+    EXPECT_EQ(std::memcmp(layer.key_w.raw(), bytes + block, block), 0);
+    EXPECT_EQ(std::memcmp(layer.value_w.raw(), bytes + 2 * block, block), 0);
+    // Absent biases read as zeros; present ones as the file has them.
+    const float* bias = layer.ffn_out_b.f32();
+    EXPECT_EQ(std::all_of(bias, bias + 32, [](float v) { return v == 0.0f; }), !biases);
+  }
+}
+
 TEST(Importer, F32WeightsAreTheFileBytes) {
   auto l = Load(ModelDir("seq_cls"));
   ASSERT_TRUE(l.model.ok());

@@ -34,7 +34,8 @@ void SoftmaxRow(float* row, int n) {
 }  // namespace
 
 void Attention(const float* qkv, const int32_t* cu_seqlens, int num_seqs, int max_len, int h,
-               int heads, const RelativeBias& bias, float* ctx, float* scratch, int threads) {
+               int heads, const RelativeBias& bias, float* ctx, float* scratch, int threads,
+               AttentionWindow window) {
   const int d = h / heads;
   const int ld = 3 * h;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
@@ -65,7 +66,18 @@ void Attention(const float* qkv, const int32_t* cu_seqlens, int num_seqs, int ma
           for (int j = 0; j < len; ++j) si[j] += row[j];
         }
       }
-      for (int i = 0; i < len; ++i) SoftmaxRow(scores + static_cast<size_t>(i) * len, len);
+      for (int i = 0; i < len; ++i) {
+        float* si = scores + static_cast<size_t>(i) * len;
+        if (window.window <= 0) {
+          SoftmaxRow(si, len);
+          continue;
+        }
+        // Keys beyond the window get probability 0.
+        const int lo = std::max(0, i - window.window), hi = std::min(len, i + window.window + 1);
+        SoftmaxRow(si + lo, hi - lo);
+        std::fill(si, si + lo, 0.0f);
+        std::fill(si + hi, si + len, 0.0f);
+      }
       dnnl_sgemm('N', 'N', len, d, len, 1.0f, scores, len, v, ld, 0.0f,
                  ctx + static_cast<size_t>(begin) * h + head * d, h);
     }

@@ -36,8 +36,9 @@ struct Buffers {
   float* x;        // [tokens, h] hidden state, updated in place
   float* qkv;      // [tokens, 3h]
   float* ctx;      // [tokens, h]
-  float* inter;    // [tokens, intermediate]
+  float* inter;    // [tokens, intermediate] (2 x intermediate for a gated FFN)
   float* scratch;  // attention scores
+  float* normed;   // [tokens, h]: pre_norm's LayerNorm(x); gated FFN's output
 };
 
 class CpuEngine final : public Engine {
@@ -121,13 +122,17 @@ Status CpuEngine::Init() {
                                            Epilogue::kNone, "qkv"));
     ASSIGN_OR_RETURN(layer.attn_out, MakeLinear({&l.attn_out_w}, {&l.attn_out_b}, h,
                                                 Epilogue::kAccumulate, "attention output"));
+    // A gated FFN's activation multiplies the halves: it runs after the GEMM.
     ASSIGN_OR_RETURN(layer.ffn_in, MakeLinear({&l.ffn_in_w}, {&l.ffn_in_b}, h,
-                                              EpilogueFor(c.hidden_act), "ffn in"));
+                                              c.gated_ffn ? Epilogue::kNone
+                                                          : EpilogueFor(c.hidden_act),
+                                              "ffn in"));
     ASSIGN_OR_RETURN(layer.ffn_out, MakeLinear({&l.ffn_out_w}, {&l.ffn_out_b},
                                                c.intermediate_size, Epilogue::kAccumulate,
                                                "ffn out"));
     if (layer.qkv.out() != 3 * h || layer.attn_out.out() != h ||
-        layer.ffn_in.out() != c.intermediate_size || layer.ffn_out.out() != h)
+        layer.ffn_in.out() != c.intermediate_size * (c.gated_ffn ? 2 : 1) ||
+        layer.ffn_out.out() != h)
       return InvalidArgument("cpu engine: a layer's linear output sizes disagree with the config");
     layer.attn_gamma = l.attn_ln_gamma.f32();
     layer.attn_beta = l.attn_ln_beta.f32();
@@ -167,8 +172,11 @@ Status CpuEngine::Init() {
 Buffers CpuEngine::Reserve(const RaggedBatch& batch) {
   const ModelConfig& c = model_->config;
   const size_t t = batch.num_tokens(), h = c.hidden_size;
-  const size_t sizes[] = {t * h, t * 3 * h, t * h, t * c.intermediate_size,
-                          cpu::AttentionScratchFloats(batch.max_len, threads_)};
+  const size_t inter = static_cast<size_t>(c.intermediate_size) * (c.gated_ffn ? 2 : 1);
+  const size_t sizes[] = {t * h, t * 3 * h, t * h, t * inter,
+                          cpu::AttentionScratchFloats(batch.max_len, threads_),
+                          c.pre_norm || c.gated_ffn ? t * std::max<size_t>(h, c.intermediate_size)
+                                                    : 0};
   size_t total = 0;
   // 16-float (64-byte) alignment for each buffer.
   for (size_t s : sizes) total += (s + 15) / 16 * 16;
@@ -178,13 +186,13 @@ Buffers CpuEngine::Reserve(const RaggedBatch& batch) {
     ws_.resize(total);
     peak_bytes_.store(total * sizeof(float));
   }
-  float* p[5];
+  float* p[6];
   float* next = ws_.data();
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < 6; ++i) {
     p[i] = next;
     next += (sizes[i] + 15) / 16 * 16;
   }
-  return {p[0], p[1], p[2], p[3], p[4]};
+  return {p[0], p[1], p[2], p[3], p[4], p[5]};
 }
 
 Status CpuEngine::Encoder(const RaggedBatch& batch, const Buffers& b, bool first_tokens_only) {
@@ -192,20 +200,43 @@ Status CpuEngine::Encoder(const RaggedBatch& batch, const Buffers& b, bool first
   const ModelWeights& w = model_->weights;
   const int t = batch.num_tokens(), h = c.hidden_size, n = batch.num_seqs();
   const int32_t* cu = batch.cu_seqlens.data();
-  // Token i reads position row position_offset + i (RoBERTa-family).
-  const cpu::EmbeddingTables tables{
-      w.word_embeddings.f32(), w.position_embeddings.f32() + size_t(c.position_offset) * h,
-      w.token_type_embeddings.f32(), w.emb_ln_gamma.f32(), w.emb_ln_beta.f32()};
+  // Token i reads position row position_offset + i (RoBERTa-family); rotary
+  // models have no table.
+  const float* positions = w.position_embeddings.empty()
+                               ? nullptr
+                               : w.position_embeddings.f32() + size_t(c.position_offset) * h;
+  const cpu::EmbeddingTables tables{w.word_embeddings.f32(), positions,
+                                    w.token_type_embeddings.f32(), w.emb_ln_gamma.f32(),
+                                    w.emb_ln_beta.f32()};
   cpu::EmbedLayerNorm(batch.input_ids.data(),
                       c.takes_token_types ? batch.token_type_ids.data() : nullptr, cu, n, tables,
                       h, c.layer_norm_eps, b.x, threads_);
-  for (CpuLayer& l : layers_) {
-    RETURN_IF_ERROR(l.qkv.Run(b.x, t, b.qkv, &matmul_, threads_));
+  // LayerNorm of `rows` rows of x: in place (post-norm), or into normed,
+  // leaving x as the residual stream (pre-norm). Returns what the next
+  // linear reads.
+  auto norm = [&](int rows, const float* gamma, const float* beta) -> const float* {
+    float* out = b.x;
+    if (c.pre_norm) {
+      out = b.normed;
+      std::copy(b.x, b.x + size_t(rows) * h, out);
+    }
+    cpu::BiasLayerNorm(out, rows, h, nullptr, gamma, beta, c.layer_norm_eps, threads_);
+    return out;
+  };
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    CpuLayer& l = layers_[i];
+    const bool local = c.local_layer(static_cast<int>(i));
+    // Pre-norm: the layer reads LayerNorm(x) (the first layer x itself).
+    const float* in = c.pre_norm && l.attn_gamma ? norm(t, l.attn_gamma, l.attn_beta) : b.x;
+    RETURN_IF_ERROR(l.qkv.Run(in, t, b.qkv, &matmul_, threads_));
+    if (c.rope_theta > 0.0f)
+      cpu::ApplyRotary(b.qkv, cu, n, h, c.num_heads, local ? c.local_rope_theta : c.rope_theta,
+                       threads_);
     cpu::Attention(b.qkv, cu, n, batch.max_len, h, c.num_heads,
                    {relative_bias_.empty() ? nullptr : relative_bias_.data(), c.max_positions()},
-                   b.ctx, b.scratch, threads_);
+                   b.ctx, b.scratch, threads_, {local ? c.local_window : 0});
     int rows = t;
-    if (first_tokens_only && &l == &layers_.back()) {
+    if (first_tokens_only && i + 1 == layers_.size()) {
       // The rest of the last layer on first rows only: 3/4 of its GEMM work.
       cpu::GatherFirstTokens(b.ctx, cu, n, h, b.ctx);
       cpu::GatherFirstTokens(b.x, cu, n, h, b.x);
@@ -213,12 +244,23 @@ Status CpuEngine::Encoder(const RaggedBatch& batch, const Buffers& b, bool first
     }
     // The Linear adds bias and residual (x += ctx W^T + b); LayerNorm only normalizes.
     RETURN_IF_ERROR(l.attn_out.Run(b.ctx, rows, b.x, &matmul_, threads_));
-    cpu::BiasLayerNorm(b.x, rows, h, nullptr, l.attn_gamma, l.attn_beta, c.layer_norm_eps,
-                       threads_);
-    RETURN_IF_ERROR(l.ffn_in.Run(b.x, rows, b.inter, &matmul_, threads_));
-    RETURN_IF_ERROR(l.ffn_out.Run(b.inter, rows, b.x, &matmul_, threads_));
-    cpu::BiasLayerNorm(b.x, rows, h, nullptr, l.ffn_gamma, l.ffn_beta, c.layer_norm_eps,
-                       threads_);
+    if (!c.pre_norm) norm(rows, l.attn_gamma, l.attn_beta);
+    in = c.pre_norm ? norm(rows, l.ffn_gamma, l.ffn_beta) : b.x;
+    RETURN_IF_ERROR(l.ffn_in.Run(in, rows, b.inter, &matmul_, threads_));
+    const float* activated = b.inter;
+    if (c.gated_ffn) {
+      // normed is free again: the FFN input GEMM has read it.
+      cpu::GatedGelu(b.inter, rows, c.intermediate_size, c.hidden_act == HiddenAct::kGeluTanh,
+                     b.normed, threads_);
+      activated = b.normed;
+    }
+    RETURN_IF_ERROR(l.ffn_out.Run(activated, rows, b.x, &matmul_, threads_));
+    if (!c.pre_norm) norm(rows, l.ffn_gamma, l.ffn_beta);
+  }
+  if (c.pre_norm) {
+    const int rows = first_tokens_only ? n : t;
+    cpu::BiasLayerNorm(b.x, rows, h, nullptr, w.final_ln_gamma.f32(), w.final_ln_beta.f32(),
+                       c.layer_norm_eps, threads_);
   }
   return Status::Ok();
 }
@@ -262,15 +304,23 @@ Status CpuEngine::Heads(const RaggedBatch& batch, const RunOptions& options,
   const int32_t* cu = batch.cu_seqlens.data();
   std::vector<float> pooled;
   if (!pooler_.empty()) {
-    // The first tokens: rows 0..n-1 of x already when the encoder kept only those.
+    // The first tokens (rows 0..n-1 of x already when the encoder kept only
+    // those), or each sequence's mean (ModernBERT's classifier_pooling).
     std::vector<float> cls;
     const float* first = x;
     if (!first_tokens_only) {
       cls.resize(static_cast<size_t>(n) * h);
-      cpu::GatherFirstTokens(x, cu, n, h, cls.data());
+      if (c.classifier_mean_pooling)
+        cpu::PoolSequences(x, cu, nullptr, n, h, Pooling::kMean, cls.data(), h);
+      else
+        cpu::GatherFirstTokens(x, cu, n, h, cls.data());
       first = cls.data();
     }
     ASSIGN_OR_RETURN(pooled, Dense(first, n, pooler_, ActFor(c.pooler_activation)));
+    // ModernBERT's prediction head ends in a LayerNorm.
+    if (c.pooler_norm)
+      cpu::BiasLayerNorm(pooled.data(), n, h, nullptr, model_->weights.pooler_ln_gamma.f32(),
+                         model_->weights.pooler_ln_beta.f32(), c.layer_norm_eps, threads_);
   }
   // The arrays the head's outputs are read from (DescribeOutputs).
   HostArrays arrays;

@@ -116,11 +116,16 @@ void EmbedLayerNorm(const int32_t* ids, const int32_t* types, const int32_t* cu_
     int seq = static_cast<int>(std::upper_bound(cu_seqlens, cu_seqlens + num_seqs + 1, t) -
                                cu_seqlens) - 1;
     const float* w = tables.word + static_cast<size_t>(ids[t]) * h;
-    const float* p = tables.position + static_cast<size_t>(t - cu_seqlens[seq]) * h;
     const float* ty = tables.type + (types ? static_cast<size_t>(types[t]) * h : 0);
     float* row = out + static_cast<size_t>(t) * h;
+    if (tables.position) {
+      const float* p = tables.position + static_cast<size_t>(t - cu_seqlens[seq]) * h;
 #pragma omp simd
-    for (int i = 0; i < h; ++i) row[i] = w[i] + p[i] + ty[i];
+      for (int i = 0; i < h; ++i) row[i] = w[i] + p[i] + ty[i];
+    } else {  // rotary positions, applied in attention
+#pragma omp simd
+      for (int i = 0; i < h; ++i) row[i] = w[i] + ty[i];
+    }
     LayerNormRow(row, h, tables.gamma, tables.beta, eps);
   }
 }
@@ -174,6 +179,47 @@ void PoolSequences(const float* x, const int32_t* cu_seqlens, const int32_t* poo
         break;
       }
     }
+  }
+}
+
+void ApplyRotary(float* qkv, const int32_t* cu_seqlens, int num_seqs, int h, int heads,
+                 float theta, int threads) {
+  const int d = h / heads, half = d / 2;
+  // transformers: inv_freq = 1 / theta^(arange(0, d, 2) / d) and the angle
+  // position * inv_freq, all in float32.
+  std::vector<float> inv_freq(half);
+  for (int i = 0; i < half; ++i)
+    inv_freq[i] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(d));
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int s = 0; s < num_seqs; ++s) {
+    for (int t = cu_seqlens[s]; t < cu_seqlens[s + 1]; ++t) {
+      const float position = static_cast<float>(t - cu_seqlens[s]);
+      float* row = qkv + static_cast<size_t>(t) * 3 * h;
+      for (int i = 0; i < half; ++i) {
+        const float angle = position * inv_freq[i];
+        const float c = std::cos(angle), sn = std::sin(angle);
+        for (int part = 0; part < 2; ++part) {  // Q, then K
+          for (int head = 0; head < heads; ++head) {
+            float* x = row + part * h + head * d;
+            const float a = x[i], b = x[i + half];
+            x[i] = a * c - b * sn;
+            x[i + half] = b * c + a * sn;
+          }
+        }
+      }
+    }
+  }
+}
+
+void GatedGelu(const float* in, int rows, int inter, bool tanh_form, float* out, int threads) {
+  const Act act = tanh_form ? Act::kGeluTanh : Act::kGelu;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int r = 0; r < rows; ++r) {
+    const float* row = in + static_cast<size_t>(r) * 2 * inter;
+    float* o = out + static_cast<size_t>(r) * inter;
+    std::memcpy(o, row, sizeof(float) * inter);
+    Map8(o, row + inter, inter,
+         [act](__m256 v, __m256 gate) { return _mm256_mul_ps(ApplyAct(v, act), gate); });
   }
 }
 

@@ -50,7 +50,7 @@ void BiasLayerNorm(float* x, int m, int n, const float* bias, const float* gamma
 
 struct EmbeddingTables {
   const float* word = nullptr;      // [vocab, h]
-  const float* position = nullptr;  // [max_pos, h]
+  const float* position = nullptr;  // [max_pos, h]; null: none (rotary positions)
   const float* type = nullptr;      // [type_vocab, h]
   const float* gamma = nullptr;
   const float* beta = nullptr;
@@ -73,11 +73,31 @@ struct RelativeBias {
   int span = 0;
 };
 
+// Which keys each query sees: every one of its sequence, or (window > 0)
+// only those within `window` positions of it (ModernBERT's local layers).
+struct AttentionWindow {
+  int window = 0;
+};
+
 // qkv [tokens, 3h] (Q | K | V, heads contiguous inside each) -> ctx [tokens, h]:
 // per sequence and head, softmax(Q K^T / sqrt(head_dim) + bias) V over that
 // sequence's own tokens only.
 void Attention(const float* qkv, const int32_t* cu_seqlens, int num_seqs, int max_len, int h,
-               int heads, const RelativeBias& bias, float* ctx, float* scratch, int threads);
+               int heads, const RelativeBias& bias, float* ctx, float* scratch, int threads,
+               AttentionWindow window = {});
+
+// Rotary position embedding (GPT-NeoX's halves, as transformers' ModernBERT
+// applies it) on Q and K of qkv [tokens, 3h], in place: the pair (x[i],
+// x[i + d/2]) of each head of token at position p rotated by p * inv_freq[i],
+// with inv_freq[i] = 1 / theta^(2i/d) and the angle taken in float32, as
+// transformers computes it.
+void ApplyRotary(float* qkv, const int32_t* cu_seqlens, int num_seqs, int h, int heads,
+                 float theta, int threads);
+
+// GeGLU: out[r, i] = act(in[r, i]) * in[r, inter + i] for in [rows, 2 inter]
+// (transformers' chunk(2): the activated half first), act GELU (erf) or its
+// tanh form.
+void GatedGelu(const float* in, int rows, int inter, bool tanh_form, float* out, int threads);
 
 // out[s] = x[first token of sequence s]; out may be x.
 void GatherFirstTokens(const float* x, const int32_t* cu_seqlens, int num_seqs, int h,
