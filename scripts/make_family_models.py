@@ -269,6 +269,10 @@ def main(argv):
     add("modernbert_sentence_mean", t.ModernBertModel, modernbert_config(False), "modernbert", 41,
         st=dict(pooling="mean_tokens", normalize=True, max_seq_length=64))
     add("modernbert_splade", t.ModernBertForMaskedLM, modernbert_config(False), "modernbert", 42)
+    add("modernbert_token_cls", t.ModernBertForTokenClassification,
+        modernbert_config(True, **labels(NER_LABELS)), "modernbert", 43)
+    add("modernbert_qa", t.ModernBertForQuestionAnswering, modernbert_config(False),
+        "modernbert", 44)
 
     # SPLADE: masked-LM heads (their decoders tied to the word embeddings, as
     # save_pretrained writes them), served by /embed_sparse.

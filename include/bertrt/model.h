@@ -93,9 +93,11 @@ struct ModelConfig {
   // - the sequence classifier reads the mean of the last layer's tokens
   //   instead of the first token (ModernBERT's classifier_pooling "mean");
   bool classifier_mean_pooling = false;
-  // - a LayerNorm after the pooler's activation (ModernBERT's prediction
-  //   head: ModelWeights::pooler_ln_*);
-  bool pooler_norm = false;
+  // - ModernBERT's prediction head before the classifier: the pooler's
+  //   dense + activation, then a LayerNorm (ModelWeights::pooler_ln_*), on the
+  //   pooled row for sequence classification and on every token for token
+  //   classification and QA;
+  bool prediction_head = false;
   // - the masked-LM head's transform activation (BERT's hidden_act;
   //   RoBERTa's lm_head and MPNet's: GELU).
   HiddenAct mlm_activation = HiddenAct::kGelu;

@@ -103,7 +103,7 @@ std::vector<TensorSpec> ExpectedTensors(const ModelConfig& c, bool has_pooler,
   if (has_pooler) {
     specs.push_back({"pooler_w", {h, h}, true});
     specs.push_back({"pooler_b", {h}, true});
-    if (c.pooler_norm) {
+    if (c.prediction_head) {
       specs.push_back({"pooler_ln_gamma", {h}, false});
       specs.push_back({"pooler_ln_beta", {h}, false});
     }
@@ -316,7 +316,7 @@ json ConfigToJson(const ModelConfig& c) {
               {"local_window", c.local_window},
               {"global_attention_every", c.global_attention_every},
               {"classifier_mean_pooling", c.classifier_mean_pooling},
-              {"pooler_norm", c.pooler_norm},
+              {"prediction_head", c.prediction_head},
               {"head", HeadKindName(c.head)},
               {"num_labels", c.num_labels},
               {"labels", c.labels},
@@ -368,7 +368,7 @@ StatusOr<ModelConfig> ConfigFromJson(const json& j) {
   for (const auto& [key, flag] :
        {std::pair{"pre_norm", &c.pre_norm}, std::pair{"gated_ffn", &c.gated_ffn},
         std::pair{"classifier_mean_pooling", &c.classifier_mean_pooling},
-        std::pair{"pooler_norm", &c.pooler_norm}})
+        std::pair{"prediction_head", &c.prediction_head}})
     if (j.contains(key)) RETURN_IF_ERROR(GetBool(j, key, flag));
   for (const auto& [key, theta] : {std::pair{"rope_theta", &c.rope_theta},
                                    std::pair{"local_rope_theta", &c.local_rope_theta}}) {

@@ -73,7 +73,7 @@ Status ReadConfig(const nlohmann::json& j, const std::string& path, ModelConfig*
   if (c->mlm_activation != HiddenAct::kGelu)
     return Unimplemented(path + ": classifier_activation must be \"gelu\" (the exact GELU)");
   c->pooler_activation = DenseActivation::kGelu;
-  c->pooler_norm = true;
+  c->prediction_head = true;
   ASSIGN_OR_RETURN(std::optional<std::string> pooling, GetString(j, "classifier_pooling", path));
   if (pooling && *pooling != "cls" && *pooling != "mean")
     return InvalidArgument(path + ": classifier_pooling \"" + *pooling +
@@ -134,11 +134,6 @@ Status Linear(importer::WeightBinder& b, const std::string& base, int64_t out, i
 
 Status BindWeights(importer::WeightBinder& b, const ModelConfig& c, ModelWeights* w) {
   const int64_t H = c.hidden_size, I = c.intermediate_size;
-  if (c.head == HeadKind::kTokenClassification || c.head == HeadKind::kQuestionAnswering)
-    return Unimplemented(c.architecture +
-                         " is not supported yet: ModernBERT's token heads read every token "
-                         "through its prediction head (sequence classification, embeddings "
-                         "and SPLADE are served)");
   RETURN_IF_ERROR(b.Get({"embeddings.tok_embeddings.weight"}, {c.vocab_size, H},
                         &w->word_embeddings));
   w->token_type_embeddings = Tensor::ZerosF32({1, H});  // NoTokenTypes
@@ -172,13 +167,13 @@ Status BindWeights(importer::WeightBinder& b, const ModelConfig& c, ModelWeights
     RETURN_IF_ERROR(b.Get({"decoder.weight"}, {c.vocab_size, H}, &w->mlm_decoder_w, false, true));
     return GetOrZeros(b, "decoder.bias", {c.vocab_size}, true, &w->mlm_decoder_b);
   }
-  if (c.head == HeadKind::kSequenceClassification) {
-    // ModernBertPredictionHead on the pooled row, then the classifier.
-    RETURN_IF_ERROR(Linear(b, "head.dense", H, H, true, &w->pooler_w, &w->pooler_b));
-    RETURN_IF_ERROR(Norm(b, "head.norm", H, true, &w->pooler_ln_gamma, &w->pooler_ln_beta));
-    return Linear(b, "classifier", c.num_labels, H, true, &w->classifier_w, &w->classifier_b);
-  }
-  return Status::Ok();
+  if (c.head == HeadKind::kBase || c.head == HeadKind::kSentenceEmbedding) return Status::Ok();
+  // ModernBertPredictionHead on the pooled row (sequence classification) or
+  // on every token (token classification, QA: start and end logits), then
+  // the classifier, named so for every head.
+  RETURN_IF_ERROR(Linear(b, "head.dense", H, H, true, &w->pooler_w, &w->pooler_b));
+  RETURN_IF_ERROR(Norm(b, "head.norm", H, true, &w->pooler_ln_gamma, &w->pooler_ln_beta));
+  return Linear(b, "classifier", c.num_labels, H, true, &w->classifier_w, &w->classifier_b);
 }
 
 }  // namespace

@@ -76,7 +76,9 @@ Status CheckTensor(const Tensor& t, const std::vector<int64_t>& shape, const std
 bool HeadUsesPooler(const Model& model) {
   const HeadKind head = model.config.head;
   return head == HeadKind::kSequenceClassification ||
-         (head == HeadKind::kBase && !model.weights.pooler_w.empty());
+         (head == HeadKind::kBase && !model.weights.pooler_w.empty()) ||
+         (model.config.prediction_head &&
+          (head == HeadKind::kTokenClassification || head == HeadKind::kQuestionAnswering));
 }
 
 Status CheckModel(const Model& model) {
@@ -93,7 +95,7 @@ Status CheckModel(const Model& model) {
     RETURN_IF_ERROR(CheckTensor(w.final_ln_gamma, {h}, "final LayerNorm weight"));
     RETURN_IF_ERROR(CheckTensor(w.final_ln_beta, {h}, "final LayerNorm bias"));
   }
-  if (c.pooler_norm && HeadUsesPooler(model)) {
+  if (c.prediction_head && HeadUsesPooler(model)) {
     RETURN_IF_ERROR(CheckTensor(w.pooler_ln_gamma, {h}, "prediction head LayerNorm weight"));
     RETURN_IF_ERROR(CheckTensor(w.pooler_ln_beta, {h}, "prediction head LayerNorm bias"));
   }

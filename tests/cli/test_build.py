@@ -40,7 +40,8 @@ def build(bertrt_bin, model, plan, *extra, check=0):
                                    "xlmr_sentence_mean", "distilbert_seq_cls",
                                    "distilbert_token_cls", "mpnet_sentence_mean",
                                    "splade_bert", "splade_st_sum", "modernbert_seq_cls",
-                                   "modernbert_reranker", "modernbert_sentence_mean"])
+                                   "modernbert_reranker", "modernbert_sentence_mean",
+                                   "modernbert_qa"])
 def test_plan_serves_exactly_like_the_directory(bertrt_bin, tmp_path, model):
     plan = tmp_path / f"{model}.plan"
     proc = build(bertrt_bin, model, plan)

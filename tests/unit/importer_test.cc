@@ -287,7 +287,7 @@ TEST(Importer, ModernBertStructureAndNames) {
     const ModelConfig& c = m.config;
     EXPECT_TRUE(c.pre_norm);
     EXPECT_TRUE(c.gated_ffn);
-    EXPECT_TRUE(c.pooler_norm);
+    EXPECT_TRUE(c.prediction_head);
     EXPECT_FLOAT_EQ(c.rope_theta, 160000.0f);
     EXPECT_FLOAT_EQ(c.local_rope_theta, 10000.0f);
     EXPECT_EQ(c.local_window, 4);

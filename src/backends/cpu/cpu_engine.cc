@@ -61,6 +61,9 @@ class CpuEngine final : public Engine {
   Status Heads(const RaggedBatch& batch, const RunOptions& options, bool first_tokens_only,
                const float* x, BatchOutputs* out);
   StatusOr<std::vector<float>> Dense(const float* a, int rows, cpu::Linear& w, cpu::Act act);
+  // The pooler's dense + activation on `rows` rows, then the LayerNorm of a
+  // prediction head (ModelConfig::prediction_head).
+  StatusOr<std::vector<float>> PredictionHead(const float* a, int rows);
   // SPLADE: the masked-LM head on every token of x, pooled per sequence.
   StatusOr<std::vector<float>> Splade(const RaggedBatch& batch, const float* x);
   // Packs, concatenates and checks the weights, then reorders them for the GEMM.
@@ -274,6 +277,16 @@ StatusOr<std::vector<float>> CpuEngine::Dense(const float* a, int rows, cpu::Lin
   return out;
 }
 
+StatusOr<std::vector<float>> CpuEngine::PredictionHead(const float* a, int rows) {
+  const ModelConfig& c = model_->config;
+  ASSIGN_OR_RETURN(std::vector<float> out, Dense(a, rows, pooler_, ActFor(c.pooler_activation)));
+  if (c.prediction_head)
+    cpu::BiasLayerNorm(out.data(), rows, c.hidden_size, nullptr,
+                       model_->weights.pooler_ln_gamma.f32(), model_->weights.pooler_ln_beta.f32(),
+                       c.layer_norm_eps, threads_);
+  return out;
+}
+
 StatusOr<std::vector<float>> CpuEngine::Splade(const RaggedBatch& batch, const float* x) {
   const ModelConfig& c = model_->config;
   const ModelWeights& w = model_->weights;
@@ -303,7 +316,8 @@ Status CpuEngine::Heads(const RaggedBatch& batch, const RunOptions& options,
   const int t = batch.num_tokens(), h = c.hidden_size, n = batch.num_seqs();
   const int32_t* cu = batch.cu_seqlens.data();
   std::vector<float> pooled;
-  if (!pooler_.empty()) {
+  const bool pools = c.head == HeadKind::kSequenceClassification || c.head == HeadKind::kBase;
+  if (!pooler_.empty() && pools) {
     // The first tokens (rows 0..n-1 of x already when the encoder kept only
     // those), or each sequence's mean (ModernBERT's classifier_pooling).
     std::vector<float> cls;
@@ -316,11 +330,7 @@ Status CpuEngine::Heads(const RaggedBatch& batch, const RunOptions& options,
         cpu::GatherFirstTokens(x, cu, n, h, cls.data());
       first = cls.data();
     }
-    ASSIGN_OR_RETURN(pooled, Dense(first, n, pooler_, ActFor(c.pooler_activation)));
-    // ModernBERT's prediction head ends in a LayerNorm.
-    if (c.pooler_norm)
-      cpu::BiasLayerNorm(pooled.data(), n, h, nullptr, model_->weights.pooler_ln_gamma.f32(),
-                         model_->weights.pooler_ln_beta.f32(), c.layer_norm_eps, threads_);
+    ASSIGN_OR_RETURN(pooled, PredictionHead(first, n));
   }
   // The arrays the head's outputs are read from (DescribeOutputs).
   HostArrays arrays;
@@ -334,7 +344,13 @@ Status CpuEngine::Heads(const RaggedBatch& batch, const RunOptions& options,
     }
     case HeadKind::kTokenClassification:
     case HeadKind::kQuestionAnswering: {
-      ASSIGN_OR_RETURN(logits, Dense(x, t, classifier_, cpu::Act::kNone));
+      // ModernBERT's prediction head on every token first.
+      std::vector<float> transformed;
+      if (c.prediction_head) {
+        ASSIGN_OR_RETURN(transformed, PredictionHead(x, t));
+      }
+      ASSIGN_OR_RETURN(logits, Dense(c.prediction_head ? transformed.data() : x, t, classifier_,
+                                     cpu::Act::kNone));
       break;
     }
     case HeadKind::kSentenceEmbedding: {

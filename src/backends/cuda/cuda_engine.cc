@@ -147,7 +147,7 @@ Status CudaEngine::Init() {
                          " is above the " + std::to_string(cuda::kMaxAttentionHeadDim) +
                          " it supports; use --device cpu");
   if (c.pre_norm || c.gated_ffn || c.rope_theta > 0.0f || c.local_window > 0 ||
-      c.classifier_mean_pooling || c.pooler_norm)
+      c.classifier_mean_pooling || c.prediction_head)
     return Unimplemented("cuda engine: " + c.model_type +
                          "'s blocks (pre-LayerNorm layers, rotary positions, a gated FFN, local "
                          "attention) run on the CPU engine only in this release; use --device "
