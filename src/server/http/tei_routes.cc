@@ -154,6 +154,13 @@ const OutputDescription* LabelScores(const ServedModel& m) {
   return nullptr;
 }
 
+// The model's first output with `flag` set (sequence_vector, sparse), or nullptr.
+const OutputDescription* FirstOutput(const ServedModel& m, bool OutputDescription::*flag) {
+  for (const OutputDescription& o : m.outputs())
+    if (o.*flag) return &o;
+  return nullptr;
+}
+
 // A classifier's or re-ranker's labels (0 for an embedding model).
 int NumLabels(const ServedModel& m) {
   const OutputDescription* scores = LabelScores(m);
@@ -399,10 +406,8 @@ Result<std::vector<std::vector<float>>> EmbedItems(const Call& c, std::vector<It
                                                    const EmbedOptions& o, int* tokens) {
   ServedModel& m = c.model;
   RETURN_IF_API_ERROR(NotEmbedding(m));
-  const auto& outputs = m.outputs();
-  const auto spec = std::find_if(outputs.begin(), outputs.end(),
-                                 [](const OutputDescription& o) { return o.sequence_vector; });
-  if (spec == outputs.end())
+  const OutputDescription* spec = FirstOutput(m, &OutputDescription::sequence_vector);
+  if (!spec)
     return WrongModel("Model is not an embedding model: this " +
                       std::string(HeadKindName(m.config().head)) +
                       " model has no pooled output (a sentence-transformers or BertModel "
@@ -486,10 +491,8 @@ Result<json> EmbedSparse(const Call& c) {
   ASSIGN_OR_RETURN(auto items, ReadInputs(c.body, "inputs", &batch));
   RETURN_IF_API_ERROR(CheckBatch(m, items.size(), "inputs"));
   ASSIGN_OR_RETURN(EncodeOptions o, ReadEncodeOptions(c.body));
-  const auto& outputs = m.outputs();
-  const auto spec = std::find_if(outputs.begin(), outputs.end(),
-                                 [](const OutputDescription& o) { return o.sparse; });
-  if (spec == outputs.end())
+  const OutputDescription* spec = FirstOutput(m, &OutputDescription::sparse);
+  if (!spec)
     return WrongModel("Model is not an embedding model with SPLADE pooling: this " +
                       std::string(HeadKindName(m.config().head)) +
                       " model has no sparse output (a ...ForMaskedLM directory or a "
