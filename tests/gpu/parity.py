@@ -28,9 +28,11 @@ inputs:
   to the same bounds against the reference and against its rows of the batch.
 
 Models are random (transformers' own initialization, seeded), in the widths
-users run, plus the real all-MiniLM-L6-v2 when --real-model names it. Texts
-are tests/data/tokenizer/corpus.jsonl (multilingual), tokenized with the
-model's tokenizer.json. bertrt runs through bertrt_parity_runner (token ids
+users run: BERT, XLM-RoBERTa, DistilBERT, MPNet and ModernBERT (its local
+layers' window and both rotary thetas, up to its 8,192 positions), plus the
+real all-MiniLM-L6-v2 when --real-model names it. Texts are
+tests/data/tokenizer/corpus.jsonl (multilingual), tokenized with the model's
+tokenizer.json. bertrt runs through bertrt_parity_runner (token ids
 in: the engine alone, every configuration in one process) and, for one case
 per precision, through `bertrt run` as a user would.
 
@@ -68,6 +70,7 @@ SHAPES = {
     "hd128-l4": (768, 4, 6, 3072),
     "w512-l4": (512, 4, 8, 2048),
     "distilbert-base": (768, 6, 12, 3072),
+    "modernbert-base": (768, 22, 12, 1152),
     "tiny": (64, 2, 4, 128),  # --smoke
     "tiny3": (32, 3, 4, 37),
 }
@@ -90,10 +93,13 @@ def log(*args):
 # Families beyond BERT: transformers' class-name prefix, and the tokenizer
 # their models get from tests/data/tokenizer (None: --tokenizer's BERT one).
 FAMILY_TOKENIZERS = {"xlmr": ("XLMRoberta", "xlmr"), "distilbert": ("DistilBert", None),
-                     "mpnet": ("MPNet", None)}
+                     "mpnet": ("MPNet", None), "modernbert": ("ModernBert", "modernbert")}
 
 
-def family_config(family, hidden, layers, heads, inter, act, labels):
+def family_config(family, hidden, layers, heads, inter, act, labels, biases=False,
+                  classifier_pooling="cls"):
+    """`biases` and `classifier_pooling`: ModernBERT's (the other families
+    always have biases and pool [CLS])."""
     import transformers
     if family == "bert":
         return transformers.BertConfig(vocab_size=30522, hidden_size=hidden,
@@ -111,17 +117,36 @@ def family_config(family, hidden, layers, heads, inter, act, labels):
             vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers,
             num_attention_heads=heads, intermediate_size=inter, max_position_embeddings=514,
             pad_token_id=1, hidden_act=act, num_labels=labels)
+    if family == "modernbert":
+        # ModernBERT-base's vocabulary and positions; its special ids from the
+        # test tokenizer (as scripts/make_family_models.py's models: [CLS] 1,
+        # [SEP] 2, [PAD] 3, no BOS/EOS); the rotary thetas are the defaults,
+        # 160,000 in the global layers and 10,000 in the local ones (a window
+        # of 128: +-64 tokens). Biases on or off together, as there.
+        from tokenizers import Tokenizer
+        tok = Tokenizer.from_file(os.path.join(ROOT, "tests", "data", "tokenizer", "modernbert",
+                                               "tokenizer.json"))
+        return transformers.ModernBertConfig(
+            vocab_size=50368, hidden_size=hidden, num_hidden_layers=layers,
+            num_attention_heads=heads, intermediate_size=inter, max_position_embeddings=8192,
+            global_attn_every_n_layers=3, local_attention=128,
+            pad_token_id=tok.token_to_id("[PAD]"), cls_token_id=tok.token_to_id("[CLS]"),
+            sep_token_id=tok.token_to_id("[SEP]"), bos_token_id=None, eos_token_id=None,
+            hidden_activation=act, num_labels=labels, attention_bias=biases, mlp_bias=biases,
+            norm_bias=biases, classifier_bias=biases, classifier_pooling=classifier_pooling)
     return transformers.DistilBertConfig(vocab_size=30522, dim=hidden, n_layers=layers,
                                          n_heads=heads, hidden_dim=inter, activation=act,
                                          max_position_embeddings=512, num_labels=labels)
 
 
 def make_model(name, shape, head, workdir, tokenizer_dir, seed, pooling="mean",
-               normalize=False, peaky=False, act="gelu", family="bert", labels=None):
+               normalize=False, peaky=False, act="gelu", family="bert", labels=None,
+               biases=False, classifier_pooling="cls"):
     """A random-weight model directory as transformers saves it, of `family`
-    (bert, xlmr, distilbert). `peaky` scales the query and key weights so that
-    attention scores spread over a few units (a trained model's sharp
-    attention) instead of transformers' near-uniform initialization."""
+    (bert, xlmr, distilbert, mpnet, modernbert). `peaky` scales the query and
+    key weights so that attention scores spread over a few units (a trained
+    model's sharp attention) instead of transformers' near-uniform
+    initialization. `biases`, `classifier_pooling`: ModernBERT's."""
     import transformers
     hidden, layers, heads, inter = SHAPES[shape]
     path = os.path.join(workdir, name)
@@ -129,14 +154,16 @@ def make_model(name, shape, head, workdir, tokenizer_dir, seed, pooling="mean",
         return path
     if labels is None:
         labels = {"seq-cls": 3, "token-cls": 5, "qa": 2}.get(head, 2)
-    config = family_config(family, hidden, layers, heads, inter, act, labels)
+    config = family_config(family, hidden, layers, heads, inter, act, labels, biases,
+                           classifier_pooling)
     prefix = {"bert": "Bert"}.get(family) or FAMILY_TOKENIZERS[family][0]
     torch.manual_seed(seed)
     suffix = {"seq-cls": "ForSequenceClassification", "token-cls": "ForTokenClassification",
               "qa": "ForQuestionAnswering", "base": "Model", "sentence": "Model",
               "splade": "ForMaskedLM"}[head]
     cls = getattr(transformers, prefix + suffix)
-    model = (cls(config) if head != "sentence" or family == "distilbert"
+    # DistilBERT and ModernBERT have no pooler (nor the argument).
+    model = (cls(config) if head != "sentence" or family in ("distilbert", "modernbert")
              else cls(config, add_pooling_layer=False))
     if peaky:
         assert family == "bert", "peaky scales BERT's query and key"
@@ -149,6 +176,14 @@ def make_model(name, shape, head, workdir, tokenizer_dir, seed, pooling="mean",
         with torch.no_grad():  # a trained model's bias spans about +-2; the init's is 0.02
             (model.mpnet if hasattr(model, "mpnet") else model).encoder \
                 .relative_attention_bias.weight.mul_(50.0)
+    if family == "modernbert":
+        # Its init sets biases to 0 and LayerNorm weights to 1: moved (as in
+        # scripts/make_family_models.py) so that a dropped bias or LayerNorm
+        # weight changes the outputs.
+        with torch.no_grad():
+            for p in model.parameters():
+                if p.dim() == 1:
+                    p.add_(0.05 * torch.randn(p.shape))
     model.save_pretrained(path, safe_serialization=True)
     source = FAMILY_TOKENIZERS.get(family, (None, None))[1]
     if source:
@@ -176,27 +211,41 @@ def make_model(name, shape, head, workdir, tokenizer_dir, seed, pooling="mean",
         with open(os.path.join(path, "modules.json"), "w") as f:
             json.dump(modules, f)
         with open(os.path.join(path, "sentence_bert_config.json"), "w") as f:
-            json.dump({"max_seq_length": 512, "do_lower_case": False}, f)
+            json.dump({"max_seq_length": 8192 if family == "modernbert" else 512,
+                       "do_lower_case": False}, f)
     return path
 
 
 def load_reference(spec, dtype):
-    """The case's model in transformers, on the GPU in `dtype`, eval mode."""
+    """The case's model in transformers, on the GPU in `dtype`, eval mode.
+
+    Loaded in `dtype`, as users load it, not cast after: ModernBERT's rotary
+    frequencies are a buffer that from_pretrained keeps in float32 and
+    .to(torch.bfloat16) would round to 8 bits. (Its angles and rotation stay
+    float32 in every precision, float64 included: transformers computes them
+    so, and bertrt matches it, src/runtime/rotary.h.)"""
     from transformers import AutoConfig, AutoModel, BertModel
     import transformers
     path = spec["path"]
     config = AutoConfig.from_pretrained(path)
+    kw = {"dtype": dtype}
+    if spec.get("family") == "modernbert":
+        # SDPA (its window a dense mask): float64 throughout. Eager takes the
+        # softmax in float32, where the float64 mask's minimum is -inf: a
+        # padded query whose window is all padding gets NaN, which reaches
+        # the real tokens through the next layer's values.
+        kw["attn_implementation"] = "sdpa"
     if spec.get("family", "bert") != "bert" and spec["head"] == "sentence":
-        model = AutoModel.from_pretrained(path)
+        model = AutoModel.from_pretrained(path, **kw)
     elif spec["head"] == "sentence" or spec["head"] == "real-sentence":
-        model = BertModel.from_pretrained(path, add_pooling_layer=False)
+        model = BertModel.from_pretrained(path, add_pooling_layer=False, **kw)
     else:
         cls = getattr(transformers, config.architectures[0])
-        model = cls.from_pretrained(path)
+        model = cls.from_pretrained(path, **kw)
     if spec.get("layers"):
         encoder = (model.bert if hasattr(model, "bert") else model).encoder
         encoder.layer = encoder.layer[:spec["layers"]]
-    return model.to(TORCH_DEVICE, dtype=dtype).eval()
+    return model.to(TORCH_DEVICE).eval()
 
 
 # ---------------------------------------------------------------- texts and batches
@@ -231,12 +280,19 @@ def make_batches(tokenizer_path, names):
     out = {}
 
     def exact(length, count):
-        """`count` sequences of exactly `length` tokens from the corpus run together."""
+        """`count` sequences of exactly `length` tokens from the corpus run
+        together (about 5,000 ModernBERT tokens: taken again as often as a
+        longer length needs)."""
         seqs = []
         words = long_text.split()
         for i in range(count):
             start = (i * 37) % len(words)
-            ids, types = encode(" ".join(words[start:] + words[:start]), max_length=length)
+            text = " ".join(words[start:] + words[:start])
+            ids, types = encode(text, max_length=length)
+            repeats = 1
+            while len(ids) < length:
+                repeats += 1
+                ids, types = encode(" ".join([text] * repeats), max_length=length)
             assert len(ids) == length, (len(ids), length)
             seqs.append((ids, types))
         return seqs
@@ -257,6 +313,10 @@ def make_batches(tokenizer_path, names):
             seqs = exact(384, 16)
         elif name == "long512":
             seqs = exact(512, 8)
+        elif name == "long1024":  # ModernBERT's lengths: past BERT's 512 positions
+            seqs = exact(1024, 8)
+        elif name == "long8192":  # ModernBERT's every position
+            seqs = exact(8192, 2)
         elif name == "cli96":  # as `bertrt run --max-length 128` encodes cli_records()
             seqs = [encode(r["text"], r.get("text_pair")) for r in cli_records()]
         else:
@@ -325,7 +385,10 @@ def head_outputs(spec, model, ids, types, hidden_state):
 
 def references(spec, batches, hidden_state, chunk=64):
     """{precision: {batch: {output: array}}} for float64 (the reference) and
-    PyTorch's fp32, fp16 and bf16."""
+    PyTorch's fp32, fp16 and bf16. Forwards of `chunk` sequences, one past
+    2,048 tokens: attention in float64 holds [sequences, heads, tokens,
+    tokens] scores and their softmax, 6.4 GB each for one sequence of 8,192
+    tokens at 12 heads."""
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     refs = {}
@@ -334,9 +397,10 @@ def references(spec, batches, hidden_state, chunk=64):
         model = load_reference(spec, dtype)
         refs[prec] = {}
         for name, b in batches.items():
-            parts = [head_outputs(spec, model, b["ids"][i:i + chunk], b["types"][i:i + chunk],
+            step = chunk if max(len(s) for s in b["ids"]) <= 2048 else 1
+            parts = [head_outputs(spec, model, b["ids"][i:i + step], b["types"][i:i + step],
                                   hidden_state)
-                     for i in range(0, len(b["ids"]), chunk)]
+                     for i in range(0, len(b["ids"]), step)]
             refs[prec][name] = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
         del model
         torch.cuda.empty_cache()
@@ -586,6 +650,26 @@ def suite(args):
     splade = spec("bert-base-splade", "bert-base", "splade", 18)
     cases.append((splade, ["one", "mixed64", "pairs32", "full128"], default_configs(),
                   ["mixed64"], False, []))
+    # ModernBERT-base: pre-norm layers, a gated GELU, no token types, rotary
+    # positions (theta 160,000 in every third layer, global; 10,000 in the
+    # others, local, where a token sees +-64), at 1,024 and all 8,192
+    # positions. Every case has sequences past the window (long1024,
+    # long8192). The
+    # classifier mean-pools (classifier_pooling "mean") and, as
+    # ModernBERT-base, has no biases.
+    mb = spec("modernbert-base-seqcls", "modernbert-base", "seq-cls", 19, family="modernbert",
+              classifier_pooling="mean")
+    cases.append((mb, ["one", "mixed64", "pairs32", "long1024"], default_configs(), ["mixed64"],
+                  False, []))
+    # modernbert-embed's shape: mean pooling and Normalize, up to 8,192 tokens.
+    mb_embed = spec("modernbert-base-mean-norm", "modernbert-base", "sentence", 20,
+                    family="modernbert", normalize=True)
+    cases.append((mb_embed, ["mixed64", "long1024", "long8192"], default_configs(), [], False,
+                  []))
+    # Every bias on (attention, MLP, LayerNorm, head), the logits of every token.
+    mb_tok = spec("modernbert-base-tokcls", "modernbert-base", "token-cls", 21,
+                  family="modernbert", biases=True)
+    cases.append((mb_tok, ["mixed64", "pairs32", "long1024"], default_configs(), [], False, []))
     if args.real_model:
         real = {"name": "all-MiniLM-L6-v2", "shape": "minilm-l6", "head": "sentence",
                 "pooling": "mean", "normalize": True, "path": args.real_model}

@@ -10,6 +10,7 @@
 #include "backends/cpu/cpu_linear.h"
 #include "backends/cpu/cpu_ops.h"
 #include "runtime/relative_position.h"
+#include "runtime/rotary.h"
 
 namespace bertrt::cpu {
 namespace {
@@ -287,7 +288,7 @@ TEST(CpuOps, RotaryRotatesQueryAndKeyPairsByPosition) {
   const std::vector<float> before = Random(size_t(tokens) * 3 * h, &rng);
   std::vector<float> qkv = before;
   const float theta = 10000.0f;
-  ApplyRotary(qkv.data(), cu.data(), 2, h, heads, theta, 2);
+  ApplyRotary(qkv.data(), cu.data(), 2, h, heads, RotaryTable(theta, d, 64).data(), 2);
   std::vector<double> want(before.begin(), before.end());
   for (int s = 0; s < 2; ++s)
     for (int t = cu[s]; t < cu[s + 1]; ++t)

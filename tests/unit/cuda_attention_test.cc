@@ -57,8 +57,9 @@ Inputs MakeInputs(const Problem& pr, Precision p, uint32_t seed) {
   return in;
 }
 
-// softmax(Q K^T / sqrt(d)) V in float64, [tokens, hidden].
-std::vector<double> Reference(const Inputs& in) {
+// softmax(Q K^T / sqrt(d)) V in float64, [tokens, hidden]; with a local
+// window, over the keys within `window` positions of each query.
+std::vector<double> Reference(const Inputs& in, int window = 0) {
   const int hidden = in.hidden(), d = in.problem.head_dim;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   std::vector<double> out(static_cast<size_t>(in.tokens()) * hidden), w;
@@ -74,7 +75,7 @@ std::vector<double> Reference(const Inputs& in) {
         for (int j = 0; j < len; ++j) {
           double dot = 0;
           for (int c = 0; c < d; ++c) dot += at(b + i, 0, h)[c] * at(b + j, 1, h)[c];
-          mx = std::max(mx, w[j] = dot * scale);
+          mx = std::max(mx, w[j] = window && std::abs(i - j) > window ? -INFINITY : dot * scale);
         }
         for (int j = 0; j < len; ++j) sum += (w[j] = std::exp(w[j] - mx));
         double* o = &out[static_cast<size_t>(b + i) * hidden + h * d];
@@ -91,7 +92,7 @@ std::vector<double> Reference(const Inputs& in) {
 // (in.cu's, in order) go to the kernel in windows of that many sequences each.
 double MaxError(const Inputs& in, const std::vector<double>& want, AttentionKernel kernel,
                 const GpuInfo& gpu, int sm_count, const std::vector<bool>* checked = nullptr,
-                const std::vector<int>* window_seqs = nullptr) {
+                const std::vector<int>* window_seqs = nullptr, int local_window = 0) {
   const int seqs = static_cast<int>(in.cu.size()) - 1;
   int max_len = 0;
   for (int len : in.problem.lengths) max_len = std::max(max_len, len);
@@ -115,6 +116,7 @@ double MaxError(const Inputs& in, const std::vector<double>& want, AttentionKern
   a.kernel = kernel;
   a.tokens = in.tokens();
   if (window_seqs) a.row_bounds = static_cast<const int32_t*>(d_bounds.ptr);
+  a.local_window = local_window;
   const Status st = Attention(in.p, a, Stream{nullptr, false});
   EXPECT_TRUE(st.ok()) << st.ToString();
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -186,6 +188,47 @@ TEST_F(CudaAttentionTest, EveryKernelMatchesAFloat64Reference) {
         EXPECT_LE(err, tolerance) << KernelName(k) << " " << PrecisionName(p) << " head dim "
                                   << pr.head_dim << ", " << pr.lengths.size() << " sequences";
       }
+    }
+  }
+}
+
+// Local attention (ModernBERT's local layers): each query sees the keys
+// within +-w of it, on the general and the mma.sync kernels, with windows
+// narrower than a key tile and wider, sequences shorter than the window and
+// long ones whose blocks skip most tiles, at head dims 32/64/128 and block
+// sizes from 32 to 128 queries. Their rows' first tiles may hold no key they
+// see: a NaN there would reach the output.
+TEST_F(CudaAttentionTest, LocalWindowsMatchAFloat64Reference) {
+  std::vector<AttentionKernel> kernels{AttentionKernel::kGeneral};
+  if (gpu_.compute_capability >= 80) kernels.push_back(AttentionKernel::kMmaSync);
+  for (Precision p : {Precision::kFp16, Precision::kBf16}) {
+    const double tolerance = p == Precision::kFp16 ? 1e-2 : 6e-2;
+    for (int d : {32, 64, 128})
+      for (int window : {4, 64, 100})
+        for (const std::vector<int>& lengths :
+             {std::vector<int>{1000}, std::vector<int>{3, 700, 65, 129, 1, 64, 260},
+              std::vector<int>(40, 300)}) {
+          const Inputs in = MakeInputs({2, d, lengths}, p, 23);
+          const std::vector<double> want = Reference(in, window);
+          for (AttentionKernel k : kernels) {
+            const double err =
+                MaxError(in, want, k, gpu_, sm_count_, nullptr, nullptr, window);
+            EXPECT_LE(err, tolerance) << KernelName(k) << " " << PrecisionName(p) << " head dim "
+                                      << d << ", window " << window << ", " << lengths.size()
+                                      << " sequences";
+          }
+        }
+  }
+  // The wgmma and TMA kernels take no window.
+  if (gpu_.compute_capability == 90 && WgmmaAttentionBuilt()) {
+    AttentionArgs a{nullptr, nullptr, 1, 8, 64, 1, nullptr, gpu_.compute_capability, sm_count_};
+    a.tokens = 8;
+    a.local_window = 4;
+    for (AttentionKernel k : {AttentionKernel::kWgmma, AttentionKernel::kTma}) {
+      a.kernel = k;
+      const Status st = Attention(Precision::kFp16, a, Stream{nullptr, false});
+      EXPECT_FALSE(st.ok()) << KernelName(k);
+      EXPECT_NE(st.ToString().find("local window"), std::string::npos) << st.ToString();
     }
   }
 }

@@ -15,6 +15,7 @@
 #include "runtime/model_check.h"
 #include "runtime/outputs.h"
 #include "runtime/relative_position.h"
+#include "runtime/rotary.h"
 
 namespace bertrt {
 namespace {
@@ -80,6 +81,9 @@ class CpuEngine final : public Engine {
   std::vector<cpu::Linear> dense_;  // sentence-transformers Dense modules
   std::vector<Tensor> dense_zero_bias_;  // for Dense modules without a bias
   std::vector<float> relative_bias_;     // MPNet's (RelativePositionBiasTable); empty: none
+  // ModernBERT's rotary tables (RotaryTable) of the global and the local
+  // layers' thetas; empty: no rotary positions.
+  std::vector<float> rotary_global_, rotary_local_;
   std::mutex mu_;  // Run shares the workspace and the matmul context
   cpu::MatmulContext matmul_;
   std::vector<float> ws_;
@@ -160,6 +164,10 @@ Status CpuEngine::Init() {
                                               Epilogue::kNone, "masked-LM decoder"));
   }
   relative_bias_ = RelativePositionBiasTable(c, w);
+  if (c.rope_theta > 0.0f) {
+    rotary_global_ = RotaryTable(c.rope_theta, c.head_dim(), c.max_positions());
+    rotary_local_ = RotaryTable(c.local_rope_theta, c.head_dim(), c.max_positions());
+  }
   dense_zero_bias_.reserve(w.dense.size());  // no reallocation: dense_ points into it
   for (size_t i = 0; i < w.dense.size(); ++i) {
     const DenseSpec& d = c.dense[i];
@@ -233,8 +241,8 @@ Status CpuEngine::Encoder(const RaggedBatch& batch, const Buffers& b, bool first
     const float* in = c.pre_norm && l.attn_gamma ? norm(t, l.attn_gamma, l.attn_beta) : b.x;
     RETURN_IF_ERROR(l.qkv.Run(in, t, b.qkv, &matmul_, threads_));
     if (c.rope_theta > 0.0f)
-      cpu::ApplyRotary(b.qkv, cu, n, h, c.num_heads, local ? c.local_rope_theta : c.rope_theta,
-                       threads_);
+      cpu::ApplyRotary(b.qkv, cu, n, h, c.num_heads,
+                       (local ? rotary_local_ : rotary_global_).data(), threads_);
     cpu::Attention(b.qkv, cu, n, batch.max_len, h, c.num_heads,
                    {relative_bias_.empty() ? nullptr : relative_bias_.data(), c.max_positions()},
                    b.ctx, b.scratch, threads_, {local ? c.local_window : 0});

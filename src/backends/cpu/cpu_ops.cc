@@ -183,21 +183,15 @@ void PoolSequences(const float* x, const int32_t* cu_seqlens, const int32_t* poo
 }
 
 void ApplyRotary(float* qkv, const int32_t* cu_seqlens, int num_seqs, int h, int heads,
-                 float theta, int threads) {
+                 const float* table, int threads) {
   const int d = h / heads, half = d / 2;
-  // transformers: inv_freq = 1 / theta^(arange(0, d, 2) / d) and the angle
-  // position * inv_freq, all in float32.
-  std::vector<float> inv_freq(half);
-  for (int i = 0; i < half; ++i)
-    inv_freq[i] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(d));
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int s = 0; s < num_seqs; ++s) {
     for (int t = cu_seqlens[s]; t < cu_seqlens[s + 1]; ++t) {
-      const float position = static_cast<float>(t - cu_seqlens[s]);
+      const float* angles = table + static_cast<size_t>(t - cu_seqlens[s]) * half * 2;
       float* row = qkv + static_cast<size_t>(t) * 3 * h;
       for (int i = 0; i < half; ++i) {
-        const float angle = position * inv_freq[i];
-        const float c = std::cos(angle), sn = std::sin(angle);
+        const float c = angles[2 * i], sn = angles[2 * i + 1];
         for (int part = 0; part < 2; ++part) {  // Q, then K
           for (int head = 0; head < heads; ++head) {
             float* x = row + part * h + head * d;

@@ -88,11 +88,10 @@ void Attention(const float* qkv, const int32_t* cu_seqlens, int num_seqs, int ma
 
 // Rotary position embedding (GPT-NeoX's halves, as transformers' ModernBERT
 // applies it) on Q and K of qkv [tokens, 3h], in place: the pair (x[i],
-// x[i + d/2]) of each head of token at position p rotated by p * inv_freq[i],
-// with inv_freq[i] = 1 / theta^(2i/d) and the angle taken in float32, as
-// transformers computes it.
+// x[i + d/2]) of each head of the token at position p rotated by the angle
+// whose (cos, sin) `table` holds (RotaryTable: every position of the batch).
 void ApplyRotary(float* qkv, const int32_t* cu_seqlens, int num_seqs, int h, int heads,
-                 float theta, int threads);
+                 const float* table, int threads);
 
 // GeGLU: out[r, i] = act(in[r, i]) * in[r, inter + i] for in [rows, 2 inter]
 // (transformers' chunk(2): the activated half first), act GELU (erf) or its

@@ -32,7 +32,7 @@ std::vector<size_t> ActivationPool::Regions(size_t t) const {
           t * h * e,
           t * 3 * h * e,
           t * h * e,
-          t * config_.intermediate_size * e,
+          t * config_.intermediate_size * (config_.gated_ffn ? 2 : 1) * e,
           t * h * 4,
           t * pooled * 4,
           t * logits_width_ * 4,
@@ -40,7 +40,8 @@ std::vector<size_t> ActivationPool::Regions(size_t t) const {
           t * vocab * 4,
           config_.dense.empty() ? 0 : t * pooled * 4,
           std::min<size_t>(t, kMaskedLmChunkTokens) * vocab * e,
-          IntCapacity(t) * 4};
+          IntCapacity(t) * 4,
+          config_.gated_ffn ? t * config_.intermediate_size * e : 0};
 }
 
 Status ActivationPool::Reserve(int tokens, const std::string& hint) {
@@ -78,7 +79,8 @@ Status ActivationPool::Reserve(int tokens, const std::string& hint) {
                   regions[8] ? reinterpret_cast<float*>(p[8]) : nullptr,
                   reinterpret_cast<int32_t*>(p[11]),
                   static_cast<int32_t*>(host_ints_.get()),
-                  static_cast<float*>(host_floats_.get())};
+                  static_cast<float*>(host_floats_.get()),
+                  regions[12] ? p[12] : nullptr};
   capacity_tokens_ = t;
   return Status::Ok();
 }

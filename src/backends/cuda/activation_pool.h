@@ -18,7 +18,10 @@ namespace bertrt::cuda {
 // Views into the pool and the pinned buffers for a capacity of some tokens
 // (a shape has no more sequences than tokens).
 struct Workspace {
-  void *x, *tmp, *qkv, *ctx, *inter;  // compute precision
+  // Compute precision; inter is [tokens, 2 x intermediate] for a gated FFN,
+  // whose activated product goes to `gated` [tokens, intermediate] (null
+  // otherwise).
+  void *x, *tmp, *qkv, *ctx, *inter;
   float *hidden_f32, *pooled_f32, *logits_f32;
   float* dense_f32;  // a sentence-transformers Dense module's output (pooled_f32 the other's)
   // SPLADE: a chunk of tokens' vocabulary logits (compute precision) and the
@@ -28,6 +31,7 @@ struct Workspace {
   int32_t* ints;       // the batch on the device, as BatchInts lays it out
   int32_t* host_ints;  // pinned: the same, staged for one copy
   float* host_floats;  // pinned: the outputs coming back
+  void* gated;
 };
 
 // SPLADE's masked-LM head runs over at most this many tokens at a time, so

@@ -1,7 +1,8 @@
 // Attention dispatch and the general path: fp32 arithmetic, any head dim up
 // to kMaxAttentionHeadDim. It serves fp32 engines (exact parity with the CPU
 // engine), head dims the tensor-core kernels do not cover, GPUs older than
-// sm_80, and MPNet's relative position bias (in every precision, for now). Also the first-query kernel (FirstQueryAttention).
+// sm_80, and MPNet's relative position bias (in every precision, for now). Also
+// the first-query kernel (FirstQueryAttention).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -59,7 +60,11 @@ __global__ void __launch_bounds__(kGenThreads)
     for (int i = 0; i < kDimsPerLane; ++i) acc[q][i] = 0.0f;
   }
 
-  for (int k0 = 0; k0 < len; k0 += kGenKeys) {
+  // A local window: only the key tiles some query of the block sees.
+  const int w = a.local_window;
+  const int k_begin = w ? max(0, q0 - w) : 0;
+  const int k_end = w ? min(len, q0 + kGenQueries + w) : len;
+  for (int k0 = k_begin; k0 < k_end; k0 += kGenKeys) {
     __syncthreads();  // Q is staged / the previous tile is consumed
     for (int i = threadIdx.x; i < kGenKeys * d; i += kGenThreads) {
       const int r = i / d, c = i % d;
@@ -80,11 +85,15 @@ __global__ void __launch_bounds__(kGenThreads)
       if (a.position_bias && key_valid && query < len)
         score += a.position_bias[static_cast<size_t>(head) * (2 * a.bias_span - 1) +
                                  a.bias_span - 1 + (k0 + lane) - query];
-      score = key_valid ? score : -INFINITY;
-      // Key k0 is valid, so the new max is finite.
+      const bool seen = key_valid && (!w || abs(k0 + lane - query) <= w);
+      score = seen ? score : -INFINITY;
+      // Without a window key k0 is valid and the new max finite; with one, a
+      // row may see no key of a tile yet: its max stays -inf, and the shift
+      // 0 keeps exp(-inf - shift) = 0 instead of NaN.
       const float m_new = fmaxf(m[q], WarpMax(score));
-      const float p = expf(score - m_new);
-      const float alpha = expf(m[q] - m_new);
+      const float shift = m_new == -INFINITY ? 0.0f : m_new;
+      const float p = expf(score - shift);
+      const float alpha = expf(m[q] - shift);
       m[q] = m_new;
       l[q] = l[q] * alpha + WarpSum(p);
 #pragma unroll
@@ -437,6 +446,7 @@ AttentionKernel AutoKernel(Precision p, const AttentionArgs& a, int d) {
   if (p == Precision::kFp32 || !TensorCoreHeadDim(d) || a.compute_capability < 80 ||
       a.position_bias)
     return AttentionKernel::kGeneral;
+  if (a.local_window > 0) return AttentionKernel::kMmaSync;
   if (WgmmaAttentionBuilt() && a.compute_capability == 90 && !LeavesMostIdle(a))
     return TmaPays(a, d) ? AttentionKernel::kTma : AttentionKernel::kWgmma;
   return AttentionKernel::kMmaSync;
@@ -487,6 +497,9 @@ Status Attention(Precision p, const AttentionArgs& a, Stream stream) {
   if (kernel != AttentionKernel::kGeneral) {
     if (a.position_bias)
       return InvalidArgument("attention: a relative position bias takes the general path");
+    if (a.local_window > 0 && kernel != AttentionKernel::kMmaSync)
+      return InvalidArgument(
+          "attention: a local window takes the general or the mma.sync kernel");
     if (p == Precision::kFp32 || !TensorCoreHeadDim(d))
       return InvalidArgument(
           "attention: the tensor-core kernels take fp16/bf16 at head dims "

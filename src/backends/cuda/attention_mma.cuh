@@ -223,19 +223,45 @@ __device__ __forceinline__ void MaskKeysOutsideRows(float (&sc)[1][kKeyTiles][4]
   }
 }
 
+// A local window (AttentionArgs::local_window): scores of keys more than w
+// positions from their query row become -inf; row tile r holds rows rows[r]
+// and rows[r] + 8, and the tile starts at key k0.
+template <int kRowTiles, int kKeyTiles>
+__device__ __forceinline__ void MaskKeysOutsideWindow(float (&sc)[kRowTiles][kKeyTiles][4],
+                                                      int k0, const int (&rows)[kRowTiles], int w,
+                                                      int t) {
+#pragma unroll
+  for (int r = 0; r < kRowTiles; ++r) {
+#pragma unroll
+    for (int j = 0; j < kKeyTiles; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int key = k0 + 8 * j + 2 * t + e;
+        if (abs(key - rows[r]) > w) sc[r][j][e] = -INFINITY;
+        if (abs(key - rows[r] - 8) > w) sc[r][j][2 + e] = -INFINITY;
+      }
+    }
+  }
+}
+
 // One key tile of the online softmax: the scores become unnormalized
 // probabilities, m (running max per fragment row g, g + 8) and l (this
 // lane's partial sum) move on, and alpha gets the factor by which the
 // output accumulators must shrink (RescaleOutputs; the wgmma kernel applies
 // it later than this, once its previous P V product has landed).
+// `windowed`: a row may have seen no key yet (a local window); its max then
+// stays -inf and the shift is taken from 0, so that its probabilities and
+// alpha are 0 rather than NaN.
 template <int kRowTiles, int kKeyTiles>
 __device__ __forceinline__ void OnlineSoftmaxStep(float (&sc)[kRowTiles][kKeyTiles][4],
                                                   float (&m)[kRowTiles][2],
                                                   float (&l)[kRowTiles][2],
-                                                  float (&alpha)[kRowTiles][2], float scale_log2) {
+                                                  float (&alpha)[kRowTiles][2], float scale_log2,
+                                                  bool windowed = false) {
 #pragma unroll
   for (int r = 0; r < kRowTiles; ++r) {
-    float mx0 = m[r][0], mx1 = m[r][1];
+    const float m_old0 = m[r][0], m_old1 = m[r][1];
+    float mx0 = m_old0, mx1 = m_old1;
 #pragma unroll
     for (int j = 0; j < kKeyTiles; ++j) {
       mx0 = fmaxf(mx0, fmaxf(sc[r][j][0], sc[r][j][1]));
@@ -246,12 +272,16 @@ __device__ __forceinline__ void OnlineSoftmaxStep(float (&sc)[kRowTiles][kKeyTil
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    // The tile holds at least one valid key, so mx0/mx1 are finite (and
-    // the first tile's alpha is 2^-inf = 0).
-    alpha[r][0] = Exp2((m[r][0] - mx0) * scale_log2);
-    alpha[r][1] = Exp2((m[r][1] - mx1) * scale_log2);
+    // Without a window the tile holds at least one valid key, so mx0/mx1
+    // are finite (and the first tile's alpha is 2^-inf = 0).
     m[r][0] = mx0;
     m[r][1] = mx1;
+    if (windowed) {
+      mx0 = mx0 == -INFINITY ? 0.0f : mx0;
+      mx1 = mx1 == -INFINITY ? 0.0f : mx1;
+    }
+    alpha[r][0] = Exp2((m_old0 - mx0) * scale_log2);
+    alpha[r][1] = Exp2((m_old1 - mx1) * scale_log2);
     const float shift0 = -mx0 * scale_log2, shift1 = -mx1 * scale_log2;
     float sum0 = 0.0f, sum1 = 0.0f;
 #pragma unroll
@@ -406,7 +436,11 @@ __global__ void __launch_bounds__(kWarps * 32, kRowTiles == 1 && D <= 64 ? 16 / 
     }
     CopyAsyncCommit();
   };
-  load_tile(0, 0);
+  // A local window: only the key tiles some query of the block sees.
+  const int w = a.local_window;
+  const int k_begin = w ? max(0, q0 - w) : 0;
+  const int k_end = w ? min(len, q0 + kQueries + w) : len;
+  load_tile(0, k_begin);
 
   uint32_t qf[kRowTiles][kChunks][4];
 #pragma unroll
@@ -425,9 +459,9 @@ __global__ void __launch_bounds__(kWarps * 32, kRowTiles == 1 && D <= 64 ? 16 / 
     l[r][0] = l[r][1] = 0.0f;
   }
 
-  for (int k0 = 0, stage = 0; k0 < len; k0 += kMmaKeys, stage ^= 1) {
+  for (int k0 = k_begin, stage = 0; k0 < k_end; k0 += kMmaKeys, stage ^= 1) {
     // The other stage was consumed before the previous iteration's last barrier.
-    if (k0 + kMmaKeys < len) {
+    if (k0 + kMmaKeys < k_end) {
       load_tile(stage ^ 1, k0 + kMmaKeys);
       CopyAsyncWait<1>();  // this tile's group has landed; the next may fly
     } else {
@@ -459,8 +493,9 @@ __global__ void __launch_bounds__(kWarps * 32, kRowTiles == 1 && D <= 64 ? 16 / 
       }
 
       if (k0 + kMmaKeys > len) MaskKeysPastEnd(sc, k0, len, t);  // block-uniform branch
+      if (w) MaskKeysOutsideWindow(sc, k0, rows, w, t);
       float alpha[kRowTiles][2];
-      OnlineSoftmaxStep(sc, m, l, alpha, scale_log2);
+      OnlineSoftmaxStep(sc, m, l, alpha, scale_log2, w > 0);
       RescaleOutputs(o, alpha);
 
 #pragma unroll

@@ -146,12 +146,6 @@ Status CudaEngine::Init() {
     return Unimplemented("cuda engine: head dim " + std::to_string(c.head_dim()) +
                          " is above the " + std::to_string(cuda::kMaxAttentionHeadDim) +
                          " it supports; use --device cpu");
-  if (c.pre_norm || c.gated_ffn || c.rope_theta > 0.0f || c.local_window > 0 ||
-      c.classifier_mean_pooling || c.prediction_head)
-    return Unimplemented("cuda engine: " + c.model_type +
-                         "'s blocks (pre-LayerNorm layers, rotary positions, a gated FFN, local "
-                         "attention) run on the CPU engine only in this release; use --device "
-                         "cpu");
   CUDA_RETURN_IF_ERROR(cudaSetDevice(gpu_.index));
   CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, gpu_.index));

@@ -9,6 +9,7 @@
 #include "core/half.h"
 #include "runtime/model_check.h"
 #include "runtime/relative_position.h"
+#include "runtime/rotary.h"
 
 namespace bertrt::cuda {
 namespace {
@@ -19,9 +20,12 @@ class Uploader {
       : precision_(p), stream_(stream), out_(out) {}
 
   // Concatenates the tensors and stores them in the compute precision
-  // (`convert`) or as fp32.
+  // (`convert`) or as fp32; null for empty tensors.
   StatusOr<void*> Upload(const std::vector<const Tensor*>& parts, bool convert,
                          const std::string& name) {
+    // A table the model does not have (rotary models' positions).
+    if (std::all_of(parts.begin(), parts.end(), [](const Tensor* t) { return t->empty(); }))
+      return nullptr;
     size_t n = 0;
     for (const Tensor* t : parts) n += t->numel();
     const DType target = convert ? PrecisionDType(precision_) : DType::kF32;
@@ -89,9 +93,10 @@ StatusOr<DeviceWeights> UploadWeights(const Model& model, Precision precision,
   ASSIGN_OR_RETURN(dw.word, up.Upload({&w.word_embeddings}, true, "word embeddings"));
   ASSIGN_OR_RETURN(const void* positions,
                    up.Upload({&w.position_embeddings}, true, "position embeddings"));
-  // Token i reads row position_offset + i (RoBERTa-family).
-  dw.position = static_cast<const char*>(positions) +
-                size_t(c.position_offset) * c.hidden_size * DTypeSize(PrecisionDType(precision));
+  // Token i reads row position_offset + i (RoBERTa-family); null for rotary models.
+  if (positions)
+    dw.position = static_cast<const char*>(positions) + size_t(c.position_offset) * c.hidden_size *
+                                                            DTypeSize(PrecisionDType(precision));
   ASSIGN_OR_RETURN(dw.type, up.Upload({&w.token_type_embeddings}, true, "token type embeddings"));
   ASSIGN_OR_RETURN(void* g, up.Upload({&w.emb_ln_gamma}, false, "embeddings LayerNorm"));
   ASSIGN_OR_RETURN(void* b, up.Upload({&w.emb_ln_beta}, false, "embeddings LayerNorm"));
@@ -105,6 +110,28 @@ StatusOr<DeviceWeights> UploadWeights(const Model& model, Precision precision,
     ASSIGN_OR_RETURN(void* t, up.Upload({&bias}, false, "relative position bias"));
     dw.relative_bias = static_cast<const float*>(t);
   }
+  if (c.rope_theta > 0.0f) {
+    for (const bool local : {false, true}) {
+      const std::vector<float> table = RotaryTable(local ? c.local_rope_theta : c.rope_theta,
+                                                   c.head_dim(), c.max_positions());
+      const Tensor t(DType::kF32, {static_cast<int64_t>(table.size())}, table.data(), nullptr);
+      ASSIGN_OR_RETURN(void* d, up.Upload({&t}, false, "rotary position table"));
+      // The upload has read `table` when Upload returns (a pageable copy).
+      (local ? dw.rotary_local : dw.rotary_global) = static_cast<const float*>(d);
+    }
+  }
+  // Fp32 LayerNorm parameters, or null where the model has none.
+  auto upload_norm = [&](const Tensor& gamma, const Tensor& beta, const std::string& name,
+                         const float** g, const float** b) -> Status {
+    if (gamma.empty()) return Status::Ok();
+    ASSIGN_OR_RETURN(void* dg, up.Upload({&gamma}, false, name));
+    ASSIGN_OR_RETURN(void* db, up.Upload({&beta}, false, name));
+    *g = static_cast<const float*>(dg);
+    *b = static_cast<const float*>(db);
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(upload_norm(w.final_ln_gamma, w.final_ln_beta, "final LayerNorm",
+                              &dw.final_gamma, &dw.final_beta));
 
   for (size_t i = 0; i < w.layers.size(); ++i) {
     const LayerWeights& l = w.layers[i];
@@ -118,18 +145,18 @@ StatusOr<DeviceWeights> UploadWeights(const Model& model, Precision precision,
     ASSIGN_OR_RETURN(d.ffn_in_b, up.Upload({&l.ffn_in_b}, true, p + "intermediate"));
     ASSIGN_OR_RETURN(d.ffn_out_w, up.Upload({&l.ffn_out_w}, true, p + "output"));
     ASSIGN_OR_RETURN(d.ffn_out_b, up.Upload({&l.ffn_out_b}, true, p + "output"));
-    const Tensor* ln[4] = {&l.attn_ln_gamma, &l.attn_ln_beta, &l.ffn_ln_gamma, &l.ffn_ln_beta};
-    const float** dst[4] = {&d.attn_gamma, &d.attn_beta, &d.ffn_gamma, &d.ffn_beta};
-    for (int k = 0; k < 4; ++k) {
-      ASSIGN_OR_RETURN(void* v, up.Upload({ln[k]}, false, p + "LayerNorm"));
-      *dst[k] = static_cast<const float*>(v);
-    }
+    RETURN_IF_ERROR(upload_norm(l.attn_ln_gamma, l.attn_ln_beta, p + "LayerNorm",
+                                &d.attn_gamma, &d.attn_beta));
+    RETURN_IF_ERROR(
+        upload_norm(l.ffn_ln_gamma, l.ffn_ln_beta, p + "LayerNorm", &d.ffn_gamma, &d.ffn_beta));
     dw.layers.push_back(d);
   }
 
   if (HeadUsesPooler(model)) {
     ASSIGN_OR_RETURN(dw.pooler_w, up.Upload({&w.pooler_w}, true, "pooler"));
     ASSIGN_OR_RETURN(dw.pooler_b, up.Upload({&w.pooler_b}, true, "pooler"));
+    RETURN_IF_ERROR(upload_norm(w.pooler_ln_gamma, w.pooler_ln_beta, "prediction head LayerNorm",
+                                &dw.pooler_gamma, &dw.pooler_beta));
   }
   if (!w.classifier_w.empty() && c.head != HeadKind::kBase &&
       c.head != HeadKind::kSentenceEmbedding && c.head != HeadKind::kSparseEmbedding) {

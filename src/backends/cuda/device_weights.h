@@ -15,6 +15,8 @@
 
 namespace bertrt::cuda {
 
+// attn_gamma/attn_beta are null for a pre-norm layer without its attention
+// LayerNorm (ModernBERT's first).
 struct DeviceLayer {
   const void *qkv_w, *qkv_b, *attn_out_w, *attn_out_b, *ffn_in_w, *ffn_in_b, *ffn_out_w,
       *ffn_out_b;
@@ -28,7 +30,13 @@ struct DeviceWeights {
   // MPNet's relative position bias table (RelativePositionBiasTable); null: none.
   const float* relative_bias = nullptr;
   std::vector<DeviceLayer> layers;
+  // ModernBERT: the rotary tables (RotaryTable, fp32 [max_positions][head_dim / 2][2]) of the
+  // global and the local layers, and the final LayerNorm; null: none.
+  const float *rotary_global = nullptr, *rotary_local = nullptr;
+  const float *final_gamma = nullptr, *final_beta = nullptr;
   const void *pooler_w = nullptr, *pooler_b = nullptr;        // null when the head has no pooler
+  // ModernBERT's prediction head's LayerNorm after the pooler's dense; null: none.
+  const float *pooler_gamma = nullptr, *pooler_beta = nullptr;
   const float *classifier_w = nullptr, *classifier_b = nullptr;  // null for base / embedding
   int classifier_out = 0;
   // Sentence-transformers Dense modules, fp32 (b null without a bias).

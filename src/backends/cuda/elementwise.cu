@@ -1,4 +1,5 @@
-// Element-wise kernels: activations and precision conversions.
+// Element-wise kernels: activations (plain and gated), rotary positions and
+// precision conversions.
 #include <algorithm>
 
 #include "backends/cuda/cuda_check.h"
@@ -64,6 +65,71 @@ void LaunchActivation(HiddenAct act, T* x, size_t n, Stream stream) {
   }
 }
 
+// GeGLU: out[r, i] = act(in[r, i]) * in[r, inter + i], kVec elements at a
+// time (16-byte vectors where a row's halves start 16-byte aligned).
+template <typename T, HiddenAct kAct, int kVec>
+__global__ void GatedActivationKernel(const T* in, int rows, int inter, T* out) {
+  AfterPreviousKernel();
+  const int per_row = inter / kVec;
+  const size_t n = static_cast<size_t>(rows) * per_row;
+  for (size_t k = blockIdx.x * size_t{blockDim.x} + threadIdx.x; k < n;
+       k += size_t{gridDim.x} * blockDim.x) {
+    const size_t r = k / per_row;
+    const int i = static_cast<int>(k % per_row) * kVec;
+    const T* a = in + r * 2 * inter + i;
+    T* o = out + r * inter + i;
+    if constexpr (kVec == 1) {
+      *o = FromFloat<T>(Activate<kAct>(ToFloat(*a)) * ToFloat(a[inter]));
+    } else {
+      const Vec16<T> x = *reinterpret_cast<const Vec16<T>*>(a);
+      const Vec16<T> gate = *reinterpret_cast<const Vec16<T>*>(a + inter);
+      Vec16<T> y;
+#pragma unroll
+      for (int j = 0; j < kVec; ++j)
+        y.v[j] = FromFloat<T>(Activate<kAct>(ToFloat(x.v[j])) * ToFloat(gate.v[j]));
+      *reinterpret_cast<Vec16<T>*>(o) = y;
+    }
+  }
+}
+
+template <typename T, HiddenAct kAct>
+void LaunchGated(const T* in, int rows, int inter, T* out, Stream stream) {
+  constexpr int kSize = Vec16<T>::kSize;
+  if (inter % kSize == 0) {
+    Launch(GatedActivationKernel<T, kAct, kSize>, BlocksFor(size_t(rows) * inter / kSize),
+           kThreads, 0, stream, in, rows, inter, out);
+  } else {
+    Launch(GatedActivationKernel<T, kAct, 1>, BlocksFor(size_t(rows) * inter), kThreads, 0,
+           stream, in, rows, inter, out);
+  }
+}
+
+// Rotary positions: thread k takes pair i of one head of one token, in Q
+// and in K (adjacent threads read adjacent elements of both halves).
+template <typename T>
+__global__ void RotaryKernel(T* qkv, const int32_t* cu, int num_seqs, int tokens, int hidden,
+                             int heads, const float* table) {
+  AfterPreviousKernel();
+  const int d = hidden / heads, half = d / 2;
+  const size_t pairs = static_cast<size_t>(heads) * half;
+  const size_t n = static_cast<size_t>(tokens) * pairs;
+  for (size_t k = blockIdx.x * size_t{blockDim.x} + threadIdx.x; k < n;
+       k += size_t{gridDim.x} * blockDim.x) {
+    const int t = static_cast<int>(k / pairs);
+    const int head = static_cast<int>(k % pairs) / half, i = static_cast<int>(k % pairs) % half;
+    const int position = t - cu[SequenceOf(cu, num_seqs, t)];
+    const float2 cs = reinterpret_cast<const float2*>(table)[static_cast<size_t>(position) * half + i];
+    T* row = qkv + static_cast<size_t>(t) * 3 * hidden + head * d + i;
+#pragma unroll
+    for (int part = 0; part < 2; ++part) {  // Q, then K
+      T* x = row + part * hidden;
+      const float a = ToFloat(x[0]), b = ToFloat(x[half]);
+      x[0] = FromFloat<T>(a * cs.x - b * cs.y);
+      x[half] = FromFloat<T>(b * cs.x + a * cs.y);
+    }
+  }
+}
+
 template <typename T>
 __global__ void FromFloatKernel(const float* in, T* out, size_t n) {
   AfterPreviousKernel();
@@ -119,6 +185,39 @@ Status ActivationInPlace(Precision p, HiddenAct act, void* x, size_t n, Stream s
   if (n == 0) return Status::Ok();
   BERTRT_DISPATCH_PRECISION(p, LaunchActivation(act, static_cast<T*>(x), n, stream));
   CUDA_RETURN_IF_LAUNCH_FAILED("activation kernel");
+  return Status::Ok();
+}
+
+Status GatedActivation(Precision p, HiddenAct act, const void* in, int rows, int inter,
+                       void* out, Stream stream) {
+  if (rows == 0) return Status::Ok();
+  BERTRT_DISPATCH_PRECISION(p, {
+    const T* x = static_cast<const T*>(in);
+    T* y = static_cast<T*>(out);
+    switch (act) {
+      case HiddenAct::kGelu:
+        LaunchGated<T, HiddenAct::kGelu>(x, rows, inter, y, stream);
+        break;
+      case HiddenAct::kGeluTanh:
+        LaunchGated<T, HiddenAct::kGeluTanh>(x, rows, inter, y, stream);
+        break;
+      case HiddenAct::kRelu:
+        LaunchGated<T, HiddenAct::kRelu>(x, rows, inter, y, stream);
+        break;
+    }
+  });
+  CUDA_RETURN_IF_LAUNCH_FAILED("gated activation kernel");
+  return Status::Ok();
+}
+
+Status ApplyRotary(Precision p, void* qkv, const int32_t* cu_seqlens, int num_seqs, int tokens,
+                   int hidden, int heads, const float* table, Stream stream) {
+  if (tokens == 0) return Status::Ok();
+  const size_t n = static_cast<size_t>(tokens) * (hidden / 2);
+  BERTRT_DISPATCH_PRECISION(p, Launch(RotaryKernel<T>, BlocksFor(n), kThreads, 0, stream,
+                                      static_cast<T*>(qkv), cu_seqlens, num_seqs, tokens, hidden,
+                                      heads, table));
+  CUDA_RETURN_IF_LAUNCH_FAILED("rotary position kernel");
   return Status::Ok();
 }
 

@@ -70,9 +70,10 @@ class EncoderForward::Pass {
   // needs only those rows after the QKV GEMM, in rows 0..n-1: attention for
   // the first queries alone, three quarters of the layer's GEMM work and the
   // LayerNorms shrink from t rows to n.
-  Status Layer(const DeviceLayer& l, bool last) {
+  Status Layer(const DeviceLayer& l, int index, bool last) {
+    if (c_.pre_norm) return PreNormLayer(l, index, last);
     const bool compact = first_tokens_only_ && last;
-    const int rows = compact ? n_ : t_, inter = c_.intermediate_size;
+    const int rows = compact ? n_ : t_;
     RETURN_IF_ERROR(Gemm("gemm qkv", ws_.x, t_, h_, l.qkv_w, l.qkv_b, 3 * h_, Epilogue::kBias,
                          nullptr, ws_.qkv));
     // The attention-output GEMM reads `context` and the residual `skip` and
@@ -81,7 +82,7 @@ class EncoderForward::Pass {
     // attention has read it.
     void *context = ws_.ctx, *sum = ws_.tmp;
     const void* skip = ws_.x;
-    RETURN_IF_ERROR(Attention(l, compact));
+    RETURN_IF_ERROR(Attention(l, index, compact));
     if (compact) {
       RETURN_IF_ERROR(GatherFirstTokens(ws_.x, ws_.qkv));
       context = ws_.tmp, skip = ws_.qkv, sum = ws_.ctx;
@@ -89,24 +90,84 @@ class EncoderForward::Pass {
     // The residual enters through the GEMM's C operand (beta = 1).
     RETURN_IF_ERROR(Gemm("gemm attn_out", context, rows, h_, l.attn_out_w, l.attn_out_b, h_,
                          Epilogue::kBias, skip, sum));
-    RETURN_IF_ERROR(Norm(sum, rows, l.attn_gamma, l.attn_beta));
-    RETURN_IF_ERROR(Gemm("gemm ffn_in", ws_.x, rows, h_, l.ffn_in_w, l.ffn_in_b, inter,
+    RETURN_IF_ERROR(Norm(sum, ws_.x, rows, l.attn_gamma, l.attn_beta));
+    RETURN_IF_ERROR(Ffn(l, ws_.x, rows, ws_.x, ws_.tmp));
+    return Norm(ws_.tmp, ws_.x, rows, l.ffn_gamma, l.ffn_beta);
+  }
+
+  // A pre-LayerNorm layer (ModelConfig::pre_norm): x is the residual stream,
+  // each block reads its LayerNorm (the first layer's attention reads x
+  // itself) and adds into it through its last GEMM's C operand; rotary
+  // positions on Q and K, and a local window in the local layers. Compact as
+  // Layer.
+  Status PreNormLayer(const DeviceLayer& l, int index, bool last) {
+    const bool compact = first_tokens_only_ && last;
+    const int rows = compact ? n_ : t_;
+    const void* in = ws_.x;
+    if (l.attn_gamma) {
+      RETURN_IF_ERROR(Norm(ws_.x, ws_.tmp, t_, l.attn_gamma, l.attn_beta));
+      in = ws_.tmp;
+    }
+    RETURN_IF_ERROR(
+        Gemm("gemm qkv", in, t_, h_, l.qkv_w, l.qkv_b, 3 * h_, Epilogue::kBias, nullptr, ws_.qkv));
+    if (c_.rope_theta > 0.0f) RETURN_IF_ERROR(Rotary(c_.local_layer(index)));
+    // context, skip and sum as in Layer; the buffer neither the residual
+    // (sum) nor the FFN uses takes the FFN's LayerNorm.
+    void *context = ws_.ctx, *sum = ws_.tmp;
+    const void* skip = ws_.x;
+    RETURN_IF_ERROR(Attention(l, index, compact));
+    if (compact) {
+      RETURN_IF_ERROR(GatherFirstTokens(ws_.x, ws_.qkv));
+      context = ws_.tmp, skip = ws_.qkv, sum = ws_.ctx;
+    }
+    RETURN_IF_ERROR(Gemm("gemm attn_out", context, rows, h_, l.attn_out_w, l.attn_out_b, h_,
+                         Epilogue::kBias, skip, sum));
+    void* normed = compact ? ws_.tmp : ws_.ctx;
+    RETURN_IF_ERROR(Norm(sum, normed, rows, l.ffn_gamma, l.ffn_beta));
+    RETURN_IF_ERROR(Ffn(l, normed, rows, sum, ws_.x));
+    if (!last) return Status::Ok();
+    return Norm(ws_.x, ws_.x, rows, f_.weights_.final_gamma, f_.weights_.final_beta);
+  }
+
+  // out = FFN(in) + residual over `rows` rows: the first GEMM into inter,
+  // the activation in its epilogue or a kernel after it (or the gate's
+  // product into `gated`), the second GEMM with the residual as its C operand.
+  Status Ffn(const DeviceLayer& l, const void* in, int rows, const void* residual, void* out) {
+    const int inter = c_.intermediate_size, width = c_.gated_ffn ? 2 * inter : inter;
+    RETURN_IF_ERROR(Gemm("gemm ffn_in", in, rows, h_, l.ffn_in_w, l.ffn_in_b, width,
                          f_.ffn_epilogue_, nullptr, ws_.inter));
-    if (f_.ffn_epilogue_ == Epilogue::kBias) RETURN_IF_ERROR(Activation(rows * size_t(inter)));
-    RETURN_IF_ERROR(Gemm("gemm ffn_out", ws_.inter, rows, inter, l.ffn_out_w, l.ffn_out_b, h_,
-                         Epilogue::kBias, ws_.x, ws_.tmp));
-    return Norm(ws_.tmp, rows, l.ffn_gamma, l.ffn_beta);
+    const void* activated = ws_.inter;
+    if (c_.gated_ffn) {
+      RETURN_IF_ERROR(GatedActivation(p_, c_.hidden_act, ws_.inter, rows, inter, ws_.gated,
+                                      kernels_));
+      RETURN_IF_ERROR(Stamp("gated activation", 0));
+      activated = ws_.gated;
+    } else if (f_.ffn_epilogue_ == Epilogue::kBias) {
+      RETURN_IF_ERROR(Activation(rows * size_t(inter)));
+    }
+    return Gemm("gemm ffn_out", activated, rows, inter, l.ffn_out_w, l.ffn_out_b, h_,
+                Epilogue::kBias, residual, out);
   }
 
   // The head's kernels, timed as one operation.
   Status Head() {
     const DeviceWeights& w = f_.weights_;
     const int32_t* cu = ints_.cu;
-    if (w.pooler_w) {
+    const bool pools =
+        c_.head == HeadKind::kSequenceClassification || c_.head == HeadKind::kBase;
+    if (w.pooler_w && pools) {
       // ctx and tmp are free once the encoder is done; rows 0..n-1 of x
       // already hold the first tokens when the encoder kept only those.
       const void* first = ws_.x;
-      if (!first_tokens_only_) {
+      if (c_.classifier_mean_pooling) {
+        // The mean of each sequence's tokens (ModernBERT's classifier_pooling
+        // "mean"), through pooled_f32 into the compute precision. A
+        // classifier's batch has no prompt: pool_start is 0.
+        RETURN_IF_ERROR(PoolSequences(p_, ws_.x, cu, ints_.pool_start, n_, h_, Pooling::kMean,
+                                      ws_.pooled_f32, h_, kernels_));
+        RETURN_IF_ERROR(ConvertFromFloat(p_, ws_.pooled_f32, ws_.ctx, size_t(n_) * h_, kernels_));
+        first = ws_.ctx;
+      } else if (!first_tokens_only_) {
         RETURN_IF_ERROR(cuda::GatherFirstTokens(p_, ws_.x, cu, n_, h_, ws_.ctx, kernels_));
         first = ws_.ctx;
       }
@@ -114,6 +175,10 @@ class EncoderForward::Pass {
                                      nullptr, ws_.tmp, stream_));
       RETURN_IF_ERROR(ActivateToFloat(p_, ws_.tmp, ws_.pooled_f32, size_t(n_) * h_,
                                       c_.pooler_activation, kernels_));
+      // ModernBERT's prediction head ends in a LayerNorm, here on fp32 rows.
+      if (w.pooler_gamma)
+        RETURN_IF_ERROR(LayerNorm(Precision::kFp32, ws_.pooled_f32, ws_.pooled_f32, n_, h_,
+                                  w.pooler_gamma, w.pooler_beta, c_.layer_norm_eps, kernels_));
     }
     switch (c_.head) {
       case HeadKind::kBase:
@@ -123,10 +188,19 @@ class EncoderForward::Pass {
                                     w.classifier_b, w.classifier_out, ws_.logits_f32, kernels_));
         break;
       case HeadKind::kTokenClassification:
-      case HeadKind::kQuestionAnswering:
-        RETURN_IF_ERROR(SmallLinear(p_, ws_.x, t_, h_, w.classifier_w, w.classifier_b,
+      case HeadKind::kQuestionAnswering: {
+        // ModernBERT's prediction head on every token first (the same
+        // transform as its masked-LM head's, whose activation it shares).
+        const void* tokens = ws_.x;
+        if (w.pooler_w) {
+          RETURN_IF_ERROR(Transform(ws_.x, t_, w.pooler_w, w.pooler_b, c_.mlm_activation,
+                                    w.pooler_gamma, w.pooler_beta, ws_.ctx));
+          tokens = ws_.ctx;
+        }
+        RETURN_IF_ERROR(SmallLinear(p_, tokens, t_, h_, w.classifier_w, w.classifier_b,
                                     w.classifier_out, ws_.logits_f32, kernels_));
         break;
+      }
       case HeadKind::kSentenceEmbedding: {
         int width = c_.pooled_width();
         if (first_tokens_only_) {  // CLS pooling alone, of the compacted rows
@@ -169,25 +243,31 @@ class EncoderForward::Pass {
     const DeviceWeights& w = f_.weights_;
     const int vocab = c_.vocab_size;
     const size_t e = DTypeSize(PrecisionDType(p_));
-    const Epilogue act = ActivationEpilogue(c_.mlm_activation, f_.options_);
     CUDA_RETURN_IF_ERROR(
         cudaMemsetAsync(ws_.sparse_f32, 0, size_t(n_) * vocab * sizeof(float), stream_));
     for (int first = 0; first < t_; first += kMaskedLmChunkTokens) {
       const int rows = std::min(kMaskedLmChunkTokens, t_ - first);
       const void* x = static_cast<const char*>(ws_.x) + size_t(first) * h_ * e;
-      RETURN_IF_ERROR(f_.linear_.Run(x, rows, h_, w.mlm_dense_w, w.mlm_dense_b, h_, act, nullptr,
-                                     ws_.tmp, stream_));
-      if (act == Epilogue::kBias)
-        RETURN_IF_ERROR(
-            ActivationInPlace(p_, c_.mlm_activation, ws_.tmp, size_t(rows) * h_, kernels_));
-      RETURN_IF_ERROR(LayerNorm(p_, ws_.tmp, ws_.ctx, rows, h_, w.mlm_gamma, w.mlm_beta,
-                                c_.layer_norm_eps, kernels_));
+      RETURN_IF_ERROR(Transform(x, rows, w.mlm_dense_w, w.mlm_dense_b, c_.mlm_activation,
+                                w.mlm_gamma, w.mlm_beta, ws_.ctx));
       RETURN_IF_ERROR(f_.linear_.Run(ws_.ctx, rows, h_, w.mlm_decoder_w, w.mlm_decoder_b, vocab,
                                      Epilogue::kBias, nullptr, ws_.mlm_logits, stream_));
       RETURN_IF_ERROR(SpladePool(p_, ws_.mlm_logits, first, rows, ints_.cu, n_, vocab,
                                  c_.splade_sum, c_.splade_log1p_twice, ws_.sparse_f32, kernels_));
     }
     return Status::Ok();
+  }
+
+  // out = LayerNorm(act(x W^T + b)) over `rows` rows, through tmp: the
+  // masked-LM head's transform and ModernBERT's prediction head.
+  Status Transform(const void* x, int rows, const void* weight, const void* bias, HiddenAct act,
+                   const float* gamma, const float* beta, void* out) {
+    const Epilogue epilogue = ActivationEpilogue(act, f_.options_);
+    RETURN_IF_ERROR(
+        f_.linear_.Run(x, rows, h_, weight, bias, h_, epilogue, nullptr, ws_.tmp, stream_));
+    if (epilogue == Epilogue::kBias)
+      RETURN_IF_ERROR(ActivationInPlace(p_, act, ws_.tmp, size_t(rows) * h_, kernels_));
+    return LayerNorm(p_, ws_.tmp, out, rows, h_, gamma, beta, c_.layer_norm_eps, kernels_);
   }
 
   Status Stamp(const char* name, double flops) {
@@ -204,8 +284,10 @@ class EncoderForward::Pass {
   // Attention over qkv into ctx, or (compact, CudaEngineOptions::
   // first_query_attention) the first queries' alone into tmp. Its FLOPs
   // count QK^T and PV over the padded longest length: an upper bound.
-  Status Attention(const DeviceLayer& l, bool compact) {
+  Status Attention(const DeviceLayer& l, int index, bool compact) {
     AttentionArgs a = attention_;  // with this layer's prefetch
+    const bool local = c_.local_layer(index);
+    if (local) a.local_window = c_.local_window;
     // See kPrefetchMaxTokens.
     if (t_ <= kPrefetchMaxTokens) {
       const size_t e = DTypeSize(PrecisionDType(p_)), inter = c_.intermediate_size;
@@ -213,15 +295,17 @@ class EncoderForward::Pass {
       a.prefetch.Add(l.ffn_in_w, inter * h_ * e);
       a.prefetch.Add(l.ffn_out_w, h_ * inter * e);
     }
-    // The first-query kernel has no relative position bias (MPNet).
-    if (compact && f_.options_.first_query_attention && !f_.weights_.relative_bias) {
+    // The first-query kernel has no relative position bias (MPNet) and no
+    // local window.
+    if (compact && f_.options_.first_query_attention && !f_.weights_.relative_bias && !local) {
       RETURN_IF_ERROR(FirstQueryAttention(
           p_, {ws_.qkv, ints_.cu, n_, shape_.max_len, h_, c_.num_heads, ws_.tmp, a.prefetch},
           kernels_));
       return Stamp("attention", 4.0 * n_ * shape_.max_len * h_);
     }
     RETURN_IF_ERROR(cuda::Attention(p_, a, kernels_));
-    RETURN_IF_ERROR(Stamp("attention", 4.0 * n_ * shape_.max_len * double(shape_.max_len) * h_));
+    const double keys = local ? std::min(shape_.max_len, 2 * c_.local_window + 1) : shape_.max_len;
+    RETURN_IF_ERROR(Stamp("attention", 4.0 * n_ * shape_.max_len * keys * h_));
     return compact ? GatherFirstTokens(ws_.ctx, ws_.tmp) : Status::Ok();
   }
 
@@ -231,10 +315,18 @@ class EncoderForward::Pass {
     return Stamp("gather first tokens", 0);
   }
 
-  // x = LayerNorm(in) over `rows` rows.
-  Status Norm(const void* in, int rows, const float* gamma, const float* beta) {
-    RETURN_IF_ERROR(LayerNorm(p_, in, ws_.x, rows, h_, gamma, beta, c_.layer_norm_eps, kernels_));
+  // out = LayerNorm(in) over `rows` rows; in may be out.
+  Status Norm(const void* in, void* out, int rows, const float* gamma, const float* beta) {
+    RETURN_IF_ERROR(LayerNorm(p_, in, out, rows, h_, gamma, beta, c_.layer_norm_eps, kernels_));
     return Stamp("layernorm", 0);
+  }
+
+  // Rotary positions on qkv's Q and K, with the local or the global theta.
+  Status Rotary(bool local) {
+    const DeviceWeights& w = f_.weights_;
+    RETURN_IF_ERROR(ApplyRotary(p_, ws_.qkv, ints_.cu, n_, t_, h_, c_.num_heads,
+                                local ? w.rotary_local : w.rotary_global, kernels_));
+    return Stamp("rotary", 0);
   }
 
   // The FFN's activation over `count` values of inter, where its GEMM's
@@ -262,8 +354,9 @@ Status EncoderForward::Run(const Shape& shape, const Workspace& ws, cudaStream_t
                            OpTrace* trace) const {
   Pass pass(*this, shape, ws, stream, trace);
   RETURN_IF_ERROR(pass.Embed());
-  for (const DeviceLayer& l : weights_.layers)
-    RETURN_IF_ERROR(pass.Layer(l, &l == &weights_.layers.back()));
+  const int layers = static_cast<int>(weights_.layers.size());
+  for (int i = 0; i < layers; ++i)
+    RETURN_IF_ERROR(pass.Layer(weights_.layers[i], i, i + 1 == layers));
   return pass.Head();
 }
 
@@ -276,7 +369,10 @@ AttentionArgs EncoderForward::AttentionArgsFor(const Shape& shape, const Workspa
   a.allow_tma = options_.tma_attention;
   a.position_bias = weights_.relative_bias;
   a.bias_span = config_.max_positions();
-  if (options_.attention_windows && AttentionTakesWindows(options_.precision, a))
+  // Packed windows bound each row's keys by its sequence alone, which a
+  // local window would also have to.
+  if (options_.attention_windows && config_.local_window == 0 &&
+      AttentionTakesWindows(options_.precision, a))
     a.row_bounds = ints.row_bounds;
   return a;
 }

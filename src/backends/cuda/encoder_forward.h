@@ -1,7 +1,9 @@
 // The model's forward on the GPU: fused embedding + LayerNorm, per layer the
 // QKV GEMM, fused variable-length attention, the attention-output GEMM with
 // the residual in its epilogue, LayerNorm, the FFN's two GEMMs (activation in
-// the epilogue where it can be) and LayerNorm, then the head, whose fp32
+// the epilogue where it can be) and LayerNorm (pre-norm layers, rotary
+// positions, local windows and gated FFNs where the model has them: ModernBERT),
+// then the head, whose fp32
 // outputs are the only data copied back. It runs over the packed ragged batch
 // (no padding anywhere) of a Shape, in the buffers of a Workspace: the
 // engine runs it eagerly, and the graph cache captures it.
@@ -50,9 +52,10 @@ class EncoderForward {
   // Where a sentence-embedding head leaves its rows: pooled_f32, or dense_f32
   // after an odd number of Dense modules.
   float* EmbeddingRows(const Workspace& ws) const;
-  // The most operations a forward has: at most ten per layer, the embedding
-  // and the head.
-  size_t MaxOperations() const { return 2 + 10 * weights_.layers.size(); }
+  // The most operations a forward has: at most twelve per layer (a compact
+  // pre-norm layer with rotary positions and a gated FFN), the embedding and
+  // the head.
+  size_t MaxOperations() const { return 2 + 12 * weights_.layers.size(); }
   // CudaEngineOptions::approximate_erf_gelu took effect.
   bool ErfGeluAsTanh() const {
     return ffn_epilogue_ == Epilogue::kBiasGeluTanh && config_.hidden_act == HiddenAct::kGelu;

@@ -52,7 +52,7 @@ struct EmbeddingArgs {
   int num_seqs;
   int num_tokens;
   const void* word;      // [vocab, hidden]
-  const void* position;  // [max_pos, hidden]
+  const void* position;  // [max_pos, hidden]; null: none (rotary positions)
   const void* type;      // [type_vocab, hidden]
   const float* gamma;
   const float* beta;
@@ -61,7 +61,8 @@ struct EmbeddingArgs {
   void* out;  // [tokens, hidden]
 };
 
-// out[t] = LayerNorm(word[ids[t]] + position[t - start of its sequence] + type[types[t]]).
+// out[t] = LayerNorm(word[ids[t]] + position[t - start of its sequence] + type[types[t]]),
+// without the position term where there is no table.
 Status EmbedLayerNorm(Precision p, const EmbeddingArgs& a, Stream stream);
 
 // out[r] = LayerNorm(in[r]) * gamma + beta; in may equal out.
@@ -73,6 +74,19 @@ Status LayerNorm(Precision p, const void* in, void* out, int rows, int hidden, c
 // form); the fp32 engine uses it for all three, to match the CPU engine's
 // exact tanh.
 Status ActivationInPlace(Precision p, HiddenAct act, void* x, size_t n, Stream stream);
+
+// GeGLU (ModelConfig::gated_ffn): out[r, i] = act(in[r, i]) * in[r, inter + i]
+// for in [rows, 2 inter] and out [rows, inter] (cpu::GatedGelu's definition),
+// in fp32 arithmetic.
+Status GatedActivation(Precision p, HiddenAct act, const void* in, int rows, int inter,
+                       void* out, Stream stream);
+
+// Rotary positions on Q and K of qkv [tokens, 3 hidden], in place
+// (cpu::ApplyRotary's definition): the token at position p of its sequence
+// is rotated by row p of `table` (RotaryTable, fp32 on the device), in fp32
+// arithmetic.
+Status ApplyRotary(Precision p, void* qkv, const int32_t* cu_seqlens, int num_seqs, int tokens,
+                   int hidden, int heads, const float* table, Stream stream);
 
 // Writes the GPU's global timer (nanoseconds) to *slot once every operation
 // before it on `stream` has finished: a profiled forward's marks between
@@ -182,6 +196,11 @@ struct AttentionArgs {
   // takes it. nullptr: none.
   const float* position_bias = nullptr;
   int bias_span = 0;
+  // Local attention (ModernBERT's local layers): query i sees only keys j
+  // with |i - j| <= local_window, and the kernels visit only their tiles
+  // (time linear in length). 0: every key. The general and the mma.sync
+  // kernels take it.
+  int local_window = 0;
 };
 
 // Largest head dimension Attention supports.

@@ -124,7 +124,9 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
   const int s = SequenceOf(a.cu_seqlens, a.num_seqs, t);
   const size_t h = a.hidden;
   const T* word = static_cast<const T*>(a.word) + static_cast<size_t>(a.ids[t]) * h;
-  const T* pos = static_cast<const T*>(a.position) + static_cast<size_t>(t - a.cu_seqlens[s]) * h;
+  const T* pos = a.position ? static_cast<const T*>(a.position) +
+                                 static_cast<size_t>(t - a.cu_seqlens[s]) * h
+                           : nullptr;
   const T* type = static_cast<const T*>(a.type) + static_cast<size_t>(a.types[t]) * h;
   float x[kVecs * kSize];
 #pragma unroll
@@ -134,7 +136,7 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
     for (int j = 0; j < kSize; ++j) xi[j] = 0.0f;
     const int col = VecColumn<T>(i);
     AddVec(word, col, xi);
-    AddVec(pos, col, xi);
+    if (pos) AddVec(pos, col, xi);
     AddVec(type, col, xi);
   }
   NormalizeWarpRow<T, kVecs>([&](int k) { return x[k]; }, a.hidden, affine, a.eps,
@@ -220,10 +222,12 @@ __global__ void EmbedLayerNormKernel(EmbeddingArgs a) {
   const int s = SequenceOf(a.cu_seqlens, a.num_seqs, t);
   const size_t h = a.hidden;
   const T* word = static_cast<const T*>(a.word) + static_cast<size_t>(a.ids[t]) * h;
-  const T* pos = static_cast<const T*>(a.position) + static_cast<size_t>(t - a.cu_seqlens[s]) * h;
+  const T* pos = a.position ? static_cast<const T*>(a.position) +
+                                 static_cast<size_t>(t - a.cu_seqlens[s]) * h
+                           : nullptr;
   const T* type = static_cast<const T*>(a.type) + static_cast<size_t>(a.types[t]) * h;
   for (int i = threadIdx.x; i < a.hidden; i += blockDim.x)
-    row[i] = ToFloat(word[i]) + ToFloat(pos[i]) + ToFloat(type[i]);
+    row[i] = ToFloat(word[i]) + (pos ? ToFloat(pos[i]) : 0.0f) + ToFloat(type[i]);
   __syncthreads();
   NormalizeRow(row, a.hidden, a.gamma, a.beta, a.eps, scratch, static_cast<T*>(a.out) + t * h);
 }

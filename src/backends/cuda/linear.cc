@@ -15,6 +15,9 @@ constexpr int kFusedGeluMinRows = 2432;
 }  // namespace
 
 Epilogue FfnEpilogue(const ModelConfig& c, const CudaEngineOptions& options) {
+  // A gated FFN activates half of the GEMM's output and multiplies it by the
+  // other half: a kernel of its own (GatedActivation).
+  if (c.gated_ffn) return Epilogue::kBias;
   return ActivationEpilogue(c.hidden_act, options);
 }
 

@@ -1,0 +1,16 @@
+// Rotary position embedding tables (ModernBERT), shared by both engines so
+// that they rotate by the same float32 angles transformers takes.
+#pragma once
+
+#include <vector>
+
+namespace bertrt {
+
+// [positions][head_dim / 2][2]: (cos, sin) of the angle p * inv_freq[i] of
+// pair i at position p, inv_freq[i] = 1 / theta^(2i / head_dim), the
+// frequencies and the angle in float32 as transformers computes them (at
+// position 8,191 the angle's float32 rounding is ~5e-4 rad: a table in double
+// would disagree with the model's training by that much).
+std::vector<float> RotaryTable(float theta, int head_dim, int positions);
+
+}  // namespace bertrt
