@@ -2,14 +2,16 @@
 """bertrt against PyTorch on the model families beyond BERT, in one run on the GPU machine.
 
 Models: XLM-RoBERTa-base (250,002-token vocabulary, 514 positions, the
-classification head) and DistilBERT-base (6 layers), sequence classification,
+classification head), DistilBERT-base (6 layers) and MPNet-base
+(all-mpnet-base-v2's shape, its relative position bias), sequence classification,
 and SPLADE on BERT-base (BertForMaskedLM: the masked-LM head over the 30,522-entry
 vocabulary on every token, then log(1 + relu) max-pooled; PyTorch computes the
 same from its logits), all at seq 128; ModernBERT-base (ModernBertConfig's
 defaults: 22 layers, 1152-wide gated FFN, 50,368-token vocabulary, 8,192
 positions, a window of 128 in two layers of three) sequence classification at
 seq 1,024 and 8,192. Random weights saved by transformers in fp16. Anchors as
-bench/cuda_bench.py: transformers fp16 with SDPA, token ids already on the GPU,
+bench/cuda_bench.py: transformers fp16 with SDPA (MPNet: eager, which is all
+transformers has for it), token ids already on the GPU,
 CUDA-event timing, median; eager at each family's shapes (batch 1 and 128 at
 seq 128; SPLADE batch 1 and 32; ModernBERT batch 8), torch.compile at the
 largest (ModernBERT: seq 1,024, then 8,192) when time is left. ModernBERT in
@@ -49,6 +51,10 @@ FAMILIES = {
     "distilbert-base": dict(cls="DistilBertForSequenceClassification", config="DistilBertConfig",
                             tokenizer="distilbert_qa",
                             kw=dict(vocab_size=30522)),
+    # all-mpnet-base-v2's shape: MPNet's relative position bias in attention.
+    # transformers' MPNet has no SDPA path: its eager attention.
+    "mpnet-base": dict(cls="MPNetForSequenceClassification", config="MPNetConfig",
+                       tokenizer="mpnet_seq_cls", kw=dict(vocab_size=30527), attn="eager"),
     # Batch 32, not 128: each sequence's vector is vocabulary-wide.
     "splade-bert-base": dict(cls="BertForMaskedLM", config="BertConfig", tokenizer="splade_bert",
                              kw=dict(vocab_size=30522), shapes=((1, 128), (32, 128)),
@@ -89,7 +95,8 @@ def time_torch(model_dir, name, batch, seq_len, compile_model, vocab):
     import torch
     import transformers
     model = getattr(transformers, FAMILIES[name]["cls"]).from_pretrained(
-        model_dir, dtype=torch.float16, attn_implementation="sdpa").cuda().eval()
+        model_dir, dtype=torch.float16,
+        attn_implementation=FAMILIES[name].get("attn", "sdpa")).cuda().eval()
     g = torch.Generator(device="cuda").manual_seed(0)
     ids = torch.randint(1000, vocab, (batch, seq_len), device="cuda", generator=g)
     if compile_model:
@@ -165,7 +172,8 @@ def main():
                     f"{args.bertrt}`; bertrt runs: `{commands[0]}` and the same for each model, "
                     f"batch and length. PyTorch {__import__('torch').__version__}, transformers "
                     f"{__import__('transformers').__version__}, random fp16 weights, "
-                    f"SDPA, seq length in the model column; ModernBERT's local layers "
+                    f"SDPA (MPNet: eager, transformers has no SDPA for it), seq length in the "
+                    f"model column; ModernBERT's local layers "
                     f"take their window as a dense mask in PyTorch (no flash-attn).\n\n"
                     f"{table}\n")
             for n in notes:

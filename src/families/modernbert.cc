@@ -110,70 +110,59 @@ Status ReadConfig(const nlohmann::json& j, const std::string& path, ModelConfig*
   return Status::Ok();
 }
 
-// Tensor `name` [shape], or zeros where the config leaves it out (bias = false).
-Status GetOrZeros(importer::WeightBinder& b, const std::string& name,
-                  const std::vector<int64_t>& shape, bool head, Tensor* out) {
-  RETURN_IF_ERROR(b.Get({name}, shape, out, /*required=*/false, head));
-  if (out->empty()) *out = Tensor::ZerosF32(shape);
-  return Status::Ok();
-}
-
-// A LayerNorm's weight and its bias (zeros without norm_bias).
-Status Norm(importer::WeightBinder& b, const std::string& base, int64_t h, bool head,
-            Tensor* gamma, Tensor* beta) {
-  RETURN_IF_ERROR(b.Get({base + ".weight"}, {h}, gamma, true, head));
-  return GetOrZeros(b, base + ".bias", {h}, head, beta);
-}
-
-// A Linear's weight and its bias (zeros without one).
-Status Linear(importer::WeightBinder& b, const std::string& base, int64_t out, int64_t in,
-              bool head, Tensor* w, Tensor* bias) {
-  RETURN_IF_ERROR(b.Get({base + ".weight"}, {out, in}, w, true, head));
-  return GetOrZeros(b, base + ".bias", {out}, head, bias);
-}
-
 Status BindWeights(importer::WeightBinder& b, const ModelConfig& c, ModelWeights* w) {
   const int64_t H = c.hidden_size, I = c.intermediate_size;
+  // attention_bias, mlp_bias, norm_bias, classifier_bias and decoder_bias
+  // false leave them out of the checkpoint.
+  b.AbsentBiasesReadZeros();
   RETURN_IF_ERROR(b.Get({"embeddings.tok_embeddings.weight"}, {c.vocab_size, H},
                         &w->word_embeddings));
   w->token_type_embeddings = Tensor::ZerosF32({1, H});  // NoTokenTypes
-  RETURN_IF_ERROR(Norm(b, "embeddings.norm", H, false, &w->emb_ln_gamma, &w->emb_ln_beta));
+  RETURN_IF_ERROR(b.LayerNorm("embeddings.norm", H, &w->emb_ln_gamma, &w->emb_ln_beta));
   w->layers.assign(static_cast<size_t>(c.num_layers), LayerWeights{});
   for (int i = 0; i < c.num_layers; ++i) {
     LayerWeights& l = w->layers[static_cast<size_t>(i)];
     const std::string p = "layers." + std::to_string(i) + ".";
     // The first layer's attention reads the embeddings' LayerNorm (its
     // attn_norm is an Identity): left empty.
-    if (i > 0) RETURN_IF_ERROR(Norm(b, p + "attn_norm", H, false, &l.attn_ln_gamma, &l.attn_ln_beta));
+    if (i > 0)
+      RETURN_IF_ERROR(b.LayerNorm(p + "attn_norm", H, &l.attn_ln_gamma, &l.attn_ln_beta));
     Tensor qkv_w, qkv_b;
-    RETURN_IF_ERROR(Linear(b, p + "attn.Wqkv", 3 * H, H, false, &qkv_w, &qkv_b));
+    RETURN_IF_ERROR(b.Linear(p + "attn.Wqkv", 3 * H, H, &qkv_w, &qkv_b));
     // Wqkv's rows are Q's, K's, then V's (transformers views them as [3, heads, head_dim]).
     l.query_w = qkv_w.Rows(0, H), l.key_w = qkv_w.Rows(H, H), l.value_w = qkv_w.Rows(2 * H, H);
     l.query_b = qkv_b.Rows(0, H), l.key_b = qkv_b.Rows(H, H), l.value_b = qkv_b.Rows(2 * H, H);
-    RETURN_IF_ERROR(Linear(b, p + "attn.Wo", H, H, false, &l.attn_out_w, &l.attn_out_b));
-    RETURN_IF_ERROR(Norm(b, p + "mlp_norm", H, false, &l.ffn_ln_gamma, &l.ffn_ln_beta));
-    RETURN_IF_ERROR(Linear(b, p + "mlp.Wi", 2 * I, H, false, &l.ffn_in_w, &l.ffn_in_b));
-    RETURN_IF_ERROR(Linear(b, p + "mlp.Wo", H, I, false, &l.ffn_out_w, &l.ffn_out_b));
+    RETURN_IF_ERROR(b.Linear(p + "attn.Wo", H, H, &l.attn_out_w, &l.attn_out_b));
+    RETURN_IF_ERROR(b.LayerNorm(p + "mlp_norm", H, &l.ffn_ln_gamma, &l.ffn_ln_beta));
+    RETURN_IF_ERROR(b.Linear(p + "mlp.Wi", 2 * I, H, &l.ffn_in_w, &l.ffn_in_b));
+    RETURN_IF_ERROR(b.Linear(p + "mlp.Wo", H, I, &l.ffn_out_w, &l.ffn_out_b));
   }
   const std::string extra = "layers." + std::to_string(c.num_layers) + ".attn.Wqkv.weight";
   if (b.Has(extra))
     return InvalidArgument("checkpoint has " + b.prefix() + extra + " but config.json says " +
                            "num_hidden_layers = " + std::to_string(c.num_layers));
-  RETURN_IF_ERROR(Norm(b, "final_norm", H, false, &w->final_ln_gamma, &w->final_ln_beta));
+  RETURN_IF_ERROR(b.LayerNorm("final_norm", H, &w->final_ln_gamma, &w->final_ln_beta));
   if (c.head == HeadKind::kSparseEmbedding) {
     // ModernBertForMaskedLM: head (dense + act + norm), then the decoder.
-    RETURN_IF_ERROR(Linear(b, "head.dense", H, H, true, &w->mlm_dense_w, &w->mlm_dense_b));
-    RETURN_IF_ERROR(Norm(b, "head.norm", H, true, &w->mlm_ln_gamma, &w->mlm_ln_beta));
+    RETURN_IF_ERROR(b.Linear("head.dense", H, H, &w->mlm_dense_w, &w->mlm_dense_b,
+                             /*required=*/true, /*head=*/true));
+    RETURN_IF_ERROR(
+        b.LayerNorm("head.norm", H, &w->mlm_ln_gamma, &w->mlm_ln_beta, /*head=*/true));
     RETURN_IF_ERROR(b.Get({"decoder.weight"}, {c.vocab_size, H}, &w->mlm_decoder_w, false, true));
-    return GetOrZeros(b, "decoder.bias", {c.vocab_size}, true, &w->mlm_decoder_b);
+    RETURN_IF_ERROR(b.Get({"decoder.bias"}, {c.vocab_size}, &w->mlm_decoder_b, false, true));
+    if (w->mlm_decoder_b.empty()) w->mlm_decoder_b = Tensor::ZerosF32({c.vocab_size});
+    return Status::Ok();
   }
   if (c.head == HeadKind::kBase || c.head == HeadKind::kSentenceEmbedding) return Status::Ok();
   // ModernBertPredictionHead on the pooled row (sequence classification) or
   // on every token (token classification, QA: start and end logits), then
   // the classifier, named so for every head.
-  RETURN_IF_ERROR(Linear(b, "head.dense", H, H, true, &w->pooler_w, &w->pooler_b));
-  RETURN_IF_ERROR(Norm(b, "head.norm", H, true, &w->pooler_ln_gamma, &w->pooler_ln_beta));
-  return Linear(b, "classifier", c.num_labels, H, true, &w->classifier_w, &w->classifier_b);
+  RETURN_IF_ERROR(b.Linear("head.dense", H, H, &w->pooler_w, &w->pooler_b, /*required=*/true,
+                           /*head=*/true));
+  RETURN_IF_ERROR(
+      b.LayerNorm("head.norm", H, &w->pooler_ln_gamma, &w->pooler_ln_beta, /*head=*/true));
+  return b.Linear("classifier", c.num_labels, H, &w->classifier_w, &w->classifier_b,
+                  /*required=*/true, /*head=*/true);
 }
 
 }  // namespace

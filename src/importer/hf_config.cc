@@ -117,8 +117,9 @@ Status ReadHead(const nlohmann::json& j, const std::string& path, const NoticeFn
     c->head = HeadKind::kSparseEmbedding;
     if (notice)
       notice(path + ": " + c->architecture +
-             " served as SPLADE sparse embeddings: log(1 + relu) of the masked-LM logits, the "
-             "max over the tokens (/embed_sparse)");
+             " served as SPLADE sparse embeddings (/embed_sparse): log(1 + relu) of the "
+             "masked-LM logits, the max over the tokens (or as a sentence-transformers "
+             "SpladePooling module says)");
   } else if (EndsWith(c->architecture, "ForQuestionAnswering")) {
     c->head = HeadKind::kQuestionAnswering;
     ASSIGN_OR_RETURN(std::optional<int64_t> n, GetInt(j, "num_labels", path));

@@ -87,13 +87,20 @@ Status WeightBinder::Linear(const std::string& base, int64_t out_features, int64
                             Tensor* w, Tensor* b, bool required, bool head, const char* why) {
   RETURN_IF_ERROR(Get({base + ".weight"}, {out_features, in_features}, w, required, head, why));
   if (w->empty()) return Status::Ok();  // an absent optional layer: no bias wanted either
-  return Get({base + ".bias"}, {out_features}, b, true, head);
+  return Bias({base + ".bias"}, out_features, b, head);
 }
 
 Status WeightBinder::LayerNorm(const std::string& base, int64_t hidden, Tensor* gamma,
                                Tensor* beta, bool head) {
   RETURN_IF_ERROR(Get({base + ".weight", base + ".gamma"}, {hidden}, gamma, true, head));
-  return Get({base + ".bias", base + ".beta"}, {hidden}, beta, true, head);
+  return Bias({base + ".bias", base + ".beta"}, hidden, beta, head);
+}
+
+Status WeightBinder::Bias(const std::vector<std::string>& names, int64_t size, Tensor* out,
+                          bool head) {
+  RETURN_IF_ERROR(Get(names, {size}, out, !absent_biases_read_zeros_, head));
+  if (out->empty()) *out = Tensor::ZerosF32({size});
+  return Status::Ok();
 }
 
 bool WeightBinder::Has(const std::string& name) const {

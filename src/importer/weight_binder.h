@@ -27,6 +27,11 @@ class WeightBinder {
   // prefix when `head` is set). A missing optional tensor leaves `out` empty.
   Status Get(const std::vector<std::string>& names, const std::vector<int64_t>& shape,
              Tensor* out, bool required = true, bool head = false, const char* why = nullptr);
+  // Biases (of Linear and LayerNorm) the checkpoint leaves out read as zeros
+  // from now on, instead of being an error: families whose configs turn
+  // biases off (ModernBERT's attention_bias, mlp_bias, norm_bias...).
+  void AbsentBiasesReadZeros() { absent_biases_read_zeros_ = true; }
+
   // base.weight [out, in] and base.bias [out]; an absent optional layer
   // leaves both empty.
   Status Linear(const std::string& base, int64_t out_features, int64_t in_features, Tensor* w,
@@ -46,6 +51,11 @@ class WeightBinder {
   const Checkpoint& ckpt_;
   std::string prefix_, head_prefix_;
   std::set<std::string> used_;
+  bool absent_biases_read_zeros_ = false;
+
+  // A bias under one of `names`, or zeros where it is absent and
+  // AbsentBiasesReadZeros was called.
+  Status Bias(const std::vector<std::string>& names, int64_t size, Tensor* out, bool head);
 };
 
 // "a, b, c, ..." of the first `max` names.

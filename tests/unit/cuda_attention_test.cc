@@ -57,9 +57,19 @@ Inputs MakeInputs(const Problem& pr, Precision p, uint32_t seed) {
   return in;
 }
 
-// softmax(Q K^T / sqrt(d)) V in float64, [tokens, hidden]; with a local
-// window, over the keys within `window` positions of each query.
-std::vector<double> Reference(const Inputs& in, int window = 0) {
+// A relative position bias table as AttentionArgs::position_bias lays it out.
+struct PositionBias {
+  std::vector<float> table;  // [heads][2 * span - 1]
+  int span;
+  double At(int head, int query, int key) const {
+    return table[static_cast<size_t>(head) * (2 * span - 1) + span - 1 + key - query];
+  }
+};
+
+// softmax(Q K^T / sqrt(d) [+ bias]) V in float64, [tokens, hidden]; with a
+// local window, over the keys within `window` positions of each query.
+std::vector<double> Reference(const Inputs& in, int window = 0,
+                              const PositionBias* bias = nullptr) {
   const int hidden = in.hidden(), d = in.problem.head_dim;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   std::vector<double> out(static_cast<size_t>(in.tokens()) * hidden), w;
@@ -75,7 +85,8 @@ std::vector<double> Reference(const Inputs& in, int window = 0) {
         for (int j = 0; j < len; ++j) {
           double dot = 0;
           for (int c = 0; c < d; ++c) dot += at(b + i, 0, h)[c] * at(b + j, 1, h)[c];
-          mx = std::max(mx, w[j] = window && std::abs(i - j) > window ? -INFINITY : dot * scale);
+          const double score = dot * scale + (bias ? bias->At(h, i, j) : 0.0);
+          mx = std::max(mx, w[j] = window && std::abs(i - j) > window ? -INFINITY : score);
         }
         for (int j = 0; j < len; ++j) sum += (w[j] = std::exp(w[j] - mx));
         double* o = &out[static_cast<size_t>(b + i) * hidden + h * d];
@@ -92,7 +103,8 @@ std::vector<double> Reference(const Inputs& in, int window = 0) {
 // (in.cu's, in order) go to the kernel in windows of that many sequences each.
 double MaxError(const Inputs& in, const std::vector<double>& want, AttentionKernel kernel,
                 const GpuInfo& gpu, int sm_count, const std::vector<bool>* checked = nullptr,
-                const std::vector<int>* window_seqs = nullptr, int local_window = 0) {
+                const std::vector<int>* window_seqs = nullptr, int local_window = 0,
+                const PositionBias* bias = nullptr) {
   const int seqs = static_cast<int>(in.cu.size()) - 1;
   int max_len = 0;
   for (int len : in.problem.lengths) max_len = std::max(max_len, len);
@@ -103,7 +115,9 @@ double MaxError(const Inputs& in, const std::vector<double>& want, AttentionKern
     LongestFirst(in.cu.data(), seqs, by_length.data());
   const size_t out_bytes = want.size() * 2;
   DeviceBuffer d_qkv(in.qkv.size() * 2), d_ctx(out_bytes), d_order(by_length.size() * 4),
-      d_bounds(row_bounds.size() * 4);
+      d_bounds(row_bounds.size() * 4), d_bias(bias ? bias->table.size() * 4 : 4);
+  if (bias)
+    cudaMemcpy(d_bias.ptr, bias->table.data(), bias->table.size() * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(d_qkv.ptr, in.qkv.data(), in.qkv.size() * 2, cudaMemcpyHostToDevice);
   cudaMemcpy(d_order.ptr, by_length.data(), by_length.size() * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(d_bounds.ptr, row_bounds.data(), row_bounds.size() * 4, cudaMemcpyHostToDevice);
@@ -117,6 +131,10 @@ double MaxError(const Inputs& in, const std::vector<double>& want, AttentionKern
   a.tokens = in.tokens();
   if (window_seqs) a.row_bounds = static_cast<const int32_t*>(d_bounds.ptr);
   a.local_window = local_window;
+  if (bias) {
+    a.position_bias = static_cast<const float*>(d_bias.ptr);
+    a.bias_span = bias->span;
+  }
   const Status st = Attention(in.p, a, Stream{nullptr, false});
   EXPECT_TRUE(st.ok()) << st.ToString();
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -219,7 +237,7 @@ TEST_F(CudaAttentionTest, LocalWindowsMatchAFloat64Reference) {
           }
         }
   }
-  // The wgmma and TMA kernels take no window.
+  // The wgmma and TMA kernels take no window, nor a relative position bias.
   if (gpu_.compute_capability == 90 && WgmmaAttentionBuilt()) {
     AttentionArgs a{nullptr, nullptr, 1, 8, 64, 1, nullptr, gpu_.compute_capability, sm_count_};
     a.tokens = 8;
@@ -229,7 +247,44 @@ TEST_F(CudaAttentionTest, LocalWindowsMatchAFloat64Reference) {
       const Status st = Attention(Precision::kFp16, a, Stream{nullptr, false});
       EXPECT_FALSE(st.ok()) << KernelName(k);
       EXPECT_NE(st.ToString().find("local window"), std::string::npos) << st.ToString();
+      a.local_window = 0;
+      const float bias = 0.0f;  // never read: the call is refused first
+      a.position_bias = &bias;
+      a.bias_span = 1;
+      const Status biased = Attention(Precision::kFp16, a, Stream{nullptr, false});
+      EXPECT_FALSE(biased.ok()) << KernelName(k);
+      a.position_bias = nullptr;
+      a.local_window = 4;
     }
+  }
+}
+
+// MPNet's relative position bias (a table over every key - query distance
+// of a 514-position model, values of a trained model's +-2 size) on the
+// general and the mma.sync kernels, at head dims 32/64/128, with sequences
+// up to the table's span and ragged batches.
+TEST_F(CudaAttentionTest, RelativePositionBiasMatchesAFloat64Reference) {
+  std::vector<AttentionKernel> kernels{AttentionKernel::kGeneral};
+  if (gpu_.compute_capability >= 80) kernels.push_back(AttentionKernel::kMmaSync);
+  std::mt19937 rng(29);
+  std::uniform_real_distribution<float> value(-2.0f, 2.0f);
+  for (Precision p : {Precision::kFp16, Precision::kBf16}) {
+    const double tolerance = p == Precision::kFp16 ? 1e-2 : 6e-2;
+    for (int d : {32, 64, 128})
+      for (const std::vector<int>& lengths :
+           {std::vector<int>{514}, std::vector<int>{3, 300, 65, 129, 1, 64, 200},
+            std::vector<int>(40, 128)}) {
+        const int heads = 2;
+        PositionBias bias{std::vector<float>(static_cast<size_t>(heads) * (2 * 514 - 1)), 514};
+        for (float& b : bias.table) b = value(rng);
+        const Inputs in = MakeInputs({heads, d, lengths}, p, 31);
+        const std::vector<double> want = Reference(in, 0, &bias);
+        for (AttentionKernel k : kernels) {
+          const double err = MaxError(in, want, k, gpu_, sm_count_, nullptr, nullptr, 0, &bias);
+          EXPECT_LE(err, tolerance) << KernelName(k) << " " << PrecisionName(p) << " head dim "
+                                    << d << ", " << lengths.size() << " sequences";
+        }
+      }
   }
 }
 

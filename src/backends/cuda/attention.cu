@@ -1,8 +1,7 @@
 // Attention dispatch and the general path: fp32 arithmetic, any head dim up
 // to kMaxAttentionHeadDim. It serves fp32 engines (exact parity with the CPU
-// engine), head dims the tensor-core kernels do not cover, GPUs older than
-// sm_80, and MPNet's relative position bias (in every precision, for now). Also
-// the first-query kernel (FirstQueryAttention).
+// engine), head dims the tensor-core kernels do not cover and GPUs older than
+// sm_80. Also the first-query kernel (FirstQueryAttention).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -443,10 +442,9 @@ Status CheckHeadDim(int d) {
 // that the mma.sync kernel's 32-query blocks are what keeps the
 // multiprocessors busy.
 AttentionKernel AutoKernel(Precision p, const AttentionArgs& a, int d) {
-  if (p == Precision::kFp32 || !TensorCoreHeadDim(d) || a.compute_capability < 80 ||
-      a.position_bias)
+  if (p == Precision::kFp32 || !TensorCoreHeadDim(d) || a.compute_capability < 80)
     return AttentionKernel::kGeneral;
-  if (a.local_window > 0) return AttentionKernel::kMmaSync;
+  if (a.local_window > 0 || a.position_bias) return AttentionKernel::kMmaSync;
   if (WgmmaAttentionBuilt() && a.compute_capability == 90 && !LeavesMostIdle(a))
     return TmaPays(a, d) ? AttentionKernel::kTma : AttentionKernel::kWgmma;
   return AttentionKernel::kMmaSync;
@@ -495,11 +493,10 @@ Status Attention(Precision p, const AttentionArgs& a, Stream stream) {
         "attention: packed windows are for the TMA kernel on sequences of at most " +
         std::to_string(kAttentionWindow) + " tokens (AttentionTakesWindows)");
   if (kernel != AttentionKernel::kGeneral) {
-    if (a.position_bias)
-      return InvalidArgument("attention: a relative position bias takes the general path");
-    if (a.local_window > 0 && kernel != AttentionKernel::kMmaSync)
+    if ((a.position_bias || a.local_window > 0) && kernel != AttentionKernel::kMmaSync)
       return InvalidArgument(
-          "attention: a local window takes the general or the mma.sync kernel");
+          "attention: a relative position bias or a local window takes the general or the "
+          "mma.sync kernel");
     if (p == Precision::kFp32 || !TensorCoreHeadDim(d))
       return InvalidArgument(
           "attention: the tensor-core kernels take fp16/bf16 at head dims "

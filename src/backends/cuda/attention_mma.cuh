@@ -244,6 +244,31 @@ __device__ __forceinline__ void MaskKeysOutsideWindow(float (&sc)[kRowTiles][kKe
   }
 }
 
+// MPNet's relative position bias (AttentionArgs::position_bias): each score
+// of a key and a query inside the sequence gets bias[key - query], times
+// sqrt_d since the softmax scales the scores afterwards. `bias` is the
+// head's row at distance 0; row tile r holds rows rows[r] and rows[r] + 8,
+// and the tile starts at key k0. Pairs outside the sequence are masked or
+// never stored: their distances may lie outside the table, so they are not read.
+template <int kRowTiles, int kKeyTiles>
+__device__ __forceinline__ void AddPositionBias(float (&sc)[kRowTiles][kKeyTiles][4], int k0,
+                                                const int (&rows)[kRowTiles], int len,
+                                                const float* bias, float sqrt_d, int t) {
+#pragma unroll
+  for (int r = 0; r < kRowTiles; ++r) {
+#pragma unroll
+    for (int j = 0; j < kKeyTiles; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int key = k0 + 8 * j + 2 * t + e;
+        if (key >= len) continue;
+        if (rows[r] < len) sc[r][j][e] += __ldg(bias + key - rows[r]) * sqrt_d;
+        if (rows[r] + 8 < len) sc[r][j][2 + e] += __ldg(bias + key - rows[r] - 8) * sqrt_d;
+      }
+    }
+  }
+}
+
 // One key tile of the online softmax: the scores become unnormalized
 // probabilities, m (running max per fragment row g, g + 8) and l (this
 // lane's partial sum) move on, and alpha gets the factor by which the
@@ -436,6 +461,12 @@ __global__ void __launch_bounds__(kWarps * 32, kRowTiles == 1 && D <= 64 ? 16 / 
     }
     CopyAsyncCommit();
   };
+  // MPNet's bias: this head's row of the table at distance 0.
+  const float* const bias =
+      a.position_bias ? a.position_bias + static_cast<size_t>(block.head) * (2 * a.bias_span - 1) +
+                            a.bias_span - 1
+                      : nullptr;
+  const float sqrt_d = sqrtf(static_cast<float>(D));
   // A local window: only the key tiles some query of the block sees.
   const int w = a.local_window;
   const int k_begin = w ? max(0, q0 - w) : 0;
@@ -492,6 +523,7 @@ __global__ void __launch_bounds__(kWarps * 32, kRowTiles == 1 && D <= 64 ? 16 / 
         }
       }
 
+      if (bias) AddPositionBias(sc, k0, rows, len, bias, sqrt_d, t);
       if (k0 + kMmaKeys > len) MaskKeysPastEnd(sc, k0, len, t);  // block-uniform branch
       if (w) MaskKeysOutsideWindow(sc, k0, rows, w, t);
       float alpha[kRowTiles][2];

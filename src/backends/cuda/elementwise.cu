@@ -104,29 +104,68 @@ void LaunchGated(const T* in, int rows, int inter, T* out, Stream stream) {
   }
 }
 
-// Rotary positions: thread k takes pair i of one head of one token, in Q
-// and in K (adjacent threads read adjacent elements of both halves).
-template <typename T>
+// Rotary positions: thread k takes kVec consecutive pairs (i, i + half) of
+// one head of one token, in Q and in K, as 16-byte vectors where the halves
+// split into them (with single elements the kernel ran at ~60% of the H200's
+// bandwidth: 0.20 ms a layer for ModernBERT-base's 65,536 tokens).
+template <typename T, int kVec>
 __global__ void RotaryKernel(T* qkv, const int32_t* cu, int num_seqs, int tokens, int hidden,
                              int heads, const float* table) {
   AfterPreviousKernel();
-  const int d = hidden / heads, half = d / 2;
-  const size_t pairs = static_cast<size_t>(heads) * half;
-  const size_t n = static_cast<size_t>(tokens) * pairs;
+  const int d = hidden / heads, half = d / 2, chunks = half / kVec;
+  const size_t per_token = static_cast<size_t>(heads) * chunks;
+  const size_t n = static_cast<size_t>(tokens) * per_token;
   for (size_t k = blockIdx.x * size_t{blockDim.x} + threadIdx.x; k < n;
        k += size_t{gridDim.x} * blockDim.x) {
-    const int t = static_cast<int>(k / pairs);
-    const int head = static_cast<int>(k % pairs) / half, i = static_cast<int>(k % pairs) % half;
+    const int t = static_cast<int>(k / per_token);
+    const int head = static_cast<int>(k % per_token) / chunks;
+    const int i = static_cast<int>(k % per_token) % chunks * kVec;
     const int position = t - cu[SequenceOf(cu, num_seqs, t)];
-    const float2 cs = reinterpret_cast<const float2*>(table)[static_cast<size_t>(position) * half + i];
+    const float2* cs =
+        reinterpret_cast<const float2*>(table) + static_cast<size_t>(position) * half + i;
+    float c[kVec], sn[kVec];
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) {
+      const float2 v = cs[e];
+      c[e] = v.x;
+      sn[e] = v.y;
+    }
     T* row = qkv + static_cast<size_t>(t) * 3 * hidden + head * d + i;
 #pragma unroll
     for (int part = 0; part < 2; ++part) {  // Q, then K
       T* x = row + part * hidden;
-      const float a = ToFloat(x[0]), b = ToFloat(x[half]);
-      x[0] = FromFloat<T>(a * cs.x - b * cs.y);
-      x[half] = FromFloat<T>(b * cs.x + a * cs.y);
+      if constexpr (kVec == 1) {
+        const float a = ToFloat(x[0]), b = ToFloat(x[half]);
+        x[0] = FromFloat<T>(a * c[0] - b * sn[0]);
+        x[half] = FromFloat<T>(b * c[0] + a * sn[0]);
+      } else {
+        Vec16<T> lo = *reinterpret_cast<const Vec16<T>*>(x);
+        Vec16<T> hi = *reinterpret_cast<const Vec16<T>*>(x + half);
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+          const float a = ToFloat(lo.v[e]), b = ToFloat(hi.v[e]);
+          lo.v[e] = FromFloat<T>(a * c[e] - b * sn[e]);
+          hi.v[e] = FromFloat<T>(b * c[e] + a * sn[e]);
+        }
+        *reinterpret_cast<Vec16<T>*>(x) = lo;
+        *reinterpret_cast<Vec16<T>*>(x + half) = hi;
+      }
     }
+  }
+}
+
+template <typename T>
+void LaunchRotary(T* qkv, const int32_t* cu, int num_seqs, int tokens, int hidden, int heads,
+                  const float* table, Stream stream) {
+  constexpr int kSize = Vec16<T>::kSize;
+  const int half = hidden / heads / 2;
+  // Rows (3 hidden) and heads (d = 2 half) then start 16-byte aligned too.
+  if (half % kSize == 0) {
+    Launch(RotaryKernel<T, kSize>, BlocksFor(size_t(tokens) * (hidden / 2) / kSize), kThreads, 0,
+           stream, qkv, cu, num_seqs, tokens, hidden, heads, table);
+  } else {
+    Launch(RotaryKernel<T, 1>, BlocksFor(size_t(tokens) * (hidden / 2)), kThreads, 0, stream, qkv,
+           cu, num_seqs, tokens, hidden, heads, table);
   }
 }
 
@@ -213,10 +252,8 @@ Status GatedActivation(Precision p, HiddenAct act, const void* in, int rows, int
 Status ApplyRotary(Precision p, void* qkv, const int32_t* cu_seqlens, int num_seqs, int tokens,
                    int hidden, int heads, const float* table, Stream stream) {
   if (tokens == 0) return Status::Ok();
-  const size_t n = static_cast<size_t>(tokens) * (hidden / 2);
-  BERTRT_DISPATCH_PRECISION(p, Launch(RotaryKernel<T>, BlocksFor(n), kThreads, 0, stream,
-                                      static_cast<T*>(qkv), cu_seqlens, num_seqs, tokens, hidden,
-                                      heads, table));
+  BERTRT_DISPATCH_PRECISION(p, LaunchRotary(static_cast<T*>(qkv), cu_seqlens, num_seqs, tokens,
+                                            hidden, heads, table, stream));
   CUDA_RETURN_IF_LAUNCH_FAILED("rotary position kernel");
   return Status::Ok();
 }

@@ -192,8 +192,8 @@ struct AttentionArgs {
   // lists sequences.
   const int32_t* row_bounds = nullptr;
   // MPNet's relative position bias (runtime/relative_position.h's table,
-  // [heads][2 * bias_span - 1]), added to every score; only the general path
-  // takes it. nullptr: none.
+  // [heads][2 * bias_span - 1]), added to every score; the general and the
+  // mma.sync kernels take it. nullptr: none.
   const float* position_bias = nullptr;
   int bias_span = 0;
   // Local attention (ModernBERT's local layers): query i sees only keys j
