@@ -120,35 +120,63 @@ EMBEDDINGS = {"embedding", "pooler_output", "sparse_embedding"}
 SCORE_TOLERANCE = {"fp16": 1e-2, "bf16": 8e-2}
 
 
-@pytest.mark.skipif(not have_gpu(), reason="needs an NVIDIA GPU (runs in scripts/device_cuda.sh)")
-@pytest.mark.parametrize("precision,gelu", [("fp32", "exact"), ("fp16", "exact"), ("fp16", "tanh"),
-                                            ("bf16", "exact"), ("bf16", "tanh")])
-def test_cuda_outputs_match_hf(bertrt_bin, model, precision, gelu):
-    """The CUDA engine against the HF goldens, with issue 4's bounds: fp32 within
-    1e-4 relative; fp16/bf16 (either GELU form) cosine >= 0.9999 per embedding,
-    scores within SCORE_TOLERANCE and the same argmax wherever the golden top
-    two are more than twice that apart (closer ones no such bound can order)."""
-    path, golden = model
-    _, out, _ = run_jsonl(bertrt_bin, ["run", str(path), "--device", "cuda", "--precision", precision,
-                                       "--gelu", gelu, "--batch-size", "3"], records(golden))
+def assert_matches_golden_in(precision, out, golden, path, what):
+    """`bertrt run`'s records against the goldens with issue 4's bounds: fp32
+    within 1e-4 relative; fp16/bf16 cosine >= 0.9999 per embedding, scores
+    within SCORE_TOLERANCE and the same argmax wherever the golden top two
+    are more than twice that apart (closer ones no such bound can order)."""
     assert len(out) == len(golden["inputs"])
     for i, (got, want) in enumerate(zip(out, golden["inputs"])):
         for name in [k for k in want if k not in TOKEN_FIELDS and k != "last_hidden_state"]:
-            what = f"{path.name} {precision} --gelu {gelu} input {i} {name}"
+            where = f"{what} input {i} {name}"
             g = dense(got[RENAME.get(name, name)], path)
             w = dense(want[name], path)
             if precision == "fp32":
-                assert_close(g, w, what)
+                assert_close(g, w, where)
             elif RENAME.get(name, name) in EMBEDDINGS:
                 g2, w2 = g.reshape(-1, w.shape[-1]), w.reshape(-1, w.shape[-1])
                 cos = (g2 * w2).sum(-1) / np.linalg.norm(g2, axis=-1) / np.linalg.norm(w2, axis=-1)
-                assert cos.min() >= 0.9999, f"{what}: cosine {cos.min():.6f}"
+                assert cos.min() >= 0.9999, f"{where}: cosine {cos.min():.6f}"
             else:
                 tol = SCORE_TOLERANCE[precision]
-                assert g.shape == w.shape, what
-                assert np.abs(g - w).max() <= tol, f"{what}: max abs diff {np.abs(g - w).max():.4g}"
+                assert g.shape == w.shape, where
+                assert np.abs(g - w).max() <= tol, f"{where}: max abs diff {np.abs(g - w).max():.4g}"
                 if w.ndim >= 1 and w.shape[-1] > 1:
                     w2, g2 = w.reshape(-1, w.shape[-1]), g.reshape(-1, w.shape[-1])
                     top2 = np.sort(w2, axis=-1)[:, -2:]
                     clear = top2[:, 1] - top2[:, 0] > 2 * tol
-                    assert (w2.argmax(-1) == g2.argmax(-1))[clear].all(), f"{what}: argmax differs"
+                    assert (w2.argmax(-1) == g2.argmax(-1))[clear].all(), f"{where}: argmax differs"
+
+
+@pytest.mark.skipif(not have_gpu(), reason="needs an NVIDIA GPU (runs in scripts/device_cuda.sh)")
+@pytest.mark.parametrize("precision,gelu", [("fp32", "exact"), ("fp16", "exact"), ("fp16", "tanh"),
+                                            ("bf16", "exact"), ("bf16", "tanh")])
+def test_cuda_outputs_match_hf(bertrt_bin, model, precision, gelu):
+    """The CUDA engine against the HF goldens (assert_matches_golden_in)."""
+    path, golden = model
+    _, out, _ = run_jsonl(bertrt_bin, ["run", str(path), "--device", "cuda", "--precision", precision,
+                                       "--gelu", gelu, "--batch-size", "3"], records(golden))
+    assert_matches_golden_in(precision, out, golden, path, f"{path.name} {precision} --gelu {gelu}")
+
+
+# A model of each family and of heads whose plan layout differs.
+PLAN_FAMILIES = ["seq_cls", "xlmr_qa", "distilbert_token_cls", "mpnet_sentence_mean",
+                 "splade_bert", "modernbert_seq_cls", "modernbert_reranker", "modernbert_qa"]
+
+
+@pytest.mark.skipif(not have_gpu(), reason="needs an NVIDIA GPU (runs in scripts/device_cuda.sh)")
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+@pytest.mark.parametrize("name", PLAN_FAMILIES)
+def test_cuda_plan_of_each_family_matches_hf(bertrt_bin, tmp_path, name, precision):
+    """`bertrt build --device cuda` (GEMMs timed into the plan, verified on the
+    GPU), then the plan served on the GPU: the goldens' bounds."""
+    path = ROOT / "tests/data/models" / name
+    golden = json.loads((path / "golden.json").read_text())
+    plan = tmp_path / f"{name}.plan"
+    proc = subprocess.run([str(bertrt_bin), "build", str(path), "-o", str(plan), "--device", "cuda",
+                           "--precision", precision], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "[build] verify done" in proc.stderr, proc.stderr
+    _, out, _ = run_jsonl(bertrt_bin, ["run", str(plan), "--device", "cuda", "--precision",
+                                       precision, "--batch-size", "3"], records(golden))
+    assert_matches_golden_in(precision, out, golden, path, f"{name} plan {precision}")
