@@ -72,7 +72,8 @@ def modernbert_config(biases, **extra):
               max_position_embeddings=TINY["positions"], global_attn_every_n_layers=3,
               local_attention=8, initializer_range=0.15, pad_token_id=3, bos_token_id=None,
               eos_token_id=None, cls_token_id=1, sep_token_id=2, attention_bias=biases,
-              mlp_bias=biases, norm_bias=biases, classifier_bias=biases, **extra)
+              mlp_bias=biases, norm_bias=biases, classifier_bias=biases)
+    kw.update(extra)
     rope = {"full_attention": {"rope_type": "default", "rope_theta": 160000.0},
             "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}
     try:
@@ -205,6 +206,9 @@ def main(argv):
         if only is not None and name not in only:
             return
         tokenizer = tokenizer_for(family)
+        # The tokenizer's limit is the model's (modernbert_long's 8,192).
+        tokenizer.model_max_length = config.max_position_embeddings - (
+            2 if family in ("roberta", "xlmr", "camembert", "mpnet") else 0)
         # Every id the tokenizer can give has an embedding row (CamemBERT's
         # tokenizer adds its <s>NOTUSED-style tokens past the pieces).
         config.vocab_size = max(config.vocab_size, len(tokenizer))
@@ -273,6 +277,11 @@ def main(argv):
         modernbert_config(True, **labels(NER_LABELS)), "modernbert", 43)
     add("modernbert_qa", t.ModernBertForQuestionAnswering, modernbert_config(False),
         "modernbert", 44)
+    # Every one of ModernBERT's 8,192 positions (make_goldens' full-length
+    # input) with its real window of 128 (+-64).
+    add("modernbert_long", t.ModernBertForSequenceClassification,
+        modernbert_config(False, **labels(["neg", "pos"]), max_position_embeddings=8192,
+                          local_attention=128), "modernbert", 45)
 
     # SPLADE: masked-LM heads (their decoders tied to the word embeddings, as
     # save_pretrained writes them), served by /embed_sparse.

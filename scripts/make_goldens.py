@@ -32,6 +32,10 @@ PAIRS = [("what is the answer?", "the answer is found in this long line of text 
 # Longer than max_seq_length of the sentence models, to exercise truncation there.
 MAX_TOKENS_FOR_HIDDEN_STATE = 30
 LONG_TEXT = " ".join(["every good boy does fine and then some more words follow"] * 9)
+# A model with at least this many positions (ModernBERT's 8,192) also gets one
+# input that fills every position (the text repeated, truncated to the model's
+# limit as `bertrt run` truncates by default).
+FULL_LENGTH_FROM = 4096
 
 
 def rounded(x):
@@ -53,9 +57,14 @@ def hf_golden(model_dir, config):
         model_dir, dtype=torch.float32, attn_implementation="eager").eval()
     tok = transformers.AutoTokenizer.from_pretrained(model_dir)
     cases = [(t, None) for t in TEXTS] + PAIRS
+    positions = config.get("max_position_embeddings", 0)
+    full_length = " ".join([LONG_TEXT] * (positions // 50))
+    if positions >= FULL_LENGTH_FROM:
+        cases.append((full_length, None))
     out = []
     for text, pair in cases:
-        enc = tok(text, pair, return_tensors="pt")
+        enc = (tok(text, return_tensors="pt", truncation=True, max_length=positions)
+               if text is full_length else tok(text, pair, return_tensors="pt"))
         # The model gets what its tokenizer hands it (RoBERTa and DistilBERT
         # take no token types); the golden records the tokenizer's type ids,
         # which `bertrt tokenize` prints whatever the model does with them.
@@ -82,7 +91,10 @@ def hf_golden(model_dir, config):
             if enc["input_ids"].shape[1] <= MAX_TOKENS_FOR_HIDDEN_STATE:
                 rec["last_hidden_state"] = rounded(res.last_hidden_state[0])
         out.append(rec)
-    return {"kind": "transformers", "architecture": arch, "inputs": out}
+    golden = {"kind": "transformers", "architecture": arch, "inputs": out}
+    if positions >= FULL_LENGTH_FROM:
+        golden["max_seq_length"] = positions  # what the full-length input was cut to
+    return golden
 
 
 def st_golden(model_dir):
