@@ -265,16 +265,27 @@ TEST(CpuOps, AttentionIsPerSequenceAndHead) {
 
 // ModernBERT's local layers: each query sees the keys within `window`
 // positions; sequences shorter and longer than the window.
+// Local windows go in blocks of queries against the keys they reach: short
+// sequences, and one of 300 tokens (several blocks, windows narrower and
+// wider than a block), with and without a relative position bias.
 TEST(CpuOps, AttentionWindowMasksFarKeys) {
   std::mt19937 rng(9);
   const int h = 32, heads = 4;
-  const std::vector<int32_t> cu = {0, 3, 40, 52};
-  const int max_len = 37, tokens = cu.back();
+  const std::vector<int32_t> cu = {0, 3, 40, 52, 352};
+  const int max_len = 300, tokens = cu.back(), span = 300;
   std::vector<float> qkv = Random(size_t(tokens) * 3 * h, &rng, -2.0f, 2.0f);
+  const std::vector<float> bias = Random(size_t(heads) * (2 * span - 1), &rng, -2.0f, 2.0f);
   std::vector<float> ctx(size_t(tokens) * h), scratch(AttentionScratchFloats(max_len, 2));
-  Attention(qkv.data(), cu.data(), 3, max_len, h, heads, {}, ctx.data(), scratch.data(), 2, {4});
-  EXPECT_LT(NormRelErr(ctx, RefAttention(qkv, cu, h, heads, {}, 0, 4)), 2e-6);
-  EXPECT_GT(NormRelErr(ctx, RefAttention(qkv, cu, h, heads)), 1e-2);
+  for (int window : {4, 40, 100}) {
+    Attention(qkv.data(), cu.data(), 4, max_len, h, heads, {}, ctx.data(), scratch.data(), 2,
+              {window});
+    EXPECT_LT(NormRelErr(ctx, RefAttention(qkv, cu, h, heads, {}, 0, window)), 2e-6) << window;
+    EXPECT_GT(NormRelErr(ctx, RefAttention(qkv, cu, h, heads)), 1e-2) << window;
+    Attention(qkv.data(), cu.data(), 4, max_len, h, heads, {bias.data(), span}, ctx.data(),
+              scratch.data(), 2, {window});
+    EXPECT_LT(NormRelErr(ctx, RefAttention(qkv, cu, h, heads, bias, span, window)), 2e-6)
+        << window << " with a bias";
+  }
 }
 
 // Rotary positions as transformers' apply_rotary_pos_emb computes them

@@ -31,6 +31,9 @@ void SoftmaxRow(float* row, int n) {
   for (int i = 0; i < n; ++i) row[i] *= inv;
 }
 
+// A local window's queries go this many at a time (AttentionWindow).
+constexpr int kWindowQueries = 64;
+
 }  // namespace
 
 void Attention(const float* qkv, const int32_t* cu_seqlens, int num_seqs, int max_len, int h,
@@ -55,31 +58,38 @@ void Attention(const float* qkv, const int32_t* cu_seqlens, int num_seqs, int ma
       const float* q = qkv + static_cast<size_t>(begin) * ld + head * d;
       const float* k = q + h;
       const float* v = q + 2 * h;
-      dnnl_sgemm('N', 'T', len, len, d, scale, q, ld, k, ld, 0.0f, scores, len);
-      if (bias.table) {
-        const int width = 2 * bias.span - 1;
-        for (int i = 0; i < len; ++i) {
-          // Key j's bias: entry j - i + span - 1 of the head's row.
-          const float* row = bias.table + static_cast<size_t>(head) * width + bias.span - 1 - i;
-          float* si = scores + static_cast<size_t>(i) * len;
+      // Blocks of queries against the keys their windows reach (every key
+      // without a window: one block), so that a local layer's time and
+      // scratch are linear in length.
+      const int w = window.window;
+      const int block = w > 0 ? kWindowQueries : len;
+      for (int i0 = 0; i0 < len; i0 += block) {
+        const int rows = std::min(block, len - i0);
+        const int k0 = w > 0 ? std::max(0, i0 - w) : 0;
+        const int k1 = w > 0 ? std::min(len, i0 + rows + w) : len;
+        const int keys = k1 - k0;
+        dnnl_sgemm('N', 'T', rows, keys, d, scale, q + static_cast<size_t>(i0) * ld, ld,
+                   k + static_cast<size_t>(k0) * ld, ld, 0.0f, scores, keys);
+        for (int r = 0; r < rows; ++r) {
+          const int i = i0 + r;
+          float* si = scores + static_cast<size_t>(r) * keys;
+          if (bias.table) {
+            // Key j's bias: entry j - i + span - 1 of the head's row.
+            const float* row = bias.table + static_cast<size_t>(head) * (2 * bias.span - 1) +
+                               bias.span - 1 - i + k0;
 #pragma omp simd
-          for (int j = 0; j < len; ++j) si[j] += row[j];
+            for (int j = 0; j < keys; ++j) si[j] += row[j];
+          }
+          // Keys beyond the window get probability 0.
+          const int lo = w > 0 ? std::max(k0, i - w) - k0 : 0;
+          const int hi = w > 0 ? std::min(k1, i + w + 1) - k0 : keys;
+          SoftmaxRow(si + lo, hi - lo);
+          std::fill(si, si + lo, 0.0f);
+          std::fill(si + hi, si + keys, 0.0f);
         }
+        dnnl_sgemm('N', 'N', rows, d, keys, 1.0f, scores, keys, v + static_cast<size_t>(k0) * ld,
+                   ld, 0.0f, ctx + static_cast<size_t>(begin + i0) * h + head * d, h);
       }
-      for (int i = 0; i < len; ++i) {
-        float* si = scores + static_cast<size_t>(i) * len;
-        if (window.window <= 0) {
-          SoftmaxRow(si, len);
-          continue;
-        }
-        // Keys beyond the window get probability 0.
-        const int lo = std::max(0, i - window.window), hi = std::min(len, i + window.window + 1);
-        SoftmaxRow(si + lo, hi - lo);
-        std::fill(si, si + lo, 0.0f);
-        std::fill(si + hi, si + len, 0.0f);
-      }
-      dnnl_sgemm('N', 'N', len, d, len, 1.0f, scores, len, v, ld, 0.0f,
-                 ctx + static_cast<size_t>(begin) * h + head * d, h);
     }
   }
 }
