@@ -3,7 +3,8 @@ made by HF transformers / sentence-transformers (scripts/make_goldens.py).
 
 bertrt tokenizes the golden texts itself, so this checks tokenizer, importer
 (every head, fp16/bf16, sharded, prefixed names, training junk) and the CPU
-runtime together. Tolerance: 1e-4 relative, as the foundation issue asks.
+runtime together. Tolerance: 1e-5 of the largest golden magnitude (the
+families issue's bound; the foundation issue asked 1e-4; measured up to 5e-6).
 """
 import json
 import subprocess
@@ -31,12 +32,12 @@ def dense(value, path):
     return np.asarray(value, dtype=np.float64)
 
 
-def assert_close(got, want, what):
+def assert_close(got, want, what, tolerance=1e-5):
     got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
     assert got.shape == want.shape, f"{what}: shape {got.shape}, expected {want.shape}"
     scale = max(np.abs(want).max(), 1e-6)
     err = np.abs(got - want).max() / scale
-    assert err <= 1e-4, f"{what}: max error {err:.3g} of the largest magnitude {scale:.3g}"
+    assert err <= tolerance, f"{what}: max error {err:.3g} of the largest magnitude {scale:.3g}"
 
 
 @pytest.fixture(scope="module", params=MODELS, ids=lambda p: p.name)
@@ -122,7 +123,8 @@ SCORE_TOLERANCE = {"fp16": 1e-2, "bf16": 8e-2}
 
 def assert_matches_golden_in(precision, out, golden, path, what):
     """`bertrt run`'s records against the goldens with issue 4's bounds: fp32
-    within 1e-4 relative; fp16/bf16 cosine >= 0.9999 per embedding, scores
+    within 1e-4 relative (the GPU's own fp32 is held to 1e-5 of scale against
+    float64 in the parity suite); fp16/bf16 cosine >= 0.9999 per embedding, scores
     within SCORE_TOLERANCE and the same argmax wherever the golden top two
     are more than twice that apart (closer ones no such bound can order)."""
     assert len(out) == len(golden["inputs"])
@@ -132,7 +134,7 @@ def assert_matches_golden_in(precision, out, golden, path, what):
             g = dense(got[RENAME.get(name, name)], path)
             w = dense(want[name], path)
             if precision == "fp32":
-                assert_close(g, w, where)
+                assert_close(g, w, where, tolerance=1e-4)
             elif RENAME.get(name, name) in EMBEDDINGS:
                 g2, w2 = g.reshape(-1, w.shape[-1]), w.reshape(-1, w.shape[-1])
                 cos = (g2 * w2).sum(-1) / np.linalg.norm(g2, axis=-1) / np.linalg.norm(w2, axis=-1)
