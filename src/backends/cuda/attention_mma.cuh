@@ -223,13 +223,12 @@ __device__ __forceinline__ void MaskKeysOutsideRows(float (&sc)[1][kKeyTiles][4]
   }
 }
 
-// A local window (AttentionArgs::local_window): scores of keys more than w
-// positions from their query row become -inf; row tile r holds rows rows[r]
-// and rows[r] + 8, and the tile starts at key k0.
-template <int kRowTiles, int kKeyTiles>
-__device__ __forceinline__ void MaskKeysOutsideWindow(float (&sc)[kRowTiles][kKeyTiles][4],
-                                                      int k0, const int (&rows)[kRowTiles], int w,
-                                                      int t) {
+// Calls f(score, query row, key) for each score of a warp's row tiles (C
+// fragments): row tile r holds rows rows[r] (fragment row g) and rows[r] + 8,
+// and the key tile starts at key k0.
+template <int kRowTiles, int kKeyTiles, typename F>
+__device__ __forceinline__ void ForEachScore(float (&sc)[kRowTiles][kKeyTiles][4], int k0,
+                                             const int (&rows)[kRowTiles], int t, F&& f) {
 #pragma unroll
   for (int r = 0; r < kRowTiles; ++r) {
 #pragma unroll
@@ -237,36 +236,36 @@ __device__ __forceinline__ void MaskKeysOutsideWindow(float (&sc)[kRowTiles][kKe
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int key = k0 + 8 * j + 2 * t + e;
-        if (abs(key - rows[r]) > w) sc[r][j][e] = -INFINITY;
-        if (abs(key - rows[r] - 8) > w) sc[r][j][2 + e] = -INFINITY;
+        f(sc[r][j][e], rows[r], key);
+        f(sc[r][j][2 + e], rows[r] + 8, key);
       }
     }
   }
 }
 
+// A local window (AttentionArgs::local_window): scores of keys more than w
+// positions from their query row become -inf.
+template <int kRowTiles, int kKeyTiles>
+__device__ __forceinline__ void MaskKeysOutsideWindow(float (&sc)[kRowTiles][kKeyTiles][4],
+                                                      int k0, const int (&rows)[kRowTiles], int w,
+                                                      int t) {
+  ForEachScore(sc, k0, rows, t, [w](float& score, int row, int key) {
+    if (abs(key - row) > w) score = -INFINITY;
+  });
+}
+
 // MPNet's relative position bias (AttentionArgs::position_bias): each score
 // of a key and a query inside the sequence gets bias[key - query], times
 // sqrt_d since the softmax scales the scores afterwards. `bias` is the
-// head's row at distance 0; row tile r holds rows rows[r] and rows[r] + 8,
-// and the tile starts at key k0. Pairs outside the sequence are masked or
-// never stored: their distances may lie outside the table, so they are not read.
+// head's row at distance 0. Pairs outside the sequence are masked or never
+// stored: their distances may lie outside the table, so they are not read.
 template <int kRowTiles, int kKeyTiles>
 __device__ __forceinline__ void AddPositionBias(float (&sc)[kRowTiles][kKeyTiles][4], int k0,
                                                 const int (&rows)[kRowTiles], int len,
                                                 const float* bias, float sqrt_d, int t) {
-#pragma unroll
-  for (int r = 0; r < kRowTiles; ++r) {
-#pragma unroll
-    for (int j = 0; j < kKeyTiles; ++j) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int key = k0 + 8 * j + 2 * t + e;
-        if (key >= len) continue;
-        if (rows[r] < len) sc[r][j][e] += __ldg(bias + key - rows[r]) * sqrt_d;
-        if (rows[r] + 8 < len) sc[r][j][2 + e] += __ldg(bias + key - rows[r] - 8) * sqrt_d;
-      }
-    }
-  }
+  ForEachScore(sc, k0, rows, t, [=](float& score, int row, int key) {
+    if (key < len && row < len) score += __ldg(bias + key - row) * sqrt_d;
+  });
 }
 
 // One key tile of the online softmax: the scores become unnormalized

@@ -76,20 +76,7 @@ class EncoderForward::Pass {
     const int rows = compact ? n_ : t_;
     RETURN_IF_ERROR(Gemm("gemm qkv", ws_.x, t_, h_, l.qkv_w, l.qkv_b, 3 * h_, Epilogue::kBias,
                          nullptr, ws_.qkv));
-    // The attention-output GEMM reads `context` and the residual `skip` and
-    // writes `sum`; compact, they are the first rows alone: attention's for
-    // the first queries in tmp, and x's gathered into qkv, free once
-    // attention has read it.
-    void *context = ws_.ctx, *sum = ws_.tmp;
-    const void* skip = ws_.x;
-    RETURN_IF_ERROR(Attention(l, index, compact));
-    if (compact) {
-      RETURN_IF_ERROR(GatherFirstTokens(ws_.x, ws_.qkv));
-      context = ws_.tmp, skip = ws_.qkv, sum = ws_.ctx;
-    }
-    // The residual enters through the GEMM's C operand (beta = 1).
-    RETURN_IF_ERROR(Gemm("gemm attn_out", context, rows, h_, l.attn_out_w, l.attn_out_b, h_,
-                         Epilogue::kBias, skip, sum));
+    ASSIGN_OR_RETURN(void* sum, AttentionBlock(l, index, compact));
     RETURN_IF_ERROR(Norm(sum, ws_.x, rows, l.attn_gamma, l.attn_beta));
     RETURN_IF_ERROR(Ffn(l, ws_.x, rows, ws_.x, ws_.tmp));
     return Norm(ws_.tmp, ws_.x, rows, l.ffn_gamma, l.ffn_beta);
@@ -111,8 +98,22 @@ class EncoderForward::Pass {
     RETURN_IF_ERROR(
         Gemm("gemm qkv", in, t_, h_, l.qkv_w, l.qkv_b, 3 * h_, Epilogue::kBias, nullptr, ws_.qkv));
     if (c_.rope_theta > 0.0f) RETURN_IF_ERROR(Rotary(c_.local_layer(index)));
-    // context, skip and sum as in Layer; the buffer neither the residual
-    // (sum) nor the FFN uses takes the FFN's LayerNorm.
+    ASSIGN_OR_RETURN(void* sum, AttentionBlock(l, index, compact));
+    // The residual stream is now `sum`; the other of tmp and ctx is free for
+    // the FFN's LayerNorm.
+    void* normed = sum == ws_.tmp ? ws_.ctx : ws_.tmp;
+    RETURN_IF_ERROR(Norm(sum, normed, rows, l.ffn_gamma, l.ffn_beta));
+    RETURN_IF_ERROR(Ffn(l, normed, rows, sum, ws_.x));
+    if (!last) return Status::Ok();
+    return Norm(ws_.x, ws_.x, rows, f_.weights_.final_gamma, f_.weights_.final_beta);
+  }
+
+  // Attention of layer l over qkv, then its output GEMM with x as the
+  // residual (through the GEMM's C operand, beta = 1) into tmp. Compact, the
+  // first rows alone into ctx: attention's for the first queries land in
+  // tmp, and x's are gathered into qkv, free once attention has read it.
+  // Returns where the sum went.
+  StatusOr<void*> AttentionBlock(const DeviceLayer& l, int index, bool compact) {
     void *context = ws_.ctx, *sum = ws_.tmp;
     const void* skip = ws_.x;
     RETURN_IF_ERROR(Attention(l, index, compact));
@@ -120,13 +121,9 @@ class EncoderForward::Pass {
       RETURN_IF_ERROR(GatherFirstTokens(ws_.x, ws_.qkv));
       context = ws_.tmp, skip = ws_.qkv, sum = ws_.ctx;
     }
-    RETURN_IF_ERROR(Gemm("gemm attn_out", context, rows, h_, l.attn_out_w, l.attn_out_b, h_,
-                         Epilogue::kBias, skip, sum));
-    void* normed = compact ? ws_.tmp : ws_.ctx;
-    RETURN_IF_ERROR(Norm(sum, normed, rows, l.ffn_gamma, l.ffn_beta));
-    RETURN_IF_ERROR(Ffn(l, normed, rows, sum, ws_.x));
-    if (!last) return Status::Ok();
-    return Norm(ws_.x, ws_.x, rows, f_.weights_.final_gamma, f_.weights_.final_beta);
+    RETURN_IF_ERROR(Gemm("gemm attn_out", context, compact ? n_ : t_, h_, l.attn_out_w,
+                         l.attn_out_b, h_, Epilogue::kBias, skip, sum));
+    return sum;
   }
 
   // out = FFN(in) + residual over `rows` rows: the first GEMM into inter,

@@ -1,6 +1,7 @@
 // CUTLASS's sm90 GEMM with a bias + erf GELU epilogue (bias_gelu_gemm.h),
-// templated on the tiling so that bench/probes/bias_gelu_gemm_probe.cu can
-// time the candidates the engine chose from. Compiled for sm_90a alone.
+// templated on the tiling so that bench/probes/bias_gelu_gemm_probe.cu and
+// power_cap_gemm_probe.cu can time the candidates the engine chose from.
+// Compiled for sm_90a alone.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -22,14 +23,20 @@ namespace bertrt::cuda::sm90 {
 
 // GELU(x) = x Phi(x) with one special-function instruction: for a = |x|,
 // log2(1 - Phi(a)) is smooth on [0, 4 sqrt(2)], where a degree-7 polynomial
-// fits it (Chebyshev least squares, float32 Horner: |GELU error| <= 4.7e-7,
-// far below fp16's and bf16's rounding of the result). Past 4 sqrt(2),
-// 1 - Phi < 7.7e-9 is taken as 0: GELU(x) = x above, 0 below. Then
-// Phi(x) = 1 - tail for x >= 0 and tail below. Why not erff: this epilogue
-// runs once per output element while the tensor cores wait (K is only 768
-// deep), and erff's two polynomial ranges and exp cost as much as the
-// GEMM's tail; this form is ~12 instructions and one ex2 (bench/RESULTS.md,
-// 2026-12-01, "The erf GELU in the GEMM's epilogue").
+// fits it (Chebyshev least squares, float32 Horner), then one ex2 gives the
+// tail 1 - Phi(a). Since x Phi(x) = x - x (1 - Phi(x)) for x >= 0 and
+// x (1 - Phi(-x)) below, GELU(x) = max(x, 0) - a tail(a) on both sides: one
+// max and one fma after the ex2. Past 4 sqrt(2) a stays there (tail 7.7e-9),
+// so GELU(x) is max(x, 0) - 4.4e-8. |GELU error| <= 5.0e-7 against float64's
+// over [-1000, 1000], far below fp16's and bf16's rounding of the result.
+// max.NaN keeps a NaN a NaN (fmaxf would turn it into 0). Why not erff: this
+// epilogue runs once per output element while the tensor cores wait (K is
+// only 768 deep), and erff's two polynomial ranges and exp cost as much as
+// the GEMM's tail (bench/RESULTS.md, 2026-12-01, "The erf GELU in the GEMM's
+// epilogue"); and at BERT-large's size the H200 runs at its power cap, where
+// each instruction per element costs clock speed across the whole forward
+// (RESULTS.md, 2026-12-03): this form is 11 instructions, the sign branches
+// and the end test it replaced were 15.
 template <class T>
 struct GeluErf {
   static const bool kIsHeavy = true;
@@ -44,10 +51,10 @@ struct GeluErf {
     p = fmaf(p, a, -0.4582485258579254f);
     p = fmaf(p, a, -1.151343822479248f);
     p = fmaf(p, a, -0.9999851584434509f);
-    float tail;  // 1 - Phi(a) = 2^p
+    float tail, relu;  // 1 - Phi(a) = 2^p; max(x, 0)
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(tail) : "f"(p));
-    if (a == kEnd) tail = 0.0f;
-    return x * (x >= 0.0f ? 1.0f - tail : tail);
+    asm("max.NaN.f32 %0, %1, 0f00000000;" : "=f"(relu) : "f"(x));
+    return fmaf(-a, tail, relu);
   }
   CUTLASS_DEVICE T operator()(T const& v) const { return T(Gelu(float(v))); }
 };
@@ -67,15 +74,17 @@ struct GeluErf<cutlass::Array<T, N>> {
 // terms M = rows, N = out, K = in; x is A, row-major (M x K); W is B,
 // column-major (K x N: element (k, n) at n * K + k, HF's [out, in]); y is
 // D, row-major; the bias is per column of D. No C operand (beta = 0).
-// `Act`: GeluErf; the probe also times CUTLASS's erff GELU and Identity.
+// `Act`: GeluErf; the probes also time CUTLASS's erff GELU and Identity,
+// and epilogue tiles other than CUTLASS's choice.
 template <class T, class TileShape, class ClusterShape, class MainloopSchedule,
-          class EpilogueSchedule, template <class> class Act = GeluErf>
+          class EpilogueSchedule, template <class> class Act = GeluErf,
+          class EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto>
 struct BiasGeluGemmKernel {
   static constexpr int kAlignment = 8;  // elements: 16 bytes of fp16/bf16
   using Fusion = cutlass::epilogue::fusion::LinCombPerColBiasEltAct<Act, T, float, T, T, float>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void,
+      EpilogueTile, float, float, void,
       cutlass::layout::RowMajor, kAlignment, T, cutlass::layout::RowMajor, kAlignment,
       EpilogueSchedule, Fusion>::CollectiveOp;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<

@@ -1,0 +1,383 @@
+// Probe (not part of the build): BERT-large's GEMMs at the GPU's power cap. BERT-large at batch 256 x 384 keeps the H200 at its
+// 700 W limit, so what sets its speed is the energy each GEMM takes, not its
+// time at a fixed clock; a GEMM timed in short bursts (bias_gelu_gemm_probe.cu)
+// runs below the cap and cannot show that. Here each way runs back to back
+// for `--seconds` (CUDA graphs of 20), in interleaved rounds, and the probe
+// reports its time per GEMM, the energy per GEMM (NVML's energy counter) and
+// the SM clock and power at the end of the run. Ways, same operands:
+//   lt tanh         cuBLASLt's GELU epilogue (tanh form: the cost to reach);
+//   lt, no act      cuBLASLt's bias epilogue alone;
+//   cutlass, none   the engine's tiling with no activation;
+//   cutlass, gelu   the engine's GeluErf (sm90/bias_gelu_gemm.cuh);
+//   cutlass, gelu branches  the form before 2026-12-03 (sign and end tests).
+// Each output is checked against an fp32 reference on its first and last 64
+// rows (the GELU ways; the others print no error). Then BERT-large's other
+// three GEMMs (QKV, attention output and FFN output with their residuals, at
+// 98,304 rows) with each of cuBLASLt's first `--candidates` heuristic answers
+// the same way: is the heuristic's first answer also the one that takes the
+// least energy?
+//   nvcc -O3 -std=c++17 -arch=sm_90a --expt-relaxed-constexpr -DNDEBUG -I include -I src \
+//     -I third_party/cutlass-4.2.0.0/include -I third_party/cutlass-4.2.0.0/tools/util/include \
+//     bench/probes/power_cap_gemm_probe.cu -lcublasLt -ldl -o power_cap_gemm_probe
+//   ./power_cap_gemm_probe [--seconds S] [--rounds R] [--candidates N] [--only-large 1]
+// Results (H200): bench/RESULTS.md.
+#include <cublasLt.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../../src/core/status.cc"
+#include "backends/cuda/sm90/bias_gelu_gemm.cuh"
+#include "probe_util.h"
+
+namespace bertrt::cuda {
+bool BiasGeluGemmBuilt() { return true; }
+}  // namespace bertrt::cuda
+
+namespace probe {
+
+using namespace cute;
+
+// The GELU epilogue as it was before 2026-12-03: x (1 - tail) or x tail by
+// the sign, and tail 0 at the end of the range.
+template <class T>
+struct GeluBranches {
+  static const bool kIsHeavy = true;
+  CUTLASS_DEVICE static float Gelu(float x) {
+    constexpr float kEnd = 5.656854249f;
+    const float a = fminf(fabsf(x), kEnd);
+    float p = -1.9931321730837226e-06f;
+    p = fmaf(p, a, 6.478301656898111e-05f);
+    p = fmaf(p, a, -0.0009558197925798595f);
+    p = fmaf(p, a, 0.00860847532749176f);
+    p = fmaf(p, a, -0.05416931211948395f);
+    p = fmaf(p, a, -0.4582485258579254f);
+    p = fmaf(p, a, -1.151343822479248f);
+    p = fmaf(p, a, -0.9999851584434509f);
+    float tail;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(tail) : "f"(p));
+    if (a == kEnd) tail = 0.0f;
+    return x * (x >= 0.0f ? 1.0f - tail : tail);
+  }
+  CUTLASS_DEVICE T operator()(T const& v) const { return T(Gelu(float(v))); }
+};
+template <class T, int N>
+struct GeluBranches<cutlass::Array<T, N>> {
+  static const bool kIsHeavy = true;
+  CUTLASS_DEVICE cutlass::Array<T, N> operator()(cutlass::Array<T, N> const& v) const {
+    cutlass::Array<T, N> y;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < N; ++i) y[i] = T(GeluBranches<float>::Gelu(float(v[i])));
+    return y;
+  }
+};
+
+// The engine's tiling (bias_gelu_gemm.cu): ping-pong 128 x 128, cluster 1 x 2.
+template <template <class> class Act,
+          class EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto>
+using EngineKernel =
+    bertrt::cuda::sm90::BiasGeluGemmKernel<cutlass::half_t, Shape<_128, _128, _64>,
+                                           Shape<_1, _2, _1>,
+                                           cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+                                           cutlass::epilogue::TmaWarpSpecialized, Act,
+                                           EpilogueTile>;
+using bertrt::cuda::sm90::GeluErf;
+
+// NVML through dlopen: the driver's library, no header needed.
+struct Nvml {
+  using Device = void*;
+  int (*get_energy)(Device, unsigned long long*) = nullptr;  // mJ since the driver loaded
+  int (*get_clock)(Device, int, unsigned*) = nullptr;        // MHz; type 1 = SM
+  int (*get_power)(Device, unsigned*) = nullptr;             // mW
+  Device dev = nullptr;
+  bool ok = false;
+
+  Nvml() {
+    void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    if (!lib) return;
+    auto init = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlInit_v2"));
+    auto handle = reinterpret_cast<int (*)(unsigned, Device*)>(
+        dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
+    get_energy = reinterpret_cast<decltype(get_energy)>(
+        dlsym(lib, "nvmlDeviceGetTotalEnergyConsumption"));
+    get_clock = reinterpret_cast<decltype(get_clock)>(dlsym(lib, "nvmlDeviceGetClockInfo"));
+    get_power = reinterpret_cast<decltype(get_power)>(dlsym(lib, "nvmlDeviceGetPowerUsage"));
+    ok = init && handle && get_energy && get_clock && get_power && init() == 0 &&
+         handle(0, &dev) == 0;
+  }
+  double EnergyJ() const {
+    unsigned long long mj = 0;
+    return ok && get_energy(dev, &mj) == 0 ? mj * 1e-3 : NAN;
+  }
+  unsigned SmClock() const {
+    unsigned mhz = 0;
+    return ok && get_clock(dev, 1, &mhz) == 0 ? mhz : 0;
+  }
+  double PowerW() const {
+    unsigned mw = 0;
+    return ok && get_power(dev, &mw) == 0 ? mw * 1e-3 : NAN;
+  }
+};
+
+// Normal(0, scale) values from a hash of (seed, index) and Box-Muller, on the
+// device: the host's generator took most of a minute for the 400 M values
+// of the FFN output's input.
+__global__ void FillNormal(__half* p, size_t n, float scale, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 0x9e3779b9u ^ seed ^ uint32_t(i >> 32) * 0x85ebca6bu;
+    auto next = [&h] {
+      h ^= h >> 16, h *= 0x7feb352du, h ^= h >> 15, h *= 0x846ca68bu, h ^= h >> 16;
+      return (h >> 8) * (1.0f / 16777216.0f);
+    };
+    const float u1 = fmaxf(next(), 1e-7f), u2 = next();
+    p[i] = __float2half(scale * sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2));
+  }
+}
+void FillRandom(void* p, size_t n, float scale, std::mt19937& rng) {
+  FillNormal<<<4096, 256>>>(static_cast<__half*>(p), n, scale, uint32_t(rng()));
+  CK(cudaDeviceSynchronize());
+}
+
+__global__ void Reference(const __half* x, const __half* w, const __half* bias, int in, int out,
+                          int first, float* ref) {
+  const int r = blockIdx.y, o = blockIdx.x * blockDim.x + threadIdx.x;
+  if (o >= out) return;
+  float acc = 0;
+  for (int k = 0; k < in; ++k)
+    acc += __half2float(x[size_t(first + r) * in + k]) * __half2float(w[size_t(o) * in + k]);
+  acc += __half2float(bias[o]);
+  ref[size_t(r) * out + o] = 0.5f * acc * (1.0f + erff(acc * 0.70710678118654752f));
+}
+
+// Largest |y - ref| over the first and last 64 rows.
+float MaxError(const void* x, const void* w, const void* bias, const void* y, int rows, int in,
+               int out) {
+  const int block = std::min(64, rows);
+  float* ref;
+  CK(cudaMalloc(&ref, size_t(block) * out * 4));
+  float err = 0;
+  for (int first : {0, rows - block}) {
+    Reference<<<dim3((out + 127) / 128, block), 128>>>(
+        static_cast<const __half*>(x), static_cast<const __half*>(w),
+        static_cast<const __half*>(bias), in, out, first, ref);
+    std::vector<float> r(size_t(block) * out);
+    std::vector<__half> got(r.size());
+    CK(cudaMemcpy(r.data(), ref, r.size() * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(got.data(), static_cast<const __half*>(y) + size_t(first) * out, got.size() * 2,
+                  cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < r.size(); ++i)
+      err = std::max(err, std::fabs(__half2float(got[i]) - r[i]));
+  }
+  cudaFree(ref);
+  return err;
+}
+
+struct Sample {
+  double us, mj;
+  unsigned mhz;
+  double watts;
+};
+
+// Runs `enqueue` (one GEMM on `s`) as graphs of 20 for `seconds`: time and
+// energy per GEMM, and the clock and power at the end.
+Sample Sustained(ProbeContext& p, const Nvml& nvml, double seconds,
+                 const std::function<void()>& enqueue) {
+  constexpr int kPerGraph = 20;
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(p.s, cudaStreamCaptureModeThreadLocal));
+  for (int r = 0; r < kPerGraph; ++r) enqueue();
+  CK(cudaStreamEndCapture(p.s, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  // A first graph unmeasured; then measure how long one takes, to size the run.
+  CK(cudaGraphLaunch(ge, p.s));
+  cudaEventRecord(p.e0, p.s);
+  CK(cudaGraphLaunch(ge, p.s));
+  cudaEventRecord(p.e1, p.s);
+  CK(cudaEventSynchronize(p.e1));
+  float one_ms = 0;
+  cudaEventElapsedTime(&one_ms, p.e0, p.e1);
+  const int graphs = std::max(1, int(seconds * 1000 / one_ms));
+  const double e0 = nvml.EnergyJ();
+  cudaEventRecord(p.e0, p.s);
+  for (int i = 0; i < graphs; ++i) CK(cudaGraphLaunch(ge, p.s));
+  cudaEventRecord(p.e1, p.s);
+  // Sample clock and power near the end, while the GPU is still busy.
+  const auto wait = std::chrono::milliseconds(int(std::max(0.0, graphs * double(one_ms) - 100)));
+  const auto until = std::chrono::steady_clock::now() + wait;
+  while (std::chrono::steady_clock::now() < until && cudaEventQuery(p.e1) == cudaErrorNotReady) {
+  }
+  Sample out{};
+  out.mhz = nvml.SmClock();
+  out.watts = nvml.PowerW();
+  CK(cudaEventSynchronize(p.e1));
+  const double e1 = nvml.EnergyJ();
+  float ms = 0;
+  cudaEventElapsedTime(&ms, p.e0, p.e1);
+  const double gemms = double(graphs) * kPerGraph;
+  out.us = ms * 1000 / gemms;
+  std::fprintf(stderr, "  %d graphs of %d: %.0f ms\n", graphs, kPerGraph, ms);
+  out.mj = (e1 - e0) * 1000 / gemms;
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  return out;
+}
+
+// The median over rounds of one field of a way's samples.
+template <class Field>
+double Median(const std::vector<Sample>& samples, Field field) {
+  std::vector<double> v;
+  for (const Sample& s : samples) v.push_back(field(s));
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void PrintRow(const char* model, const std::string& shape, const std::string& way,
+              const std::vector<Sample>& samples, const std::string& err) {
+  std::printf("| %s | %s | %s | %.2f | %.3f | %.0f | %.0f | %s |\n", model, shape.c_str(),
+              way.c_str(), Median(samples, [](const Sample& s) { return s.us; }),
+              Median(samples, [](const Sample& s) { return s.mj; }),
+              Median(samples, [](const Sample& s) { return double(s.mhz); }),
+              Median(samples, [](const Sample& s) { return s.watts; }), err.c_str());
+}
+
+}  // namespace probe
+using namespace probe;
+
+int main(int argc, char** argv) {
+  double seconds = 3;
+  int rounds = 2, candidates = 6;
+  bool only_large = false;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--seconds")) seconds = std::atof(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--candidates")) candidates = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--only-large")) only_large = std::atoi(argv[i + 1]) != 0;
+  }
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows appear as they are measured
+  ProbeContext p;
+  Nvml nvml;
+  if (!nvml.ok) std::printf("NVML not available: no energy, clock or power columns\n");
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  std::mt19937 rng(7);
+  struct Case {
+    const char* model;
+    int rows, in, out;
+  };
+  const Case cases[] = {{"large b256 s384", 98304, 1024, 4096},
+                        {"base b128 s128", 16384, 768, 3072}};
+  std::printf("%.1f s per way and round, %d rounds, interleaved; medians over rounds\n\n",
+              seconds, rounds);
+  std::printf(
+      "| model | rows, in -> out | way | us / GEMM | mJ / GEMM | SM MHz | W | max err |\n");
+  std::printf("|---|---|---|---:|---:|---:|---:|---:|\n");
+  for (const Case& c : cases) {
+    if (only_large && c.rows != 98304) continue;
+    GemmShape bias{"ffn_in", c.out, c.rows, c.in, CUBLASLT_EPILOGUE_BIAS, false};
+    GemmShape tanh_shape{"ffn_in", c.out, c.rows, c.in, CUBLASLT_EPILOGUE_GELU_BIAS, false};
+    LtGemmCase lt(bias, 1), lt_tanh(tanh_shape, 1);
+    FillRandom(lt.x, size_t(c.rows) * c.in, 1.0f, rng);
+    FillRandom(lt.w[0], size_t(c.out) * c.in, 0.04f, rng);
+    FillRandom(lt.bias, c.out, 0.1f, rng);
+    CK(cudaMemcpy(lt_tanh.x, lt.x, size_t(c.rows) * c.in * 2, cudaMemcpyDeviceToDevice));
+    CK(cudaMemcpy(lt_tanh.w[0], lt.w[0], size_t(c.out) * c.in * 2, cudaMemcpyDeviceToDevice));
+    CK(cudaMemcpy(lt_tanh.bias, lt.bias, c.out * 2, cudaMemcpyDeviceToDevice));
+    const auto algo = lt.Heuristic(p.lt, 1, p.kWorkspaceBytes).at(0).algo;
+    const auto algo_tanh = lt_tanh.Heuristic(p.lt, 1, p.kWorkspaceBytes).at(0).algo;
+    // The CUTLASS ways write lt_tanh.y (lt.y is cuBLASLt's); each is checked
+    // right after its run.
+    const bertrt::cuda::BiasGeluGemmArgs a{lt.x, c.rows, c.in, lt.w[0], lt.bias, c.out,
+                                           lt_tanh.y, sms};
+    auto cutlass = [&](auto run) {
+      return [&, run] {
+        const bertrt::Status st = run(a, p.s);
+        if (!st.ok()) std::printf("%s\n", st.message().c_str()), std::exit(1);
+      };
+    };
+    struct Way {
+      const char* name;
+      std::function<void()> enqueue;
+      bool check;
+      std::vector<Sample> samples;
+      float err = NAN;
+    };
+    std::vector<Way> ways = {
+        {"lt tanh",
+         [&] { CK(lt_tanh.Run(p.lt, algo_tanh, 0, p.ws, p.kWorkspaceBytes, p.s)); }, false, {}},
+        {"lt, no act", [&] { CK(lt.Run(p.lt, algo, 0, p.ws, p.kWorkspaceBytes, p.s)); }, false,
+         {}},
+        {"cutlass, none",
+         cutlass(EngineKernel<cutlass::epilogue::thread::Identity>::Run), false, {}},
+        {"cutlass, gelu", cutlass(EngineKernel<GeluErf>::Run), true, {}},
+        {"cutlass, gelu branches", cutlass(EngineKernel<GeluBranches>::Run), true, {}},
+        {"cutlass, gelu, epilogue 64x64", cutlass(EngineKernel<GeluErf, Shape<_64, _64>>::Run),
+         true, {}},
+        {"cutlass, gelu, epilogue 64x16", cutlass(EngineKernel<GeluErf, Shape<_64, _16>>::Run),
+         true, {}},
+        {"cutlass, gelu, epilogue 64x128", cutlass(EngineKernel<GeluErf, Shape<_64, _128>>::Run),
+         true, {}},
+    };
+    for (int r = 0; r < rounds; ++r)
+      for (Way& w : ways) {
+        w.samples.push_back(Sustained(p, nvml, seconds, w.enqueue));
+        if (w.check && r == 0)
+          w.err = MaxError(lt.x, lt.w[0], lt.bias, lt_tanh.y, c.rows, c.in, c.out);
+      }
+    const std::string shape = std::to_string(c.rows) + ", " + std::to_string(c.in) + " -> " +
+                              std::to_string(c.out);
+    for (const Way& w : ways)
+      PrintRow(c.model, shape, w.name, w.samples, w.check ? std::to_string(w.err) : "");
+  }
+
+  // BERT-large's other GEMMs, in bertrt's column-major view (y[m, n] =
+  // W[k, m]^T x[k, n]), with each of the heuristic's first answers.
+  const int rows = 98304;
+  const GemmShape large[] = {{"qkv", 3072, rows, 1024, CUBLASLT_EPILOGUE_BIAS, false},
+                             {"attn_out", 1024, rows, 1024, CUBLASLT_EPILOGUE_BIAS, true},
+                             {"ffn_out", 1024, rows, 4096, CUBLASLT_EPILOGUE_BIAS, true}};
+  for (const GemmShape& sh : large) {
+    if (candidates <= 0) break;
+    LtGemmCase lt(sh, 1);
+    FillRandom(lt.x, size_t(sh.n) * sh.k, 1.0f, rng);
+    FillRandom(lt.w[0], size_t(sh.m) * sh.k, 0.04f, rng);
+    FillRandom(lt.bias, sh.m, 0.1f, rng);
+    FillRandom(lt.res, size_t(sh.m) * sh.n, 1.0f, rng);
+    const auto answers = lt.Heuristic(p.lt, candidates, p.kWorkspaceBytes);
+    std::vector<std::vector<Sample>> samples(answers.size());
+    for (int r = 0; r < rounds; ++r)
+      for (size_t i = 0; i < answers.size(); ++i)
+        samples[i].push_back(Sustained(p, nvml, seconds, [&] {
+          CK(lt.Run(p.lt, answers[i].algo, 0, p.ws, p.kWorkspaceBytes, p.s));
+        }));
+    for (size_t i = 0; i < answers.size(); ++i) {
+      int tile = 0, stages = 0, cluster = 0;
+      size_t got = 0;
+      cublasLtMatmulAlgoConfigGetAttribute(&answers[i].algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile,
+                                           sizeof(tile), &got);
+      cublasLtMatmulAlgoConfigGetAttribute(&answers[i].algo, CUBLASLT_ALGO_CONFIG_STAGES_ID,
+                                           &stages, sizeof(stages), &got);
+      cublasLtMatmulAlgoConfigGetAttribute(&answers[i].algo,
+                                           CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster,
+                                           sizeof(cluster), &got);
+      PrintRow("large b256 s384",
+               std::string(sh.name) + " " + std::to_string(sh.n) + ", " + std::to_string(sh.k) +
+                   " -> " + std::to_string(sh.m),
+               "lt answer " + std::to_string(i) + " (tile " + std::to_string(tile) + ", stages " +
+                   std::to_string(stages) + ", cluster " + std::to_string(cluster) + ")",
+               samples[i], "");
+    }
+  }
+  return 0;
+}
