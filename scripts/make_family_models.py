@@ -100,26 +100,35 @@ def labels(names):
                 label2id={n: i for i, n in enumerate(names)})
 
 
+def wordpiece_fast(cls, words, **kwargs):
+    """A WordPiece fast tokenizer over `words`. transformers 5 builds it from
+    a vocabulary dict and silently ignores vocab_file (a 5-entry vocabulary
+    of the special tokens: every word [UNK]); older versions take the file."""
+    vocab = {w: i for i, w in enumerate(words)}
+    try:
+        tok = cls(vocab=vocab, do_lower_case=True, model_max_length=TINY["positions"], **kwargs)
+    except TypeError:
+        path = os.path.join(tempfile.mkdtemp(), "vocab.txt")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(words) + "\n")
+        tok = cls(vocab_file=path, do_lower_case=True, model_max_length=TINY["positions"],
+                  **kwargs)
+    # Fails here, not in the goldens, if the vocabulary did not take.
+    assert len(tok) == len(words) and tok.unk_token_id not in tok("hello world").input_ids, \
+        (cls.__name__, len(tok))
+    return tok
+
+
 def tokenizer_for(family):
     """The family's fast tokenizer over the committed test vocabulary."""
+    with open(BERT_VOCAB, encoding="utf-8") as f:
+        bert_words = [w for w in f.read().split("\n") if w]
     if family == "mpnet":
         # MPNet's vocabulary layout: <s> <pad> </s> <unk> first (so <pad> is
         # id 1, the model's padding_idx), then WordPiece's, then <mask>.
-        with open(BERT_VOCAB, encoding="utf-8") as f:
-            words = ["<s>", "<pad>", "</s>", "<unk>"] + f.read().split("\n")
-        words = [w for w in words if w] + ["<mask>"]
-        vocab = {w: i for i, w in enumerate(words)}
-        try:  # transformers 5 builds it from the dict
-            tok = transformers.MPNetTokenizerFast(vocab=vocab, do_lower_case=True,
-                                                  model_max_length=TINY["positions"])
-        except TypeError:
-            path = os.path.join(tempfile.mkdtemp(), "vocab.txt")
-            with open(path, "w", encoding="utf-8") as f:
-                f.write("\n".join(words) + "\n")
-            tok = transformers.MPNetTokenizerFast(vocab_file=path, do_lower_case=True,
-                                                  model_max_length=TINY["positions"])
-        assert tok.pad_token_id == 1 and tok.unk_token_id is not None, (tok.pad_token_id,)
-        tok("hello world")  # fails here, not in the goldens, if the vocabulary is wrong
+        tok = wordpiece_fast(transformers.MPNetTokenizerFast,
+                             ["<s>", "<pad>", "</s>", "<unk>"] + bert_words + ["<mask>"])
+        assert tok.pad_token_id == 1, tok.pad_token_id
         return tok
     if family == "modernbert":
         # ModernBERT's shape (tests/data/tokenizer/modernbert): byte-level BPE
@@ -129,11 +138,9 @@ def tokenizer_for(family):
             unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]",
             mask_token="[MASK]", model_max_length=TINY["positions"])
     if family == "bert":
-        return transformers.BertTokenizerFast(vocab_file=BERT_VOCAB, do_lower_case=True,
-                                              model_max_length=TINY["positions"])
+        return wordpiece_fast(transformers.BertTokenizerFast, bert_words)
     if family == "distilbert":
-        return transformers.DistilBertTokenizerFast(vocab_file=BERT_VOCAB, do_lower_case=True,
-                                                    model_max_length=TINY["positions"])
+        return wordpiece_fast(transformers.DistilBertTokenizerFast, bert_words)
     cls = {"roberta": transformers.RobertaTokenizerFast,
            "xlmr": transformers.XLMRobertaTokenizerFast,
            "camembert": transformers.CamembertTokenizerFast}[family]
@@ -256,6 +263,8 @@ def main(argv):
         roberta_like_config(t.MPNetConfig, 512, "gelu", **labels(["no", "yes"])), "mpnet", 32)
     add("mpnet_token_cls", t.MPNetForTokenClassification,
         roberta_like_config(t.MPNetConfig, 512, "gelu", **labels(NER_LABELS)), "mpnet", 33)
+    add("mpnet_qa", t.MPNetForQuestionAnswering,
+        roberta_like_config(t.MPNetConfig, 512, "gelu"), "mpnet", 46)
     # all-mpnet-base-v2's shape: MPNetModel, mean pooling, Normalize; the
     # whole 64 positions, so distances reach the log-spaced buckets.
     add("mpnet_sentence_mean", t.MPNetModel, roberta_like_config(t.MPNetConfig, 512, "gelu"),
