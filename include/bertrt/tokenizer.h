@@ -40,6 +40,15 @@ struct Encoding {
   std::vector<int8_t> sequence_ids;
 };
 
+// `full`, an untruncated encoding of a text (and, with `is_pair`, a text
+// pair), as the tokenizer gives it at `max_length` with `strategy`, without
+// tokenizing again: each text keeps as many tokens as Encode's truncation
+// leaves it, from its start (HF's truncation direction "right"), or with
+// `from_start` its last ones ("left"). The special tokens stay: the template
+// does not depend on the texts' lengths. Errors as Encode's.
+StatusOr<Encoding> TruncateEncoding(const Encoding& full, bool is_pair, size_t max_length,
+                                    Truncation strategy, bool from_start = false);
+
 struct TokenizerSettings {
   // BertNormalizer
   bool clean_text = true;

@@ -27,6 +27,39 @@ const char* TruncationName(Truncation t) {
   return "unknown";
 }
 
+StatusOr<Encoding> TruncateEncoding(const Encoding& full, bool is_pair, size_t max_length,
+                                    Truncation strategy, bool from_start) {
+  size_t length[2] = {0, 0}, specials = 0;
+  for (int8_t s : full.sequence_ids)
+    if (s == 0 || s == 1)
+      ++length[s];
+    else
+      ++specials;
+  ASSIGN_OR_RETURN(const tokenizer::KeptLengths kept,
+                   tokenizer::TruncatedLengths(
+                       length[0], is_pair ? std::optional<size_t>(length[1]) : std::nullopt,
+                       specials, max_length, strategy));
+  // A text's tokens before `first` and from `end` on go (counted within it).
+  const size_t first[2] = {from_start ? length[0] - kept.a : 0,
+                           from_start ? length[1] - kept.b : 0};
+  const size_t end[2] = {first[0] + kept.a, first[1] + kept.b};
+  size_t seen[2] = {0, 0};
+  Encoding out;
+  for (size_t i = 0; i < full.input_ids.size(); ++i) {
+    const int8_t s = full.sequence_ids[i];
+    if (s == 0 || s == 1) {
+      const size_t at = seen[s]++;
+      if (at < first[s] || at >= end[s]) continue;
+    }
+    out.input_ids.push_back(full.input_ids[i]);
+    out.token_type_ids.push_back(full.token_type_ids[i]);
+    out.offsets.push_back(full.offsets[i]);
+    out.special_tokens_mask.push_back(full.special_tokens_mask[i]);
+    out.sequence_ids.push_back(s);
+  }
+  return out;
+}
+
 namespace tokenizer {
 
 size_t PostProcessor::AddedTokens(bool is_pair) const {

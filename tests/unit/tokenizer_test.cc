@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -167,6 +168,63 @@ TEST(TokenizerTest, TruncationStrategies) {
   // below it nothing is truncated.
   EXPECT_EQ(len(3, Truncation::kOnlyFirst), 3u);
   EXPECT_EQ(len(2, Truncation::kLongestFirst), 11u);
+}
+
+// The server cuts an input it has already encoded (TruncateEncoding) rather
+// than tokenizing it again with max_length: both must give the same
+// encoding, or the same error, for every strategy and length; cut from the
+// start, each text keeps as many tokens, its last ones.
+TEST(TokenizerTest, TruncatingAnEncodingMatchesEncodingWithMaxLength) {
+  const std::string data = BERTRT_TEST_DATA_DIR "/tokenizer/";
+  std::vector<std::shared_ptr<Tokenizer>> tokenizers = {Make()};
+  for (const char* dir : {"roberta", "xlmr", "cased"}) {  // BPE with </s></s>, Unigram, WordPiece
+    auto t = Tokenizer::FromDirectory(data + dir);
+    ASSERT_TRUE(t.ok()) << dir << ": " << t.status().ToString();
+    tokenizers.push_back(*t);
+  }
+  const std::pair<std::string, std::optional<std::string>> inputs[] = {
+      {"a b c a b c hello world", std::nullopt},
+      {"hello", std::string("a b c a b c")},
+      {"a b c a b c", std::string("hi hi")},
+      {"unaffable hello, world!", std::string("中国 cafe")}};
+  for (const auto& t : tokenizers)
+    for (const auto& [text, pair] : inputs) {
+      const std::optional<std::string_view> pair_view =
+          pair ? std::optional<std::string_view>(*pair) : std::nullopt;
+      auto full = t->Encode(text, pair_view);
+      ASSERT_TRUE(full.ok()) << full.status().ToString();
+      const size_t n = full->input_ids.size();
+      for (Truncation strategy :
+           {Truncation::kLongestFirst, Truncation::kOnlyFirst, Truncation::kOnlySecond})
+        for (size_t limit = 0; limit <= n + 1; ++limit) {
+          const std::string where = text + " | " + pair.value_or("-") + " at " +
+                                    std::to_string(limit) + " " + TruncationName(strategy);
+          auto want = t->Encode(text, pair_view, limit, strategy);
+          auto right = TruncateEncoding(*full, pair.has_value(), limit, strategy);
+          auto left = TruncateEncoding(*full, pair.has_value(), limit, strategy, true);
+          ASSERT_EQ(right.ok(), want.ok()) << where;
+          ASSERT_EQ(left.ok(), want.ok()) << where;
+          if (!want.ok()) {
+            EXPECT_EQ(right.status().message(), want.status().message()) << where;
+            continue;
+          }
+          EXPECT_EQ(right->input_ids, want->input_ids) << where;
+          EXPECT_EQ(right->token_type_ids, want->token_type_ids) << where;
+          EXPECT_EQ(right->offsets, want->offsets) << where;
+          EXPECT_EQ(right->special_tokens_mask, want->special_tokens_mask) << where;
+          EXPECT_EQ(right->sequence_ids, want->sequence_ids) << where;
+          EXPECT_EQ(left->sequence_ids, want->sequence_ids) << where;
+          EXPECT_EQ(left->token_type_ids, want->token_type_ids) << where;
+          for (int8_t s : {0, 1}) {
+            std::vector<int32_t> all, kept;
+            for (size_t i = 0; i < n; ++i)
+              if (full->sequence_ids[i] == s) all.push_back(full->input_ids[i]);
+            for (size_t i = 0; i < left->input_ids.size(); ++i)
+              if (left->sequence_ids[i] == s) kept.push_back(left->input_ids[i]);
+            EXPECT_EQ(kept, std::vector<int32_t>(all.end() - kept.size(), all.end())) << where;
+          }
+        }
+    }
 }
 
 TEST(TokenizerTest, ImpossibleTruncationIsAnError) {

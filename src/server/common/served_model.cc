@@ -415,33 +415,18 @@ ServedModel::~ServedModel() {
 
 namespace {
 
-// `full` with, of each text, the tokens `cut` (the same input truncated from
-// the end) keeps, taken from the text's end instead: HF's truncation
-// direction "left", which removes as many tokens as "right" does. The
-// prompt's tokens, first in the text, go first: pool_start counts only those
-// left.
-SequenceInput KeepEnds(const Encoding& full, const Encoding& cut, int32_t pool_start) {
-  int drop[2] = {0, 0};
-  for (int8_t s : full.sequence_ids)
-    if (s == 0 || s == 1) ++drop[s];
-  for (int8_t s : cut.sequence_ids)
-    if (s == 0 || s == 1) --drop[s];
-  SequenceInput out;
-  if (pool_start > 0) {
-    int32_t leading = 0;  // the special tokens before the text ([CLS])
-    while (leading < pool_start && full.sequence_ids[leading] != 0) ++leading;
-    out.pool_start = std::max(leading, pool_start - drop[0]);
-  }
-  for (size_t i = 0; i < full.input_ids.size(); ++i) {
-    const int8_t s = full.sequence_ids[i];
-    if ((s == 0 || s == 1) && drop[s] > 0) {
-      --drop[s];
-      continue;
-    }
-    out.input_ids.push_back(full.input_ids[i]);
-    out.token_type_ids.push_back(full.token_type_ids[i]);
-  }
-  return out;
+// The positions a prompt's tokens take in `full` (the first pool_start) once
+// `cut` is `full` cut from the start: the text's first tokens, the prompt's,
+// went first, and pool_start counts only those left, never fewer than the
+// special tokens before the text ([CLS]).
+int32_t PoolStartAfterCut(const Encoding& full, const Encoding& cut, int32_t pool_start) {
+  if (pool_start <= 0) return pool_start;
+  int32_t dropped = 0;  // the first text's tokens cut
+  for (int8_t s : full.sequence_ids) dropped += s == 0;
+  for (int8_t s : cut.sequence_ids) dropped -= s == 0;
+  int32_t leading = 0;
+  while (leading < pool_start && full.sequence_ids[leading] != 0) ++leading;
+  return std::max(leading, pool_start - dropped);
 }
 
 }  // namespace
@@ -461,14 +446,16 @@ StatusOr<SequenceInput> ServedModel::Encode(const TextInput& input,
     if (!options.truncate && !auto_truncate_)
       return OutOfRange("input is " + std::to_string(n) + " tokens, more than the model's " +
                         std::to_string(limit) + options.TooLongHint());
-    ASSIGN_OR_RETURN(Encoding cut, tok.Encode(text, input.text_pair, limit, options.truncation));
-    if (options.truncate_left)
-      seq = KeepEnds(enc, cut, pool_start);
-    else
-      enc = std::move(cut);
-  }
-  if (seq.input_ids.empty())
+    // Cut from the encoding in hand: tokenizing again with max_length gives
+    // the same ids, at twice the cost.
+    ASSIGN_OR_RETURN(Encoding cut, TruncateEncoding(enc, input.text_pair.has_value(), limit,
+                                                    options.truncation, options.truncate_left));
+    const int32_t start =
+        options.truncate_left ? PoolStartAfterCut(enc, cut, pool_start) : pool_start;
+    seq = {std::move(cut.input_ids), std::move(cut.token_type_ids), start};
+  } else {
     seq = {std::move(enc.input_ids), std::move(enc.token_type_ids), pool_start};
+  }
   if (seq.pool_start >= static_cast<int>(seq.input_ids.size()))
     return PromptFillsInput(seq.pool_start, static_cast<int>(seq.input_ids.size()));
   return seq;
