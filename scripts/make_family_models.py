@@ -62,11 +62,12 @@ def bert_config(**extra):
         max_position_embeddings=TINY["positions"], initializer_range=0.15, **extra)
 
 
-def modernbert_config(biases, **extra):
+def modernbert_config(biases, local_theta=10000.0, **extra):
     """ModernBERT's tiny preset: 4 layers, so that layers 1 and 2 are local
     (global_attn_every_n_layers 3) with a window of 8 (+-4) that the longer
     test texts exceed; biases on or off together (attention, MLP, LayerNorm,
-    prediction head)."""
+    prediction head); the local layers' rotary theta 10,000 as ModernBERT's
+    (the global layers' 160,000)."""
     kw = dict(vocab_size=3000, hidden_size=TINY["hidden"], num_hidden_layers=4,
               num_attention_heads=TINY["heads"], intermediate_size=TINY["intermediate"],
               max_position_embeddings=TINY["positions"], global_attn_every_n_layers=3,
@@ -75,12 +76,12 @@ def modernbert_config(biases, **extra):
               mlp_bias=biases, norm_bias=biases, classifier_bias=biases)
     kw.update(extra)
     rope = {"full_attention": {"rope_type": "default", "rope_theta": 160000.0},
-            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}
+            "sliding_attention": {"rope_type": "default", "rope_theta": local_theta}}
     try:
         return transformers.ModernBertConfig(rope_parameters=rope, **kw)
     except TypeError:  # transformers 4.x: the older keys
-        return transformers.ModernBertConfig(global_rope_theta=160000.0, local_rope_theta=10000.0,
-                                             **kw)
+        return transformers.ModernBertConfig(global_rope_theta=160000.0,
+                                             local_rope_theta=local_theta, **kw)
 
 
 def sparse_encoder_dir(path, pooling_strategy, activation_function):
@@ -286,6 +287,9 @@ def main(argv):
         modernbert_config(True, **labels(NER_LABELS)), "modernbert", 43)
     add("modernbert_qa", t.ModernBertForQuestionAnswering, modernbert_config(False),
         "modernbert", 44)
+    # One rotary theta for every layer: the engines share one table.
+    add("modernbert_one_theta", t.ModernBertForSequenceClassification,
+        modernbert_config(False, local_theta=160000.0, **labels(["neg", "pos"])), "modernbert", 47)
     # Every one of ModernBERT's 8,192 positions (make_goldens' full-length
     # input) with its real window of 128 (+-64).
     add("modernbert_long", t.ModernBertForSequenceClassification,

@@ -82,7 +82,8 @@ class CpuEngine final : public Engine {
   std::vector<Tensor> dense_zero_bias_;  // for Dense modules without a bias
   std::vector<float> relative_bias_;     // MPNet's (RelativePositionBiasTable); empty: none
   // ModernBERT's rotary tables (RotaryTable) of the global and the local
-  // layers' thetas; empty: no rotary positions.
+  // layers' thetas; empty: no rotary positions (the local one: the local
+  // layers use the global one).
   std::vector<float> rotary_global_, rotary_local_;
   std::mutex mu_;  // Run shares the workspace and the matmul context
   cpu::MatmulContext matmul_;
@@ -166,7 +167,9 @@ Status CpuEngine::Init() {
   relative_bias_ = RelativePositionBiasTable(c, w);
   if (c.rope_theta > 0.0f) {
     rotary_global_ = RotaryTable(c.rope_theta, c.head_dim(), c.max_positions());
-    rotary_local_ = RotaryTable(c.local_rope_theta, c.head_dim(), c.max_positions());
+    // The local layers' table only where they exist with a theta of their own.
+    if (c.local_window > 0 && c.local_rope_theta != c.rope_theta)
+      rotary_local_ = RotaryTable(c.local_rope_theta, c.head_dim(), c.max_positions());
   }
   dense_zero_bias_.reserve(w.dense.size());  // no reallocation: dense_ points into it
   for (size_t i = 0; i < w.dense.size(); ++i) {
@@ -240,9 +243,11 @@ Status CpuEngine::Encoder(const RaggedBatch& batch, const Buffers& b, bool first
     // Pre-norm: the layer reads LayerNorm(x) (the first layer x itself).
     const float* in = c.pre_norm && l.attn_gamma ? norm(t, l.attn_gamma, l.attn_beta) : b.x;
     RETURN_IF_ERROR(l.qkv.Run(in, t, b.qkv, &matmul_, threads_));
-    if (c.rope_theta > 0.0f)
-      cpu::ApplyRotary(b.qkv, cu, n, h, c.num_heads,
-                       (local ? rotary_local_ : rotary_global_).data(), threads_);
+    if (c.rope_theta > 0.0f) {
+      const std::vector<float>& table =
+          local && !rotary_local_.empty() ? rotary_local_ : rotary_global_;
+      cpu::ApplyRotary(b.qkv, cu, n, h, c.num_heads, table.data(), threads_);
+    }
     cpu::Attention(b.qkv, cu, n, batch.max_len, h, c.num_heads,
                    {relative_bias_.empty() ? nullptr : relative_bias_.data(), c.max_positions()},
                    b.ctx, b.scratch, threads_, {local ? c.local_window : 0});
