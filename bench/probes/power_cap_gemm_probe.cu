@@ -9,7 +9,8 @@
 //   lt, no act      cuBLASLt's bias epilogue alone;
 //   cutlass, none   the engine's tiling with no activation;
 //   cutlass, gelu   the engine's GeluErf (sm90/bias_gelu_gemm.cuh);
-//   cutlass, gelu branches  the form before 2026-12-03 (sign and end tests).
+//   cutlass, gelu branches  the form before 2026-12-03 (sign and end tests);
+//   cutlass, gelu, ...      GeluErf in other tilings and schedules.
 // Each output is checked against an fp32 reference on its first and last 64
 // rows (the GELU ways; the others print no error). Then BERT-large's other
 // three GEMMs (QKV, attention output and FFN output with their residuals, at
@@ -82,15 +83,14 @@ struct GeluBranches<cutlass::Array<T, N>> {
   }
 };
 
-// The engine's tiling (bias_gelu_gemm.cu): ping-pong 128 x 128, cluster 1 x 2.
-template <template <class> class Act,
-          class EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto>
-using EngineKernel =
-    bertrt::cuda::sm90::BiasGeluGemmKernel<cutlass::half_t, Shape<_128, _128, _64>,
-                                           Shape<_1, _2, _1>,
-                                           cutlass::gemm::KernelTmaWarpSpecializedPingpong,
-                                           cutlass::epilogue::TmaWarpSpecialized, Act,
-                                           EpilogueTile>;
+// The engine's tiling (bias_gelu_gemm.cu): ping-pong 128 x 128, cluster 1 x 2;
+// and the others the probe compares it with.
+template <template <class> class Act, class Tile = Shape<_128, _128, _64>,
+          class Cluster = Shape<_1, _2, _1>,
+          class Schedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+          class EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized>
+using EngineKernel = bertrt::cuda::sm90::BiasGeluGemmKernel<cutlass::half_t, Tile, Cluster,
+                                                            Schedule, EpilogueSchedule, Act>;
 using bertrt::cuda::sm90::GeluErf;
 
 // NVML through dlopen: the driver's library, no header needed.
@@ -322,11 +322,14 @@ int main(int argc, char** argv) {
          cutlass(EngineKernel<cutlass::epilogue::thread::Identity>::Run), false, {}},
         {"cutlass, gelu", cutlass(EngineKernel<GeluErf>::Run), true, {}},
         {"cutlass, gelu branches", cutlass(EngineKernel<GeluBranches>::Run), true, {}},
-        {"cutlass, gelu, epilogue 64x64", cutlass(EngineKernel<GeluErf, Shape<_64, _64>>::Run),
-         true, {}},
-        {"cutlass, gelu, epilogue 64x16", cutlass(EngineKernel<GeluErf, Shape<_64, _16>>::Run),
-         true, {}},
-        {"cutlass, gelu, epilogue 64x128", cutlass(EngineKernel<GeluErf, Shape<_64, _128>>::Run),
+        {"cutlass, gelu, ping-pong 2x1",
+         cutlass(EngineKernel<GeluErf, Shape<_128, _128, _64>, Shape<_2, _1, _1>>::Run), true, {}},
+        {"cutlass, gelu, ping-pong 1x1",
+         cutlass(EngineKernel<GeluErf, Shape<_128, _128, _64>, Shape<_1, _1, _1>>::Run), true, {}},
+        {"cutlass, gelu, cooperative 256x128 1x2",
+         cutlass(EngineKernel<GeluErf, Shape<_256, _128, _64>, Shape<_1, _2, _1>,
+                              cutlass::gemm::KernelTmaWarpSpecializedCooperative,
+                              cutlass::epilogue::TmaWarpSpecializedCooperative>::Run),
          true, {}},
     };
     for (int r = 0; r < rounds; ++r)

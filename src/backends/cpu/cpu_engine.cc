@@ -88,7 +88,13 @@ class CpuEngine final : public Engine {
   std::mutex mu_;  // Run shares the workspace and the matmul context
   cpu::MatmulContext matmul_;
   std::vector<float> ws_;
+  std::vector<float> splade_transformed_, splade_logits_;  // Splade's chunk buffers
   std::atomic<size_t> peak_bytes_{0};  // readable while a Run holds mu_
+  // peak_bytes_ = the buffers kept across runs, after one of them grew.
+  void NotePeak() {
+    peak_bytes_.store((ws_.size() + splade_transformed_.size() + splade_logits_.size()) *
+                      sizeof(float));
+  }
 };
 
 StatusOr<cpu::Linear> CpuEngine::MakeLinear(const std::vector<const Tensor*>& weights,
@@ -198,7 +204,7 @@ Buffers CpuEngine::Reserve(const RaggedBatch& batch) {
     ws_.clear();
     ws_.shrink_to_fit();
     ws_.resize(total);
-    peak_bytes_.store(total * sizeof(float));
+    NotePeak();
   }
   float* p[6];
   float* next = ws_.data();
@@ -308,8 +314,16 @@ StatusOr<std::vector<float>> CpuEngine::Splade(const RaggedBatch& batch, const f
   // stay small (30,522 columns for BERT's vocabulary: 31 MB a chunk).
   constexpr int kChunk = 256;
   std::vector<float> pooled(static_cast<size_t>(batch.num_seqs()) * vocab, 0.0f);
-  std::vector<float> transformed(static_cast<size_t>(std::min(t, kChunk)) * h);
-  std::vector<float> logits(static_cast<size_t>(std::min(t, kChunk)) * vocab);
+  // Kept across runs (31 MB of logits a chunk at BERT's vocabulary): Run
+  // holds mu_.
+  std::vector<float>& transformed = splade_transformed_;
+  std::vector<float>& logits = splade_logits_;
+  const size_t rows = std::min(t, kChunk);
+  if (logits.size() < rows * vocab) {
+    transformed.resize(rows * h);
+    logits.resize(rows * vocab);
+    NotePeak();
+  }
   for (int first = 0; first < t; first += kChunk) {
     const int rows = std::min(kChunk, t - first);
     RETURN_IF_ERROR(mlm_dense_.Run(x + static_cast<size_t>(first) * h, rows, transformed.data(),
