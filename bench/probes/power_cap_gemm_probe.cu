@@ -10,7 +10,9 @@
 //   cutlass, none   the engine's tiling with no activation;
 //   cutlass, gelu   the engine's GeluErf (sm90/bias_gelu_gemm.cuh);
 //   cutlass, gelu branches  the form before 2026-12-03 (sign and end tests);
-//   cutlass, gelu, ...      GeluErf in other tilings and schedules.
+//   cutlass, gelu, ...      GeluErf in other tilings and schedules;
+//   cutlass, ... (timing)   GeluErf's polynomial alone, its ex2 alone: where the
+//                           epilogue's cost goes (outputs not GELU, not checked).
 // Each output is checked against an fp32 reference on its first and last 64
 // rows (the GELU ways; the others print no error). Then BERT-large's other
 // three GEMMs (QKV, attention output and FFN output with their residuals, at
@@ -80,6 +82,57 @@ struct GeluBranches<cutlass::Array<T, N>> {
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < N; ++i) y[i] = T(GeluBranches<float>::Gelu(float(v[i])));
     return y;
+  }
+};
+
+// Timing only (their outputs are not GELU): where the epilogue's cost goes.
+// PolyOnly: GeluErf's max, clamp and 7 fmas, no ex2; Ex2Only: one ex2 and
+// one fma, no polynomial.
+template <class T>
+struct PolyOnly {
+  static const bool kIsHeavy = true;
+  CUTLASS_DEVICE static float Act(float x) {
+    const float a = fminf(fabsf(x), 5.656854249f);
+    float p = -1.9931321730837226e-06f;
+    for (float c : {6.478301656898111e-05f, -0.0009558197925798595f, 0.00860847532749176f,
+                    -0.05416931211948395f, -0.4582485258579254f, -1.151343822479248f,
+                    -0.9999851584434509f})
+      p = fmaf(p, a, c);
+    return fmaf(-a, p, fmaxf(x, 0.0f));
+  }
+  CUTLASS_DEVICE T operator()(T const& v) const { return T(Act(float(v))); }
+};
+template <class T>
+struct Ex2Only {
+  static const bool kIsHeavy = true;
+  CUTLASS_DEVICE static float Act(float x) {
+    float e;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(-fabsf(x)));
+    return fmaf(-x, e, fmaxf(x, 0.0f));
+  }
+  CUTLASS_DEVICE T operator()(T const& v) const { return T(Act(float(v))); }
+};
+// Elementwise over CUTLASS's fragments, as GeluErf.
+template <template <class> class F, class A>
+CUTLASS_DEVICE A ApplyEach(A const& v) {
+  A y;
+  CUTLASS_PRAGMA_UNROLL
+  for (int i = 0; i < int(A::kElements); ++i)
+    y[i] = typename A::Element(F<float>::Act(float(v[i])));
+  return y;
+}
+template <class T, int N>
+struct PolyOnly<cutlass::Array<T, N>> {
+  static const bool kIsHeavy = true;
+  CUTLASS_DEVICE cutlass::Array<T, N> operator()(cutlass::Array<T, N> const& v) const {
+    return ApplyEach<probe::PolyOnly>(v);
+  }
+};
+template <class T, int N>
+struct Ex2Only<cutlass::Array<T, N>> {
+  static const bool kIsHeavy = true;
+  CUTLASS_DEVICE cutlass::Array<T, N> operator()(cutlass::Array<T, N> const& v) const {
+    return ApplyEach<probe::Ex2Only>(v);
   }
 };
 
@@ -322,6 +375,8 @@ int main(int argc, char** argv) {
          cutlass(EngineKernel<cutlass::epilogue::thread::Identity>::Run), false, {}},
         {"cutlass, gelu", cutlass(EngineKernel<GeluErf>::Run), true, {}},
         {"cutlass, gelu branches", cutlass(EngineKernel<GeluBranches>::Run), true, {}},
+        {"cutlass, polynomial only (timing)", cutlass(EngineKernel<PolyOnly>::Run), false, {}},
+        {"cutlass, ex2 only (timing)", cutlass(EngineKernel<Ex2Only>::Run), false, {}},
         {"cutlass, gelu, ping-pong 2x1",
          cutlass(EngineKernel<GeluErf, Shape<_128, _128, _64>, Shape<_2, _1, _1>>::Run), true, {}},
         {"cutlass, gelu, ping-pong 1x1",

@@ -35,8 +35,8 @@ namespace bertrt::cuda::sm90 {
 // the GEMM's tail (bench/RESULTS.md, 2026-12-01, "The erf GELU in the GEMM's
 // epilogue"); and at BERT-large's size the H200 runs at its power cap, where
 // each instruction per element costs clock speed across the whole forward
-// (RESULTS.md, 2026-12-03): this form is 11 instructions, the sign branches
-// and the end test it replaced were 15.
+// (RESULTS.md, 2026-12-03): this form is 11 operations in the source, the
+// sign branches and the end test it replaced were 15.
 template <class T>
 struct GeluErf {
   static const bool kIsHeavy = true;
