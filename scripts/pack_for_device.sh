@@ -28,6 +28,15 @@ if [ -n "${ALSO_BUILD_DIR:-}" ]; then
   cp "$ALSO_BUILD_DIR/bertrt" "$ALSO_BUILD_DIR/bertrt_parity_runner" \
     ".carry/bin/$(basename "$ALSO_BUILD_DIR")/"
 fi
+# PROBES=1: also the GPU probes the next measurement needs, built here
+# (bench/probes/*.cu name their build lines; CUTLASS from fetch_cutlass.sh).
+if [ "${PROBES:-0}" = 1 ]; then
+  for probe in power_cap_gemm_probe; do
+    nvcc -O3 -std=c++17 -arch=sm_90a --expt-relaxed-constexpr -DNDEBUG -I include -I src \
+      -I third_party/cutlass-4.2.0.0/include -I third_party/cutlass-4.2.0.0/tools/util/include \
+      "bench/probes/$probe.cu" -lcublasLt -ldl -o ".carry/bin/$probe"
+  done
+fi
 # The device tool carries at most 64 MiB with the working tree; oneDNN and
 # gRPC alone are more, so the payload travels compressed and
 # scripts/device_unpack.sh opens it there.
