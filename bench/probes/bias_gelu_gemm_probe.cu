@@ -26,6 +26,7 @@
 
 #include "../../src/core/status.cc"
 #include "backends/cuda/sm90/bias_gelu_gemm.cuh"
+#include "gelu_gemm_check.cuh"
 #include "probe_util.h"
 
 namespace bertrt::cuda {
@@ -62,49 +63,11 @@ __global__ void ErfGelu(__half* x, size_t n) {
   }
 }
 
-// ref[r, o] = gelu(x[row(r)] . w[o] + bias[o]) in fp32, for `rows` rows
-// starting at each of `starts`.
-__global__ void Reference(const __half* x, const __half* w, const __half* bias, int in, int out,
-                          int first, float* ref) {
-  const int r = blockIdx.y, o = blockIdx.x * blockDim.x + threadIdx.x;
-  if (o >= out) return;
-  float acc = 0;
-  for (int k = 0; k < in; ++k)
-    acc += __half2float(x[size_t(first + r) * in + k]) * __half2float(w[size_t(o) * in + k]);
-  acc += __half2float(bias[o]);
-  ref[size_t(r) * out + o] = 0.5f * acc * (1.0f + erff(acc * 0.70710678118654752f));
-}
-
 void FillRandom(void* p, size_t n, float scale, std::mt19937& rng) {
   std::normal_distribution<float> d(0, scale);
   std::vector<__half> h(n);
   for (auto& v : h) v = __float2half(d(rng));
   CK(cudaMemcpy(p, h.data(), n * 2, cudaMemcpyHostToDevice));
-}
-
-// Largest |y - ref| over the first and last 64 rows, and largest |ref|.
-std::pair<float, float> Check(const void* x, const void* w, const void* bias, const void* y,
-                              int rows, int in, int out) {
-  const int block = std::min(64, rows);
-  float* ref;
-  CK(cudaMalloc(&ref, size_t(block) * out * 4));
-  float err = 0, scale = 0;
-  for (int first : {0, rows - block}) {
-    Reference<<<dim3((out + 127) / 128, block), 128>>>(
-        static_cast<const __half*>(x), static_cast<const __half*>(w),
-        static_cast<const __half*>(bias), in, out, first, ref);
-    std::vector<float> r(size_t(block) * out);
-    std::vector<__half> got(r.size());
-    CK(cudaMemcpy(r.data(), ref, r.size() * 4, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(got.data(), static_cast<const __half*>(y) + size_t(first) * out, got.size() * 2,
-                  cudaMemcpyDeviceToHost));
-    for (size_t i = 0; i < r.size(); ++i) {
-      err = std::max(err, std::fabs(__half2float(got[i]) - r[i]));
-      scale = std::max(scale, std::fabs(r[i]));
-    }
-  }
-  cudaFree(ref);
-  return {err, scale};
 }
 
 }  // namespace probe
@@ -142,7 +105,7 @@ int main() {
     const size_t n = size_t(c.rows) * c.out;
     const double flop = 2.0 * c.rows * c.in * c.out;
     auto row = [&](const char* way, float us, float base_us, const void* y) {
-      const auto [err, scale] = Check(lt.x, lt.w[0], lt.bias, y, c.rows, c.in, c.out);
+      const auto [err, scale] = CheckGeluGemm(lt.x, lt.w[0], lt.bias, y, c.rows, c.in, c.out);
       std::printf("| %s | %d | %d -> %d | %s | %.2f | %.3f | %.0f | %.2e | %.2f |\n", c.model,
                   c.rows, c.in, c.out, way, us, base_us / us, flop / us * 1e-6, err, scale);
     };

@@ -41,6 +41,7 @@
 
 #include "../../src/core/status.cc"
 #include "backends/cuda/sm90/bias_gelu_gemm.cuh"
+#include "gelu_gemm_check.cuh"
 #include "probe_util.h"
 
 namespace bertrt::cuda {
@@ -51,54 +52,34 @@ namespace probe {
 
 using namespace cute;
 
+using bertrt::cuda::sm90::ApplyToFragment;
+using bertrt::cuda::sm90::GeluLog2Tail;
+using bertrt::cuda::sm90::kGeluEnd;
+
 // The GELU epilogue as it was before 2026-12-03: x (1 - tail) or x tail by
 // the sign, and tail 0 at the end of the range.
 template <class T>
 struct GeluBranches {
   static const bool kIsHeavy = true;
-  CUTLASS_DEVICE static float Gelu(float x) {
-    constexpr float kEnd = 5.656854249f;
-    const float a = fminf(fabsf(x), kEnd);
-    float p = -1.9931321730837226e-06f;
-    p = fmaf(p, a, 6.478301656898111e-05f);
-    p = fmaf(p, a, -0.0009558197925798595f);
-    p = fmaf(p, a, 0.00860847532749176f);
-    p = fmaf(p, a, -0.05416931211948395f);
-    p = fmaf(p, a, -0.4582485258579254f);
-    p = fmaf(p, a, -1.151343822479248f);
-    p = fmaf(p, a, -0.9999851584434509f);
+  CUTLASS_DEVICE static float Act(float x) {
+    const float a = fminf(fabsf(x), kGeluEnd);
     float tail;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(tail) : "f"(p));
-    if (a == kEnd) tail = 0.0f;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(tail) : "f"(GeluLog2Tail(a)));
+    if (a == kGeluEnd) tail = 0.0f;
     return x * (x >= 0.0f ? 1.0f - tail : tail);
   }
-  CUTLASS_DEVICE T operator()(T const& v) const { return T(Gelu(float(v))); }
-};
-template <class T, int N>
-struct GeluBranches<cutlass::Array<T, N>> {
-  static const bool kIsHeavy = true;
-  CUTLASS_DEVICE cutlass::Array<T, N> operator()(cutlass::Array<T, N> const& v) const {
-    cutlass::Array<T, N> y;
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < N; ++i) y[i] = T(GeluBranches<float>::Gelu(float(v[i])));
-    return y;
-  }
+  CUTLASS_DEVICE T operator()(T const& v) const { return T(Act(float(v))); }
 };
 
 // Timing only (their outputs are not GELU): where the epilogue's cost goes.
-// PolyOnly: GeluErf's max, clamp and 7 fmas, no ex2; Ex2Only: one ex2 and
-// one fma, no polynomial.
+// PolyOnly: GeluErf's clamp, polynomial, max and fma, no ex2; Ex2Only: one
+// ex2 and one fma, no polynomial.
 template <class T>
 struct PolyOnly {
   static const bool kIsHeavy = true;
   CUTLASS_DEVICE static float Act(float x) {
-    const float a = fminf(fabsf(x), 5.656854249f);
-    float p = -1.9931321730837226e-06f;
-    for (float c : {6.478301656898111e-05f, -0.0009558197925798595f, 0.00860847532749176f,
-                    -0.05416931211948395f, -0.4582485258579254f, -1.151343822479248f,
-                    -0.9999851584434509f})
-      p = fmaf(p, a, c);
-    return fmaf(-a, p, fmaxf(x, 0.0f));
+    const float a = fminf(fabsf(x), kGeluEnd);
+    return fmaf(-a, GeluLog2Tail(a), fmaxf(x, 0.0f));
   }
   CUTLASS_DEVICE T operator()(T const& v) const { return T(Act(float(v))); }
 };
@@ -112,27 +93,26 @@ struct Ex2Only {
   }
   CUTLASS_DEVICE T operator()(T const& v) const { return T(Act(float(v))); }
 };
-// Elementwise over CUTLASS's fragments, as GeluErf.
-template <template <class> class F, class A>
-CUTLASS_DEVICE A ApplyEach(A const& v) {
-  A y;
-  CUTLASS_PRAGMA_UNROLL
-  for (int i = 0; i < int(A::kElements); ++i)
-    y[i] = typename A::Element(F<float>::Act(float(v[i])));
-  return y;
-}
+// ... and over CUTLASS's fragments.
+template <class T, int N>
+struct GeluBranches<cutlass::Array<T, N>> {
+  static const bool kIsHeavy = true;
+  CUTLASS_DEVICE cutlass::Array<T, N> operator()(cutlass::Array<T, N> const& v) const {
+    return ApplyToFragment<probe::GeluBranches>(v);
+  }
+};
 template <class T, int N>
 struct PolyOnly<cutlass::Array<T, N>> {
   static const bool kIsHeavy = true;
   CUTLASS_DEVICE cutlass::Array<T, N> operator()(cutlass::Array<T, N> const& v) const {
-    return ApplyEach<probe::PolyOnly>(v);
+    return ApplyToFragment<probe::PolyOnly>(v);
   }
 };
 template <class T, int N>
 struct Ex2Only<cutlass::Array<T, N>> {
   static const bool kIsHeavy = true;
   CUTLASS_DEVICE cutlass::Array<T, N> operator()(cutlass::Array<T, N> const& v) const {
-    return ApplyEach<probe::Ex2Only>(v);
+    return ApplyToFragment<probe::Ex2Only>(v);
   }
 };
 
@@ -200,40 +180,6 @@ __global__ void FillNormal(__half* p, size_t n, float scale, uint32_t seed) {
 void FillRandom(void* p, size_t n, float scale, std::mt19937& rng) {
   FillNormal<<<4096, 256>>>(static_cast<__half*>(p), n, scale, uint32_t(rng()));
   CK(cudaDeviceSynchronize());
-}
-
-__global__ void Reference(const __half* x, const __half* w, const __half* bias, int in, int out,
-                          int first, float* ref) {
-  const int r = blockIdx.y, o = blockIdx.x * blockDim.x + threadIdx.x;
-  if (o >= out) return;
-  float acc = 0;
-  for (int k = 0; k < in; ++k)
-    acc += __half2float(x[size_t(first + r) * in + k]) * __half2float(w[size_t(o) * in + k]);
-  acc += __half2float(bias[o]);
-  ref[size_t(r) * out + o] = 0.5f * acc * (1.0f + erff(acc * 0.70710678118654752f));
-}
-
-// Largest |y - ref| over the first and last 64 rows.
-float MaxError(const void* x, const void* w, const void* bias, const void* y, int rows, int in,
-               int out) {
-  const int block = std::min(64, rows);
-  float* ref;
-  CK(cudaMalloc(&ref, size_t(block) * out * 4));
-  float err = 0;
-  for (int first : {0, rows - block}) {
-    Reference<<<dim3((out + 127) / 128, block), 128>>>(
-        static_cast<const __half*>(x), static_cast<const __half*>(w),
-        static_cast<const __half*>(bias), in, out, first, ref);
-    std::vector<float> r(size_t(block) * out);
-    std::vector<__half> got(r.size());
-    CK(cudaMemcpy(r.data(), ref, r.size() * 4, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(got.data(), static_cast<const __half*>(y) + size_t(first) * out, got.size() * 2,
-                  cudaMemcpyDeviceToHost));
-    for (size_t i = 0; i < r.size(); ++i)
-      err = std::max(err, std::fabs(__half2float(got[i]) - r[i]));
-  }
-  cudaFree(ref);
-  return err;
 }
 
 struct Sample {
@@ -391,7 +337,7 @@ int main(int argc, char** argv) {
       for (Way& w : ways) {
         w.samples.push_back(Sustained(p, nvml, seconds, w.enqueue));
         if (w.check && r == 0)
-          w.err = MaxError(lt.x, lt.w[0], lt.bias, lt_tanh.y, c.rows, c.in, c.out);
+          w.err = CheckGeluGemm(lt.x, lt.w[0], lt.bias, lt_tanh.y, c.rows, c.in, c.out).first;
       }
     const std::string shape = std::to_string(c.rows) + ", " + std::to_string(c.in) + " -> " +
                               std::to_string(c.out);

@@ -318,10 +318,10 @@ StatusOr<std::vector<float>> CpuEngine::Splade(const RaggedBatch& batch, const f
   // holds mu_.
   std::vector<float>& transformed = splade_transformed_;
   std::vector<float>& logits = splade_logits_;
-  const size_t rows = std::min(t, kChunk);
-  if (logits.size() < rows * vocab) {
-    transformed.resize(rows * h);
-    logits.resize(rows * vocab);
+  const size_t chunk_rows = std::min(t, kChunk);
+  if (logits.size() < chunk_rows * vocab) {
+    transformed.resize(chunk_rows * h);
+    logits.resize(chunk_rows * vocab);
     NotePeak();
   }
   for (int first = 0; first < t; first += kChunk) {

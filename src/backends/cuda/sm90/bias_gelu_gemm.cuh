@@ -37,36 +37,48 @@ namespace bertrt::cuda::sm90 {
 // each instruction per element costs clock speed across the whole forward
 // (RESULTS.md, 2026-12-03): this form is 11 operations in the source, the
 // sign branches and the end test it replaced were 15.
+// log2(1 - Phi(a)) for a = |x| clamped to [0, kGeluEnd]: the polynomial above.
+constexpr float kGeluEnd = 5.656854249f;  // 4 sqrt(2)
+CUTLASS_DEVICE float GeluLog2Tail(float a) {
+  float p = -1.9931321730837226e-06f;
+  p = fmaf(p, a, 6.478301656898111e-05f);
+  p = fmaf(p, a, -0.0009558197925798595f);
+  p = fmaf(p, a, 0.00860847532749176f);
+  p = fmaf(p, a, -0.05416931211948395f);
+  p = fmaf(p, a, -0.4582485258579254f);
+  p = fmaf(p, a, -1.151343822479248f);
+  return fmaf(p, a, -0.9999851584434509f);
+}
+
+// An elementwise activation F (F<float>::Act) over a CUTLASS fragment, as
+// the epilogue calls it.
+template <template <class> class F, class A>
+CUTLASS_DEVICE A ApplyToFragment(A const& v) {
+  A y;
+  CUTLASS_PRAGMA_UNROLL
+  for (int i = 0; i < int(A::kElements); ++i)
+    y[i] = typename A::Element(F<float>::Act(float(v[i])));
+  return y;
+}
+
 template <class T>
 struct GeluErf {
   static const bool kIsHeavy = true;
-  CUTLASS_DEVICE static float Gelu(float x) {
-    constexpr float kEnd = 5.656854249f;
-    const float a = fminf(fabsf(x), kEnd);
-    float p = -1.9931321730837226e-06f;
-    p = fmaf(p, a, 6.478301656898111e-05f);
-    p = fmaf(p, a, -0.0009558197925798595f);
-    p = fmaf(p, a, 0.00860847532749176f);
-    p = fmaf(p, a, -0.05416931211948395f);
-    p = fmaf(p, a, -0.4582485258579254f);
-    p = fmaf(p, a, -1.151343822479248f);
-    p = fmaf(p, a, -0.9999851584434509f);
+  CUTLASS_DEVICE static float Act(float x) {
+    const float a = fminf(fabsf(x), kGeluEnd);
     float tail, relu;  // 1 - Phi(a) = 2^p; max(x, 0)
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(tail) : "f"(p));
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(tail) : "f"(GeluLog2Tail(a)));
     asm("max.NaN.f32 %0, %1, 0f00000000;" : "=f"(relu) : "f"(x));
     return fmaf(-a, tail, relu);
   }
-  CUTLASS_DEVICE T operator()(T const& v) const { return T(Gelu(float(v))); }
+  CUTLASS_DEVICE T operator()(T const& v) const { return T(Act(float(v))); }
 };
 
 template <class T, int N>
 struct GeluErf<cutlass::Array<T, N>> {
   static const bool kIsHeavy = true;
   CUTLASS_DEVICE cutlass::Array<T, N> operator()(cutlass::Array<T, N> const& v) const {
-    cutlass::Array<T, N> y;
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < N; ++i) y[i] = T(GeluErf<float>::Gelu(float(v[i])));
-    return y;
+    return ApplyToFragment<sm90::GeluErf>(v);
   }
 };
 
