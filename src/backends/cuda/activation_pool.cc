@@ -8,10 +8,12 @@ namespace bertrt::cuda {
 namespace {
 
 constexpr size_t kAlign = 256;
-// The pool grows in steps of this many tokens.
+// The pool grows in steps of this many tokens and (SPLADE) sequences.
 constexpr int kTokenGranularity = 256;
+constexpr int kSeqGranularity = 64;
 
 size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+int RoundUp(int n, int step) { return (n + step - 1) / step * step; }
 
 }  // namespace
 
@@ -25,7 +27,7 @@ size_t ActivationPool::SparseWidth() const {
   return config_.head == HeadKind::kSparseEmbedding ? config_.vocab_size : 0;
 }
 
-std::vector<size_t> ActivationPool::Regions(size_t t) const {
+std::vector<size_t> ActivationPool::Regions(size_t t, size_t seqs) const {
   const size_t h = config_.hidden_size, e = element_size_, pooled = PooledWidth();
   const size_t vocab = SparseWidth();
   return {t * h * e,
@@ -36,23 +38,31 @@ std::vector<size_t> ActivationPool::Regions(size_t t) const {
           t * h * 4,
           t * pooled * 4,
           t * logits_width_ * 4,
-          // A batch has at most as many sequences as tokens.
-          t * vocab * 4,
+          seqs * vocab * 4,
           config_.dense.empty() ? 0 : t * pooled * 4,
           std::min<size_t>(t, kMaskedLmChunkTokens) * vocab * e,
           IntCapacity(t) * 4,
           config_.gated_ffn ? t * config_.intermediate_size * e : 0};
 }
 
-Status ActivationPool::Reserve(int tokens, const std::string& hint) {
-  if (tokens <= capacity_tokens_) return Status::Ok();
-  const int t = (tokens + kTokenGranularity - 1) / kTokenGranularity * kTokenGranularity;
-  const std::vector<size_t> regions = Regions(t);
+bool ActivationPool::Fits(int tokens, int seqs) const {
+  return tokens <= capacity_tokens_ && (SparseWidth() == 0 || seqs <= capacity_sparse_seqs_);
+}
+
+Status ActivationPool::Reserve(int tokens, int seqs, const std::string& hint) {
+  if (Fits(tokens, seqs)) return Status::Ok();
+  const int t = RoundUp(std::max(tokens, capacity_tokens_), kTokenGranularity);
+  // A batch has at most as many sequences as tokens.
+  const int s = SparseWidth() == 0
+                    ? 0
+                    : std::min(t, RoundUp(std::max(seqs, capacity_sparse_seqs_), kSeqGranularity));
+  const std::vector<size_t> regions = Regions(t, s);
   size_t total = 0;
   for (size_t r : regions) total += AlignUp(r);
   // Free the old pool first: the two need not fit side by side.
   ++generation_;
   capacity_tokens_ = 0;
+  capacity_sparse_seqs_ = 0;
   RETURN_IF_ERROR(pool_.Allocate(total, "activations of " + std::to_string(t) + " tokens", hint));
   std::vector<char*> p;
   char* next = static_cast<char*>(pool_.get());
@@ -82,6 +92,7 @@ Status ActivationPool::Reserve(int tokens, const std::string& hint) {
                   static_cast<float*>(host_floats_.get()),
                   regions[12] ? p[12] : nullptr};
   capacity_tokens_ = t;
+  capacity_sparse_seqs_ = s;
   return Status::Ok();
 }
 

@@ -46,29 +46,39 @@ class ActivationPool {
   ActivationPool(const ModelConfig& config, size_t element_size, int logits_width)
       : config_(config), element_size_(element_size), logits_width_(logits_width) {}
 
-  // Makes room for batches of `tokens` tokens, in steps of 256 so that
-  // slowly growing batches do not reallocate each time. Growing moves the
-  // pool: the workspace changes and generation() counts up (CUDA graphs
-  // hold its addresses). `hint` says how to need less.
-  Status Reserve(int tokens, const std::string& hint);
+  // Makes room for batches of `tokens` tokens in `seqs` sequences, in steps
+  // of 256 tokens and 64 sequences so that slowly growing batches do not
+  // reallocate each time. Growing moves the pool: the workspace changes and
+  // generation() counts up (CUDA graphs hold its addresses). `hint` says how
+  // to need less.
+  Status Reserve(int tokens, int seqs, const std::string& hint);
+  // Whether a batch of `tokens` tokens in `seqs` sequences fits as it is.
+  bool Fits(int tokens, int seqs) const;
   const Workspace& workspace() const { return ws_; }
   int capacity_tokens() const { return capacity_tokens_; }
   uint64_t generation() const { return generation_; }
   size_t bytes() const { return pool_.size(); }
 
  private:
-  // Byte sizes of the pool's regions for `tokens` tokens, in Workspace order.
-  std::vector<size_t> Regions(size_t tokens) const;
+  // Byte sizes of the pool's regions for `tokens` tokens and (SPLADE's
+  // vectors) `seqs` sequences, in Workspace order.
+  std::vector<size_t> Regions(size_t tokens, size_t seqs) const;
   // Floats per sequence of pooled_f32 (and dense_f32): the hidden size, or
   // the widest vector a sentence-embedding head makes.
   size_t PooledWidth() const;
   // Vocabulary columns of the SPLADE regions: the vocabulary, or 0.
   size_t SparseWidth() const;
+  // Rows of SPLADE's pooled vectors: sized by sequences, not tokens, since
+  // a row is a whole vocabulary (4 GB of device and pinned memory at 16,384
+  // tokens for BERT's 30,522 entries, where a batch of 64 sequences needs 8
+  // MB). The other per-sequence regions are a hidden size or a few logits
+  // wide and follow the tokens.
 
   const ModelConfig& config_;
   size_t element_size_;
   int logits_width_;
   int capacity_tokens_ = 0;
+  int capacity_sparse_seqs_ = 0;
   uint64_t generation_ = 0;
   DeviceBuffer pool_;
   PinnedBuffer host_ints_, host_floats_;

@@ -88,9 +88,9 @@ class CudaEngine final : public Engine {
 
  private:
   Shape ShapeFor(const RaggedBatch& batch, const RunOptions& options) const;
-  // Grows the pool to `tokens` tokens where it is smaller, dropping the
-  // graphs that pointed into it.
-  Status Reserve(int tokens);
+  // Grows the pool to `tokens` tokens in `seqs` sequences where it is
+  // smaller, dropping the graphs that pointed into it.
+  Status Reserve(int tokens, int seqs);
   // Replays the shape's graph, or runs the forward eagerly and has the graph
   // captured.
   Status Forward(const Shape& shape);
@@ -181,15 +181,15 @@ Status CudaEngine::Init() {
   if (options_.profile) RETURN_IF_ERROR(profiler_.Init(forward_->MaxOperations()));
   if (options_.max_batch_tokens > 0) {
     std::lock_guard<std::mutex> lock(mu_);
-    RETURN_IF_ERROR(Reserve(options_.max_batch_tokens));
+    RETURN_IF_ERROR(Reserve(options_.max_batch_tokens, 1));
   }
   return Status::Ok();
 }
 
-Status CudaEngine::Reserve(int tokens) {
-  if (tokens <= pool_->capacity_tokens()) return Status::Ok();
+Status CudaEngine::Reserve(int tokens, int seqs) {
+  if (pool_->Fits(tokens, seqs)) return Status::Ok();
   const Status reserved = pool_->Reserve(
-      tokens, "send smaller batches (fewer tokens per batch)" +
+      tokens, seqs, "send smaller batches (fewer tokens per batch)" +
                   std::string(options_.max_batch_tokens > 0 ? " or lower max_batch_tokens" : ""));
   // The graphs point into the old pool, which is gone either way.
   graphs_->Invalidate(pool_->generation());
@@ -206,7 +206,7 @@ Shape CudaEngine::ShapeFor(const RaggedBatch& batch, const RunOptions& options) 
   if (!graphs_->enabled()) return exact;
   const Shape padded = cuda::PaddedShape(t, n, max_len, options.last_hidden_state);
   // A fixed reservation is never grown for padding.
-  if (options_.max_batch_tokens > 0 && padded.tokens > pool_->capacity_tokens()) return exact;
+  if (options_.max_batch_tokens > 0 && !pool_->Fits(padded.tokens, padded.seqs)) return exact;
   return padded;
 }
 
@@ -279,7 +279,7 @@ StatusOr<BatchOutputs> CudaEngine::Run(const RaggedBatch& batch, const RunOption
   CUDA_RETURN_IF_ERROR(cudaSetDevice(gpu_.index));
   const Shape shape = ShapeFor(batch, options);
   const bool first = runs_++ == 0;
-  RETURN_IF_ERROR(Reserve(shape.tokens));
+  RETURN_IF_ERROR(Reserve(shape.tokens, shape.seqs));
   const Workspace& ws = pool_->workspace();
   ASSIGN_OR_RETURN(layout_order_,
                    cuda::StageBatch(batch, shape, model_->config.takes_token_types,

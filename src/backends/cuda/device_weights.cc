@@ -111,7 +111,13 @@ StatusOr<DeviceWeights> UploadWeights(const Model& model, Precision precision,
     dw.relative_bias = static_cast<const float*>(t);
   }
   if (c.rope_theta > 0.0f) {
+    // The local layers' table only where they exist with a theta of their own.
+    const bool own_local = c.local_window > 0 && c.local_rope_theta != c.rope_theta;
     for (const bool local : {false, true}) {
+      if (local && !own_local) {
+        dw.rotary_local = dw.rotary_global;
+        break;
+      }
       const std::vector<float> table = RotaryTable(local ? c.local_rope_theta : c.rope_theta,
                                                    c.head_dim(), c.max_positions());
       const Tensor t(DType::kF32, {static_cast<int64_t>(table.size())}, table.data(), nullptr);
