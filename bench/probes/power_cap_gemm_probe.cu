@@ -16,13 +16,14 @@
 // Each output is checked against an fp32 reference on its first and last 64
 // rows (the GELU ways; the others print no error). Then BERT-large's other
 // three GEMMs (QKV, attention output and FFN output with their residuals, at
-// 98,304 rows) with each of cuBLASLt's first `--candidates` heuristic answers
-// the same way: is the heuristic's first answer also the one that takes the
-// least energy?
+// 98,304 rows): cuBLASLt's first heuristic answer against CUTLASS's
+// (bias and residual in the epilogue; --others), and each of cuBLASLt's first
+// `--candidates` answers: which takes the least energy?
 //   nvcc -O3 -std=c++17 -arch=sm_90a --expt-relaxed-constexpr -DNDEBUG -I include -I src \
 //     -I third_party/cutlass-4.2.0.0/include -I third_party/cutlass-4.2.0.0/tools/util/include \
 //     bench/probes/power_cap_gemm_probe.cu -lcublasLt -ldl -o power_cap_gemm_probe
 //   ./power_cap_gemm_probe [--seconds S] [--rounds R] [--candidates N] [--only-large 1]
+//     [--ffn-in 0] [--others 0]
 // Results (H200): bench/RESULTS.md.
 #include <cublasLt.h>
 #include <cuda_fp16.h>
@@ -121,9 +122,25 @@ struct Ex2Only<cutlass::Array<T, N>> {
 template <template <class> class Act, class Tile = Shape<_128, _128, _64>,
           class Cluster = Shape<_1, _2, _1>,
           class Schedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong,
-          class EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized>
-using EngineKernel = bertrt::cuda::sm90::BiasGeluGemmKernel<cutlass::half_t, Tile, Cluster,
-                                                            Schedule, EpilogueSchedule, Act>;
+          class EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized, bool kResidual = false>
+using EngineKernel =
+    bertrt::cuda::sm90::BiasGeluGemmKernel<cutlass::half_t, Tile, Cluster, Schedule,
+                                           EpilogueSchedule, Act, kResidual>;
+using cutlass::epilogue::thread::Identity;
+// BERT-large's other GEMMs through CUTLASS (bias, and the residual as C):
+// the engine's tiling, clusters along M instead, and 256 x 128 tiles.
+template <bool kResidual>
+using PingPong12 = EngineKernel<Identity, Shape<_128, _128, _64>, Shape<_1, _2, _1>,
+                                cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+                                cutlass::epilogue::TmaWarpSpecialized, kResidual>;
+template <bool kResidual>
+using PingPong21 = EngineKernel<Identity, Shape<_128, _128, _64>, Shape<_2, _1, _1>,
+                                cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+                                cutlass::epilogue::TmaWarpSpecialized, kResidual>;
+template <bool kResidual>
+using Cooperative256 = EngineKernel<Identity, Shape<_256, _128, _64>, Shape<_1, _2, _1>,
+                                    cutlass::gemm::KernelTmaWarpSpecializedCooperative,
+                                    cutlass::epilogue::TmaWarpSpecializedCooperative, kResidual>;
 using bertrt::cuda::sm90::GeluErf;
 
 // NVML through dlopen: the driver's library, no header needed.
@@ -257,12 +274,14 @@ using namespace probe;
 int main(int argc, char** argv) {
   double seconds = 3;
   int rounds = 2, candidates = 6;
-  bool only_large = false;
+  bool only_large = false, others = true, ffn_in = true;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--seconds")) seconds = std::atof(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--candidates")) candidates = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--only-large")) only_large = std::atoi(argv[i + 1]) != 0;
+    else if (!std::strcmp(argv[i], "--others")) others = std::atoi(argv[i + 1]) != 0;
+    else if (!std::strcmp(argv[i], "--ffn-in")) ffn_in = std::atoi(argv[i + 1]) != 0;
   }
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows appear as they are measured
   ProbeContext p;
@@ -283,7 +302,7 @@ int main(int argc, char** argv) {
       "| model | rows, in -> out | way | us / GEMM | mJ / GEMM | SM MHz | W | max err |\n");
   std::printf("|---|---|---|---:|---:|---:|---:|---:|\n");
   for (const Case& c : cases) {
-    if (only_large && c.rows != 98304) continue;
+    if (!ffn_in || (only_large && c.rows != 98304)) continue;
     GemmShape bias{"ffn_in", c.out, c.rows, c.in, CUBLASLT_EPILOGUE_BIAS, false};
     GemmShape tanh_shape{"ffn_in", c.out, c.rows, c.in, CUBLASLT_EPILOGUE_GELU_BIAS, false};
     LtGemmCase lt(bias, 1), lt_tanh(tanh_shape, 1);
@@ -317,8 +336,7 @@ int main(int argc, char** argv) {
          [&] { CK(lt_tanh.Run(p.lt, algo_tanh, 0, p.ws, p.kWorkspaceBytes, p.s)); }, false, {}},
         {"lt, no act", [&] { CK(lt.Run(p.lt, algo, 0, p.ws, p.kWorkspaceBytes, p.s)); }, false,
          {}},
-        {"cutlass, none",
-         cutlass(EngineKernel<cutlass::epilogue::thread::Identity>::Run), false, {}},
+        {"cutlass, none", cutlass(EngineKernel<Identity>::Run), false, {}},
         {"cutlass, gelu", cutlass(EngineKernel<GeluErf>::Run), true, {}},
         {"cutlass, gelu branches", cutlass(EngineKernel<GeluBranches>::Run), true, {}},
         {"cutlass, polynomial only (timing)", cutlass(EngineKernel<PolyOnly>::Run), false, {}},
@@ -345,20 +363,73 @@ int main(int argc, char** argv) {
       PrintRow(c.model, shape, w.name, w.samples, w.check ? std::to_string(w.err) : "");
   }
 
-  // BERT-large's other GEMMs, in bertrt's column-major view (y[m, n] =
-  // W[k, m]^T x[k, n]), with each of the heuristic's first answers.
-  const int rows = 98304;
-  const GemmShape large[] = {{"qkv", 3072, rows, 1024, CUBLASLT_EPILOGUE_BIAS, false},
-                             {"attn_out", 1024, rows, 1024, CUBLASLT_EPILOGUE_BIAS, true},
-                             {"ffn_out", 1024, rows, 4096, CUBLASLT_EPILOGUE_BIAS, true}};
-  for (const GemmShape& sh : large) {
-    if (candidates <= 0) break;
+  // The other GEMMs, in bertrt's column-major view (y[m, n] = W[k, m]^T
+  // x[k, n]): cuBLASLt's first heuristic answer against CUTLASS's tilings
+  // (--others), and each of the heuristic's first `--candidates` (BERT-large).
+  const int rows = 98304, base_rows = 16384;
+  const std::pair<const char*, GemmShape> others_shapes[] = {
+      {"large b256 s384", {"qkv", 3072, rows, 1024, CUBLASLT_EPILOGUE_BIAS, false}},
+      {"large b256 s384", {"attn_out", 1024, rows, 1024, CUBLASLT_EPILOGUE_BIAS, true}},
+      {"large b256 s384", {"ffn_out", 1024, rows, 4096, CUBLASLT_EPILOGUE_BIAS, true}},
+      {"base b128 s128", {"qkv", 2304, base_rows, 768, CUBLASLT_EPILOGUE_BIAS, false}},
+      {"base b128 s128", {"attn_out", 768, base_rows, 768, CUBLASLT_EPILOGUE_BIAS, true}},
+      {"base b128 s128", {"ffn_out", 768, base_rows, 3072, CUBLASLT_EPILOGUE_BIAS, true}}};
+  for (const auto& [model, sh] : others_shapes) {
+    const bool large = sh.n == rows;
+    if (!large && (only_large || !others)) continue;
+    if (candidates <= 0 && !others) break;
     LtGemmCase lt(sh, 1);
     FillRandom(lt.x, size_t(sh.n) * sh.k, 1.0f, rng);
     FillRandom(lt.w[0], size_t(sh.m) * sh.k, 0.04f, rng);
     FillRandom(lt.bias, sh.m, 0.1f, rng);
     FillRandom(lt.res, size_t(sh.m) * sh.n, 1.0f, rng);
-    const auto answers = lt.Heuristic(p.lt, candidates, p.kWorkspaceBytes);
+    const std::string shape = std::string(sh.name) + " " + std::to_string(sh.n) + ", " +
+                              std::to_string(sh.k) + " -> " + std::to_string(sh.m);
+    const auto answers = lt.Heuristic(p.lt, std::max(candidates, 1), p.kWorkspaceBytes);
+    if (others) {
+      void* y = nullptr;  // CUTLASS's output (lt.y is cuBLASLt's)
+      CK(cudaMalloc(&y, size_t(sh.m) * sh.n * 2));
+      const bertrt::cuda::BiasGeluGemmArgs a{lt.x, sh.n,  sh.k, lt.w[0],
+                                             lt.bias, sh.m, y,    sms,
+                                             sh.residual ? lt.res : nullptr};
+      auto cutlass = [&](auto run) {
+        return [&, run] {
+          const bertrt::Status st = run(a, p.s);
+          if (!st.ok()) std::printf("%s\n", st.message().c_str()), std::exit(1);
+        };
+      };
+      struct Way {
+        std::string name;
+        std::function<void()> enqueue;
+        const void* out;
+        std::vector<Sample> samples;
+        float err = NAN;
+      };
+      std::vector<Way> ways = {
+          {"lt answer 0",
+           [&] { CK(lt.Run(p.lt, answers.at(0).algo, 0, p.ws, p.kWorkspaceBytes, p.s)); },
+           lt.y, {}},
+          {"cutlass ping-pong 128x128 1x2",
+           sh.residual ? cutlass(PingPong12<true>::Run) : cutlass(PingPong12<false>::Run), y, {}},
+          {"cutlass ping-pong 128x128 2x1",
+           sh.residual ? cutlass(PingPong21<true>::Run) : cutlass(PingPong21<false>::Run), y, {}},
+          {"cutlass cooperative 256x128 1x2",
+           sh.residual ? cutlass(Cooperative256<true>::Run) : cutlass(Cooperative256<false>::Run),
+           y, {}},
+      };
+      for (int r = 0; r < rounds; ++r)
+        for (Way& w : ways) {
+          w.samples.push_back(Sustained(p, nvml, seconds, w.enqueue));
+          if (r == 0)
+            w.err = CheckGemm(lt.x, lt.w[0], lt.bias, sh.residual ? lt.res : nullptr, false,
+                              w.out, sh.n, sh.k, sh.m)
+                        .first;
+        }
+      for (const Way& w : ways)
+        PrintRow(model, shape, w.name.c_str(), w.samples, std::to_string(w.err));
+      cudaFree(y);
+    }
+    if (candidates <= 0 || !large) continue;
     std::vector<std::vector<Sample>> samples(answers.size());
     for (int r = 0; r < rounds; ++r)
       for (size_t i = 0; i < answers.size(); ++i)
@@ -375,9 +446,7 @@ int main(int argc, char** argv) {
       cublasLtMatmulAlgoConfigGetAttribute(&answers[i].algo,
                                            CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster,
                                            sizeof(cluster), &got);
-      PrintRow("large b256 s384",
-               std::string(sh.name) + " " + std::to_string(sh.n) + ", " + std::to_string(sh.k) +
-                   " -> " + std::to_string(sh.m),
+      PrintRow(model, shape,
                "lt answer " + std::to_string(i) + " (tile " + std::to_string(tile) + ", stages " +
                    std::to_string(stages) + ", cluster " + std::to_string(cluster) + ")",
                samples[i], "");

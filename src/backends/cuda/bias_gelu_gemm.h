@@ -29,9 +29,14 @@ struct BiasGeluGemmArgs {
   int out;
   void* y;  // [rows, out]; may not alias x
   int sm_count;
+  // [rows, out], added before the activation: only for the kernels built
+  // with a residual (sm90::BiasGeluGemmKernel's kResidual; the probes' for
+  // now: bench/RESULTS.md, "CUTLASS for the other GEMMs"). BiasGeluGemm
+  // takes none.
+  const void* residual = nullptr;
 };
 
-// Whether this build holds the kernel (sm_90a code and CUTLASS's headers).
+// Whether this build holds the kernels (sm_90a code and CUTLASS's headers).
 bool BiasGeluGemmBuilt();
 
 // Whether the engine runs the FFN's first GEMM through BiasGeluGemm: built,

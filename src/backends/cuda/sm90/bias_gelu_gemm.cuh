@@ -8,6 +8,7 @@
 
 #include <mutex>
 #include <string>
+#include <type_traits>
 
 #include "backends/cuda/bias_gelu_gemm.h"
 #include "cute/tensor.hpp"
@@ -82,19 +83,21 @@ struct GeluErf<cutlass::Array<T, N>> {
   }
 };
 
-// y[rows, out] = gelu(x[rows, in] W[out, in]^T + bias[out]). In CUTLASS's
-// terms M = rows, N = out, K = in; x is A, row-major (M x K); W is B,
-// column-major (K x N: element (k, n) at n * K + k, HF's [out, in]); y is
-// D, row-major; the bias is per column of D. No C operand (beta = 0).
-// `Act`: GeluErf; the probes also time CUTLASS's erff GELU and Identity.
+// y[rows, out] = act(x[rows, in] W[out, in]^T + bias[out] [+ residual[rows,
+// out]]). In CUTLASS's terms M = rows, N = out, K = in; x is A, row-major
+// (M x K); W is B, column-major (K x N: element (k, n) at n * K + k, HF's
+// [out, in]); y is D, row-major; the bias is per column of D; the residual,
+// where kResidual, is C (beta = 1), row-major like D. `Act`: GeluErf; the
+// probes also time CUTLASS's erff GELU and Identity.
 template <class T, class TileShape, class ClusterShape, class MainloopSchedule,
-          class EpilogueSchedule, template <class> class Act = GeluErf>
+          class EpilogueSchedule, template <class> class Act = GeluErf, bool kResidual = false>
 struct BiasGeluGemmKernel {
   static constexpr int kAlignment = 8;  // elements: 16 bytes of fp16/bf16
+  using ElementC = std::conditional_t<kResidual, T, void>;
   using Fusion = cutlass::epilogue::fusion::LinCombPerColBiasEltAct<Act, T, float, T, T, float>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementC,
       cutlass::layout::RowMajor, kAlignment, T, cutlass::layout::RowMajor, kAlignment,
       EpilogueSchedule, Fusion>::CollectiveOp;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
@@ -110,20 +113,26 @@ struct BiasGeluGemmKernel {
   static Status Run(const BiasGeluGemmArgs& a, cudaStream_t stream) {
     using StrideA = typename Kernel::StrideA;
     using StrideB = typename Kernel::StrideB;
+    using StrideC = typename Kernel::StrideC;
     using StrideD = typename Kernel::StrideD;
     const int m = a.rows, n = a.out, k = a.in;
+    if (kResidual != (a.residual != nullptr))
+      return Internal(kResidual ? "BiasGeluGemm: this kernel adds a residual, and none was given"
+                                : "BiasGeluGemm: this kernel adds no residual");
+    const T* residual = nullptr;
+    if constexpr (kResidual) residual = static_cast<const T*>(a.residual);
     typename Kernel::Arguments args{
         cutlass::gemm::GemmUniversalMode::kGemm,
         {m, n, k, 1},
         {static_cast<const T*>(a.x), cutlass::make_cute_packed_stride(StrideA{}, {m, k, 1}),
          static_cast<const T*>(a.w), cutlass::make_cute_packed_stride(StrideB{}, {n, k, 1})},
         {{},
-         nullptr,
-         {},
+         residual,
+         cutlass::make_cute_packed_stride(StrideC{}, {m, n, 1}),
          static_cast<T*>(a.y),
          cutlass::make_cute_packed_stride(StrideD{}, {m, n, 1})}};
     args.epilogue.thread.alpha = 1.0f;
-    args.epilogue.thread.beta = 0.0f;
+    args.epilogue.thread.beta = kResidual ? 1.0f : 0.0f;
     args.epilogue.thread.bias_ptr = static_cast<const T*>(a.bias);
     args.hw_info.device_id = 0;
     args.hw_info.sm_count = a.sm_count;
