@@ -127,8 +127,8 @@ using EngineKernel =
     bertrt::cuda::sm90::BiasGeluGemmKernel<cutlass::half_t, Tile, Cluster, Schedule,
                                            EpilogueSchedule, Act, kResidual>;
 using cutlass::epilogue::thread::Identity;
-// BERT-large's other GEMMs through CUTLASS (bias, and the residual as C):
-// the engine's tiling, clusters along M instead, and 256 x 128 tiles.
+// The other GEMMs through CUTLASS (bias, and the residual as C): the
+// engine's tiling, clusters along M instead, and 256 x 128 tiles.
 template <bool kResidual>
 using PingPong12 = EngineKernel<Identity, Shape<_128, _128, _64>, Shape<_1, _2, _1>,
                                 cutlass::gemm::KernelTmaWarpSpecializedPingpong,
@@ -389,9 +389,8 @@ int main(int argc, char** argv) {
     if (others) {
       void* y = nullptr;  // CUTLASS's output (lt.y is cuBLASLt's)
       CK(cudaMalloc(&y, size_t(sh.m) * sh.n * 2));
-      const bertrt::cuda::BiasGeluGemmArgs a{lt.x, sh.n,  sh.k, lt.w[0],
-                                             lt.bias, sh.m, y,    sms,
-                                             sh.residual ? lt.res : nullptr};
+      const bertrt::cuda::BiasGeluGemmArgs a{
+          lt.x, sh.n, sh.k, lt.w[0], lt.bias, sh.m, y, sms, sh.residual ? lt.res : nullptr};
       auto cutlass = [&](auto run) {
         return [&, run] {
           const bertrt::Status st = run(a, p.s);

@@ -119,15 +119,13 @@ struct BiasGeluGemmKernel {
     if (kResidual != (a.residual != nullptr))
       return Internal(kResidual ? "BiasGeluGemm: this kernel adds a residual, and none was given"
                                 : "BiasGeluGemm: this kernel adds no residual");
-    const T* residual = nullptr;
-    if constexpr (kResidual) residual = static_cast<const T*>(a.residual);
     typename Kernel::Arguments args{
         cutlass::gemm::GemmUniversalMode::kGemm,
         {m, n, k, 1},
         {static_cast<const T*>(a.x), cutlass::make_cute_packed_stride(StrideA{}, {m, k, 1}),
          static_cast<const T*>(a.w), cutlass::make_cute_packed_stride(StrideB{}, {n, k, 1})},
         {{},
-         residual,
+         static_cast<const T*>(a.residual),  // nullptr without kResidual
          cutlass::make_cute_packed_stride(StrideC{}, {m, n, 1}),
          static_cast<T*>(a.y),
          cutlass::make_cute_packed_stride(StrideD{}, {m, n, 1})}};
