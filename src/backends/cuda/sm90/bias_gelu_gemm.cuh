@@ -72,7 +72,22 @@ template <class T, class TileShape, class ClusterShape, class MainloopSchedule,
 struct BiasGeluGemmKernel {
   static constexpr int kAlignment = 8;  // elements: 16 bytes of fp16/bf16
   using ElementC = std::conditional_t<kResidual, T, void>;
-  using Fusion = cutlass::epilogue::fusion::LinCombPerColBiasEltAct<Act, T, float, T, T, float>;
+  // With a residual, CUTLASS's beta C + (alpha acc + bias) and Act; without,
+  // Act(acc + bias): one add per element where LinCombPerColBiasEltAct would
+  // take two fmas (alpha and beta are runtime values, so the compiler cannot
+  // drop beta times a C of zeros), and at the power cap each instruction per
+  // output element costs speed across the forward (gelu_erf.h).
+  using BiasAct = cutlass::epilogue::fusion::Sm90EVT<
+      cutlass::epilogue::fusion::Sm90Compute<Act, T, float, cutlass::FloatRoundStyle::round_to_nearest>,
+      cutlass::epilogue::fusion::Sm90EVT<
+          cutlass::epilogue::fusion::Sm90Compute<cutlass::plus, float, float,
+                                                 cutlass::FloatRoundStyle::round_to_nearest>,
+          cutlass::epilogue::fusion::Sm90AccFetch,
+          cutlass::epilogue::fusion::Sm90RowBroadcast<
+              0, TileShape, T, float, cute::Stride<cute::_0, cute::_1, int64_t>, kAlignment>>>;
+  using Fusion = std::conditional_t<
+      kResidual, cutlass::epilogue::fusion::LinCombPerColBiasEltAct<Act, T, float, T, T, float>,
+      BiasAct>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementC,
@@ -107,9 +122,17 @@ struct BiasGeluGemmKernel {
          cutlass::make_cute_packed_stride(StrideC{}, {m, n, 1}),
          static_cast<T*>(a.y),
          cutlass::make_cute_packed_stride(StrideD{}, {m, n, 1})}};
-    args.epilogue.thread.alpha = 1.0f;
-    args.epilogue.thread.beta = kResidual ? 1.0f : 0.0f;
-    args.epilogue.thread.bias_ptr = static_cast<const T*>(a.bias);
+    if constexpr (kResidual) {
+      args.epilogue.thread.alpha = 1.0f;
+      args.epilogue.thread.beta = 1.0f;
+      args.epilogue.thread.bias_ptr = static_cast<const T*>(a.bias);
+    } else {
+      args.epilogue.thread = {
+          // Act's argument: acc + bias (the accumulators; the bias row, 0
+          // where none is given; the add)
+          {{}, {static_cast<const T*>(a.bias), T(0), {}}, {}},
+          {}};  // Act's own arguments: none
+    }
     args.hw_info.device_id = 0;
     args.hw_info.sm_count = a.sm_count;
     if (Kernel::get_workspace_size(args) != 0)
