@@ -8,8 +8,9 @@
 //   lt tanh         cuBLASLt's GELU epilogue (tanh form: the cost to reach);
 //   lt, no act      cuBLASLt's bias epilogue alone;
 //   cutlass, none   the engine's tiling with no activation;
-//   cutlass, gelu   the engine's GeluErf (sm90/bias_gelu_gemm.cuh);
-//   cutlass, gelu branches  the form before 2026-12-03 (sign and end tests);
+//   cutlass, gelu   the engine's GeluErf (sm90/bias_gelu_gemm.cuh, gelu_erf.h);
+//   cutlass, gelu degree 7 clamped  the form before 2026-12-03's second change
+//                   (a degree-7 polynomial over a clamped |x|);
 //   cutlass, gelu, ...      GeluErf in other tilings and schedules;
 //   cutlass, ... (timing)   GeluErf's polynomial alone, its ex2 alone: where the
 //                           epilogue's cost goes (outputs not GELU, not checked).
@@ -54,32 +55,40 @@ namespace probe {
 using namespace cute;
 
 using bertrt::cuda::sm90::ApplyToFragment;
-using bertrt::cuda::sm90::GeluLog2Tail;
-using bertrt::cuda::sm90::kGeluEnd;
+using bertrt::cuda::GeluLog2Tail;
 
-// The GELU epilogue as it was before 2026-12-03: x (1 - tail) or x tail by
-// the sign, and tail 0 at the end of the range.
+// The GELU epilogue as it was before the degree-5 fit (2026-12-03): |x|
+// clamped to 4 sqrt(2), a degree-7 polynomial (Chebyshev least squares of
+// log2(1 - Phi(a)), unweighted), ex2, max, fma: ten FP32 instructions.
 template <class T>
-struct GeluBranches {
+struct GeluClamped7 {
   static const bool kIsHeavy = true;
   CUTLASS_DEVICE static float Act(float x) {
-    const float a = fminf(fabsf(x), kGeluEnd);
-    float tail;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(tail) : "f"(GeluLog2Tail(a)));
-    if (a == kGeluEnd) tail = 0.0f;
-    return x * (x >= 0.0f ? 1.0f - tail : tail);
+    const float a = fminf(fabsf(x), 5.656854249f);
+    float p = -1.9931321730837226e-06f;
+    p = fmaf(p, a, 6.478301656898111e-05f);
+    p = fmaf(p, a, -0.0009558197925798595f);
+    p = fmaf(p, a, 0.00860847532749176f);
+    p = fmaf(p, a, -0.05416931211948395f);
+    p = fmaf(p, a, -0.4582485258579254f);
+    p = fmaf(p, a, -1.151343822479248f);
+    p = fmaf(p, a, -0.9999851584434509f);
+    float tail, relu;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(tail) : "f"(p));
+    asm("max.NaN.f32 %0, %1, 0f00000000;" : "=f"(relu) : "f"(x));
+    return fmaf(-a, tail, relu);
   }
   CUTLASS_DEVICE T operator()(T const& v) const { return T(Act(float(v))); }
 };
 
 // Timing only (their outputs are not GELU): where the epilogue's cost goes.
-// PolyOnly: GeluErf's clamp, polynomial, max and fma, no ex2; Ex2Only: one
-// ex2 and one fma, no polynomial.
+// PolyOnly: GeluErf's polynomial, max and fma, no ex2; Ex2Only: one ex2 and
+// one fma, no polynomial.
 template <class T>
 struct PolyOnly {
   static const bool kIsHeavy = true;
   CUTLASS_DEVICE static float Act(float x) {
-    const float a = fminf(fabsf(x), kGeluEnd);
+    const float a = fabsf(x);
     return fmaf(-a, GeluLog2Tail(a), fmaxf(x, 0.0f));
   }
   CUTLASS_DEVICE T operator()(T const& v) const { return T(Act(float(v))); }
@@ -96,10 +105,10 @@ struct Ex2Only {
 };
 // ... and over CUTLASS's fragments.
 template <class T, int N>
-struct GeluBranches<cutlass::Array<T, N>> {
+struct GeluClamped7<cutlass::Array<T, N>> {
   static const bool kIsHeavy = true;
   CUTLASS_DEVICE cutlass::Array<T, N> operator()(cutlass::Array<T, N> const& v) const {
-    return ApplyToFragment<probe::GeluBranches>(v);
+    return ApplyToFragment<probe::GeluClamped7>(v);
   }
 };
 template <class T, int N>
@@ -338,7 +347,7 @@ int main(int argc, char** argv) {
          {}},
         {"cutlass, none", cutlass(EngineKernel<Identity>::Run), false, {}},
         {"cutlass, gelu", cutlass(EngineKernel<GeluErf>::Run), true, {}},
-        {"cutlass, gelu branches", cutlass(EngineKernel<GeluBranches>::Run), true, {}},
+        {"cutlass, gelu degree 7 clamped", cutlass(EngineKernel<GeluClamped7>::Run), true, {}},
         {"cutlass, polynomial only (timing)", cutlass(EngineKernel<PolyOnly>::Run), false, {}},
         {"cutlass, ex2 only (timing)", cutlass(EngineKernel<Ex2Only>::Run), false, {}},
         {"cutlass, gelu, ping-pong 2x1",

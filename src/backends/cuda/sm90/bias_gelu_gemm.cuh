@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "backends/cuda/bias_gelu_gemm.h"
+#include "backends/cuda/gelu_erf.h"
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
@@ -21,35 +22,6 @@
 #include "cutlass/util/packed_stride.hpp"
 
 namespace bertrt::cuda::sm90 {
-
-// GELU(x) = x Phi(x) with one special-function instruction: for a = |x|,
-// log2(1 - Phi(a)) is smooth on [0, 4 sqrt(2)], where a degree-7 polynomial
-// fits it (Chebyshev least squares, float32 Horner), then one ex2 gives the
-// tail 1 - Phi(a). Since x Phi(x) = x - x (1 - Phi(x)) for x >= 0 and
-// x (1 - Phi(-x)) below, GELU(x) = max(x, 0) - a tail(a) on both sides: one
-// max and one fma after the ex2. Past 4 sqrt(2) a stays there (tail 7.7e-9),
-// so GELU(x) is max(x, 0) - 4.4e-8. |GELU error| <= 5.0e-7 against float64's
-// over [-1000, 1000], far below fp16's and bf16's rounding of the result.
-// max.NaN keeps a NaN a NaN (fmaxf would turn it into 0). Why not erff: this
-// epilogue runs once per output element while the tensor cores wait (K is
-// only 768 deep), and erff's two polynomial ranges and exp cost as much as
-// the GEMM's tail (bench/RESULTS.md, 2026-12-01, "The erf GELU in the GEMM's
-// epilogue"); and at BERT-large's size the H200 runs at its power cap, where
-// each instruction per element costs clock speed across the whole forward
-// (RESULTS.md, 2026-12-03): this form is 11 operations in the source, the
-// sign branches and the end test it replaced were 15.
-// log2(1 - Phi(a)) for a = |x| clamped to [0, kGeluEnd]: the polynomial above.
-constexpr float kGeluEnd = 5.656854249f;  // 4 sqrt(2)
-CUTLASS_DEVICE float GeluLog2Tail(float a) {
-  float p = -1.9931321730837226e-06f;
-  p = fmaf(p, a, 6.478301656898111e-05f);
-  p = fmaf(p, a, -0.0009558197925798595f);
-  p = fmaf(p, a, 0.00860847532749176f);
-  p = fmaf(p, a, -0.05416931211948395f);
-  p = fmaf(p, a, -0.4582485258579254f);
-  p = fmaf(p, a, -1.151343822479248f);
-  return fmaf(p, a, -0.9999851584434509f);
-}
 
 // An elementwise activation F (F<float>::Act) over a CUTLASS fragment, as
 // the epilogue calls it.
@@ -62,11 +34,17 @@ CUTLASS_DEVICE A ApplyToFragment(A const& v) {
   return y;
 }
 
+// The erf GELU (gelu_erf.h says how and why this form): max(x, 0) - |x|
+// 2^p(|x|). max.NaN keeps a NaN a NaN (fmaxf would turn it into 0). Why not
+// erff: this epilogue runs once per output element while the tensor cores
+// wait (K is only 768 deep at BERT-base), and erff's two polynomial ranges and
+// exp cost as much as the GEMM's tail (bench/RESULTS.md, 2026-12-01, "The erf
+// GELU in the GEMM's epilogue").
 template <class T>
 struct GeluErf {
   static const bool kIsHeavy = true;
   CUTLASS_DEVICE static float Act(float x) {
-    const float a = fminf(fabsf(x), kGeluEnd);
+    const float a = fabsf(x);
     float tail, relu;  // 1 - Phi(a) = 2^p; max(x, 0)
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(tail) : "f"(GeluLog2Tail(a)));
     asm("max.NaN.f32 %0, %1, 0f00000000;" : "=f"(relu) : "f"(x));
@@ -94,7 +72,22 @@ template <class T, class TileShape, class ClusterShape, class MainloopSchedule,
 struct BiasGeluGemmKernel {
   static constexpr int kAlignment = 8;  // elements: 16 bytes of fp16/bf16
   using ElementC = std::conditional_t<kResidual, T, void>;
-  using Fusion = cutlass::epilogue::fusion::LinCombPerColBiasEltAct<Act, T, float, T, T, float>;
+  // With a residual, CUTLASS's beta C + (alpha acc + bias) and Act; without,
+  // Act(acc + bias): one add per element where LinCombPerColBiasEltAct would
+  // take two fmas (alpha and beta are runtime values, so the compiler cannot
+  // drop beta times a C of zeros), and at the power cap each instruction per
+  // output element costs speed across the forward (gelu_erf.h).
+  using BiasAct = cutlass::epilogue::fusion::Sm90EVT<
+      cutlass::epilogue::fusion::Sm90Compute<Act, T, float, cutlass::FloatRoundStyle::round_to_nearest>,
+      cutlass::epilogue::fusion::Sm90EVT<
+          cutlass::epilogue::fusion::Sm90Compute<cutlass::plus, float, float,
+                                                 cutlass::FloatRoundStyle::round_to_nearest>,
+          cutlass::epilogue::fusion::Sm90AccFetch,
+          cutlass::epilogue::fusion::Sm90RowBroadcast<
+              0, TileShape, T, float, cute::Stride<cute::_0, cute::_1, int64_t>, kAlignment>>>;
+  using Fusion = std::conditional_t<
+      kResidual, cutlass::epilogue::fusion::LinCombPerColBiasEltAct<Act, T, float, T, T, float>,
+      BiasAct>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementC,
@@ -129,9 +122,17 @@ struct BiasGeluGemmKernel {
          cutlass::make_cute_packed_stride(StrideC{}, {m, n, 1}),
          static_cast<T*>(a.y),
          cutlass::make_cute_packed_stride(StrideD{}, {m, n, 1})}};
-    args.epilogue.thread.alpha = 1.0f;
-    args.epilogue.thread.beta = kResidual ? 1.0f : 0.0f;
-    args.epilogue.thread.bias_ptr = static_cast<const T*>(a.bias);
+    if constexpr (kResidual) {
+      args.epilogue.thread.alpha = 1.0f;
+      args.epilogue.thread.beta = 1.0f;
+      args.epilogue.thread.bias_ptr = static_cast<const T*>(a.bias);
+    } else {
+      args.epilogue.thread = {
+          // Act's argument: acc + bias (the accumulators; the bias row, 0
+          // where none is given; the add)
+          {{}, {static_cast<const T*>(a.bias), T(0), {}}, {}},
+          {}};  // Act's own arguments: none
+    }
     args.hw_info.device_id = 0;
     args.hw_info.sm_count = a.sm_count;
     if (Kernel::get_workspace_size(args) != 0)
