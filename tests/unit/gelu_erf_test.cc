@@ -3,13 +3,13 @@
 // whose relative error of 2^-22 is far below these bounds), against float64's
 // x Phi(x) over every range a GEMM's accumulator can give: a dense grid of
 // [-40, 40] and each power of two up to the largest float. Runs without a GPU.
+#include "backends/cuda/gelu_erf.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <vector>
-
-#include "backends/cuda/gelu_erf.h"
 
 namespace bertrt::cuda {
 namespace {

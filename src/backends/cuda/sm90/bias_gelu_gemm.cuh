@@ -78,7 +78,8 @@ struct BiasGeluGemmKernel {
   // drop beta times a C of zeros), and at the power cap each instruction per
   // output element costs speed across the forward (gelu_erf.h).
   using BiasAct = cutlass::epilogue::fusion::Sm90EVT<
-      cutlass::epilogue::fusion::Sm90Compute<Act, T, float, cutlass::FloatRoundStyle::round_to_nearest>,
+      cutlass::epilogue::fusion::Sm90Compute<Act, T, float,
+                                             cutlass::FloatRoundStyle::round_to_nearest>,
       cutlass::epilogue::fusion::Sm90EVT<
           cutlass::epilogue::fusion::Sm90Compute<cutlass::plus, float, float,
                                                  cutlass::FloatRoundStyle::round_to_nearest>,
@@ -127,11 +128,10 @@ struct BiasGeluGemmKernel {
       args.epilogue.thread.beta = 1.0f;
       args.epilogue.thread.bias_ptr = static_cast<const T*>(a.bias);
     } else {
-      args.epilogue.thread = {
-          // Act's argument: acc + bias (the accumulators; the bias row, 0
-          // where none is given; the add)
-          {{}, {static_cast<const T*>(a.bias), T(0), {}}, {}},
-          {}};  // Act's own arguments: none
+      // The tree's arguments, children first: Act's argument acc + bias (the
+      // accumulators; the bias row, 0 where none is given; the add), then
+      // Act's own (none).
+      args.epilogue.thread = {{{}, {static_cast<const T*>(a.bias), T(0), {}}, {}}, {}};
     }
     args.hw_info.device_id = 0;
     args.hw_info.sm_count = a.sm_count;
