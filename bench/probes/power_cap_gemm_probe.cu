@@ -277,7 +277,19 @@ void PrintRow(const char* model, const std::string& shape, const std::string& wa
               Median(samples, [](const Sample& s) { return s.watts; }), err.c_str());
 }
 
+// A CUTLASS kernel's Run as a way to time: enqueues it on `stream` with the
+// arguments `a` (which must outlive the way), and stops the probe if it fails.
+template <class Run>
+std::function<void()> CutlassWay(Run run, const bertrt::cuda::BiasGeluGemmArgs& a,
+                                 cudaStream_t stream) {
+  return [run, &a, stream] {
+    const bertrt::Status st = run(a, stream);
+    if (!st.ok()) std::printf("%s\n", st.message().c_str()), std::exit(1);
+  };
+}
+
 }  // namespace probe
+
 using namespace probe;
 
 int main(int argc, char** argv) {
@@ -327,12 +339,7 @@ int main(int argc, char** argv) {
     // right after its run.
     const bertrt::cuda::BiasGeluGemmArgs a{lt.x, c.rows, c.in, lt.w[0], lt.bias, c.out,
                                            lt_tanh.y, sms};
-    auto cutlass = [&](auto run) {
-      return [&, run] {
-        const bertrt::Status st = run(a, p.s);
-        if (!st.ok()) std::printf("%s\n", st.message().c_str()), std::exit(1);
-      };
-    };
+    auto cutlass = [&](auto run) { return CutlassWay(run, a, p.s); };
     struct Way {
       const char* name;
       std::function<void()> enqueue;
@@ -400,12 +407,7 @@ int main(int argc, char** argv) {
       CK(cudaMalloc(&y, size_t(sh.m) * sh.n * 2));
       const bertrt::cuda::BiasGeluGemmArgs a{
           lt.x, sh.n, sh.k, lt.w[0], lt.bias, sh.m, y, sms, sh.residual ? lt.res : nullptr};
-      auto cutlass = [&](auto run) {
-        return [&, run] {
-          const bertrt::Status st = run(a, p.s);
-          if (!st.ok()) std::printf("%s\n", st.message().c_str()), std::exit(1);
-        };
-      };
+      auto cutlass = [&](auto run) { return CutlassWay(run, a, p.s); };
       struct Way {
         std::string name;
         std::function<void()> enqueue;

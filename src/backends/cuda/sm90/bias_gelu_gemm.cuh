@@ -34,8 +34,7 @@ CUTLASS_DEVICE A ApplyToFragment(A const& v) {
   return y;
 }
 
-// The erf GELU (gelu_erf.h says how and why this form): max(x, 0) - |x|
-// 2^p(|x|). max.NaN keeps a NaN a NaN (fmaxf would turn it into 0). Why not
+// The erf GELU (ErfGelu: gelu_erf.h says how and why this form). Why not
 // erff: this epilogue runs once per output element while the tensor cores
 // wait (K is only 768 deep at BERT-base), and erff's two polynomial ranges and
 // exp cost as much as the GEMM's tail (bench/RESULTS.md, 2026-12-01, "The erf
@@ -43,13 +42,7 @@ CUTLASS_DEVICE A ApplyToFragment(A const& v) {
 template <class T>
 struct GeluErf {
   static const bool kIsHeavy = true;
-  CUTLASS_DEVICE static float Act(float x) {
-    const float a = fabsf(x);
-    float tail, relu;  // 1 - Phi(a) = 2^p; max(x, 0)
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(tail) : "f"(GeluLog2Tail(a)));
-    asm("max.NaN.f32 %0, %1, 0f00000000;" : "=f"(relu) : "f"(x));
-    return fmaf(-a, tail, relu);
-  }
+  CUTLASS_DEVICE static float Act(float x) { return ErfGelu(x); }
   CUTLASS_DEVICE T operator()(T const& v) const { return T(Act(float(v))); }
 };
 
