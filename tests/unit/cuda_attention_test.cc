@@ -323,6 +323,51 @@ TEST_F(CudaAttentionTest, InfiniteValuesStayInTheirSequence) {
   }
 }
 
+// Keys past a sequence's first tile whose scores tower over every earlier
+// one, as a trained model's [SEP] may: the TMA kernel exponentiates later
+// tiles against the max of the earlier ones (attention_tma.cuh), so such a
+// key makes probabilities that P's type cannot hold (2^30 at K = 3 here,
+// which it renormalizes) or that overflow fp32 (2^200 and more at K = 20,
+// whose scores it recomputes). Queries are positive so that the key beats
+// every one of them; other sequences keep their own keys (one towering in
+// its first tile). Every kernel, head dims 32/64/128, sequences of 2 and 3
+// key tiles (the TMA kernel's two consumers and three).
+TEST_F(CudaAttentionTest, ScoresFarAboveTheEarlierTilesMaxMatchAFloat64Reference) {
+  struct Tower {
+    int seq, key;
+    float k;  // every dim of the key's K row
+  };
+  const std::vector<Tower> towers = {{0, 150, 3.0f}, {0, 280, 20.0f}, {1, 200, 3.0f},
+                                     {2, 130, 20.0f}, {3, 5, 20.0f},  {4, 140, 3.0f},
+                                     {4, 260, 3.5f}};
+  for (Precision p : {Precision::kFp16, Precision::kBf16}) {
+    const double tolerance = p == Precision::kFp16 ? 1e-2 : 6e-2;
+    for (int d : {32, 64, 128}) {
+      for (const std::vector<int>& lengths :
+           std::vector<std::vector<int>>{{384, 250, 200, 60, 300}, {290, 250, 200, 60, 300}}) {
+        Inputs in = MakeInputs({2, d, lengths}, p, 13);
+        const int hidden = in.hidden();
+        auto set = [&](int token, int part, int c, float v) {
+          const size_t i = static_cast<size_t>(token) * 3 * hidden + part * hidden + c;
+          in.qkv[i] = ToBits(v, p);
+          in.val[i] = FromBits(in.qkv[i], p);
+        };
+        for (int token = 0; token < in.tokens(); ++token)
+          for (int c = 0; c < hidden; ++c)
+            set(token, 0, c, std::abs(static_cast<float>(in.val[token * 3 * hidden + c])));
+        for (const Tower& tw : towers)
+          for (int c = 0; c < hidden; ++c) set(in.cu[tw.seq] + tw.key, 1, c, tw.k);
+        const std::vector<double> want = Reference(in);
+        for (AttentionKernel k : Kernels()) {
+          const double err = MaxError(in, want, k, gpu_, sm_count_);
+          EXPECT_LE(err, tolerance) << KernelName(k) << " " << PrecisionName(p) << " head dim "
+                                    << d << ", longest " << lengths[0];
+        }
+      }
+    }
+  }
+}
+
 // Sequences of at most kAttentionWindow tokens packed into windows (as the
 // engine lays them out: PackWindows' order, LayOutWindows' table) on the TMA
 // kernel: each row attends to its own sequence only, whatever shares its
