@@ -229,11 +229,10 @@ TEST_F(CudaAttentionTest, LocalWindowsMatchAFloat64Reference) {
           const Inputs in = MakeInputs({2, d, lengths}, p, 23);
           const std::vector<double> want = Reference(in, window);
           for (AttentionKernel k : kernels) {
-            const double err =
-                MaxError(in, want, k, gpu_, sm_count_, nullptr, nullptr, window);
-            EXPECT_LE(err, tolerance) << KernelName(k) << " " << PrecisionName(p) << " head dim "
-                                      << d << ", window " << window << ", " << lengths.size()
-                                      << " sequences";
+            const double err = MaxError(in, want, k, gpu_, sm_count_, nullptr, nullptr, window);
+            EXPECT_LE(err, tolerance)
+                << KernelName(k) << " " << PrecisionName(p) << " head dim " << d << ", window "
+                << window << ", " << lengths.size() << " sequences";
           }
         }
   }
@@ -281,8 +280,8 @@ TEST_F(CudaAttentionTest, RelativePositionBiasMatchesAFloat64Reference) {
         const std::vector<double> want = Reference(in, 0, &bias);
         for (AttentionKernel k : kernels) {
           const double err = MaxError(in, want, k, gpu_, sm_count_, nullptr, nullptr, 0, &bias);
-          EXPECT_LE(err, tolerance) << KernelName(k) << " " << PrecisionName(p) << " head dim "
-                                    << d << ", " << lengths.size() << " sequences";
+          EXPECT_LE(err, tolerance) << KernelName(k) << " " << PrecisionName(p) << " head dim " << d
+                                    << ", " << lengths.size() << " sequences";
         }
       }
   }
@@ -337,8 +336,8 @@ TEST_F(CudaAttentionTest, ScoresFarAboveTheEarlierTilesMaxMatchAFloat64Reference
     int seq, key;
     float k;  // every dim of the key's K row
   };
-  const std::vector<Tower> towers = {{0, 150, 3.0f}, {0, 280, 20.0f}, {1, 200, 3.0f},
-                                     {2, 130, 20.0f}, {3, 5, 20.0f},  {4, 140, 3.0f},
+  const std::vector<Tower> towers = {{0, 150, 3.0f},  {0, 280, 20.0f}, {1, 200, 3.0f},
+                                     {2, 130, 20.0f}, {3, 5, 20.0f},   {4, 140, 3.0f},
                                      {4, 260, 3.5f}};
   for (Precision p : {Precision::kFp16, Precision::kBf16}) {
     const double tolerance = p == Precision::kFp16 ? 1e-2 : 6e-2;
@@ -360,8 +359,8 @@ TEST_F(CudaAttentionTest, ScoresFarAboveTheEarlierTilesMaxMatchAFloat64Reference
         const std::vector<double> want = Reference(in);
         for (AttentionKernel k : Kernels()) {
           const double err = MaxError(in, want, k, gpu_, sm_count_);
-          EXPECT_LE(err, tolerance) << KernelName(k) << " " << PrecisionName(p) << " head dim "
-                                    << d << ", longest " << lengths[0];
+          EXPECT_LE(err, tolerance) << KernelName(k) << " " << PrecisionName(p) << " head dim " << d
+                                    << ", longest " << lengths[0];
         }
       }
     }
@@ -414,7 +413,9 @@ TEST_F(CudaAttentionTest, PackedWindowsMatchAFloat64Reference) {
 // first tokens) against the reference's first rows, relative to each
 // output's size: it computes in fp32, so only the output's rounding (11 or
 // 8 bits) is allowed. Head dims in 16-byte vectors and one not (36), empty
-// sequences (a zero row), lengths past one block's threads.
+// sequences (a zero row), lengths past one block's threads; Q, K and V from
+// attention's packed rows, and (split) Q of the first tokens alone with K
+// and V in rows of their own, as the engine's last layer lays them out.
 TEST_F(CudaAttentionTest, FirstQueriesMatchAFloat64Reference) {
   const std::vector<Problem> problems = {{4, 32, {1, 7, 0, 64, 65, 130, 2, 512, 300}},
                                          {4, 64, {129, 0, 1, 255, 256, 3}},
@@ -429,30 +430,56 @@ TEST_F(CudaAttentionTest, FirstQueriesMatchAFloat64Reference) {
       const int seqs = static_cast<int>(pr.lengths.size()), hidden = in.hidden();
       const int max_len = *std::max_element(pr.lengths.begin(), pr.lengths.end());
       const size_t out_count = static_cast<size_t>(seqs) * hidden;
-      DeviceBuffer d_qkv(in.qkv.size() * 2), d_cu(in.cu.size() * 4), d_out(out_count * 2);
-      cudaMemcpy(d_qkv.ptr, in.qkv.data(), in.qkv.size() * 2, cudaMemcpyHostToDevice);
-      cudaMemcpy(d_cu.ptr, in.cu.data(), in.cu.size() * 4, cudaMemcpyHostToDevice);
-      cudaMemset(d_out.ptr, 0xff, out_count * 2);  // unwritten: NaN
-      const FirstQueryAttentionArgs a{d_qkv.ptr, static_cast<const int32_t*>(d_cu.ptr),
-                                      seqs,      max_len,
-                                      hidden,    pr.heads,
-                                      d_out.ptr, {}};
-      const Status st = FirstQueryAttention(p, a, Stream{nullptr, false});
-      ASSERT_TRUE(st.ok()) << st.ToString();
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      std::vector<uint16_t> out(out_count);
-      cudaMemcpy(out.data(), d_out.ptr, out_count * 2, cudaMemcpyDeviceToHost);
-      double worst = 0;
+      // The split layout: each sequence's first query (zeros for an empty
+      // one), and K | V rows.
+      const int tokens = in.tokens();
+      std::vector<uint16_t> q(out_count, 0), kv(static_cast<size_t>(tokens) * 2 * hidden);
       for (int s = 0; s < seqs; ++s)
-        for (int c = 0; c < hidden; ++c) {
-          const double w = pr.lengths[s] > 0 ? want[static_cast<size_t>(in.cu[s]) * hidden + c] : 0;
-          const double got = FromBits(out[static_cast<size_t>(s) * hidden + c], p);
-          worst =
-              std::max(worst, std::isfinite(got) ? std::abs(got - w) / std::max(std::abs(w), 1.0)
-                                                 : INFINITY);
-        }
-      EXPECT_LE(worst, tolerance) << PrecisionName(p) << " head dim " << pr.head_dim << ", " << seqs
-                                  << " sequences";
+        if (pr.lengths[s] > 0)
+          std::copy_n(&in.qkv[static_cast<size_t>(in.cu[s]) * 3 * hidden], hidden,
+                      &q[static_cast<size_t>(s) * hidden]);
+      for (int t = 0; t < tokens; ++t)
+        std::copy_n(&in.qkv[static_cast<size_t>(t) * 3 * hidden + hidden], 2 * hidden,
+                    &kv[static_cast<size_t>(t) * 2 * hidden]);
+      DeviceBuffer d_qkv(in.qkv.size() * 2), d_q(q.size() * 2 + 2), d_kv(kv.size() * 2 + 2),
+          d_cu(in.cu.size() * 4), d_out(out_count * 2);
+      cudaMemcpy(d_qkv.ptr, in.qkv.data(), in.qkv.size() * 2, cudaMemcpyHostToDevice);
+      cudaMemcpy(d_q.ptr, q.data(), q.size() * 2, cudaMemcpyHostToDevice);
+      cudaMemcpy(d_kv.ptr, kv.data(), kv.size() * 2, cudaMemcpyHostToDevice);
+      cudaMemcpy(d_cu.ptr, in.cu.data(), in.cu.size() * 4, cudaMemcpyHostToDevice);
+      for (const bool split : {false, true}) {
+        cudaMemset(d_out.ptr, 0xff, out_count * 2);  // unwritten: NaN
+        const auto* qkv = static_cast<const uint16_t*>(d_qkv.ptr);
+        const FirstQueryAttentionArgs a{split ? d_q.ptr : d_qkv.ptr,
+                                        split ? hidden : 3 * hidden,
+                                        split,
+                                        split ? d_kv.ptr : static_cast<const void*>(qkv + hidden),
+                                        split ? 2 * hidden : 3 * hidden,
+                                        static_cast<const int32_t*>(d_cu.ptr),
+                                        seqs,
+                                        max_len,
+                                        hidden,
+                                        pr.heads,
+                                        d_out.ptr,
+                                        {}};
+        const Status st = FirstQueryAttention(p, a, Stream{nullptr, false});
+        ASSERT_TRUE(st.ok()) << st.ToString();
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        std::vector<uint16_t> out(out_count);
+        cudaMemcpy(out.data(), d_out.ptr, out_count * 2, cudaMemcpyDeviceToHost);
+        double worst = 0;
+        for (int s = 0; s < seqs; ++s)
+          for (int c = 0; c < hidden; ++c) {
+            const double w =
+                pr.lengths[s] > 0 ? want[static_cast<size_t>(in.cu[s]) * hidden + c] : 0;
+            const double got = FromBits(out[static_cast<size_t>(s) * hidden + c], p);
+            worst =
+                std::max(worst, std::isfinite(got) ? std::abs(got - w) / std::max(std::abs(w), 1.0)
+                                                   : INFINITY);
+          }
+        EXPECT_LE(worst, tolerance) << PrecisionName(p) << " head dim " << pr.head_dim << ", "
+                                    << seqs << " sequences" << (split ? ", split layout" : "");
+      }
     }
   }
 }

@@ -366,13 +366,13 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
     // and says by how much O must shrink.
     float sc[1][kKeyTiles][4];
     float(&s_flat)[kKeys / 2] = *reinterpret_cast<float(*)[kKeys / 2]>(&sc[0][0][0]);
+    const uint64_t q_desc = SmemDescriptor(q_tile, 16, QSw::kAtomBytes, QSw::kMode);
     auto issue_s = [&](const T* kt) {
+      const uint64_t k_desc = SmemDescriptor(kt, 16, KvSw::kAtomBytes, KvSw::kMode);
 #pragma unroll
       for (int c = 0; c < kChunks; ++c)
-        WgmmaSS(s_flat,
-                SmemDescriptor(q_tile + QSw::Offset(0, 16 * c), 16, QSw::kAtomBytes, QSw::kMode),
-                SmemDescriptor(kt + KvSw::Offset(0, 16 * c), 16, KvSw::kAtomBytes, KvSw::kMode),
-                T{}, c > 0);
+        WgmmaSS(s_flat, SmemDescriptorAt(q_desc, QSw::Offset(0, 16 * c) * sizeof(T)),
+                SmemDescriptorAt(k_desc, KvSw::Offset(0, 16 * c) * sizeof(T)), T{}, c > 0);
       WgmmaCommit();
     };
     auto mask = [&](int j) {
@@ -393,7 +393,8 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
       for (int h = 0; h < 2; ++h) {
         top[h] = 0.0f;
 #pragma unroll
-        for (int i = 0; i < kKeyTiles; ++i) top[h] = fmaxf(top[h], fmaxf(sc[0][i][2 * h], sc[0][i][2 * h + 1]));
+        for (int i = 0; i < kKeyTiles; ++i)
+          top[h] = fmaxf(top[h], fmaxf(sc[0][i][2 * h], sc[0][i][2 * h + 1]));
         top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffu, top[h], 1));
         top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffu, top[h], 2));
       }

@@ -16,6 +16,13 @@ namespace {
 // slower, and larger ones 1.3-1.5% slower (bench/RESULTS.md, 2026-11-30).
 constexpr int kPrefetchMaxTokens = 128;
 
+// From this many tokens the last layer of a model whose head reads only
+// first tokens computes Q for those alone (Pass::SplitQueryAttentionBlock):
+// a third of that layer's QKV GEMM, for one more GEMM launch. Below it the
+// launch costs about what the rows save (BERT-base at batch 8: ~3 us of
+// GEMM saved, 2-4 us for the small GEMM).
+constexpr int kSplitQueryMinTokens = 4096;
+
 }  // namespace
 
 EncoderForward::EncoderForward(const ModelConfig& config,
@@ -74,9 +81,14 @@ class EncoderForward::Pass {
     if (c_.pre_norm) return PreNormLayer(l, index, last);
     const bool compact = first_tokens_only_ && last;
     const int rows = compact ? n_ : t_;
-    RETURN_IF_ERROR(Gemm("gemm qkv", ws_.x, t_, h_, l.qkv_w, l.qkv_b, 3 * h_, Epilogue::kBias,
-                         nullptr, ws_.qkv));
-    ASSIGN_OR_RETURN(void* sum, AttentionBlock(l, index, compact));
+    void* sum;
+    if (compact && FirstQueriesOnly(index) && t_ >= kSplitQueryMinTokens) {
+      ASSIGN_OR_RETURN(sum, SplitQueryAttentionBlock(l));
+    } else {
+      RETURN_IF_ERROR(Gemm("gemm qkv", ws_.x, t_, h_, l.qkv_w, l.qkv_b, 3 * h_, Epilogue::kBias,
+                           nullptr, ws_.qkv));
+      ASSIGN_OR_RETURN(sum, AttentionBlock(l, index, compact));
+    }
     RETURN_IF_ERROR(Norm(sum, ws_.x, rows, l.attn_gamma, l.attn_beta));
     RETURN_IF_ERROR(Ffn(l, ws_.x, rows, ws_.x, ws_.tmp));
     return Norm(ws_.tmp, ws_.x, rows, l.ffn_gamma, l.ffn_beta);
@@ -126,6 +138,29 @@ class EncoderForward::Pass {
     return sum;
   }
 
+  // AttentionBlock of a compact last layer whose attention runs for the first
+  // queries alone, with Q computed for the first tokens alone: they are
+  // gathered from x into ctx (the attention output GEMM's residual after),
+  // their Q goes to qkv's last third, and the K | V GEMM over every token
+  // into its first two thirds, rows of 2 * hidden (qkv's weights and bias
+  // are Q's, K's and V's one after another). The sum goes to qkv.
+  StatusOr<void*> SplitQueryAttentionBlock(const DeviceLayer& l) {
+    const size_t e = DTypeSize(PrecisionDType(p_));
+    char* const qkv = static_cast<char*>(ws_.qkv);
+    void* const q = qkv + size_t(t_) * 2 * h_ * e;
+    RETURN_IF_ERROR(GatherFirstTokens(ws_.x, ws_.ctx));
+    RETURN_IF_ERROR(
+        Gemm("gemm qkv", ws_.ctx, n_, h_, l.qkv_w, l.qkv_b, h_, Epilogue::kBias, nullptr, q));
+    RETURN_IF_ERROR(Gemm(
+        "gemm qkv", ws_.x, t_, h_, static_cast<const char*>(l.qkv_w) + size_t(h_) * h_ * e,
+        static_cast<const char*>(l.qkv_b) + size_t(h_) * e, 2 * h_, Epilogue::kBias, nullptr, qkv));
+    RETURN_IF_ERROR(
+        FirstQueries(q, h_, true, qkv, 2 * h_, {}));  // no prefetch past kPrefetchMaxTokens
+    RETURN_IF_ERROR(Gemm("gemm attn_out", ws_.tmp, n_, h_, l.attn_out_w, l.attn_out_b, h_,
+                         Epilogue::kBias, ws_.ctx, qkv));
+    return static_cast<void*>(qkv);
+  }
+
   // out = FFN(in) + residual over `rows` rows: the first GEMM into inter,
   // the activation in its epilogue or a kernel after it (or the gate's
   // product into `gated`), the second GEMM with the residual as its C operand.
@@ -135,8 +170,8 @@ class EncoderForward::Pass {
                          f_.ffn_epilogue_, nullptr, ws_.inter));
     const void* activated = ws_.inter;
     if (c_.gated_ffn) {
-      RETURN_IF_ERROR(GatedActivation(p_, c_.hidden_act, ws_.inter, rows, inter, ws_.gated,
-                                      kernels_));
+      RETURN_IF_ERROR(
+          GatedActivation(p_, c_.hidden_act, ws_.inter, rows, inter, ws_.gated, kernels_));
       RETURN_IF_ERROR(Stamp("gated activation", 0));
       activated = ws_.gated;
     } else if (f_.ffn_epilogue_ == Epilogue::kBias) {
@@ -150,8 +185,7 @@ class EncoderForward::Pass {
   Status Head() {
     const DeviceWeights& w = f_.weights_;
     const int32_t* cu = ints_.cu;
-    const bool pools =
-        c_.head == HeadKind::kSequenceClassification || c_.head == HeadKind::kBase;
+    const bool pools = c_.head == HeadKind::kSequenceClassification || c_.head == HeadKind::kBase;
     if (w.pooler_w && pools) {
       // ctx and tmp are free once the encoder is done; rows 0..n-1 of x
       // already hold the first tokens when the encoder kept only those.
@@ -205,8 +239,8 @@ class EncoderForward::Pass {
         } else {
           for (size_t k = 0; k < c_.pooling_modes.size(); ++k)
             RETURN_IF_ERROR(PoolSequences(p_, ws_.x, cu, ints_.pool_start, n_, h_,
-                                          c_.pooling_modes[k],
-                                          ws_.pooled_f32 + k * h_, width, kernels_));
+                                          c_.pooling_modes[k], ws_.pooled_f32 + k * h_, width,
+                                          kernels_));
         }
         // Dense modules from pooled_f32 to dense_f32 and back (EmbeddingRows).
         for (size_t i = 0; i < c_.dense.size(); ++i) {
@@ -292,18 +326,34 @@ class EncoderForward::Pass {
       a.prefetch.Add(l.ffn_in_w, inter * h_ * e);
       a.prefetch.Add(l.ffn_out_w, h_ * inter * e);
     }
-    // The first-query kernel has no relative position bias (MPNet) and no
-    // local window.
-    if (compact && f_.options_.first_query_attention && !f_.weights_.relative_bias && !local) {
-      RETURN_IF_ERROR(FirstQueryAttention(
-          p_, {ws_.qkv, ints_.cu, n_, shape_.max_len, h_, c_.num_heads, ws_.tmp, a.prefetch},
-          kernels_));
-      return Stamp("attention", 4.0 * n_ * shape_.max_len * h_);
+    if (compact && FirstQueriesOnly(index)) {
+      const size_t e = DTypeSize(PrecisionDType(p_));
+      return FirstQueries(ws_.qkv, 3 * h_, false, static_cast<const char*>(ws_.qkv) + h_ * e,
+                          3 * h_, a.prefetch);
     }
     RETURN_IF_ERROR(cuda::Attention(p_, a, kernels_));
     const double keys = local ? std::min(shape_.max_len, 2 * c_.local_window + 1) : shape_.max_len;
     RETURN_IF_ERROR(Stamp("attention", 4.0 * n_ * shape_.max_len * keys * h_));
     return compact ? GatherFirstTokens(ws_.ctx, ws_.tmp) : Status::Ok();
+  }
+
+  // Whether a compact layer's attention runs for the first queries alone:
+  // the first-query kernel has no relative position bias (MPNet) and no
+  // local window.
+  bool FirstQueriesOnly(int index) const {
+    return f_.options_.first_query_attention && !f_.weights_.relative_bias &&
+           !c_.local_layer(index);
+  }
+
+  // The first queries' attention into tmp, rows 0..n-1 (FirstQueryAttentionArgs
+  // says how q and kv are laid out).
+  Status FirstQueries(const void* q, int q_ld, bool q_by_sequence, const void* kv, int kv_ld,
+                      const PrefetchRanges& prefetch) {
+    RETURN_IF_ERROR(FirstQueryAttention(p_,
+                                        {q, q_ld, q_by_sequence, kv, kv_ld, ints_.cu, n_,
+                                         shape_.max_len, h_, c_.num_heads, ws_.tmp, prefetch},
+                                        kernels_));
+    return Stamp("attention", 4.0 * n_ * shape_.max_len * h_);
   }
 
   // Each sequence's first row of `from` into rows 0..n-1 of `to`.
