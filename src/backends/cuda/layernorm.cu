@@ -84,20 +84,24 @@ struct LaneAffine {
 // over its kVecs vectors (vector k / kSize, element k % kSize); affine(i, g,
 // b) gives vector i's gamma and beta.
 template <typename T, int kVecs, typename Values, typename Affine>
-__device__ __forceinline__ void NormalizeWarpRow(Values x, int hidden, Affine affine, float eps,
-                                                 T* out) {
+__device__ __forceinline__ void NormalizeWarpRow(Values x, Affine affine, float eps, T* out) {
   constexpr int kSize = Vec16<T>::kSize;
+  // The row's width (the warp path's rows are exactly kVecs vectors per
+  // lane), whose reciprocal multiplies: an IEEE division took a routine.
+  constexpr float kInvWidth = 1.0f / (32 * kVecs * kSize);
   float sum = 0.0f;
 #pragma unroll
   for (int k = 0; k < kVecs * kSize; ++k) sum += x(k);
-  const float mean = WarpSum(sum) / hidden;
+  const float mean = WarpSum(sum) * kInvWidth;
   float sq = 0.0f;
 #pragma unroll
   for (int k = 0; k < kVecs * kSize; ++k) {
     const float d = x(k) - mean;
     sq += d * d;
   }
-  const float inv_std = 1.0f / sqrtf(WarpSum(sq) / hidden + eps);
+  // rsqrt (as PyTorch's LayerNorm kernels): within 2 ulp, in one special
+  // function instruction where 1 / sqrtf took two IEEE routines per lane.
+  const float inv_std = rsqrtf(WarpSum(sq) * kInvWidth + eps);
 #pragma unroll
   for (int i = 0; i < kVecs; ++i) {
     float g[kSize], b[kSize];
@@ -124,9 +128,9 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
   const int s = SequenceOf(a.cu_seqlens, a.num_seqs, t);
   const size_t h = a.hidden;
   const T* word = static_cast<const T*>(a.word) + static_cast<size_t>(a.ids[t]) * h;
-  const T* pos = a.position ? static_cast<const T*>(a.position) +
-                                 static_cast<size_t>(t - a.cu_seqlens[s]) * h
-                           : nullptr;
+  const T* pos =
+      a.position ? static_cast<const T*>(a.position) + static_cast<size_t>(t - a.cu_seqlens[s]) * h
+                 : nullptr;
   const T* type = static_cast<const T*>(a.type) + static_cast<size_t>(a.types[t]) * h;
   float x[kVecs * kSize];
 #pragma unroll
@@ -139,16 +143,19 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
     if (pos) AddVec(pos, col, xi);
     AddVec(type, col, xi);
   }
-  NormalizeWarpRow<T, kVecs>([&](int k) { return x[k]; }, a.hidden, affine, a.eps,
+  NormalizeWarpRow<T, kVecs>([&](int k) { return x[k]; }, affine, a.eps,
                              static_cast<T*>(a.out) + t * h);
 }
 
 // Each warp normalizes kRows rows. One row is converted to fp32 as it is
 // loaded: a small batch's LayerNorm is latency-bound, and holding the row as
 // loaded bought it nothing (batch 8 on the H200 was 0.3-0.9% slower so,
-// within spread). Two rows, for LayerNorms over many rows, stay as loaded
-// (16-byte vectors) and are converted at each use, so that a warp holds few
-// registers and keeps twice the bytes in flight: those stream from memory.
+// within spread). Two rows, for LayerNorms over many rows, are loaded
+// together (16-byte vectors: twice the bytes in flight, which stream from
+// memory) and each is converted to fp32 once, when its turn comes. (Converted
+// at each of the statistics' and the output's passes instead, they took ~11
+// instructions per element against ~8; at BERT-large's batch 256 x 384 the
+// H200 runs at its power cap, where instructions cost time through energy.)
 template <typename T, int kVecs, int kRows>
 __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
     LayerNormWarpKernel(const T* in, T* out, int rows, int hidden, const float* gamma,
@@ -168,7 +175,7 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
 #pragma unroll
       for (int j = 0; j < kSize; ++j) x[i * kSize + j] = ToFloat(v.v[j]);
     }
-    NormalizeWarpRow<T, kVecs>([&](int k) { return x[k]; }, hidden, affine, eps,
+    NormalizeWarpRow<T, kVecs>([&](int k) { return x[k]; }, affine, eps,
                                out + static_cast<size_t>(first) * hidden);
   } else {
     AfterPreviousKernel();
@@ -184,10 +191,13 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       if (first + r >= rows) break;  // the whole warp: no block barrier follows
+      float x[kVecs * kSize];
+#pragma unroll
+      for (int k = 0; k < kVecs * kSize; ++k) x[k] = ToFloat(v[r][k / kSize].v[k % kSize]);
       // gamma and beta as each vector is written: this path streams, and
-      // its registers go to the rows' bytes.
+      // its registers go to the rows.
       NormalizeWarpRow<T, kVecs>(
-          [&](int k) { return ToFloat(v[r][k / kSize].v[k % kSize]); }, hidden,
+          [&](int k) { return x[k]; },
           [&](int i, float* g, float* b) { LoadAffineVec<T>(gamma, beta, i, g, b); }, eps,
           out + static_cast<size_t>(first + r) * hidden);
     }
@@ -222,9 +232,9 @@ __global__ void EmbedLayerNormKernel(EmbeddingArgs a) {
   const int s = SequenceOf(a.cu_seqlens, a.num_seqs, t);
   const size_t h = a.hidden;
   const T* word = static_cast<const T*>(a.word) + static_cast<size_t>(a.ids[t]) * h;
-  const T* pos = a.position ? static_cast<const T*>(a.position) +
-                                 static_cast<size_t>(t - a.cu_seqlens[s]) * h
-                           : nullptr;
+  const T* pos =
+      a.position ? static_cast<const T*>(a.position) + static_cast<size_t>(t - a.cu_seqlens[s]) * h
+                 : nullptr;
   const T* type = static_cast<const T*>(a.type) + static_cast<size_t>(a.types[t]) * h;
   for (int i = threadIdx.x; i < a.hidden; i += blockDim.x)
     row[i] = ToFloat(word[i]) + (pos ? ToFloat(pos[i]) : 0.0f) + ToFloat(type[i]);
@@ -254,14 +264,22 @@ unsigned WarpBlocks(int rows, int per_warp = 1) {
 template <typename Launch>
 void WithVecs(int vecs, Launch&& launch) {
   switch (vecs) {
-    case 1: return launch(std::integral_constant<int, 1>{});
-    case 2: return launch(std::integral_constant<int, 2>{});
-    case 3: return launch(std::integral_constant<int, 3>{});
-    case 4: return launch(std::integral_constant<int, 4>{});
-    case 5: return launch(std::integral_constant<int, 5>{});
-    case 6: return launch(std::integral_constant<int, 6>{});
-    case 7: return launch(std::integral_constant<int, 7>{});
-    default: return launch(std::integral_constant<int, 8>{});
+    case 1:
+      return launch(std::integral_constant<int, 1>{});
+    case 2:
+      return launch(std::integral_constant<int, 2>{});
+    case 3:
+      return launch(std::integral_constant<int, 3>{});
+    case 4:
+      return launch(std::integral_constant<int, 4>{});
+    case 5:
+      return launch(std::integral_constant<int, 5>{});
+    case 6:
+      return launch(std::integral_constant<int, 6>{});
+    case 7:
+      return launch(std::integral_constant<int, 7>{});
+    default:
+      return launch(std::integral_constant<int, 8>{});
   }
 }
 static_assert(kMaxVecsPerLane == 8, "WithVecs covers 1..8");
