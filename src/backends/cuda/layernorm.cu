@@ -86,22 +86,19 @@ struct LaneAffine {
 template <typename T, int kVecs, typename Values, typename Affine>
 __device__ __forceinline__ void NormalizeWarpRow(Values x, Affine affine, float eps, T* out) {
   constexpr int kSize = Vec16<T>::kSize;
-  // The row's width (the warp path's rows are exactly kVecs vectors per
-  // lane), whose reciprocal multiplies: an IEEE division took a routine.
-  constexpr float kInvWidth = 1.0f / (32 * kVecs * kSize);
+  // The row's width: the warp path's rows are exactly kVecs vectors per lane.
+  constexpr float kWidth = 32 * kVecs * kSize;
   float sum = 0.0f;
 #pragma unroll
   for (int k = 0; k < kVecs * kSize; ++k) sum += x(k);
-  const float mean = WarpSum(sum) * kInvWidth;
+  const float mean = WarpSum(sum) / kWidth;
   float sq = 0.0f;
 #pragma unroll
   for (int k = 0; k < kVecs * kSize; ++k) {
     const float d = x(k) - mean;
     sq += d * d;
   }
-  // rsqrt (as PyTorch's LayerNorm kernels): within 2 ulp, in one special
-  // function instruction where 1 / sqrtf took two IEEE routines per lane.
-  const float inv_std = rsqrtf(WarpSum(sq) * kInvWidth + eps);
+  const float inv_std = 1.0f / sqrtf(WarpSum(sq) / kWidth + eps);
 #pragma unroll
   for (int i = 0; i < kVecs; ++i) {
     float g[kSize], b[kSize];
@@ -153,8 +150,8 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
 // within spread). Two rows, for LayerNorms over many rows, are loaded
 // together (16-byte vectors: twice the bytes in flight, which stream from
 // memory) and each is converted to fp32 once, when its turn comes. (Converted
-// at each of the statistics' and the output's passes instead, they took ~11
-// instructions per element against ~8; at BERT-large's batch 256 x 384 the
+// at each of the statistics' and the output's passes instead, they took ~17
+// instructions per element against ~12; at BERT-large's batch 256 x 384 the
 // H200 runs at its power cap, where instructions cost time through energy.)
 template <typename T, int kVecs, int kRows>
 __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
