@@ -229,10 +229,11 @@ TEST_F(CudaAttentionTest, LocalWindowsMatchAFloat64Reference) {
           const Inputs in = MakeInputs({2, d, lengths}, p, 23);
           const std::vector<double> want = Reference(in, window);
           for (AttentionKernel k : kernels) {
-            const double err = MaxError(in, want, k, gpu_, sm_count_, nullptr, nullptr, window);
-            EXPECT_LE(err, tolerance)
-                << KernelName(k) << " " << PrecisionName(p) << " head dim " << d << ", window "
-                << window << ", " << lengths.size() << " sequences";
+            const double err =
+                MaxError(in, want, k, gpu_, sm_count_, nullptr, nullptr, window);
+            EXPECT_LE(err, tolerance) << KernelName(k) << " " << PrecisionName(p) << " head dim "
+                                      << d << ", window " << window << ", " << lengths.size()
+                                      << " sequences";
           }
         }
   }
@@ -280,8 +281,8 @@ TEST_F(CudaAttentionTest, RelativePositionBiasMatchesAFloat64Reference) {
         const std::vector<double> want = Reference(in, 0, &bias);
         for (AttentionKernel k : kernels) {
           const double err = MaxError(in, want, k, gpu_, sm_count_, nullptr, nullptr, 0, &bias);
-          EXPECT_LE(err, tolerance) << KernelName(k) << " " << PrecisionName(p) << " head dim " << d
-                                    << ", " << lengths.size() << " sequences";
+          EXPECT_LE(err, tolerance) << KernelName(k) << " " << PrecisionName(p) << " head dim "
+                                    << d << ", " << lengths.size() << " sequences";
         }
       }
   }

@@ -82,8 +82,8 @@ __global__ void __launch_bounds__(kGenThreads)
       for (int c = 0; c < d; ++c) score += qrow[c] * krow[c];
       const int query = q0 + warp * kGenRowsPerWarp + q;
       if (a.position_bias && key_valid && query < len)
-        score += a.position_bias[static_cast<size_t>(head) * (2 * a.bias_span - 1) + a.bias_span -
-                                 1 + (k0 + lane) - query];
+        score += a.position_bias[static_cast<size_t>(head) * (2 * a.bias_span - 1) +
+                                 a.bias_span - 1 + (k0 + lane) - query];
       const bool seen = key_valid && (!w || abs(k0 + lane - query) <= w);
       score = seen ? score : -INFINITY;
       // Without a window key k0 is valid and the new max finite; with one, a

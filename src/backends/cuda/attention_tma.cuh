@@ -124,17 +124,18 @@ struct TmaAttentionShape {
 
 // A key tile after a row's first, against the running max m of the earlier
 // tiles as it stands: the probabilities 2^((s - m) scale_log2) with no max
-// over this tile's scores and no rescale of the outputs, two of the four
-// FP32 instructions per score besides the exponential (max, fma, add, half a
-// pack, half a rescale). At BERT-large's seq 384 (three 128-key tiles) the
-// H200 runs at its power cap, where the softmax's instructions cost time
-// through energy (bench/RESULTS.md, 2026-12-03).
+// over this tile's scores and no rescale of the outputs, which were 1.5 of
+// OnlineSoftmaxStep's 4 FP32 instructions per score besides the exponential
+// (max, fma, add, half a pack, half a rescale). At BERT-large's seq 384
+// (three 128-key tiles) the H200 runs at its power cap, where the softmax's
+// instructions cost time through energy (bench/RESULTS.md, 2026-12-03).
 // Where the tile's scores stay at or below m (the rule once a row has seen a
 // tile), this is OnlineSoftmaxStep bit for bit (its alpha is 2^0 = 1).
 // Above m, a probability above 1 is as precise in P's fp16/bf16 as one
 // below, up to fp16's range: StaleMaxFits checks the lane's partial sums,
-// each of which bounds its probabilities, and RefitTile mends the rare tile
-// that does not fit. Returns the lane's partial sums of rows g and g + 8.
+// each of which bounds its probabilities, and the kernel's `refit` mends the
+// rare tile that does not fit. Returns the lane's partial sums of rows g and
+// g + 8.
 template <int kKeyTiles>
 __device__ __forceinline__ void ExpAgainstRunningMax(float (&sc)[kKeyTiles][4], const float (&m)[2],
                                                      float scale_log2, float (&sum)[2]) {

@@ -46,9 +46,9 @@ struct Swizzle {
   static constexpr int kBytes = D >= 64 ? 128 : 64;  // of an atom's line
   static constexpr int kAtomDims = kBytes / 2;       // 16-bit elements
   static constexpr int kChunks = kBytes / 16;
-  static constexpr uint32_t kBlockBytes = kRows * kBytes;   // one column block
-  static constexpr uint32_t kAtomBytes = 8 * kBytes;        // 8 lines
-  static constexpr uint64_t kMode = kBytes == 128 ? 1 : 2;  // descriptor bits 62-63
+  static constexpr uint32_t kBlockBytes = kRows * kBytes;     // one column block
+  static constexpr uint32_t kAtomBytes = 8 * kBytes;          // 8 lines
+  static constexpr uint64_t kMode = kBytes == 128 ? 1 : 2;    // descriptor bits 62-63
   // Element offset of (key r, dim c) in the tile.
   __device__ static int Offset(int r, int c) {
     const int ch = (c % kAtomDims) / 8, line_bits = (r * kBytes / 128) & (kChunks - 1);
@@ -84,10 +84,9 @@ __device__ __forceinline__ uint64_t SmemDescriptor(const void* p, uint32_t lbo, 
 // `desc` moved on by `bytes` in shared memory (a multiple of 16): only its
 // address field, bits 0-13 (the address / 16), changes, and no carry leaves
 // it, since shared memory addresses stay below the 2^18 bytes it spans. One
-// 32-bit add where SmemDescriptor takes four instructions: a tile's
-// descriptors are its first one moved on by constants (on the H200 the TMA
-// kernel's loop built its twelve per 128-key tile in ~84 instructions per
-// thread, as many as its 64 scores' exponentials).
+// 32-bit add where SmemDescriptor masks, shifts and ors: a tile's
+// descriptors are its first one moved on by constants (in the TMA kernel's
+// sm_90a code, 20 of 391 instructions per thread and 128-key tile fewer).
 __device__ __forceinline__ uint64_t SmemDescriptorAt(uint64_t desc, uint32_t bytes) {
   return (desc & 0xFFFFFFFF00000000ull) | (static_cast<uint32_t>(desc) + (bytes >> 4));
 }

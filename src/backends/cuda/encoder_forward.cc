@@ -18,9 +18,11 @@ constexpr int kPrefetchMaxTokens = 128;
 
 // From this many tokens the last layer of a model whose head reads only
 // first tokens computes Q for those alone (Pass::SplitQueryAttentionBlock):
-// a third of that layer's QKV GEMM, for one more GEMM launch. Below it the
-// launch costs about what the rows save (BERT-base at batch 8: ~3 us of
-// GEMM saved, 2-4 us for the small GEMM).
+// a third of that layer's QKV GEMM, for one more GEMM launch and a gather.
+// On the H200 (bench/RESULTS.md, 2026-12-03) BERT-base at 4,096 tokens
+// (batch 32) came out even, at 16,384 0.7% faster, BERT-large at 98,304
+// 0.3 ms of 111 faster; below 4,096 the launch would cost about what the
+// rows save (~3 us of GEMM at batch 8).
 constexpr int kSplitQueryMinTokens = 4096;
 
 }  // namespace
@@ -170,8 +172,8 @@ class EncoderForward::Pass {
                          f_.ffn_epilogue_, nullptr, ws_.inter));
     const void* activated = ws_.inter;
     if (c_.gated_ffn) {
-      RETURN_IF_ERROR(
-          GatedActivation(p_, c_.hidden_act, ws_.inter, rows, inter, ws_.gated, kernels_));
+      RETURN_IF_ERROR(GatedActivation(p_, c_.hidden_act, ws_.inter, rows, inter, ws_.gated,
+                                      kernels_));
       RETURN_IF_ERROR(Stamp("gated activation", 0));
       activated = ws_.gated;
     } else if (f_.ffn_epilogue_ == Epilogue::kBias) {
@@ -185,7 +187,8 @@ class EncoderForward::Pass {
   Status Head() {
     const DeviceWeights& w = f_.weights_;
     const int32_t* cu = ints_.cu;
-    const bool pools = c_.head == HeadKind::kSequenceClassification || c_.head == HeadKind::kBase;
+    const bool pools =
+        c_.head == HeadKind::kSequenceClassification || c_.head == HeadKind::kBase;
     if (w.pooler_w && pools) {
       // ctx and tmp are free once the encoder is done; rows 0..n-1 of x
       // already hold the first tokens when the encoder kept only those.
@@ -239,8 +242,8 @@ class EncoderForward::Pass {
         } else {
           for (size_t k = 0; k < c_.pooling_modes.size(); ++k)
             RETURN_IF_ERROR(PoolSequences(p_, ws_.x, cu, ints_.pool_start, n_, h_,
-                                          c_.pooling_modes[k], ws_.pooled_f32 + k * h_, width,
-                                          kernels_));
+                                          c_.pooling_modes[k],
+                                          ws_.pooled_f32 + k * h_, width, kernels_));
         }
         // Dense modules from pooled_f32 to dense_f32 and back (EmbeddingRows).
         for (size_t i = 0; i < c_.dense.size(); ++i) {

@@ -78,8 +78,8 @@ Status ActivationInPlace(Precision p, HiddenAct act, void* x, size_t n, Stream s
 // GeGLU (ModelConfig::gated_ffn): out[r, i] = act(in[r, i]) * in[r, inter + i]
 // for in [rows, 2 inter] and out [rows, inter] (cpu::GatedGelu's definition),
 // in fp32 arithmetic.
-Status GatedActivation(Precision p, HiddenAct act, const void* in, int rows, int inter, void* out,
-                       Stream stream);
+Status GatedActivation(Precision p, HiddenAct act, const void* in, int rows, int inter,
+                       void* out, Stream stream);
 
 // Rotary positions on Q and K of qkv [tokens, 3 hidden], in place
 // (cpu::ApplyRotary's definition): the token at position p of its sequence

@@ -125,9 +125,9 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
   const int s = SequenceOf(a.cu_seqlens, a.num_seqs, t);
   const size_t h = a.hidden;
   const T* word = static_cast<const T*>(a.word) + static_cast<size_t>(a.ids[t]) * h;
-  const T* pos =
-      a.position ? static_cast<const T*>(a.position) + static_cast<size_t>(t - a.cu_seqlens[s]) * h
-                 : nullptr;
+  const T* pos = a.position ? static_cast<const T*>(a.position) +
+                                 static_cast<size_t>(t - a.cu_seqlens[s]) * h
+                           : nullptr;
   const T* type = static_cast<const T*>(a.type) + static_cast<size_t>(a.types[t]) * h;
   float x[kVecs * kSize];
 #pragma unroll
@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
 // together (16-byte vectors: twice the bytes in flight, which stream from
 // memory) and each is converted to fp32 once, when its turn comes. (Converted
 // at each of the statistics' and the output's passes instead, they took ~17
-// instructions per element against ~12; at BERT-large's batch 256 x 384 the
+// instructions per element against ~11; at BERT-large's batch 256 x 384 the
 // H200 runs at its power cap, where instructions cost time through energy.)
 template <typename T, int kVecs, int kRows>
 __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
@@ -229,9 +229,9 @@ __global__ void EmbedLayerNormKernel(EmbeddingArgs a) {
   const int s = SequenceOf(a.cu_seqlens, a.num_seqs, t);
   const size_t h = a.hidden;
   const T* word = static_cast<const T*>(a.word) + static_cast<size_t>(a.ids[t]) * h;
-  const T* pos =
-      a.position ? static_cast<const T*>(a.position) + static_cast<size_t>(t - a.cu_seqlens[s]) * h
-                 : nullptr;
+  const T* pos = a.position ? static_cast<const T*>(a.position) +
+                                 static_cast<size_t>(t - a.cu_seqlens[s]) * h
+                           : nullptr;
   const T* type = static_cast<const T*>(a.type) + static_cast<size_t>(a.types[t]) * h;
   for (int i = threadIdx.x; i < a.hidden; i += blockDim.x)
     row[i] = ToFloat(word[i]) + (pos ? ToFloat(pos[i]) : 0.0f) + ToFloat(type[i]);
@@ -261,22 +261,14 @@ unsigned WarpBlocks(int rows, int per_warp = 1) {
 template <typename Launch>
 void WithVecs(int vecs, Launch&& launch) {
   switch (vecs) {
-    case 1:
-      return launch(std::integral_constant<int, 1>{});
-    case 2:
-      return launch(std::integral_constant<int, 2>{});
-    case 3:
-      return launch(std::integral_constant<int, 3>{});
-    case 4:
-      return launch(std::integral_constant<int, 4>{});
-    case 5:
-      return launch(std::integral_constant<int, 5>{});
-    case 6:
-      return launch(std::integral_constant<int, 6>{});
-    case 7:
-      return launch(std::integral_constant<int, 7>{});
-    default:
-      return launch(std::integral_constant<int, 8>{});
+    case 1: return launch(std::integral_constant<int, 1>{});
+    case 2: return launch(std::integral_constant<int, 2>{});
+    case 3: return launch(std::integral_constant<int, 3>{});
+    case 4: return launch(std::integral_constant<int, 4>{});
+    case 5: return launch(std::integral_constant<int, 5>{});
+    case 6: return launch(std::integral_constant<int, 6>{});
+    case 7: return launch(std::integral_constant<int, 7>{});
+    default: return launch(std::integral_constant<int, 8>{});
   }
 }
 static_assert(kMaxVecsPerLane == 8, "WithVecs covers 1..8");
