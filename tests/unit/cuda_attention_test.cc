@@ -323,6 +323,51 @@ TEST_F(CudaAttentionTest, InfiniteValuesStayInTheirSequence) {
   }
 }
 
+// Keys past a sequence's first tile whose scores tower over every earlier
+// one, as a trained model's [SEP] may: the TMA kernel exponentiates later
+// tiles against the max of the earlier ones (attention_tma.cuh), so such a
+// key makes probabilities that P's type cannot hold (2^30 at K = 3 here,
+// which it renormalizes) or that overflow fp32 (2^200 and more at K = 20,
+// whose scores it recomputes). Queries are positive so that the key beats
+// every one of them; other sequences keep their own keys (one towering in
+// its first tile). Every kernel, head dims 32/64/128, sequences of 2 and 3
+// key tiles (the TMA kernel's two consumers and three).
+TEST_F(CudaAttentionTest, ScoresFarAboveTheEarlierTilesMaxMatchAFloat64Reference) {
+  struct Tower {
+    int seq, key;
+    float k;  // every dim of the key's K row
+  };
+  const std::vector<Tower> towers = {{0, 150, 3.0f},  {0, 280, 20.0f}, {1, 200, 3.0f},
+                                     {2, 130, 20.0f}, {3, 5, 20.0f},   {4, 140, 3.0f},
+                                     {4, 260, 3.5f}};
+  for (Precision p : {Precision::kFp16, Precision::kBf16}) {
+    const double tolerance = p == Precision::kFp16 ? 1e-2 : 6e-2;
+    for (int d : {32, 64, 128}) {
+      for (const std::vector<int>& lengths :
+           std::vector<std::vector<int>>{{384, 250, 200, 60, 300}, {290, 250, 200, 60, 300}}) {
+        Inputs in = MakeInputs({2, d, lengths}, p, 13);
+        const int hidden = in.hidden();
+        auto set = [&](int token, int part, int c, float v) {
+          const size_t i = static_cast<size_t>(token) * 3 * hidden + part * hidden + c;
+          in.qkv[i] = ToBits(v, p);
+          in.val[i] = FromBits(in.qkv[i], p);
+        };
+        for (int token = 0; token < in.tokens(); ++token)
+          for (int c = 0; c < hidden; ++c)
+            set(token, 0, c, std::abs(static_cast<float>(in.val[token * 3 * hidden + c])));
+        for (const Tower& tw : towers)
+          for (int c = 0; c < hidden; ++c) set(in.cu[tw.seq] + tw.key, 1, c, tw.k);
+        const std::vector<double> want = Reference(in);
+        for (AttentionKernel k : Kernels()) {
+          const double err = MaxError(in, want, k, gpu_, sm_count_);
+          EXPECT_LE(err, tolerance) << KernelName(k) << " " << PrecisionName(p) << " head dim " << d
+                                    << ", longest " << lengths[0];
+        }
+      }
+    }
+  }
+}
+
 // Sequences of at most kAttentionWindow tokens packed into windows (as the
 // engine lays them out: PackWindows' order, LayOutWindows' table) on the TMA
 // kernel: each row attends to its own sequence only, whatever shares its
@@ -369,7 +414,9 @@ TEST_F(CudaAttentionTest, PackedWindowsMatchAFloat64Reference) {
 // first tokens) against the reference's first rows, relative to each
 // output's size: it computes in fp32, so only the output's rounding (11 or
 // 8 bits) is allowed. Head dims in 16-byte vectors and one not (36), empty
-// sequences (a zero row), lengths past one block's threads.
+// sequences (a zero row), lengths past one block's threads; Q, K and V from
+// attention's packed rows, and (split) Q of the first tokens alone with K
+// and V in rows of their own, as the engine's last layer lays them out.
 TEST_F(CudaAttentionTest, FirstQueriesMatchAFloat64Reference) {
   const std::vector<Problem> problems = {{4, 32, {1, 7, 0, 64, 65, 130, 2, 512, 300}},
                                          {4, 64, {129, 0, 1, 255, 256, 3}},
@@ -384,30 +431,56 @@ TEST_F(CudaAttentionTest, FirstQueriesMatchAFloat64Reference) {
       const int seqs = static_cast<int>(pr.lengths.size()), hidden = in.hidden();
       const int max_len = *std::max_element(pr.lengths.begin(), pr.lengths.end());
       const size_t out_count = static_cast<size_t>(seqs) * hidden;
-      DeviceBuffer d_qkv(in.qkv.size() * 2), d_cu(in.cu.size() * 4), d_out(out_count * 2);
-      cudaMemcpy(d_qkv.ptr, in.qkv.data(), in.qkv.size() * 2, cudaMemcpyHostToDevice);
-      cudaMemcpy(d_cu.ptr, in.cu.data(), in.cu.size() * 4, cudaMemcpyHostToDevice);
-      cudaMemset(d_out.ptr, 0xff, out_count * 2);  // unwritten: NaN
-      const FirstQueryAttentionArgs a{d_qkv.ptr, static_cast<const int32_t*>(d_cu.ptr),
-                                      seqs,      max_len,
-                                      hidden,    pr.heads,
-                                      d_out.ptr, {}};
-      const Status st = FirstQueryAttention(p, a, Stream{nullptr, false});
-      ASSERT_TRUE(st.ok()) << st.ToString();
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      std::vector<uint16_t> out(out_count);
-      cudaMemcpy(out.data(), d_out.ptr, out_count * 2, cudaMemcpyDeviceToHost);
-      double worst = 0;
+      // The split layout: each sequence's first query (zeros for an empty
+      // one), and K | V rows.
+      const int tokens = in.tokens();
+      std::vector<uint16_t> q(out_count, 0), kv(static_cast<size_t>(tokens) * 2 * hidden);
       for (int s = 0; s < seqs; ++s)
-        for (int c = 0; c < hidden; ++c) {
-          const double w = pr.lengths[s] > 0 ? want[static_cast<size_t>(in.cu[s]) * hidden + c] : 0;
-          const double got = FromBits(out[static_cast<size_t>(s) * hidden + c], p);
-          worst =
-              std::max(worst, std::isfinite(got) ? std::abs(got - w) / std::max(std::abs(w), 1.0)
-                                                 : INFINITY);
-        }
-      EXPECT_LE(worst, tolerance) << PrecisionName(p) << " head dim " << pr.head_dim << ", " << seqs
-                                  << " sequences";
+        if (pr.lengths[s] > 0)
+          std::copy_n(&in.qkv[static_cast<size_t>(in.cu[s]) * 3 * hidden], hidden,
+                      &q[static_cast<size_t>(s) * hidden]);
+      for (int t = 0; t < tokens; ++t)
+        std::copy_n(&in.qkv[static_cast<size_t>(t) * 3 * hidden + hidden], 2 * hidden,
+                    &kv[static_cast<size_t>(t) * 2 * hidden]);
+      DeviceBuffer d_qkv(in.qkv.size() * 2), d_q(q.size() * 2 + 2), d_kv(kv.size() * 2 + 2),
+          d_cu(in.cu.size() * 4), d_out(out_count * 2);
+      cudaMemcpy(d_qkv.ptr, in.qkv.data(), in.qkv.size() * 2, cudaMemcpyHostToDevice);
+      cudaMemcpy(d_q.ptr, q.data(), q.size() * 2, cudaMemcpyHostToDevice);
+      cudaMemcpy(d_kv.ptr, kv.data(), kv.size() * 2, cudaMemcpyHostToDevice);
+      cudaMemcpy(d_cu.ptr, in.cu.data(), in.cu.size() * 4, cudaMemcpyHostToDevice);
+      for (const bool split : {false, true}) {
+        cudaMemset(d_out.ptr, 0xff, out_count * 2);  // unwritten: NaN
+        const auto* qkv = static_cast<const uint16_t*>(d_qkv.ptr);
+        const FirstQueryAttentionArgs a{split ? d_q.ptr : d_qkv.ptr,
+                                        split ? hidden : 3 * hidden,
+                                        split,
+                                        split ? d_kv.ptr : static_cast<const void*>(qkv + hidden),
+                                        split ? 2 * hidden : 3 * hidden,
+                                        static_cast<const int32_t*>(d_cu.ptr),
+                                        seqs,
+                                        max_len,
+                                        hidden,
+                                        pr.heads,
+                                        d_out.ptr,
+                                        {}};
+        const Status st = FirstQueryAttention(p, a, Stream{nullptr, false});
+        ASSERT_TRUE(st.ok()) << st.ToString();
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        std::vector<uint16_t> out(out_count);
+        cudaMemcpy(out.data(), d_out.ptr, out_count * 2, cudaMemcpyDeviceToHost);
+        double worst = 0;
+        for (int s = 0; s < seqs; ++s)
+          for (int c = 0; c < hidden; ++c) {
+            const double w =
+                pr.lengths[s] > 0 ? want[static_cast<size_t>(in.cu[s]) * hidden + c] : 0;
+            const double got = FromBits(out[static_cast<size_t>(s) * hidden + c], p);
+            worst =
+                std::max(worst, std::isfinite(got) ? std::abs(got - w) / std::max(std::abs(w), 1.0)
+                                                   : INFINITY);
+          }
+        EXPECT_LE(worst, tolerance) << PrecisionName(p) << " head dim " << pr.head_dim << ", "
+                                    << seqs << " sequences" << (split ? ", split layout" : "");
+      }
     }
   }
 }

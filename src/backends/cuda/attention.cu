@@ -190,18 +190,20 @@ __global__ void __launch_bounds__(kFirstThreads)
   float* q = smem;              // [d], scaled
   float* p = q + d;             // [max_len]: scores, then exp(score - max)
   float* part = p + a.max_len;  // [groups][d]
-  const size_t ld = 3 * static_cast<size_t>(a.hidden);
-  const T* base = static_cast<const T*>(a.qkv) + begin * ld + head * d;
+  const size_t ld = a.kv_ld;
+  const T* base = static_cast<const T*>(a.kv) + begin * ld + head * d;  // K; V at + hidden
+  const T* query = static_cast<const T*>(a.q) +
+                   static_cast<size_t>(a.q_by_sequence ? s : begin) * a.q_ld + head * d;
   T* out = static_cast<T*>(a.out) + static_cast<size_t>(s) * a.hidden + head * d;
   if (len <= 0) {  // the same for the whole block, so no barrier is skipped by some
     for (int c = threadIdx.x; c < d; c += kFirstThreads) out[c] = FromFloat<T>(0.0f);
     return;
   }
-  for (int c = threadIdx.x; c < d; c += kFirstThreads) q[c] = ToFloat(base[c]) * scale;
+  for (int c = threadIdx.x; c < d; c += kFirstThreads) q[c] = ToFloat(query[c]) * scale;
   __syncthreads();
   float mx = -INFINITY;
   for (int j = threadIdx.x; j < len; j += kFirstThreads) {
-    const T* k = base + j * ld + a.hidden;
+    const T* k = base + j * ld;
     float dot = 0.0f;
     for (int c = 0; c < d; c += kVec) {
       float f[kVec];
@@ -225,7 +227,7 @@ __global__ void __launch_bounds__(kFirstThreads)
     float acc[kVec] = {};
     for (int j = g; j < len; j += groups) {
       float f[kVec];
-      LoadFloats<T, kVec>(base + j * ld + 2 * a.hidden + c, f);
+      LoadFloats<T, kVec>(base + j * ld + a.hidden + c, f);
 #pragma unroll
       for (int e = 0; e < kVec; ++e) acc[e] += p[j] * f[e];
     }

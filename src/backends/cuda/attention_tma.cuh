@@ -122,6 +122,72 @@ struct TmaAttentionShape {
   static_assert(kConsumerRegisters <= 256, "setmaxnreg takes at most 256");
 };
 
+// A key tile after a row's first, against the running max m of the earlier
+// tiles as it stands: the probabilities 2^((s - m) scale_log2) with no max
+// over this tile's scores and no rescale of the outputs, which were 1.5 of
+// OnlineSoftmaxStep's 4 FP32 instructions per score besides the exponential
+// (max, fma, add, half a pack, half a rescale). At BERT-large's seq 384
+// (three 128-key tiles) the H200 runs at its power cap, where the softmax's
+// instructions cost time through energy (bench/RESULTS.md, 2026-12-03).
+// Where the tile's scores stay at or below m (the rule once a row has seen a
+// tile), this is OnlineSoftmaxStep bit for bit (its alpha is 2^0 = 1).
+// Above m, a probability above 1 is as precise in P's fp16/bf16 as one
+// below, up to fp16's range: StaleMaxFits checks the lane's partial sums,
+// each of which bounds its probabilities, and the kernel's `refit` mends the
+// rare tile that does not fit. Returns the lane's partial sums of rows g and
+// g + 8.
+template <int kKeyTiles>
+__device__ __forceinline__ void ExpAgainstRunningMax(float (&sc)[kKeyTiles][4], const float (&m)[2],
+                                                     float scale_log2, float (&sum)[2]) {
+  const float shift0 = -m[0] * scale_log2, shift1 = -m[1] * scale_log2;
+  sum[0] = sum[1] = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kKeyTiles; ++j) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      sc[j][e] = Exp2(fmaf(sc[j][e], scale_log2, shift0));
+      sc[j][2 + e] = Exp2(fmaf(sc[j][2 + e], scale_log2, shift1));
+      sum[0] += sc[j][e];
+      sum[1] += sc[j][2 + e];
+    }
+  }
+}
+
+// Whether a lane's probabilities against the stale max fit P's type: below
+// 2^15 each (fp16 holds 65,504), which partial sums below it guarantee.
+// False for a NaN or an infinite sum.
+__device__ __forceinline__ bool StaleMaxFits(const float (&sum)[2]) {
+  constexpr float kLimit = 32768.0f;
+  return sum[0] <= kLimit && sum[1] <= kLimit;
+}
+
+// The scores of this thread's fragment of a key tile, S = Q K^T again, on
+// the CUDA cores from the Q and K tiles in shared memory (QSw's and KSw's
+// layouts; rows r0 and r0 + 8 of Q): for the tile whose exponentials
+// overflowed against the stale max, which overwrote them. (A wgmma here,
+// under a condition, would make the compiler serialize all of the
+// kernel's.) The loop runs over dims so that the scores keep their
+// registers.
+template <typename T, typename QSw, typename KSw, int D, int kKeyTiles>
+__device__ __forceinline__ void RecomputeScores(float (&sc)[kKeyTiles][4], const T* q, const T* k,
+                                                int r0, int t) {
+#pragma unroll
+  for (int j = 0; j < kKeyTiles; ++j) sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;
+#pragma unroll 1
+  for (int c = 0; c < D; ++c) {
+    const float q0 = ToFloat(q[QSw::Offset(r0, c)]), q1 = ToFloat(q[QSw::Offset(r0 + 8, c)]);
+#pragma unroll
+    for (int j = 0; j < kKeyTiles; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float kv = ToFloat(k[KSw::Offset(8 * j + 2 * t + e, c)]);
+        sc[j][e] = fmaf(q0, kv, sc[j][e]);
+        sc[j][2 + e] = fmaf(q1, kv, sc[j][2 + e]);
+      }
+    }
+  }
+}
+
 template <typename T, int D, int kConsumers, bool kPingPong>
 __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
     AttentionTmaKernel(const __grid_constant__ CUtensorMap qkv_map,
@@ -301,21 +367,61 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
     // and says by how much O must shrink.
     float sc[1][kKeyTiles][4];
     float(&s_flat)[kKeys / 2] = *reinterpret_cast<float(*)[kKeys / 2]>(&sc[0][0][0]);
+    const uint64_t q_desc = SmemDescriptor(q_tile, 16, QSw::kAtomBytes, QSw::kMode);
     auto issue_s = [&](const T* kt) {
+      const uint64_t k_desc = SmemDescriptor(kt, 16, KvSw::kAtomBytes, KvSw::kMode);
 #pragma unroll
       for (int c = 0; c < kChunks; ++c)
-        WgmmaSS(s_flat,
-                SmemDescriptor(q_tile + QSw::Offset(0, 16 * c), 16, QSw::kAtomBytes, QSw::kMode),
-                SmemDescriptor(kt + KvSw::Offset(0, 16 * c), 16, KvSw::kAtomBytes, KvSw::kMode),
-                T{}, c > 0);
+        WgmmaSS(s_flat, SmemDescriptorAt(q_desc, QSw::Offset(0, 16 * c) * sizeof(T)),
+                SmemDescriptorAt(k_desc, KvSw::Offset(0, 16 * c) * sizeof(T)), T{}, c > 0);
       WgmmaCommit();
     };
-    auto softmax = [&](int j, float(&alpha)[1][2]) {
+    auto mask = [&](int j) {
       if (mixed)  // uniform
         MaskKeysOutsideRows(sc, lo0, hi0, lo1, hi1, t);
       else if ((j + 1) * kKeys > len)  // uniform
         MaskKeysPastEnd(sc, j * kKeys, len, t);
-      OnlineSoftmaxStep(sc, out.m, out.l, alpha, scale_log2);
+    };
+    // A later tile whose probabilities against the stale max did not fit
+    // (ExpAgainstRunningMax): each row of the warp whose largest is above 1
+    // moves its max up by that largest's power of two, so that they shrink
+    // exactly, as do its sum and outputs; where one overflowed, the tile's
+    // scores are computed again and take OnlineSoftmaxStep. Warp-uniform,
+    // with no product in flight.
+    auto refit = [&](int j, const T* kt, const float(&sum)[2]) {
+      float top[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        top[h] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kKeyTiles; ++i)
+          top[h] = fmaxf(top[h], fmaxf(sc[0][i][2 * h], sc[0][i][2 * h + 1]));
+        top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffu, top[h], 1));
+        top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffu, top[h], 2));
+      }
+      float alpha[1][2];
+      if (__any_sync(0xffffffffu, !(top[0] < INFINITY && top[1] < INFINITY))) {
+        RecomputeScores<T, QSw, KvSw, D>(sc[0], q_tile, kt, 16 * warp + g, t);
+        mask(j);
+        OnlineSoftmaxStep(sc, out.m, out.l, alpha, scale_log2);
+      } else {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          int e = 0;
+          if (top[h] > 1.0f) frexpf(top[h], &e);
+          alpha[0][h] = ldexpf(1.0f, -e);
+          out.m[0][h] += e / scale_log2;
+          out.l[0][h] = (out.l[0][h] + sum[h]) * alpha[0][h];
+        }
+#pragma unroll
+        for (int i = 0; i < kKeyTiles; ++i) {
+          sc[0][i][0] *= alpha[0][0];
+          sc[0][i][1] *= alpha[0][0];
+          sc[0][i][2] *= alpha[0][1];
+          sc[0][i][3] *= alpha[0][1];
+        }
+      }
+      RescaleOutputs(out.o, alpha);
     };
 
     // Tile 0 alone: there is no P V product to issue with it (a product
@@ -330,8 +436,9 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
     PinRegisters(s_flat);
     BERTRT_ATTENTION_TRACE(trace0 + kTraceScores - kTraceQFull, traced);
     {
-      float alpha[1][2];
-      softmax(0, alpha);
+      mask(0);
+      float alpha[1][2];  // 0: nothing to rescale
+      OnlineSoftmaxStep(sc, out.m, out.l, alpha, scale_log2);
     }
     out.Pack(sc[0]);
     BERTRT_ATTENTION_TRACE(trace0 + kTraceSoftmax - kTraceQFull, traced);
@@ -353,11 +460,17 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
       pass_turn();
       WgmmaWait<1>();  // S_j
       PinRegisters(s_flat);
-      float alpha[1][2];
-      softmax(j, alpha);
+      mask(j);
+      float sum[2];
+      ExpAgainstRunningMax(sc[0], out.m[0], scale_log2, sum);
       WgmmaWait<0>();
       out.PinOperands();
-      RescaleOutputs(out.o, alpha);
+      if (__all_sync(0xffffffffu, StaleMaxFits(sum))) {
+        out.l[0][0] += sum[0];
+        out.l[0][1] += sum[1];
+      } else {
+        refit(j, ks + stage * S::kKvTile, sum);
+      }
       out.Pack(sc[0]);
       // (Released only with no product in flight: a branch between a wgmma
       // and its wait would make the compiler serialize them too.)

@@ -16,6 +16,15 @@ namespace {
 // slower, and larger ones 1.3-1.5% slower (bench/RESULTS.md, 2026-11-30).
 constexpr int kPrefetchMaxTokens = 128;
 
+// From this many tokens the last layer of a model whose head reads only
+// first tokens computes Q for those alone (Pass::SplitQueryAttentionBlock):
+// a third of that layer's QKV GEMM, for one more GEMM launch and a gather.
+// On the H200 (bench/RESULTS.md, 2026-12-03) BERT-base at 4,096 tokens
+// (batch 32) came out even, at 16,384 0.7% faster, BERT-large at 98,304
+// 0.3 ms of 111 faster; below 4,096 the launch would cost about what the
+// rows save (~3 us of GEMM at batch 8).
+constexpr int kSplitQueryMinTokens = 4096;
+
 }  // namespace
 
 EncoderForward::EncoderForward(const ModelConfig& config,
@@ -74,9 +83,14 @@ class EncoderForward::Pass {
     if (c_.pre_norm) return PreNormLayer(l, index, last);
     const bool compact = first_tokens_only_ && last;
     const int rows = compact ? n_ : t_;
-    RETURN_IF_ERROR(Gemm("gemm qkv", ws_.x, t_, h_, l.qkv_w, l.qkv_b, 3 * h_, Epilogue::kBias,
-                         nullptr, ws_.qkv));
-    ASSIGN_OR_RETURN(void* sum, AttentionBlock(l, index, compact));
+    void* sum;
+    if (compact && FirstQueriesOnly(index) && t_ >= kSplitQueryMinTokens) {
+      ASSIGN_OR_RETURN(sum, SplitQueryAttentionBlock(l));
+    } else {
+      RETURN_IF_ERROR(Gemm("gemm qkv", ws_.x, t_, h_, l.qkv_w, l.qkv_b, 3 * h_, Epilogue::kBias,
+                           nullptr, ws_.qkv));
+      ASSIGN_OR_RETURN(sum, AttentionBlock(l, index, compact));
+    }
     RETURN_IF_ERROR(Norm(sum, ws_.x, rows, l.attn_gamma, l.attn_beta));
     RETURN_IF_ERROR(Ffn(l, ws_.x, rows, ws_.x, ws_.tmp));
     return Norm(ws_.tmp, ws_.x, rows, l.ffn_gamma, l.ffn_beta);
@@ -124,6 +138,29 @@ class EncoderForward::Pass {
     RETURN_IF_ERROR(Gemm("gemm attn_out", context, compact ? n_ : t_, h_, l.attn_out_w,
                          l.attn_out_b, h_, Epilogue::kBias, skip, sum));
     return sum;
+  }
+
+  // AttentionBlock of a compact last layer whose attention runs for the first
+  // queries alone, with Q computed for the first tokens alone: they are
+  // gathered from x into ctx (the attention output GEMM's residual after),
+  // their Q goes to qkv's last third, and the K | V GEMM over every token
+  // into its first two thirds, rows of 2 * hidden (qkv's weights and bias
+  // are Q's, K's and V's one after another). The sum goes to qkv.
+  StatusOr<void*> SplitQueryAttentionBlock(const DeviceLayer& l) {
+    const size_t e = DTypeSize(PrecisionDType(p_));
+    char* const qkv = static_cast<char*>(ws_.qkv);
+    void* const q = qkv + size_t(t_) * 2 * h_ * e;
+    RETURN_IF_ERROR(GatherFirstTokens(ws_.x, ws_.ctx));
+    RETURN_IF_ERROR(
+        Gemm("gemm qkv", ws_.ctx, n_, h_, l.qkv_w, l.qkv_b, h_, Epilogue::kBias, nullptr, q));
+    RETURN_IF_ERROR(Gemm(
+        "gemm qkv", ws_.x, t_, h_, static_cast<const char*>(l.qkv_w) + size_t(h_) * h_ * e,
+        static_cast<const char*>(l.qkv_b) + size_t(h_) * e, 2 * h_, Epilogue::kBias, nullptr, qkv));
+    RETURN_IF_ERROR(
+        FirstQueries(q, h_, true, qkv, 2 * h_, {}));  // no prefetch past kPrefetchMaxTokens
+    RETURN_IF_ERROR(Gemm("gemm attn_out", ws_.tmp, n_, h_, l.attn_out_w, l.attn_out_b, h_,
+                         Epilogue::kBias, ws_.ctx, qkv));
+    return static_cast<void*>(qkv);
   }
 
   // out = FFN(in) + residual over `rows` rows: the first GEMM into inter,
@@ -292,18 +329,34 @@ class EncoderForward::Pass {
       a.prefetch.Add(l.ffn_in_w, inter * h_ * e);
       a.prefetch.Add(l.ffn_out_w, h_ * inter * e);
     }
-    // The first-query kernel has no relative position bias (MPNet) and no
-    // local window.
-    if (compact && f_.options_.first_query_attention && !f_.weights_.relative_bias && !local) {
-      RETURN_IF_ERROR(FirstQueryAttention(
-          p_, {ws_.qkv, ints_.cu, n_, shape_.max_len, h_, c_.num_heads, ws_.tmp, a.prefetch},
-          kernels_));
-      return Stamp("attention", 4.0 * n_ * shape_.max_len * h_);
+    if (compact && FirstQueriesOnly(index)) {
+      const size_t e = DTypeSize(PrecisionDType(p_));
+      return FirstQueries(ws_.qkv, 3 * h_, false, static_cast<const char*>(ws_.qkv) + h_ * e,
+                          3 * h_, a.prefetch);
     }
     RETURN_IF_ERROR(cuda::Attention(p_, a, kernels_));
     const double keys = local ? std::min(shape_.max_len, 2 * c_.local_window + 1) : shape_.max_len;
     RETURN_IF_ERROR(Stamp("attention", 4.0 * n_ * shape_.max_len * keys * h_));
     return compact ? GatherFirstTokens(ws_.ctx, ws_.tmp) : Status::Ok();
+  }
+
+  // Whether a compact layer's attention runs for the first queries alone:
+  // the first-query kernel has no relative position bias (MPNet) and no
+  // local window.
+  bool FirstQueriesOnly(int index) const {
+    return f_.options_.first_query_attention && !f_.weights_.relative_bias &&
+           !c_.local_layer(index);
+  }
+
+  // The first queries' attention into tmp, rows 0..n-1 (FirstQueryAttentionArgs
+  // says how q and kv are laid out).
+  Status FirstQueries(const void* q, int q_ld, bool q_by_sequence, const void* kv, int kv_ld,
+                      const PrefetchRanges& prefetch) {
+    RETURN_IF_ERROR(FirstQueryAttention(p_,
+                                        {q, q_ld, q_by_sequence, kv, kv_ld, ints_.cu, n_,
+                                         shape_.max_len, h_, c_.num_heads, ws_.tmp, prefetch},
+                                        kernels_));
+    return Stamp("attention", 4.0 * n_ * shape_.max_len * h_);
   }
 
   // Each sequence's first row of `from` into rows 0..n-1 of `to`.

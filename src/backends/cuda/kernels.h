@@ -217,7 +217,16 @@ bool AttentionTakesWindows(Precision p, const AttentionArgs& a);
 Status Attention(Precision p, const AttentionArgs& a, Stream stream);
 
 struct FirstQueryAttentionArgs {
-  const void* qkv;            // [tokens, 3 * hidden], as AttentionArgs::qkv
+  // Token t's K at kv[t * kv_ld], its V at kv[t * kv_ld + hidden]; sequence
+  // s's first query at q[first * q_ld], first its first token's index, or s
+  // where q_by_sequence. Attention's packed [tokens, 3 * hidden] qkv: q =
+  // qkv, kv = qkv + hidden, both 3 * hidden. The last layer may compute Q
+  // for the first tokens alone (EncoderForward): q [num_seqs, hidden].
+  const void* q;
+  int q_ld;
+  bool q_by_sequence;
+  const void* kv;
+  int kv_ld;
   const int32_t* cu_seqlens;  // [num_seqs + 1]; a sequence may be empty
   int num_seqs;
   // At least every sequence's length but those of sequences whose outputs

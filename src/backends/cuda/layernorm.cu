@@ -84,20 +84,21 @@ struct LaneAffine {
 // over its kVecs vectors (vector k / kSize, element k % kSize); affine(i, g,
 // b) gives vector i's gamma and beta.
 template <typename T, int kVecs, typename Values, typename Affine>
-__device__ __forceinline__ void NormalizeWarpRow(Values x, int hidden, Affine affine, float eps,
-                                                 T* out) {
+__device__ __forceinline__ void NormalizeWarpRow(Values x, Affine affine, float eps, T* out) {
   constexpr int kSize = Vec16<T>::kSize;
+  // The row's width: the warp path's rows are exactly kVecs vectors per lane.
+  constexpr float kWidth = 32 * kVecs * kSize;
   float sum = 0.0f;
 #pragma unroll
   for (int k = 0; k < kVecs * kSize; ++k) sum += x(k);
-  const float mean = WarpSum(sum) / hidden;
+  const float mean = WarpSum(sum) / kWidth;
   float sq = 0.0f;
 #pragma unroll
   for (int k = 0; k < kVecs * kSize; ++k) {
     const float d = x(k) - mean;
     sq += d * d;
   }
-  const float inv_std = 1.0f / sqrtf(WarpSum(sq) / hidden + eps);
+  const float inv_std = 1.0f / sqrtf(WarpSum(sq) / kWidth + eps);
 #pragma unroll
   for (int i = 0; i < kVecs; ++i) {
     float g[kSize], b[kSize];
@@ -139,16 +140,19 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
     if (pos) AddVec(pos, col, xi);
     AddVec(type, col, xi);
   }
-  NormalizeWarpRow<T, kVecs>([&](int k) { return x[k]; }, a.hidden, affine, a.eps,
+  NormalizeWarpRow<T, kVecs>([&](int k) { return x[k]; }, affine, a.eps,
                              static_cast<T*>(a.out) + t * h);
 }
 
 // Each warp normalizes kRows rows. One row is converted to fp32 as it is
 // loaded: a small batch's LayerNorm is latency-bound, and holding the row as
 // loaded bought it nothing (batch 8 on the H200 was 0.3-0.9% slower so,
-// within spread). Two rows, for LayerNorms over many rows, stay as loaded
-// (16-byte vectors) and are converted at each use, so that a warp holds few
-// registers and keeps twice the bytes in flight: those stream from memory.
+// within spread). Two rows, for LayerNorms over many rows, are loaded
+// together (16-byte vectors: twice the bytes in flight, which stream from
+// memory) and each is converted to fp32 once, when its turn comes. (Converted
+// at each of the statistics' and the output's passes instead, they took ~17
+// instructions per element against ~11; at BERT-large's batch 256 x 384 the
+// H200 runs at its power cap, where instructions cost time through energy.)
 template <typename T, int kVecs, int kRows>
 __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
     LayerNormWarpKernel(const T* in, T* out, int rows, int hidden, const float* gamma,
@@ -168,7 +172,7 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
 #pragma unroll
       for (int j = 0; j < kSize; ++j) x[i * kSize + j] = ToFloat(v.v[j]);
     }
-    NormalizeWarpRow<T, kVecs>([&](int k) { return x[k]; }, hidden, affine, eps,
+    NormalizeWarpRow<T, kVecs>([&](int k) { return x[k]; }, affine, eps,
                                out + static_cast<size_t>(first) * hidden);
   } else {
     AfterPreviousKernel();
@@ -184,10 +188,13 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       if (first + r >= rows) break;  // the whole warp: no block barrier follows
+      float x[kVecs * kSize];
+#pragma unroll
+      for (int k = 0; k < kVecs * kSize; ++k) x[k] = ToFloat(v[r][k / kSize].v[k % kSize]);
       // gamma and beta as each vector is written: this path streams, and
-      // its registers go to the rows' bytes.
+      // its registers go to the rows.
       NormalizeWarpRow<T, kVecs>(
-          [&](int k) { return ToFloat(v[r][k / kSize].v[k % kSize]); }, hidden,
+          [&](int k) { return x[k]; },
           [&](int i, float* g, float* b) { LoadAffineVec<T>(gamma, beta, i, g, b); }, eps,
           out + static_cast<size_t>(first + r) * hidden);
     }
