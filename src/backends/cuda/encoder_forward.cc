@@ -84,7 +84,9 @@ class EncoderForward::Pass {
     const bool compact = first_tokens_only_ && last;
     const int rows = compact ? n_ : t_;
     void* sum;
-    if (compact && FirstQueriesOnly(index) && t_ >= kSplitQueryMinTokens) {
+    // (Sequences of 4 tokens and more on average: the first tokens' rows, and
+    // their Q behind K | V, fit in ctx and qkv however many dummies are empty.)
+    if (compact && FirstQueriesOnly(index) && t_ >= kSplitQueryMinTokens && 4 * n_ <= t_) {
       ASSIGN_OR_RETURN(sum, SplitQueryAttentionBlock(l));
     } else {
       RETURN_IF_ERROR(Gemm("gemm qkv", ws_.x, t_, h_, l.qkv_w, l.qkv_b, 3 * h_, Epilogue::kBias,
