@@ -31,9 +31,9 @@ PY=${PYTHON:-python3}
 # answers, and the live parity tests compare bertrt with it.
 TOKENIZERS_VERSION=0.23.3
 PIP_PKGS=(numpy "tokenizers==$TOKENIZERS_VERSION" pytest requests "tritonclient[http]" "tritonclient[grpc]" openai prometheus_client
-          openapi-schema-validator huggingface_hub)
+          openapi-schema-validator huggingface_hub safetensors)
 if ! $PY -c "import tokenizers; assert tokenizers.__version__ == '$TOKENIZERS_VERSION'" 2>/dev/null ||
-   ! $PY -c "import numpy, tokenizers, pytest, requests, tritonclient.http, tritonclient.grpc, grpc, openai, prometheus_client, openapi_schema_validator, huggingface_hub" 2>/dev/null; then
+   ! $PY -c "import numpy, tokenizers, pytest, requests, tritonclient.http, tritonclient.grpc, grpc, openai, prometheus_client, openapi_schema_validator, huggingface_hub, safetensors" 2>/dev/null; then
   echo "[deps] installing Python packages: ${PIP_PKGS[*]}"
   $PY -m pip install -q --disable-pip-version-check "${PIP_PKGS[@]}" 2>&1 | grep -v "WARNING: Running pip as the 'root' user" || true
 else
