@@ -442,7 +442,7 @@ TEST_F(CudaAttentionTest, FirstQueriesMatchAFloat64Reference) {
       for (int t = 0; t < tokens; ++t)
         std::copy_n(&in.qkv[static_cast<size_t>(t) * 3 * hidden + hidden], 2 * hidden,
                     &kv[static_cast<size_t>(t) * 2 * hidden]);
-      DeviceBuffer d_qkv(in.qkv.size() * 2), d_q(q.size() * 2 + 2), d_kv(kv.size() * 2 + 2),
+      DeviceBuffer d_qkv(in.qkv.size() * 2), d_q(q.size() * 2), d_kv(kv.size() * 2),
           d_cu(in.cu.size() * 4), d_out(out_count * 2);
       cudaMemcpy(d_qkv.ptr, in.qkv.data(), in.qkv.size() * 2, cudaMemcpyHostToDevice);
       cudaMemcpy(d_q.ptr, q.data(), q.size() * 2, cudaMemcpyHostToDevice);

@@ -268,6 +268,42 @@ __device__ __forceinline__ void AddPositionBias(float (&sc)[kRowTiles][kKeyTiles
   });
 }
 
+// The maxima of rows g and g + 8 of a row tile's scores, taken into mx (its
+// values on entry count too): a row's 8-key slices live in the 4 lanes of one
+// group.
+template <int kKeyTiles>
+__device__ __forceinline__ void RowMaxes(const float (&sc)[kKeyTiles][4], float (&mx)[2]) {
+#pragma unroll
+  for (int j = 0; j < kKeyTiles; ++j) {
+    mx[0] = fmaxf(mx[0], fmaxf(sc[j][0], sc[j][1]));
+    mx[1] = fmaxf(mx[1], fmaxf(sc[j][2], sc[j][3]));
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+  }
+}
+
+// A row tile's scores become unnormalized probabilities 2^((s - m) scale_log2)
+// against m of rows g and g + 8; sum gets this lane's partial sums of each row.
+template <int kKeyTiles>
+__device__ __forceinline__ void ExpAgainstMax(float (&sc)[kKeyTiles][4], const float (&m)[2],
+                                              float scale_log2, float (&sum)[2]) {
+  const float shift0 = -m[0] * scale_log2, shift1 = -m[1] * scale_log2;
+  sum[0] = sum[1] = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kKeyTiles; ++j) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      sc[j][e] = Exp2(fmaf(sc[j][e], scale_log2, shift0));
+      sc[j][2 + e] = Exp2(fmaf(sc[j][2 + e], scale_log2, shift1));
+      sum[0] += sc[j][e];
+      sum[1] += sc[j][2 + e];
+    }
+  }
+}
+
 // One key tile of the online softmax: the scores become unnormalized
 // probabilities, m (running max per fragment row g, g + 8) and l (this
 // lane's partial sum) move on, and alpha gets the factor by which the
@@ -285,43 +321,24 @@ __device__ __forceinline__ void OnlineSoftmaxStep(float (&sc)[kRowTiles][kKeyTil
 #pragma unroll
   for (int r = 0; r < kRowTiles; ++r) {
     const float m_old0 = m[r][0], m_old1 = m[r][1];
-    float mx0 = m_old0, mx1 = m_old1;
-#pragma unroll
-    for (int j = 0; j < kKeyTiles; ++j) {
-      mx0 = fmaxf(mx0, fmaxf(sc[r][j][0], sc[r][j][1]));
-      mx1 = fmaxf(mx1, fmaxf(sc[r][j][2], sc[r][j][3]));
-    }
-    // A row's 8-key slices live in the 4 lanes of one group.
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    // Without a window the tile holds at least one valid key, so mx0/mx1
+    float mx[2] = {m_old0, m_old1};
+    RowMaxes(sc[r], mx);
+    // Without a window the tile holds at least one valid key, so the maxima
     // are finite (and the first tile's alpha is 2^-inf = 0).
-    m[r][0] = mx0;
-    m[r][1] = mx1;
+    m[r][0] = mx[0];
+    m[r][1] = mx[1];
     if (windowed) {
-      mx0 = mx0 == -INFINITY ? 0.0f : mx0;
-      mx1 = mx1 == -INFINITY ? 0.0f : mx1;
+      mx[0] = mx[0] == -INFINITY ? 0.0f : mx[0];
+      mx[1] = mx[1] == -INFINITY ? 0.0f : mx[1];
     }
-    alpha[r][0] = Exp2((m_old0 - mx0) * scale_log2);
-    alpha[r][1] = Exp2((m_old1 - mx1) * scale_log2);
-    const float shift0 = -mx0 * scale_log2, shift1 = -mx1 * scale_log2;
-    float sum0 = 0.0f, sum1 = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kKeyTiles; ++j) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        sc[r][j][e] = Exp2(fmaf(sc[r][j][e], scale_log2, shift0));
-        sc[r][j][2 + e] = Exp2(fmaf(sc[r][j][2 + e], scale_log2, shift1));
-        sum0 += sc[r][j][e];
-        sum1 += sc[r][j][2 + e];
-      }
-    }
+    alpha[r][0] = Exp2((m_old0 - mx[0]) * scale_log2);
+    alpha[r][1] = Exp2((m_old1 - mx[1]) * scale_log2);
+    float sum[2];
+    ExpAgainstMax(sc[r], mx, scale_log2, sum);
     // Partial sums per lane; alpha is uniform along a row, so the lanes'
     // partials are reduced once at the end.
-    l[r][0] = l[r][0] * alpha[r][0] + sum0;
-    l[r][1] = l[r][1] * alpha[r][1] + sum1;
+    l[r][0] = l[r][0] * alpha[r][0] + sum[0];
+    l[r][1] = l[r][1] * alpha[r][1] + sum[1];
   }
 }
 

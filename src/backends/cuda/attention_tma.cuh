@@ -122,37 +122,6 @@ struct TmaAttentionShape {
   static_assert(kConsumerRegisters <= 256, "setmaxnreg takes at most 256");
 };
 
-// A key tile after a row's first, against the running max m of the earlier
-// tiles as it stands: the probabilities 2^((s - m) scale_log2) with no max
-// over this tile's scores and no rescale of the outputs, which were 1.5 of
-// OnlineSoftmaxStep's 4 FP32 instructions per score besides the exponential
-// (max, fma, add, half a pack, half a rescale). At BERT-large's seq 384
-// (three 128-key tiles) the H200 runs at its power cap, where the softmax's
-// instructions cost time through energy (bench/RESULTS.md, 2026-12-03).
-// Where the tile's scores stay at or below m (the rule once a row has seen a
-// tile), this is OnlineSoftmaxStep bit for bit (its alpha is 2^0 = 1).
-// Above m, a probability above 1 is as precise in P's fp16/bf16 as one
-// below, up to fp16's range: StaleMaxFits checks the lane's partial sums,
-// each of which bounds its probabilities, and the kernel's `refit` mends the
-// rare tile that does not fit. Returns the lane's partial sums of rows g and
-// g + 8.
-template <int kKeyTiles>
-__device__ __forceinline__ void ExpAgainstRunningMax(float (&sc)[kKeyTiles][4], const float (&m)[2],
-                                                     float scale_log2, float (&sum)[2]) {
-  const float shift0 = -m[0] * scale_log2, shift1 = -m[1] * scale_log2;
-  sum[0] = sum[1] = 0.0f;
-#pragma unroll
-  for (int j = 0; j < kKeyTiles; ++j) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      sc[j][e] = Exp2(fmaf(sc[j][e], scale_log2, shift0));
-      sc[j][2 + e] = Exp2(fmaf(sc[j][2 + e], scale_log2, shift1));
-      sum[0] += sc[j][e];
-      sum[1] += sc[j][2 + e];
-    }
-  }
-}
-
 // Whether a lane's probabilities against the stale max fit P's type: below
 // 2^15 each (fp16 holds 65,504), which partial sums below it guarantee.
 // False for a NaN or an infinite sum.
@@ -383,22 +352,14 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
         MaskKeysPastEnd(sc, j * kKeys, len, t);
     };
     // A later tile whose probabilities against the stale max did not fit
-    // (ExpAgainstRunningMax): each row of the warp whose largest is above 1
+    // (StaleMaxFits): each row of the warp whose largest is above 1
     // moves its max up by that largest's power of two, so that they shrink
     // exactly, as do its sum and outputs; where one overflowed, the tile's
     // scores are computed again and take OnlineSoftmaxStep. Warp-uniform,
     // with no product in flight.
     auto refit = [&](int j, const T* kt, const float(&sum)[2]) {
-      float top[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        top[h] = 0.0f;
-#pragma unroll
-        for (int i = 0; i < kKeyTiles; ++i)
-          top[h] = fmaxf(top[h], fmaxf(sc[0][i][2 * h], sc[0][i][2 * h + 1]));
-        top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffu, top[h], 1));
-        top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffu, top[h], 2));
-      }
+      float top[2] = {0.0f, 0.0f};
+      RowMaxes(sc[0], top);
       float alpha[1][2];
       if (__any_sync(0xffffffffu, !(top[0] < INFINITY && top[1] < INFINITY))) {
         RecomputeScores<T, QSw, KvSw, D>(sc[0], q_tile, kt, 16 * warp + g, t);
@@ -413,13 +374,7 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
           out.m[0][h] += e / scale_log2;
           out.l[0][h] = (out.l[0][h] + sum[h]) * alpha[0][h];
         }
-#pragma unroll
-        for (int i = 0; i < kKeyTiles; ++i) {
-          sc[0][i][0] *= alpha[0][0];
-          sc[0][i][1] *= alpha[0][0];
-          sc[0][i][2] *= alpha[0][1];
-          sc[0][i][3] *= alpha[0][1];
-        }
+        RescaleOutputs(sc, alpha);  // the probabilities, as the outputs below
       }
       RescaleOutputs(out.o, alpha);
     };
@@ -460,9 +415,22 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
       pass_turn();
       WgmmaWait<1>();  // S_j
       PinRegisters(s_flat);
+      // Tiles after a row's first are exponentiated against the running max
+      // of the earlier ones as it stands: no max over this tile's scores and
+      // no rescale of the outputs, which were 1.5 of OnlineSoftmaxStep's 4
+      // FP32 instructions per score besides the exponential (max, fma, add,
+      // half a pack, half a rescale). At BERT-large's seq 384 (three 128-key
+      // tiles) the H200 runs at its power cap, where the softmax's
+      // instructions cost time through energy (bench/RESULTS.md, 2026-12-03).
+      // Where the tile's scores stay at or below the max (the rule once a row
+      // has seen a tile), this is OnlineSoftmaxStep bit for bit (its alpha is
+      // 2^0 = 1). Above it, a probability above 1 is as precise in P's
+      // fp16/bf16 as one below, up to fp16's range: StaleMaxFits checks the
+      // lanes' partial sums, each of which bounds its probabilities, and
+      // `refit` mends the rare tile that does not fit.
       mask(j);
       float sum[2];
-      ExpAgainstRunningMax(sc[0], out.m[0], scale_log2, sum);
+      ExpAgainstMax(sc[0], out.m[0], scale_log2, sum);
       WgmmaWait<0>();
       out.PinOperands();
       if (__all_sync(0xffffffffu, StaleMaxFits(sum))) {

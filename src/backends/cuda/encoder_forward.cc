@@ -61,6 +61,7 @@ class EncoderForward::Pass {
         t_(shape.tokens),
         n_(shape.seqs),
         h_(c_.hidden_size),
+        e_(DTypeSize(PrecisionDType(p_))),
         // The outputs read only each sequence's first token of the last
         // layer (the pooler, CLS pooling; no hidden states asked for).
         first_tokens_only_(OutputsReadOnlyFirstTokens(f.outputs_, shape.hidden_state)),
@@ -149,15 +150,14 @@ class EncoderForward::Pass {
   // into its first two thirds, rows of 2 * hidden (qkv's weights and bias
   // are Q's, K's and V's one after another). The sum goes to qkv.
   StatusOr<void*> SplitQueryAttentionBlock(const DeviceLayer& l) {
-    const size_t e = DTypeSize(PrecisionDType(p_));
     char* const qkv = static_cast<char*>(ws_.qkv);
-    void* const q = qkv + size_t(t_) * 2 * h_ * e;
+    void* const q = qkv + size_t(t_) * 2 * h_ * e_;
     RETURN_IF_ERROR(GatherFirstTokens(ws_.x, ws_.ctx));
     RETURN_IF_ERROR(
         Gemm("gemm qkv", ws_.ctx, n_, h_, l.qkv_w, l.qkv_b, h_, Epilogue::kBias, nullptr, q));
     RETURN_IF_ERROR(Gemm(
-        "gemm qkv", ws_.x, t_, h_, static_cast<const char*>(l.qkv_w) + size_t(h_) * h_ * e,
-        static_cast<const char*>(l.qkv_b) + size_t(h_) * e, 2 * h_, Epilogue::kBias, nullptr, qkv));
+        "gemm qkv", ws_.x, t_, h_, static_cast<const char*>(l.qkv_w) + size_t(h_) * h_ * e_,
+        static_cast<const char*>(l.qkv_b) + size_t(h_) * e_, 2 * h_, Epilogue::kBias, nullptr, qkv));
     RETURN_IF_ERROR(
         FirstQueries(q, h_, true, qkv, 2 * h_, {}));  // no prefetch past kPrefetchMaxTokens
     RETURN_IF_ERROR(Gemm("gemm attn_out", ws_.tmp, n_, h_, l.attn_out_w, l.attn_out_b, h_,
@@ -278,12 +278,11 @@ class EncoderForward::Pass {
   Status Splade() {
     const DeviceWeights& w = f_.weights_;
     const int vocab = c_.vocab_size;
-    const size_t e = DTypeSize(PrecisionDType(p_));
     CUDA_RETURN_IF_ERROR(
         cudaMemsetAsync(ws_.sparse_f32, 0, size_t(n_) * vocab * sizeof(float), stream_));
     for (int first = 0; first < t_; first += kMaskedLmChunkTokens) {
       const int rows = std::min(kMaskedLmChunkTokens, t_ - first);
-      const void* x = static_cast<const char*>(ws_.x) + size_t(first) * h_ * e;
+      const void* x = static_cast<const char*>(ws_.x) + size_t(first) * h_ * e_;
       RETURN_IF_ERROR(Transform(x, rows, w.mlm_dense_w, w.mlm_dense_b, c_.mlm_activation,
                                 w.mlm_gamma, w.mlm_beta, ws_.ctx));
       RETURN_IF_ERROR(f_.linear_.Run(ws_.ctx, rows, h_, w.mlm_decoder_w, w.mlm_decoder_b, vocab,
@@ -326,16 +325,14 @@ class EncoderForward::Pass {
     if (local) a.local_window = c_.local_window;
     // See kPrefetchMaxTokens.
     if (t_ <= kPrefetchMaxTokens) {
-      const size_t e = DTypeSize(PrecisionDType(p_)), inter = c_.intermediate_size;
-      a.prefetch.Add(l.attn_out_w, size_t(h_) * h_ * e);
-      a.prefetch.Add(l.ffn_in_w, inter * h_ * e);
-      a.prefetch.Add(l.ffn_out_w, h_ * inter * e);
+      const size_t inter = c_.intermediate_size;
+      a.prefetch.Add(l.attn_out_w, size_t(h_) * h_ * e_);
+      a.prefetch.Add(l.ffn_in_w, inter * h_ * e_);
+      a.prefetch.Add(l.ffn_out_w, h_ * inter * e_);
     }
-    if (compact && FirstQueriesOnly(index)) {
-      const size_t e = DTypeSize(PrecisionDType(p_));
-      return FirstQueries(ws_.qkv, 3 * h_, false, static_cast<const char*>(ws_.qkv) + h_ * e,
+    if (compact && FirstQueriesOnly(index))
+      return FirstQueries(ws_.qkv, 3 * h_, false, static_cast<const char*>(ws_.qkv) + h_ * e_,
                           3 * h_, a.prefetch);
-    }
     RETURN_IF_ERROR(cuda::Attention(p_, a, kernels_));
     const double keys = local ? std::min(shape_.max_len, 2 * c_.local_window + 1) : shape_.max_len;
     RETURN_IF_ERROR(Stamp("attention", 4.0 * n_ * shape_.max_len * keys * h_));
@@ -398,6 +395,7 @@ class EncoderForward::Pass {
   OpTrace* const trace_;
   const BatchInts ints_;
   const int t_, n_, h_;
+  const size_t e_;  // bytes of one activation or weight element
   const bool first_tokens_only_;
   const AttentionArgs attention_;  // every layer's, but for the weights it prefetches
 };

@@ -48,6 +48,17 @@ __device__ __forceinline__ void AddVec(const T* src, int col, float* x) {
   for (int j = 0; j < Vec16<T>::kSize; ++j) x[j] += ToFloat(v.v[j]);
 }
 
+// The lane's kVecs vectors of a row in fp32: x[i * kSize + j] is element j
+// of vector i.
+template <typename T, int kVecs>
+__device__ __forceinline__ void RowToFloats(const Vec16<T> (&v)[kVecs],
+                                            float (&x)[kVecs * Vec16<T>::kSize]) {
+#pragma unroll
+  for (int i = 0; i < kVecs; ++i)
+#pragma unroll
+    for (int j = 0; j < Vec16<T>::kSize; ++j) x[i * Vec16<T>::kSize + j] = ToFloat(v[i].v[j]);
+}
+
 // Loads the lane's gamma and beta for vector i (kSize floats each).
 template <typename T>
 __device__ __forceinline__ void LoadAffineVec(const float* gamma, const float* beta, int i,
@@ -165,13 +176,12 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
     AfterPreviousKernel();
     if (first >= rows) return;  // the whole warp: no block barrier follows
     const T* row = in + static_cast<size_t>(first) * hidden;
+    Vec16<T> v[kVecs];
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i)
+      v[i] = *reinterpret_cast<const Vec16<T>*>(row + VecColumn<T>(i));
     float x[kVecs * kSize];
-#pragma unroll
-    for (int i = 0; i < kVecs; ++i) {
-      const Vec16<T> v = *reinterpret_cast<const Vec16<T>*>(row + VecColumn<T>(i));
-#pragma unroll
-      for (int j = 0; j < kSize; ++j) x[i * kSize + j] = ToFloat(v.v[j]);
-    }
+    RowToFloats(v, x);
     NormalizeWarpRow<T, kVecs>([&](int k) { return x[k]; }, affine, eps,
                                out + static_cast<size_t>(first) * hidden);
   } else {
@@ -189,8 +199,7 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
     for (int r = 0; r < kRows; ++r) {
       if (first + r >= rows) break;  // the whole warp: no block barrier follows
       float x[kVecs * kSize];
-#pragma unroll
-      for (int k = 0; k < kVecs * kSize; ++k) x[k] = ToFloat(v[r][k / kSize].v[k % kSize]);
+      RowToFloats(v[r], x);
       // gamma and beta as each vector is written: this path streams, and
       // its registers go to the rows.
       NormalizeWarpRow<T, kVecs>(
