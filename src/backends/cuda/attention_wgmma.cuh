@@ -73,12 +73,17 @@ constexpr size_t AttentionWgmmaSmemBytes() {
 // the swizzle mode. In a swizzled K-major operand SBO is the distance between
 // atoms along m/n (LBO unused); in an MN-major one, LBO is the distance
 // between atoms along m/n and SBO along k (CUTLASS's canonical GMMA layouts).
-__device__ __forceinline__ uint64_t SmemDescriptor(const void* p, uint32_t lbo, uint32_t sbo,
+__device__ __forceinline__ uint64_t SmemDescriptor(uint32_t addr, uint32_t lbo, uint32_t sbo,
                                                    uint64_t mode) {
-  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(p));
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) |
          static_cast<uint64_t>((lbo & 0x3FFFF) >> 4) << 16 |
          static_cast<uint64_t>((sbo & 0x3FFFF) >> 4) << 32 | mode << 62;
+}
+
+// The same from a generic pointer into shared memory.
+__device__ __forceinline__ uint64_t SmemDescriptor(const void* p, uint32_t lbo, uint32_t sbo,
+                                                   uint64_t mode) {
+  return SmemDescriptor(static_cast<uint32_t>(__cvta_generic_to_shared(p)), lbo, sbo, mode);
 }
 
 // `desc` moved on by `bytes` in shared memory (a multiple of 16): only its
@@ -154,8 +159,13 @@ struct WgmmaOutputs {
   // key block kk (keys 16kk..16kk + 15) starts at its line 16kk.
   template <typename Sw>
   __device__ __forceinline__ void IssuePv(const T* vt) {
+    IssuePvAt<Sw>(SmemDescriptor(vt, Sw::kBlockBytes, Sw::kAtomBytes, Sw::kMode));
+  }
+  // The same with V's descriptor, SmemDescriptor(vt, Sw::kBlockBytes,
+  // Sw::kAtomBytes, Sw::kMode), already made.
+  template <typename Sw>
+  __device__ __forceinline__ void IssuePvAt(uint64_t v0) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    const uint64_t v0 = SmemDescriptor(vt, Sw::kBlockBytes, Sw::kAtomBytes, Sw::kMode);
 #pragma unroll
     for (int kk = 0; kk < kKeys / 16; ++kk)
       Wgmma<true>(Flat(), pa[kk], SmemDescriptorAt(v0, Sw::Offset(16 * kk, 0) * sizeof(T)), 1, T{});

@@ -125,6 +125,9 @@ __global__ void __launch_bounds__(kThreads) SplitKGemmKernel(SplitKGemmArgs a) {
     if (s < count) load_x(s);
     CopyAsyncCommit();  // empty groups too, so that the wait below counts slices
   }
+  // The first stage's descriptors; each slice's are theirs moved on.
+  const uint64_t a_desc0 = SmemDescriptor(as, 16, 1024, 1);
+  const uint64_t b_desc0 = SmemDescriptor(bs, 16, 1024, 1);
   for (int i = 0; i < count; ++i) {
     CopyAsyncWait<kStages - 3>();  // slice i is in, for this thread's copies
     FenceSharedForAsyncProxy();
@@ -134,14 +137,13 @@ __global__ void __launch_bounds__(kThreads) SplitKGemmKernel(SplitKGemmArgs a) {
     __syncthreads();
     if (i + kStages - 2 < count) load_x(i + kStages - 2), load_w(i + kStages - 2);
     CopyAsyncCommit();
-    const T* const sa = as + (i % kStages) * kSliceA;
-    const T* const sb = bs + (i % kStages) * kSliceB;
+    const int stage = i % kStages;
     PinRegisters(acc);
     WgmmaFence();
 #pragma unroll
     for (int kk = 0; kk < kTileK / 16; ++kk)
-      WgmmaSS(acc, SmemDescriptor(sa + 16 * kk, 16, 1024, 1),
-              SmemDescriptor(sb + 16 * kk, 16, 1024, 1), T{});
+      WgmmaSS(acc, SmemDescriptorAt(a_desc0, (stage * kSliceA + 16 * kk) * sizeof(T)),
+              SmemDescriptorAt(b_desc0, (stage * kSliceB + 16 * kk) * sizeof(T)), T{});
     WgmmaCommit();
     WgmmaWait<1>();
     PinRegisters(acc);
