@@ -292,8 +292,8 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
   // made once, or `smem` made from qs_at, left more).
   const uint32_t qs_at =
       (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023) & ~1023u;
-  const uint32_t ks_at = qs_at + kQStages * kConsumers * S::kQTile * sizeof(T);
-  const uint32_t vs_at = ks_at + kStages * S::kKvTile * sizeof(T);
+  const uint32_t ks_at = qs_at + static_cast<uint32_t>((ks - qs) * sizeof(T));
+  const uint32_t vs_at = qs_at + static_cast<uint32_t>((vs - qs) * sizeof(T));
   const uint64_t q_desc0 = SmemDescriptor(qs_at, 16, QSw::kAtomBytes, QSw::kMode);
   const uint64_t k_desc0 = SmemDescriptor(ks_at, 16, KvSw::kAtomBytes, KvSw::kMode);
   const uint64_t v_desc0 = SmemDescriptor(vs_at, KvSw::kBlockBytes, KvSw::kAtomBytes, KvSw::kMode);
