@@ -16,11 +16,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view header = rest.substr(0, header_len), binary = rest.substr(header_len);
   nlohmann::json body = nlohmann::json::parse(header.begin(), header.end(), nullptr, false);
   if (body.is_discarded()) return 0;
-  auto request = bertrt::server::DecodeKServeRequest(body, binary);
+  const bertrt::SchedulerOptions batching;
+  auto request = bertrt::server::DecodeKServeRequest(body, batching, binary);
   if (request.ok()) {
     // A decoded request is well formed: texts or rows, masks' positions per row.
     if (request->texts.empty() == request->sequences.empty()) __builtin_trap();
     if (request->positions.size() != request->sequences.size()) __builtin_trap();
+    // Rows within the client batch limit, whatever the shape declared.
+    if (request->texts.size() + request->sequences.size() > batching.client_batch_limit())
+      __builtin_trap();
     for (size_t i = 0; i < request->sequences.size(); ++i)
       if (request->positions[i].size() != request->sequences[i].input_ids.size()) __builtin_trap();
   }

@@ -1,6 +1,7 @@
 // libFuzzer target for the tokenizer: arbitrary bytes as text / text_pair /
 // max_length / strategy, and as tokenizer.json contents. Nothing may crash,
-// hang or trip the sanitizers; invalid input must come back as a Status.
+// hang or trip the sanitizers; invalid input must come back as a Status;
+// read in pieces under limits, a text must encode as it does whole.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "bertrt/tokenizer.h"
+#include "bounded_check.h"
 
 namespace {
 
@@ -48,6 +50,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     pair = rest.substr(cut);
     rest = rest.substr(0, cut);
   }
+  CheckBoundedEncoding(tok, rest, pair, max_length, strategy, !(control & 32), control & 64,
+                       1 + data[1] % 7);
   auto enc = tok.Encode(rest, pair, max_length, strategy);
   if (enc.ok()) {
     const size_t n = enc->input_ids.size();

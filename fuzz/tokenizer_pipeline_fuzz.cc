@@ -3,19 +3,20 @@
 // (Unigram, Precompiled charsmap, Metaspace), RoBERTa (byte-level BPE,
 // offset trimming) and ModernBERT (Split regex + ByteLevel) tokenizers and
 // variants that switch on NFKC, byte_fallback and added tokens. Nothing may
-// crash, hang or trip the sanitizers; offsets must stay within the text.
+// crash, hang or trip the sanitizers; offsets must stay within the text;
+// read in pieces under limits, a text must encode as it does whole.
 #include <cstddef>
 #include <cstdint>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "bertrt/tokenizer.h"
+#include "bounded_check.h"
 
 namespace {
 
@@ -82,6 +83,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     pair = rest.substr(cut);
     rest = rest.substr(0, cut);
   }
+  CheckBoundedEncoding(tok, rest, pair, max_length, strategy, !(data[1] & 0x40), data[1] & 0x80,
+                       1 + data[1] % 7);
   auto enc = tok.Encode(rest, pair, max_length, strategy);
   if (!enc.ok()) return 0;
   const size_t n = enc->input_ids.size();

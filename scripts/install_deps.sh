@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 DEBS=(build-essential cmake ninja-build pkg-config git unzip curl
       nlohmann-json3-dev libutf8proc-dev libonig-dev libcli11-dev libspdlog-dev libfmt-dev
-      libdnnl-dev libcpp-httplib-dev libboost-dev zlib1g-dev libssl-dev openssl libgrpc++-dev libprotobuf-dev protobuf-compiler
+      libdnnl-dev libcpp-httplib-dev libboost-dev zlib1g-dev libssl-dev openssl libnghttp2-dev libgrpc++-dev libprotobuf-dev protobuf-compiler
       protobuf-compiler-grpc libgtest-dev libgmock-dev libbenchmark-dev clang-14 libclang-rt-14-dev libomp-14-dev
       python3 python3-pip python3-venv
       # Debian's oneDNN CMake config looks for OpenCL, which libdnnl-dev does not pull in.
@@ -30,10 +30,12 @@ PY=${PYTHON:-python3}
 # tokenizers pinned: the committed tokenizer goldens (tests/data/tokenizer) are its
 # answers, and the live parity tests compare bertrt with it.
 TOKENIZERS_VERSION=0.23.3
+# h2: the hand-made HTTP/2 clients of tests/server/http2_attacks.py; grpcio-health-checking:
+# grpc.health.v1's client stubs.
 PIP_PKGS=(numpy "tokenizers==$TOKENIZERS_VERSION" pytest requests "tritonclient[http]" "tritonclient[grpc]" openai prometheus_client
-          openapi-schema-validator huggingface_hub safetensors)
+          openapi-schema-validator huggingface_hub safetensors h2 grpcio-health-checking)
 if ! $PY -c "import tokenizers; assert tokenizers.__version__ == '$TOKENIZERS_VERSION'" 2>/dev/null ||
-   ! $PY -c "import numpy, tokenizers, pytest, requests, tritonclient.http, tritonclient.grpc, grpc, openai, prometheus_client, openapi_schema_validator, huggingface_hub, safetensors" 2>/dev/null; then
+   ! $PY -c "import numpy, tokenizers, pytest, requests, tritonclient.http, tritonclient.grpc, grpc, openai, prometheus_client, openapi_schema_validator, huggingface_hub, safetensors, h2, grpc_health.v1.health_pb2" 2>/dev/null; then
   echo "[deps] installing Python packages: ${PIP_PKGS[*]}"
   $PY -m pip install -q --disable-pip-version-check "${PIP_PKGS[@]}" 2>&1 | grep -v "WARNING: Running pip as the 'root' user" || true
 else

@@ -146,6 +146,7 @@ std::vector<CLI::Option*> AddServingOptions(CLI::App* cmd, ServingFlags* f) {
       cmd->add_flag("--auto-truncate", f->auto_truncate,
                     "Cut texts longer than the model takes to its limit instead of answering "
                     "413 / OUT_OF_RANGE"),
+      AddMaxNormalizedChars(cmd, &f->max_normalized_chars),
       cmd->add_option("--warmup-shapes", f->warmup,
                       "Batch shapes BATCHxLENGTH (e.g. 1x128,8x128) run on every instance "
                       "before the model is ready, so that on a GPU their CUDA graphs are "
@@ -185,11 +186,22 @@ server::ServeDefaults MakeServeDefaults(const EngineFlags& engine, const Serving
   d.scheduler.max_queue_size = static_cast<size_t>(serving.max_queue_size);
   d.scheduler.request_timeout = std::chrono::milliseconds(serving.request_timeout_ms);
   d.auto_truncate = serving.auto_truncate;
+  d.max_normalized_chars = serving.max_normalized_chars;
   d.self_check = !serving.skip_verify;
   d.metrics = metrics;
   for (const std::string& shape : serving.warmup)
     d.warmups.push_back(*server::ParseWarmupShape(shape));  // checked by the option
   return d;
+}
+
+CLI::Option* AddMaxNormalizedChars(CLI::App* cmd, size_t* value) {
+  return cmd
+      ->add_option("--max-normalized-chars", *value,
+                   "Refuse a text (OUT_OF_RANGE) once the part of it that tokenizing needs "
+                   "passes N chars normalized (NFKC turns one char into up to 18), or a piece "
+                   "of it that cannot be normalized apart is longer. Tokenizing reads a long "
+                   "text only as far as the token limit needs; this bounds the rest. 0: none")
+      ->capture_default_str();
 }
 
 int Fail(const Status& status, int exit_code) {

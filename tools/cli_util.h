@@ -51,13 +51,13 @@ struct ServingFlags {
   // waits for ever: `bertrt run` has no client to answer in time).
   int request_timeout_ms = 30000;
   bool auto_truncate = false;
+  size_t max_normalized_chars = server::ServeDefaults{}.max_normalized_chars;
   std::vector<std::string> warmup;  // BATCHxLENGTH shapes
   bool skip_verify = false;         // no EngineSelfCheck of GPU instances
 };
 // Adds --instances, --gpus, --max-batch-tokens, --max-batch-size,
 // --max-client-batch-size, --max-queue-delay-us, --max-queue-size, --request-timeout-ms,
-// --auto-truncate,
-// --warmup-shapes and --skip-verify.
+// --auto-truncate, --max-normalized-chars, --warmup-shapes and --skip-verify.
 std::vector<CLI::Option*> AddServingOptions(CLI::App* cmd, ServingFlags* flags);
 // The serving defaults of every model (a config.pbtxt may override them).
 server::ServeDefaults MakeServeDefaults(const EngineFlags& engine, const ServingFlags& serving,
@@ -80,6 +80,9 @@ StatusOr<CudaEngineOptions> CudaOptions(const EngineFlags& flags, int gpu = 0);
 // With --device cuda: creates the contexts of `gpus` (every visible GPU when
 // empty) and opens cuBLASLt while the caller reads the model; nullptr on the CPU.
 std::unique_ptr<GpuContextWarmup> WarmUpGpus(const EngineFlags& flags, std::vector<int> gpus);
+
+// --max-normalized-chars, as serve, run and tokenize take it.
+CLI::Option* AddMaxNormalizedChars(CLI::App* cmd, size_t* value);
 
 // Prints "error: <message>" to stderr and returns `exit_code`.
 int Fail(const Status& status, int exit_code);

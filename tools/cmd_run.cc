@@ -43,6 +43,7 @@ struct RunFlags {
   std::string output = "default";
   std::string output_npy;
   int max_length = 0;
+  size_t max_normalized_chars = server::ServeDefaults{}.max_normalized_chars;
   int batch_size = 0;  // 0: by device
   int workers = 0;     // 0: by cores
   bool skip_verify = false;
@@ -431,9 +432,11 @@ int Run(const RunFlags& flags) {
   serving.scheduler.max_queue_size = static_cast<size_t>(4 * workers + 4);
   std::vector<std::unique_ptr<Engine>> engines;
   engines.push_back(std::move(*engine));
-  auto served = server::ServedModel::Create(server::DefaultModelName(flags.model), "1", flags.model,
-                                            std::move(*loaded), std::move(engines), serving,
-                                            server::ServeDefaults{});
+  server::ServeDefaults defaults;
+  defaults.max_normalized_chars = flags.max_normalized_chars;
+  auto served =
+      server::ServedModel::Create(server::DefaultModelName(flags.model), "1", flags.model,
+                                  std::move(*loaded), std::move(engines), serving, defaults);
   if (!served.ok()) return Fail(served.status(), kExitRuntimeError);
   ctx.model = served->get();
 
@@ -594,6 +597,7 @@ void RegisterRunCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--truncation", flags->truncation, "longest_first, only_first or only_second")
       ->check(CLI::IsMember({"longest_first", "only_first", "only_second"}));
+  AddMaxNormalizedChars(cmd, &flags->max_normalized_chars);
   cmd->add_option("--batch-size", flags->batch_size,
                   "Most inputs per engine call (default: 256 on cuda, 128 on cpu)")
       ->check(CLI::NonNegativeNumber);

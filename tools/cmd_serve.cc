@@ -1,6 +1,7 @@
 // bertrt serve MODEL | --model-repository DIR: the HTTP server (KServe v2,
 // text-embeddings-inference and OpenAI-compatible endpoints, /metrics) and the
 // KServe v2 gRPC server, over a dynamic batcher per model.
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -29,6 +30,9 @@ struct ServeFlags {
   std::string host = server::HttpOptions{}.host;
   int port = server::HttpOptions{}.port;
   int grpc_port = 8001;  // 0: no gRPC
+  // The gRPC limits; host, port, key, TLS and logging come from the flags above.
+  server::GrpcOptions grpc;
+  double grpc_stream_idle_timeout_s = server::GrpcOptions{}.stream_idle_timeout.count() / 1000.0;
   int http_threads = server::HttpOptions{}.handler_threads;
   int http_max_threads = 0;  // 0: the larger of HttpOptions' max_handler_threads and http_threads
   int http_io_threads = server::HttpOptions{}.io_threads;
@@ -52,12 +56,22 @@ struct ServeFlags {
 int Serve(const ServeFlags& flags) {
   if (flags.model.empty() == flags.repository.empty())
     return Fail(InvalidArgument("give either MODEL or --model-repository DIR"), kExitUsage);
+  // Blocks of 256 KiB and more (request bodies, large answers, a long text's
+  // tokens) are mapped on their own and given back to the system when freed.
+  // glibc otherwise raises this threshold to the largest block freed so far
+  // (up to 32 MB), after which large requests' memory stayed in the heap for
+  // good (issue 44, D5: RSS 178 MB -> 2 GB, kept).
+  mallopt(M_MMAP_THRESHOLD, 256 << 10);
   // Blocked before any thread exists, so only the waiter below receives them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // SIGHUP too: by default it ends a process at once, dropping what is in
+  // flight (issue 44, D10); here it rescans a polled repository, and is
+  // otherwise logged and ignored.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   if (flags.engine.device != "cpu" && flags.engine.device != "cuda")
     return Fail(InvalidArgument("--device " + flags.engine.device + ": expected cpu or cuda"),
@@ -118,10 +132,15 @@ int Serve(const ServeFlags& flags) {
   if (Status st = http.Bind(); !st.ok()) return Fail(st, kExitRuntimeError);
   std::unique_ptr<server::GrpcServer> grpc;
   if (flags.grpc_port != 0) {
-    grpc = std::make_unique<server::GrpcServer>(
-        registry, metrics,
-        server::GrpcOptions{flags.host, flags.grpc_port, flags.max_payload_bytes,
-                            /*max_threads=*/256, flags.api_key, tls, flags.log_requests});
+    server::GrpcOptions options = flags.grpc;
+    options.host = flags.host;
+    options.port = flags.grpc_port;
+    options.max_message_bytes = flags.max_payload_bytes;
+    options.api_key = flags.api_key;
+    options.tls = tls;
+    options.log_requests = flags.log_requests;
+    options.stream_idle_timeout = ms(flags.grpc_stream_idle_timeout_s);
+    grpc = std::make_unique<server::GrpcServer>(registry, metrics, std::move(options));
     if (Status st = grpc->Start(); !st.ok()) return Fail(st, kExitRuntimeError);
   }
   std::atomic<bool> signalled{false};
@@ -131,9 +150,19 @@ int Serve(const ServeFlags& flags) {
   std::condition_variable drained_cv;
   bool drained = false;
   const auto drain = std::chrono::milliseconds(static_cast<long>(flags.drain_seconds * 1000));
+  const bool polled = *control == server::ModelControl::kPoll;
   std::thread waiter([&] {
     int sig = 0;
-    sigwait(&stop_signals, &sig);
+    while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+      if (polled) {
+        std::fprintf(stderr, "[serve] SIGHUP: rescanning the model repository now\n");
+        registry.PollNow();
+      } else {
+        std::fprintf(stderr,
+                     "[serve] SIGHUP ignored: nothing to reload (only --model-control-mode poll "
+                     "rescans on SIGHUP); SIGTERM or SIGINT stops the server\n");
+      }
+    }
     signalled = true;
     std::fprintf(stderr, "[serve] signal %d: stopping (finishing in-flight requests, up to %g s)\n",
                  sig, flags.drain_seconds);
@@ -158,7 +187,7 @@ int Serve(const ServeFlags& flags) {
                "OpenAI /v1/embeddings, /metrics) and grpc %s (KServe v2%s); API key auth %s\n",
                tls.cert.empty() ? "http" : "https", flags.host.c_str(), flags.port,
                grpc_address.c_str(), tls.cert.empty() ? "" : ", TLS",
-               flags.api_key.empty() ? "off" : "on (Bearer; health and /metrics open)");
+               flags.api_key.empty() ? "off" : "on (Bearer; health routes open)");
   std::fflush(stderr);
   http.Run();
   if (grpc) grpc->Wait();
@@ -204,6 +233,39 @@ void RegisterServeCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--http-port", f->port, "HTTP port")->check(CLI::Range(0, 65535));
   cmd->add_option("--grpc-port", f->grpc_port, "KServe v2 gRPC port (0: no gRPC)")
       ->check(CLI::Range(0, 65535));
+  cmd->add_option("--grpc-max-threads", f->grpc.max_threads,
+                  "Most gRPC handler threads, i.e. gRPC calls computed at once; more wait for "
+                  "one. A call waiting for its client's message holds none")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--grpc-max-concurrent-streams", f->grpc.max_concurrent_streams,
+                  "Calls one gRPC connection may have open at once "
+                  "(SETTINGS_MAX_CONCURRENT_STREAMS; clients queue the rest)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--grpc-max-streams", f->grpc.max_streams,
+                  "Calls open across all gRPC connections; beyond, a new call gets "
+                  "RESOURCE_EXHAUSTED")
+      ->check(CLI::Range(1, 1 << 24))
+      ->capture_default_str();
+  cmd->add_option("--grpc-max-connections", f->grpc.max_connections,
+                  "gRPC connections open at once; beyond, a new one is closed at accept")
+      ->check(CLI::Range(1, 1 << 24))
+      ->capture_default_str();
+  cmd->add_option("--grpc-stream-idle-timeout", f->grpc_stream_idle_timeout_s,
+                  "Seconds an open gRPC call (a ModelStreamInfer stream, or a unary call's "
+                  "message) may wait for its client's next message, then it ends with "
+                  "DEADLINE_EXCEEDED (health Watch calls are exempt); or for its client to "
+                  "read its answer, then the answer is dropped and the call reset")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--grpc-max-resets-per-second", f->grpc.max_resets_per_second,
+                  "A gRPC connection whose client cancels calls before their answer (RST_STREAM, "
+                  "or frames that make the server reset them) faster than this (beyond a burst "
+                  "of as many), or this many more calls than it lets finish within 10 s, gets "
+                  "GOAWAY ENHANCE_YOUR_CALM and is closed (HTTP/2 rapid reset)")
+      ->check(CLI::Range(1, 1 << 24))
+      ->capture_default_str();
   cmd->add_option("--http-thread-count", f->http_threads,
                   "HTTP handler threads kept ready: a request holds one while it is computed "
                   "(idle and slow connections hold none); a request that finds none free "
@@ -260,8 +322,9 @@ void RegisterServeCommand(CLI::App& app, int& exit_code) {
                   "PEM certificate (chain): serve HTTPS and gRPC over TLS (with --tls-key)");
   cmd->add_option("--tls-key", f->tls.key_path, "PEM private key of --tls-cert");
   cmd->add_option("--api-key", f->api_key,
-                  "Require 'Authorization: Bearer KEY' on every endpoint but "
-                  "/v2/health/* and /metrics (gRPC: but ServerLive and ServerReady)")
+                  "Require 'Authorization: Bearer KEY' on every endpoint but the health "
+                  "routes (/v2/health/*, /health, /ping, GET /), /metrics included (gRPC: "
+                  "but ServerLive, ServerReady and grpc.health.v1 of the whole server)")
       ->envname("BERTRT_API_KEY");
   cmd->callback([f, &exit_code]() { exit_code = Serve(*f); });
 }

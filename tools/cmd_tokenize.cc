@@ -18,6 +18,8 @@ struct TokenizeOptions {
   std::string model;
   size_t max_length = 0;
   std::string truncation = "longest_first";
+  // An offline tool gives every text's tokens unless told otherwise.
+  size_t max_normalized_chars = 0;
 };
 
 template <typename T>
@@ -52,14 +54,14 @@ void AppendEncoding(std::string& out, const Encoding& e) {
 }
 
 // Encodes one input line into `out`; returns false when it was an error.
-bool TokenizeLine(const Tokenizer& tok, const std::string& line, size_t line_no, size_t max_length,
-                  Truncation truncation, std::string& out) {
+bool TokenizeLine(const Tokenizer& tok, const std::string& line, size_t line_no,
+                  const EncodeLimits& limits, std::string& out) {
   auto input = ParseTextLine(line, line_no);
   StatusOr<Encoding> enc = input.status();
   if (input.ok()) {
     std::optional<std::string_view> pair;
     if (input->text_pair) pair = *input->text_pair;
-    enc = tok.Encode(input->text, pair, max_length, truncation);
+    enc = tok.Encode(input->text, pair, limits);
     if (!enc.ok())
       enc = InvalidArgument("line " + std::to_string(line_no) + ": " + enc.status().message());
   }
@@ -83,6 +85,10 @@ int RunTokenize(const TokenizeOptions& opts) {
     std::cerr << "bertrt tokenize: " << truncation.status().ToString() << "\n";
     return kExitUsage;
   }
+  EncodeLimits limits;
+  limits.max_length = opts.max_length;
+  limits.truncation = *truncation;
+  limits.max_normalized_chars = opts.max_normalized_chars;
   std::ios::sync_with_stdio(false);
   std::string line;
   std::string out;
@@ -90,7 +96,7 @@ int RunTokenize(const TokenizeOptions& opts) {
   bool failed = false;
   while (std::getline(std::cin, line)) {
     ++line_no;
-    failed |= !TokenizeLine(**tok, line, line_no, opts.max_length, *truncation, out);
+    failed |= !TokenizeLine(**tok, line, line_no, limits, out);
     if (out.size() > (1 << 16)) {
       std::fwrite(out.data(), 1, out.size(), stdout);
       out.clear();
@@ -124,6 +130,7 @@ void RegisterTokenizeCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--truncation", opts->truncation,
                   "how to truncate a pair: longest_first (default), only_first, only_second")
       ->check(CLI::IsMember({"longest_first", "only_first", "only_second"}));
+  AddMaxNormalizedChars(cmd, &opts->max_normalized_chars);
   cmd->callback([opts, &exit_code] { exit_code = RunTokenize(*opts); });
 }
 

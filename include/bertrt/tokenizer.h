@@ -3,6 +3,8 @@
 // WordPiece, TemplateProcessing) on a fused path, and any other tokenizer.json
 // (Unigram, BPE and their normalizers, pre-tokenizers and post-processors)
 // through the component pipeline. The loader picks one from tokenizer.json.
+// A long text that is cut or refused at a token limit is tokenized only as
+// far as the limit needs (EncodeLimits), with the same result.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +51,39 @@ struct Encoding {
 StatusOr<Encoding> TruncateEncoding(const Encoding& full, bool is_pair, size_t max_length,
                                     Truncation strategy, bool from_start = false);
 
+// What Encode may do with a text, as a server bounds a request.
+struct EncodeLimits {
+  // The most tokens the encoding may have, the special tokens included (the
+  // model's limit); 0: no limit.
+  size_t max_length = 0;
+  // Over max_length: cut as TruncateEncoding cuts the whole text's encoding
+  // (by `truncation`; each text keeps its last tokens with `truncate_left`),
+  // or, without `truncate`, refused with OutOfRange.
+  bool truncate = true;
+  bool truncate_left = false;
+  Truncation truncation = Truncation::kLongestFirst;
+  // OutOfRange once the part of a text that tokenizing it needs normalizes
+  // to more than this many chars (or a piece of it that cannot be normalized
+  // apart is longer): the backstop for texts no token limit bounds; 0: none.
+  size_t max_normalized_chars = 0;
+  // With truncate_left, how many of the first text's cut tokens to count
+  // (EncodeReport::first_text_cut); a server needs to know whether a prompt
+  // at the text's start was cut.
+  size_t count_first_text_cut_up_to = 0;
+};
+
+// What Encode with EncodeLimits found beyond the encoding.
+struct EncodeReport {
+  // Refused for more than max_length tokens: how many there are (with the
+  // special tokens), exactly or, when `exact` is false, at least.
+  bool too_long = false;
+  size_t tokens = 0;
+  bool exact = true;
+  // Tokens of the first text truncate_left cut, counted up to
+  // count_first_text_cut_up_to.
+  size_t first_text_cut = 0;
+};
+
 struct TokenizerSettings {
   // BertNormalizer
   bool clean_text = true;
@@ -84,10 +119,23 @@ class Tokenizer {
   // max_length 0 means no truncation. The special tokens count towards
   // max_length, as in HF. Invalid UTF-8 gives InvalidArgument naming the byte
   // offset and which text it is in.
+  StatusOr<Encoding> Encode(std::string_view text,
+                            std::optional<std::string_view> text_pair = std::nullopt,
+                            size_t max_length = 0,
+                            Truncation truncation = Truncation::kLongestFirst) const {
+    EncodeLimits limits;
+    limits.max_length = max_length;
+    limits.truncation = truncation;
+    return Encode(text, text_pair, limits);
+  }
+  // The encoding of the texts cut (or refused) by `limits` as the whole
+  // texts' encoding would be, tokenizing only as much of a long text as the
+  // tokens kept need. Refused for max_length: OutOfRange, and `report` (when
+  // given) says how many tokens.
   virtual StatusOr<Encoding> Encode(std::string_view text,
-                                    std::optional<std::string_view> text_pair = std::nullopt,
-                                    size_t max_length = 0,
-                                    Truncation truncation = Truncation::kLongestFirst) const = 0;
+                                    std::optional<std::string_view> text_pair,
+                                    const EncodeLimits& limits,
+                                    EncodeReport* report = nullptr) const = 0;
 
   virtual const TokenizerSettings& settings() const = 0;
   virtual size_t vocab_size() const = 0;

@@ -5,6 +5,8 @@
 #include <utility>
 
 #include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/scratch.h"
+#include "tokenizer/unicode.h"
 #include "tokenizer/utf8.h"
 
 namespace bertrt::tokenizer {
@@ -17,7 +19,27 @@ struct BertTokenizer::Scratch {
   WordScratch word;
   TokenList a;
   TokenList b;
+
+  // What a long text made these hold goes back when it is done.
+  void ReleaseLarge() {
+    ReleaseLargeScratch(chars);
+    ReleaseLargeScratch(norm.chars);
+    ReleaseLargeScratch(norm.source);
+    ReleaseLargeScratch(raw_segments);
+    ReleaseLargeScratch(norm_segments);
+    ReleaseLargeScratch(word.bytes);
+    ReleaseLargeScratch(word.byte_char);
+    ReleaseLargeScratch(a.ids);
+    ReleaseLargeScratch(a.offsets);
+    ReleaseLargeScratch(b.ids);
+    ReleaseLargeScratch(b.offsets);
+  }
 };
+
+BertTokenizer::Scratch& BertTokenizer::ThreadScratch() {
+  thread_local Scratch s;
+  return s;
+}
 
 BertTokenizer::BertTokenizer(TokenizerParts parts) : parts_(std::move(parts)) {}
 
@@ -77,7 +99,8 @@ StatusOr<std::shared_ptr<Tokenizer>> BertTokenizer::Create(TokenizerParts parts)
       continue;
     }
     NormalizedText norm;
-    Normalize(t->normalizer_, chars.data(), 0, static_cast<uint32_t>(chars.size()), norm);
+    tokenizer::Normalize(t->normalizer_, chars.data(), 0, static_cast<uint32_t>(chars.size()),
+                         norm);
     t->normalized_added_.Add(std::move(norm.chars), a);
   }
   return std::shared_ptr<Tokenizer>(std::move(t));
@@ -131,15 +154,54 @@ std::string BertTokenizer::Decode(const std::vector<int32_t>& ids, bool skip_spe
   return out;
 }
 
-void BertTokenizer::EncodeNormalized(const NormalizedText& norm, uint32_t begin, uint32_t end,
-                                     Scratch& s, TokenList& out) const {
+void BertTokenizer::EncodeWords(const NormalizedText& norm, uint32_t begin, uint32_t end,
+                                Scratch& s, TokenList& out) const {
   PreTokenize(norm.chars.data(), begin, end, [&](uint32_t word_begin, uint32_t word_end) {
     wordpiece_->Tokenize(norm, word_begin, word_end, s.word, out);
   });
 }
 
-Status BertTokenizer::EncodeSequence(std::string_view text, bool is_pair, Scratch& s,
-                                     TokenList& out) const {
+inline void BertTokenizer::EncodeNormalizedText(const NormalizedText& norm, Scratch& s,
+                                                TokenList& out) const {
+  const auto m = static_cast<uint32_t>(norm.size());
+  if (normalized_added_.empty()) {
+    EncodeWords(norm, 0, m, s, out);
+    return;
+  }
+  s.norm_segments.clear();
+  normalized_added_.Split(norm.chars.data(), 0, m, s.norm_segments);
+  for (const Segment& seg : s.norm_segments) {
+    if (seg.id >= 0) {
+      out.Push(seg.id, norm.source[seg.begin], norm.source[seg.end - 1] + 1);
+    } else {
+      EncodeWords(norm, seg.begin, seg.end, s, out);
+    }
+  }
+}
+
+StatusOr<Encoding> BertTokenizer::EncodeWhole(std::string_view text,
+                                              std::optional<std::string_view> text_pair,
+                                              const EncodeLimits& limits,
+                                              EncodeReport* report) const {
+  Scratch& s = ThreadScratch();
+  Status status = EncodeSequence(text, false, limits.max_normalized_chars, s, s.a);
+  if (status.ok() && text_pair)
+    status = EncodeSequence(*text_pair, true, limits.max_normalized_chars, s, s.b);
+  if (!status.ok()) {
+    s.ReleaseLarge();
+    return status;
+  }
+  StatusOr<Encoding> out =
+      ApplyLimits(parts_.post_processor, s.a, text_pair ? &s.b : nullptr, limits, report);
+  // Texts this short leave every buffer under kScratchKeepBytes (none takes
+  // 64 bytes per byte of text, 4 chars normalized per char included), and
+  // the usual text is: the checks would cost it a few percent.
+  if (text.size() + (text_pair ? text_pair->size() : 0) > kScratchKeepBytes / 64) s.ReleaseLarge();
+  return out;
+}
+
+Status BertTokenizer::EncodeSequence(std::string_view text, bool is_pair, size_t max_normalized,
+                                     Scratch& s, TokenList& out) const {
   out.clear();
   const ptrdiff_t bad = DecodeUtf8(text, s.chars);
   if (bad >= 0) {
@@ -156,6 +218,7 @@ Status BertTokenizer::EncodeSequence(std::string_view text, bool is_pair, Scratc
   } else {
     raw_added_.Split(s.chars.data(), 0, n, s.raw_segments);
   }
+  size_t normalized = 0;
   for (const Segment& raw : s.raw_segments) {
     if (raw.id >= 0) {
       out.Push(raw.id, raw.begin, raw.end);
@@ -163,33 +226,41 @@ Status BertTokenizer::EncodeSequence(std::string_view text, bool is_pair, Scratc
     }
     s.norm.chars.clear();
     s.norm.source.clear();
-    Normalize(normalizer_, s.chars.data(), raw.begin, raw.end, s.norm);
-    const auto m = static_cast<uint32_t>(s.norm.size());
-    if (normalized_added_.empty()) {
-      EncodeNormalized(s.norm, 0, m, s, out);
-      continue;
-    }
-    s.norm_segments.clear();
-    normalized_added_.Split(s.norm.chars.data(), 0, m, s.norm_segments);
-    for (const Segment& seg : s.norm_segments) {
-      if (seg.id >= 0) {
-        out.Push(seg.id, s.norm.source[seg.begin], s.norm.source[seg.end - 1] + 1);
-      } else {
-        EncodeNormalized(s.norm, seg.begin, seg.end, s, out);
-      }
-    }
+    tokenizer::Normalize(normalizer_, s.chars.data(), raw.begin, raw.end, s.norm);
+    normalized += s.norm.size();
+    if (max_normalized > 0 && normalized > max_normalized) return NormalizedTooLong(max_normalized);
+    EncodeNormalizedText(s.norm, s, out);
   }
   return Status::Ok();
 }
 
-StatusOr<Encoding> BertTokenizer::Encode(std::string_view text,
-                                         std::optional<std::string_view> text_pair,
-                                         size_t max_length, Truncation truncation) const {
-  thread_local Scratch s;
-  RETURN_IF_ERROR(EncodeSequence(text, false, s, s.a));
-  if (text_pair) RETURN_IF_ERROR(EncodeSequence(*text_pair, true, s, s.b));
-  return TruncateAndApply(parts_.post_processor, s.a, text_pair ? &s.b : nullptr, max_length,
-                          truncation);
+void BertTokenizer::Normalize(const char32_t* chars, uint32_t n, uint32_t first,
+                              NormalizedString& out) const {
+  NormalizedText norm;
+  tokenizer::Normalize(normalizer_, chars, 0, n, norm);
+  out.chars = std::move(norm.chars);
+  out.align.resize(norm.source.size());
+  for (size_t i = 0; i < norm.source.size(); ++i)
+    out.align[i] = {first + norm.source[i], first + norm.source[i] + 1};
+  out.origin = first;
+}
+
+bool BertTokenizer::EncoderCutsBefore(const char32_t* s, size_t at) const {
+  // BertPreTokenizer ends a word at whitespace and isolates punctuation.
+  const uint8_t split = kWhitespace | kPunct;
+  return ((CharFlags(s[at - 1]) & split) || (CharFlags(s[at]) & split)) &&
+         normalized_added_.CutsBefore(s, at);
+}
+
+Status BertTokenizer::EncodeNormalized(NormalizedString&& s, Piece& out) const {
+  Scratch& scratch = ThreadScratch();
+  NormalizedText& norm = scratch.norm;
+  norm.chars = std::move(s.chars);
+  norm.source.resize(s.align.size());
+  for (size_t i = 0; i < s.align.size(); ++i) norm.source[i] = s.align[i].begin;
+  EncodeNormalizedText(norm, scratch, out.tokens);
+  scratch.ReleaseLarge();
+  return Status::Ok();
 }
 
 }  // namespace bertrt::tokenizer

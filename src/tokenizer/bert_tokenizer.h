@@ -10,6 +10,7 @@
 
 #include "bertrt/tokenizer.h"
 #include "tokenizer/added_tokens.h"
+#include "tokenizer/bounded_encoder.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/post_processor.h"
 #include "tokenizer/vocab_map.h"
@@ -34,12 +35,17 @@ struct TokenizerParts {
 // HF's WordPiece decoder cleanup (" ." -> "." and the like), in place.
 void WordPieceCleanUp(std::string& token);
 
-class BertTokenizer final : public Tokenizer {
+class BertTokenizer final : public Tokenizer, public PieceEncoder {
  public:
   static StatusOr<std::shared_ptr<Tokenizer>> Create(TokenizerParts parts);
 
+  using Tokenizer::Encode;
   StatusOr<Encoding> Encode(std::string_view text, std::optional<std::string_view> text_pair,
-                            size_t max_length, Truncation truncation) const override;
+                            const EncodeLimits& limits, EncodeReport* report) const override {
+    if (ReadInPieces(text.size() + (text_pair ? text_pair->size() : 0)))
+      return EncodeInPieces(*this, text, text_pair, limits, report);
+    return EncodeWhole(text, text_pair, limits, report);
+  }
   const TokenizerSettings& settings() const override { return parts_.settings; }
   size_t vocab_size() const override { return id_to_token_.size(); }
   int32_t TokenToId(std::string_view token) const override;
@@ -51,13 +57,38 @@ class BertTokenizer final : public Tokenizer {
                                  : "WordPiece (no normalizer, BertPreTokenizer)";
   }
 
+  // PieceEncoder
+  const AddedTokenMatcher& raw_added_tokens() const override { return raw_added_; }
+  const PostProcessor& post_processor() const override { return parts_.post_processor; }
+  StatusOr<Encoding> EncodeWhole(std::string_view text, std::optional<std::string_view> text_pair,
+                                 const EncodeLimits& limits, EncodeReport* report) const override;
+  bool NormalizerCutsBefore(char32_t, char32_t at, char32_t) const override {
+    return tokenizer::CutsBefore(normalizer_, at);
+  }
+  std::optional<size_t> NormalizerStartLag(const char32_t*, size_t, bool) const override {
+    return 0;  // every char aligns as the char it comes from
+  }
+  void Normalize(const char32_t* chars, uint32_t n, uint32_t first,
+                 NormalizedString& out) const override;
+  bool EncoderCutsBefore(const char32_t* s, size_t at) const override;
+  Status EncodeNormalized(NormalizedString&& s, Piece& out) const override;
+  void PushAddedToken(int32_t id, std::string_view, uint32_t begin, uint32_t end,
+                      Piece& out) const override {
+    out.tokens.Push(id, begin, end);
+  }
+
  private:
   struct Scratch;
+  // The calling thread's buffers (kept small by Scratch::ReleaseLarge).
+  static Scratch& ThreadScratch();
   explicit BertTokenizer(TokenizerParts parts);
-  // Tokenizes one text (without special tokens) into `out`.
-  Status EncodeSequence(std::string_view text, bool is_pair, Scratch& s, TokenList& out) const;
-  void EncodeNormalized(const NormalizedText& norm, uint32_t begin, uint32_t end, Scratch& s,
+  // One text's tokens (special tokens aside) into `out`.
+  Status EncodeSequence(std::string_view text, bool is_pair, size_t max_normalized, Scratch& s,
                         TokenList& out) const;
+  // The tokens of normalized text: normalized added tokens, then words.
+  void EncodeNormalizedText(const NormalizedText& norm, Scratch& s, TokenList& out) const;
+  void EncodeWords(const NormalizedText& norm, uint32_t begin, uint32_t end, Scratch& s,
+                   TokenList& out) const;
 
   TokenizerParts parts_;
   NormalizerOptions normalizer_;

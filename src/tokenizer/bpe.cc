@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <queue>
 
+#include "tokenizer/scratch.h"
 #include "tokenizer/utf8.h"
 
 namespace bertrt::tokenizer {
@@ -16,19 +17,26 @@ uint64_t PairKey(int32_t a, int32_t b) {
 // Each thread keeps the tokens of the words it has seen, per BPE model (by
 // an id never reused, so a model loaded at a freed model's address does not
 // read its cache): words repeat, and merging is most of BPE's cost. Bounded
-// as HF's cache is: short words only, and emptied when full.
+// as HF's cache is: short words only, and emptied when full, by count and
+// by bytes (a thread's cache of long words would otherwise grow to tens of
+// MB, and a server has many threads).
 struct WordCache {
   std::unordered_map<std::u32string, std::vector<WordToken>> words;
+  size_t bytes = 0;  // about what `words` holds
 };
 constexpr size_t kMaxCachedChars = 64;
 constexpr size_t kMaxCachedWords = 1 << 15;
+constexpr size_t kMaxCachedBytes = 2 << 20;
 constexpr size_t kMaxCachedModels = 8;
 
 WordCache& CacheOf(uint64_t model) {
   thread_local std::unordered_map<uint64_t, WordCache> caches;
   if (caches.size() >= kMaxCachedModels && !caches.count(model)) caches.clear();
   WordCache& c = caches[model];
-  if (c.words.size() >= kMaxCachedWords) c.words.clear();
+  if (c.words.size() >= kMaxCachedWords || c.bytes >= kMaxCachedBytes) {
+    c.words = {};  // frees the buckets too, which clear() keeps
+    c.bytes = 0;
+  }
   return c;
 }
 
@@ -115,12 +123,16 @@ Status Bpe::Tokenize(const NormalizedString& word, std::vector<WordToken>& out) 
   const size_t first = out.size();
   RETURN_IF_ERROR(TokenizeUncached(word, out));
   cache.words.emplace(key, std::vector<WordToken>(out.begin() + first, out.end()));
+  // The key, the tokens, and a node with its bucket.
+  cache.bytes += key.size() * sizeof(char32_t) + (out.size() - first) * sizeof(WordToken) + 96;
   return Status::Ok();
 }
 
 Status Bpe::TokenizeUncached(const NormalizedString& word, std::vector<WordToken>& out) const {
   const size_t n = word.chars.size();
   thread_local std::string buf;
+  thread_local std::vector<WordToken> symbols;
+  ScratchGuard guard(buf, symbols);
   if (options_.ignore_merges) {
     buf.clear();
     for (char32_t c : word.chars) {
@@ -133,7 +145,6 @@ Status Bpe::TokenizeUncached(const NormalizedString& word, std::vector<WordToken
       return Status::Ok();
     }
   }
-  thread_local std::vector<WordToken> symbols;
   symbols.clear();
   // A pending unk run: [begin, end) chars.
   bool have_unk = false;
@@ -193,6 +204,7 @@ void Bpe::MergeAll(std::vector<WordToken>& symbols) const {
   if (n < 2 || merges_.empty()) return;
   thread_local std::vector<int32_t> prev;
   thread_local std::vector<int32_t> next;
+  ScratchGuard guard(prev, next);
   prev.resize(n);
   next.resize(n);
   for (size_t i = 0; i < n; ++i) {

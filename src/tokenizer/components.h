@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,10 +14,34 @@
 
 namespace bertrt::tokenizer {
 
+// For the cut rules below: a char around a cut that is not known (a step
+// of a Sequence sees its input only through the steps before), or that
+// does not exist because the text ends there.
+inline constexpr char32_t kUnknownChar = 0xFFFFFFFF;
+inline constexpr char32_t kTextEnd = 0xFFFFFFFE;
+
 class Normalizer {
  public:
   virtual ~Normalizer() = default;
   virtual void Normalize(NormalizedString& s) const = 0;
+  // The bounded encoder normalizes a long text piece by piece. Whether
+  // normalizing the parts of a text cut before char `at` (`before` the char
+  // before it, `next` the one after) each alone gives the whole's chars and
+  // alignments, whatever the rest of the text; then `at` becomes the first
+  // char of the part after the cut as this step leaves it (kUnknownChar
+  // where it cannot say). False where it cannot tell: the text is then
+  // normalized without that cut.
+  virtual bool CutsBefore(char32_t /*before*/, char32_t& /*at*/, char32_t /*next*/) const {
+    return false;
+  }
+  // How many old chars every char of a text starting with chars[0, n) aligns
+  // early (by a quirk of HF's), which a piece normalized apart from that
+  // start must be moved back by; nullopt when that prefix cannot tell, and
+  // `whole` says there is no more text.
+  virtual std::optional<size_t> StartLag(const char32_t* /*chars*/, size_t /*n*/,
+                                         bool /*whole*/) const {
+    return 0;
+  }
 };
 
 enum class UnicodeForm { kNfc, kNfd, kNfkc, kNfkd };
@@ -43,6 +68,12 @@ class PreTokenizer {
   virtual ~PreTokenizer() = default;
   // Replaces each string of `splits` by its pieces (empty pieces dropped).
   virtual void PreTokenize(std::vector<NormalizedString>& splits) const = 0;
+  // For the bounded encoder: whether a normalized string cut before s[at]
+  // and pre-tokenized part by part gives the whole's words, judged from
+  // s[at - 1], s[at] and s[at + 1] alone: a word ends at the cut, the next
+  // starts there, and the part after it gets no prefix the whole would not
+  // give there. False where it cannot tell.
+  virtual bool CutsBefore(const char32_t* /*s*/, size_t /*at*/) const { return false; }
 };
 
 enum class PrependScheme { kFirst, kAlways, kNever };

@@ -2,7 +2,6 @@
 // tokenizer.json, or vocab.txt + tokenizer_config.json as transformers'
 // BertTokenizerFast would build it.
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 #include "bertrt/tokenizer.h"
@@ -143,7 +142,8 @@ StatusOr<TokenizerParts> ParseTokenizerJson(const json& root) {
   TokenizerSettings& s = parts.settings;
   const json& model = root.at("model");
   const std::string model_type = TypeOf(model);
-  if (model_type != "WordPiece" && !(model_type == "?" && model.contains("continuing_subword_prefix"))) {
+  if (model_type != "WordPiece" &&
+      !(model_type == "?" && model.contains("continuing_subword_prefix"))) {
     return Unimplemented("tokenizer.json has a '" + model_type + "' model; " + kSupported);
   }
   s.unk_token = model.value("unk_token", std::string("[UNK]"));
@@ -259,11 +259,22 @@ StatusOr<std::shared_ptr<Tokenizer>> FromVocabDirectory(const std::filesystem::p
   if (std::filesystem::exists(dir / "special_tokens_map.json")) {
     ASSIGN_OR_RETURN(special_map, ReadJsonFile(dir / "special_tokens_map.json"));
   }
-  if (config.is_object()) {
-    s.lowercase = config.value("do_lower_case", true);
-    s.handle_chinese_chars = config.value("tokenize_chinese_chars", true);
-    const json& strip = config.value("strip_accents", json());
-    if (strip.is_boolean()) s.strip_accents = strip.get<bool>();
+  if (!config.is_object())
+    return InvalidArgument((dir / "tokenizer_config.json").string() + " must hold a JSON object");
+  // Typed reads: a wrong type is this model's load error ({"do_lower_case":
+  // "yes"} threw out of the loader and aborted the server, issue 44 D8).
+  auto flag = [&](const char* key, bool fallback) -> StatusOr<bool> {
+    auto it = config.find(key);
+    if (it == config.end() || it->is_null()) return fallback;
+    if (!it->is_boolean())
+      return InvalidArgument((dir / "tokenizer_config.json").string() + ": \"" + key +
+                             "\" must be true or false, not " + it->dump());
+    return it->get<bool>();
+  };
+  ASSIGN_OR_RETURN(s.lowercase, flag("do_lower_case", true));
+  ASSIGN_OR_RETURN(s.handle_chinese_chars, flag("tokenize_chinese_chars", true));
+  if (auto strip = config.find("strip_accents"); strip != config.end() && !strip->is_null()) {
+    ASSIGN_OR_RETURN(s.strip_accents, flag("strip_accents", false));
   }
   const std::pair<const char*, std::string*> names[] = {
       {"unk_token", &s.unk_token}, {"sep_token", &s.sep_token},   {"pad_token", &s.pad_token},

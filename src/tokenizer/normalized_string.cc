@@ -6,11 +6,11 @@
 
 namespace bertrt::tokenizer {
 
-void NormalizedString::Reset(const char32_t* text, uint32_t begin, uint32_t end) {
-  chars.assign(text + begin, text + end);
-  align.resize(end - begin);
-  for (uint32_t i = begin; i < end; ++i) align[i - begin] = {i, i + 1};
-  origin = begin;
+void NormalizedString::Assign(const char32_t* text, uint32_t n, uint32_t first) {
+  chars.assign(text, text + n);
+  align.resize(n);
+  for (uint32_t i = 0; i < n; ++i) align[i] = {first + i, first + i + 1};
+  origin = first;
 }
 
 void NormalizedString::Transform(const std::vector<CharChange>& dest, size_t initial_offset) {

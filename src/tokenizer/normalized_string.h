@@ -37,7 +37,11 @@ struct NormalizedString {
   bool empty() const { return chars.empty(); }
 
   // The string for original chars [begin, end) of `text`, unnormalized.
-  void Reset(const char32_t* text, uint32_t begin, uint32_t end);
+  void Reset(const char32_t* text, uint32_t begin, uint32_t end) {
+    Assign(text + begin, end - begin, begin);
+  }
+  // The same for chars[0, n), the first of which is char `first` of a text.
+  void Assign(const char32_t* chars, uint32_t n, uint32_t first);
   // Replaces the chars by `dest`, skipping `initial_offset` old chars
   // first, with HF's alignment rules (positional, as HF's are).
   void Transform(const std::vector<CharChange>& dest, size_t initial_offset);

@@ -84,6 +84,16 @@ class Writer {
 
 }  // namespace
 
+bool CutsBefore(const NormalizerOptions& o, char32_t c) {
+  if (!o.strip_accents) return true;
+  const uint8_t f = CharFlags(c);
+  // A dropped char leaves the marks either side in one run.
+  if (o.clean_text && (f & kDrop)) return false;
+  char32_t parts[8] = {c};
+  if (f & kDecomposes) Decompose(c, parts);
+  return CombiningClass(parts[0]) == 0;
+}
+
 void Normalize(const NormalizerOptions& o, const char32_t* in, uint32_t begin, uint32_t end,
                NormalizedText& out) {
   // At most 4 chars per input char: a canonical decomposition (up to 4),

@@ -29,4 +29,9 @@ struct NormalizedText {
 void Normalize(const NormalizerOptions& options, const char32_t* in, uint32_t begin,
                uint32_t end, NormalizedText& out);
 
+// Whether text cut before char `c` normalizes, part by part, to the whole's
+// normalization: every char is normalized alone, but for the canonical
+// reordering of combining marks (with strip_accents), which a starter ends.
+bool CutsBefore(const NormalizerOptions& options, char32_t c);
+
 }  // namespace bertrt::tokenizer

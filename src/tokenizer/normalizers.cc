@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "tokenizer/components.h"
+#include "tokenizer/scratch.h"
 #include "tokenizer/unicode.h"
 #include "tokenizer/utf8.h"
 
@@ -37,10 +38,26 @@ class Sequence final : public Normalizer {
   void Normalize(NormalizedString& s) const override {
     for (const auto& step : steps_) step->Normalize(s);
   }
+  // Each step sees the chars the steps before it leave: only the first sees
+  // the chars around the cut, the others the first char after it at most.
+  bool CutsBefore(char32_t before, char32_t& at, char32_t next) const override {
+    for (size_t k = 0; k < steps_.size(); ++k) {
+      if (!steps_[k]->CutsBefore(k == 0 ? before : kUnknownChar, at, k == 0 ? next : kUnknownChar))
+        return false;
+    }
+    return true;
+  }
+  // Later steps copy the alignments they are given, lag included; and a
+  // later step that lags (Precompiled) makes no cut.
+  std::optional<size_t> StartLag(const char32_t* chars, size_t n, bool whole) const override {
+    return steps_.empty() ? 0 : steps_[0]->StartLag(chars, n, whole);
+  }
 
  private:
   std::vector<std::unique_ptr<Normalizer>> steps_;
 };
+
+bool Known(char32_t c) { return c < kTextEnd; }
 
 class Lowercase final : public Normalizer {
  public:
@@ -56,6 +73,15 @@ class Lowercase final : public Normalizer {
       for (size_t k = 0; k < n; ++k) dest.push_back({lower[k], k > 0 ? 1 : 0});
     }
     s.Transform(dest, 0);
+  }
+  // Char by char, and a char's first lowercase char replaces it.
+  bool CutsBefore(char32_t, char32_t& at, char32_t) const override {
+    if (Known(at)) {
+      char32_t lower[3];
+      ToLower(at, lower);
+      at = lower[0];
+    }
+    return true;
   }
 };
 
@@ -85,6 +111,11 @@ class StripAccents final : public Normalizer {
     s.chars.resize(w);
     s.align.resize(w);
   }
+  // A filter that keeps each char's own alignment.
+  bool CutsBefore(char32_t, char32_t& at, char32_t) const override {
+    if (Known(at) && at >= 0x300 && IsCombiningMark(at)) at = kUnknownChar;
+    return true;
+  }
 };
 
 // SentencePiece's NMT rule: ASCII controls dropped, other whitespace-like
@@ -95,25 +126,45 @@ class Nmt final : public Normalizer {
     size_t w = 0;
     for (size_t r = 0; r < s.size(); ++r) {
       const char32_t c = s.chars[r];
-      if ((c >= 0x01 && c <= 0x08) || c == 0x0B || (c >= 0x0E && c <= 0x1F) || c == 0x7F ||
-          c == 0x8F || c == 0x9F) {
-        continue;
-      }
-      const bool space = c == 0x09 || c == 0x0A || c == 0x0C || c == 0x0D || c == 0x1680 ||
-                         (c >= 0x200B && c <= 0x200F) || c == 0x2028 || c == 0x2029 ||
-                         c == 0x2581 || c == 0xFEFF || c == 0xFFFD;
-      s.chars[w] = space ? U' ' : c;
+      if (Dropped(c)) continue;
+      s.chars[w] = Mapped(c);
       s.align[w] = s.align[r];
       ++w;
     }
     s.chars.resize(w);
     s.align.resize(w);
   }
+  // A filter that keeps each char's own alignment.
+  bool CutsBefore(char32_t, char32_t& at, char32_t) const override {
+    if (Known(at)) at = Dropped(at) ? kUnknownChar : Mapped(at);
+    return true;
+  }
+
+ private:
+  static bool Dropped(char32_t c) {
+    return (c >= 0x01 && c <= 0x08) || c == 0x0B || (c >= 0x0E && c <= 0x1F) || c == 0x7F ||
+           c == 0x8F || c == 0x9F;
+  }
+  static char32_t Mapped(char32_t c) {
+    const bool space = c == 0x09 || c == 0x0A || c == 0x0C || c == 0x0D || c == 0x1680 ||
+                       (c >= 0x200B && c <= 0x200F) || c == 0x2028 || c == 0x2029 || c == 0x2581 ||
+                       c == 0xFEFF || c == 0xFFFD;
+    return space ? U' ' : c;
+  }
 };
 
 class ByteLevelNormalizer final : public Normalizer {
  public:
   void Normalize(NormalizedString& s) const override { ToByteChars(s); }
+  // Char by char: each char's bytes, aligned as the char.
+  bool CutsBefore(char32_t, char32_t& at, char32_t) const override {
+    if (Known(at)) {
+      char bytes[4];
+      AppendUtf8(at, bytes);
+      at = ByteChar(static_cast<unsigned char>(bytes[0]));
+    }
+    return true;
+  }
 };
 
 class Strip final : public Normalizer {
@@ -134,7 +185,18 @@ class Replace final : public Normalizer {
   void Normalize(NormalizedString& s) const override {
     thread_local std::vector<std::pair<size_t, size_t>> matches;
     pattern_->FindAll(s.chars.data(), s.size(), matches);
+    ScratchGuard guard(matches);
     s.ReplaceMatches(matches, content_);
+  }
+  // No match may hold the char after the cut: then none crosses it, and
+  // both parts find the whole's matches. Known for a literal (its chars)
+  // and for SentencePiece's " {2,}" (XLM-R, CamemBERT, ALBERT, T5), a run
+  // of spaces; not for any other regex.
+  bool CutsBefore(char32_t, char32_t& at, char32_t) const override {
+    if (!Known(at)) return false;
+    if (const std::vector<char32_t>* literal = pattern_->literal())
+      return !literal->empty() && std::find(literal->begin(), literal->end(), at) == literal->end();
+    return pattern_->source() == " {2,}" && at != U' ';
   }
 
  private:
@@ -181,6 +243,12 @@ class NormalizationTables {
     }
     for (utf8proc_ssize_t i = 0; i < n; ++i) out.push_back(static_cast<char32_t>(buf[i]));
   }
+  // Whether c is the second char of a composition (then it can join the
+  // char before it).
+  bool ComposesWithPrevious(char32_t c) const {
+    constexpr char32_t kV = 0x1161, kT = 0x11A7;
+    return (c >= kV && c < kV + 21) || (c > kT && c < kT + 28) || second_[c];
+  }
   // The primary composite of a + b, or 0.
   char32_t Compose(char32_t a, char32_t b) const {
     // Hangul syllables compose algorithmically: L + V, then LV + T.
@@ -196,7 +264,7 @@ class NormalizationTables {
   }
 
  private:
-  NormalizationTables() : inert_(RangeTable(kNormalizationInert)) {
+  NormalizationTables() : inert_(RangeTable(kNormalizationInert)), second_(0x110000, false) {
     // A primary composite is a char with a canonical decomposition that NFC
     // gives back (which leaves out singletons and exclusions); it composes
     // from the NFC of its decomposition's prefix and its last char.
@@ -214,6 +282,7 @@ class NormalizationTables {
       if (prefix.size() != 1) continue;
       pairs_[(static_cast<uint64_t>(prefix[0]) << 32) | static_cast<uint32_t>(buf[n - 1])] =
           static_cast<char32_t>(c);
+      second_[buf[n - 1]] = true;
     }
   }
 
@@ -238,6 +307,7 @@ class NormalizationTables {
   }
 
   std::vector<bool> inert_;
+  std::vector<bool> second_;
   std::unordered_map<uint64_t, char32_t> pairs_;
 };
 
@@ -260,6 +330,8 @@ class UnicodeNormalizer final : public Normalizer {
     const NormalizationTables& t = NormalizationTables::Get();
     thread_local std::vector<CharChange> dec;
     thread_local std::vector<char32_t> parts;
+    thread_local std::vector<CharChange> out;
+    ScratchGuard guard(dec, out);
     dec.clear();
     for (char32_t c : s.chars) {
       parts.clear();
@@ -283,7 +355,6 @@ class UnicodeNormalizer final : public Normalizer {
       s.Transform(dec, 0);
       return;
     }
-    thread_local std::vector<CharChange> out;
     out.clear();
     long starter = -1;  // index in out of the last starter, while composable
     int last_ccc = -1;  // class of the last char kept after it (-1: none)
@@ -309,6 +380,19 @@ class UnicodeNormalizer final : public Normalizer {
       out.push_back(d);
     }
     s.Transform(out, 0);
+  }
+  // Decomposition is char by char and ordering stops at a starter; so is
+  // composition, at a starter that composes with no char before it. A
+  // composing form may still join that starter to chars after it: the
+  // first char after the cut is then not known.
+  bool CutsBefore(char32_t, char32_t& at, char32_t) const override {
+    if (!Known(at)) return false;
+    const NormalizationTables& t = NormalizationTables::Get();
+    std::vector<char32_t> parts;
+    t.Decompose(at, compat_, parts);
+    if (t.Ccc(parts[0]) != 0 || (compose_ && t.ComposesWithPrevious(parts[0]))) return false;
+    at = compose_ ? kUnknownChar : parts[0];
+    return true;
   }
 
  private:
@@ -340,45 +424,95 @@ class Precompiled final : public Normalizer {
   }
 
   void Normalize(NormalizedString& s) const override {
-    const size_t n = s.size();
     thread_local std::vector<CharChange> dest;
-    thread_local std::vector<char32_t> replacement;
+    ScratchGuard guard(dest);
     dest.clear();
     bool modified = false;
-    int32_t state = 0;
-    char bytes[64];
-    for (size_t b = 0; b < n;) {
-      // The extended grapheme cluster [b, e).
-      size_t e = b + 1;
-      while (e < n && !Break(s.chars[e - 1], s.chars[e], state)) ++e;
-      size_t len = 0;
-      for (size_t i = b; i < e && len + 4 <= sizeof(bytes); ++i) {
-        len += AppendUtf8(s.chars[i], bytes + len);
-      }
-      // Whole graphemes under 6 bytes are looked up first, then each char:
-      // HF's order (and SentencePiece's), kept even where it looks odd (a
-      // match of a prefix replaces the whole grapheme).
-      if (len < 6 && Lookup(bytes, len, replacement)) {
-        modified = true;
-        Replace(dest, e - b, replacement);
+    Walk(s.chars.data(), s.size(), [&](size_t b, size_t e, size_t, const Chars* replacement) {
+      if (replacement == nullptr) {
+        dest.push_back({s.chars[b], 0});
       } else {
-        for (size_t i = b; i < e; ++i) {
-          const size_t clen = AppendUtf8(s.chars[i], bytes);
-          if (Lookup(bytes, clen, replacement)) {
-            modified = true;
-            Replace(dest, 1, replacement);
-          } else {
-            dest.push_back({s.chars[i], 0});
-          }
-        }
+        modified = true;
+        Replace(dest, e - b, *replacement);
       }
-      b = e;
-    }
+      return true;
+    });
     if (modified) s.Transform(dest, 0);
+  }
+  // Graphemes are looked up one by one: a cut between two chars that break
+  // as Other whatever came before (no Prepend, Extend, emoji or regional
+  // indicator rule applies) splits none, and the char after it is a
+  // grapheme of its own unless the next char extends it. Its replacement
+  // must not be empty, for StartLag's reason.
+  bool CutsBefore(char32_t before, char32_t& at, char32_t next) const override {
+    if (!Known(before) || !Known(at) || next == kUnknownChar) return false;
+    auto other = [](char32_t c) {
+      return utf8proc_get_property(static_cast<utf8proc_int32_t>(c))->boundclass ==
+             UTF8PROC_BOUNDCLASS_OTHER;
+    };
+    if (!other(before) || !other(at)) return false;
+    if (next != kTextEnd) {
+      int32_t state = UTF8PROC_BOUNDCLASS_OTHER;  // what `at` leaves, it being Other
+      if (!utf8proc_grapheme_break_stateful(static_cast<utf8proc_int32_t>(at),
+                                            static_cast<utf8proc_int32_t>(next), &state))
+        return false;
+    }
+    char bytes[4];
+    Chars replacement;
+    if (Lookup(bytes, AppendUtf8(at, bytes), replacement)) {
+      if (replacement.empty()) return false;
+      at = replacement[0];
+    }
+    return true;
+  }
+  // Replace() makes the char pushed last take a removal; at a text's start
+  // there is none, and HF (as SentencePiece) loses the removal: every char
+  // after aligns as many old chars early as were removed before its first
+  // char out.
+  std::optional<size_t> StartLag(const char32_t* chars, size_t n, bool whole) const override {
+    std::optional<size_t> lag;
+    Walk(chars, n, [&](size_t b, size_t, size_t grapheme_end, const Chars* replacement) {
+      if (replacement != nullptr && replacement->empty()) return true;
+      if (grapheme_end < n || whole) lag = b;
+      return false;
+    });
+    if (!lag && whole) lag = n;
+    return lag;
   }
 
  private:
   Precompiled() = default;
+
+  using Chars = std::vector<char32_t>;
+
+  // HF's walk over the extended grapheme clusters: a cluster under 6 bytes
+  // is looked up whole, then (or else) each of its chars, HF's order (and
+  // SentencePiece's), kept even where it looks odd (a match of a prefix
+  // replaces the whole grapheme). Calls part(begin, end, grapheme_end,
+  // replacement) for each piece looked up, replacement null for one that
+  // stays; stops where `part` returns false.
+  template <typename F>
+  void Walk(const char32_t* s, size_t n, F&& part) const {
+    thread_local Chars replacement;
+    int32_t state = 0;
+    char bytes[64];
+    for (size_t b = 0; b < n;) {
+      size_t e = b + 1;
+      while (e < n && !Break(s[e - 1], s[e], state)) ++e;
+      size_t len = 0;
+      for (size_t i = b; i < e && len + 4 <= sizeof(bytes); ++i)
+        len += AppendUtf8(s[i], bytes + len);
+      if (len < 6 && Lookup(bytes, len, replacement)) {
+        if (!part(b, e, e, &replacement)) return;
+      } else {
+        for (size_t i = b; i < e; ++i) {
+          const bool found = Lookup(bytes, AppendUtf8(s[i], bytes), replacement);
+          if (!part(i, i + 1, e, found ? &replacement : nullptr)) return;
+        }
+      }
+      b = e;
+    }
+  }
 
   static bool Break(char32_t a, char32_t b, int32_t& state) {
     if (a < 0x80 && b < 0x80) {

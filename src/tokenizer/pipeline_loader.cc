@@ -7,6 +7,7 @@
 #include "tokenizer/bpe.h"
 #include "tokenizer/json_parts.h"
 #include "tokenizer/pipeline_tokenizer.h"
+#include "tokenizer/scratch.h"
 #include "tokenizer/unigram.h"
 #include "tokenizer/utf8.h"
 #include "tokenizer/wordpiece.h"
@@ -84,6 +85,11 @@ class BertNormalizerStep final : public Normalizer {
     for (size_t i = 0; i < out.size(); ++i) align[i] = s.align[out.source[i]];
     s.chars = std::move(out.chars);
     s.align = std::move(align);
+  }
+  bool CutsBefore(char32_t, char32_t& at, char32_t) const override {
+    if (at >= kTextEnd || !tokenizer::CutsBefore(options_, at)) return false;
+    at = kUnknownChar;
+    return true;
   }
 
  private:
@@ -234,6 +240,8 @@ class WordPieceModel final : public Model {
     thread_local NormalizedText text;
     thread_local WordScratch scratch;
     thread_local TokenList tokens;
+    ScratchGuard guard(text.chars, text.source, scratch.bytes, scratch.byte_char, tokens.ids,
+                       tokens.offsets);
     text.chars = word.chars;
     text.source.resize(word.size());
     for (size_t i = 0; i < word.size(); ++i) text.source[i] = static_cast<uint32_t>(i);

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "tokenizer/bert_tokenizer.h"
+#include "tokenizer/scratch.h"
 #include "tokenizer/unicode.h"
 #include "tokenizer/utf8.h"
 
@@ -20,7 +21,28 @@ struct PipelineTokenizer::Scratch {
   NormalizedString norm;
   TokenList a;
   TokenList b;
+
+  // What a long text made these hold goes back when it is done.
+  void ReleaseLarge() {
+    ReleaseLargeScratch(chars);
+    ReleaseLargeScratch(raw_segments);
+    ReleaseLargeScratch(norm_segments);
+    words.clear();  // each owns its chars, a long word's many
+    ReleaseLargeScratch(words);
+    ReleaseLargeScratch(tokens);
+    ReleaseLargeScratch(norm.chars);
+    ReleaseLargeScratch(norm.align);
+    ReleaseLargeScratch(a.ids);
+    ReleaseLargeScratch(a.offsets);
+    ReleaseLargeScratch(b.ids);
+    ReleaseLargeScratch(b.offsets);
+  }
 };
+
+PipelineTokenizer::Scratch& PipelineTokenizer::ThreadScratch() {
+  thread_local Scratch s;
+  return s;
+}
 
 namespace {
 
@@ -32,6 +54,20 @@ std::pair<uint32_t, uint32_t> SpaceRuns(const char32_t* chars, size_t n) {
   while (lead < n && TrimSpace(chars[lead])) ++lead;
   uint32_t trail = 0;
   while (trail < n && TrimSpace(chars[n - 1 - trail])) ++trail;
+  return {lead, trail};
+}
+
+// The same of UTF-8 text of `chars` code points, read only as far as the
+// runs go.
+std::pair<uint32_t, uint32_t> SpaceRuns(std::string_view text, uint32_t chars) {
+  uint32_t lead = 0;
+  for (size_t i = 0; i < text.size() && TrimSpace(Utf8CharAt(text.data(), i)); ++lead)
+    i += Utf8Length(static_cast<unsigned char>(text[i]));
+  uint32_t trail = 0;
+  for (size_t i = text.size(); trail < chars; ++trail) {
+    i = Utf8PreviousChar(text.data(), i);
+    if (!TrimSpace(Utf8CharAt(text.data(), i))) break;
+  }
   return {lead, trail};
 }
 
@@ -126,19 +162,25 @@ std::string PipelineTokenizer::IdToToken(int32_t id) const {
 }
 
 void PipelineTokenizer::PushTrimmed(int32_t id, uint32_t start, uint32_t end, uint32_t lead,
-                                    uint32_t trail, TokenList& out) const {
+                                    uint32_t trail, TokenList& out,
+                                    std::optional<TokenOffsets>* offsets_if_first) const {
   // HF's ByteLevel process_offsets: a token's leading and trailing spaces
   // (as U+0120 or whitespace) leave its offsets, except the one space
   // add_prefix_space put before the first token.
-  const bool first = out.ids.empty() || start == 0;
-  if (first && parts_.trim_add_prefix_space && lead == 1) lead = 0;
-  if (lead > 0) start = std::min(start + lead, end);
-  if (trail > 0 && end >= trail) end = std::max(end - trail, start);
-  out.Push(id, start, end);
+  auto trimmed = [&](bool first) -> TokenOffsets {
+    const uint32_t skip = first && parts_.trim_add_prefix_space && lead == 1 ? 0 : lead;
+    const uint32_t from = std::min(start + skip, end);
+    return {from, trail > 0 && end >= trail ? std::max(end - trail, from) : end};
+  };
+  const bool first = start == 0 || (offsets_if_first == nullptr && out.ids.empty());
+  const TokenOffsets offsets = trimmed(first);
+  if (offsets_if_first != nullptr && out.ids.empty() && trimmed(true) != offsets)
+    *offsets_if_first = trimmed(true);
+  out.Push(id, offsets.first, offsets.second);
 }
 
-Status PipelineTokenizer::EncodeNormalized(NormalizedString&& norm, Scratch& s,
-                                           TokenList& out) const {
+Status PipelineTokenizer::EncodeWords(NormalizedString&& norm, Scratch& s, TokenList& out,
+                                      std::optional<TokenOffsets>* offsets_if_first) const {
   s.words.clear();
   s.words.push_back(std::move(norm));
   if (parts_.pre_tokenizer) parts_.pre_tokenizer->PreTokenize(s.words);
@@ -152,7 +194,7 @@ Status PipelineTokenizer::EncodeNormalized(NormalizedString&& norm, Scratch& s,
         const auto [lead, trail] = parts_.model->IdIsText(t.id)
                                        ? SpaceRuns(word.chars.data() + t.begin, t.end - t.begin)
                                        : token_spaces_[t.id];
-        PushTrimmed(t.id, start, end, lead, trail, out);
+        PushTrimmed(t.id, start, end, lead, trail, out, offsets_if_first);
       } else {
         out.Push(t.id, start, end);
       }
@@ -161,8 +203,50 @@ Status PipelineTokenizer::EncodeNormalized(NormalizedString&& norm, Scratch& s,
   return Status::Ok();
 }
 
-Status PipelineTokenizer::EncodeSequence(std::string_view text, bool is_pair, Scratch& s,
-                                         TokenList& out) const {
+Status PipelineTokenizer::EncodeNormalizedText(
+    NormalizedString&& norm, Scratch& s, TokenList& out,
+    std::optional<TokenOffsets>* offsets_if_first) const {
+  if (normalized_added_.empty()) return EncodeWords(std::move(norm), s, out, offsets_if_first);
+  s.norm_segments.clear();
+  normalized_added_.Split(norm.chars.data(), 0, static_cast<uint32_t>(norm.size()),
+                          s.norm_segments);
+  const NormalizedString whole = std::move(norm);
+  for (const Segment& seg : s.norm_segments) {
+    if (seg.id < 0) {
+      RETURN_IF_ERROR(EncodeWords(whole.Slice(seg.begin, seg.end), s, out, offsets_if_first));
+      continue;
+    }
+    const auto [start, end] = whole.Original(seg.begin, seg.end);
+    if (parts_.trim_offsets) {
+      const auto [lead, trail] = SpaceRuns(whole.chars.data() + seg.begin, seg.end - seg.begin);
+      PushTrimmed(seg.id, start, end, lead, trail, out, offsets_if_first);
+    } else {
+      out.Push(seg.id, start, end);
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<Encoding> PipelineTokenizer::EncodeWhole(std::string_view text,
+                                                  std::optional<std::string_view> text_pair,
+                                                  const EncodeLimits& limits,
+                                                  EncodeReport* report) const {
+  Scratch& s = ThreadScratch();
+  Status status = EncodeSequence(text, false, limits.max_normalized_chars, s, s.a);
+  if (status.ok() && text_pair)
+    status = EncodeSequence(*text_pair, true, limits.max_normalized_chars, s, s.b);
+  if (!status.ok()) {
+    s.ReleaseLarge();
+    return status;
+  }
+  StatusOr<Encoding> out =
+      ApplyLimits(parts_.post_processor, s.a, text_pair ? &s.b : nullptr, limits, report);
+  s.ReleaseLarge();
+  return out;
+}
+
+Status PipelineTokenizer::EncodeSequence(std::string_view text, bool is_pair, size_t max_normalized,
+                                         Scratch& s, TokenList& out) const {
   out.clear();
   const ptrdiff_t bad = DecodeUtf8(text, s.chars);
   if (bad >= 0) {
@@ -173,60 +257,57 @@ Status PipelineTokenizer::EncodeSequence(std::string_view text, bool is_pair, Sc
     return InvalidArgument(std::string(is_pair ? "text_pair" : "text") + " is too long");
   }
   const auto n = static_cast<uint32_t>(s.chars.size());
-  // An added token's own text (with the whitespace lstrip/rstrip took) is
-  // what byte-level offset trimming looks at, as HF's token value is.
-  auto push_added = [&](int32_t id, const char32_t* chars, size_t len, uint32_t start,
-                        uint32_t end) {
-    if (parts_.trim_offsets) {
-      const auto [lead, trail] = SpaceRuns(chars, len);
-      PushTrimmed(id, start, end, lead, trail, out);
-    } else {
-      out.Push(id, start, end);
-    }
-  };
   s.raw_segments.clear();
   if (raw_added_.empty()) {
     if (n > 0) s.raw_segments.push_back({0, n, -1});
   } else {
     raw_added_.Split(s.chars.data(), 0, n, s.raw_segments);
   }
+  size_t normalized = 0;
   for (const Segment& raw : s.raw_segments) {
     if (raw.id >= 0) {
-      push_added(raw.id, s.chars.data() + raw.begin, raw.end - raw.begin, raw.begin, raw.end);
+      // An added token's own text (with the whitespace lstrip/rstrip took)
+      // is what byte-level offset trimming looks at, as HF's token value is.
+      if (parts_.trim_offsets) {
+        const auto [lead, trail] = SpaceRuns(s.chars.data() + raw.begin, raw.end - raw.begin);
+        PushTrimmed(raw.id, raw.begin, raw.end, lead, trail, out, nullptr);
+      } else {
+        out.Push(raw.id, raw.begin, raw.end);
+      }
       continue;
     }
     NormalizedString& norm = s.norm;
     norm.Reset(s.chars.data(), raw.begin, raw.end);
     if (parts_.normalizer) parts_.normalizer->Normalize(norm);
+    normalized += norm.size();
+    if (max_normalized > 0 && normalized > max_normalized) return NormalizedTooLong(max_normalized);
     if (norm.empty()) continue;
-    if (normalized_added_.empty()) {
-      RETURN_IF_ERROR(EncodeNormalized(std::move(norm), s, out));
-      continue;
-    }
-    s.norm_segments.clear();
-    normalized_added_.Split(norm.chars.data(), 0, static_cast<uint32_t>(norm.size()),
-                            s.norm_segments);
-    const NormalizedString whole = std::move(norm);
-    for (const Segment& seg : s.norm_segments) {
-      if (seg.id >= 0) {
-        const auto [start, end] = whole.Original(seg.begin, seg.end);
-        push_added(seg.id, whole.chars.data() + seg.begin, seg.end - seg.begin, start, end);
-      } else {
-        RETURN_IF_ERROR(EncodeNormalized(whole.Slice(seg.begin, seg.end), s, out));
-      }
-    }
+    RETURN_IF_ERROR(EncodeNormalizedText(std::move(norm), s, out, nullptr));
   }
   return Status::Ok();
 }
 
-StatusOr<Encoding> PipelineTokenizer::Encode(std::string_view text,
-                                             std::optional<std::string_view> text_pair,
-                                             size_t max_length, Truncation truncation) const {
-  thread_local Scratch s;
-  RETURN_IF_ERROR(EncodeSequence(text, false, s, s.a));
-  if (text_pair) RETURN_IF_ERROR(EncodeSequence(*text_pair, true, s, s.b));
-  return TruncateAndApply(parts_.post_processor, s.a, text_pair ? &s.b : nullptr, max_length,
-                          truncation);
+void PipelineTokenizer::Normalize(const char32_t* chars, uint32_t n, uint32_t first,
+                                  NormalizedString& out) const {
+  out.Assign(chars, n, first);
+  if (parts_.normalizer) parts_.normalizer->Normalize(out);
+}
+
+Status PipelineTokenizer::EncodeNormalized(NormalizedString&& norm, Piece& out) const {
+  Scratch& s = ThreadScratch();
+  Status status = EncodeNormalizedText(std::move(norm), s, out.tokens, &out.offsets_if_first);
+  s.ReleaseLarge();
+  return status;
+}
+
+void PipelineTokenizer::PushAddedToken(int32_t id, std::string_view text, uint32_t begin,
+                                       uint32_t end, Piece& out) const {
+  if (!parts_.trim_offsets) {
+    out.tokens.Push(id, begin, end);
+    return;
+  }
+  const auto [lead, trail] = SpaceRuns(text, end - begin);
+  PushTrimmed(id, begin, end, lead, trail, out.tokens, &out.offsets_if_first);
 }
 
 namespace {

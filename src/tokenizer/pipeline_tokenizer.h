@@ -12,6 +12,7 @@
 
 #include "bertrt/tokenizer.h"
 #include "tokenizer/added_tokens.h"
+#include "tokenizer/bounded_encoder.h"
 #include "tokenizer/components.h"
 #include "tokenizer/model.h"
 #include "tokenizer/post_processor.h"
@@ -48,12 +49,17 @@ struct PipelineParts {
   std::vector<DecoderStep> decoder;
 };
 
-class PipelineTokenizer final : public Tokenizer {
+class PipelineTokenizer final : public Tokenizer, public PieceEncoder {
  public:
   static StatusOr<std::shared_ptr<Tokenizer>> Create(PipelineParts parts);
 
+  using Tokenizer::Encode;
   StatusOr<Encoding> Encode(std::string_view text, std::optional<std::string_view> text_pair,
-                            size_t max_length, Truncation truncation) const override;
+                            const EncodeLimits& limits, EncodeReport* report) const override {
+    if (ReadInPieces(text.size() + (text_pair ? text_pair->size() : 0)))
+      return EncodeInPieces(*this, text, text_pair, limits, report);
+    return EncodeWhole(text, text_pair, limits, report);
+  }
   const TokenizerSettings& settings() const override { return parts_.settings; }
   size_t vocab_size() const override { return id_to_token_.size(); }
   int32_t TokenToId(std::string_view token) const override;
@@ -62,13 +68,49 @@ class PipelineTokenizer final : public Tokenizer {
   std::vector<std::string> Vocabulary() const override { return id_to_token_; }
   std::string Description() const override { return parts_.description; }
 
+  // PieceEncoder
+  const AddedTokenMatcher& raw_added_tokens() const override { return raw_added_; }
+  const PostProcessor& post_processor() const override { return parts_.post_processor; }
+  StatusOr<Encoding> EncodeWhole(std::string_view text, std::optional<std::string_view> text_pair,
+                                 const EncodeLimits& limits, EncodeReport* report) const override;
+  bool NormalizerCutsBefore(char32_t before, char32_t at, char32_t next) const override {
+    return !parts_.normalizer || parts_.normalizer->CutsBefore(before, at, next);
+  }
+  std::optional<size_t> NormalizerStartLag(const char32_t* chars, size_t n,
+                                           bool whole) const override {
+    return parts_.normalizer ? parts_.normalizer->StartLag(chars, n, whole) : 0;
+  }
+  void Normalize(const char32_t* chars, uint32_t n, uint32_t first,
+                 NormalizedString& out) const override;
+  bool EncoderCutsBefore(const char32_t* s, size_t at) const override {
+    return parts_.pre_tokenizer && parts_.pre_tokenizer->CutsBefore(s, at) &&
+           normalized_added_.CutsBefore(s, at);
+  }
+  Status EncodeNormalized(NormalizedString&& s, Piece& out) const override;
+  void PushAddedToken(int32_t id, std::string_view text, uint32_t begin, uint32_t end,
+                      Piece& out) const override;
+
  private:
   struct Scratch;
+  // The calling thread's buffers (kept small by Scratch::ReleaseLarge).
+  static Scratch& ThreadScratch();
   explicit PipelineTokenizer(PipelineParts parts) : parts_(std::move(parts)) {}
-  Status EncodeSequence(std::string_view text, bool is_pair, Scratch& s, TokenList& out) const;
-  Status EncodeNormalized(NormalizedString&& norm, Scratch& s, TokenList& out) const;
+  // One text's tokens (special tokens aside) into `out`.
+  Status EncodeSequence(std::string_view text, bool is_pair, size_t max_normalized, Scratch& s,
+                        TokenList& out) const;
+  // The tokens of normalized text: normalized added tokens, then words.
+  // `offsets_if_first`: see PushTrimmed.
+  Status EncodeNormalizedText(NormalizedString&& norm, Scratch& s, TokenList& out,
+                              std::optional<TokenOffsets>* offsets_if_first) const;
+  Status EncodeWords(NormalizedString&& norm, Scratch& s, TokenList& out,
+                     std::optional<TokenOffsets>* offsets_if_first) const;
+  // Appends a token with ByteLevel's offset trimming, which keeps the space
+  // add_prefix_space put before a text's first token. `out` holds the text's
+  // tokens so far, or, with `offsets_if_first`, a piece of it (whether a
+  // token comes before is not known): its first token's offsets as the
+  // text's first then go to *offsets_if_first where they differ.
   void PushTrimmed(int32_t id, uint32_t start, uint32_t end, uint32_t lead, uint32_t trail,
-                   TokenList& out) const;
+                   TokenList& out, std::optional<TokenOffsets>* offsets_if_first) const;
 
   PipelineParts parts_;
   VocabMap added_vocab_;

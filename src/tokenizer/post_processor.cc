@@ -100,18 +100,48 @@ void PostProcessor::Apply(const TokenList& a, const TokenList* b, Encoding& out)
   }
 }
 
-StatusOr<Encoding> TruncateAndApply(const PostProcessor& post, TokenList& a, TokenList* b,
-                                    size_t max_length, Truncation strategy) {
-  std::optional<size_t> b_len;
-  if (b) b_len = b->ids.size();
-  ASSIGN_OR_RETURN(const KeptLengths kept,
-                   TruncatedLengths(a.ids.size(), b_len, post.AddedTokens(b != nullptr),
-                                    max_length, strategy));
-  a.ids.resize(kept.a);
-  a.offsets.resize(kept.a);
-  if (b) {
-    b->ids.resize(kept.b);
-    b->offsets.resize(kept.b);
+Status TooManyTokens(EncodeReport* report, size_t tokens, bool exact, size_t max_length) {
+  if (report) {
+    report->too_long = true;
+    report->tokens = tokens;
+    report->exact = exact;
+  }
+  return OutOfRange(exact ? "the input is " + std::to_string(tokens) + " tokens, more than " +
+                                std::to_string(max_length)
+                          : "the input is more than " + std::to_string(max_length) + " tokens");
+}
+
+// Keeps `keep` of t's tokens, its last ones `from_start`; returns how many went.
+static size_t KeepTokens(TokenList& t, size_t keep, bool from_start) {
+  const size_t drop = t.ids.size() - keep;
+  if (from_start) {
+    t.ids.erase(t.ids.begin(), t.ids.begin() + drop);
+    t.offsets.erase(t.offsets.begin(), t.offsets.begin() + drop);
+  } else {
+    t.ids.resize(keep);
+    t.offsets.resize(keep);
+  }
+  return drop;
+}
+
+StatusOr<Encoding> ApplyLimits(const PostProcessor& post, TokenList& a, TokenList* b,
+                               const EncodeLimits& limits, EncodeReport* report) {
+  const size_t specials = post.AddedTokens(b != nullptr);
+  const size_t b_len = b ? b->ids.size() : 0;
+  if (limits.max_length == 0) {
+    // No limit: nothing to cut or refuse.
+  } else if (!limits.truncate) {
+    const size_t total = a.ids.size() + b_len + specials;
+    if (limits.max_length > 0 && total > limits.max_length)
+      return TooManyTokens(report, total, true, limits.max_length);
+  } else {
+    ASSIGN_OR_RETURN(const KeptLengths kept,
+                     TruncatedLengths(a.ids.size(), b ? std::optional<size_t>(b_len) : std::nullopt,
+                                      specials, limits.max_length, limits.truncation));
+    const size_t a_cut = kept.a < a.ids.size() ? KeepTokens(a, kept.a, limits.truncate_left) : 0;
+    if (b && kept.b < b_len) KeepTokens(*b, kept.b, limits.truncate_left);
+    if (report && limits.truncate_left)
+      report->first_text_cut = std::min(a_cut, limits.count_first_text_cut_up_to);
   }
   Encoding enc;
   post.Apply(a, b, enc);

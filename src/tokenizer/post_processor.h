@@ -37,9 +37,14 @@ struct KeptLengths {
 StatusOr<KeptLengths> TruncatedLengths(size_t a, std::optional<size_t> b, size_t special_tokens,
                                        size_t max_length, Truncation strategy);
 
-// What every tokenizer does after its sequences are tokenized: cuts a (and
-// b) to max_length by `strategy` (TruncatedLengths), then applies `post`.
-StatusOr<Encoding> TruncateAndApply(const PostProcessor& post, TokenList& a, TokenList* b,
-                                    size_t max_length, Truncation strategy);
+// What every tokenizer does once its texts are tokenized whole into a (and
+// b): cuts them by `limits` (TruncatedLengths, from the start with
+// truncate_left) or refuses them (TooManyTokens), then applies `post`.
+StatusOr<Encoding> ApplyLimits(const PostProcessor& post, TokenList& a, TokenList* b,
+                               const EncodeLimits& limits, EncodeReport* report);
+
+// The refusal of an input of `tokens` tokens (at least, unless `exact`)
+// for max_length, told to `report` too.
+Status TooManyTokens(EncodeReport* report, size_t tokens, bool exact, size_t max_length);
 
 }  // namespace bertrt::tokenizer

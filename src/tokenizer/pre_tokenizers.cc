@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "tokenizer/components.h"
+#include "tokenizer/scratch.h"
 #include "tokenizer/unicode.h"
 #include "tokenizer/utf8.h"
 
@@ -21,6 +22,7 @@ struct Piece {
 void SplitPieces(const NormalizedString& s, const std::vector<Piece>& pieces,
                  SplitBehavior behavior, std::vector<NormalizedString>& out) {
   thread_local std::vector<Piece> kept;  // match here means "remove"
+  ScratchGuard guard(kept);
   kept.clear();
   bool previous = false;
   switch (behavior) {
@@ -84,6 +86,7 @@ void CharPieces(const NormalizedString& s, F&& is_delim, std::vector<Piece>& pie
 void RegexPieces(const NormalizedString& s, const Regex& re, bool invert,
                  std::vector<Piece>& pieces) {
   thread_local std::vector<std::pair<size_t, size_t>> matches;
+  ScratchGuard guard(matches);
   re.FindAll(s.chars.data(), s.size(), matches);
   pieces.clear();
   size_t last = 0;
@@ -93,6 +96,33 @@ void RegexPieces(const NormalizedString& s, const Regex& re, bool invert,
     last = e;
   }
   if (last != s.size()) pieces.push_back({last, s.size(), invert});
+}
+
+// GPT-2's split, the one ByteLevel applies when use_regex is set.
+constexpr const char* kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+// cl100k's split (OLMo, ModernBERT), as a Split pre-tokenizer gives it.
+constexpr const char* kCl100kPattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// Not whitespace to Oniguruma's \s (Unicode White_Space), and not one of the
+// chars other engines count as such either.
+bool SurelyNotSpace(char32_t c) {
+  if (c < 0x80) return c > 0x20 && c != 0x7F;
+  return c != 0x85 && c != 0xA0 && c != 0x1680 && c != 0x180E && !(c >= 0x2000 && c <= 0x200B) &&
+         c != 0x2028 && c != 0x2029 && c != 0x202F && c != 0x205F && c != 0x3000 && c != 0xFEFF;
+}
+
+// Where the GPT-2 and cl100k patterns always split: before a space between
+// two non-spaces. No alternative matches a non-space then a space (a space
+// only ever starts a match, and the all-whitespace ones hold no non-space),
+// so the match holding s[at - 1] ends at the cut; every char is matched by
+// some alternative, so the next match starts there; none looks behind, and
+// the one lookahead, (?!\S), sees a space at the cut and the end of the
+// text alike. Each part is thus split as the whole is; and the part after
+// the cut starts with a space, which ByteLevel's add_prefix_space leaves.
+bool SpaceBetweenWords(const char32_t* s, size_t at) {
+  return s[at] == U' ' && SurelyNotSpace(s[at - 1]) && SurelyNotSpace(s[at + 1]);
 }
 
 // Applies `split_one` (string -> appended pieces) to every split.
@@ -152,6 +182,10 @@ class WhitespaceRuns final : public PreTokenizer {
       }
     });
   }
+  // A run ends where the class changes.
+  bool CutsBefore(const char32_t* s, size_t at) const override {
+    return WhitespaceClass(s[at - 1]) != WhitespaceClass(s[at]);
+  }
 };
 bool IsPunct(char32_t c) { return (CharFlags(c) & kPunct) != 0; }
 bool IsNumeric(char32_t c) {
@@ -166,10 +200,28 @@ class CharSplit final : public PreTokenizer {
   CharSplit(F is_delim, SplitBehavior behavior) : is_delim_(is_delim), behavior_(behavior) {}
   void PreTokenize(std::vector<NormalizedString>& splits) const override {
     thread_local std::vector<Piece> pieces;
+    ScratchGuard guard(pieces);
     SplitEach(splits, [&](const NormalizedString& s, std::vector<NormalizedString>& out) {
       CharPieces(s, is_delim_, pieces);
       SplitPieces(s, pieces, behavior_, out);
     });
+  }
+  // Where the pieces SplitPieces makes of CharPieces' meet.
+  bool CutsBefore(const char32_t* s, size_t at) const override {
+    const bool before = is_delim_(s[at - 1]);
+    const bool after = is_delim_(s[at]);
+    switch (behavior_) {
+      case SplitBehavior::kRemoved:
+      case SplitBehavior::kIsolated:
+        return before || after;
+      case SplitBehavior::kMergedWithNext:
+        return after;
+      case SplitBehavior::kMergedWithPrevious:
+        return before;
+      case SplitBehavior::kContiguous:
+        return before != after;
+    }
+    return false;
   }
 
  private:
@@ -188,10 +240,17 @@ class RegexSplit final : public PreTokenizer {
       : re_(std::move(re)), behavior_(behavior), invert_(invert) {}
   void PreTokenize(std::vector<NormalizedString>& splits) const override {
     thread_local std::vector<Piece> pieces;
+    ScratchGuard guard(pieces);
     SplitEach(splits, [&](const NormalizedString& s, std::vector<NormalizedString>& out) {
       RegexPieces(s, *re_, invert_, pieces);
       SplitPieces(s, pieces, behavior_, out);
     });
+  }
+  // Known only for the GPT-2 and cl100k patterns, each match a piece.
+  bool CutsBefore(const char32_t* s, size_t at) const override {
+    const std::string& p = re_->source();
+    return behavior_ == SplitBehavior::kIsolated && !invert_ && re_->literal() == nullptr &&
+           (p == kGpt2Pattern || p == kCl100kPattern) && SpaceBetweenWords(s, at);
   }
 
  private:
@@ -207,6 +266,11 @@ class PreTokenizerSequence final : public PreTokenizer {
   void PreTokenize(std::vector<NormalizedString>& splits) const override {
     for (const auto& step : steps_) step->PreTokenize(splits);
   }
+  // The later steps split each piece of the first on its own, the pieces
+  // either side of a cut where it splits included.
+  bool CutsBefore(const char32_t* s, size_t at) const override {
+    return !steps_.empty() && steps_[0]->CutsBefore(s, at);
+  }
 
  private:
   std::vector<std::unique_ptr<PreTokenizer>> steps_;
@@ -218,6 +282,7 @@ class Metaspace final : public PreTokenizer {
       : replacement_(replacement), scheme_(scheme), split_(split) {}
   void PreTokenize(std::vector<NormalizedString>& splits) const override {
     thread_local std::vector<Piece> pieces;
+    ScratchGuard guard(pieces);
     const std::vector<char32_t> prefix = {replacement_};
     SplitEach(splits, [&](NormalizedString& s, std::vector<NormalizedString>& out) {
       // One char for one: the replacement keeps the space's alignment.
@@ -238,6 +303,11 @@ class Metaspace final : public PreTokenizer {
       SplitPieces(s, pieces, SplitBehavior::kMergedWithNext, out);
     });
   }
+  // Every replacement char (a space before) starts a word; a part that
+  // starts with one gets no prefix.
+  bool CutsBefore(const char32_t* s, size_t at) const override {
+    return split_ && (s[at] == U' ' || s[at] == replacement_);
+  }
 
  private:
   char32_t replacement_;
@@ -245,16 +315,13 @@ class Metaspace final : public PreTokenizer {
   bool split_;
 };
 
-// GPT-2's split, the one ByteLevel applies when use_regex is set.
-constexpr const char* kGpt2Pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-
 class ByteLevel final : public PreTokenizer {
  public:
   ByteLevel(bool add_prefix_space, std::shared_ptr<const Regex> re)
       : add_prefix_space_(add_prefix_space), re_(std::move(re)) {}
   void PreTokenize(std::vector<NormalizedString>& splits) const override {
     thread_local std::vector<Piece> pieces;
+    ScratchGuard guard(pieces);
     const std::vector<char32_t> space = {U' '};
     SplitEach(splits, [&](NormalizedString& s, std::vector<NormalizedString>& out) {
       if (add_prefix_space_ && !s.empty() && s.chars[0] != ' ') s.Prepend(space);
@@ -266,6 +333,9 @@ class ByteLevel final : public PreTokenizer {
       SplitPieces(s, pieces, SplitBehavior::kIsolated, out);
     });
     for (NormalizedString& s : splits) ToByteChars(s);
+  }
+  bool CutsBefore(const char32_t* s, size_t at) const override {
+    return re_ != nullptr && SpaceBetweenWords(s, at);
   }
 
  private:

@@ -20,6 +20,11 @@ void InitOnce() {
 }  // namespace
 
 StatusOr<std::shared_ptr<const Regex>> Regex::Compile(std::string_view pattern) {
+  ASSIGN_OR_RETURN(void* re, CompileOniguruma(pattern));
+  return std::shared_ptr<const Regex>(new Regex(re, std::string(pattern)));
+}
+
+StatusOr<void*> Regex::CompileOniguruma(std::string_view pattern) {
   InitOnce();
   std::vector<char32_t> chars;
   const ptrdiff_t bad = DecodeUtf8(pattern, chars);
@@ -36,7 +41,7 @@ StatusOr<std::shared_ptr<const Regex>> Regex::Compile(std::string_view pattern) 
     return InvalidArgument("regex '" + std::string(pattern) +
                            "' does not compile: " + reinterpret_cast<const char*>(message));
   }
-  return std::shared_ptr<const Regex>(new Regex(re));
+  return static_cast<void*>(re);
 }
 
 StatusOr<std::shared_ptr<const Regex>> Regex::Literal(std::string_view literal) {
@@ -48,7 +53,11 @@ StatusOr<std::shared_ptr<const Regex>> Regex::Literal(std::string_view literal) 
     if (kMeta.find(c) != std::string_view::npos) pattern += '\\';
     pattern += c;
   }
-  return Compile(pattern);
+  ASSIGN_OR_RETURN(void* compiled, CompileOniguruma(pattern));
+  std::shared_ptr<Regex> re(new Regex(compiled, std::string(literal)));
+  re->is_literal_ = true;
+  DecodeUtf8(literal, re->literal_);
+  return std::shared_ptr<const Regex>(std::move(re));
 }
 
 Regex::~Regex() { onig_free(static_cast<regex_t*>(re_)); }

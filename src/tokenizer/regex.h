@@ -31,9 +31,18 @@ class Regex {
   // match is skipped).
   void FindAll(const char32_t* text, size_t n, std::vector<std::pair<size_t, size_t>>& out) const;
 
+  // The pattern as given (UTF-8), and for Literal the string it matches:
+  // what the bounded encoder reads to know where matches can fall.
+  const std::string& source() const { return source_; }
+  const std::vector<char32_t>* literal() const { return is_literal_ ? &literal_ : nullptr; }
+
  private:
-  explicit Regex(void* re) : re_(re) {}
+  Regex(void* re, std::string source) : re_(re), source_(std::move(source)) {}
+  static StatusOr<void*> CompileOniguruma(std::string_view pattern);
   void* re_;  // regex_t*, kept opaque so that callers need no Oniguruma header
+  std::string source_;
+  bool is_literal_ = false;
+  std::vector<char32_t> literal_;
 };
 
 }  // namespace bertrt::tokenizer

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "tokenizer/scratch.h"
 #include "tokenizer/utf8.h"
 
 namespace bertrt::tokenizer {
@@ -47,6 +48,8 @@ Status Unigram::Tokenize(const NormalizedString& word, std::vector<WordToken>& o
   thread_local std::string bytes;
   thread_local std::vector<uint32_t> char_at;  // char index of each byte start
   thread_local std::vector<Best> best;
+  thread_local std::vector<std::pair<uint32_t, uint32_t>> pieces;  // byte ranges
+  ScratchGuard guard(bytes, char_at, best, pieces);
   bytes.clear();
   char_at.clear();
   for (size_t i = 0; i < word.chars.size(); ++i) {
@@ -85,7 +88,6 @@ Status Unigram::Tokenize(const NormalizedString& word, std::vector<WordToken>& o
     at += char_len;
   }
   // Back from the end; unk pieces next to each other fuse into one.
-  thread_local std::vector<std::pair<uint32_t, uint32_t>> pieces;  // byte ranges
   pieces.clear();
   bool last_unk = false;
   for (size_t end = size; end > 0;) {

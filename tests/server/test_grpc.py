@@ -315,7 +315,7 @@ def test_api_key(bertrt_bin):
                 c.get_model_metadata("seq_cls", headers=headers)
         ok = c.infer("seq_cls", [text_input(["hi"])], headers={"authorization": "Bearer " + KEY})
         assert ok.as_numpy("logits").shape == (1, 3)
-        metrics = requests.get(s.url + "/metrics").text
+        metrics = requests.get(s.url + "/metrics", headers={"Authorization": "Bearer " + KEY}).text
         assert 'bertrt_request_failure_total{model="",endpoint="grpc_infer"} 3' in metrics
     finally:
         s.stop()
@@ -398,9 +398,9 @@ def test_access_log_has_grpc_requests(bertrt_bin):
 
 
 def test_idle_connections_do_not_block_new_clients(bertrt_bin):
-    """gRPC's sync server takes a thread per call, not per connection: 300
-    connections kept open and idle (more than its 256 threads) leave a new
-    client answered at once."""
+    """A connection holds no thread (a call holds one only while it is computed):
+    300 connections kept open and idle (more than the 256 handler threads) leave a
+    new client answered, not waiting for one of them to go."""
     s = Server(bertrt_bin, [str(MODELS / "seq_cls")])
     # A local subchannel pool: each channel its own TCP connection.
     options = [("grpc.use_local_subchannel_pool", 1)]
@@ -410,12 +410,11 @@ def test_idle_connections_do_not_block_new_clients(bertrt_bin):
             channel = grpc.insecure_channel(s.grpc_url, options=options)
             held.append(channel)
             pb_grpc.GRPCInferenceServiceStub(channel).ServerLive(pb.ServerLiveRequest(), timeout=10)
-        t0 = time.monotonic()
+        # Blocked, it would wait for an idle connection to go, which none does.
         with grpc.insecure_channel(s.grpc_url, options=options) as channel:
             live = pb_grpc.GRPCInferenceServiceStub(channel).ServerLive(pb.ServerLiveRequest(),
                                                                         timeout=30)
         assert live.live
-        assert time.monotonic() - t0 < 1.0
         # The server holds them as separate connections, not one shared.
         if shutil.which("ss"):
             out = subprocess.run(["ss", "-tnH", "state", "established",

@@ -270,14 +270,16 @@ def test_api_key(bertrt_bin, default_model):
             r = requests.post(s.url + path, json=body, headers={"Authorization": "Bearer " + KEY}, timeout=60)
             assert r.status_code == 200, (path, r.text)
         assert requests.get(s.url + "/v2/models/all-MiniLM-L6-v2").status_code == 401
-        for open_path in ("/v2/health/live", "/v2/health/ready", "/metrics"):
+        for open_path in ("/v2/health/live", "/v2/health/ready", "/health"):
             assert requests.get(s.url + open_path).status_code == 200
+        # /metrics names the models and their traffic: behind the key too.
+        assert requests.get(s.url + "/metrics").status_code == 401
         client = openai.OpenAI(base_url=s.url + "/v1", api_key=KEY)
         assert len(client.embeddings.create(input=["a", "b"], model="all-MiniLM-L6-v2").data) == 2
         bad = openai.OpenAI(base_url=s.url + "/v1", api_key="wrong", max_retries=0)
         with pytest.raises(openai.AuthenticationError, match="Bearer API key is required"):
             bad.embeddings.create(input="a", model="all-MiniLM-L6-v2")
-        metrics = requests.get(s.url + "/metrics").text
+        metrics = requests.get(s.url + "/metrics", headers={"Authorization": "Bearer " + KEY}).text
         assert 'bertrt_request_failure_total{model="",endpoint="kserve_infer"} 4' in metrics
         assert 'bertrt_request_failure_total{model="",endpoint="/v1/embeddings"} 5' in metrics
     finally:
@@ -413,12 +415,13 @@ def test_idle_connections_do_not_block_new_clients(bertrt_bin):
     life, idle keep-alive waits included, and a new client waited up to 5 s for
     one): with more idle connections than ready threads, a new client is
     answered at once."""
-    s = Server(bertrt_bin, [str(MODELS / "seq_cls"), "--http-thread-count", "2"], grpc=False)
+    # Idle connections close only after 300 s: a new client that waited for one of
+    # them to go would time out (30 s) instead of being answered.
+    s = Server(bertrt_bin, [str(MODELS / "seq_cls"), "--http-thread-count", "2",
+                            "--http-header-timeout", "300"], grpc=False)
     held = hold_connections(s.url, 4)  # two more than the ready threads
     try:
-        t0 = time.monotonic()
         assert requests.get(s.url + "/v2/health/live", timeout=30).status_code == 200
-        assert time.monotonic() - t0 < 1.0
     finally:
         for h in held:
             h.close()
@@ -493,14 +496,15 @@ def test_slow_and_vanishing_clients_do_not_hold_up_others(bertrt_bin):
     """A client that sends half a request and stalls, and one that vanishes
     mid-body, cost a handler thread each until they time out or go; others are
     answered meanwhile, and the server stays up."""
-    s = Server(bertrt_bin, [str(MODELS / "seq_cls")], grpc=False)
+    # The stalled client would hold the server for 300 s: others, answered within
+    # their 60 s timeout, did not wait for it.
+    s = Server(bertrt_bin, [str(MODELS / "seq_cls"), "--http-header-timeout", "300",
+                            "--http-body-timeout", "300"], grpc=False)
     infer = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["hi"]}]}
     try:
         stalled = s.raw_post("/v2/models/seq_cls/infer", infer, send_bytes=90)
         s.raw_post("/v2/models/seq_cls/infer", infer, send_bytes=120).close()
-        t0 = time.time()
         assert s.post("/v2/models/seq_cls/infer", infer).status_code == 200
-        assert time.time() - t0 < 5
         stalled.close()
         assert s.alive()
     finally:

@@ -208,7 +208,7 @@ def test_explicit_load_and_unload(bertrt_bin, tmp_path):
         r = infer(s, "cls")
         assert r.status_code == 404 and "unloaded" in r.json()["error"]
         r = requests.post(s.url + "/v2/repository/models/nope/load")
-        assert r.status_code == 404 and "not in the repository" in r.json()["error"]
+        assert r.status_code == 404 and "not in the model repository" in r.json()["error"]
         r = requests.post(s.url + "/v2/repository/models/..%2F..%2Fetc/load")
         assert r.status_code == 404
         # A model that fails to load says why in the index and keeps nothing half-loaded.

@@ -12,6 +12,9 @@ namespace {
 
 using nlohmann::json;
 
+// The default batching options (max_client_batch_size: max_batch_size, 64).
+const SchedulerOptions kBatching;
+
 std::string Int64Bytes(const std::vector<int64_t>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(int64_t));
 }
@@ -36,12 +39,12 @@ json IdsHeader(uint64_t size, std::vector<int64_t> shape = {2, 3}, std::string d
 
 TEST(KServeDecode, BinaryIdsEqualJsonIds) {
   const std::vector<int64_t> ids = {2, 5, 3, 2, 7, 3};
-  auto from_binary = DecodeKServeRequest(IdsHeader(48), Int64Bytes(ids));
+  auto from_binary = DecodeKServeRequest(IdsHeader(48), kBatching, Int64Bytes(ids));
   ASSERT_TRUE(from_binary.ok()) << from_binary.status().ToString();
   json as_json = {
       {"inputs",
        {{{"name", "input_ids"}, {"datatype", "INT64"}, {"shape", {2, 3}}, {"data", ids}}}}};
-  auto from_json = DecodeKServeRequest(as_json);
+  auto from_json = DecodeKServeRequest(as_json, kBatching);
   ASSERT_TRUE(from_json.ok());
   ASSERT_EQ(from_binary->sequences.size(), 2u);
   for (size_t i = 0; i < 2; ++i)
@@ -58,7 +61,7 @@ TEST(KServeDecode, BinaryTextsAndOutputFlags) {
                  {"outputs", {{{"name", "logits"}, {"parameters", {{"binary_data", true}}}}}},
                  {"parameters", {{"binary_data_output", false}, {"truncate", true}}}};
   // The second element is empty: decoding keeps it, tokenizing rejects it later.
-  auto r = DecodeKServeRequest(header, BytesElements({"hello", ""}));
+  auto r = DecodeKServeRequest(header, kBatching, BytesElements({"hello", ""}));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_EQ(r->texts.size(), 2u);
   EXPECT_EQ(r->texts[0].text, "hello");
@@ -117,7 +120,7 @@ TEST(KServeDecode, MalformedBinaryIsInvalidArgument) {
        "add up to 0"},
   };
   for (const Case& c : cases) {
-    auto r = DecodeKServeRequest(c.header, c.binary);
+    auto r = DecodeKServeRequest(c.header, kBatching, c.binary);
     ASSERT_FALSE(r.ok()) << c.header.dump();
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << c.header.dump();
     EXPECT_NE(r.status().message().find(c.says), std::string::npos)
@@ -132,11 +135,11 @@ TEST(KServeDecode, RawInt32AndRangeChecks) {
   EXPECT_EQ(t.ints, (std::vector<int64_t>{-7, 2147483647}));
   InputTensor big{"input_ids", "INT64", {1, 1}, {}, {int64_t{1} << 40}};
   KServeRequest r;
-  Status st = AssembleKServeRequest({big}, r);
+  Status st = AssembleKServeRequest({big}, kBatching, r);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("out of range"), std::string::npos);
   InputTensor text{"text", "BYTES", {1, 2}, {"a", "b"}, {}};
-  st = AssembleKServeRequest({text}, r);
+  st = AssembleKServeRequest({text}, kBatching, r);
   EXPECT_NE(st.message().find("[N] or [N, 1], got [1, 2]"), std::string::npos) << st.message();
 }
 
@@ -147,19 +150,80 @@ TEST(KServeDecode, EveryInputOptionalButOneSetNeeded) {
   KServeRequest r;
   InputTensor mask{"attention_mask", "INT64", {1, 2}, {}, {1, 1}};
   InputTensor pair{"text_pair", "BYTES", {1}, {"b"}, {}};
-  Status st = AssembleKServeRequest({mask, pair}, r);
+  Status st = AssembleKServeRequest({mask, pair}, kBatching, r);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("needs text [+ text_pair] or input_ids"), std::string::npos)
       << st.message();
   EXPECT_NE(st.message().find("it has \"attention_mask\", \"text_pair\""), std::string::npos)
       << st.message();
   InputTensor text{"text", "BYTES", {1}, {"a"}, {}};
-  ASSERT_TRUE(AssembleKServeRequest({text, pair}, r).ok());
+  ASSERT_TRUE(AssembleKServeRequest({text, pair}, kBatching, r).ok());
   EXPECT_EQ(r.texts.size(), 1u);
   KServeRequest ids_only;
   InputTensor ids{"input_ids", "INT64", {1, 2}, {}, {2, 3}};
-  ASSERT_TRUE(AssembleKServeRequest({ids}, ids_only).ok());
+  ASSERT_TRUE(AssembleKServeRequest({ids}, kBatching, ids_only).ok());
   EXPECT_EQ(ids_only.sequences.size(), 1u);
+}
+
+// Issue 44, D3: dimensions are checked before rows are made from them. A
+// 100-byte body declaring [10000000, 0] ids made 10M empty rows (1.1 GB).
+TEST(KServeDecode, ShapesAreCheckedBeforeAnythingIsAllocatedFromThem) {
+  struct Case {
+    std::vector<int64_t> shape;
+    StatusCode code;
+    const char* says;
+  };
+  const Case cases[] = {
+      {{10000000, 0}, StatusCode::kInvalidArgument, "dimension below 1"},
+      {{int64_t{1} << 40, 0}, StatusCode::kInvalidArgument, "dimension below 1"},
+      {{0, 5}, StatusCode::kInvalidArgument, "dimension below 1"},
+      {{65, 1}, StatusCode::kOutOfRange, "more than max_client_batch_size 64"},
+  };
+  for (const Case& c : cases) {
+    json body = {{"inputs",
+                  {{{"name", "input_ids"},
+                    {"datatype", "INT64"},
+                    {"shape", c.shape},
+                    {"data", std::vector<int64_t>(c.shape[0] == 65 ? 65 : 0, 2)}}}}};
+    auto r = DecodeKServeRequest(body, kBatching);
+    ASSERT_FALSE(r.ok()) << body.dump();
+    EXPECT_EQ(r.status().code(), c.code) << r.status().message();
+    EXPECT_NE(r.status().message().find(c.says), std::string::npos) << r.status().message();
+  }
+  // Texts too: [N] past the limit, whatever the data.
+  json texts = {
+      {"inputs",
+       {{{"name", "text"}, {"datatype", "BYTES"}, {"shape", {100000}}, {"data", json::array()}}}}};
+  EXPECT_EQ(DecodeKServeRequest(texts, kBatching).status().code(), StatusCode::kInvalidArgument);
+  // BYTES binary data: more elements than the shape is refused at the first extra one.
+  InputTensor t{"text", "BYTES", {1}, {}, {}};
+  EXPECT_FALSE(DecodeRawTensor(std::string(4 * 1000, '\0'), t).ok());
+  EXPECT_LE(t.strings.size(), 1u);
+}
+
+TEST(KServeDecode, ClassificationParameterIsACount) {
+  json body = {
+      {"inputs", {{{"name", "text"}, {"datatype", "BYTES"}, {"shape", {1}}, {"data", {"a"}}}}},
+      {"outputs", {{{"name", "logits"}, {"parameters", {{"classification", 2}}}}}}};
+  auto r = DecodeKServeRequest(body, kBatching);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->outputs[0].class_count, 2);
+  body["outputs"][0]["parameters"]["classification"] = "2";
+  EXPECT_EQ(DecodeKServeRequest(body, kBatching).status().code(), StatusCode::kInvalidArgument);
+  body["outputs"][0]["parameters"]["classification"] = -1;
+  EXPECT_EQ(DecodeKServeRequest(body, kBatching).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(KServeEncode, BytesOutputsAreLengthPrefixed) {
+  OutputTensor t;
+  t.datatype = "BYTES";
+  t.strings = {"0.5:1:POS", ""};
+  const std::string raw = RawTensorBytes(t);
+  ASSERT_EQ(raw.size(), 4u + 9 + 4);
+  uint32_t len = 0;
+  std::memcpy(&len, raw.data(), 4);
+  EXPECT_EQ(len, 9u);
+  EXPECT_EQ(raw.substr(4, 9), "0.5:1:POS");
 }
 
 }  // namespace

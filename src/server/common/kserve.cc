@@ -4,6 +4,7 @@
 #include <bit>
 #include <chrono>
 #include <cstring>
+#include <numeric>
 
 #include "core/json_float.h"
 
@@ -54,6 +55,11 @@ Status DecodeRawTensor(std::string_view raw, InputTensor& t) {
     // Each element: a 4-byte little-endian length, then that many bytes.
     size_t at = 0;
     while (at < raw.size()) {
+      // 4 bytes can make an empty element: stop at the shape's count, not at
+      // the bytes' end (8 MB of zero lengths would be 2M strings).
+      if (static_cast<int64_t>(t.strings.size()) == count)
+        return InvalidArgument(Where(t.name) + "the data has more BYTES elements than shape's " +
+                               std::to_string(count));
       uint32_t len = 0;
       if (raw.size() - at < sizeof(len))
         return InvalidArgument(Where(t.name) + "BYTES data ends inside an element's length");
@@ -180,8 +186,20 @@ Status AssembleTexts(const std::vector<InputTensor>& inputs, KServeRequest& r) {
 
 }  // namespace
 
-Status AssembleKServeRequest(const std::vector<InputTensor>& inputs, KServeRequest& r) {
+Status AssembleKServeRequest(const std::vector<InputTensor>& inputs,
+                             const SchedulerOptions& batching, KServeRequest& r) {
   if (inputs.empty()) return InvalidArgument("the request has no inputs");
+  // Rows are allocated from the shape, not from the data: [10000000, 0] with
+  // no data at all made 10M empty rows (issue 44, D3).
+  for (const InputTensor& t : inputs) {
+    for (int64_t d : t.shape)
+      if (d < 1)
+        return InvalidArgument(Where(t.name) + "shape " + ShapeString(t.shape) +
+                               " has a dimension below 1; every dimension must be at least 1");
+    if (!t.shape.empty())
+      if (Status st = batching.CheckClientBatch(static_cast<size_t>(t.shape[0])); !st.ok())
+        return Status(st.code(), Where(t.name) + st.message());
+  }
   auto has = [&](const char* name) {
     return std::any_of(inputs.begin(), inputs.end(),
                        [&](const InputTensor& t) { return t.name == name; });
@@ -196,9 +214,7 @@ Status AssembleKServeRequest(const std::vector<InputTensor>& inputs, KServeReque
         "it has " +
         names);
   }
-  RETURN_IF_ERROR(texts ? AssembleTexts(inputs, r) : AssembleIds(inputs, r));
-  if (r.texts.empty() && r.sequences.empty()) return InvalidArgument("the batch is empty (N = 0)");
-  return Status::Ok();
+  return texts ? AssembleTexts(inputs, r) : AssembleIds(inputs, r);
 }
 
 namespace {
@@ -287,7 +303,8 @@ bool BoolParameter(const json& object, const char* key, bool fallback) {
 
 }  // namespace
 
-StatusOr<KServeRequest> DecodeKServeRequest(const json& body, std::string_view binary) {
+StatusOr<KServeRequest> DecodeKServeRequest(const json& body, const SchedulerOptions& batching,
+                                            std::string_view binary) {
   if (!body.is_object()) return InvalidArgument("the body must be a JSON object with \"inputs\"");
   KServeRequest r;
   if (auto id = body.find("id"); id != body.end() && id->is_string()) r.id = id->get<std::string>();
@@ -304,16 +321,24 @@ StatusOr<KServeRequest> DecodeKServeRequest(const json& body, std::string_view b
     return InvalidArgument("the body has " + std::to_string(binary.size()) +
                            " bytes of binary data but the inputs' binary_data_size add up to " +
                            std::to_string(offset) + "; check Inference-Header-Content-Length");
-  RETURN_IF_ERROR(AssembleKServeRequest(tensors, r));
+  RETURN_IF_ERROR(AssembleKServeRequest(tensors, batching, r));
   if (auto outs = body.find("outputs"); outs != body.end()) {
     if (!outs->is_array()) return InvalidArgument("\"outputs\" must be an array");
     for (const json& o : *outs) {
       if (!o.is_object() || !o.contains("name") || !o["name"].is_string())
         return InvalidArgument("each requested output needs a \"name\"");
       RequestedOutput out{o["name"].get<std::string>(), std::nullopt};
-      if (auto p = o.find("parameters"); p != o.end() && p->is_object())
+      if (auto p = o.find("parameters"); p != o.end() && p->is_object()) {
         if (auto b = p->find("binary_data"); b != p->end() && b->is_boolean())
           out.binary = b->get<bool>();
+        if (auto c = p->find("classification"); c != p->end()) {
+          if (!c->is_number_integer() || (!c->is_number_unsigned() && c->get<int64_t>() < 0))
+            return InvalidArgument("output \"" + out.name +
+                                   "\": parameters.classification must be a count of classes "
+                                   "(an integer, 0 for the values themselves)");
+          out.class_count = c->get<int64_t>();
+        }
+      }
       r.outputs.push_back(std::move(out));
     }
   }
@@ -333,6 +358,44 @@ Status CheckRequestedOutputs(const KServeRequest& request, const ServedModel& mo
       }());
   return Status::Ok();
 }
+
+namespace {
+
+// Whether the request returns any per-token output.
+bool ReturnsPerToken(const KServeRequest& request, const ServedModel& model) {
+  if (request.outputs.empty())
+    return std::any_of(model.outputs().begin(), model.outputs().end(),
+                       [](const OutputDescription& o) { return o.per_token && !o.on_request; });
+  return std::any_of(request.outputs.begin(), request.outputs.end(),
+                     [&](const RequestedOutput& o) { return model.FindOutput(o.name)->per_token; });
+}
+
+// Per-token outputs span the positions the tokens run take, not the length
+// the client declared: [1, 200000] ids cut to 512 answered 200,000 rows of
+// zeros, a 307 MB answer to a 1 MB request (issue 44, D4). For ids, a row's
+// last position run is where the mask put its last token kept; S must stay
+// within the model's max length, so that no mask can make the answer larger
+// than a full-length batch's.
+Status SizePerTokenOutputs(KServeRequest& request, const ServedModel& model,
+                           const InferRequest& native) {
+  if (request.texts.empty()) {
+    int span = 0;
+    for (size_t i = 0; i < native.sequences.size(); ++i) {
+      const size_t run = native.sequences[i].input_ids.size();
+      span = std::max(span, request.positions[i][run - 1] + 1);
+    }
+    request.padded_len = span;
+  }
+  if (request.padded_len > model.max_input_length() && ReturnsPerToken(request, model))
+    return InvalidArgument(
+        "attention_mask keeps a token at position " + std::to_string(request.padded_len - 1) +
+        ", past the model's max length " + std::to_string(model.max_input_length()) +
+        ": per-token outputs are as wide as the last position run; pad on the right, or send "
+        "rows no longer than the model takes");
+  return Status::Ok();
+}
+
+}  // namespace
 
 StatusOr<std::vector<OutputTensor>> InferKServe(ServedModel& model, Metrics& metrics,
                                                 KServeRequest& request,
@@ -355,11 +418,12 @@ StatusOr<std::vector<OutputTensor>> InferKServe(ServedModel& model, Metrics& met
       native.sequences.push_back(std::move(*seq));
     }
     request.sequences.clear();
+    RETURN_IF_ERROR(SizePerTokenOutputs(request, model, native));
     for (const RequestedOutput& o : request.outputs)
       native.last_hidden_state |= model.FindOutput(o.name)->on_request;
     native.is_cancelled = std::move(is_cancelled);
     ASSIGN_OR_RETURN(InferResult result, timer.Infer(std::move(native)));
-    return SelectOutputs(request, result);
+    return SelectOutputs(request, model, result);
   }();
   timer.Finish(outputs.status());
   return outputs;
@@ -400,9 +464,41 @@ OutputTensor MakeOutput(const NamedOutput& o, const KServeRequest& request,
   return t;
 }
 
+// Triton's classification of each row (batch item) of `values`: its top k
+// values over all of the row's elements, largest first (the earlier index
+// on a tie), as "value:index", with ":label" where the index is a class of
+// the model's classifier (a sequence classifier's logits).
+OutputTensor Classify(OutputTensor values, int64_t class_count, const ServedModel& model) {
+  const int64_t rows = values.shape[0];
+  const int64_t per_row = rows ? static_cast<int64_t>(values.data.size()) / rows : 0;
+  const int64_t k = std::min(class_count, per_row);
+  const bool labelled = model.config().head == HeadKind::kSequenceClassification &&
+                        values.name == "logits" && per_row == model.config().num_labels;
+  OutputTensor out;
+  out.name = std::move(values.name);
+  out.datatype = "BYTES";
+  out.shape = {rows, k};
+  out.binary = values.binary;
+  std::vector<int64_t> order(static_cast<size_t>(per_row));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = values.data.data() + r * per_row;
+    std::iota(order.begin(), order.end(), int64_t{0});
+    std::stable_sort(order.begin(), order.end(),
+                     [row](int64_t a, int64_t b) { return row[a] > row[b]; });
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t i = order[static_cast<size_t>(j)];
+      std::string entry = std::to_string(row[i]) + ":" + std::to_string(i);
+      if (labelled) entry += ":" + model.config().LabelName(static_cast<int>(i));
+      out.strings.push_back(std::move(entry));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
-std::vector<OutputTensor> SelectOutputs(const KServeRequest& request, const InferResult& result) {
+std::vector<OutputTensor> SelectOutputs(const KServeRequest& request, const ServedModel& model,
+                                        const InferResult& result) {
   std::vector<OutputTensor> out;
   for (const NamedOutput& o : result.outputs.outputs) {
     const RequestedOutput* asked = nullptr;
@@ -412,9 +508,22 @@ std::vector<OutputTensor> SelectOutputs(const KServeRequest& request, const Infe
     if (request.outputs.empty() ? o.name == kLastHiddenState : !asked) continue;
     OutputTensor t = MakeOutput(o, request, result);
     t.binary = asked && asked->binary ? *asked->binary : request.binary_output;
+    if (asked && asked->class_count > 0) t = Classify(std::move(t), asked->class_count, model);
     out.push_back(std::move(t));
   }
   return out;
+}
+
+std::string RawTensorBytes(const OutputTensor& t) {
+  if (t.datatype != "BYTES")
+    return std::string(reinterpret_cast<const char*>(t.data.data()), t.data.size() * sizeof(float));
+  std::string raw;
+  for (const std::string& e : t.strings) {
+    const uint32_t len = static_cast<uint32_t>(e.size());
+    raw.append(reinterpret_cast<const char*>(&len), sizeof(len));
+    raw += e;
+  }
+  return raw;
 }
 
 HttpAnswer EncodeKServeResponse(const KServeRequest& request, const ServedModel& model,
@@ -424,9 +533,11 @@ HttpAnswer EncodeKServeResponse(const KServeRequest& request, const ServedModel&
   for (const OutputTensor& o : outputs) {
     json j{{"name", o.name}, {"datatype", o.datatype}, {"shape", o.shape}};
     if (o.binary) {
-      const size_t bytes = o.data.size() * sizeof(float);
-      j["parameters"] = {{"binary_data_size", bytes}};
-      binary.append(reinterpret_cast<const char*>(o.data.data()), bytes);
+      const std::string raw = RawTensorBytes(o);
+      j["parameters"] = {{"binary_data_size", raw.size()}};
+      binary += raw;
+    } else if (o.datatype == "BYTES") {
+      j["data"] = o.strings;
     } else {
       json data = json::array();
       for (float v : o.data) data.push_back(FloatJson(v));
@@ -446,6 +557,25 @@ HttpAnswer EncodeKServeResponse(const KServeRequest& request, const ServedModel&
     answer.body += binary;
   }
   return answer;
+}
+
+StatusOr<std::string> LoadConfigParameter(
+    const std::vector<std::pair<std::string, std::optional<std::string>>>& parameters) {
+  std::string config;
+  for (const auto& [key, value] : parameters) {
+    if (key == "config" && value) {
+      config = *value;
+    } else if (key.rfind("file:", 0) == 0) {
+      return InvalidArgument("parameter \"" + key +
+                             "\": model files are not taken in a load request; put them in "
+                             "the model repository and load the model by name");
+    } else {
+      return InvalidArgument("parameter \"" + key +
+                             "\" is not taken by a load request (\"config\", a string of "
+                             "Triton's JSON model configuration, is)");
+    }
+  }
+  return config;
 }
 
 // Every input is optional in Triton's sense (a request may leave it out): a

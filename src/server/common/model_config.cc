@@ -2,6 +2,7 @@
 
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
+#include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -333,14 +334,11 @@ Status ReadWarmups(const config::ModelConfig& pbc, ModelConfigFile& out) {
 
 }  // namespace
 
-StatusOr<ModelConfigFile> ParseModelConfig(const std::string& text, const std::string& path,
-                                           const std::string& model_name) {
-  config::ModelConfig pbc;
-  pb::TextFormat::Parser parser;
-  FirstError errors;
-  parser.RecordErrorsTo(&errors);
-  if (!parser.ParseFromString(text, &pbc))
-    return InvalidArgument(path + ": " + errors.message() + Hint(errors.message()));
+namespace {
+
+// A parsed ModelConfig message, from either form, checked and made plain.
+StatusOr<ModelConfigFile> ReadModelConfig(const config::ModelConfig& pbc, const std::string& path,
+                                          const std::string& model_name) {
   auto fail = [&](const Status& st) { return InvalidArgument(path + ": " + st.message()); };
   if (!pbc.name().empty() && pbc.name() != model_name)
     return InvalidArgument(path + ": name \"" + pbc.name() + "\" differs from the directory \"" +
@@ -352,6 +350,29 @@ StatusOr<ModelConfigFile> ParseModelConfig(const std::string& text, const std::s
     if (!st.ok()) return fail(st);
   ReadTensorBlocks(pbc, out);
   return out;
+}
+
+}  // namespace
+
+StatusOr<ModelConfigFile> ParseModelConfig(const std::string& text, const std::string& path,
+                                           const std::string& model_name) {
+  config::ModelConfig pbc;
+  pb::TextFormat::Parser parser;
+  FirstError errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(text, &pbc))
+    return InvalidArgument(path + ": " + errors.message() + Hint(errors.message()));
+  return ReadModelConfig(pbc, path, model_name);
+}
+
+StatusOr<ModelConfigFile> ParseModelConfigJson(const std::string& text, const std::string& what,
+                                               const std::string& model_name) {
+  config::ModelConfig pbc;
+  const auto parsed = pb::util::JsonStringToMessage(text, &pbc);
+  if (!parsed.ok())
+    return InvalidArgument(what + ": not a model configuration in Triton's JSON form (" +
+                           std::string(parsed.message()) + ")");
+  return ReadModelConfig(pbc, what, model_name);
 }
 
 StatusOr<WarmupSample> ParseWarmupShape(const std::string& text) {

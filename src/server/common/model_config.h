@@ -95,6 +95,12 @@ struct ModelConfigFile {
 StatusOr<ModelConfigFile> ParseModelConfig(const std::string& text, const std::string& path,
                                            const std::string& model_name);
 
+// The same settings in Triton's JSON form (what a load request's
+// parameters.config carries, tritonclient's load_model(config=...)); `what`
+// names the source in messages.
+StatusOr<ModelConfigFile> ParseModelConfigJson(const std::string& text, const std::string& what,
+                                               const std::string& model_name);
+
 // Reads DIR/config.pbtxt when present (an empty ModelConfigFile otherwise).
 StatusOr<ModelConfigFile> LoadModelConfig(const std::string& model_dir,
                                           const std::string& model_name);

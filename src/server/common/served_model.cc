@@ -371,6 +371,7 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(
   m->placement_ = Placement(serving.instances);
   m->max_input_length_ = loaded.model->config.max_seq_length;
   m->auto_truncate_ = defaults.auto_truncate;
+  m->max_normalized_chars_ = defaults.max_normalized_chars;
   SchedulerOptions scheduling = serving.scheduler;
   // A plan built for at most N tokens per batch: batches stay within it.
   if (const int limit = loaded.model->max_batch_tokens; limit > 0)
@@ -415,47 +416,57 @@ ServedModel::~ServedModel() {
 
 namespace {
 
-// The positions a prompt's tokens take in `full` (the first pool_start) once
-// `cut` is `full` cut from the start: the text's first tokens, the prompt's,
-// went first, and pool_start counts only those left, never fewer than the
-// special tokens before the text ([CLS]).
-int32_t PoolStartAfterCut(const Encoding& full, const Encoding& cut, int32_t pool_start) {
-  if (pool_start <= 0) return pool_start;
-  int32_t dropped = 0;  // the first text's tokens cut
-  for (int8_t s : full.sequence_ids) dropped += s == 0;
-  for (int8_t s : cut.sequence_ids) dropped -= s == 0;
+// The positions a prompt's tokens take (the first pool_start) once the
+// first text lost `dropped` tokens from its start: the prompt's went first,
+// and pool_start counts only those left, never fewer than the special
+// tokens before the text ([CLS]).
+StatusOr<int32_t> PoolStartAfterCut(const Tokenizer& tok, const std::string& prompt,
+                                    int32_t pool_start, size_t dropped) {
+  if (pool_start <= 0 || dropped == 0) return pool_start;
+  ASSIGN_OR_RETURN(const Encoding p, tok.Encode(prompt));
   int32_t leading = 0;
-  while (leading < pool_start && full.sequence_ids[leading] != 0) ++leading;
-  return std::max(leading, pool_start - dropped);
+  while (leading < pool_start && static_cast<size_t>(leading) < p.sequence_ids.size() &&
+         p.sequence_ids[leading] != 0)
+    ++leading;
+  return static_cast<int32_t>(
+      std::max<int64_t>(leading, pool_start - static_cast<int64_t>(dropped)));
 }
 
 }  // namespace
 
 StatusOr<SequenceInput> ServedModel::Encode(const TextInput& input,
                                             const EncodeOptions& options) const {
+  // One rule for both texts of a pair (a rerank's documents, text_pair).
   RETURN_IF_ERROR(CheckInputText(input.text));
+  if (input.text_pair) RETURN_IF_ERROR(CheckInputText(*input.text_pair));
   const Tokenizer& tok = *loaded_.tokenizer;
   ASSIGN_OR_RETURN(const std::string prompt, config().PromptText(options.prompt_name));
   ASSIGN_OR_RETURN(const int32_t pool_start, PromptPoolStart(config(), tok, prompt));
-  const std::string text = prompt + input.text;
-  ASSIGN_OR_RETURN(Encoding enc, tok.Encode(text, input.text_pair));
-  const int n = static_cast<int>(enc.input_ids.size());
+  // A text without a prompt is tokenized where it is: it may be megabytes.
+  const std::string prompted = prompt.empty() ? std::string() : prompt + input.text;
+  const std::string_view text = prompt.empty() ? std::string_view(input.text) : prompted;
   const int limit = options.max_length > 0 ? options.max_length : max_input_length_;
-  SequenceInput seq;
-  if (n > limit) {
-    if (!options.truncate && !auto_truncate_)
-      return OutOfRange("input is " + std::to_string(n) + " tokens, more than the model's " +
-                        std::to_string(limit) + options.TooLongHint());
-    // Cut from the encoding in hand: tokenizing again with max_length gives
-    // the same ids, at twice the cost.
-    ASSIGN_OR_RETURN(Encoding cut, TruncateEncoding(enc, input.text_pair.has_value(), limit,
-                                                    options.truncation, options.truncate_left));
-    const int32_t start =
-        options.truncate_left ? PoolStartAfterCut(enc, cut, pool_start) : pool_start;
-    seq = {std::move(cut.input_ids), std::move(cut.token_type_ids), start};
-  } else {
-    seq = {std::move(enc.input_ids), std::move(enc.token_type_ids), pool_start};
+  // The tokenizer reads a long text only as far as the limit needs.
+  EncodeLimits limits;
+  limits.max_length = static_cast<size_t>(limit);
+  limits.truncate = options.truncate || auto_truncate_;
+  limits.truncate_left = options.truncate_left;
+  limits.truncation = options.truncation;
+  limits.max_normalized_chars = max_normalized_chars_;
+  limits.count_first_text_cut_up_to = static_cast<size_t>(std::max(pool_start, 0));
+  EncodeReport report;
+  StatusOr<Encoding> enc = tok.Encode(text, input.text_pair, limits, &report);
+  if (report.too_long) {
+    return OutOfRange(
+        (report.exact ? "input is " + std::to_string(report.tokens) +
+                            " tokens, more than the model's " + std::to_string(limit)
+                      : "input is more than the model's " + std::to_string(limit) + " tokens") +
+        options.TooLongHint());
   }
+  if (!enc.ok()) return enc.status();
+  ASSIGN_OR_RETURN(const int32_t start,
+                   PoolStartAfterCut(tok, prompt, pool_start, report.first_text_cut));
+  SequenceInput seq{std::move(enc->input_ids), std::move(enc->token_type_ids), start};
   if (seq.pool_start >= static_cast<int>(seq.input_ids.size()))
     return PromptFillsInput(seq.pool_start, static_cast<int>(seq.input_ids.size()));
   return seq;
@@ -552,7 +563,8 @@ Status ModelRegistry::OpenRepository(const std::string& dir, ModelControl contro
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     return NotFound("--model-repository " + dir + ": not a directory");
-  repository_ = dir;
+  // One spelling of the root, so that load errors' paths can be made relative to it.
+  repository_ = fs::absolute(dir, ec).lexically_normal().string();
   control_ = control;
   std::lock_guard load_lock(load_mu_);
   if (control == ModelControl::kExplicit) {
@@ -572,17 +584,25 @@ Status ModelRegistry::OpenRepository(const std::string& dir, ModelControl contro
   return Status::Ok();
 }
 
-Status ModelRegistry::LoadFromRepository(const std::string& name) {
+Status ModelRegistry::LoadFromRepository(const std::string& name, const std::string& config_json) {
   const fs::path model_dir = fs::path(repository_) / name;
   std::error_code ec;
   if (!IsModelName(name) || !fs::is_directory(model_dir, ec))
-    return NotFound("model " + name + " is not in the repository " + repository_);
+    return NotFound("model " + name + " is not in the model repository");
+  // What a client may read of a failed load (the index, a lookup's NotFound):
+  // paths inside the repository relative to it, never the server's own layout.
   auto record = [&](Status st) {
+    std::string reason = st.message();
+    const std::string root = (fs::path(repository_) / "").string();
+    for (size_t at; (at = reason.find(root)) != std::string::npos;) reason.erase(at, root.size());
     std::lock_guard lock(mu_);
-    models_[name].reason = st.message();
-    return st;
+    models_[name].reason = reason;
+    return Status(st.code(), reason);
   };
-  auto config = LoadModelConfig(model_dir.string(), name);
+  const bool override_config = !config_json.empty();
+  auto config = override_config
+                    ? ParseModelConfigJson(config_json, "the load request's config", name)
+                    : LoadModelConfig(model_dir.string(), name);
   if (!config.ok()) return record(config.status());
   auto serving = ResolveServing(defaults_, *config);
   if (!serving.ok())
@@ -590,22 +610,25 @@ Status ModelRegistry::LoadFromRepository(const std::string& name) {
         Status(serving.status().code(), "model " + name + ": " + serving.status().message()));
   const std::vector<long> available = NumericVersions(model_dir);
   if (available.empty())
-    return record(
-        NotFound("model " + name + ": no numeric version directory in " + model_dir.string()));
+    return record(NotFound("model " + name + ": no numeric version directory in " + name + "/"));
   auto selected = SelectVersions(available, serving->version_policy, name);
   if (!selected.ok()) return record(selected.status());
 
-  std::map<long, std::shared_ptr<ServedModel>> versions;
+  // The folders are walked before the lock is taken: every request's model
+  // lookup takes it, and a walk of 60,000 files under it stalled them all at
+  // each poll (issue 44, D9).
   std::map<long, std::string> fingerprints;
+  for (long v : *selected) fingerprints[v] = Fingerprint(model_dir, model_dir / std::to_string(v));
+  std::map<long, std::shared_ptr<ServedModel>> versions;
   {
     std::lock_guard lock(mu_);
     const Entry& current = models_[name];
-    for (long v : *selected) {
-      const std::string fp = Fingerprint(model_dir, model_dir / std::to_string(v));
+    // A version is kept when neither its files nor its settings' source changed.
+    for (const auto& [v, fp] : fingerprints) {
       auto it = current.fingerprints.find(v);
-      if (it != current.fingerprints.end() && it->second == fp)
+      if (it != current.fingerprints.end() && it->second == fp && !override_config &&
+          !current.config_override)
         versions[v] = current.versions.at(v);
-      fingerprints[v] = fp;
     }
   }
   // What the config sets and bertrt does not use, said once (not at every
@@ -641,6 +664,7 @@ Status ModelRegistry::LoadFromRepository(const std::string& name) {
     retired = std::move(entry.versions);
     entry.versions = std::move(versions);
     entry.fingerprints = std::move(fingerprints);
+    entry.config_override = override_config;
     entry.reason.clear();
     for (const auto& [v, m] : entry.versions)
       if (retired.count(v) && retired[v] == m) retired.erase(v);
@@ -668,13 +692,24 @@ void ModelRegistry::UnloadLocked(const std::string& name) {
 void ModelRegistry::StartPolling(double seconds) {
   poller_ = std::thread([this, seconds] {
     std::unique_lock lock(poll_mu_);
-    while (!poll_cv_.wait_for(lock, std::chrono::duration<double>(seconds),
-                              [this] { return stopping_; })) {
+    while (true) {
+      poll_cv_.wait_for(lock, std::chrono::duration<double>(seconds),
+                        [this] { return stopping_ || poll_now_; });
+      if (stopping_) break;
+      poll_now_ = false;
       lock.unlock();
       Poll();
       lock.lock();
     }
   });
+}
+
+void ModelRegistry::PollNow() {
+  {
+    std::lock_guard lock(poll_mu_);
+    poll_now_ = true;
+  }
+  poll_cv_.notify_all();
 }
 
 void ModelRegistry::Poll() {
@@ -714,7 +749,7 @@ Status ModelRegistry::CheckExplicit() const {
   return Status::Ok();
 }
 
-Status ModelRegistry::Load(const std::string& name) {
+Status ModelRegistry::Load(const std::string& name, const std::string& config_json) {
   RETURN_IF_ERROR(CheckExplicit());
   std::lock_guard load_lock(load_mu_);
   // On a thread of its own that ends with the load: creating a model runs
@@ -724,7 +759,7 @@ Status ModelRegistry::Load(const std::string& name) {
   // load on another handler left another pool behind (300 load/unload
   // cycles: 514 -> 770 threads, 32 -> 637 MB).
   Status loaded;
-  std::thread([&] { loaded = LoadFromRepository(name); }).join();
+  std::thread([&] { loaded = LoadFromRepository(name, config_json); }).join();
   return loaded;
 }
 
@@ -736,7 +771,7 @@ Status ModelRegistry::Unload(const std::string& name) {
     if (!models_.count(name)) {
       std::error_code ec;
       if (!IsModelName(name) || !fs::is_directory(fs::path(repository_) / name, ec))
-        return NotFound("model " + name + " is not in the repository " + repository_);
+        return NotFound("model " + name + " is not in the model repository");
     }
   }
   UnloadLocked(name);
@@ -745,33 +780,36 @@ Status ModelRegistry::Unload(const std::string& name) {
 
 StatusOr<std::shared_ptr<ServedModel>> ModelRegistry::Find(const std::string& name,
                                                            const std::string& version) const {
-  std::lock_guard lock(mu_);
-  auto it = models_.find(name);
-  if (it == models_.end() || it->second.versions.empty()) {
-    std::string served;
+  std::string served, why;
+  bool known = false;
+  {
+    std::lock_guard lock(mu_);
+    auto it = models_.find(name);
+    if (it != models_.end() && !it->second.versions.empty()) {
+      const auto& versions = it->second.versions;
+      if (version.empty()) return versions.rbegin()->second;
+      for (const auto& [v, m] : versions)
+        if (std::to_string(v) == version) return m;
+      for (const auto& [v, m] : versions)
+        served += (served.empty() ? "" : ", ") + std::to_string(v);
+      return NotFound("model " + name + " has no version " + version + " (served: " + served + ")");
+    }
     for (const auto& [n, e] : models_)
       if (!e.versions.empty()) served += (served.empty() ? "" : ", ") + n;
-    std::error_code ec;
-    const bool in_repository = !repository_.empty() && IsModelName(name) &&
-                               fs::is_directory(fs::path(repository_) / name, ec);
-    if (it != models_.end() || in_repository) {
-      std::string why = it != models_.end() ? it->second.reason : "";
-      if (why.empty()) why = "not loaded";
-      if (control_ == ModelControl::kExplicit)
-        why += "; load it with POST /v2/repository/models/" + name + "/load";
-      return NotFound("model " + name + " is not loaded (" + why +
-                      "); served: " + (served.empty() ? "none" : served));
-    }
-    return NotFound("unknown model " + name + " (served: " + (served.empty() ? "none" : served) +
-                    ")");
+    known = it != models_.end();
+    if (known) why = it->second.reason;
   }
-  const auto& versions = it->second.versions;
-  if (version.empty()) return versions.rbegin()->second;
-  for (const auto& [v, m] : versions)
-    if (std::to_string(v) == version) return m;
-  std::string served;
-  for (const auto& [v, m] : versions) served += (served.empty() ? "" : ", ") + std::to_string(v);
-  return NotFound("model " + name + " has no version " + version + " (served: " + served + ")");
+  if (served.empty()) served = "none";
+  // The repository is looked at outside the lock (every lookup takes it).
+  std::error_code ec;
+  if (known || (!repository_.empty() && IsModelName(name) &&
+                fs::is_directory(fs::path(repository_) / name, ec))) {
+    if (why.empty()) why = "not loaded";
+    if (control_ == ModelControl::kExplicit)
+      why += "; load it with POST /v2/repository/models/" + name + "/load";
+    return NotFound("model " + name + " is not loaded (" + why + "); served: " + served);
+  }
+  return NotFound("unknown model " + name + " (served: " + served + ")");
 }
 
 StatusOr<std::shared_ptr<ServedModel>> ModelRegistry::Default() const {

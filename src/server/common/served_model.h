@@ -56,6 +56,12 @@ struct ServeDefaults {
   // Texts longer than a model takes are cut to its limit instead of refused
   // (TEI's --auto-truncate), whatever the request's own truncate says.
   bool auto_truncate = false;
+  // --max-normalized-chars: a text whose part that tokenizing needs
+  // normalizes to more chars is refused (EncodeLimits). Tokenizing is
+  // bounded by the model's limit already; this bounds what that cannot (a
+  // text with no place to cut it, a tokenizer that gives none). A
+  // 512-token model needs a few thousand chars.
+  size_t max_normalized_chars = 1'000'000;
   Metrics* metrics = nullptr;  // batch histograms, when set
   // --warmup-shapes: run on every instance at load (a config.pbtxt's model_warmup replaces them).
   std::vector<WarmupSample> warmups;
@@ -121,8 +127,8 @@ class ServedModel {
       const ServeDefaults& defaults);
   static StatusOr<std::unique_ptr<ServedModel>> Create(
       const std::string& name, const std::string& version, const std::string& source,
-      LoadedModel loaded, std::vector<std::unique_ptr<Engine>> engines,
-      const ModelServing& serving, const ServeDefaults& defaults);
+      LoadedModel loaded, std::vector<std::unique_ptr<Engine>> engines, const ModelServing& serving,
+      const ServeDefaults& defaults);
   ~ServedModel();
 
   // Tokenizes one input. Empty text: InvalidArgument; longer than the model's
@@ -156,6 +162,7 @@ class ServedModel {
   // What it is served with (the defaults and its config.pbtxt combined).
   const ModelServing& serving() const { return serving_; }
   int max_input_length() const { return max_input_length_; }
+  size_t max_normalized_chars() const { return max_normalized_chars_; }
   // --auto-truncate: every input longer than the model takes is cut.
   bool auto_truncate() const { return auto_truncate_; }
   // The head's outputs, and last_hidden_state (only on request).
@@ -175,6 +182,7 @@ class ServedModel {
   std::unique_ptr<Scheduler> scheduler_;
   int max_input_length_ = 0;
   bool auto_truncate_ = false;
+  size_t max_normalized_chars_ = 0;
   std::vector<OutputDescription> outputs_;
   std::shared_ptr<VersionStatistics> statistics_ = std::make_shared<VersionStatistics>();
   Metrics* metrics_ = nullptr;  // lists statistics_ while this version is loaded
@@ -234,6 +242,8 @@ class ModelRegistry {
                         const std::vector<std::string>& startup = {});
   // kPoll: rescans the repository every `seconds` on a thread of its own.
   void StartPolling(double seconds);
+  // kPoll: has that thread rescan now (SIGHUP), without waiting for its period.
+  void PollNow();
 
   // NotFound names what is served. An empty version means the latest served.
   StatusOr<std::shared_ptr<ServedModel>> Find(const std::string& name,
@@ -249,8 +259,11 @@ class ModelRegistry {
   std::vector<RepositoryEntry> Index() const;
   // The load/unload API (kExplicit only): (re)loads the model from the
   // repository, swapping versions in without dropping requests; or stops
-  // serving it (in-flight requests finish).
-  Status Load(const std::string& name);
+  // serving it (in-flight requests finish). `config_json`, when given, is
+  // Triton's load_model(config=...): the model's settings in Triton's JSON
+  // form, taken for this load instead of its config.pbtxt (every version
+  // reloads with them; a later load without one goes back to the file).
+  Status Load(const std::string& name, const std::string& config_json = "");
   Status Unload(const std::string& name);
   // Rescans the repository once: loads new models and versions, reloads those
   // whose files or config changed, unloads what disappeared.
@@ -274,10 +287,11 @@ class ModelRegistry {
     std::map<long, std::shared_ptr<ServedModel>> versions;  // served
     std::map<long, std::string> fingerprints;               // of the served versions
     std::string reason;                                     // of the last failed load
-    std::string ignored_noted;  // the config's ignored fields, as last logged
+    std::string ignored_noted;     // the config's ignored fields, as last logged
+    bool config_override = false;  // the served versions were loaded with Load's config_json
   };
-  // Loads `name` from the repository (load_mu_ held).
-  Status LoadFromRepository(const std::string& name);
+  // Loads `name` from the repository (load_mu_ held), with `config_json` (Load's) if given.
+  Status LoadFromRepository(const std::string& name, const std::string& config_json = "");
   void UnloadLocked(const std::string& name);
   // FailedPrecondition unless serving a repository in kExplicit mode.
   Status CheckExplicit() const;
@@ -287,13 +301,14 @@ class ModelRegistry {
   ModelControl control_ = ModelControl::kNone;
   bool strict_readiness_ = true;
   std::string default_model_;  // "": the first by name
-  mutable std::mutex mu_;  // guards models_
+  mutable std::mutex mu_;      // guards models_
   std::map<std::string, Entry> models_;
   std::mutex load_mu_;  // one load, unload or poll at a time
   std::thread poller_;
   std::mutex poll_mu_;
   std::condition_variable poll_cv_;
   bool stopping_ = false;
+  bool poll_now_ = false;
 };
 
 }  // namespace bertrt::server

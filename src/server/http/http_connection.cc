@@ -42,6 +42,12 @@ namespace {
 
 // A request's header, request line included; beyond: 431.
 constexpr uint32_t kHeaderLimit = 64 << 10;
+// The most a connection buffers of what it has not parsed yet. Body bytes
+// move on to the body as they come (counted against the payload limit), but
+// a chunk's header line (its size and extensions) and a chunked body's
+// trailer are parsed whole, so without this cap a 400 MB chunk extension or
+// trailer was buffered whole too (issue 44, D2): past it, 400.
+constexpr size_t kReadBufferLimit = kHeaderLimit + (16 << 10);
 // How long a closing connection reads what the client still sends before
 // closing, so that the answer is not destroyed by a reset (nginx and
 // Apache's lingering close).
@@ -173,6 +179,22 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     if (!takes_body && (chunked || (length && *length > 0)))
       return AnswerAndClose(400, std::string(msg.method_string()) +
                                      " requests carry no body here; send it with POST");
+    const std::string_view target(msg.target().data(), msg.target().size());
+    if (target.size() > kMaxTargetBytes)
+      return AnswerAndClose(414, "the request target is longer than " +
+                                     std::to_string(kMaxTargetBytes) +
+                                     " bytes; no route takes one that long");
+    request_ = std::make_shared<HttpRequest>();
+    request_->method = std::string(msg.method_string());
+    request_->path = PercentDecoded(target.substr(0, target.find('?')));
+    for (const auto& field : msg)
+      request_->headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+    request_->remote_addr = remote_;
+    // Routed and authorized before the body is read: an unauthorized client
+    // gets nothing read, inflated or parsed for it.
+    HttpResponse refusal;
+    route_ = impl_.server.Admit(*request_, refusal);
+    if (!route_) return Refuse(std::move(refusal));
     if (parser_->is_done()) return OnBody({});
     if (beast::iequals(msg[http::field::expect], "100-continue")) {
       // curl asks before sending a body over 1 MB and waits a second for this.
@@ -197,6 +219,11 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
   void OnBody(beast::error_code ec) {
     if (ec == http::error::body_limit)
       return AnswerAndClose(413, PayloadTooLarge(options_.max_payload_bytes));
+    if (ec == http::error::buffer_overflow)
+      return AnswerAndClose(400,
+                            "a chunk's header line (its size and extensions) or the "
+                            "chunked body's trailer is larger than " +
+                                std::to_string(kReadBufferLimit) + " bytes");
     if (ec == beast::error::timeout || ec == asio::error::operation_aborted ||
         ec == http::error::partial_message || ec == asio::error::eof ||
         ec == http::error::end_of_stream || ec == asio::error::connection_reset)
@@ -204,15 +231,9 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     if (ec)
       return AnswerAndClose(
           400, "the request body could not be read (bad chunked encoding?): " + ec.message());
-    auto req = std::make_shared<HttpRequest>();
+    auto req = std::move(request_);
     auto& msg = parser_->get();
-    req->method = std::string(msg.method_string());
-    const std::string_view target(msg.target().data(), msg.target().size());
-    req->path = PercentDecoded(target.substr(0, target.find('?')));
-    for (const auto& field : msg)
-      req->headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
     req->body = std::move(msg.body());
-    req->remote_addr = remote_;
     const std::string encoding(msg[http::field::content_encoding]);
     if (!encoding.empty() && !beast::iequals(encoding, "identity")) {
       if (!beast::iequals(encoding, "gzip") && !beast::iequals(encoding, "x-gzip") &&
@@ -240,10 +261,10 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     // Keeps the I/O threads running until the answer is posted back, though
     // the connection may have no operation pending meanwhile.
     auto work = asio::make_work_guard(impl_.ioc);
-    impl_.pool.enqueue([self = this->shared_from_this(), req, work]() mutable {
+    impl_.pool.enqueue([self = this->shared_from_this(), req, route = route_, work]() mutable {
       auto res = std::make_shared<HttpResponse>();
       res->set_header("X-Request-Id", RequestId(req->get_header_value("X-Request-Id")));
-      self->impl_.server.Dispatch(*req, *res);
+      self->impl_.server.Dispatch(*route, *req, *res);
       asio::post(self->stream_.get_executor(),
                  [self, req, res] { self->Respond(req->method, req->path, std::move(*res)); });
       work.reset();
@@ -294,6 +315,28 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
                   {"remote", remote_}},
                  start_);
     Write(std::move(res), !keep_alive_ || impl_.stopping, method == "HEAD");
+  }
+
+  // A request the route table refused (404, 405, 401, 414), answered
+  // before its body: the connection stays open when it has no body, as after
+  // any answer; a body left unread closes it (what follows cannot be framed).
+  void Refuse(HttpResponse res) {
+    res.set_header("X-Request-Id", RequestId(request_->get_header_value("X-Request-Id")));
+    const bool unread_body = !parser_->is_done();
+    keep_alive_ = parser_->get().keep_alive();
+    version_ = parser_->get().version();
+    if (options_.log_requests)
+      LogRequest({{"request_id", res.get_header_value("X-Request-Id")},
+                  {"protocol", "http"},
+                  {"method", request_->method},
+                  {"path", request_->path},
+                  {"status", res.status},
+                  {"remote", remote_}},
+                 start_);
+    const bool head = request_->method == "HEAD";
+    request_.reset();
+    parser_.reset();
+    Write(std::move(res), unread_body || !keep_alive_ || impl_.stopping, head);
   }
 
   // A request refused before a handler saw it: answered, then the
@@ -372,8 +415,11 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
   const HttpOptions& options_;
   Stream stream_;
   const std::string remote_;
-  beast::flat_buffer buffer_;
+  beast::flat_buffer buffer_{kReadBufferLimit};
   std::optional<http::request_parser<http::string_body>> parser_;
+  // The request being read (from its header on) and its route.
+  std::shared_ptr<HttpRequest> request_;
+  const HttpServer::Route* route_ = nullptr;
   State state_ = State::kReading;
   bool keep_alive_ = true;
   unsigned version_ = 11;

@@ -4,11 +4,12 @@
 #pragma once
 
 #include <functional>
-#include <regex>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "server/http/router.h"
 
 namespace bertrt::server {
 
@@ -22,9 +23,8 @@ struct HttpRequest {
   std::string body;         // decoded (chunked and Content-Encoding undone)
   std::string remote_addr;  // the peer's numeric address
   HttpHeaders headers;
-  // The route pattern's groups, matched on `path`: the request is not
-  // copied once they are set, so they stay valid.
-  std::smatch matches;
+  // The route's parameters ({model}, {version}), matched on `path`.
+  RouteParams params;
   // True once the client has gone (its connection reset); empty when not
   // watched. For the scheduler's InferRequest::is_cancelled.
   std::function<bool()> client_gone;

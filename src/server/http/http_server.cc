@@ -1,6 +1,7 @@
 #include "server/http/http_server.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <chrono>
 #include <string_view>
@@ -76,7 +77,9 @@ StatusOr<json> ParseBody(const HttpRequest& req) {
 void HttpServer::AddRoutes() {
   AddKServeRoutes();
   AddTeiRoutes();
-  GetOpen("/metrics", [this](const HttpRequest&, HttpResponse& res) {
+  // Behind the API key when one is set (Prometheus sends it with its scrape
+  // config's `authorization`): the series name every model and its traffic.
+  Get("/metrics", "metrics", [this](const HttpRequest&, HttpResponse& res) {
     std::string text = metrics_.Render();
     // The engines' activation memory, per served model and instance: with
     // the heap gauges, what tells a memory that follows the largest batch from
@@ -99,47 +102,60 @@ void HttpServer::AddRoutes() {
   });
 }
 
-HttpServer::Handler HttpServer::RequireKey(const std::string& endpoint, Handler handler) {
-  if (options_.api_key.empty()) return handler;
-  return [this, endpoint, handler = std::move(handler)](const HttpRequest& req, HttpResponse& res) {
-    if (BearerKeyMatches(req.get_header_value("Authorization"), options_.api_key))
-      return handler(req, res);
-    res.set_header("WWW-Authenticate", "Bearer");
-    const std::string message =
-        "unauthorized: a Bearer API key is required (Authorization: Bearer <key>); missing or "
-        "wrong";
-    // In the shape the route's clients read (TEI's or OpenAI's, else KServe's).
-    SendJson(res, 401,
-             IsTeiPath(req.path) ? TeiErrorJson(req.path, 401, message) : json{{"error", message}});
-    // No model label: it would come from an unauthenticated client.
-    metrics_.CountRequest("", endpoint, false);
-  };
-}
-
 void HttpServer::Get(const std::string& pattern, const std::string& endpoint, Handler handler) {
-  routes_.push_back({"GET", std::regex(pattern), RequireKey(endpoint, std::move(handler))});
+  routes_.Add("GET", pattern, {std::move(handler), endpoint, false});
 }
 
 void HttpServer::GetOpen(const std::string& pattern, Handler handler) {
-  routes_.push_back({"GET", std::regex(pattern), std::move(handler)});
+  routes_.Add("GET", pattern, {std::move(handler), "", true});
 }
 
 void HttpServer::Post(const std::string& pattern, const std::string& endpoint, Handler handler) {
-  routes_.push_back({"POST", std::regex(pattern), RequireKey(endpoint, std::move(handler))});
+  routes_.Add("POST", pattern, {std::move(handler), endpoint, false});
 }
 
-void HttpServer::Dispatch(HttpRequest& req, HttpResponse& res) const {
-  // HEAD is GET without the body (the connection leaves it out): what load
-  // balancers' and orchestrators' health checks send.
-  const std::string method = req.method == "HEAD" ? "GET" : req.method;
-  try {
-    for (const Route& route : routes_) {
-      if (route.method != method || !std::regex_match(req.path, req.matches, route.pattern))
-        continue;
-      route.handler(req, res);
-      return;
+namespace {
+
+// `message` in the error shape the path's clients read (TEI's or OpenAI's,
+// else KServe's).
+void SendRouteError(HttpResponse& res, std::string_view path, int status,
+                    const std::string& message) {
+  SendJson(res, status,
+           IsTeiPath(path) ? TeiErrorJson(path, status, message) : json{{"error", message}});
+}
+
+}  // namespace
+
+const HttpServer::Route* HttpServer::Admit(HttpRequest& req, HttpResponse& refusal) const {
+  auto match = routes_.Find(req.method, req.path);
+  if (!match.target) {
+    if (match.allow.empty()) {
+      SendRouteError(refusal, req.path, 404, "no such endpoint: " + req.method + " " + req.path);
+    } else {
+      refusal.set_header("Allow", match.allow);
+      SendRouteError(refusal, req.path, 405,
+                     req.method + " is not allowed on " + req.path + "; allowed: " + match.allow);
     }
-    SendJson(res, 404, json{{"error", "no such endpoint: " + req.method + " " + req.path}});
+    return nullptr;
+  }
+  const Route& route = *match.target;
+  if (!route.open && !options_.api_key.empty() &&
+      !BearerKeyMatches(req.get_header_value("Authorization"), options_.api_key)) {
+    refusal.set_header("WWW-Authenticate", "Bearer");
+    SendRouteError(refusal, req.path, 401,
+                   "unauthorized: a Bearer API key is required (Authorization: Bearer <key>); "
+                   "missing or wrong");
+    // No model label: it would come from an unauthenticated client.
+    metrics_.CountRequest("", route.endpoint, false);
+    return nullptr;
+  }
+  req.params = std::move(match.params);
+  return &route;
+}
+
+void HttpServer::Dispatch(const Route& route, const HttpRequest& req, HttpResponse& res) const {
+  try {
+    route.handler(req, res);
   } catch (const std::exception& e) {
     SendJson(res, 500, json{{"error", std::string("internal error: ") + e.what()}});
   }
@@ -149,7 +165,7 @@ namespace {
 
 // A KServe infer body: JSON, or with the binary tensor data extension a JSON
 // header of Inference-Header-Content-Length bytes followed by tensor bytes.
-StatusOr<KServeRequest> DecodeInferBody(const HttpRequest& req) {
+StatusOr<KServeRequest> DecodeInferBody(const HttpRequest& req, const ServedModel& model) {
   std::string_view header = req.body, binary;
   if (req.has_header("Inference-Header-Content-Length")) {
     const std::string value = req.get_header_value("Inference-Header-Content-Length");
@@ -171,12 +187,26 @@ StatusOr<KServeRequest> DecodeInferBody(const HttpRequest& req) {
     return InvalidArgument(binary.empty() && !req.has_header("Inference-Header-Content-Length")
                                ? "malformed JSON body (or invalid UTF-8 in it)"
                                : "malformed JSON header (check Inference-Header-Content-Length)");
-  return DecodeKServeRequest(body, binary);
+  return DecodeKServeRequest(body, model.scheduler().options(), binary);
+}
+
+// A load request's body: {"parameters": {...}} (LoadConfigParameter), or none.
+StatusOr<std::string> LoadRequestConfig(const HttpRequest& req) {
+  if (req.body.empty()) return std::string();
+  ASSIGN_OR_RETURN(json body, ParseBody(req));
+  auto params = body.is_object() ? body.find("parameters") : body.end();
+  if (params == body.end()) return std::string();
+  if (!params->is_object()) return InvalidArgument("\"parameters\" must be an object");
+  std::vector<std::pair<std::string, std::optional<std::string>>> named;
+  for (const auto& [key, value] : params->items())
+    named.emplace_back(key, value.is_string() ? std::optional(value.get<std::string>())
+                                              : std::nullopt);
+  return LoadConfigParameter(named);
 }
 
 // The KServe infer handler, once the model is known.
 void Infer(ServedModel& model, Metrics& metrics, const HttpRequest& req, HttpResponse& res) {
-  auto request = DecodeInferBody(req);
+  auto request = DecodeInferBody(req, model);
   if (!request.ok()) return SendError(res, request.status());
   auto outputs = InferKServe(model, metrics, *request, req.client_gone);
   if (!outputs.ok()) return SendError(res, outputs.status());
@@ -203,13 +233,16 @@ void HttpServer::AddKServeRoutes() {
                    json::array({"model_repository", "model_repository_metadata",
                                 "binary_tensor_data", "model_configuration", "statistics"})}});
   });
-  GetOpen("/v2/health/live",
-          [](const Request&, Response& res) { SendJson(res, 200, json::object()); });
-  // KServe v2: 200 when ready, a 4xx when not (400, as Triton).
+  // KServe's bodies ({"live": true}, {"ready": ...}: what its Python SDK
+  // reads), with Triton's status: 200 when ready, 400 when not. Open routes
+  // tell nothing but that: the reason a server is not ready (a path, a load
+  // error) is in the log and, behind the key, in /v2/repository/index.
+  GetOpen("/v2/health/live", [](const Request&, Response& res) {
+    SendJson(res, 200, json{{"live", true}});
+  });
   GetOpen("/v2/health/ready", [this](const Request&, Response& res) {
-    const Status ready = registry_.Readiness();
-    SendJson(res, ready.ok() ? 200 : 400,
-             ready.ok() ? json::object() : json{{"error", ready.message()}});
+    const bool ready = registry_.Readiness().ok();
+    SendJson(res, ready ? 200 : 400, json{{"ready", ready}});
   });
   // Triton's statistics extension: every served version of every model
   // (before the metadata route, which would take "stats" for a model name).
@@ -219,38 +252,45 @@ void HttpServer::AddKServeRoutes() {
       stats.push_back(StatisticsJson(m->name(), m->version(), m->statistics().Snapshot()));
     SendJson(res, 200, json{{"model_stats", std::move(stats)}});
   });
-  // /v2/models/{m}[/versions/{v}][/ready|/config|/stats]
-  const std::string model_path = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
+  // Each route under /v2/models/{model} and /v2/models/{model}/versions/{version}
+  // (no version: the latest served, or for /stats every served version).
+  auto model_routes = [](const std::string& suffix) {
+    return std::array<std::string, 2>{"/v2/models/{model}" + suffix,
+                                      "/v2/models/{model}/versions/{version}" + suffix};
+  };
   // The model configuration extension: the model's settings in effect, as
   // Triton's ModelConfig.
-  Get(model_path + "/config", "kserve_config", [this](const Request& req, Response& res) {
-    auto model = registry_.Find(req.matches[1], req.matches[2]);
-    if (!model.ok()) return SendError(res, model.status());
-    auto config = ModelConfigJson(**model);
-    if (!config.ok()) return SendError(res, config.status());
-    SendJson(res, 200, *config);
-  });
-  // Without a version: every served version of the model.
-  Get(model_path + "/stats", "kserve_stats", [this](const Request& req, Response& res) {
-    const std::string name = req.matches[1], version = req.matches[2];
-    auto found = registry_.Find(name, version);
-    if (!found.ok()) return SendError(res, found.status());
-    json stats = json::array();
-    for (const auto& m : registry_.Served())
-      if (m->name() == name && (version.empty() || m->version() == version))
-        stats.push_back(StatisticsJson(m->name(), m->version(), m->statistics().Snapshot()));
-    SendJson(res, 200, json{{"model_stats", std::move(stats)}});
-  });
-  Get(model_path, "kserve_metadata", [this](const Request& req, Response& res) {
-    auto model = registry_.Find(req.matches[1], req.matches[2]);
-    if (!model.ok()) return SendError(res, model.status());
-    SendJson(res, 200, ModelMetadata(**model));
-  });
-  Get(model_path + "/ready", "kserve_ready", [this](const Request& req, Response& res) {
-    auto model = registry_.Find(req.matches[1], req.matches[2]);
-    if (!model.ok()) return SendError(res, model.status());
-    SendJson(res, 200, json{{"name", (*model)->name()}, {"ready", true}});
-  });
+  for (const std::string& path : model_routes("/config"))
+    Get(path, "kserve_config", [this](const Request& req, Response& res) {
+      auto model = registry_.Find(req.params["model"], req.params["version"]);
+      if (!model.ok()) return SendError(res, model.status());
+      auto config = ModelConfigJson(**model);
+      if (!config.ok()) return SendError(res, config.status());
+      SendJson(res, 200, *config);
+    });
+  for (const std::string& path : model_routes("/stats"))
+    Get(path, "kserve_stats", [this](const Request& req, Response& res) {
+      const std::string &name = req.params["model"], &version = req.params["version"];
+      auto found = registry_.Find(name, version);
+      if (!found.ok()) return SendError(res, found.status());
+      json stats = json::array();
+      for (const auto& m : registry_.Served())
+        if (m->name() == name && (version.empty() || m->version() == version))
+          stats.push_back(StatisticsJson(m->name(), m->version(), m->statistics().Snapshot()));
+      SendJson(res, 200, json{{"model_stats", std::move(stats)}});
+    });
+  for (const std::string& path : model_routes(""))
+    Get(path, "kserve_metadata", [this](const Request& req, Response& res) {
+      auto model = registry_.Find(req.params["model"], req.params["version"]);
+      if (!model.ok()) return SendError(res, model.status());
+      SendJson(res, 200, ModelMetadata(**model));
+    });
+  for (const std::string& path : model_routes("/ready"))
+    Get(path, "kserve_ready", [this](const Request& req, Response& res) {
+      auto model = registry_.Find(req.params["model"], req.params["version"]);
+      if (!model.ok()) return SendError(res, model.status());
+      SendJson(res, 200, json{{"name", (*model)->name()}, {"ready", true}});
+    });
   // The model repository extension: what the repository holds, and (with
   // --model-control-mode explicit) loading and unloading by name.
   Post("/v2/repository/index", "repository_index", [this](const Request&, Response& res) {
@@ -262,23 +302,27 @@ void HttpServer::AddKServeRoutes() {
     }
     SendJson(res, 200, index);
   });
-  Post(R"(/v2/repository/models/([^/]+)/(load|unload))", "repository_control",
-       [this](const Request& req, Response& res) {
-         const std::string name = req.matches[1];
-         Status st = req.matches[2] == "load" ? registry_.Load(name) : registry_.Unload(name);
-         if (!st.ok()) return SendError(res, st);
-         SendJson(res, 200, json::object());
-       });
-  Post(model_path + "/infer", "kserve_infer", [this](const Request& req, Response& res) {
-    InFlightGuard in_flight(metrics_);
-    auto model = registry_.Find(req.matches[1], req.matches[2]);
-    if (!model.ok()) {
-      SendError(res, model.status());
-    } else {
-      Infer(**model, metrics_, req, res);
-    }
-    metrics_.CountRequest(model.ok() ? (*model)->name() : "", "kserve_infer", res.status < 400);
-  });
+  for (const bool load : {true, false})
+    Post(std::string("/v2/repository/models/{model}/") + (load ? "load" : "unload"),
+         "repository_control", [this, load](const Request& req, Response& res) {
+           const std::string& name = req.params["model"];
+           auto config = load ? LoadRequestConfig(req) : StatusOr<std::string>("");
+           if (!config.ok()) return SendError(res, config.status());
+           Status st = load ? registry_.Load(name, *config) : registry_.Unload(name);
+           if (!st.ok()) return SendError(res, st);
+           SendJson(res, 200, json::object());
+         });
+  for (const std::string& path : model_routes("/infer"))
+    Post(path, "kserve_infer", [this](const Request& req, Response& res) {
+      InFlightGuard in_flight(metrics_);
+      auto model = registry_.Find(req.params["model"], req.params["version"]);
+      if (!model.ok()) {
+        SendError(res, model.status());
+      } else {
+        Infer(**model, metrics_, req, res);
+      }
+      metrics_.CountRequest(model.ok() ? (*model)->name() : "", "kserve_infer", res.status < 400);
+    });
 }
 
 }  // namespace bertrt::server

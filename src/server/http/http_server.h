@@ -15,7 +15,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <regex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +24,7 @@
 #include "server/common/served_model.h"
 #include "server/common/tls.h"
 #include "server/http/http_message.h"
+#include "server/http/router.h"
 
 namespace bertrt::server {
 
@@ -81,9 +82,20 @@ class HttpServer {
   const HttpOptions& options() const { return options_; }
 
   using Handler = std::function<void(const HttpRequest&, HttpResponse&)>;
-  // Runs the route `req` names (404 when none; 500 when it throws) on the
-  // calling thread; `req.matches` is set here.
-  void Dispatch(HttpRequest& req, HttpResponse& res) const;
+  struct Route {
+    Handler handler;
+    std::string endpoint;  // the metrics' label for a refused request
+    bool open = false;     // served without the API key
+  };
+
+  // Called by the connection once a request's header is read, before its
+  // body: the route `req` (method, path, headers) names, its parameters set
+  // in req.params; or, with no route, the answer that refuses it (404, 405
+  // with Allow, 414, 401 without the API key), so that no body is read or
+  // decoded for a request that cannot run.
+  const Route* Admit(HttpRequest& req, HttpResponse& refusal) const;
+  // Runs an admitted request's route on the calling thread (500 when it throws).
+  void Dispatch(const Route& route, const HttpRequest& req, HttpResponse& res) const;
 
   struct Impl;  // the connections (http_connection.cc)
 
@@ -92,23 +104,17 @@ class HttpServer {
   void AddRoutes();
   void AddKServeRoutes();
   void AddTeiRoutes();
-  // Register a route behind the API key (when one is set): a request without
-  // it gets 401 and counts as a failed `endpoint` request. Open: no key needed.
+  // Register a route (Router's pattern syntax) behind the API key, when one
+  // is set: a request without it gets 401 and counts as a failed `endpoint`
+  // request. Open: no key needed.
   void Get(const std::string& pattern, const std::string& endpoint, Handler handler);
   void Post(const std::string& pattern, const std::string& endpoint, Handler handler);
   void GetOpen(const std::string& pattern, Handler handler);
-  Handler RequireKey(const std::string& endpoint, Handler handler);
-
-  struct Route {
-    std::string method;
-    std::regex pattern;
-    Handler handler;
-  };
 
   ModelRegistry& registry_;
   Metrics& metrics_;
   HttpOptions options_;
-  std::vector<Route> routes_;
+  Router<Route> routes_;
   std::unique_ptr<Impl> impl_;
 };
 

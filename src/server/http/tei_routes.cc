@@ -676,14 +676,34 @@ Result<json> Rerank(const Call& c) {
 
 // --- Tokenizer routes -------------------------------------------------------------
 
-// Code-point offsets (what the tokenizer gives) to byte offsets (what TEI gives).
-std::vector<size_t> BytePositions(const std::string& s) {
-  std::vector<size_t> at;
-  for (size_t i = 0; i < s.size(); ++i)
-    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) at.push_back(i);
-  at.push_back(s.size());
-  return at;
-}
+// Code-point offsets (what the tokenizer gives) to byte offsets (what TEI
+// gives), past the end clamped to it. Tokens come in text order, so a walk
+// on from the last offset asked reads a long text once and holds no table.
+class BytePositions {
+ public:
+  explicit BytePositions(std::string_view s) : s_(s) {}
+  size_t operator()(uint32_t chars) {
+    auto continuation = [&](size_t i) {
+      return (static_cast<unsigned char>(s_[i]) & 0xC0) == 0x80;
+    };
+    for (; chars_ > chars; --chars_) {
+      do {
+        --byte_;
+      } while (continuation(byte_));
+    }
+    for (; chars_ < chars && byte_ < s_.size(); ++chars_) {
+      do {
+        ++byte_;
+      } while (byte_ < s_.size() && continuation(byte_));
+    }
+    return byte_;
+  }
+
+ private:
+  std::string_view s_;
+  uint32_t chars_ = 0;
+  size_t byte_ = 0;
+};
 
 Result<json> Tokenize(const Call& c) {
   ServedModel& m = c.model;
@@ -710,18 +730,34 @@ Result<json> Tokenize(const Call& c) {
   // As TEI: the tokens of what the model runs, the prompt (named or default) first.
   auto prompt = m.config().PromptText(o.prompt_name);
   if (!prompt.ok()) return Validation(prompt.status().message(), "prompt_name");
+  // Tokenizing stops once a text passes max_input_length.
+  EncodeLimits limits;
+  limits.max_length = static_cast<size_t>(m.max_input_length());
+  limits.truncate = false;
+  limits.max_normalized_chars = m.max_normalized_chars();
   json all = json::array();
   for (const std::string& input : texts) {
-    const std::string text = *prompt + input;
-    auto enc = m.tokenizer().Encode(text);
-    if (!enc.ok()) return ApiError{422, ErrorType::kTokenizer, enc.status().message(), "inputs"};
-    if (enc->input_ids.size() > static_cast<size_t>(m.max_input_length()))
-      return Validation(
-          "input " + std::to_string(all.size()) + " is " + std::to_string(enc->input_ids.size()) +
-              " tokens, more than the model's max_input_length " +
-              std::to_string(m.max_input_length()) + "; /tokenize answers for what the model takes",
-          "inputs");
-    const std::vector<size_t> at = BytePositions(text);
+    const std::string prompted = prompt->empty() ? std::string() : *prompt + input;
+    const std::string_view text = prompt->empty() ? std::string_view(input) : prompted;
+    EncodeReport report;
+    auto enc = m.tokenizer().Encode(text, std::nullopt, limits, &report);
+    if (report.too_long) {
+      const std::string count = report.exact ? std::to_string(report.tokens) + " tokens, " : "";
+      return Validation("input " + std::to_string(all.size()) + " is " + count +
+                            "more than the model's max_input_length " +
+                            std::to_string(m.max_input_length()) +
+                            "; /tokenize answers for what the model takes",
+                        "inputs");
+    }
+    if (!enc.ok()) {
+      // A text too long to normalize is too large a payload (as KServe's
+      // 413), not a tokenizer failure.
+      const bool too_large = enc.status().code() == StatusCode::kOutOfRange;
+      return ApiError{too_large ? 413 : 422,
+                      too_large ? ErrorType::kValidation : ErrorType::kTokenizer,
+                      enc.status().message(), "inputs"};
+    }
+    BytePositions at(text);
     json tokens = json::array();
     for (size_t i = 0; i < enc->input_ids.size(); ++i) {
       const int32_t id = enc->input_ids[i];
@@ -736,10 +772,9 @@ Result<json> Tokenize(const Call& c) {
         continue;
       }
       const auto [b, e] = enc->offsets[i];
-      const size_t start = at[std::min<size_t>(b, at.size() - 1)],
-                   stop = at[std::min<size_t>(e, at.size() - 1)];
+      const size_t start = at(b), stop = at(e);
       tokens.push_back({{"id", id},
-                        {"text", text.substr(start, stop - start)},
+                        {"text", std::string(text.substr(start, stop - start))},
                         {"special", false},
                         {"start", start},
                         {"stop", stop}});
@@ -953,7 +988,7 @@ json TeiErrorJson(std::string_view target, int status, const std::string& messag
 }
 
 namespace {
-const std::string kModelPrefix = "/models/([^/]+)";
+const std::string kModelPrefix = "/models/{model}";
 }  // namespace
 
 void HttpServer::AddTeiRoutes() {
@@ -963,12 +998,18 @@ void HttpServer::AddTeiRoutes() {
   // the repository's models (the bare routes serve the default model). The root,
   // where huggingface_hub's InferenceClient posts, is /models/{name} with or
   // without the slash, as TEI's own base URL is.
-  auto post = [this](const std::string& path, auto handler, bool openai = false) {
-    for (const bool named : {false, true})
-      Post(named ? kModelPrefix + (path == "/" ? "/?" : path) : path, path,
-           [this, path, handler, openai, named](const Request& req, Response& res) {
+  // The patterns of `path`: bare, and under /models/{model}, the root both
+  // with and without its trailing slash.
+  auto patterns = [](const std::string& path, bool named) -> std::vector<std::string> {
+    if (!named) return {path};
+    if (path == "/") return {kModelPrefix, kModelPrefix + "/"};
+    return {kModelPrefix + path};
+  };
+  auto post = [this, patterns](const std::string& path, auto handler, bool openai = false) {
+    for (const bool named : {false, true}) {
+      Handler route = [this, path, handler, openai, named](const Request& req, Response& res) {
       InFlightGuard in_flight(metrics_);
-      auto model = named ? registry_.Find(req.matches[1]) : registry_.Default();
+      auto model = named ? registry_.Find(req.params["model"]) : registry_.Default();
       std::optional<RequestTimer> timer;  // made once the model is known
       auto answer = [&]() -> Result<json> {
         if (!model.ok()) return model.status();
@@ -1005,7 +1046,9 @@ void HttpServer::AddTeiRoutes() {
         SendJson(res, e.status, openai ? OpenAiErrorBody(e) : TeiErrorBody(e));
       }
       metrics_.CountRequest(model.ok() ? (*model)->name() : "", path, out.ok());
-    });
+      };
+      for (const std::string& pattern : patterns(path, named)) Post(pattern, path, route);
+    }
   };
   post("/embed", Embed);
   post("/embed_all", EmbedAll);
@@ -1022,7 +1065,7 @@ void HttpServer::AddTeiRoutes() {
   for (const bool named : {false, true}) {
     Get(named ? kModelPrefix + "/info" : "/info", "/info",
         [this, named](const Request& req, Response& res) {
-          auto m = named ? registry_.Find(req.matches[1]) : registry_.Default();
+          auto m = named ? registry_.Find(req.params["model"]) : registry_.Default();
           if (!m.ok()) {
             const ApiError e = FromStatus(m.status());
             return SendJson(res, named ? e.status : 503, TeiErrorBody(e));
@@ -1030,20 +1073,25 @@ void HttpServer::AddTeiRoutes() {
           SendJson(res, 200, Info(*this, **m));
         });
   }
-  // TEI's health routes: 200 with an empty body while the server serves (under
-  // /models/{name}, while that model does).
+  // TEI's health routes: 200 with an empty body while the server serves, 503
+  // when not. Open, so they say nothing more; under /models/{name} (while
+  // that model is served) behind the key, as a model's name is information.
   for (const std::string path : {"/health", "/", "/ping"}) {
     for (const bool named : {false, true}) {
-      GetOpen(named ? kModelPrefix + (path == "/" ? "/?" : path) : path,
-              [this, named](const Request& req, Response& res) {
-                const Status ready =
-                    named ? registry_.Find(req.matches[1]).status() : registry_.Readiness();
-                if (!ready.ok())
-                  return SendJson(res, 503,
-                                  json{{"error", ready.message()}, {"error_type", "Unhealthy"}});
-                res.status = 200;
-                res.set_content("", "text/plain");
-              });
+      auto health = [this, named](const Request& req, Response& res) {
+        const bool ready =
+            named ? registry_.Find(req.params["model"]).ok() : registry_.Readiness().ok();
+        if (!ready)
+          return SendJson(res, 503, json{{"error", "not ready"}, {"error_type", "Unhealthy"}});
+        res.status = 200;
+        res.set_content("", "text/plain");
+      };
+      for (const std::string& pattern : patterns(path, named)) {
+        if (named)
+          Get(pattern, "/health", health);
+        else
+          GetOpen(pattern, health);
+      }
     }
   }
 }
