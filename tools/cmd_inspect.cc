@@ -25,6 +25,7 @@ nlohmann::json Describe(const LoadedModel& loaded) {
   const ModelConfig& c = loaded.model->config;
   nlohmann::json j;
   j["source"] = loaded.model->source;
+  if (!loaded.model->weights_format.empty()) j["weights_format"] = loaded.model->weights_format;
   j["architecture"] = c.architecture;
   j["model_type"] = c.model_type;
   j["head"] = HeadKindName(c.head);
@@ -105,6 +106,7 @@ void PrintText(const nlohmann::json& j, std::ostream& out) {
     return v.is_string() ? v.get<std::string>() : v.dump();
   };
   row("model", str(j["source"]));
+  if (j.contains("weights_format")) row("weights", str(j["weights_format"]));
   row("architecture",
       j["architecture"].get<std::string>().empty() ? "(none given)" : str(j["architecture"]));
   row("model_type", str(j["model_type"]));

@@ -205,6 +205,9 @@ struct Model {
   ModelConfig config;
   ModelWeights weights;
   std::string source;  // the directory or plan it came from
+  // What the importer read the weights from ("safetensors", "pytorch_model.bin
+  // (zip)", ...); empty for a plan.
+  std::string weights_format;
   // From a plan built with --max-batch-tokens: the largest batch engines
   // reserve memory for and the server's batch token budget; 0: no limit.
   int max_batch_tokens = 0;

@@ -95,8 +95,10 @@ StatusOr<std::string> SourceChecksum(const std::string& model_dir) {
   ASSIGN_OR_RETURN(std::string dir, ModelDirectory(model_dir));
   std::vector<std::string> files;
   std::error_code ec;
+  // The weights files of every format the importer reads (src/importer/checkpoint.cc).
   for (const auto& entry : fs::directory_iterator(dir, ec))
-    if (entry.path().extension() == ".safetensors") files.push_back(entry.path().string());
+    if (entry.path().extension() == ".safetensors" || entry.path().extension() == ".bin")
+      files.push_back(entry.path().string());
   if (ec) return NotFound(dir + ": cannot list (" + ec.message() + ")");
   std::sort(files.begin(), files.end());
   uint32_t crc = 0;
@@ -106,7 +108,7 @@ StatusOr<std::string> SourceChecksum(const std::string& model_dir) {
   char hex[16];
   std::snprintf(hex, sizeof(hex), "%08x", crc);
   return "crc32c:" + std::string(hex) + " over " + std::to_string(files.size()) +
-         " safetensors file(s)";
+         " weights file(s)";
 }
 
 }  // namespace bertrt

@@ -1,10 +1,13 @@
 #include "importer/checkpoint.h"
 
 #include <filesystem>
+#include <functional>
 #include <set>
 
+#include "bertrt/safetensors.h"
 #include "importer/hf_config.h"
 #include "importer/json_util.h"
+#include "importer/torch_checkpoint.h"
 
 namespace bertrt::importer {
 
@@ -12,43 +15,72 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// One weights file read into tensors; `variants` gets the file's variant of
+// the format where it has several (torch.save's "zip" and "legacy").
+using FileReader = std::function<Status(const std::string& path, std::vector<CheckpointTensor>*,
+                                        std::set<std::string>* variants)>;
+
+Status ReadSafetensors(const std::string& path, std::vector<CheckpointTensor>* out,
+                       std::set<std::string>*) {
+  ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::Open(path));
+  const std::string file = fs::path(path).filename().string();
+  for (const SafetensorsEntry& e : f.entries()) out->push_back({e.name, f.View(e), file});
+  return Status::Ok();
+}
+
+Status ReadTorch(const std::string& path, std::vector<CheckpointTensor>* out,
+                 std::set<std::string>* variants) {
+  ASSIGN_OR_RETURN(TorchCheckpoint ckpt, ReadTorchCheckpoint(path));
+  for (CheckpointTensor& t : ckpt.tensors) out->push_back(std::move(t));
+  variants->insert(ckpt.format);
+  return Status::Ok();
+}
+
+// A TensorFlow 1 checkpoint: "<prefix>.index" beside "<prefix>.data-*".
+std::string FindTfCheckpointIndex(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() > 6 && name.compare(name.size() - 6, 6, ".index") == 0 &&
+        name.find(".safetensors") == std::string::npos && name.find(".bin") == std::string::npos)
+      return name;
+  }
+  return "";
+}
+
 // Weights bertrt cannot read, and what to do with them.
 Status UnsupportedFormatError(const std::string& dir) {
-  static const char* const kOther[] = {"pytorch_model.bin", "pytorch_model.bin.index.json",
-                                       "tf_model.h5", "model.ckpt.index", "flax_model.msgpack"};
+  static const char* const kOther[] = {"tf_model.h5", "flax_model.msgpack", "model.onnx"};
   std::string found;
-  for (const char* name : kOther) {
+  for (const char* name : kOther)
     if (fs::exists(JoinPath(dir, name))) {
       found = name;
       break;
     }
-  }
+  if (found.empty()) found = FindTfCheckpointIndex(dir);
   if (found.empty())
-    return NotFound(dir + ": no model.safetensors or model.safetensors.index.json; is this a "
-                    "Hugging Face model directory?");
-  const bool tf = found == "tf_model.h5" || found == "model.ckpt.index";
+    return NotFound(dir + ": no model.safetensors, model.safetensors.index.json, "
+                    "pytorch_model.bin or pytorch_model.bin.index.json; is this a Hugging Face "
+                    "model directory?");
+  if (found == "model.onnx")
+    return Unimplemented(dir + ": has model.onnx; bertrt does not read ONNX yet. Export the "
+                         "model's weights instead (model.save_pretrained(dir)) or give the "
+                         "directory it was exported from");
+  const bool tf = found != "flax_model.msgpack";
   // Loading through the class named in config.json keeps the task head.
   return NotFound(
-      dir + ": has " + found + " but no model.safetensors; bertrt reads only safetensors. "
-      "Convert it once (needs torch and transformers):\n  python -c \"import sys, transformers "
-      "as t; d = sys.argv[1]; a = t.AutoConfig.from_pretrained(d).architectures[0]; "
+      dir + ": has " + found + " but no safetensors or pytorch_model.bin, the formats bertrt "
+      "reads. Convert it once (needs torch and transformers):\n  python -c \"import sys, "
+      "transformers as t; d = sys.argv[1]; a = t.AutoConfig.from_pretrained(d).architectures[0]; "
       "getattr(t, a).from_pretrained(d" + std::string(tf ? ", from_tf=True" : "") +
       ").save_pretrained(d, safe_serialization=True)\" " + dir);
 }
 
-}  // namespace
-
-StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir) {
-  Checkpoint ckpt;
-  const std::string single = JoinPath(dir, "model.safetensors");
-  if (fs::exists(single)) {
-    ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::Open(single));
-    RETURN_IF_ERROR(ckpt.Add(std::make_unique<SafetensorsFile>(std::move(f))));
-    return ckpt;
-  }
-  const std::string index_path = JoinPath(dir, "model.safetensors.index.json");
-  if (!fs::exists(index_path)) return UnsupportedFormatError(dir);
-
+// Shards listed by an index file (model.safetensors.index.json or
+// pytorch_model.bin.index.json), each read by `read`.
+Status ReadSharded(const std::string& dir, const std::string& index_path, const FileReader& read,
+                   std::vector<CheckpointTensor>* out, std::set<std::string>* variants,
+                   size_t* shard_count) {
   ASSIGN_OR_RETURN(nlohmann::json index, ReadJsonFile(index_path));
   auto map = index.is_object() ? index.find("weight_map") : index.end();
   if (map == index.end() || !map->is_object())
@@ -65,37 +97,75 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir) {
     wanted[name] = file;
     shards.insert(file);
   }
-  for (const std::string& shard : shards) {
-    ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::Open(JoinPath(dir, shard)));
-    RETURN_IF_ERROR(ckpt.Add(std::make_unique<SafetensorsFile>(std::move(f))));
-  }
+  for (const std::string& shard : shards) RETURN_IF_ERROR(read(JoinPath(dir, shard), out, variants));
+  std::map<std::string, std::string> where;
+  for (const CheckpointTensor& t : *out) where.emplace(t.name, t.file);
   for (const auto& [name, shard] : wanted) {
-    const Ref* ref = ckpt.Find(name);
-    if (!ref || fs::path(ref->file->path()).filename() != shard)
+    auto it = where.find(name);
+    if (it == where.end() || it->second != shard)
       return DataLoss(index_path + ": says tensor \"" + name + "\" is in " + shard +
                       ", but it is not there");
   }
-  return ckpt;
-}
-
-Status Checkpoint::Add(std::unique_ptr<SafetensorsFile> file) {
-  for (const SafetensorsEntry& e : file->entries()) {
-    auto [it, inserted] = tensors_.emplace(e.name, Ref{file.get(), &e});
-    if (!inserted)
-      return DataLoss("tensor \"" + e.name + "\" is in both " + FileName(it->second) +
-                      " and " + fs::path(file->path()).filename().string());
-  }
-  files_.push_back(std::move(file));
+  *shard_count = shards.size();
   return Status::Ok();
 }
 
-const Checkpoint::Ref* Checkpoint::Find(const std::string& name) const {
-  auto it = tensors_.find(name);
-  return it == tensors_.end() ? nullptr : &it->second;
+}  // namespace
+
+StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir) {
+  // In the order transformers prefers them.
+  struct Layout {
+    const char* format;
+    const char* single;
+    const char* index;
+    FileReader read;
+  };
+  const Layout layouts[] = {
+      {"safetensors", "model.safetensors", "model.safetensors.index.json", ReadSafetensors},
+      {"pytorch_model.bin", "pytorch_model.bin", "pytorch_model.bin.index.json", ReadTorch}};
+  for (const Layout& l : layouts) {
+    std::vector<CheckpointTensor> tensors;
+    std::set<std::string> variants;
+    size_t shards = 0;
+    const std::string single = JoinPath(dir, l.single), index = JoinPath(dir, l.index);
+    if (fs::exists(single)) {
+      RETURN_IF_ERROR(l.read(single, &tensors, &variants));
+    } else if (fs::exists(index)) {
+      RETURN_IF_ERROR(ReadSharded(dir, index, l.read, &tensors, &variants, &shards));
+    } else {
+      continue;
+    }
+    // "safetensors", "pytorch_model.bin (zip)", "pytorch_model.bin (legacy, zip), 3 shards"
+    std::string format = l.format, joined;
+    for (const std::string& v : variants) joined += (joined.empty() ? "" : ", ") + v;
+    if (!joined.empty()) format += " (" + joined + ")";
+    if (shards) format += ", " + std::to_string(shards) + " shards";
+    return Of(std::move(tensors), std::move(format));
+  }
+  return UnsupportedFormatError(dir);
 }
 
-std::string Checkpoint::FileName(const Ref& ref) {
-  return fs::path(ref.file->path()).filename().string();
+StatusOr<Checkpoint> Checkpoint::Of(std::vector<CheckpointTensor> tensors, std::string format) {
+  Checkpoint ckpt;
+  ckpt.format_ = std::move(format);
+  RETURN_IF_ERROR(ckpt.Add(std::move(tensors)));
+  return ckpt;
+}
+
+Status Checkpoint::Add(std::vector<CheckpointTensor> tensors) {
+  for (CheckpointTensor& t : tensors) {
+    const std::string name = t.name;
+    const std::string file = t.file;
+    auto [it, inserted] = tensors_.emplace(name, std::move(t));
+    if (!inserted)
+      return DataLoss("tensor \"" + name + "\" is in both " + it->second.file + " and " + file);
+  }
+  return Status::Ok();
+}
+
+const CheckpointTensor* Checkpoint::Find(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &it->second;
 }
 
 }  // namespace bertrt::importer

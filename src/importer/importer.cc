@@ -49,6 +49,7 @@ StatusOr<std::shared_ptr<Model>> LoadHfModel(const std::string& dir,
       RETURN_IF_ERROR(importer::BindDenseWeights(dense_dir, spec, options.on_notice,
                                                  &model->weights.dense.emplace_back()));
   model->source = dir;
+  model->weights_format = ckpt.format();
   return model;
 }
 

@@ -67,15 +67,14 @@ Status WeightBinder::Get(const std::vector<std::string>& names, const std::vecto
   for (const std::string& n : names) {
     const std::string full = (head ? head_prefix_ : prefix_) + n;
     tried.push_back(full);
-    const Checkpoint::Ref* ref = ckpt_.Find(full);
+    const CheckpointTensor* ref = ckpt_.Find(full);
     if (!ref) continue;
-    if (ref->entry->shape != shape)
+    if (ref->data.shape() != shape)
       return InvalidArgument(full + ": expected " + ShapeToString(shape) + ", found " +
-                             ShapeToString(ref->entry->shape) + " in " +
-                             Checkpoint::FileName(*ref));
+                             ShapeToString(ref->data.shape()) + " in " + ref->file);
     used_.insert(full);
     ASSIGN_OR_RETURN(*out, ToFloat32(*ref));
-    return CheckFinite(*out, full + " in " + Checkpoint::FileName(*ref));
+    return CheckFinite(*out, full + " in " + ref->file);
   }
   if (!required) return Status::Ok();
   return NotFound("missing tensor " + tried[0] + " " + ShapeToString(shape) +

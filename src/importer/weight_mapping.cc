@@ -10,8 +10,8 @@
 
 namespace bertrt::importer {
 
-StatusOr<Tensor> ToFloat32(const Checkpoint::Ref& ref) {
-  const Tensor src = ref.file->View(*ref.entry);
+StatusOr<Tensor> ToFloat32(const CheckpointTensor& ref) {
+  const Tensor& src = ref.data;
   const auto* bytes = static_cast<const uint8_t*>(src.raw());
   const size_t n = static_cast<size_t>(src.numel());
   const DType dtype = src.dtype();
@@ -19,7 +19,7 @@ StatusOr<Tensor> ToFloat32(const Checkpoint::Ref& ref) {
     return src;
   if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16 &&
       dtype != DType::kF64)
-    return InvalidArgument(ref.entry->name + " in " + Checkpoint::FileName(ref) + " has dtype " +
+    return InvalidArgument(ref.name + " in " + ref.file + " has dtype " +
                            DTypeName(dtype) + "; weights must be F32, F16, BF16 or F64");
   Tensor out = Tensor::ZerosF32(src.shape());
   float* dst = out.mutable_f32();

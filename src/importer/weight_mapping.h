@@ -14,7 +14,7 @@ namespace bertrt::importer {
 
 // An fp32 tensor for `ref`: the mapped bytes themselves when they are aligned
 // F32, otherwise a converted copy.
-StatusOr<Tensor> ToFloat32(const Checkpoint::Ref& ref);
+StatusOr<Tensor> ToFloat32(const CheckpointTensor& ref);
 
 // Fills `weights` for `config` from `ckpt`. Tensors it does not use are
 // reported through `notice` (training-only ones in one summary).

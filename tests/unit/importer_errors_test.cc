@@ -166,13 +166,25 @@ TEST_F(BrokenModelTest, NumLabelsWithoutId2Label) {
   EXPECT_EQ((*l.model)->config.labels, (std::vector<std::string>{"LABEL_0", "LABEL_1", "LABEL_2"}));
 }
 
-TEST_F(BrokenModelTest, PytorchBinOnlyExplainsConversion) {
+TEST_F(BrokenModelTest, PytorchBinThatIsNoCheckpointSaysSo) {
   CopyModel("seq_cls");
   fs::remove(dir_ / "model.safetensors");
   std::ofstream(dir_ / "pytorch_model.bin") << "not really";
-  ExpectFailure(StatusCode::kNotFound,
-                {"pytorch_model.bin", "from_pretrained", "save_pretrained(d, "
-                 "safe_serialization=True)"});
+  ExpectFailure(StatusCode::kDataLoss, {"pytorch_model.bin", "is this a PyTorch checkpoint?"});
+}
+
+TEST_F(BrokenModelTest, OnnxOnlySaysItIsNotReadYet) {
+  CopyModel("seq_cls");
+  fs::remove(dir_ / "model.safetensors");
+  std::ofstream(dir_ / "model.onnx") << "x";
+  ExpectFailure(StatusCode::kUnimplemented, {"model.onnx", "save_pretrained"});
+}
+
+TEST_F(BrokenModelTest, TfCheckpointWithAStepNumberExplainsConversion) {
+  CopyModel("seq_cls");
+  fs::remove(dir_ / "model.safetensors");
+  std::ofstream(dir_ / "model.ckpt-1000.index") << "x";
+  ExpectFailure(StatusCode::kNotFound, {"model.ckpt-1000.index", "from_tf=True"});
 }
 
 TEST_F(BrokenModelTest, TfOnlyExplainsConversion) {
