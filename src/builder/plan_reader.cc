@@ -11,7 +11,7 @@
 #include <set>
 
 #include "bertrt/plan.h"
-#include "builder/crc32c.h"
+#include "core/crc32c.h"
 #include "builder/plan_format.h"
 #include "builder/plan_layout.h"
 #include "core/files.h"
@@ -79,7 +79,7 @@ Status Reader::ParseContainer(std::string_view bytes, Container* c) {
   if (bytes.size() < plan::kHeaderSize)
     return Error(StatusCode::kDataLoss, "truncated: " + std::to_string(bytes.size()) +
                                             " bytes, less than the 64-byte header");
-  if (plan::Crc32c(p, 60) != plan::GetU32(p + 60))
+  if (Crc32c(p, 60) != plan::GetU32(p + 60))
     return Error(StatusCode::kDataLoss, "header checksum mismatch (corrupted header)");
   plan::Header& h = c->header;
   h = plan::DecodeHeader(p);
@@ -100,7 +100,7 @@ Status Reader::ParseContainer(std::string_view bytes, Container* c) {
         StatusCode::kDataLoss,
         "the section table (offset " + std::to_string(h.table_offset) + ") does not end the file");
   const uint8_t* table = p + h.table_offset;
-  if (plan::Crc32c(table, table_bytes) != h.table_crc)
+  if (Crc32c(table, table_bytes) != h.table_crc)
     return Error(StatusCode::kDataLoss, "section table checksum mismatch (corrupted table)");
   for (uint32_t i = 0; i < h.section_count; ++i) {
     const uint8_t* raw = table + i * plan::kEntrySize;
@@ -160,7 +160,7 @@ Status Reader::CheckEntry(const Container& c, const Entry& e, size_t i) const {
 
 Status Reader::CheckSection(const Container& c, const Entry& e) const {
   const std::string_view b = c.Bytes(e);
-  if (plan::Crc32c(b.data(), b.size()) != e.crc)
+  if (Crc32c(b.data(), b.size()) != e.crc)
     return Error(StatusCode::kDataLoss, "section " + e.name + " (offset " +
                                             std::to_string(e.offset) +
                                             ") fails its CRC32C checksum: the file is corrupted");

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "bertrt/plan.h"
-#include "builder/crc32c.h"
+#include "core/crc32c.h"
 #include "core/files.h"
 #include "importer/hf_config.h"
 
@@ -40,7 +40,7 @@ StatusOr<uint32_t> CrcFile(const std::string& path, uint32_t crc) {
       close(fd);
       return DataLoss("error reading " + path + ": " + why);
     }
-    crc = plan::Crc32c(window.data(), static_cast<size_t>(n), crc);
+    crc = Crc32c(window.data(), static_cast<size_t>(n), crc);
     off += static_cast<size_t>(n);
   }
   close(fd);
@@ -96,9 +96,13 @@ StatusOr<std::string> SourceChecksum(const std::string& model_dir) {
   std::vector<std::string> files;
   std::error_code ec;
   // The weights files of every format the importer reads (src/importer/checkpoint.cc).
-  for (const auto& entry : fs::directory_iterator(dir, ec))
-    if (entry.path().extension() == ".safetensors" || entry.path().extension() == ".bin")
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string ext = entry.path().extension().string();
+    const std::string name = entry.path().filename().string();
+    if (ext == ".safetensors" || ext == ".bin" || ext == ".index" ||
+        name.find(".data-") != std::string::npos)  // TensorFlow's model.ckpt-N.data-00000-of-00001
       files.push_back(entry.path().string());
+  }
   if (ec) return NotFound(dir + ": cannot list (" + ec.message() + ")");
   std::sort(files.begin(), files.end());
   uint32_t crc = 0;

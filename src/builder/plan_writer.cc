@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "bertrt/plan.h"
-#include "builder/crc32c.h"
+#include "core/crc32c.h"
 #include "builder/plan_format.h"
 #include "builder/plan_layout.h"
 #include "core/half.h"
@@ -68,7 +68,7 @@ StatusOr<uint32_t> WriteTensor(Writer& w, const std::vector<const Tensor*>& part
   constexpr size_t kChunk = 1 << 16;
   for (const Tensor* t : parts) {
     if (t->dtype() == dtype) {
-      crc = plan::Crc32c(t->raw(), t->nbytes(), crc);
+      crc = Crc32c(t->raw(), t->nbytes(), crc);
       RETURN_IF_ERROR(w.Write(t->raw(), t->nbytes()));
       continue;
     }
@@ -86,13 +86,13 @@ StatusOr<uint32_t> WriteTensor(Writer& w, const std::vector<const Tensor*>& part
         src = wide.data();
       }
       if (dtype == DType::kF32) {
-        crc = plan::Crc32c(src, m * 4, crc);
+        crc = Crc32c(src, m * 4, crc);
         RETURN_IF_ERROR(w.Write(src, m * 4));
         continue;
       }
       half.resize(m);
       NarrowFromFloat(dtype, src, m, half.data());
-      crc = plan::Crc32c(half.data(), m * 2, crc);
+      crc = Crc32c(half.data(), m * 2, crc);
       RETURN_IF_ERROR(w.Write(half.data(), m * 2));
     }
   }
@@ -199,7 +199,7 @@ Status WriteAll(std::FILE* f, std::vector<PendingSection>& sections) {
     if (s.entry.kind == SectionKind::kTensor) {
       ASSIGN_OR_RETURN(s.entry.crc, WriteTensor(w, s.parts, static_cast<DType>(s.entry.dtype)));
     } else {
-      s.entry.crc = plan::Crc32c(s.bytes.data(), s.bytes.size());
+      s.entry.crc = Crc32c(s.bytes.data(), s.bytes.size());
       RETURN_IF_ERROR(w.Write(s.bytes.data(), s.bytes.size()));
     }
   }
@@ -211,12 +211,12 @@ Status WriteAll(std::FILE* f, std::vector<PendingSection>& sections) {
   std::vector<uint8_t> table(sections.size() * plan::kEntrySize);
   for (size_t i = 0; i < sections.size(); ++i)
     plan::EncodeEntry(sections[i].entry, table.data() + i * plan::kEntrySize);
-  h.table_crc = plan::Crc32c(table.data(), table.size());
+  h.table_crc = Crc32c(table.data(), table.size());
   RETURN_IF_ERROR(w.Write(table.data(), table.size()));
   h.file_size = w.pos();
   uint8_t header[plan::kHeaderSize];
   plan::EncodeHeader(h, header);
-  plan::PutU32(header + 60, plan::Crc32c(header, 60));
+  plan::PutU32(header + 60, Crc32c(header, 60));
   if (std::fseek(f, 0, SEEK_SET) != 0) return Internal("seek failed");
   Writer hw(f);
   return hw.Write(header, sizeof(header));

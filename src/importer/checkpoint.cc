@@ -7,6 +7,7 @@
 #include "bertrt/safetensors.h"
 #include "importer/hf_config.h"
 #include "importer/json_util.h"
+#include "importer/tf_checkpoint.h"
 #include "importer/torch_checkpoint.h"
 
 namespace bertrt::importer {
@@ -36,18 +37,6 @@ Status ReadTorch(const std::string& path, std::vector<CheckpointTensor>* out,
   return Status::Ok();
 }
 
-// A TensorFlow 1 checkpoint: "<prefix>.index" beside "<prefix>.data-*".
-std::string FindTfCheckpointIndex(const std::string& dir) {
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.size() > 6 && name.compare(name.size() - 6, 6, ".index") == 0 &&
-        name.find(".safetensors") == std::string::npos && name.find(".bin") == std::string::npos)
-      return name;
-  }
-  return "";
-}
-
 // Weights bertrt cannot read, and what to do with them.
 Status UnsupportedFormatError(const std::string& dir) {
   static const char* const kOther[] = {"tf_model.h5", "flax_model.msgpack", "model.onnx"};
@@ -57,11 +46,10 @@ Status UnsupportedFormatError(const std::string& dir) {
       found = name;
       break;
     }
-  if (found.empty()) found = FindTfCheckpointIndex(dir);
   if (found.empty())
     return NotFound(dir + ": no model.safetensors, model.safetensors.index.json, "
-                    "pytorch_model.bin or pytorch_model.bin.index.json; is this a Hugging Face "
-                    "model directory?");
+                    "pytorch_model.bin, pytorch_model.bin.index.json or TensorFlow checkpoint "
+                    "(model.ckpt*.index); is this a Hugging Face model directory?");
   if (found == "model.onnx")
     return Unimplemented(dir + ": has model.onnx; bertrt does not read ONNX yet. Export the "
                          "model's weights instead (model.save_pretrained(dir)) or give the "
@@ -69,8 +57,8 @@ Status UnsupportedFormatError(const std::string& dir) {
   const bool tf = found != "flax_model.msgpack";
   // Loading through the class named in config.json keeps the task head.
   return NotFound(
-      dir + ": has " + found + " but no safetensors or pytorch_model.bin, the formats bertrt "
-      "reads. Convert it once (needs torch and transformers):\n  python -c \"import sys, "
+      dir + ": has " + found + " but no weights in a format bertrt reads (safetensors, "
+      "pytorch_model.bin, a TensorFlow 1 checkpoint). Convert it once (needs torch and transformers):\n  python -c \"import sys, "
       "transformers as t; d = sys.argv[1]; a = t.AutoConfig.from_pretrained(d).architectures[0]; "
       "getattr(t, a).from_pretrained(d" + std::string(tf ? ", from_tf=True" : "") +
       ").save_pretrained(d, safe_serialization=True)\" " + dir);
@@ -141,6 +129,12 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir) {
     if (!joined.empty()) format += " (" + joined + ")";
     if (shards) format += ", " + std::to_string(shards) + " shards";
     return Of(std::move(tensors), std::move(format));
+  }
+  ASSIGN_OR_RETURN(const std::string tf_prefix, FindTfCheckpoint(dir));
+  if (!tf_prefix.empty()) {
+    ASSIGN_OR_RETURN(auto tensors, ReadTfCheckpoint(tf_prefix));
+    return Of(std::move(tensors),
+              "TensorFlow checkpoint (" + fs::path(tf_prefix).filename().string() + ")");
   }
   return UnsupportedFormatError(dir);
 }

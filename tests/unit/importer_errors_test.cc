@@ -180,11 +180,11 @@ TEST_F(BrokenModelTest, OnnxOnlySaysItIsNotReadYet) {
   ExpectFailure(StatusCode::kUnimplemented, {"model.onnx", "save_pretrained"});
 }
 
-TEST_F(BrokenModelTest, TfCheckpointWithAStepNumberExplainsConversion) {
+TEST_F(BrokenModelTest, DamagedTfCheckpointIndexSaysSo) {
   CopyModel("seq_cls");
   fs::remove(dir_ / "model.safetensors");
   std::ofstream(dir_ / "model.ckpt-1000.index") << "x";
-  ExpectFailure(StatusCode::kNotFound, {"model.ckpt-1000.index", "from_tf=True"});
+  ExpectFailure(StatusCode::kDataLoss, {"model.ckpt-1000.index", "too short"});
 }
 
 TEST_F(BrokenModelTest, TfOnlyExplainsConversion) {

@@ -15,7 +15,7 @@
 
 #include "bertrt/engine.h"
 #include "bertrt/importer.h"
-#include "builder/crc32c.h"
+#include "core/crc32c.h"
 #include "builder/plan_format.h"
 
 namespace bertrt {
@@ -230,12 +230,12 @@ class HostilePlan : public testing::Test {
     return 0;
   }
   void Reseal() {
-    plan::PutU32(at(40), plan::Crc32c(at(table()), count() * plan::kEntrySize));
-    plan::PutU32(at(60), plan::Crc32c(at(0), 60));
+    plan::PutU32(at(40), Crc32c(at(table()), count() * plan::kEntrySize));
+    plan::PutU32(at(60), Crc32c(at(0), 60));
   }
   void ResealSection(size_t i) {
     plan::Entry e = plan::DecodeEntry(entry(i));
-    plan::PutU32(entry(i) + 76, plan::Crc32c(at(e.offset), e.length));
+    plan::PutU32(entry(i) + 76, Crc32c(at(e.offset), e.length));
     Reseal();
   }
   // Replaces the metadata JSON in place (padded with spaces).
@@ -497,7 +497,7 @@ TEST(Plan, NonFiniteWeightsAreRefused) {
 
 TEST(Plan, Crc32cKnownValue) {
   // The CRC32C check value of "123456789" (RFC 3720).
-  EXPECT_EQ(plan::Crc32c("123456789", 9), 0xE3069283u);
+  EXPECT_EQ(Crc32c("123456789", 9), 0xE3069283u);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "builder/crc32c.h"
+#include "core/crc32c.h"
 
 #include <array>
 #include <cstring>
@@ -7,7 +7,7 @@
 #include <nmmintrin.h>
 #endif
 
-namespace bertrt::plan {
+namespace bertrt {
 namespace {
 
 #if !defined(__SSE4_2__)
@@ -56,4 +56,4 @@ uint32_t Crc32c(const void* data, size_t size, uint32_t crc) {
   return ~c;
 }
 
-}  // namespace bertrt::plan
+}  // namespace bertrt
