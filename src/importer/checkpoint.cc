@@ -7,6 +7,7 @@
 #include "bertrt/safetensors.h"
 #include "importer/hf_config.h"
 #include "importer/json_util.h"
+#include "importer/onnx_model.h"
 #include "importer/tf_checkpoint.h"
 #include "importer/torch_checkpoint.h"
 
@@ -39,7 +40,7 @@ Status ReadTorch(const std::string& path, std::vector<CheckpointTensor>* out,
 
 // Weights bertrt cannot read, and what to do with them.
 Status UnsupportedFormatError(const std::string& dir) {
-  static const char* const kOther[] = {"tf_model.h5", "flax_model.msgpack", "model.onnx"};
+  static const char* const kOther[] = {"tf_model.h5", "flax_model.msgpack"};
   std::string found;
   for (const char* name : kOther)
     if (fs::exists(JoinPath(dir, name))) {
@@ -48,17 +49,13 @@ Status UnsupportedFormatError(const std::string& dir) {
     }
   if (found.empty())
     return NotFound(dir + ": no model.safetensors, model.safetensors.index.json, "
-                    "pytorch_model.bin, pytorch_model.bin.index.json or TensorFlow checkpoint "
-                    "(model.ckpt*.index); is this a Hugging Face model directory?");
-  if (found == "model.onnx")
-    return Unimplemented(dir + ": has model.onnx; bertrt does not read ONNX yet. Export the "
-                         "model's weights instead (model.save_pretrained(dir)) or give the "
-                         "directory it was exported from");
+                    "pytorch_model.bin, pytorch_model.bin.index.json, model.onnx or TensorFlow "
+                    "checkpoint (model.ckpt*.index); is this a Hugging Face model directory?");
   const bool tf = found != "flax_model.msgpack";
   // Loading through the class named in config.json keeps the task head.
   return NotFound(
       dir + ": has " + found + " but no weights in a format bertrt reads (safetensors, "
-      "pytorch_model.bin, a TensorFlow 1 checkpoint). Convert it once (needs torch and transformers):\n  python -c \"import sys, "
+      "pytorch_model.bin, ONNX, a TensorFlow 1 checkpoint). Convert it once (needs torch and transformers):\n  python -c \"import sys, "
       "transformers as t; d = sys.argv[1]; a = t.AutoConfig.from_pretrained(d).architectures[0]; "
       "getattr(t, a).from_pretrained(d" + std::string(tf ? ", from_tf=True" : "") +
       ").save_pretrained(d, safe_serialization=True)\" " + dir);
@@ -129,6 +126,14 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir) {
     if (!joined.empty()) format += " (" + joined + ")";
     if (shards) format += ", " + std::to_string(shards) + " shards";
     return Of(std::move(tensors), std::move(format));
+  }
+  const std::string onnx = JoinPath(dir, "model.onnx");
+  if (fs::exists(onnx)) {
+    ASSIGN_OR_RETURN(OnnxWeights w, ReadOnnxModel(onnx));
+    return Of(std::move(w.tensors),
+              "ONNX (model.onnx" +
+                  (w.dequantized ? ", " + std::to_string(w.dequantized) + " int8 tensors dequantized"
+                                 : std::string()) + ")");
   }
   ASSIGN_OR_RETURN(const std::string tf_prefix, FindTfCheckpoint(dir));
   if (!tf_prefix.empty()) {

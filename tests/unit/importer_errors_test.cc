@@ -173,11 +173,11 @@ TEST_F(BrokenModelTest, PytorchBinThatIsNoCheckpointSaysSo) {
   ExpectFailure(StatusCode::kDataLoss, {"pytorch_model.bin", "is this a PyTorch checkpoint?"});
 }
 
-TEST_F(BrokenModelTest, OnnxOnlySaysItIsNotReadYet) {
+TEST_F(BrokenModelTest, OnnxThatDoesNotParseSaysSo) {
   CopyModel("seq_cls");
   fs::remove(dir_ / "model.safetensors");
   std::ofstream(dir_ / "model.onnx") << "x";
-  ExpectFailure(StatusCode::kUnimplemented, {"model.onnx", "save_pretrained"});
+  ExpectFailure(StatusCode::kDataLoss, {"model.onnx", "not an ONNX model"});
 }
 
 TEST_F(BrokenModelTest, DamagedTfCheckpointIndexSaysSo) {
