@@ -16,26 +16,8 @@
 namespace bertrt::importer {
 namespace {
 
+using importer_test::ExpectSameTensors;
 using importer_test::ModelDir;
-
-// Every tensor of `torch_dir`'s checkpoint has the same dtype, shape and
-// bytes as the one of that name in `source_dir`'s, and there are as many.
-void ExpectSameTensors(const std::string& torch_dir, const std::string& source_dir,
-                       const std::string& format) {
-  auto got = Checkpoint::Open(ModelDir(torch_dir));
-  ASSERT_TRUE(got.ok()) << got.status().ToString();
-  auto want = Checkpoint::Open(ModelDir(source_dir));
-  ASSERT_TRUE(want.ok()) << want.status().ToString();
-  EXPECT_EQ(got->format(), format);
-  ASSERT_EQ(got->tensors().size(), want->tensors().size());
-  for (const auto& [name, w] : want->tensors()) {
-    const CheckpointTensor* g = got->Find(name);
-    ASSERT_NE(g, nullptr) << name;
-    EXPECT_EQ(g->data.dtype(), w.data.dtype()) << name;
-    ASSERT_EQ(g->data.shape(), w.data.shape()) << name;
-    EXPECT_EQ(std::memcmp(g->data.raw(), w.data.raw(), w.data.nbytes()), 0) << name;
-  }
-}
 
 TEST(TorchCheckpoint, ZipFormatEqualsTheSafetensorsItCameFrom) {
   ExpectSameTensors("torch_seq_cls", "seq_cls", "pytorch_model.bin (zip)");
