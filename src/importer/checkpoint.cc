@@ -1,6 +1,8 @@
 #include "importer/checkpoint.h"
 
+#include <cstring>
 #include <filesystem>
+#include <memory>
 #include <functional>
 #include <set>
 
@@ -142,6 +144,17 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir) {
               "TensorFlow checkpoint (" + fs::path(tf_prefix).filename().string() + ")");
   }
   return UnsupportedFormatError(dir);
+}
+
+Tensor TransposeMatrix(const Tensor& m) {
+  const size_t es = DTypeSize(m.dtype());
+  const int64_t rows = m.dim(0), cols = m.dim(1);
+  const auto* src = static_cast<const char*>(m.raw());
+  auto t = std::make_shared<std::string>(m.nbytes(), '\0');
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      std::memcpy(t->data() + (c * rows + r) * es, src + (r * cols + c) * es, es);
+  return Tensor(m.dtype(), {cols, rows}, t->data(), t);
 }
 
 StatusOr<Checkpoint> Checkpoint::Of(std::vector<CheckpointTensor> tensors, std::string format) {

@@ -21,6 +21,10 @@ struct CheckpointTensor {
   std::string file;  // the file name (without directory) that holds it, for messages
 };
 
+// A matrix of any dtype as a new one, transposed: [rows, cols] -> [cols,
+// rows] (TensorFlow's and ONNX's [in, out] kernels to transformers' [out, in]).
+Tensor TransposeMatrix(const Tensor& m);
+
 class Checkpoint {
  public:
   // Opens the checkpoint in `dir`. A directory holding only weights bertrt

@@ -112,9 +112,9 @@ class Reader {
       // MatMul's weight is [in, out]; Gemm's too unless transB; transformers' is [out, in].
       bool transpose = matmul || !Attribute(n, "transB");
       if (transposed_in_graph) transpose = !transpose;
-      if (transpose) w = Transpose(w);
+      Tensor tensor(w.dtype, w.shape, w.bytes->data(), w.bytes);
       used_.insert(weight);
-      out[name] = {name, Tensor(w.dtype, w.shape, w.bytes->data(), w.bytes), file};
+      out[name] = {name, transpose ? TransposeMatrix(tensor) : tensor, file};
     }
     // Every other named parameter as it is (int8 ones dequantized).
     for (const onnx::Tensor& t : g.initializer()) {
@@ -173,16 +173,6 @@ class Reader {
       value = next.output(0);
     }
     return "";
-  }
-
-  static Data Transpose(const Data& d) {
-    const size_t es = DTypeSize(d.dtype);
-    const int64_t rows = d.shape[0], cols = d.shape[1];
-    auto t = std::make_shared<std::string>(d.bytes->size(), '\0');
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c)
-        std::memcpy(t->data() + (c * rows + r) * es, d.bytes->data() + (r * cols + c) * es, es);
-    return {d.dtype, {cols, rows}, t};
   }
 
   // The tensor an initializer holds; an int8 "X_quantized" dequantized with

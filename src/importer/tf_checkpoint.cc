@@ -372,18 +372,9 @@ StatusOr<std::vector<CheckpointTensor>> ReadTfCheckpoint(const std::string& pref
 
     bool transpose = false;
     std::string hf_name = HfNameOfTfVariable(name, &transpose);
-    if (transpose && shape.size() == 2) {
-      // [in, out] -> [out, in], element by element of whatever size.
-      const size_t es = DTypeSize(dtype);
-      const int64_t rows = shape[0], cols = shape[1];
-      auto t = std::make_shared<std::string>(nbytes, '\0');
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c)
-          std::memcpy(t->data() + (c * rows + r) * es, buffer->data() + (r * cols + c) * es, es);
-      buffer = std::move(t);
-      shape = {cols, rows};
-    }
-    out.push_back({std::move(hf_name), Tensor(dtype, shape, buffer->data(), buffer), file_prefix});
+    Tensor tensor(dtype, shape, buffer->data(), buffer);
+    if (transpose && shape.size() == 2) tensor = TransposeMatrix(tensor);
+    out.push_back({std::move(hf_name), std::move(tensor), file_prefix});
   }
   return out;
 }
