@@ -2,8 +2,11 @@
 """The checkpoint formats at a real size: one random BERT-base classifier (768 x 12 layers,
 transformers' initialization) saved by the real tools in each format bertrt reads, each
 run by bertrt on the CPU and on the GPU and compared with the same weights read from
-safetensors (which must give the very same answers: an importer copies, it does not
-compute) and with transformers' fp32 logits; the int8 ONNX export against onnxruntime's.
+safetensors (an importer copies, it does not compute: on the CPU the answers must be the
+very same; on the GPU too, but for the engine's own run-to-run freedom: it times
+cuBLASLt's candidate algorithms at start and keeps the fastest, so two processes may
+round an fp32 GEMM differently, by about 1e-6 of the scale, whatever the weights'
+format) and with transformers' fp32 logits; the int8 ONNX export against onnxruntime's.
 
   python3 scripts/check_formats_real_size.py --bertrt BIN --out DIR   # torch, transformers, onnx, onnxruntime
 
@@ -103,11 +106,13 @@ def main():
         for fmt, d in dirs.items():
             got = bertrt_run(args.bertrt, d, device)
             same = bool(np.array_equal(got, base))
+            vs_base = float(np.abs(got - base).max() / scale)
             err = float(np.abs(got - reference).max() / scale)
             bound = 1e-5 if device == "cpu" else 1e-3  # the GPU's fp32 GEMMs may use TF32
-            passed = same and err <= bound
+            passed = (same or (device == "cuda" and vs_base <= 1e-5)) and err <= bound
             ok &= passed
             rows.append({"format": fmt, "device": device, "identical_to_safetensors": same,
+                         "max_diff_vs_safetensors_of_scale": vs_base,
                          "max_err_vs_transformers_of_scale": err, "bound": bound, "pass": passed})
         import onnxruntime as ort
         sess = ort.InferenceSession(os.path.join(int8_dir, "model.onnx"), providers=["CPUExecutionProvider"])
@@ -126,11 +131,13 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "formats_real_size.json"), "w") as f:
         json.dump(report, f, indent=2)
-    print("| format | device | same answers as safetensors | max error vs transformers / scale | pass |")
+    print("| format | device | answers vs safetensors' | max error vs transformers / scale | pass |")
     print("|---|---|---|---:|---|")
     for r in rows:
         if "identical_to_safetensors" in r:
-            print(f"| {r['format']} | {r['device']} | {'yes' if r['identical_to_safetensors'] else 'NO'} | "
+            vs = "identical" if r["identical_to_safetensors"] else \
+                f"differ by {r['max_diff_vs_safetensors_of_scale']:.1e} of the scale"
+            print(f"| {r['format']} | {r['device']} | {vs} | "
                   f"{r['max_err_vs_transformers_of_scale']:.2e} (bound {r['bound']:g}) | {'yes' if r['pass'] else 'NO'} |")
         else:
             print(f"| {r['format']} | {r['device']} | cosine vs onnxruntime int8 {r['min_cosine_vs_onnxruntime_int8']:.6f} "

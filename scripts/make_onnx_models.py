@@ -106,7 +106,7 @@ def main():
     attempt("onnx_dynamo_qa", lambda: plain("onnx_dynamo_qa", "qa", "BertForQuestionAnswering", True, 18), only)
     attempt("onnx_token_cls", lambda: plain("onnx_token_cls", "token_cls", "BertForTokenClassification", False, 17), only)
     attempt("onnx_external_sentence",
-            lambda: plain("onnx_external_sentence", "sentence_mean", "BertModel", False, 14, external=True), only)
+            lambda: plain("onnx_external_sentence", "sentence_mean", "BertModel", True, 18, external=True), only)
 
     def int8():
         from onnxruntime.quantization import QuantType, quantize_dynamic
