@@ -163,6 +163,8 @@ void PrintText(const nlohmann::json& j, std::ostream& out) {
                     " weights for " + str(p["device"]) + ", built by bertrt " +
                     str(p["bertrt_version"]) + " at " + str(p["created_utc"]));
     row("plan source", str(p["source"]) + " (" + str(p["source_checksum"]) + ")");
+    if (!p["source_weights_format"].get<std::string>().empty())
+      row("source weights", str(p["source_weights_format"]));
     row("tuned on GPU", p["tuned_on_gpu"].get<std::string>().empty()
                             ? "(none: CUDA engines take cuBLASLt's heuristic GEMM algorithms)"
                             : str(p["tuned_on_gpu"]) + " (" +
@@ -195,6 +197,7 @@ int RunInspect(const InspectOptions& opts) {
                  {"created_utc", info->created_utc},
                  {"source", info->source},
                  {"source_checksum", info->source_checksum},
+                 {"source_weights_format", info->source_weights_format},
                  {"precision", info->precision},
                  {"device", info->device},
                  {"tuned_on_gpu", info->gpu_name},

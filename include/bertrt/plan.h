@@ -50,6 +50,7 @@ struct PlanInfo {
   std::string created_utc;      // ISO 8601
   std::string source;           // the HF directory it was built from
   std::string source_checksum;  // "crc32c:<hex>" over the source weight files
+  std::string source_weights_format;  // "safetensors", "pytorch_model.bin (zip)", ...; empty in older plans
   std::string precision;        // fp32 | fp16 | bf16
   std::string device;           // cpu | cuda
   std::string gpu_name;         // empty when not built on a GPU

@@ -233,6 +233,9 @@ Status Reader::ParseMeta(const Container& c, json* meta, PlanInfo* info) {
   RETURN_IF_ERROR(str("bertrt_version", &info->bertrt_version));
   RETURN_IF_ERROR(str("created_utc", &info->created_utc));
   RETURN_IF_ERROR(str("source_checksum", &info->source_checksum));
+  // Optional: plans written before the importer read other formats lack it.
+  if (auto f = meta->find("source_weights_format"); f != meta->end() && f->is_string())
+    info->source_weights_format = f->get<std::string>();
   RETURN_IF_ERROR(str("precision", &info->precision));
   RETURN_IF_ERROR(str("device", &info->device));
   RETURN_IF_ERROR(num("max_seq_len", &info->max_seq_len));

@@ -115,6 +115,7 @@ json MetaJson(const Model& model, const TokenizerSource& tok, const PlanBuildOpt
       {"created_utc", UtcNow()},
       {"source", std::filesystem::absolute(model.source).string()},
       {"source_checksum", source_checksum},
+      {"source_weights_format", model.weights_format},
       {"precision", PrecisionName(o.precision)},
       {"device", o.device},
       {"gpu", gpu},

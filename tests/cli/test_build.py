@@ -72,6 +72,8 @@ def test_inspect_on_a_plan(bertrt_bin, tmp_path):
     assert info["format_version"] == 1 and info["precision"] == "fp32"
     assert info["source"] == str(MODELS / "seq_cls")
     assert info["source_checksum"].startswith("crc32c:")
+    # A plan's weights are the plan's; what they were read from is the plan's metadata.
+    assert info["source_weights_format"] == want.pop("weights_format") == "safetensors"
     assert got["max_seq_length"] == 32
     for key in ("source", "max_seq_length"):
         got.pop(key), want.pop(key)
