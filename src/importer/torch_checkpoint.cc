@@ -212,8 +212,9 @@ StatusOr<TorchCheckpoint> ReadLegacy(std::string_view bytes, const std::shared_p
                          "; bertrt reads protocol 1001");
   ASSIGN_OR_RETURN(PickleScalar sys_info, ReadPlainPickle(bytes.substr(pos), where, &used));
   pos += used;
-  for (const auto& [k, v] : sys_info.dict)
-    if (k.s == "little_endian" && v.kind == PickleScalar::Kind::kBool && !v.i)
+  for (size_t i = 0; i < sys_info.keys.size(); ++i)
+    if (sys_info.keys[i].s == "little_endian" && sys_info.values[i].kind == PickleScalar::Kind::kBool &&
+        !sys_info.values[i].i)
       return Unimplemented(where + ": saved on a big-endian machine; bertrt reads little-endian "
                                    "checkpoints");
   ASSIGN_OR_RETURN(TorchStateDict dict, ReadTorchStateDictPickle(bytes.substr(pos), where, &used));

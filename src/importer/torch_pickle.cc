@@ -553,9 +553,8 @@ Status ToScalar(const Machine& m, size_t v, int depth, PickleScalar* out) {
     case Kind::kDict:
       out->kind = K::kDict;
       for (const auto& [k, x] : val.pairs) {
-        auto& pair = out->dict.emplace_back();
-        RETURN_IF_ERROR(ToScalar(m, k, depth + 1, &pair.first));
-        RETURN_IF_ERROR(ToScalar(m, x, depth + 1, &pair.second));
+        RETURN_IF_ERROR(ToScalar(m, k, depth + 1, &out->keys.emplace_back()));
+        RETURN_IF_ERROR(ToScalar(m, x, depth + 1, &out->values.emplace_back()));
       }
       return Status::Ok();
     default:

@@ -63,8 +63,9 @@ struct PickleScalar {
   int64_t i = 0;
   double f = 0;
   std::string s;  // kString; kBigInt: its little-endian two's-complement bytes
-  std::vector<PickleScalar> items;                        // kList (tuples too)
-  std::vector<std::pair<PickleScalar, PickleScalar>> dict;  // kDict
+  std::vector<PickleScalar> items;  // kList (tuples too)
+  // kDict, as two lists (a pair of this type is not complete inside it).
+  std::vector<PickleScalar> keys, values;
 };
 StatusOr<PickleScalar> ReadPlainPickle(std::string_view bytes, const std::string& where,
                                        size_t* consumed);
