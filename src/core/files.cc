@@ -64,6 +64,25 @@ StatusOr<std::string> ReadRegularFile(const std::string& path) {
   return out;
 }
 
+FdCloser::~FdCloser() {
+  if (fd >= 0) ::close(fd);
+}
+
+Status ReadFileRange(int fd, uint64_t offset, size_t n, char* out, const std::string& path) {
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t got = ::pread(fd, out + done, n - done, static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got == 0)
+      return Unavailable(path + " shrank while it was read (" + std::to_string(done) + " of " +
+                         std::to_string(n) +
+                         " bytes): it is being replaced; load it again once it is whole");
+    if (got < 0) return DataLoss("error reading " + path + ": " + std::strerror(errno));
+    done += static_cast<size_t>(got);
+  }
+  return Status::Ok();
+}
+
 StatusOr<FileBytes> ReadRegularFileIntoMemory(const std::string& path) {
   ASSIGN_OR_RETURN(const RegularFile file, OpenRegularFile(path));
   const int fd = file.fd;
@@ -82,21 +101,9 @@ StatusOr<FileBytes> ReadRegularFileIntoMemory(const std::string& path) {
   std::shared_ptr<const void> owner(mem, [size](const void* p) {
     if (p) ::munmap(const_cast<void*>(p), size);
   });
-  char* out = static_cast<char*>(mem);
-  size_t done = 0;
-  while (done < size) {
-    const ssize_t n = ::pread(fd, out + done, size - done, static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : 0;
-      ::close(fd);
-      if (n == 0)
-        return Unavailable(path + " shrank while it was read (" + std::to_string(done) + " of " +
-                           std::to_string(size) +
-                           " bytes): it is being replaced; load it again once it is whole");
-      return DataLoss("error reading " + path + ": " + std::strerror(err));
-    }
-    done += static_cast<size_t>(n);
+  if (Status st = ReadFileRange(fd, 0, size, static_cast<char*>(mem), path); !st.ok()) {
+    ::close(fd);
+    return st;
   }
   struct stat after {};
   ::fstat(fd, &after);
@@ -106,7 +113,7 @@ StatusOr<FileBytes> ReadRegularFileIntoMemory(const std::string& path) {
     return Unavailable(path +
                        " changed while it was read: it is being replaced; load it "
                        "again once it is whole");
-  return FileBytes{std::string_view(out, size), std::move(owner)};
+  return FileBytes{std::string_view(static_cast<const char*>(mem), size), std::move(owner)};
 }
 
 }  // namespace bertrt

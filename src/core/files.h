@@ -26,6 +26,20 @@ struct RegularFile {
 };
 StatusOr<RegularFile> OpenRegularFile(const std::string& path);
 
+// Closes a descriptor (OpenRegularFile's) when it goes out of scope.
+struct FdCloser {
+  explicit FdCloser(int descriptor) : fd(descriptor) {}
+  FdCloser(const FdCloser&) = delete;
+  FdCloser& operator=(const FdCloser&) = delete;
+  ~FdCloser();
+  int fd;
+};
+
+// Reads exactly `n` bytes at `offset` of the open file `fd` (named `path` in
+// messages) into `out`: a file that ends before them is Unavailable (being
+// replaced), a read error DataLoss.
+Status ReadFileRange(int fd, uint64_t offset, size_t n, char* out, const std::string& path);
+
 // The whole of the regular file at `path` (errors as OpenRegularFile's).
 StatusOr<std::string> ReadRegularFile(const std::string& path);
 

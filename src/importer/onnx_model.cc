@@ -1,7 +1,5 @@
 #include "importer/onnx_model.h"
 
-#include <unistd.h>
-
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -280,10 +278,7 @@ class Reader {
                  ShapeToString(d.shape));
     const std::string path = JoinPath(dir_, location);
     ASSIGN_OR_RETURN(RegularFile f, OpenRegularFile(path));
-    struct Closer {
-      int fd;
-      ~Closer() { close(fd); }
-    } closer{f.fd};
+    const FdCloser closer(f.fd);
     if (static_cast<uint64_t>(offset) > f.size || nbytes > f.size - offset)
       return Bad(t.name() + " lies outside " + location);
     // Entries may overlap: what is read is bounded by what the files hold.
@@ -293,11 +288,7 @@ class Reader {
     if ((external_bytes_ += nbytes) > held)
       return Bad("its external data entries claim more bytes than their files hold");
     d.bytes = std::make_shared<std::string>(nbytes, '\0');
-    for (size_t done = 0; done < nbytes;) {
-      const ssize_t n = pread(f.fd, d.bytes->data() + done, nbytes - done, offset + static_cast<off_t>(done));
-      if (n <= 0) return Bad("cannot read " + t.name() + " from " + location);
-      done += static_cast<size_t>(n);
-    }
+    RETURN_IF_ERROR(ReadFileRange(f.fd, static_cast<uint64_t>(offset), nbytes, d.bytes->data(), path));
     return d;
   }
 };

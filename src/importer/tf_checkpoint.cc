@@ -1,9 +1,8 @@
 #include "importer/tf_checkpoint.h"
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -313,13 +312,8 @@ StatusOr<std::vector<CheckpointTensor>> ReadTfCheckpoint(const std::string& pref
   // Each shard opened once; every byte read counted against the shards' sizes
   // (entries of a damaged or hostile index may overlap).
   std::map<int, RegularFile> shards;
+  std::deque<FdCloser> closers;  // FdCloser does not move; a deque need not move it
   uint64_t shard_bytes = 0, read_bytes = 0;
-  struct Closer {
-    std::map<int, RegularFile>* files;
-    ~Closer() {
-      for (auto& [id, f] : *files) close(f.fd);
-    }
-  } closer{&shards};
   const std::string file_prefix = fs::path(prefix).filename().string();
 
   std::vector<CheckpointTensor> out;
@@ -357,6 +351,7 @@ StatusOr<std::vector<CheckpointTensor>> ReadTfCheckpoint(const std::string& pref
     auto it = shards.find(e.shard_id());
     if (it == shards.end()) {
       ASSIGN_OR_RETURN(RegularFile f, OpenRegularFile(ShardPath(prefix, e.shard_id(), header.num_shards())));
+      closers.emplace_back(f.fd);
       it = shards.emplace(e.shard_id(), f).first;
       shard_bytes += f.size;
     }
@@ -365,12 +360,8 @@ StatusOr<std::vector<CheckpointTensor>> ReadTfCheckpoint(const std::string& pref
         (read_bytes += nbytes) > shard_bytes)
       return DataLoss(index_path + ": " + name.substr(0, 200) + " lies outside its data shard");
     auto buffer = std::make_shared<std::string>(nbytes, '\0');
-    for (uint64_t done = 0; done < nbytes;) {
-      const ssize_t n = pread(shard.fd, buffer->data() + done, nbytes - done,
-                              static_cast<off_t>(e.offset() + done));
-      if (n <= 0) return DataLoss(index_path + ": cannot read " + name.substr(0, 200) + " from its shard");
-      done += static_cast<uint64_t>(n);
-    }
+    RETURN_IF_ERROR(ReadFileRange(shard.fd, static_cast<uint64_t>(e.offset()), nbytes, buffer->data(),
+                                  ShardPath(prefix, e.shard_id(), header.num_shards())));
     if (UnmaskCrc(e.crc32c()) != Crc32c(buffer->data(), buffer->size()))
       return DataLoss(index_path + ": " + name.substr(0, 200) + "'s bytes do not match its CRC32C");
 

@@ -4,6 +4,7 @@ stalled server, information on an open route) and must now get a clear answer
 while the server stays up and serves others. The gRPC port's own attacks are in
 test_grpc_hostile.py; tokenizer memory in test_tokenizer_limits.py."""
 import json
+import os
 import shutil
 import signal
 import threading
@@ -244,6 +245,13 @@ def lookup_latencies_ms(url, n):
     return sorted(times)
 
 
+def walk_and_stat_ms(folder):
+    t0 = time.perf_counter()
+    for entry in os.scandir(folder):
+        entry.stat()
+    return (time.perf_counter() - t0) * 1000
+
+
 def test_the_poll_rescan_does_not_stall_requests(bertrt_bin, tmp_path):
     """D9: 60,000 small files in another model's version folder and a 1 s poll took a
     request's p99 from 8 ms to 457 ms: the folder walk held the lock every request's
@@ -263,9 +271,14 @@ def test_the_poll_rescan_does_not_stall_requests(bertrt_bin, tmp_path):
         time.sleep(1)  # the next rescans walk the 60,000 files, back to back
         during = lookup_latencies_ms(s.url, 400)
         p99 = lambda t: t[int(0.99 * (len(t) - 1))]  # noqa: E731
-        # Under the lock, the lookups that met a walk waited for all of it: p99 went
-        # from 0.9 to 128 ms here (140x); beside the walk now, 0.8 to 4 ms.
-        assert p99(during) < 15 * p99(alone), (p99(during), p99(alone))
+        # What one walk of the folder costs on this machine now (its load included):
+        # under the lock, the lookups that met a walk waited for all of it.
+        walk_ms = min(walk_and_stat_ms(junk) for _ in range(3))
+        # p99 went from 0.9 to 128 ms here under the lock (a walk took ~150 ms);
+        # beside the walk now, 0.8 to 4 ms. On a busy machine scheduling alone can
+        # stretch the tail, so the bound is the larger of 15x the same server's own
+        # p99 and a third of a walk: a lookup that waited for a walk passes neither.
+        assert p99(during) < max(15 * p99(alone), walk_ms / 3), (p99(during), p99(alone), walk_ms)
     finally:
         s.stop()
 
