@@ -12,6 +12,7 @@ namespace bertrt::cli {
 
 struct BenchFlags {
   std::string model;
+  ImportFlags import;
   EngineFlags engine;
   std::string lengths;  // engine mode: tokens; load mode: words per text
   uint32_t seed = 1234;

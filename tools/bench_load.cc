@@ -279,7 +279,7 @@ int RunLoadBench(const BenchFlags& f) {
   if (f.serve_inprocess) {
     const server::ServeDefaults defaults = MakeServeDefaults(f.engine, f.serving, nullptr);
     const std::string name = f.model_name.empty() ? DefaultModelName(f.model) : f.model_name;
-    auto loaded = LoadInProcessTarget(name, f.model, defaults);
+    auto loaded = LoadInProcessTarget(name, f.model, defaults, MakeImportOptions(f.import));
     if (!loaded.ok()) return Fail(loaded.status(), kExitModelError);
     target = std::move(*loaded);
     report["kind"] = "inprocess";

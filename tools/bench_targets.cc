@@ -358,10 +358,11 @@ StatusOr<std::unique_ptr<loadgen::Target>> ConnectServerTarget(ServerTargetOptio
 }
 
 StatusOr<std::unique_ptr<loadgen::Target>> LoadInProcessTarget(
-    const std::string& name, const std::string& path, const server::ServeDefaults& defaults) {
+    const std::string& name, const std::string& path, const server::ServeDefaults& defaults,
+    const ImportOptions& import) {
   ASSIGN_OR_RETURN(server::ModelServing serving,
                    server::ResolveServing(defaults, server::ModelConfigFile{}));
-  auto loaded = server::ServedModel::Load(name, "1", path, serving, defaults);
+  auto loaded = server::ServedModel::Load(name, "1", path, serving, defaults, import);
   if (!loaded.ok()) return loaded.status();
   std::shared_ptr<server::ServedModel> model = std::move(*loaded);
   return std::unique_ptr<loadgen::Target>(std::make_unique<InProcessTarget>(std::move(model)));

@@ -35,6 +35,7 @@ StatusOr<std::unique_ptr<loadgen::Target>> ConnectServerTarget(ServerTargetOptio
 
 // Loads `path` as `bertrt serve` would (one warm-up run included), as `name`.
 StatusOr<std::unique_ptr<loadgen::Target>> LoadInProcessTarget(
-    const std::string& name, const std::string& path, const server::ServeDefaults& defaults);
+    const std::string& name, const std::string& path, const server::ServeDefaults& defaults,
+    const ImportOptions& import = {});
 
 }  // namespace bertrt::cli

@@ -16,9 +16,28 @@ void PrintNotice(const std::string& notice) {
   std::fprintf(stderr, "notice: %s\n", notice.c_str());
 }
 
-StatusOr<LoadedModel> LoadForCli(const std::string& path) {
+void AddImportOptions(CLI::App* cmd, ImportFlags* flags) {
+  cmd->add_option("--tokenizer", flags->tokenizer,
+                  "Directory whose tokenizer (tokenizer.json, or vocab.txt + "
+                  "tokenizer_config.json) to use: for a model folder without one (a bare "
+                  ".onnx file, a checkpoint without its vocab.txt)");
+  cmd->add_option("--labels", flags->labels,
+                  "The classifier's class names in order, replacing config.json's (a TensorFlow "
+                  "checkpoint has none): a file with one per line, or a comma-separated list");
+}
+
+ImportOptions MakeImportOptions(const ImportFlags& flags) {
   ImportOptions options;
   options.on_notice = PrintNotice;
+  options.tokenizer_dir = flags.tokenizer;
+  options.labels = flags.labels;
+  return options;
+}
+
+StatusOr<LoadedModel> LoadForCli(const std::string& path, const ImportFlags& flags,
+                                 bool print_notices) {
+  ImportOptions options = MakeImportOptions(flags);
+  if (!print_notices) options.on_notice = nullptr;
   return LoadModelAndTokenizer(path, options);
 }
 

@@ -23,8 +23,24 @@ namespace bertrt::cli {
 // say what they did on the user's behalf.
 void PrintNotice(const std::string& notice);
 
-// Loads MODEL (an HF directory or a plan file), printing notices to stderr.
-StatusOr<LoadedModel> LoadForCli(const std::string& path);
+// What MODEL may be, for the commands' help.
+inline constexpr const char* kModelHelp =
+    "A model directory (Hugging Face: safetensors, pytorch_model.bin or model.onnx; a "
+    "TensorFlow BERT checkpoint folder), a plan file, a .onnx file, or a TensorFlow checkpoint "
+    "prefix (model.ckpt-N)";
+
+// --tokenizer and --labels, for the commands that load a MODEL.
+struct ImportFlags {
+  std::string tokenizer;
+  std::string labels;
+};
+void AddImportOptions(CLI::App* cmd, ImportFlags* flags);
+ImportOptions MakeImportOptions(const ImportFlags& flags);
+
+// Loads MODEL, printing notices to stderr (`print_notices`: inspect lists
+// them itself).
+StatusOr<LoadedModel> LoadForCli(const std::string& path, const ImportFlags& flags = {},
+                                 bool print_notices = true);
 
 // --device, --precision and --threads, as run, bench and serve take them.
 struct EngineFlags {

@@ -117,7 +117,7 @@ int Bench(const BenchFlags& flags) {
   auto lengths = ParseLengths(flags);
   if (!lengths.ok()) return Fail(lengths.status(), kExitUsage);
   const auto warmup = WarmUpGpus(flags.engine, {0});
-  auto loaded = LoadForCli(flags.model);  // an HF directory or a plan
+  auto loaded = LoadForCli(flags.model, flags.import);
   if (!loaded.ok()) return Fail(loaded.status(), kExitModelError);
   const ModelConfig& config = loaded->model->config;
   if (lengths->second > config.max_positions())
@@ -220,7 +220,8 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
       "a server or the serving stack in-process (throughput, latency percentiles, the server's "
       "queue/compute split). Prints a table, or JSON with --json. Load runs exit 4 when the "
       "server cannot be reached or a step got no successful answer.");
-  auto* model = cmd->add_option("MODEL", flags->model, "HF model directory or plan file");
+  auto* model = cmd->add_option("MODEL", flags->model, kModelHelp);
+  AddImportOptions(cmd, &flags->import);
   AddEngineOptions(cmd, &flags->engine);
   CLI::Option* profile_flag = cmd->add_flag(
       "--profile", flags->profile,

@@ -16,6 +16,7 @@ namespace {
 
 struct BuildFlags {
   std::string model;
+  ImportFlags import;
   std::string output;
   std::string precision;  // empty: fp32 for cpu, fp16 for cuda
   std::string device = "cpu";
@@ -137,7 +138,7 @@ int Build(const BuildFlags& flags) {
                 kExitUsage);
   Stages stages;
   stages.Begin("load");
-  auto loaded = LoadForCli(flags.model);
+  auto loaded = LoadForCli(flags.model, flags.import);
   if (!loaded.ok()) return Fail(loaded.status(), kExitModelError);
   // A shallow copy: the tensors stay views of the checkpoint.
   auto model = std::make_shared<Model>(*loaded->model);
@@ -169,9 +170,9 @@ int Build(const BuildFlags& flags) {
                   "choices, so CUDA engines take cuBLASLt's heuristic ones");
     }
   }
-  auto tokenizer = ReadTokenizerSource(flags.model);
+  auto tokenizer = ReadTokenizerSource(loaded->tokenizer_dir);
   if (!tokenizer.ok()) return Fail(tokenizer.status(), kExitModelError);
-  auto checksum = SourceChecksum(flags.model);
+  auto checksum = SourceChecksum(model->weights_files);
   if (!checksum.ok()) return Fail(checksum.status(), kExitModelError);
   stages.End(*checksum + ", tokenizer from " + tokenizer->kind);
   if (on_gpu)
@@ -208,13 +209,15 @@ void RegisterBuildCommand(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<BuildFlags>();
   CLI::App* cmd = app.add_subcommand(
       "build",
-      "Build one self-contained plan file from a Hugging Face model directory: config, head, "
+      "Build one self-contained plan file from a model directory (or a .onnx file or "
+      "TensorFlow checkpoint in one): config, head, "
       "labels, tokenizer and weights laid out for direct use (read once at load, no conversion). The plan runs on "
       "the CPU and on any supported GPU; `run`, `tokenize`, `inspect` and `bench` take it in "
       "place of the directory. The build ends by running the plan on sample texts against the "
       "fp32 reference and fails above the thresholds (fp32: max abs diff 1e-4 relative; "
       "fp16/bf16: cosine 0.999 and every argmax equal) unless --force.");
-  cmd->add_option("MODEL_DIR", flags->model, "Hugging Face model directory")->required();
+  cmd->add_option("MODEL", flags->model, kModelHelp)->required();
+  AddImportOptions(cmd, &flags->import);
   cmd->add_option("-o,--output", flags->output, "The plan file to write")->required();
   cmd->add_option("--precision", flags->precision,
                   "Weight precision: fp32, fp16 or bf16 (default: fp32 for cpu, fp16 for cuda)")

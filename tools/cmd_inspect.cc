@@ -18,6 +18,7 @@ namespace {
 
 struct InspectOptions {
   std::string model;
+  ImportFlags import;
   bool json = false;
 };
 
@@ -26,6 +27,7 @@ nlohmann::json Describe(const LoadedModel& loaded) {
   nlohmann::json j;
   j["source"] = loaded.model->source;
   if (!loaded.model->weights_format.empty()) j["weights_format"] = loaded.model->weights_format;
+  j["import_notes"] = loaded.model->import_notes;
   j["architecture"] = c.architecture;
   j["model_type"] = c.model_type;
   j["head"] = HeadKindName(c.head);
@@ -107,6 +109,7 @@ void PrintText(const nlohmann::json& j, std::ostream& out) {
   };
   row("model", str(j["source"]));
   if (j.contains("weights_format")) row("weights", str(j["weights_format"]));
+  for (const nlohmann::json& note : j["import_notes"]) row("import", str(note));
   row("architecture",
       j["architecture"].get<std::string>().empty() ? "(none given)" : str(j["architecture"]));
   row("model_type", str(j["model_type"]));
@@ -186,7 +189,8 @@ void PrintText(const nlohmann::json& j, std::ostream& out) {
 }
 
 int RunInspect(const InspectOptions& opts) {
-  auto loaded = LoadForCli(opts.model);
+  // The notices are part of what inspect shows (the "import" rows).
+  auto loaded = LoadForCli(opts.model, opts.import, /*print_notices=*/false);
   if (!loaded.ok()) return Fail(loaded.status(), kExitModelError);
   nlohmann::json j = Describe(*loaded);
   if (IsPlanFile(opts.model)) {
@@ -219,8 +223,11 @@ int RunInspect(const InspectOptions& opts) {
 void RegisterInspectCommand(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<InspectOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "inspect", "Show a model's architecture, head, sizes, labels and tokenizer settings");
-  cmd->add_option("MODEL", opts->model, "Hugging Face model directory or plan file")->required();
+      "inspect",
+      "Show a model's architecture, head, sizes, labels and tokenizer settings, and what the "
+      "import did: the weights read, names mapped, config inferred and tensors skipped");
+  cmd->add_option("MODEL", opts->model, kModelHelp)->required();
+  AddImportOptions(cmd, &opts->import);
   cmd->add_flag("--json", opts->json, "Print one JSON object instead of text");
   cmd->callback([opts, &exit_code] { exit_code = RunInspect(*opts); });
 }

@@ -36,6 +36,7 @@ namespace {
 
 struct RunFlags {
   std::string model;
+  ImportFlags import;
   std::string input = "-";
   std::string input_format = "jsonl";
   EngineFlags engine;
@@ -341,7 +342,7 @@ StatusOr<const OutputDescription*> NpyOutput(const std::vector<OutputDescription
 int Run(const RunFlags& flags) {
   TraceStartup("bertrt run: started");
   const auto warmup = WarmUpGpus(flags.engine, {0});
-  auto loaded = LoadForCli(flags.model);
+  auto loaded = LoadForCli(flags.model, flags.import);
   if (!loaded.ok()) return Fail(loaded.status(), kExitModelError);
   TraceStartup("bertrt run: model read and checked");
   const ModelConfig& config = loaded->model->config;
@@ -585,7 +586,8 @@ void RegisterRunCommand(CLI::App& app, int& exit_code) {
       "token (token classification), start_logits/end_logits (question answering), embedding "
       "(sentence-transformers), pooler_output (BertModel). A bad line gets an error record in "
       "its place and exit code 1; the other lines still run.");
-  cmd->add_option("MODEL", flags->model, "HF model directory or plan file")->required();
+  cmd->add_option("MODEL", flags->model, kModelHelp)->required();
+  AddImportOptions(cmd, &flags->import);
   cmd->add_option("INPUT", flags->input, "Input file (default -: stdin)");
   cmd->add_option("--input-format", flags->input_format,
                   "jsonl (one JSON object per line) or text (each line is a text)")

@@ -24,6 +24,7 @@ namespace {
 
 struct ServeFlags {
   std::string model;
+  ImportFlags import;
   std::string model_name;
   std::string repository;
   // Defaults: HttpOptions' own, in one place.
@@ -56,6 +57,10 @@ struct ServeFlags {
 int Serve(const ServeFlags& flags) {
   if (flags.model.empty() == flags.repository.empty())
     return Fail(InvalidArgument("give either MODEL or --model-repository DIR"), kExitUsage);
+  if (!flags.repository.empty() && (!flags.import.tokenizer.empty() || !flags.import.labels.empty()))
+    return Fail(InvalidArgument("--tokenizer and --labels apply to MODEL; in a repository, keep "
+                                "each model's tokenizer and config.json (id2label) in its folder"),
+                kExitUsage);
   // Blocks of 256 KiB and more (request bodies, large answers, a long text's
   // tokens) are mapped on their own and given back to the system when freed.
   // glibc otherwise raises this threshold to the largest block freed so far
@@ -109,7 +114,7 @@ int Serve(const ServeFlags& flags) {
   server::ModelRegistry registry(MakeServeDefaults(flags.engine, flags.serving, &metrics));
   registry.set_strict_readiness(flags.strict_readiness);
   Status loaded = flags.repository.empty()
-                      ? registry.LoadSingle(flags.model, flags.model_name)
+                      ? registry.LoadSingle(flags.model, flags.model_name, MakeImportOptions(flags.import))
                       : registry.OpenRepository(flags.repository, *control, flags.load_models);
   if (!loaded.ok()) return Fail(loaded, kExitModelError);
   if (!flags.default_model.empty()) {
@@ -212,7 +217,8 @@ void RegisterServeCommand(CLI::App& app, int& exit_code) {
       "serve",
       "Serve models over HTTP (KServe v2, text-embeddings-inference and OpenAI-compatible "
       "endpoints, Prometheus /metrics) and gRPC (KServe v2), with dynamic batching.");
-  cmd->add_option("MODEL", f->model, "HF model directory or plan file");
+  cmd->add_option("MODEL", f->model, kModelHelp);
+  AddImportOptions(cmd, &f->import);
   cmd->add_option("--model-name", f->model_name,
                   "Name to serve MODEL as (default: its directory/file stem)");
   cmd->add_option("--model-repository", f->repository,

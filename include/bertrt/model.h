@@ -208,6 +208,13 @@ struct Model {
   // What the importer read the weights from ("safetensors", "pytorch_model.bin
   // (zip)", ...); empty for a plan.
   std::string weights_format;
+  // The files the weights were read from (for the plan's source checksum);
+  // empty for a plan.
+  std::vector<std::string> weights_files;
+  // What the importer did on the user's behalf, as its notices said it
+  // ("mapped: ...", "inferred: ...", "skipped ..."): `inspect` lists them,
+  // plans keep them.
+  std::vector<std::string> import_notes;
   // From a plan built with --max-batch-tokens: the largest batch engines
   // reserve memory for and the server's batch token budget; 0: no limit.
   int max_batch_tokens = 0;

@@ -51,6 +51,7 @@ struct PlanInfo {
   std::string source;           // the HF directory it was built from
   std::string source_checksum;  // "crc32c:<hex>" over the source weight files
   std::string source_weights_format;  // "safetensors", "pytorch_model.bin (zip)", ...; empty in older plans
+  std::vector<std::string> source_import_notes;  // Model::import_notes of the source; empty in older plans
   std::string precision;        // fp32 | fp16 | bf16
   std::string device;           // cpu | cuda
   std::string gpu_name;         // empty when not built on a GPU
@@ -106,9 +107,9 @@ Status WritePlan(const Model& model, const TokenizerSource& tokenizer,
                  const PlanBuildOptions& options, const std::string& source_checksum,
                  const std::string& path);
 
-// "crc32c:<hex>" over the *.safetensors files of the model directory (its
-// transformer directory for sentence-transformers), in name order.
-StatusOr<std::string> SourceChecksum(const std::string& model_dir);
+// "crc32c:<hex>" over the files the model's weights were read from
+// (Model::weights_files), in name order.
+StatusOr<std::string> SourceChecksum(const std::vector<std::string>& weights_files);
 
 // Verification of a built plan against the fp32 reference.
 struct VerifySample {

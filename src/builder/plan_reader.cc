@@ -236,6 +236,9 @@ Status Reader::ParseMeta(const Container& c, json* meta, PlanInfo* info) {
   // Optional: plans written before the importer read other formats lack it.
   if (auto f = meta->find("source_weights_format"); f != meta->end() && f->is_string())
     info->source_weights_format = f->get<std::string>();
+  if (auto f = meta->find("source_import_notes"); f != meta->end() && f->is_array())
+    for (const json& note : *f)
+      if (note.is_string()) info->source_import_notes.push_back(note.get<std::string>());
   RETURN_IF_ERROR(str("precision", &info->precision));
   RETURN_IF_ERROR(str("device", &info->device));
   RETURN_IF_ERROR(num("max_seq_len", &info->max_seq_len));
@@ -411,6 +414,7 @@ StatusOr<Plan> ReadPlanFromMemory(std::string_view bytes, std::shared_ptr<const 
   plan.model = std::make_shared<Model>();
   RETURN_IF_ERROR(reader.BindTensors(c, meta, plan.info, owner, plan.model.get()));
   plan.model->source = display_name;
+  plan.model->import_notes = plan.info.source_import_notes;
   plan.model->max_batch_tokens = plan.info.max_batch_tokens;
   ASSIGN_OR_RETURN(plan.model->gemm_choices, reader.ReadGemmChoices(c));
   plan.info.gemm_choices = plan.model->gemm_choices->size();

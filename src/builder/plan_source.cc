@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "bertrt/importer.h"
 #include "bertrt/plan.h"
 #include "core/crc32c.h"
 #include "core/files.h"
@@ -87,23 +88,15 @@ StatusOr<std::shared_ptr<Tokenizer>> LoadTokenizerFrom(const std::string& path) 
     ASSIGN_OR_RETURN(Plan plan, ReadPlan(path));
     return plan.tokenizer;
   }
-  ASSIGN_OR_RETURN(std::string dir, TokenizerDirectory(path));
+  // A weights file (model.onnx, a TensorFlow checkpoint) has its tokenizer
+  // in its directory.
+  ASSIGN_OR_RETURN(const ModelSource source, ResolveModelSource(path));
+  ASSIGN_OR_RETURN(std::string dir, TokenizerDirectory(source.dir));
   return Tokenizer::FromDirectory(dir);
 }
 
-StatusOr<std::string> SourceChecksum(const std::string& model_dir) {
-  ASSIGN_OR_RETURN(std::string dir, ModelDirectory(model_dir));
-  std::vector<std::string> files;
-  std::error_code ec;
-  // The weights files of every format the importer reads (src/importer/checkpoint.cc).
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string ext = entry.path().extension().string();
-    const std::string name = entry.path().filename().string();
-    if (ext == ".safetensors" || ext == ".bin" || ext == ".index" ||
-        name.find(".data-") != std::string::npos)  // TensorFlow's model.ckpt-N.data-00000-of-00001
-      files.push_back(entry.path().string());
-  }
-  if (ec) return NotFound(dir + ": cannot list (" + ec.message() + ")");
+StatusOr<std::string> SourceChecksum(const std::vector<std::string>& weights_files) {
+  std::vector<std::string> files = weights_files;
   std::sort(files.begin(), files.end());
   uint32_t crc = 0;
   for (const std::string& f : files) {

@@ -116,6 +116,7 @@ json MetaJson(const Model& model, const TokenizerSource& tok, const PlanBuildOpt
       {"source", std::filesystem::absolute(model.source).string()},
       {"source_checksum", source_checksum},
       {"source_weights_format", model.weights_format},
+      {"source_import_notes", model.import_notes},
       {"precision", PrecisionName(o.precision)},
       {"device", o.device},
       {"gpu", gpu},

@@ -67,7 +67,7 @@ Status UnsupportedFormatError(const std::string& dir) {
 // pytorch_model.bin.index.json), each read by `read`.
 Status ReadSharded(const std::string& dir, const std::string& index_path, const FileReader& read,
                    std::vector<CheckpointTensor>* out, std::set<std::string>* variants,
-                   size_t* shard_count) {
+                   std::vector<std::string>* files) {
   ASSIGN_OR_RETURN(nlohmann::json index, ReadJsonFile(index_path));
   auto map = index.is_object() ? index.find("weight_map") : index.end();
   if (map == index.end() || !map->is_object())
@@ -84,7 +84,11 @@ Status ReadSharded(const std::string& dir, const std::string& index_path, const 
     wanted[name] = file;
     shards.insert(file);
   }
-  for (const std::string& shard : shards) RETURN_IF_ERROR(read(JoinPath(dir, shard), out, variants));
+  files->push_back(index_path);
+  for (const std::string& shard : shards) {
+    files->push_back(JoinPath(dir, shard));
+    RETURN_IF_ERROR(read(files->back(), out, variants));
+  }
   std::map<std::string, std::string> where;
   for (const CheckpointTensor& t : *out) where.emplace(t.name, t.file);
   for (const auto& [name, shard] : wanted) {
@@ -93,13 +97,41 @@ Status ReadSharded(const std::string& dir, const std::string& index_path, const 
       return DataLoss(index_path + ": says tensor \"" + name + "\" is in " + shard +
                       ", but it is not there");
   }
-  *shard_count = shards.size();
   return Status::Ok();
+}
+
+// An ONNX export's weights, named as transformers named them.
+StatusOr<Checkpoint> OpenOnnx(const std::string& path) {
+  ASSIGN_OR_RETURN(OnnxWeights w, ReadOnnxModel(path));
+  std::string format = "ONNX (" + fs::path(path).filename().string();
+  if (w.dequantized) format += ", " + std::to_string(w.dequantized) + " int8 tensors dequantized";
+  ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::Of(std::move(w.tensors), format + ")"));
+  ckpt.set_files(std::move(w.files));
+  ckpt.set_implied_config(std::move(w.config));
+  if (w.named_by_bias)
+    ckpt.add_note("mapped: " + std::to_string(w.named_by_bias) +
+                  " MatMul/Gemm weights named after the bias added to their output, "
+                  "transposed from [in, out]");
+  return ckpt;
+}
+
+StatusOr<Checkpoint> OpenTf(const std::string& prefix) {
+  ASSIGN_OR_RETURN(TfCheckpoint tf, ReadTfCheckpoint(prefix));
+  ASSIGN_OR_RETURN(Checkpoint ckpt,
+                   Checkpoint::Of(std::move(tf.tensors), "TensorFlow checkpoint (" +
+                                                             fs::path(prefix).filename().string() + ")"));
+  ckpt.set_files(std::move(tf.files));
+  ckpt.add_note("mapped: " + std::to_string(tf.renamed) +
+                " variables from Google BERT's names to transformers' (" +
+                std::to_string(tf.transposed) + " kernels transposed from [in, out])");
+  return ckpt;
 }
 
 }  // namespace
 
-StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir) {
+StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir, const std::string& weights) {
+  if (!weights.empty())
+    return fs::path(weights).extension() == ".onnx" ? OpenOnnx(weights) : OpenTf(weights);
   // In the order transformers prefers them.
   struct Layout {
     const char* format;
@@ -113,12 +145,13 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir) {
   for (const Layout& l : layouts) {
     std::vector<CheckpointTensor> tensors;
     std::set<std::string> variants;
-    size_t shards = 0;
+    std::vector<std::string> files;
     const std::string single = JoinPath(dir, l.single), index = JoinPath(dir, l.index);
     if (fs::exists(single)) {
+      files.push_back(single);
       RETURN_IF_ERROR(l.read(single, &tensors, &variants));
     } else if (fs::exists(index)) {
-      RETURN_IF_ERROR(ReadSharded(dir, index, l.read, &tensors, &variants, &shards));
+      RETURN_IF_ERROR(ReadSharded(dir, index, l.read, &tensors, &variants, &files));
     } else {
       continue;
     }
@@ -126,23 +159,15 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir) {
     std::string format = l.format, joined;
     for (const std::string& v : variants) joined += (joined.empty() ? "" : ", ") + v;
     if (!joined.empty()) format += " (" + joined + ")";
-    if (shards) format += ", " + std::to_string(shards) + " shards";
-    return Of(std::move(tensors), std::move(format));
+    if (files.size() > 1) format += ", " + std::to_string(files.size() - 1) + " shards";
+    ASSIGN_OR_RETURN(Checkpoint ckpt, Of(std::move(tensors), std::move(format)));
+    ckpt.files_ = std::move(files);
+    return ckpt;
   }
   const std::string onnx = JoinPath(dir, "model.onnx");
-  if (fs::exists(onnx)) {
-    ASSIGN_OR_RETURN(OnnxWeights w, ReadOnnxModel(onnx));
-    return Of(std::move(w.tensors),
-              "ONNX (model.onnx" +
-                  (w.dequantized ? ", " + std::to_string(w.dequantized) + " int8 tensors dequantized"
-                                 : std::string()) + ")");
-  }
+  if (fs::exists(onnx)) return OpenOnnx(onnx);
   ASSIGN_OR_RETURN(const std::string tf_prefix, FindTfCheckpoint(dir));
-  if (!tf_prefix.empty()) {
-    ASSIGN_OR_RETURN(auto tensors, ReadTfCheckpoint(tf_prefix));
-    return Of(std::move(tensors),
-              "TensorFlow checkpoint (" + fs::path(tf_prefix).filename().string() + ")");
-  }
+  if (!tf_prefix.empty()) return OpenTf(tf_prefix);
   return UnsupportedFormatError(dir);
 }
 

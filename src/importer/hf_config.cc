@@ -4,12 +4,15 @@
 #include <limits>
 #include <map>
 
+#include "core/files.h"
 #include "families/family.h"
 #include "importer/json_util.h"
 
 namespace bertrt::importer {
 
 namespace {
+
+namespace fs = std::filesystem;
 
 // Model types bertrt has no family for yet; each gets a message saying how
 // its computation differs instead of producing wrong outputs.
@@ -465,6 +468,53 @@ Status ApplySentenceTransformers(const SentenceTransformersLayout& layout,
              std::to_string(c->max_positions()));
     c->max_seq_length = c->max_positions();
   }
+  return Status::Ok();
+}
+
+StatusOr<std::vector<std::string>> ReadLabelsFile(const std::string& path) {
+  ASSIGN_OR_RETURN(const std::string text, ReadRegularFile(path));
+  std::vector<std::string> names;
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty()) names.push_back(std::move(line));
+    start = end + 1;
+  }
+  return names;
+}
+
+Status ApplyLabels(const std::string& spec, ModelConfig* config, const NoticeFn& notice) {
+  std::error_code ec;
+  const bool file = fs::is_regular_file(spec, ec);
+  std::vector<std::string> names;
+  if (file) {
+    ASSIGN_OR_RETURN(names, ReadLabelsFile(spec));
+  } else {
+    for (size_t start = 0;;) {
+      const size_t comma = spec.find(',', start);
+      names.push_back(spec.substr(start, comma - start));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  const std::string what = "--labels " + (file ? spec : "\"" + spec + "\"");
+  if (config->head != HeadKind::kSequenceClassification &&
+      config->head != HeadKind::kTokenClassification)
+    return InvalidArgument(what + ": the model's head (" + HeadKindName(config->head) +
+                           ") has no classes to name");
+  for (const std::string& n : names)
+    if (n.empty())
+      return InvalidArgument(what + ": an empty label; give a file with one label per line or "
+                             "a comma-separated list, as many as the classifier's " +
+                             std::to_string(config->num_labels) + " outputs");
+  if (static_cast<int>(names.size()) != config->num_labels)
+    return InvalidArgument(what + ": " + std::to_string(names.size()) +
+                           " labels, but the classifier has " +
+                           std::to_string(config->num_labels) + " outputs");
+  config->labels = std::move(names);
+  if (notice) notice("labels: from " + what);
   return Status::Ok();
 }
 

@@ -22,6 +22,14 @@ using NoticeFn = std::function<void(const std::string&)>;
 StatusOr<ModelConfig> ParseModelConfig(const nlohmann::json& config, const std::string& path,
                                        const NoticeFn& notice);
 
+// Class names, one per line (blank lines and a trailing \r skipped): a
+// labels.txt beside a TensorFlow checkpoint, a --labels file.
+StatusOr<std::vector<std::string>> ReadLabelsFile(const std::string& path);
+
+// Replaces the classifier's labels (--labels: a file as ReadLabelsFile reads
+// it, or a comma-separated list); their count must be the classifier's.
+Status ApplyLabels(const std::string& spec, ModelConfig* config, const NoticeFn& notice);
+
 // For the families' config mappings: `key` as a size of at least `min`,
 // `fallback` when absent (the family's config class default, as transformers
 // applies it).

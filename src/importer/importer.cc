@@ -15,59 +15,135 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Status CheckDirectory(const std::string& dir) {
-  std::error_code ec;
-  const fs::file_status st = fs::status(dir, ec);
-  if (ec || !fs::exists(st)) return NotFound(dir + ": no such directory");
-  if (!fs::is_directory(st))
-    return InvalidArgument(dir + ": expected a Hugging Face model directory, found a file");
+bool IsOnnxFile(const std::string& path) { return fs::path(path).extension() == ".onnx"; }
+
+std::string ParentDirectory(const fs::path& p) {
+  const fs::path parent = p.parent_path();
+  return parent.empty() ? "." : parent.string();
+}
+
+// config.json's content and the file it came from: config.json, Google's
+// bert_config.json (with the checkpoint's head), or an ONNX graph.
+struct ConfigSource {
+  nlohmann::json json;
+  std::string path;
+  bool from_graph = false;
+};
+
+StatusOr<ConfigSource> ReadConfig(const std::string& model_dir, const ModelSource& source,
+                                  std::optional<importer::Checkpoint>* ckpt,
+                                  const importer::NoticeFn& notice) {
+  ConfigSource c;
+  c.path = importer::JoinPath(model_dir, "config.json");
+  const std::string bert_config_path = importer::JoinPath(model_dir, "bert_config.json");
+  if (fs::exists(c.path)) {
+    ASSIGN_OR_RETURN(c.json, importer::ReadJsonFile(c.path));
+    return c;
+  }
+  if (fs::exists(bert_config_path)) {
+    // A folder as Google's BERT scripts leave it: the head and labels come
+    // from the checkpoint's variables.
+    ASSIGN_OR_RETURN(*ckpt, importer::Checkpoint::Open(model_dir, source.weights));
+    ASSIGN_OR_RETURN(nlohmann::json bert_config, importer::ReadJsonFile(bert_config_path));
+    ASSIGN_OR_RETURN(c.json, importer::HfConfigFromBertConfig(bert_config, bert_config_path,
+                                                              **ckpt, notice));
+    c.path = bert_config_path;
+    return c;
+  }
+  if (IsOnnxFile(source.weights) || (source.weights.empty() &&
+                                     fs::exists(importer::JoinPath(model_dir, "model.onnx")))) {
+    ASSIGN_OR_RETURN(*ckpt, importer::Checkpoint::Open(model_dir, source.weights));
+    const importer::ImpliedConfig& implied = (*ckpt)->implied_config();
+    if (implied.config.is_null())
+      return NotFound(model_dir + ": no config.json, and the ONNX graph does not tell the "
+                      "config: " + implied.gap + "; put the model's config.json beside it");
+    if (notice)
+      notice("inferred: no config.json, so the config is the ONNX graph's: " + implied.derivation +
+             " (--labels names the classes; a config.json beside it sets anything else)");
+    c.json = implied.config;
+    c.path = (*ckpt)->files().front();
+    c.from_graph = true;
+    return c;
+  }
+  return NotFound(model_dir + ": no config.json (nor the bert_config.json of a TensorFlow BERT "
+                  "checkpoint); is this a Hugging Face model directory?");
+}
+
+// An ONNX export's graph against the config.json beside it: a head count the
+// graph does not compute would give wrong outputs without an error.
+Status CheckAgainstGraph(const importer::Checkpoint& ckpt, const ModelConfig& config,
+                         const std::string& config_path, const importer::NoticeFn& notice) {
+  const importer::ImpliedConfig& implied = ckpt.implied_config();
+  if (implied.config.is_null()) return Status::Ok();
+  auto graph = importer::ParseModelConfig(implied.config, ckpt.files().front(), nullptr);
+  if (!graph.ok()) return Status::Ok();  // a family the graph's config does not describe
+  if (graph->num_heads != config.num_heads)
+    return InvalidArgument(config_path + ": " + std::to_string(config.num_heads) +
+                           " attention heads, but " + ckpt.files().front() +
+                           " splits Q, K and V into " + std::to_string(graph->num_heads) +
+                           " heads of width " + std::to_string(graph->head_dim()) +
+                           "; is this config.json the exported model's?");
+  if (graph->hidden_act != config.hidden_act && notice)
+    notice(config_path + ": hidden_act is " + HiddenActName(config.hidden_act) + ", but " +
+           ckpt.files().front() + " computes " + HiddenActName(graph->hidden_act) +
+           "; running config.json's");
   return Status::Ok();
 }
 
 }  // namespace
 
-StatusOr<std::shared_ptr<Model>> LoadHfModel(const std::string& dir,
-                                             const ImportOptions& options) {
-  RETURN_IF_ERROR(CheckDirectory(dir));
-  ASSIGN_OR_RETURN(auto layout, importer::ReadSentenceTransformersLayout(dir));
-  const std::string model_dir = layout ? layout->transformer_dir : dir;
-
-  std::string config_path = importer::JoinPath(model_dir, "config.json");
-  const std::string bert_config_path = importer::JoinPath(model_dir, "bert_config.json");
-  nlohmann::json config_json;
-  std::optional<importer::Checkpoint> ckpt;
-  if (fs::exists(config_path)) {
-    ASSIGN_OR_RETURN(config_json, importer::ReadJsonFile(config_path));
-  } else if (fs::exists(bert_config_path)) {
-    // A folder as Google's BERT scripts leave it: the head and labels come
-    // from the checkpoint's variables.
-    ASSIGN_OR_RETURN(ckpt, importer::Checkpoint::Open(model_dir));
-    ASSIGN_OR_RETURN(nlohmann::json bert_config, importer::ReadJsonFile(bert_config_path));
-    ASSIGN_OR_RETURN(config_json, importer::HfConfigFromBertConfig(bert_config, bert_config_path,
-                                                                   *ckpt, options.on_notice));
-    config_path = bert_config_path;
-  } else {
-    return NotFound(model_dir + ": no config.json (nor the bert_config.json of a TensorFlow BERT "
-                    "checkpoint); is this a Hugging Face model directory?");
+StatusOr<ModelSource> ResolveModelSource(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (fs::is_directory(st)) return ModelSource{path, ""};
+  const fs::path p(path);
+  if (fs::is_regular_file(st) && IsOnnxFile(path)) return ModelSource{ParentDirectory(p), path};
+  // A TensorFlow checkpoint named by its prefix (model.ckpt-1000), its index
+  // or one of its data shards.
+  std::string prefix = path;
+  const std::string name = p.filename().string();
+  if (p.extension() == ".index") {
+    prefix = path.substr(0, path.size() - 6);
+  } else if (const size_t data = name.rfind(".data-"); data != std::string::npos) {
+    prefix = (p.parent_path() / name.substr(0, data)).string();
   }
+  if (fs::is_regular_file(prefix + ".index", ec)) return ModelSource{ParentDirectory(p), prefix};
+  if (!fs::exists(st)) return NotFound(path + ": no such file or directory");
+  return InvalidArgument(path + ": expected a Hugging Face model directory, a plan file, a .onnx "
+                         "file or a TensorFlow checkpoint (model.ckpt-N)");
+}
+
+StatusOr<std::shared_ptr<Model>> LoadHfModel(const std::string& path,
+                                             const ImportOptions& options) {
+  ASSIGN_OR_RETURN(const ModelSource source, ResolveModelSource(path));
   auto model = std::make_shared<Model>();
-  ASSIGN_OR_RETURN(model->config,
-                   importer::ParseModelConfig(config_json, config_path, options.on_notice));
+  // Every notice is also kept with the model, for `inspect` and the plan.
+  const importer::NoticeFn notice = [&](const std::string& n) {
+    model->import_notes.push_back(n);
+    if (options.on_notice) options.on_notice(n);
+  };
+  ASSIGN_OR_RETURN(auto layout, importer::ReadSentenceTransformersLayout(source.dir));
+  const std::string model_dir = layout ? layout->transformer_dir : source.dir;
+
+  std::optional<importer::Checkpoint> ckpt;
+  ASSIGN_OR_RETURN(const ConfigSource config, ReadConfig(model_dir, source, &ckpt, notice));
+  ASSIGN_OR_RETURN(model->config, importer::ParseModelConfig(config.json, config.path, notice));
   if (layout)
-    RETURN_IF_ERROR(
-        importer::ApplySentenceTransformers(*layout, options.on_notice, &model->config));
+    RETURN_IF_ERROR(importer::ApplySentenceTransformers(*layout, notice, &model->config));
 
   if (!ckpt) {
-    ASSIGN_OR_RETURN(ckpt, importer::Checkpoint::Open(model_dir));
+    ASSIGN_OR_RETURN(ckpt, importer::Checkpoint::Open(model_dir, source.weights));
   }
-  RETURN_IF_ERROR(
-      importer::BindWeights(*ckpt, model->config, options.on_notice, &model->weights));
+  for (const std::string& n : ckpt->notes()) notice(n);
+  if (!config.from_graph) RETURN_IF_ERROR(CheckAgainstGraph(*ckpt, model->config, config.path, notice));
+  RETURN_IF_ERROR(importer::BindWeights(*ckpt, model->config, notice, &model->weights));
   if (layout)
     for (const auto& [dense_dir, spec] : layout->dense)
-      RETURN_IF_ERROR(importer::BindDenseWeights(dense_dir, spec, options.on_notice,
+      RETURN_IF_ERROR(importer::BindDenseWeights(dense_dir, spec, notice,
                                                  &model->weights.dense.emplace_back()));
-  model->source = dir;
+  model->source = path;
   model->weights_format = ckpt->format();
+  model->weights_files = ckpt->files();
   return model;
 }
 

@@ -1,10 +1,14 @@
 #include "importer/onnx_model.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "core/files.h"
@@ -60,6 +64,158 @@ bool IsFusedOp(const onnx::Node& n) {
   return n.domain() == "com.microsoft" || kFused.count(n.op_type());
 }
 
+// What the graph says beyond its weights (see the header).
+struct GraphFacts {
+  int head_dim = 0;  // 0: not found
+  std::optional<double> layer_norm_eps;
+  std::string hidden_act;  // "gelu", "gelu_new", "relu"; empty: not found
+  std::string act_evidence;
+  std::map<std::string, int> output_ranks;  // graph output -> rank (0: not given)
+};
+
+// "1e-12" for the float 9.99999996e-13 the graph holds.
+std::string Shortest(double v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.6g", v);
+  return text;
+}
+
+// A tensor's shape, or nullptr when the export has no such tensor.
+const std::vector<int64_t>* ShapeOf(const std::map<std::string, CheckpointTensor>& w,
+                                    const std::string& name) {
+  auto it = w.find(name);
+  return it == w.end() ? nullptr : &it->second.data.shape();
+}
+
+// The number of encoder layers: one past the largest N in "<layers>N.".
+int CountLayers(const std::map<std::string, CheckpointTensor>& w, const std::string& layers) {
+  int n = 0;
+  for (const auto& [name, t] : w) {
+    if (name.rfind(layers, 0) != 0) continue;
+    const size_t start = layers.size(), end = name.find('.', start);
+    if (end == start || end == std::string::npos ||
+        name.find_first_not_of("0123456789", start) != end || end - start > 6)
+      continue;
+    n = std::max(n, std::stoi(name.substr(start, end - start)) + 1);
+  }
+  return n;
+}
+
+// config.json's content as the graph implies it (see OnnxWeights::config).
+nlohmann::json InferConfig(const std::map<std::string, CheckpointTensor>& w, const GraphFacts& f,
+                           std::string* gap, std::string* how) {
+  if (f.output_ranks.count("sentence_embedding") || f.output_ranks.count("token_embeddings")) {
+    *gap = "a sentence-transformers export, whose pooling only its modules.json and "
+           "1_Pooling/config.json describe";
+    return nullptr;
+  }
+  struct Family {
+    const char* prefix;  // of the encoder's tensors, in the task model
+    const char* model_type;
+    const char* arch;  // of transformers' classes
+    const char* layers;
+    const char* ffn_in;
+  };
+  static const Family kFamilies[] = {
+      {"bert.", "bert", "Bert", "encoder.layer.", "intermediate.dense"},
+      {"roberta.", "roberta", "Roberta", "encoder.layer.", "intermediate.dense"},
+      {"distilbert.", "distilbert", "DistilBert", "transformer.layer.", "ffn.lin1"},
+      // A bare encoder (BertModel, XLMRobertaModel): no prefix.
+      {"", "bert", "Bert", "encoder.layer.", "intermediate.dense"}};
+  const Family* fam = nullptr;
+  for (const Family& c : kFamilies)
+    if (ShapeOf(w, std::string(c.prefix) + "embeddings.word_embeddings.weight")) {
+      fam = &c;
+      break;
+    }
+  if (!fam) {
+    *gap = "its weights are not a BERT, RoBERTa/XLM-R or DistilBERT encoder's";
+    return nullptr;
+  }
+  const std::string p = fam->prefix;
+  std::string model_type = fam->model_type, arch = fam->arch;
+  const auto* words = ShapeOf(w, p + "embeddings.word_embeddings.weight");
+  const auto* positions = ShapeOf(w, p + "embeddings.position_embeddings.weight");
+  const auto* types = ShapeOf(w, p + "embeddings.token_type_embeddings.weight");
+  const int layers = CountLayers(w, p + fam->layers);
+  const auto* ffn = ShapeOf(w, p + fam->layers + "0." + fam->ffn_in + ".weight");
+  if (words->size() != 2 || !positions || positions->size() != 2 || !ffn || ffn->size() != 2 ||
+      layers == 0) {
+    *gap = "its embeddings or first layer's FFN are not where a " + arch + " export has them";
+    return nullptr;
+  }
+  // RoBERTa's task models are found by their prefix; a bare one by the one
+  // token type every RoBERTa has (every BERT has two).
+  if (p.empty() && types && types->size() == 2 && (*types)[0] == 1) {
+    model_type = "roberta";
+    arch = "Roberta";
+  }
+  const int64_t hidden = (*words)[1];
+  if (f.head_dim <= 0 || hidden % f.head_dim != 0) {
+    *gap = "the attention heads' width was not found (no Reshape splitting Q, K and V into "
+           "heads)";
+    return nullptr;
+  }
+  if (f.hidden_act.empty()) {
+    *gap = "the feed-forward activation was not found (no Erf, GELU tanh form or Relu)";
+    return nullptr;
+  }
+  nlohmann::json c;
+  c["model_type"] = model_type;
+  c["vocab_size"] = (*words)[0];
+  c["max_position_embeddings"] = (*positions)[0];
+  const int64_t heads = hidden / f.head_dim;
+  if (model_type == "distilbert") {
+    c["dim"] = hidden;
+    c["n_layers"] = layers;
+    c["n_heads"] = heads;
+    c["hidden_dim"] = (*ffn)[0];
+    c["activation"] = f.hidden_act == "gelu_new" ? "gelu_new" : f.hidden_act;
+  } else {
+    c["hidden_size"] = hidden;
+    c["num_hidden_layers"] = layers;
+    c["num_attention_heads"] = heads;
+    c["intermediate_size"] = (*ffn)[0];
+    c["hidden_act"] = f.hidden_act;
+    c["type_vocab_size"] = types && types->size() == 2 ? (*types)[0] : 1;
+    if (f.layer_norm_eps) c["layer_norm_eps"] = *f.layer_norm_eps;
+    if (model_type == "roberta") c["pad_token_id"] = 1;  // its positions start after it
+  }
+  // The head: the weights say which, the outputs' rank which classifier.
+  std::string head;
+  int64_t labels = 0;
+  auto logits_rank = f.output_ranks.find("logits");
+  if (ShapeOf(w, "qa_outputs.weight")) {
+    head = "ForQuestionAnswering";
+  } else if (const auto* cls = ShapeOf(w, model_type == "roberta" && ShapeOf(w, "classifier.out_proj.weight")
+                                                  ? "classifier.out_proj.weight"
+                                                  : "classifier.weight")) {
+    labels = (*cls)[0];
+    bool per_token;
+    if (logits_rank != f.output_ranks.end() && logits_rank->second > 0)
+      per_token = logits_rank->second == 3;
+    else  // the sequence classifiers read a pooler (DistilBERT: pre_classifier) or a dense
+      per_token = !ShapeOf(w, p + "pooler.dense.weight") && !ShapeOf(w, "pre_classifier.weight") &&
+                  !ShapeOf(w, "classifier.dense.weight");
+    head = per_token ? "ForTokenClassification" : "ForSequenceClassification";
+  } else {
+    head = "Model";
+  }
+  c["architectures"] = {arch + head};
+  if (labels > 0) {
+    nlohmann::json id2label = nlohmann::json::object();
+    for (int64_t i = 0; i < labels; ++i) id2label[std::to_string(i)] = "LABEL_" + std::to_string(i);
+    c["id2label"] = id2label;
+  }
+  *how = arch + head + ", " + std::to_string(layers) + " layers of width " + std::to_string(hidden) +
+         ", " + std::to_string(heads) + " heads (width " + std::to_string(f.head_dim) +
+         " from the Q/K/V Reshape), FFN " + std::to_string((*ffn)[0]) + ", " + f.hidden_act + " (" +
+         f.act_evidence + ")" +
+         (f.layer_norm_eps ? ", layer_norm_eps " + Shortest(*f.layer_norm_eps) : std::string()) +
+         (labels ? ", " + std::to_string(labels) + " labels" : std::string());
+  return c;
+}
+
 class Reader {
  public:
   Reader(const onnx::Model& model, std::string dir, std::string where)
@@ -100,6 +256,7 @@ class Reader {
       std::string name;
       if (EndsWith(bias, ".bias") && initializers_.count(bias)) {
         name = bias.substr(0, bias.size() - 5) + ".weight";
+        named_by_bias_ += name != Unquantized(weight);
       } else {
         const std::string base = Unquantized(weight);
         if (!EndsWith(base, ".weight")) continue;  // no role to give it
@@ -126,8 +283,12 @@ class Reader {
       out[base] = {base, Tensor(d.dtype, d.shape, d.bytes->data(), d.bytes), file};
     }
     OnnxWeights weights;
+    ImpliedConfig& c = weights.config;
+    c.config = InferConfig(out, Facts(), &c.gap, &c.derivation);
     for (auto& [name, t] : out) weights.tensors.push_back(std::move(t));
     weights.dequantized = dequantized_;
+    weights.named_by_bias = named_by_bias_;
+    for (const auto& [location, size] : external_files_) weights.files.push_back(JoinPath(dir_, location));
     return weights;
   }
 
@@ -141,6 +302,103 @@ class Reader {
   uint64_t external_bytes_ = 0;
   std::map<std::string, uint64_t> external_files_;  // location -> size
   int dequantized_ = 0;
+  int named_by_bias_ = 0;
+
+  GraphFacts Facts() {
+    GraphFacts f;
+    const onnx::Graph& g = model_.graph();
+    for (const onnx::ValueInfo& v : g.output())
+      f.output_ranks[v.name()] = v.type().tensor_type().shape().dim_size();
+    std::map<int64_t, int> head_dims;  // candidate -> Reshapes voting for it
+    bool erf = false, tanh_form = false, relu = false;
+    for (const onnx::Node& n : g.node()) {
+      const std::string& op = n.op_type();
+      if (op == "Reshape" && n.input_size() == 2) {
+        // [.., heads, head_dim] as a constant, or a Concat ending in one.
+        std::optional<std::vector<double>> shape = SmallConstant(n.input(1));
+        auto p = producer_.find(n.input(1));
+        if (!shape && p != producer_.end() && p->second->op_type() == "Concat" &&
+            p->second->input_size() > 0)
+          shape = SmallConstant(p->second->input(p->second->input_size() - 1));
+        if (shape && !shape->empty() && shape->back() > 1 && shape->back() < (1 << 16))
+          ++head_dims[static_cast<int64_t>(shape->back())];
+      } else if (op == "LayerNormalization") {
+        f.layer_norm_eps = 1e-5;  // the ONNX default
+        for (const onnx::Attribute& a : n.attribute())
+          if (a.name() == "epsilon") f.layer_norm_eps = a.f();
+      } else if (op == "Sqrt" && n.input_size() == 1 && !f.layer_norm_eps) {
+        // A decomposed LayerNorm (opset < 17): sqrt(variance + eps).
+        auto p = producer_.find(n.input(0));
+        if (p != producer_.end() && p->second->op_type() == "Add" && p->second->input_size() == 2)
+          for (const std::string& in : p->second->input())
+            if (auto v = SmallConstant(in); v && v->size() == 1 && (*v)[0] > 0 && (*v)[0] < 1e-3)
+              f.layer_norm_eps = (*v)[0];
+      } else if (op == "Erf") {
+        erf = true;
+      } else if (op == "Relu") {
+        relu = true;
+      } else if (op == "Gelu") {  // opset 20
+        for (const onnx::Attribute& a : n.attribute())
+          if (a.name() == "approximate" && a.s() == "tanh") tanh_form = true;
+        erf = erf || !tanh_form;
+      } else if (op == "Mul") {
+        // The tanh form's sqrt(2 / pi).
+        for (const std::string& in : n.input())
+          if (auto v = SmallConstant(in); v && v->size() == 1 && std::fabs((*v)[0] - 0.7978845608) < 1e-6)
+            tanh_form = true;
+      }
+    }
+    int votes = 0;
+    for (const auto& [dim, count] : head_dims)
+      if (count > votes) {
+        votes = count;
+        f.head_dim = static_cast<int>(dim);
+      }
+    // The pooler's Tanh is no activation of the FFN; sqrt(2/pi) is.
+    if (tanh_form) {
+      f.hidden_act = "gelu_new";
+      f.act_evidence = "GELU's tanh form";
+    } else if (erf) {
+      f.hidden_act = "gelu";
+      f.act_evidence = "Erf";
+    } else if (relu) {
+      f.hidden_act = "relu";
+      f.act_evidence = "Relu";
+    }
+    return f;
+  }
+
+  // The values of a small constant (an initializer or a Constant node's
+  // value); nullopt when `name` is not one.
+  std::optional<std::vector<double>> SmallConstant(const std::string& name) {
+    const onnx::Tensor* t = nullptr;
+    if (auto it = initializers_.find(name); it != initializers_.end()) {
+      t = it->second;
+    } else if (auto p = producer_.find(name); p != producer_.end() && p->second->op_type() == "Constant") {
+      for (const onnx::Attribute& a : p->second->attribute()) {
+        if (a.name() == "value" && a.has_t()) t = &a.t();
+        if (a.name() == "value_float") return std::vector<double>{a.f()};
+        if (a.name() == "value_int") return std::vector<double>{static_cast<double>(a.i())};
+        if (a.name() == "value_ints") return std::vector<double>(a.ints().begin(), a.ints().end());
+      }
+    }
+    if (!t || t->data_location() == 1 || t->dims_size() > 1 || (t->dims_size() == 1 && t->dims(0) > 16))
+      return std::nullopt;
+    auto d = Bytes(*t);
+    if (!d.ok()) return std::nullopt;
+    std::vector<double> values;
+    const char* bytes = d->bytes->data();
+    for (int64_t i = 0; i < d->numel(); ++i) {
+      switch (d->dtype) {
+        case DType::kF32: { float v; std::memcpy(&v, bytes + 4 * i, 4); values.push_back(v); break; }
+        case DType::kF64: { double v; std::memcpy(&v, bytes + 8 * i, 8); values.push_back(v); break; }
+        case DType::kI64: { int64_t v; std::memcpy(&v, bytes + 8 * i, 8); values.push_back(static_cast<double>(v)); break; }
+        case DType::kI32: { int32_t v; std::memcpy(&v, bytes + 4 * i, 4); values.push_back(v); break; }
+        default: return std::nullopt;
+      }
+    }
+    return values;
+  }
 
   static int64_t Attribute(const onnx::Node& n, const std::string& name) {
     for (const onnx::Attribute& a : n.attribute())
@@ -307,7 +565,9 @@ StatusOr<OnnxWeights> ParseOnnxModel(std::string_view bytes, const std::string& 
 
 StatusOr<OnnxWeights> ReadOnnxModel(const std::string& path) {
   ASSIGN_OR_RETURN(std::string bytes, ReadRegularFile(path));
-  return ParseOnnxModel(bytes, fs::path(path).parent_path().string(), path);
+  ASSIGN_OR_RETURN(OnnxWeights w, ParseOnnxModel(bytes, fs::path(path).parent_path().string(), path));
+  w.files.insert(w.files.begin(), path);
+  return w;
 }
 
 }  // namespace bertrt::importer

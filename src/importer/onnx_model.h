@@ -12,6 +12,13 @@
 // (`X_quantized`, `X_scale`, `X_zero_point`) are dequantized to fp32.
 // Graphs fused by onnxruntime's transformer optimizer (com.microsoft
 // Attention, SkipLayerNormalization, ...) are refused with the op's name.
+//
+// The graph also tells what config.json would: sizes from the weights, the
+// head width from the Reshape that splits Q/K/V into heads, the activation
+// (Erf: gelu; the tanh form's sqrt(2/pi): gelu_new; Relu), the LayerNorm
+// epsilon, the head from the weights and the outputs' ranks. A folder without
+// config.json is read with that (BERT, RoBERTa/XLM-R and DistilBERT); one
+// with config.json is checked against it.
 #pragma once
 
 #include <string>
@@ -25,7 +32,10 @@ namespace bertrt::importer {
 
 struct OnnxWeights {
   std::vector<CheckpointTensor> tensors;
-  int dequantized = 0;  // how many were int8 in the file
+  std::vector<std::string> files;  // the model and its external data files
+  int dequantized = 0;             // how many were int8 in the file
+  int named_by_bias = 0;           // Linear weights named after the bias that follows them
+  ImpliedConfig config;
 };
 
 // Reads `path` (external data files from its directory).

@@ -220,28 +220,20 @@ StatusOr<nlohmann::json> HfConfigFromBertConfig(const nlohmann::json& bert_confi
   if (act != c.end() && *act == "gelu") {
     c["hidden_act"] = "gelu_new";
     if (notice)
-      notice(path + ": hidden_act \"gelu\" is Google BERT's tanh approximation (modeling.py), "
+      notice("inferred: " + path + ": hidden_act \"gelu\" is Google BERT's tanh approximation (modeling.py), "
              "run as gelu_new; for the erf form write a config.json with \"gelu\"");
   }
   const CheckpointTensor* classifier = ckpt.Find("classifier.weight");
   if (ckpt.Find("qa_outputs.weight")) {
     c["architectures"] = {"BertForQuestionAnswering"};
+    if (notice) notice("inferred: a question-answering head, from cls/squad/output_weights");
   } else if (classifier && classifier->data.rank() == 2) {
     c["architectures"] = {"BertForSequenceClassification"};
     const int64_t labels = classifier->data.dim(0);
     const std::string labels_path = JoinPath(fs::path(path).parent_path().string(), "labels.txt");
     nlohmann::json id2label = nlohmann::json::object();
     if (fs::exists(labels_path)) {
-      ASSIGN_OR_RETURN(std::string text, ReadRegularFile(labels_path));
-      std::vector<std::string> names;
-      for (size_t start = 0; start < text.size();) {
-        size_t end = text.find('\n', start);
-        if (end == std::string::npos) end = text.size();
-        std::string line = text.substr(start, end - start);
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        if (!line.empty()) names.push_back(line);
-        start = end + 1;
-      }
+      ASSIGN_OR_RETURN(const std::vector<std::string> names, ReadLabelsFile(labels_path));
       if (static_cast<int64_t>(names.size()) != labels)
         return InvalidArgument(labels_path + ": " + std::to_string(names.size()) +
                                " labels, but output_weights has " + std::to_string(labels) +
@@ -251,8 +243,15 @@ StatusOr<nlohmann::json> HfConfigFromBertConfig(const nlohmann::json& bert_confi
       for (int64_t i = 0; i < labels; ++i) id2label[std::to_string(i)] = "LABEL_" + std::to_string(i);
     }
     c["id2label"] = id2label;
+    if (notice)
+      notice("inferred: a sequence-classification head with " + std::to_string(labels) +
+             " labels, from output_weights" +
+             (fs::exists(labels_path) ? ", named by labels.txt"
+                                      : "; name them with --labels or a labels.txt beside the "
+                                        "checkpoint (one per line)"));
   } else {
     c["architectures"] = {"BertModel"};
+    if (notice) notice("inferred: no task head (BertModel): no output_weights or cls/squad variables");
   }
   return c;
 }
@@ -296,7 +295,7 @@ StatusOr<std::vector<std::pair<std::string, std::string>>> ReadSstable(std::stri
   return out;
 }
 
-StatusOr<std::vector<CheckpointTensor>> ReadTfCheckpoint(const std::string& prefix) {
+StatusOr<TfCheckpoint> ReadTfCheckpoint(const std::string& prefix) {
   const std::string index_path = prefix + ".index";
   ASSIGN_OR_RETURN(std::string index_bytes, ReadRegularFile(index_path));
   ASSIGN_OR_RETURN(auto entries, ReadSstable(index_bytes, index_path));
@@ -316,7 +315,8 @@ StatusOr<std::vector<CheckpointTensor>> ReadTfCheckpoint(const std::string& pref
   uint64_t shard_bytes = 0, read_bytes = 0;
   const std::string file_prefix = fs::path(prefix).filename().string();
 
-  std::vector<CheckpointTensor> out;
+  TfCheckpoint out;
+  out.files.push_back(index_path);
   for (size_t i = 1; i < entries.size(); ++i) {
     const std::string& name = entries[i].first;
     tf::BundleEntry e;
@@ -333,7 +333,7 @@ StatusOr<std::vector<CheckpointTensor>> ReadTfCheckpoint(const std::string& pref
     DType dtype;
     const bool readable = TfDType(e.dtype(), &dtype) && e.slices_size() == 0 && !e.shape().unknown_rank();
     if (IsTfTrainingVariable(name)) {
-      out.push_back({name, Tensor(), file_prefix});  // named in the notice, never read
+      out.tensors.push_back({name, Tensor(), file_prefix});  // named in the notice, never read
       continue;
     }
     if (!readable)
@@ -352,6 +352,7 @@ StatusOr<std::vector<CheckpointTensor>> ReadTfCheckpoint(const std::string& pref
     if (it == shards.end()) {
       ASSIGN_OR_RETURN(RegularFile f, OpenRegularFile(ShardPath(prefix, e.shard_id(), header.num_shards())));
       closers.emplace_back(f.fd);
+      out.files.push_back(ShardPath(prefix, e.shard_id(), header.num_shards()));
       it = shards.emplace(e.shard_id(), f).first;
       shard_bytes += f.size;
     }
@@ -368,8 +369,12 @@ StatusOr<std::vector<CheckpointTensor>> ReadTfCheckpoint(const std::string& pref
     bool transpose = false;
     std::string hf_name = HfNameOfTfVariable(name, &transpose);
     Tensor tensor(dtype, shape, buffer->data(), buffer);
-    if (transpose && shape.size() == 2) tensor = TransposeMatrix(tensor);
-    out.push_back({std::move(hf_name), std::move(tensor), file_prefix});
+    if (transpose && shape.size() == 2) {
+      tensor = TransposeMatrix(tensor);
+      ++out.transposed;
+    }
+    out.renamed += hf_name != name;
+    out.tensors.push_back({std::move(hf_name), std::move(tensor), file_prefix});
   }
   return out;
 }

@@ -25,9 +25,17 @@ namespace bertrt::importer {
 // `checkpoint` file names, or the only *.index there. Empty when there is none.
 StatusOr<std::string> FindTfCheckpoint(const std::string& dir);
 
-// Reads the checkpoint at `prefix`. Training-only variables come back with
-// empty data (their names only, for the skipped-tensors notice).
-StatusOr<std::vector<CheckpointTensor>> ReadTfCheckpoint(const std::string& prefix);
+struct TfCheckpoint {
+  // Training-only variables come back with empty data (their names only, for
+  // the skipped-tensors notice).
+  std::vector<CheckpointTensor> tensors;
+  std::vector<std::string> files;  // the .index and the data shards read
+  int renamed = 0;                 // variables given transformers' names
+  int transposed = 0;              // of which kernels transposed
+};
+
+// Reads the checkpoint at `prefix`.
+StatusOr<TfCheckpoint> ReadTfCheckpoint(const std::string& prefix);
 
 // The key/value pairs of an SSTable held in memory, in order, every block's
 // CRC checked (used by ReadTfCheckpoint and the fuzz target).

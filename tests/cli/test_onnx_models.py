@@ -62,6 +62,57 @@ def test_plan_from_onnx_runs_as_the_plan_from_safetensors(bertrt_bin, tmp_path):
     assert outs[0] == outs[1]
 
 
+CONFIG_FIELDS = ["architecture", "head", "hidden_size", "num_layers", "num_heads", "intermediate_size",
+                 "vocab_size", "max_position_embeddings", "type_vocab_size", "hidden_act",
+                 "layer_norm_eps", "num_labels", "pad_token_id", "position_offset", "has_pooler"]
+
+
+@pytest.mark.parametrize("name", ["onnx_seq_cls", "onnx_token_cls", "onnx_dynamo_qa", "onnx_int8_seq_cls"])
+def test_bare_onnx_file_infers_its_config_from_the_graph(bertrt_bin, tmp_path, name):
+    """A model.onnx alone (no config.json), with --tokenizer: the config the graph implies
+    is the exported model's config.json (sizes, heads, activation, eps, head), and the
+    outputs are the folder's."""
+    shutil.copy(MODELS / name / "model.onnx", tmp_path / "model.onnx")
+    bare = [str(tmp_path / "model.onnx"), "--tokenizer", str(MODELS / name)]
+    proc = subprocess.run([bertrt_bin, "inspect", *bare, "--json"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    want = json.loads(inspect(bertrt_bin, MODELS / name).stdout)
+    assert {k: got.get(k) for k in CONFIG_FIELDS} == {k: want.get(k) for k in CONFIG_FIELDS}
+    assert any(n.startswith("inferred: no config.json, so the config is the ONNX graph's")
+               for n in got["import_notes"])
+    texts = [{"text": "hello world"}, {"text": "中国人 café", "text_pair": "who"}]
+    got_out = run_jsonl(bertrt_bin, ["run", *bare], texts)[1]
+    want_out = run_jsonl(bertrt_bin, ["run", str(MODELS / name)], texts)[1]
+    for g, w in zip(got_out, want_out):
+        g.pop("label", None), w.pop("label", None)  # LABEL_i without config.json's id2label
+        assert g == w
+
+
+def test_bare_onnx_file_without_a_tokenizer_says_how_to_give_one(bertrt_bin, tmp_path):
+    shutil.copy(MODELS / "onnx_seq_cls/model.onnx", tmp_path / "model.onnx")
+    proc = inspect(bertrt_bin, tmp_path / "model.onnx")
+    assert proc.returncode == 3 and "--tokenizer DIR" in proc.stderr, proc.stderr
+
+
+def test_config_json_that_the_graph_contradicts_is_refused(bertrt_bin, tmp_path):
+    """A config.json whose head count is not the graph's would compute wrong outputs."""
+    d = tmp_path / "m"
+    shutil.copytree(MODELS / "onnx_seq_cls", d)
+    config = json.loads((d / "config.json").read_text())
+    config["num_attention_heads"] = 2
+    (d / "config.json").write_text(json.dumps(config))
+    proc = inspect(bertrt_bin, d)
+    assert proc.returncode == 3
+    assert "2 attention heads, but" in proc.stderr and "splits Q, K and V into 4 heads of width 8" in proc.stderr
+
+
+def test_inspect_lists_the_matmul_weights_it_named(bertrt_bin):
+    notes = json.loads(inspect(bertrt_bin, MODELS / "onnx_seq_cls").stdout)["import_notes"]
+    assert "mapped: 12 MatMul/Gemm weights named after the bias added to their output, " \
+           "transposed from [in, out]" in notes
+
+
 def onnx_tensor_with_external_data(location):
     """A ModelProto (hand-encoded protobuf) whose one initializer lives in `location`."""
     def field(number, wire, payload):

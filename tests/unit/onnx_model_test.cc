@@ -9,8 +9,11 @@
 #include <cmath>
 #include <string>
 
+#include "bertrt/importer.h"
 #include "core/files.h"
 #include "importer/checkpoint.h"
+#include "importer/hf_config.h"
+#include "importer/json_util.h"
 #include "importer_test_util.h"
 
 namespace bertrt::importer {
@@ -52,6 +55,76 @@ TEST(OnnxModel, FilesCutShortAreErrorsNotCrashes) {
     // A cut at a field boundary can parse; it then lacks the weights after it.
     if (got.ok()) EXPECT_LT(got->tensors.size(), 40u) << n;
   }
+}
+
+// What the graph implies is what the exporter's config.json said: sizes,
+// head width (from the Q/K/V Reshape), activation (Erf / GELU's tanh form /
+// Relu), LayerNorm epsilon (an attribute, or the constant of a decomposed
+// one), the head and its outputs.
+TEST(OnnxModel, TheGraphImpliesTheExportedConfig) {
+  for (const char* name : {"onnx_seq_cls", "onnx_token_cls", "onnx_dynamo_qa", "onnx_int8_seq_cls",
+                           "onnx_external_sentence"}) {
+    SCOPED_TRACE(name);
+    auto ckpt = Checkpoint::Open(ModelDir(name));
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
+    const ImpliedConfig& implied = ckpt->implied_config();
+    ASSERT_FALSE(implied.config.is_null()) << implied.gap;
+    auto got = ParseModelConfig(implied.config, "graph", nullptr);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    auto json = ReadJsonFile(ModelDir(name) + "/config.json");
+    ASSERT_TRUE(json.ok());
+    auto want = ParseModelConfig(*json, "config.json", nullptr);
+    ASSERT_TRUE(want.ok());
+    EXPECT_EQ(got->model_type, want->model_type);
+    EXPECT_EQ(got->hidden_size, want->hidden_size);
+    EXPECT_EQ(got->num_layers, want->num_layers);
+    EXPECT_EQ(got->num_heads, want->num_heads);
+    EXPECT_EQ(got->intermediate_size, want->intermediate_size);
+    EXPECT_EQ(got->vocab_size, want->vocab_size);
+    EXPECT_EQ(got->max_position_embeddings, want->max_position_embeddings);
+    EXPECT_EQ(got->type_vocab_size, want->type_vocab_size);
+    EXPECT_EQ(got->hidden_act, want->hidden_act);
+    EXPECT_EQ(got->layer_norm_eps, want->layer_norm_eps);
+    EXPECT_EQ(got->num_labels, want->num_labels);
+    // onnx_external_sentence is a sentence-transformers model's encoder
+    // alone: its graph is a BertModel's (modules.json adds the pooling).
+    if (std::string(name) != "onnx_external_sentence") EXPECT_EQ(got->head, want->head);
+  }
+}
+
+// The files a checkpoint was read from (the plan's source checksum): the
+// ONNX model with its external data; a TensorFlow index with its shard.
+TEST(OnnxModel, FilesReadAreTheModelAndItsExternalData) {
+  auto ckpt = Checkpoint::Open(ModelDir("onnx_external_sentence"));
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
+  ASSERT_EQ(ckpt->files().size(), 2u);
+  EXPECT_EQ(ckpt->files()[0], ModelDir("onnx_external_sentence") + "/model.onnx");
+  EXPECT_EQ(ckpt->files()[1].substr(ckpt->files()[1].rfind('/') + 1), "model.onnx.data");
+  auto tf = Checkpoint::Open(ModelDir("tf_seq_cls"));
+  ASSERT_TRUE(tf.ok());
+  EXPECT_EQ(tf->files(), (std::vector<std::string>{
+                             ModelDir("tf_seq_cls") + "/model.ckpt-1000.index",
+                             ModelDir("tf_seq_cls") + "/model.ckpt-1000.data-00000-of-00001"}));
+}
+
+TEST(ModelSource, AWeightsFileNamesItsFolderAndItself) {
+  const std::string tf = ModelDir("tf_seq_cls");
+  for (const std::string& path : {tf + "/model.ckpt-1000", tf + "/model.ckpt-1000.index",
+                                  tf + "/model.ckpt-1000.data-00000-of-00001"}) {
+    auto s = ResolveModelSource(path);
+    ASSERT_TRUE(s.ok()) << path << ": " << s.status().ToString();
+    EXPECT_EQ(s->dir, tf);
+    EXPECT_EQ(s->weights, tf + "/model.ckpt-1000");
+  }
+  auto onnx = ResolveModelSource(ModelDir("onnx_seq_cls") + "/model.onnx");
+  ASSERT_TRUE(onnx.ok());
+  EXPECT_EQ(onnx->dir, ModelDir("onnx_seq_cls"));
+  auto dir = ResolveModelSource(tf);
+  ASSERT_TRUE(dir.ok());
+  EXPECT_EQ(dir->dir, tf);
+  EXPECT_TRUE(dir->weights.empty());
+  EXPECT_EQ(ResolveModelSource(tf + "/model.ckpt-7").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(ResolveModelSource(tf + "/vocab.txt").status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -306,9 +306,10 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& name
                                                          const std::string& version,
                                                          const std::string& path,
                                                          const ModelServing& serving,
-                                                         const ServeDefaults& defaults) {
+                                                         const ServeDefaults& defaults,
+                                                         const ImportOptions& import) {
   if (serving.instances.empty()) return InvalidArgument("model " + name + ": no instances");
-  ImportOptions import_options;
+  ImportOptions import_options = import;
   import_options.on_notice = ModelNotice(name);
   ASSIGN_OR_RETURN(LoadedModel loaded, LoadModelAndTokenizer(path, import_options));
   ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Engine>> engines,
@@ -546,13 +547,19 @@ ModelRegistry::~ModelRegistry() { Shutdown(); }
 std::string DefaultModelName(const std::string& path) {
   fs::path p = fs::path(path).lexically_normal();
   if (p.filename().empty()) p = p.parent_path();
-  return IsPlanFile(path) ? p.stem().string() : p.filename().string();
+  if (IsPlanFile(path)) return p.stem().string();
+  std::error_code ec;
+  if (fs::is_directory(p, ec)) return p.filename().string();
+  // A weights file (model.onnx, model.ckpt-1000) is named after its folder.
+  const fs::path dir = fs::absolute(p, ec).parent_path();
+  return dir.filename().empty() ? p.stem().string() : dir.filename().string();
 }
 
-Status ModelRegistry::LoadSingle(const std::string& path, std::string name) {
+Status ModelRegistry::LoadSingle(const std::string& path, std::string name,
+                                 const ImportOptions& import) {
   if (name.empty()) name = DefaultModelName(path);
   ASSIGN_OR_RETURN(ModelServing serving, ResolveServing(defaults_, ModelConfigFile{}));
-  ASSIGN_OR_RETURN(auto model, ServedModel::Load(name, "1", path, serving, defaults_));
+  ASSIGN_OR_RETURN(auto model, ServedModel::Load(name, "1", path, serving, defaults_, import));
   std::lock_guard lock(mu_);
   models_[name].versions[1] = std::move(model);
   return Status::Ok();

@@ -80,7 +80,8 @@ struct ModelServing {
 };
 StatusOr<ModelServing> ResolveServing(const ServeDefaults& defaults, const ModelConfigFile& config);
 
-// A model's name when none is given: its directory's, or its plan file's stem.
+// A model's name when none is given: its directory's, its plan file's stem,
+// or a weights file's folder's (model.onnx, model.ckpt-1000).
 std::string DefaultModelName(const std::string& path);
 
 struct TextInput {
@@ -117,7 +118,8 @@ class ServedModel {
                                                      const std::string& version,
                                                      const std::string& path,
                                                      const ModelServing& serving,
-                                                     const ServeDefaults& defaults);
+                                                     const ServeDefaults& defaults,
+                                                     const ImportOptions& import = {});
   // Load's two steps, for a caller that loads the model or makes its engines
   // itself (`bertrt run`): the engines of serving.instances (each GPU one
   // self-checked unless defaults.self_check is off), then the served model
@@ -233,7 +235,8 @@ class ModelRegistry {
   ~ModelRegistry();
 
   // One model; served as `name` (default: the directory or plan file stem), version "1".
-  Status LoadSingle(const std::string& path, std::string name);
+  // `import`: --tokenizer and --labels (its notices go to stderr as every load's).
+  Status LoadSingle(const std::string& path, std::string name, const ImportOptions& import = {});
   // DIR/<model>/[config.pbtxt] and DIR/<model>/<version>/ with model.plan or
   // HF files. kNone and kPoll load every model; kExplicit those in `startup`.
   // Fails on the first model that does not load (a server that starts must
