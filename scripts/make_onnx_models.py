@@ -5,13 +5,16 @@
 
 Each fixture is a tiny test model of tests/data/models exported as users export them:
 torch.onnx.export (TorchScript exporter, opset 14, the `onnx::MatMul_N` weights; and the
-dynamo exporter, opset 18), a sentence-transformers transformer with its weights in an
-external data file, onnxruntime's dynamic int8 quantization (MatMulInteger) and
-onnxruntime's transformer optimizer (fused com.microsoft ops). The weights are the
+dynamo exporter, opset 18; a DistilBERT), a sentence-transformers transformer with its
+weights in an external data file, optimum's export (a RoBERTa; optimum-onnx pins
+transformers < 4.58, so scripts/device_onnx_fixtures.sh puts that release on PYTHONPATH
+for it), onnxruntime's dynamic int8 quantization (MatMulInteger) and onnxruntime's
+transformer optimizer (fused com.microsoft ops). The weights are the
 source's, so its golden.json is the fixture's (fp32 exports); the int8 export gets
 golden_ort.json, onnxruntime's own outputs on the golden inputs' token ids.
 report.json says what each exporter did.
 """
+import inspect
 import json
 import os
 import shutil
@@ -42,6 +45,8 @@ def load(src_name, cls):
 def export(model, path, dynamo, opset, external=False):
     ids = torch.tensor([[2, 40, 41, 42, 3]])
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids)}
+    accepted = inspect.signature(model.forward).parameters
+    inputs = {k: v for k, v in inputs.items() if k in accepted}  # DistilBERT takes no token types
     names = list(inputs)
     axes = {n: {0: "batch", 1: "sequence"} for n in names}
     options = dict(input_names=names, opset_version=opset, dynamic_axes=axes, dynamo=dynamo)
@@ -107,6 +112,28 @@ def main():
     attempt("onnx_token_cls", lambda: plain("onnx_token_cls", "token_cls", "BertForTokenClassification", False, 17), only)
     attempt("onnx_external_sentence",
             lambda: plain("onnx_external_sentence", "sentence_mean", "BertModel", True, 18, external=True), only)
+
+    attempt("onnx_distilbert_seq_cls",
+            lambda: plain("onnx_distilbert_seq_cls", "distilbert_seq_cls", "DistilBertForSequenceClassification",
+                          False, 17), only)
+
+    def optimum_export():
+        import optimum.exporters.onnx
+        from importlib.metadata import version
+        src = os.path.join(MODELS, "roberta_seq_cls")
+        dst = os.path.join(out, "onnx_optimum_roberta_seq_cls")
+        shutil.rmtree(dst, ignore_errors=True)
+        # What `optimum-cli export onnx --model DIR --task text-classification DST` runs;
+        # it validates the export against the PyTorch model itself.
+        optimum.exporters.onnx.main_export(src, dst, task="text-classification")
+        shutil.copy(os.path.join(src, "golden.json"), dst)
+        golden = json.load(open(os.path.join(dst, "golden.json")))
+        for g, want in zip(ort_outputs(os.path.join(dst, "model.onnx"), golden), golden["inputs"]):
+            assert np.allclose(g["logits"], want["logits"], atol=1e-4)
+        report["optimum"] = "optimum " + version("optimum") + ", optimum-onnx " + version("optimum-onnx") + \
+            ", transformers " + transformers.__version__
+        report["onnx_optimum_roberta_seq_cls_files"] = sorted(os.listdir(dst))
+    attempt("onnx_optimum_roberta_seq_cls", optimum_export, only)
 
     def int8():
         from onnxruntime.quantization import QuantType, quantize_dynamic

@@ -185,11 +185,13 @@ nlohmann::json InferConfig(const std::map<std::string, CheckpointTensor>& w, con
   std::string head;
   int64_t labels = 0;
   auto logits_rank = f.output_ranks.find("logits");
+  // RoBERTa's sequence classifier ends in out_proj; its token classifier does not.
+  const auto* cls = ShapeOf(w, model_type == "roberta" && ShapeOf(w, "classifier.out_proj.weight")
+                                   ? "classifier.out_proj.weight"
+                                   : "classifier.weight");
   if (ShapeOf(w, "qa_outputs.weight")) {
     head = "ForQuestionAnswering";
-  } else if (const auto* cls = ShapeOf(w, model_type == "roberta" && ShapeOf(w, "classifier.out_proj.weight")
-                                                  ? "classifier.out_proj.weight"
-                                                  : "classifier.weight")) {
+  } else if (cls && cls->size() == 2) {
     labels = (*cls)[0];
     bool per_token;
     if (logits_rank != f.output_ranks.end() && logits_rank->second > 0)

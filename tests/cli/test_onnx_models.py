@@ -23,6 +23,7 @@ def inspect(bertrt_bin, path):
 @pytest.mark.parametrize("name,fmt", [
     ("onnx_seq_cls", "ONNX (model.onnx)"),
     ("onnx_dynamo_qa", "ONNX (model.onnx)"),
+    ("onnx_optimum_roberta_seq_cls", "ONNX (model.onnx)"),
     ("onnx_int8_seq_cls", "ONNX (model.onnx, 17 int8 tensors dequantized)"),
 ])
 def test_inspect_names_the_weights_format(bertrt_bin, name, fmt):
@@ -67,7 +68,8 @@ CONFIG_FIELDS = ["architecture", "head", "hidden_size", "num_layers", "num_heads
                  "layer_norm_eps", "num_labels", "pad_token_id", "position_offset", "has_pooler"]
 
 
-@pytest.mark.parametrize("name", ["onnx_seq_cls", "onnx_token_cls", "onnx_dynamo_qa", "onnx_int8_seq_cls"])
+@pytest.mark.parametrize("name", ["onnx_seq_cls", "onnx_token_cls", "onnx_dynamo_qa", "onnx_int8_seq_cls",
+                                  "onnx_distilbert_seq_cls", "onnx_optimum_roberta_seq_cls"])
 def test_bare_onnx_file_infers_its_config_from_the_graph(bertrt_bin, tmp_path, name):
     """A model.onnx alone (no config.json), with --tokenizer: the config the graph implies
     is the exported model's config.json (sizes, heads, activation, eps, head), and the

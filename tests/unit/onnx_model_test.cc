@@ -26,6 +26,8 @@ TEST(OnnxModel, EveryExporterGivesTheSourceWeightsBack) {
   EXPECT_GT(ExpectSameTensors("onnx_seq_cls", "seq_cls", "ONNX (model.onnx)"), 30u);
   EXPECT_GT(ExpectSameTensors("onnx_token_cls", "token_cls", "ONNX (model.onnx)"), 30u);
   EXPECT_GT(ExpectSameTensors("onnx_dynamo_qa", "qa", "ONNX (model.onnx)"), 30u);
+  EXPECT_GT(ExpectSameTensors("onnx_distilbert_seq_cls", "distilbert_seq_cls", "ONNX (model.onnx)"), 30u);
+  EXPECT_GT(ExpectSameTensors("onnx_optimum_roberta_seq_cls", "roberta_seq_cls", "ONNX (model.onnx)"), 30u);
 }
 
 TEST(OnnxModel, Int8WeightsDequantizeToWithinHalfAStep) {
@@ -63,7 +65,8 @@ TEST(OnnxModel, FilesCutShortAreErrorsNotCrashes) {
 // one), the head and its outputs.
 TEST(OnnxModel, TheGraphImpliesTheExportedConfig) {
   for (const char* name : {"onnx_seq_cls", "onnx_token_cls", "onnx_dynamo_qa", "onnx_int8_seq_cls",
-                           "onnx_external_sentence"}) {
+                           "onnx_external_sentence", "onnx_distilbert_seq_cls",
+                           "onnx_optimum_roberta_seq_cls"}) {
     SCOPED_TRACE(name);
     auto ckpt = Checkpoint::Open(ModelDir(name));
     ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
