@@ -83,7 +83,8 @@ def make(out, name, src_name, bert_act="gelu", step=1000, junk=False, labels=Non
     with open(os.path.join(dst, "bert_config.json"), "w") as f:
         json.dump(bert_config, f, indent=2)
     shutil.copy(os.path.join(src, "vocab.txt"), dst)
-    shutil.copy(os.path.join(src, "golden.json"), dst)
+    if os.path.exists(os.path.join(src, "golden.json")):
+        shutil.copy(os.path.join(src, "golden.json"), dst)
 
     sd = source_weights(src)
     rng = np.random.default_rng(0)
