@@ -161,7 +161,7 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir, const std::string&
     if (!joined.empty()) format += " (" + joined + ")";
     if (files.size() > 1) format += ", " + std::to_string(files.size() - 1) + " shards";
     ASSIGN_OR_RETURN(Checkpoint ckpt, Of(std::move(tensors), std::move(format)));
-    ckpt.files_ = std::move(files);
+    ckpt.set_files(std::move(files));
     return ckpt;
   }
   const std::string onnx = JoinPath(dir, "model.onnx");

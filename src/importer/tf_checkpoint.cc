@@ -220,8 +220,9 @@ StatusOr<nlohmann::json> HfConfigFromBertConfig(const nlohmann::json& bert_confi
   if (act != c.end() && *act == "gelu") {
     c["hidden_act"] = "gelu_new";
     if (notice)
-      notice("inferred: " + path + ": hidden_act \"gelu\" is Google BERT's tanh approximation (modeling.py), "
-             "run as gelu_new; for the erf form write a config.json with \"gelu\"");
+      notice("inferred: " + path +
+             ": hidden_act \"gelu\" is Google BERT's tanh approximation (modeling.py), run as "
+             "gelu_new; for the erf form write a config.json with \"gelu\"");
   }
   const CheckpointTensor* classifier = ckpt.Find("classifier.weight");
   if (ckpt.Find("qa_outputs.weight")) {

@@ -77,16 +77,20 @@ def test_tf1_classifier_built_and_served_over_kserve_answers_as_transformers(ser
     assert_close(np.reshape(out["data"], (len(texts), 2)), want)
 
 
-def test_served_labels_are_the_label_files(served_plan):
+def top_labels(server, model, texts):
+    """Each text's top class label as tritonclient's classification extension gives it."""
     import tritonclient.http as httpclient
-    texts, want = golden()
-    client = httpclient.InferenceServerClient(served_plan.url[len("http://"):])
+    client = httpclient.InferenceServerClient(server.url[len("http://"):])
     text = httpclient.InferInput("text", [len(texts)], "BYTES")
     text.set_data_from_numpy(np.array([t.encode() for t in texts], dtype=object))
-    got = client.infer("classifier", [text], outputs=[
+    got = client.infer(model, [text], outputs=[
         httpclient.InferRequestedOutput("logits", class_count=1)]).as_numpy("logits")
-    for row, logits in zip(got, want):
-        assert row[0].decode().split(":")[2] == LABELS[int(np.argmax(logits))]
+    return [row[0].decode().split(":")[2] for row in got]
+
+
+def test_served_labels_are_the_label_files(served_plan):
+    texts, want = golden()
+    assert top_labels(served_plan, "classifier", texts) == [LABELS[int(np.argmax(w))] for w in want]
     r = requests.post(served_plan.url + "/predict", json={"inputs": texts[0]}, timeout=30)
     assert r.status_code == 200 and r.json()[0]["label"] in LABELS, r.text
 
@@ -162,16 +166,9 @@ def test_plan_built_from_a_prefix_with_labels_keeps_them_and_what_the_import_did
 
 def test_serve_a_checkpoint_prefix_with_labels(bertrt_bin):
     """`serve` takes the same MODEL and --labels; the model is named after its folder."""
-    import tritonclient.http as httpclient
     texts, want = golden()
     server = Server(bertrt_bin, [str(TF / "model.ckpt-1000"), "--labels", "neg,pos"])
     try:
-        client = httpclient.InferenceServerClient(server.url[len("http://"):])
-        text = httpclient.InferInput("text", [len(texts)], "BYTES")
-        text.set_data_from_numpy(np.array([t.encode() for t in texts], dtype=object))
-        got = client.infer("tf_seq_cls", [text], outputs=[
-            httpclient.InferRequestedOutput("logits", class_count=1)]).as_numpy("logits")
-        for row, logits in zip(got, want):
-            assert row[0].decode().split(":")[2] == ["neg", "pos"][int(np.argmax(logits))]
+        assert top_labels(server, "tf_seq_cls", texts) == [["neg", "pos"][int(np.argmax(w))] for w in want]
     finally:
         server.stop()
