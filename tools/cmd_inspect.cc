@@ -193,8 +193,8 @@ int RunInspect(const InspectOptions& opts) {
   auto loaded = LoadForCli(opts.model, opts.import, /*print_notices=*/false);
   if (!loaded.ok()) return Fail(loaded.status(), kExitModelError);
   nlohmann::json j = Describe(*loaded);
-  if (IsPlanFile(opts.model)) {
-    auto info = ReadPlanInfo(opts.model);
+  if (const std::string plan_path = PlanPath(opts.model); !plan_path.empty()) {
+    auto info = ReadPlanInfo(plan_path);
     if (!info.ok()) return Fail(info.status(), kExitModelError);
     j["plan"] = {{"format_version", info->format_version},
                  {"bertrt_version", info->bertrt_version},

@@ -235,7 +235,9 @@ void RegisterServeCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(0.05, 86400.0));
   cmd->add_option("--load-model", f->load_models,
                   "In explicit mode, a model to load at start (repeatable)");
-  cmd->add_option("--host", f->host, "Address to listen on");
+  cmd->add_option("--host", f->host,
+                  "Address to listen on: this machine only by default; 0.0.0.0 for every "
+                  "interface (the container image and the Helm chart pass it)");
   cmd->add_option("--http-port", f->port, "HTTP port")->check(CLI::Range(0, 65535));
   cmd->add_option("--grpc-port", f->grpc_port, "KServe v2 gRPC port (0: no gRPC)")
       ->check(CLI::Range(0, 65535));

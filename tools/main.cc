@@ -8,6 +8,8 @@ int main(int argc, char** argv) {
   // (the seeds' servers crashed on Chinese text under an ASCII locale).
   std::setlocale(LC_ALL, "C");
   CLI::App app{"bertrt: serve fine-tuned BERT-family encoders fast (CPU and CUDA)", "bertrt"};
+  // Every option's --help shows its default (subcommands inherit this).
+  app.option_defaults()->always_capture_default();
   app.set_version_flag("--version", std::string("bertrt ") + BERTRT_VERSION);
   app.require_subcommand(1);
   int exit_code = bertrt::cli::kExitOk;

@@ -74,6 +74,11 @@ struct Plan {
 // reads 8 bytes). Used to route a MODEL argument to the plan reader.
 bool IsPlanFile(const std::string& path);
 
+// `path` itself when it is a plan file; the plan a folder holds when it holds
+// one *.plan and no model files (config.json, bert_config.json, modules.json):
+// how KServe's storage initializer leaves a plan at /mnt/models. Else "".
+std::string PlanPath(const std::string& path);
+
 // Reads `path` into memory (ReadRegularFileIntoMemory), validates it and binds
 // the Model to those bytes.
 StatusOr<Plan> ReadPlan(const std::string& path);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -391,6 +392,22 @@ bool IsPlanFile(const std::string& path) {
                   std::memcmp(magic, plan::kMagic, 8) == 0;
   close(file->fd);
   return ok;
+}
+
+std::string PlanPath(const std::string& path) {
+  if (IsPlanFile(path)) return path;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return "";
+  for (const char* model_file : {"config.json", "bert_config.json", "modules.json"})
+    if (fs::exists(fs::path(path) / model_file, ec)) return "";
+  std::string found;
+  for (const auto& entry : fs::directory_iterator(path, ec)) {
+    if (entry.path().extension() != ".plan" || !IsPlanFile(entry.path().string())) continue;
+    if (!found.empty()) return "";  // several: the user names one
+    found = entry.path().string();
+  }
+  return found;
 }
 
 StatusOr<Plan> ReadPlanFromMemory(std::string_view bytes, std::shared_ptr<const void> owner,

@@ -84,8 +84,8 @@ StatusOr<TokenizerSource> ReadTokenizerSource(const std::string& model_dir) {
 }
 
 StatusOr<std::shared_ptr<Tokenizer>> LoadTokenizerFrom(const std::string& path) {
-  if (IsPlanFile(path)) {
-    ASSIGN_OR_RETURN(Plan plan, ReadPlan(path));
+  if (const std::string plan_path = PlanPath(path); !plan_path.empty()) {
+    ASSIGN_OR_RETURN(Plan plan, ReadPlan(plan_path));
     return plan.tokenizer;
   }
   // A weights file (model.onnx, a TensorFlow checkpoint) has its tokenizer

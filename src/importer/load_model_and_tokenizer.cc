@@ -11,12 +11,12 @@ StatusOr<LoadedModel> LoadModelAndTokenizer(const std::string& path,
   LoadedModel loaded;
   // A plan file carries its own tokenizer; everything else is a model
   // directory or a weights file in one.
-  if (IsPlanFile(path)) {
+  if (const std::string plan_path = PlanPath(path); !plan_path.empty()) {
     if (!options.tokenizer_dir.empty())
       return InvalidArgument("--tokenizer " + options.tokenizer_dir + ": " + path +
                              " is a plan, which carries its own tokenizer; give --tokenizer "
                              "to `bertrt build` instead");
-    ASSIGN_OR_RETURN(Plan plan, ReadPlan(path));
+    ASSIGN_OR_RETURN(Plan plan, ReadPlan(plan_path));
     loaded.model = std::move(plan.model);
     loaded.tokenizer = std::move(plan.tokenizer);
   } else {

@@ -236,6 +236,10 @@ def test_triton_metric_names_for_dashboards(repo_server):
     assert pending.type == "gauge"
     assert {(p.labels["model"], p.labels["version"], p.value) for p in pending.samples} == \
         {("base", "1", 0), ("cls", "1", 0)}
+    # The same gauge under text-embeddings-inference's name (autoscaling rules for either).
+    queue = families["te_queue_size"]
+    assert queue.type == "gauge" and {(q.labels["model"], q.value) for q in queue.samples} == \
+        {("base", 0), ("cls", 0)}
     # bertrt's own families are still there beside them.
     assert "bertrt_request_success" in families
 

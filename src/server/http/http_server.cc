@@ -98,6 +98,13 @@ void HttpServer::AddRoutes() {
       text += "nv_inference_pending_request_count{model=\"" + MetricLabel(m->name()) +
               "\",version=\"" + MetricLabel(m->version()) + "\"} " +
               std::to_string(m->scheduler().queued()) + "\n";
+    // The same under text-embeddings-inference's name, so autoscaling rules
+    // written for either server work unchanged (the Helm chart scales on it).
+    text += "# HELP te_queue_size Requests waiting for a batch, per model.\n"
+            "# TYPE te_queue_size gauge\n";
+    for (const auto& m : registry_.Served())
+      text += "te_queue_size{model=\"" + MetricLabel(m->name()) + "\",version=\"" +
+              MetricLabel(m->version()) + "\"} " + std::to_string(m->scheduler().queued()) + "\n";
     res.set_content(text, "text/plain; version=0.0.4");
   });
 }
