@@ -30,7 +30,9 @@ struct ServeFlags {
   // Defaults: HttpOptions' own, in one place.
   std::string host = server::HttpOptions{}.host;
   int port = server::HttpOptions{}.port;
-  int grpc_port = 8001;  // 0: no gRPC
+  // -1: the HTTP port + 1 (Triton's 8000/8001 pair, and a second server
+  // moved to another HTTP port moves its gRPC port too); 0: no gRPC.
+  int grpc_port = -1;
   // The gRPC limits; host, port, key, TLS and logging come from the flags above.
   server::GrpcOptions grpc;
   double grpc_stream_idle_timeout_s = server::GrpcOptions{}.stream_idle_timeout.count() / 1000.0;
@@ -136,10 +138,12 @@ int Serve(const ServeFlags& flags) {
        ms(flags.http_body_timeout_s), flags.http_io_threads, flags.http_cancel_on_close});
   if (Status st = http.Bind(); !st.ok()) return Fail(st, kExitRuntimeError);
   std::unique_ptr<server::GrpcServer> grpc;
-  if (flags.grpc_port != 0) {
+  const int grpc_port =
+      flags.grpc_port >= 0 ? flags.grpc_port : (flags.port > 0 && flags.port < 65535 ? flags.port + 1 : 0);
+  if (grpc_port != 0) {
     server::GrpcOptions options = flags.grpc;
     options.host = flags.host;
-    options.port = flags.grpc_port;
+    options.port = grpc_port;
     options.max_message_bytes = flags.max_payload_bytes;
     options.api_key = flags.api_key;
     options.tls = tls;
@@ -186,7 +190,7 @@ int Serve(const ServeFlags& flags) {
     }
   });
   const std::string grpc_address =
-      grpc ? flags.host + ":" + std::to_string(flags.grpc_port) : "off";
+      grpc ? flags.host + ":" + std::to_string(grpc_port) : "off";
   std::fprintf(stderr,
                "[serve] listening on %s://%s:%d (KServe v2 /v2, TEI /embed /predict /rerank, "
                "OpenAI /v1/embeddings, /metrics) and grpc %s (KServe v2%s); API key auth %s\n",
@@ -240,6 +244,7 @@ void RegisterServeCommand(CLI::App& app, int& exit_code) {
                   "interface (the container image and the Helm chart pass it)");
   cmd->add_option("--http-port", f->port, "HTTP port")->check(CLI::Range(0, 65535));
   cmd->add_option("--grpc-port", f->grpc_port, "KServe v2 gRPC port (0: no gRPC)")
+      ->default_str("the HTTP port + 1")
       ->check(CLI::Range(0, 65535));
   cmd->add_option("--grpc-max-threads", f->grpc.max_threads,
                   "Most gRPC handler threads, i.e. gRPC calls computed at once; more wait for "

@@ -424,3 +424,32 @@ def test_idle_connections_do_not_block_new_clients(bertrt_bin):
         for channel in held:
             channel.close()
         s.stop()
+
+
+def test_grpc_listens_beside_the_http_port_by_default(bertrt_bin):
+    """Without --grpc-port, gRPC takes the HTTP port + 1 (8000/8001 as Triton's), so a second
+    server moved to another HTTP port does not clash with the first's gRPC port."""
+    for _ in range(20):  # two adjacent free ports
+        port = free_port()
+        try:
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", port + 1))
+            break
+        except OSError:
+            continue
+    proc = subprocess.Popen([bertrt_bin, "serve", str(MODELS / "seq_cls"), "--http-port", str(port),
+                             "--threads", "1"], stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 60
+        while True:
+            assert proc.poll() is None, proc.stderr.read()
+            try:
+                if requests.get(f"http://127.0.0.1:{port}/v2/health/ready", timeout=1).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                assert time.time() < deadline
+                time.sleep(0.1)
+        assert tg.InferenceServerClient(f"127.0.0.1:{port + 1}").is_server_ready()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
