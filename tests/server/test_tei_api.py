@@ -144,7 +144,9 @@ def test_normalize_false_and_dimensions(started, bertrt_bin, default_model):
     assert close(ok(s, "/embed", {"inputs": text, "dimensions": 64, "normalize": False})[0], raw[:64])
     assert close(ok(s, "/embed", {"inputs": text, "dimensions": 384})[0], normalized)
     error(s, "/embed", {"inputs": text, "dimensions": 385}, 422, "Validation", valid_request=True)
-    error(s, "/embed", {"inputs": text, "dimensions": 0}, 422, "Validation", valid_request=True)
+    # 0: the full width (Infinity's client sends it); below 0 is refused.
+    assert close(ok(s, "/embed", {"inputs": text, "dimensions": 0})[0], normalized)
+    error(s, "/embed", {"inputs": text, "dimensions": -1}, 422, "Validation")
     error(s, "/embed", {"inputs": text, "normalize": "yes"}, 422, "Validation")
 
 
@@ -627,6 +629,39 @@ def test_openai_route_and_client(started, bertrt_bin, default_model):
     with pytest.raises(openai.UnprocessableEntityError) as e:
         client.embeddings.create(input=["x"], model="m", dimensions=1000)
     assert "dimensions" in e.value.message and e.value.body["param"] == "dimensions"
+
+
+def test_models_listed_as_openai_and_infinity_clients_read_them(started, bertrt_bin, tmp_path):
+    import openai
+    import time
+    repo = tmp_path / "repo"
+    for name, version, model in (("embedder", "1", "sentence_mean"), ("embedder", "2", "sentence_mean"),
+                                 ("classifier", "1", "seq_cls"), ("ranker", "1", "xlmr_reranker")):
+        src = MODELS / model
+        (repo / name / version).mkdir(parents=True)
+        for f in src.iterdir():
+            (repo / name / version / f.name).symlink_to(f)
+    (repo / "embedder" / "config.pbtxt").write_text('version_policy: { all: {} }\n')
+    before = int(time.time())
+    s = Server(bertrt_bin, ["--model-repository", str(repo)], grpc=False)
+    try:
+        client = openai.OpenAI(base_url=s.url + "/v1", api_key="none", max_retries=0)
+        listed = client.models.list()
+        names = sorted(m.id for m in listed.data)
+        assert names == sorted(p.name for p in repo.iterdir())  # one entry per name, not per version
+        for m in listed.data:
+            assert m.object == "model" and m.owned_by == "bertrt" and before - 1 <= m.created <= time.time() + 1
+        assert client.models.retrieve("classifier").id == "classifier"
+        with pytest.raises(openai.NotFoundError) as e:
+            client.models.retrieve("nope")
+        assert "nope" in e.value.message
+        # Infinity's client reads GET /models, with what each model can be called for.
+        cards = {m["id"]: m for m in requests.get(s.url + "/models", timeout=10).json()["data"]}
+        assert cards["embedder"]["capabilities"] == ["embed"]
+        assert cards["classifier"]["capabilities"] == ["classify"]
+        assert cards["ranker"]["capabilities"] == ["rerank"]
+    finally:
+        s.stop()
 
 
 def test_huggingface_hub_inference_client(started, bertrt_bin, default_model):

@@ -175,9 +175,15 @@ class ServedModel {
   // Triton's statistics of this loaded version (zero at its load; the
   // statistics extension and nv_inference_* read them).
   VersionStatistics& statistics() const { return *statistics_; }
+  // When this version was loaded, in seconds since the epoch (OpenAI's
+  // model `created`).
+  int64_t loaded_unix_seconds() const { return loaded_unix_seconds_; }
 
  private:
   std::string name_, version_, source_, placement_;
+  int64_t loaded_unix_seconds_ = std::chrono::duration_cast<std::chrono::seconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count();
   std::vector<InstanceSpec> instances_;
   ModelServing serving_;
   LoadedModel loaded_;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <thread>
 #include <variant>
@@ -390,11 +391,13 @@ Result<EmbedOptions> ReadEmbedOptions(const json& body, bool with_normalize) {
   if (with_normalize) {
     ASSIGN_OR_RETURN(o.normalize, Bool(body, "normalize", true));
   }
+  // 0 asks for the full width, as Infinity's client sends it.
   auto d = body.find("dimensions");
   if (d != body.end() && !d->is_null()) {
-    if (!d->is_number_integer() || d->get<int64_t>() <= 0 || d->get<int64_t>() > INT32_MAX)
-      return Validation("`dimensions` should be a positive integer", "dimensions");
-    o.dimensions = static_cast<int>(d->get<int64_t>());
+    if (!d->is_number_integer() || d->get<int64_t>() < 0 || d->get<int64_t>() > INT32_MAX)
+      return Validation("`dimensions` should be a positive integer (or 0: the full width)",
+                        "dimensions");
+    if (d->get<int64_t>() > 0) o.dimensions = static_cast<int>(d->get<int64_t>());
   }
   return o;
 }
@@ -893,6 +896,21 @@ const char* DtypeName(const std::string& precision) {
   return "float32";
 }
 
+// A model as OpenAI's `GET /v1/models` lists it, with what Infinity's `GET
+// /models` adds (the backend, and what the model can be called for).
+json ModelCard(ServedModel& m) {
+  const ModelKind kind = KindOf(m);
+  const char* capability = kind == ModelKind::kEmbedding  ? "embed"
+                           : kind == ModelKind::kReranker ? "rerank"
+                                                          : "classify";
+  return json{{"id", m.name()},
+              {"object", "model"},
+              {"created", m.loaded_unix_seconds()},
+              {"owned_by", "bertrt"},
+              {"backend", "bertrt"},
+              {"capabilities", json::array({capability})}};
+}
+
 json Info(HttpServer& s, ServedModel& m) {
   const SchedulerOptions& so = m.scheduler().options();
   json model_type;
@@ -1073,6 +1091,33 @@ void HttpServer::AddTeiRoutes() {
           SendJson(res, 200, Info(*this, **m));
         });
   }
+  // The served models as OpenAI's and Infinity's clients list them: the
+  // latest version of each name.
+  for (const std::string path : {"/v1/models", "/models"}) {
+    Get(path, path, [this](const Request&, Response& res) {
+      std::map<std::string, std::shared_ptr<ServedModel>> latest;
+      for (const auto& m : registry_.Served()) {
+        auto& slot = latest[m->name()];
+        // Versions are decimal numbers (the repository's folder names).
+        auto newer = [](const std::string& a, const std::string& b) {
+          return a.size() != b.size() ? a.size() > b.size() : a > b;
+        };
+        if (!slot || newer(m->version(), slot->version())) slot = m;
+      }
+      json data = json::array();
+      for (const auto& [name, m] : latest) data.push_back(ModelCard(*m));
+      SendJson(res, 200, json{{"object", "list"}, {"data", std::move(data)}});
+    });
+  }
+  Get("/v1/models/{model}", "/v1/models", [this](const Request& req, Response& res) {
+    auto m = registry_.Find(req.params["model"]);
+    if (!m.ok()) {
+      ApiError e = FromStatus(m.status());
+      e.param = "model";
+      return SendJson(res, e.status, OpenAiErrorBody(e));
+    }
+    SendJson(res, 200, ModelCard(**m));
+  });
   // TEI's health routes: 200 with an empty body while the server serves, 503
   // when not. Open, so they say nothing more; under /models/{name} (while
   // that model is served) behind the key, as a model's name is information.
