@@ -197,7 +197,12 @@ StatusOr<SequenceInput> EncodeLine(const RunContext& ctx, const std::string& lin
   if (ctx.text_lines) {
     input.text = line;
   } else {
-    ASSIGN_OR_RETURN(input, ParseTextLine(line, number));
+    auto parsed = ParseTextLine(line, number);
+    // Plain text piped in: say on its first line how to read it as such.
+    if (!parsed.ok() && number == 1 && !line.empty() && line.front() != '{' && line.front() != '[')
+      return InvalidArgument(parsed.status().message() +
+                             "; if INPUT holds one text per line, add --input-format text");
+    ASSIGN_OR_RETURN(input, std::move(parsed));
   }
   auto seq = ctx.model->Encode(input, ctx.encode);
   if (!seq.ok()) return InvalidArgument(where + seq.status().message());

@@ -19,6 +19,21 @@ int main(int argc, char** argv) {
   bertrt::cli::RegisterBenchCommand(app, exit_code);
   bertrt::cli::RegisterBuildCommand(app, exit_code);
   bertrt::cli::RegisterServeCommand(app, exit_code);
+  // A first word that names no command: say which there are (CLI11 would
+  // only say that one is required).
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string commands;
+    bool known = false;
+    for (const CLI::App* cmd : app.get_subcommands({})) {
+      known |= cmd->get_name() == argv[1];
+      commands += (commands.empty() ? "" : ", ") + cmd->get_name();
+    }
+    if (!known) {
+      std::cerr << "error: unknown command \"" << argv[1] << "\"; the commands are " << commands
+                << " (bertrt --help says what each does)\n";
+      return bertrt::cli::kExitUsage;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

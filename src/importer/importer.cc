@@ -108,7 +108,17 @@ StatusOr<ModelSource> ResolveModelSource(const std::string& path) {
     prefix = (p.parent_path() / name.substr(0, data)).string();
   }
   if (fs::is_regular_file(prefix + ".index", ec)) return ModelSource{ParentDirectory(p), prefix};
-  if (!fs::exists(st)) return NotFound(path + ": no such file or directory");
+  if (!fs::exists(st)) {
+    // "org/name": a Hugging Face Hub id, which bertrt does not download.
+    const size_t slash = path.find('/');
+    const bool hub_id = slash != std::string::npos && slash > 0 && slash + 1 < path.size() &&
+                        path.find('/', slash + 1) == std::string::npos && path[0] != '.';
+    return NotFound(path + ": no such file or directory" +
+                    (hub_id ? std::string("; bertrt reads local files only: download the model first "
+                                          "(`hf download ") + path + " --local-dir models/" +
+                                  path.substr(slash + 1) + "`, huggingface_hub's CLI) and give that folder"
+                            : std::string()));
+  }
   return InvalidArgument(path + ": expected a Hugging Face model directory, a plan file, a .onnx "
                          "file or a TensorFlow checkpoint (model.ckpt-N)");
 }

@@ -30,6 +30,26 @@ def test_no_subcommand_is_a_usage_error(bertrt_bin):
     assert subprocess.run([bertrt_bin], capture_output=True).returncode != 0
 
 
+def test_an_unknown_command_lists_the_commands(bertrt_bin):
+    proc = subprocess.run([bertrt_bin, "frobnicate"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert 'unknown command "frobnicate"; the commands are tokenize, run, inspect, bench, build, serve' \
+        in proc.stderr
+
+
+def test_a_hub_id_as_model_says_to_download_it(bertrt_bin):
+    proc = subprocess.run([bertrt_bin, "inspect", "BAAI/bge-small-en-v1.5"], capture_output=True, text=True)
+    assert proc.returncode == 3
+    assert "bertrt reads local files only" in proc.stderr
+    assert "hf download BAAI/bge-small-en-v1.5 --local-dir models/bge-small-en-v1.5" in proc.stderr
+
+
+def test_plain_text_piped_into_run_gets_the_hint_once(bertrt_bin, default_model):
+    code, out, _ = run_jsonl(bertrt_bin, ["run", default_model], ["hello world", "second text"], check_exit=1)
+    assert out[0]["error"].endswith("if INPUT holds one text per line, add --input-format text")
+    assert "--input-format" not in out[1]["error"]
+
+
 def test_default_model_matches_sentence_transformers(bertrt_bin, default_model):
     records = [{"text": t} for t in GOLDEN["texts"]]
     _, out, _ = run_jsonl(bertrt_bin, ["run", default_model, "--batch-size", "5"], records)
