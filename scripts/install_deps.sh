@@ -11,7 +11,9 @@ DEBS=(build-essential cmake ninja-build pkg-config git unzip curl
       protobuf-compiler-grpc libgtest-dev libgmock-dev libbenchmark-dev clang-14 libclang-rt-14-dev libomp-14-dev
       python3 python3-pip python3-venv
       # Debian's oneDNN CMake config looks for OpenCL, which libdnnl-dev does not pull in.
-      ocl-icd-opencl-dev)
+      ocl-icd-opencl-dev
+      # The container's root filesystem from Debian's packages (tests/deploy/test_rootfs.py).
+      mmdebstrap)
 
 missing=()
 for p in "${DEBS[@]}"; do
