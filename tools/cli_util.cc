@@ -150,7 +150,8 @@ std::vector<CLI::Option*> AddServingOptions(CLI::App* cmd, ServingFlags* f) {
           ->check(CLI::PositiveNumber),
       cmd->add_option("--max-client-batch-size", f->max_client_batch_size,
                       "Inputs one request may carry, as /info's max_client_batch_size says "
-                      "(default: the model's max batch size); beyond: 413 / OUT_OF_RANGE")
+                      "(default: 2,048, as OpenAI's API, or the max batch size if larger; a request "
+                      "larger than a batch runs in parts); beyond: 413 / OUT_OF_RANGE")
           ->check(CLI::PositiveNumber),
       cmd->add_option("--max-queue-delay-us", f->max_queue_delay_us,
                       "Longest wait of an idle instance for a fuller batch (0, Triton's "

@@ -7,6 +7,7 @@
 // out.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -66,14 +67,19 @@ struct BatchStats {
 struct SchedulerOptions {
   int max_batch_tokens = 16384;  // a single request above it runs alone
   int max_batch_size = 64;       // sequences per batch
-  // Sequences one request may carry (TEI's max_client_batch_size); 0: as
-  // many as a batch (max_batch_size). Beyond: OutOfRange, before queueing. A
-  // request of 1,000 texts held the only CPU engine for a minute while a
-  // one-word request timed out behind it; with this cap a request is at most
-  // this many sequences of at most the model's length.
+  // Sequences one request may carry (TEI's max_client_batch_size); 0:
+  // kDefaultClientBatch, or a batch if larger. Beyond: OutOfRange, before
+  // queueing. A request larger than a batch runs in parts that take turns
+  // with the requests arriving meanwhile (a request of 1,000 texts once held
+  // the only CPU engine for a minute while a one-word request timed out
+  // behind it), and the payload limit bounds its bytes.
   int max_client_batch_size = 0;
+  // What OpenAI's embeddings API takes in one request: LangChain's
+  // OpenAIEmbeddings sends 1,000 texts a request by default.
+  static constexpr int kDefaultClientBatch = 2048;
   int client_batch_limit() const {
-    return max_client_batch_size > 0 ? max_client_batch_size : max_batch_size;
+    return max_client_batch_size > 0 ? max_client_batch_size
+                                     : std::max(kDefaultClientBatch, max_batch_size);
   }
   // OutOfRange when `inputs` is over client_batch_limit(), saying how to fix it.
   Status CheckClientBatch(size_t inputs) const;

@@ -85,7 +85,7 @@ def test_shapes_are_checked_before_anything_is_allocated(servers, shape):
     assert r.status_code == 400, r.text
     assert "dimension below 1" in r.json()["error"]
     assert rss_mb(s.proc.pid) - before < 50
-    r = s.post("/v2/models/seq_cls/infer", kserve_ids([65, 1], [2] * 65))
+    r = s.post("/v2/models/seq_cls/infer", kserve_ids([2049, 1], [2] * 2049))
     assert r.status_code == 413 and "max_client_batch_size" in r.json()["error"], r.text
 
 

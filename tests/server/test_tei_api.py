@@ -656,6 +656,20 @@ def test_openai_route_and_client(started, bertrt_bin, default_model):
     assert "dimensions" in e.value.message and e.value.body["param"] == "dimensions"
 
 
+def test_a_thousand_texts_in_one_openai_request_by_default(started, bertrt_bin, default_model):
+    """LangChain's OpenAIEmbeddings sends up to 1,000 texts a request (its chunk_size): the
+    default cap is OpenAI's 2,048, and the request runs in batches inside."""
+    import openai
+    s = started("default")
+    assert ok(s, "/info", None, method="get")["max_client_batch_size"] == 2048
+    texts = [f"text number {i} of a long list" for i in range(1000)]
+    client = openai.OpenAI(base_url=s.url + "/v1", api_key="none", max_retries=0, timeout=300)
+    resp = client.embeddings.create(input=texts, model="all-MiniLM-L6-v2", encoding_format="float")
+    assert [d.index for d in resp.data] == list(range(1000))
+    want = [o["embedding"] for o in run_outputs(bertrt_bin, default_model, [texts[0], texts[999]])]
+    assert close([resp.data[0].embedding, resp.data[999].embedding], want)
+
+
 def test_models_listed_as_openai_and_infinity_clients_read_them(started, bertrt_bin, tmp_path):
     import openai
     import time

@@ -177,14 +177,14 @@ TEST(KServeDecode, ShapesAreCheckedBeforeAnythingIsAllocatedFromThem) {
       {{10000000, 0}, StatusCode::kInvalidArgument, "dimension below 1"},
       {{int64_t{1} << 40, 0}, StatusCode::kInvalidArgument, "dimension below 1"},
       {{0, 5}, StatusCode::kInvalidArgument, "dimension below 1"},
-      {{65, 1}, StatusCode::kOutOfRange, "more than max_client_batch_size 64"},
+      {{2049, 1}, StatusCode::kOutOfRange, "more than max_client_batch_size 2048"},
   };
   for (const Case& c : cases) {
     json body = {{"inputs",
                   {{{"name", "input_ids"},
                     {"datatype", "INT64"},
                     {"shape", c.shape},
-                    {"data", std::vector<int64_t>(c.shape[0] == 65 ? 65 : 0, 2)}}}}};
+                    {"data", std::vector<int64_t>(c.shape[0] == 2049 ? 2049 : 0, 2)}}}}};
     auto r = DecodeKServeRequest(body, kBatching);
     ASSERT_FALSE(r.ok()) << body.dump();
     EXPECT_EQ(r.status().code(), c.code) << r.status().message();

@@ -232,7 +232,11 @@ StatusOr<ModelServing> ResolveServing(const ServeDefaults& d, const ModelConfigF
   ModelServing s;
   s.scheduler = d.scheduler;
   SchedulerOptions& sched = s.scheduler;
-  if (c.max_batch_size) sched.max_batch_size = *c.max_batch_size;
+  if (c.max_batch_size) {
+    sched.max_batch_size = *c.max_batch_size;
+    // Triton's max_batch_size also caps what one request carries.
+    if (sched.max_client_batch_size == 0) sched.max_client_batch_size = *c.max_batch_size;
+  }
   if (c.max_batch_tokens) sched.max_batch_tokens = *c.max_batch_tokens;
   if (c.max_queue_delay_us)
     sched.max_queue_delay = std::chrono::microseconds(*c.max_queue_delay_us);
