@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -23,7 +24,8 @@ namespace bertrt::cli {
 namespace {
 
 struct ServeFlags {
-  std::string model;
+  std::vector<std::string> models;        // MODEL ...
+  std::vector<std::string> named_models;  // --model NAME=PATH
   ImportFlags import;
   std::string model_name;
   std::string repository;
@@ -56,9 +58,39 @@ struct ServeFlags {
   double drain_seconds = 30;
 };
 
+// The models given on the command line, each with the name it is served as:
+// MODEL arguments (named after their folder, or --model-name for one) and
+// --model NAME=PATH.
+StatusOr<std::vector<std::pair<std::string, std::string>>> CommandLineModels(const ServeFlags& f) {
+  if (!f.model_name.empty() && f.models.size() != 1)
+    return InvalidArgument("--model-name names the one MODEL; to name several, give each as "
+                           "--model NAME=PATH");
+  std::vector<std::pair<std::string, std::string>> out;  // name, path
+  for (const std::string& path : f.models)
+    out.push_back({f.model_name.empty() ? server::DefaultModelName(path) : f.model_name, path});
+  for (const std::string& named : f.named_models) {
+    const size_t eq = named.find('=');
+    if (eq == 0 || eq == std::string::npos || eq + 1 == named.size())
+      return InvalidArgument("--model " + named + ": expected NAME=PATH");
+    out.push_back({named.substr(0, eq), named.substr(eq + 1)});
+  }
+  std::set<std::string> names;
+  for (const auto& [name, path] : out)
+    if (!names.insert(name).second)
+      return InvalidArgument("two models would be served as \"" + name +
+                             "\"; name them with --model NAME=PATH");
+  if (out.size() > 1 && (!f.import.tokenizer.empty() || !f.import.labels.empty()))
+    return InvalidArgument("--tokenizer and --labels apply to a single MODEL");
+  return out;
+}
+
 int Serve(const ServeFlags& flags) {
-  if (flags.model.empty() == flags.repository.empty())
-    return Fail(InvalidArgument("give either MODEL or --model-repository DIR"), kExitUsage);
+  auto singles = CommandLineModels(flags);
+  if (!singles.ok()) return Fail(singles.status(), kExitUsage);
+  if (singles->empty() == flags.repository.empty())
+    return Fail(InvalidArgument("give the models to serve: MODEL (one or more), --model NAME=PATH, "
+                                "or --model-repository DIR"),
+                kExitUsage);
   if (!flags.repository.empty() && (!flags.import.tokenizer.empty() || !flags.import.labels.empty()))
     return Fail(InvalidArgument("--tokenizer and --labels apply to MODEL; in a repository, keep "
                                 "each model's tokenizer and config.json (id2label) in its folder"),
@@ -115,9 +147,11 @@ int Serve(const ServeFlags& flags) {
   server::Metrics metrics;
   server::ModelRegistry registry(MakeServeDefaults(flags.engine, flags.serving, &metrics));
   registry.set_strict_readiness(flags.strict_readiness);
-  Status loaded = flags.repository.empty()
-                      ? registry.LoadSingle(flags.model, flags.model_name, MakeImportOptions(flags.import))
-                      : registry.OpenRepository(flags.repository, *control, flags.load_models);
+  Status loaded = Status::Ok();
+  for (const auto& [name, path] : *singles)
+    if (loaded.ok()) loaded = registry.LoadSingle(path, name, MakeImportOptions(flags.import));
+  if (!flags.repository.empty())
+    loaded = registry.OpenRepository(flags.repository, *control, flags.load_models);
   if (!loaded.ok()) return Fail(loaded, kExitModelError);
   if (!flags.default_model.empty()) {
     if (auto found = registry.Find(flags.default_model); !found.ok())
@@ -221,10 +255,16 @@ void RegisterServeCommand(CLI::App& app, int& exit_code) {
       "serve",
       "Serve models over HTTP (KServe v2, text-embeddings-inference and OpenAI-compatible "
       "endpoints, Prometheus /metrics) and gRPC (KServe v2), with dynamic batching.");
-  cmd->add_option("MODEL", f->model, kModelHelp);
+  cmd->add_option("MODEL", f->models,
+                  std::string(kModelHelp) + "; several MODELs are served side by side, each "
+                  "under its own name");
+  cmd->add_option("--model", f->named_models,
+                  "NAME=PATH: one more model, served as NAME (repeatable)")
+      ->allow_extra_args(false);  // one value per --model: a MODEL after it stays a MODEL
   AddImportOptions(cmd, &f->import);
   cmd->add_option("--model-name", f->model_name,
-                  "Name to serve MODEL as (default: its directory/file stem)");
+                  "Name to serve the one MODEL as (default: its folder's name; a Hugging Face "
+                  "cache snapshot's model name, not its commit hash; a plan's file stem)");
   cmd->add_option("--model-repository", f->repository,
                   "DIR/<model>/<version>/ holding model.plan or HF files, and an optional "
                   "DIR/<model>/config.pbtxt (Triton's format); the highest version is served "

@@ -7,6 +7,7 @@ import subprocess
 import threading
 import time
 
+import pytest
 import requests
 
 from server_util import MODELS, Server
@@ -292,3 +293,35 @@ def test_plan_max_batch_tokens_caps_the_batches(bertrt_bin, tmp_path):
         assert infer(s, "cls").status_code == 200
     finally:
         s.stop()
+
+
+def test_several_models_from_the_command_line(bertrt_bin, tmp_path):
+    """`serve DIR_A DIR_B --model NAME=PATH`: each served under its own name, a Hugging Face
+    cache snapshot under the model's name (never its commit hash)."""
+    snapshot = tmp_path / "hub" / "models--acme--tiny-bert" / "snapshots" / ("0123456789abcdef" * 2 + "01234567")
+    snapshot.mkdir(parents=True)
+    for f in (MODELS / "seq_cls").iterdir():
+        (snapshot / f.name).symlink_to(f)
+    s = Server(bertrt_bin, [str(snapshot), str(MODELS / "sentence_mean"), "--model", f"reader={MODELS / 'qa'}"])
+    try:
+        names = sorted(m["id"] for m in requests.get(s.url + "/v1/models", timeout=10).json()["data"])
+        assert names == ["reader", "sentence_mean", "tiny-bert"]
+        for name in names:
+            assert requests.get(f"{s.url}/v2/models/{name}/ready", timeout=10).status_code == 200
+        r = requests.post(s.url + "/models/tiny-bert/predict", json={"inputs": "hello"}, timeout=30)
+        assert r.status_code == 200 and len(r.json()) == 3
+    finally:
+        s.stop()
+
+
+@pytest.mark.parametrize("args,says", [
+    (["{m}/seq_cls", "{m}/seq_cls"], 'two models would be served as "seq_cls"; name them with --model NAME=PATH'),
+    (["{m}/seq_cls", "{m}/qa", "--model-name", "x"], "--model-name names the one MODEL"),
+    (["--model", "=x"], "--model =x: expected NAME=PATH"),
+    (["{m}/seq_cls", "{m}/qa", "--labels", "a,b,c"], "--tokenizer and --labels apply to a single MODEL"),
+    ([], "give the models to serve"),
+])
+def test_command_line_models_that_cannot_be_served_say_why(bertrt_bin, args, says):
+    proc = subprocess.run([bertrt_bin, "serve", *[a.format(m=MODELS) for a in args]],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and says in proc.stderr, proc.stderr

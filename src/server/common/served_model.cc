@@ -548,20 +548,46 @@ StatusOr<ModelControl> ParseModelControl(const std::string& text) {
 
 ModelRegistry::~ModelRegistry() { Shutdown(); }
 
+namespace {
+
+// A git commit hash: how the Hugging Face cache names a snapshot's folder.
+bool IsCommitHash(const std::string& s) {
+  return s.size() == 40 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+// A folder's name, unless it is a Hugging Face cache snapshot
+// (models--ORG--NAME/snapshots/<hash>): then the model's, NAME.
+std::string FolderModelName(const fs::path& dir) {
+  const std::string name = dir.filename().string();
+  if (!IsCommitHash(name) || dir.parent_path().filename() != "snapshots") return name;
+  const std::string repo = dir.parent_path().parent_path().filename().string();
+  const size_t sep = repo.rfind("--");
+  return repo.rfind("models--", 0) == 0 && sep != std::string::npos && sep + 2 < repo.size()
+             ? repo.substr(sep + 2)
+             : name;
+}
+
+}  // namespace
+
 std::string DefaultModelName(const std::string& path) {
   fs::path p = fs::path(path).lexically_normal();
   if (p.filename().empty()) p = p.parent_path();
   if (IsPlanFile(path)) return p.stem().string();
   std::error_code ec;
-  if (fs::is_directory(p, ec)) return p.filename().string();
+  const fs::path abs = fs::absolute(p, ec);
+  if (fs::is_directory(p, ec)) return FolderModelName(abs);
   // A weights file (model.onnx, model.ckpt-1000) is named after its folder.
-  const fs::path dir = fs::absolute(p, ec).parent_path();
-  return dir.filename().empty() ? p.stem().string() : dir.filename().string();
+  return abs.parent_path().filename().empty() ? p.stem().string() : FolderModelName(abs.parent_path());
 }
 
 Status ModelRegistry::LoadSingle(const std::string& path, std::string name,
                                  const ImportOptions& import) {
   if (name.empty()) name = DefaultModelName(path);
+  {
+    std::lock_guard lock(mu_);
+    if (models_.count(name))
+      return InvalidArgument("a model named \"" + name + "\" is already served");
+  }
   ASSIGN_OR_RETURN(ModelServing serving, ResolveServing(defaults_, ModelConfigFile{}));
   ASSIGN_OR_RETURN(auto model, ServedModel::Load(name, "1", path, serving, defaults_, import));
   std::lock_guard lock(mu_);
