@@ -127,7 +127,7 @@ int Bench(const BenchFlags& flags) {
                         std::to_string(config.max_positions()) + " position embeddings"),
         kExitUsage);
   auto engine = CreateEngine(loaded->model, flags.engine);
-  if (!engine.ok()) return Fail(engine.status(), kExitRuntimeError);
+  if (!engine.ok()) return Fail(engine.status(), EngineFailureCode(engine.status().code()));
 
   std::mt19937 rng(flags.seed);
   RaggedBatch batch = RandomBatch(config, flags.batch_size, lengths->first, lengths->second, rng);
@@ -189,7 +189,7 @@ int Bench(const BenchFlags& flags) {
   if (!flags.json_path.empty()) {
     std::FILE* out = std::fopen(flags.json_path.c_str(), "w");
     if (!out || std::fprintf(out, "%s\n", result.dump().c_str()) < 0 || std::fclose(out) != 0)
-      return Fail(Unavailable("--json " + flags.json_path + ": cannot write"), kExitRuntimeError);
+      return Fail(Unavailable("--json " + flags.json_path + ": cannot write"), kExitUnavailable);
   } else if (flags.json_given) {
     std::printf("%s\n", result.dump().c_str());
     return kExitOk;

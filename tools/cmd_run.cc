@@ -404,7 +404,7 @@ int Run(const RunFlags& flags) {
   }
 
   auto engine = CreateEngine(loaded->model, flags.engine);
-  if (!engine.ok()) return Fail(engine.status(), kExitRuntimeError);
+  if (!engine.ok()) return Fail(engine.status(), EngineFailureCode(engine.status().code()));
   TraceStartup("bertrt run: engine created");
   if (flags.engine.device == "cuda" && !flags.skip_verify) {
     if (Status checked = SelfCheckGpuEngine(*loaded, flags.engine, **engine); !checked.ok())

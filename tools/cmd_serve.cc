@@ -170,7 +170,7 @@ int Serve(const ServeFlags& flags) {
       {flags.host, flags.port, flags.max_payload_bytes, flags.http_threads, http_max_threads,
        flags.api_key, tls, flags.log_requests, ms(flags.http_header_timeout_s),
        ms(flags.http_body_timeout_s), flags.http_io_threads, flags.http_cancel_on_close});
-  if (Status st = http.Bind(); !st.ok()) return Fail(st, kExitRuntimeError);
+  if (Status st = http.Bind(); !st.ok()) return Fail(st, kExitUnavailable);
   std::unique_ptr<server::GrpcServer> grpc;
   const int grpc_port =
       flags.grpc_port >= 0 ? flags.grpc_port : (flags.port > 0 && flags.port < 65535 ? flags.port + 1 : 0);
@@ -184,7 +184,7 @@ int Serve(const ServeFlags& flags) {
     options.log_requests = flags.log_requests;
     options.stream_idle_timeout = ms(flags.grpc_stream_idle_timeout_s);
     grpc = std::make_unique<server::GrpcServer>(registry, metrics, std::move(options));
-    if (Status st = grpc->Start(); !st.ok()) return Fail(st, kExitRuntimeError);
+    if (Status st = grpc->Start(); !st.ok()) return Fail(st, kExitUnavailable);
   }
   std::atomic<bool> signalled{false};
   // Set by the main thread once both front ends have stopped and the models

@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   bertrt::cli::RegisterBenchCommand(app, exit_code);
   bertrt::cli::RegisterBuildCommand(app, exit_code);
   bertrt::cli::RegisterServeCommand(app, exit_code);
+  app.footer(bertrt::cli::kExitCodesHelp);
+  for (CLI::App* cmd : app.get_subcommands({})) cmd->footer(bertrt::cli::kExitCodesHelp);
   // A first word that names no command: say which there are (CLI11 would
   // only say that one is required).
   if (argc > 1 && argv[1][0] != '-') {

@@ -111,6 +111,25 @@ def test_missing_model_exits_3(bertrt_bin, tmp_path):
     assert b"error" in proc.stderr
 
 
+def test_each_failure_class_has_its_own_exit_code(bertrt_bin, default_model):
+    """fp16 on the CPU is the user's to change (2, as a bad flag); a taken port is 6; --help
+    lists the codes."""
+    proc = subprocess.run([bertrt_bin, "run", default_model, "--precision", "fp16"],
+                          input='{"text": "x"}\n', capture_output=True, text=True)
+    assert proc.returncode == 2 and "the CPU engine runs fp32 only" in proc.stderr
+    import socket
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = subprocess.run([bertrt_bin, "serve", default_model, "--http-port", str(port), "--grpc-port", "0",
+                               "--threads", "1"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 6 and f"cannot listen on 127.0.0.1:{port}" in proc.stderr, proc.stderr
+    for command in ([], ["serve"], ["run"]):
+        out = subprocess.run([bertrt_bin, *command, "--help"], capture_output=True, text=True).stdout
+        assert "Exit codes: 0 success;" in out and "6 a port to listen on" in out
+
+
 def test_cuda_without_gpu_says_so(bertrt_bin, default_model):
     proc = subprocess.run([bertrt_bin, "run", default_model, "--device", "cuda"],
                           input='{"text": "x"}\n', capture_output=True, text=True)

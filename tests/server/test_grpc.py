@@ -329,7 +329,7 @@ def test_grpc_port_in_use_is_a_clear_error(bertrt_bin):
         proc = subprocess.run([bertrt_bin, "serve", str(MODELS / "seq_cls"), "--threads", "1",
                                "--http-port", str(free_port()), "--grpc-port", str(port)],
                               capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 4, proc.stderr
+    assert proc.returncode == 6, proc.stderr  # kExitUnavailable: a port to listen on
     assert f"cannot listen for gRPC on 127.0.0.1:{port}" in proc.stderr
 
 
