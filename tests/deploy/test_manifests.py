@@ -9,9 +9,7 @@ import gzip
 import json
 import shutil
 import signal
-import socket
 import subprocess
-import time
 
 import jsonschema
 import kubernetes_validate
@@ -19,7 +17,7 @@ import pytest
 import requests
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, free_port, wait_until_ready
 
 CHART = ROOT / "deploy/helm/bertrt"
 KSERVE = ROOT / "deploy/kserve"
@@ -174,12 +172,6 @@ def test_the_runtime_refers_to_the_formats_the_examples_use():
             assert model.get("runtime", "bertrt") in runtimes, name
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Launched:
     """`bertrt serve` started with a manifest's arguments, its ports made free ones."""
 
@@ -189,15 +181,7 @@ class Launched:
                 for a in args]
         self.proc = subprocess.Popen([bertrt_bin, *args, "--threads", "1"], stderr=subprocess.PIPE, text=True)
         self.url = f"http://127.0.0.1:{self.port}"
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            assert self.proc.poll() is None, self.proc.stderr.read()
-            try:
-                if requests.get(self.url + "/v2/health/ready", timeout=1).status_code == 200:
-                    return
-            except requests.ConnectionError:
-                time.sleep(0.1)
-        raise AssertionError("not ready")
+        wait_until_ready(self.proc, self.url)
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)

@@ -8,13 +8,11 @@ import os
 import signal
 import subprocess
 import tarfile
-import time
 
 import pytest
 import requests
 
-from conftest import ROOT
-from test_manifests import free_port
+from conftest import ROOT, free_port, wait_until_ready
 
 
 @pytest.fixture(scope="module")
@@ -48,15 +46,7 @@ def test_the_image_serves_the_default_model_as_user_1000(rootfs, bertrt_bin, def
          str(free_port()), "--threads", "1"], stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 60
-        while True:
-            assert server.poll() is None, server.stderr.read()
-            try:
-                if requests.get(url + "/v2/health/ready", timeout=1).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                assert time.time() < deadline, "not ready"
-                time.sleep(0.1)
+        wait_until_ready(server, url)
         status = open(f"/proc/{server.pid}/status").read()
         assert "\nUid:\t1000\t" in status  # chroot execs bertrt in its place
         r = requests.post(url + "/embed", json={"inputs": "bertrt in a container"}, timeout=30)

@@ -6,22 +6,15 @@ import signal
 import socket
 import ssl
 import subprocess
-import time
 
 import numpy as np
 import pytest
 import requests
 
-from conftest import ROOT, run_jsonl
+from conftest import ROOT, free_port, run_jsonl, wait_until_ready  # noqa: F401 (free_port: for the tests)
 
 MODELS = ROOT / "tests/data/models"
 TEXTS = ["hello world", "the quick brown fox jumps", "今天天气很好", "a b c d e f g"]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:
@@ -36,16 +29,7 @@ class Server:
         self.proc = subprocess.Popen([binary, "serve", *args, "--http-port", str(self.port),
                                       "--grpc-port", str(self.grpc_port), "--threads", "1"],
                                      stderr=subprocess.PIPE, text=True)
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            assert self.proc.poll() is None, self.proc.stderr.read()
-            try:
-                if requests.get(self.url + "/v2/health/ready", timeout=1,
-                                verify=self.verify).status_code == 200:
-                    return
-            except requests.ConnectionError:
-                time.sleep(0.1)
-        raise AssertionError("server did not become ready")
+        wait_until_ready(self.proc, self.url, self.verify)
 
     def post(self, path, body):
         return requests.post(self.url + path, json=body, timeout=60, verify=self.verify)

@@ -20,7 +20,7 @@ from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc as pb_grpc
 from tritonclient.utils import InferenceServerException
 
-from conftest import run_jsonl
+from conftest import run_jsonl, wait_until_ready
 from server_util import MODELS, TEXTS, Server, close, free_port, run_outputs, servers  # noqa: F401
 
 LIMIT = ("--max-payload-bytes", "1000000")
@@ -440,15 +440,7 @@ def test_grpc_listens_beside_the_http_port_by_default(bertrt_bin):
     proc = subprocess.Popen([bertrt_bin, "serve", str(MODELS / "seq_cls"), "--http-port", str(port),
                              "--threads", "1"], stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.time() + 60
-        while True:
-            assert proc.poll() is None, proc.stderr.read()
-            try:
-                if requests.get(f"http://127.0.0.1:{port}/v2/health/ready", timeout=1).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                assert time.time() < deadline
-                time.sleep(0.1)
+        wait_until_ready(proc, f"http://127.0.0.1:{port}")
         assert tg.InferenceServerClient(f"127.0.0.1:{port + 1}").is_server_ready()
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -7,11 +7,10 @@
 // "param", "code"}} (with TEI's own fields beside it).
 #include <algorithm>
 #include <atomic>
-#include <cstdio>
 #include <cmath>
 #include <cstring>
-#include <map>
 #include <optional>
+#include <set>
 #include <thread>
 #include <variant>
 
@@ -715,10 +714,7 @@ Result<json> CohereRerank(const Call& c) {
     results.push_back(std::move(e));
   }
   static std::atomic<uint64_t> next_id{0};
-  char id[32];
-  std::snprintf(id, sizeof(id), "rerank-%016llx",
-                static_cast<unsigned long long>(next_id.fetch_add(1) ^ c.model.loaded_unix_seconds()));
-  return json{{"id", id},
+  return json{{"id", "rerank-" + std::to_string(next_id.fetch_add(1))},
               {"results", std::move(results)},
               {"meta", {{"billed_units", {{"search_units", 1}}}}}};
 }
@@ -1145,21 +1141,15 @@ void HttpServer::AddTeiRoutes() {
           SendJson(res, 200, Info(*this, **m));
         });
   }
-  // The served models as OpenAI's and Infinity's clients list them: the
-  // latest version of each name.
+  // The served models as OpenAI's and Infinity's clients list them: each
+  // name once, as its latest served version (what Find gives).
   for (const std::string path : {"/v1/models", "/models"}) {
     Get(path, path, [this](const Request&, Response& res) {
-      std::map<std::string, std::shared_ptr<ServedModel>> latest;
-      for (const auto& m : registry_.Served()) {
-        auto& slot = latest[m->name()];
-        // Versions are decimal numbers (the repository's folder names).
-        auto newer = [](const std::string& a, const std::string& b) {
-          return a.size() != b.size() ? a.size() > b.size() : a > b;
-        };
-        if (!slot || newer(m->version(), slot->version())) slot = m;
-      }
+      std::set<std::string> names;
+      for (const auto& m : registry_.Served()) names.insert(m->name());
       json data = json::array();
-      for (const auto& [name, m] : latest) data.push_back(ModelCard(*m));
+      for (const std::string& name : names)
+        if (auto m = registry_.Find(name); m.ok()) data.push_back(ModelCard(**m));
       SendJson(res, 200, json{{"object", "list"}, {"data", std::move(data)}});
     });
   }
