@@ -50,7 +50,12 @@ void AppendEncoding(std::string& out, const Encoding& e) {
   }
   out += "], ";
   AppendInts(out, "special_tokens_mask", e.special_tokens_mask);
-  out += "}\n";
+  out += ", \"word_ids\": [";  // HF's: null for special tokens
+  for (size_t i = 0; i < e.word_ids.size(); ++i) {
+    if (i) out += ", ";
+    out += e.word_ids[i] < 0 ? "null" : std::to_string(e.word_ids[i]);
+  }
+  out += "]}\n";
 }
 
 // Encodes one input line into `out`; returns false when it was an error.
@@ -116,9 +121,10 @@ void RegisterTokenizeCommand(CLI::App& app, int& exit_code) {
       "Tokenize JSON Lines from stdin with a model's tokenizer (WordPiece, Unigram or BPE).\n"
       "Each input line is {\"text\": ..., \"text_pair\": ...} (text_pair optional); each output\n"
       "line is {\"input_ids\": [...], \"token_type_ids\": [...], \"offsets\": [[start, end], "
-      "...],\n\"special_tokens_mask\": [...]}\n"
+      "...],\n\"special_tokens_mask\": [...], \"word_ids\": [...]}\n"
       "with offsets in Unicode code points of the text the token came from ([0, 0] for\n"
-      "special tokens), identical to HF tokenizers. A bad line gives {\"error\": \"line N: ...\"}\n"
+      "special tokens) and each token's word in its text (null for special tokens),\n"
+      "identical to HF tokenizers. A bad line gives {\"error\": \"line N: ...\"}\n"
       "and the other lines are still processed (exit code 1).\n"
       "Example: echo '{\"text\": \"Hello world\"}' | bertrt tokenize models/all-MiniLM-L6-v2");
   cmd->add_option("MODEL", opts->model,

@@ -40,6 +40,11 @@ struct Encoding {
   std::vector<uint8_t> special_tokens_mask;
   // 0 for text, 1 for text_pair, -1 for special tokens.
   std::vector<int8_t> sequence_ids;
+  // HF's word ids: the index, within its text, of the word each token came
+  // from (a pre-tokenizer split, or an added token); -1 for special tokens.
+  // Where the start of a text longer than 16 KiB was cut (truncation from
+  // the left), counted from the first word kept.
+  std::vector<int32_t> word_ids;
 };
 
 // `full`, an untruncated encoding of a text (and, with `is_pair`, a text

@@ -31,8 +31,10 @@ struct BertTokenizer::Scratch {
     ReleaseLargeScratch(word.byte_char);
     ReleaseLargeScratch(a.ids);
     ReleaseLargeScratch(a.offsets);
+    ReleaseLargeScratch(a.word_starts);
     ReleaseLargeScratch(b.ids);
     ReleaseLargeScratch(b.offsets);
+    ReleaseLargeScratch(b.word_starts);
   }
 };
 
@@ -157,6 +159,7 @@ std::string BertTokenizer::Decode(const std::vector<int32_t>& ids, bool skip_spe
 void BertTokenizer::EncodeWords(const NormalizedText& norm, uint32_t begin, uint32_t end,
                                 Scratch& s, TokenList& out) const {
   PreTokenize(norm.chars.data(), begin, end, [&](uint32_t word_begin, uint32_t word_end) {
+    out.BeginWord();
     wordpiece_->Tokenize(norm, word_begin, word_end, s.word, out);
   });
 }
@@ -172,7 +175,7 @@ inline void BertTokenizer::EncodeNormalizedText(const NormalizedText& norm, Scra
   normalized_added_.Split(norm.chars.data(), 0, m, s.norm_segments);
   for (const Segment& seg : s.norm_segments) {
     if (seg.id >= 0) {
-      out.Push(seg.id, norm.source[seg.begin], norm.source[seg.end - 1] + 1);
+      out.PushWord(seg.id, norm.source[seg.begin], norm.source[seg.end - 1] + 1);
     } else {
       EncodeWords(norm, seg.begin, seg.end, s, out);
     }
@@ -221,7 +224,7 @@ Status BertTokenizer::EncodeSequence(std::string_view text, bool is_pair, size_t
   size_t normalized = 0;
   for (const Segment& raw : s.raw_segments) {
     if (raw.id >= 0) {
-      out.Push(raw.id, raw.begin, raw.end);
+      out.PushWord(raw.id, raw.begin, raw.end);
       continue;
     }
     s.norm.chars.clear();

@@ -74,7 +74,7 @@ class BertTokenizer final : public Tokenizer, public PieceEncoder {
   Status EncodeNormalized(NormalizedString&& s, Piece& out) const override;
   void PushAddedToken(int32_t id, std::string_view, uint32_t begin, uint32_t end,
                       Piece& out) const override {
-    out.tokens.Push(id, begin, end);
+    out.tokens.PushWord(id, begin, end);
   }
 
  private:

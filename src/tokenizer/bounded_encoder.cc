@@ -380,15 +380,17 @@ class TextReader {
       // forward, of the last such piece backward.
       if (backward_ || count_ == 0) first_offsets_ = piece.offsets_if_first;
       count_ += n;
+      if (backward_ && kept_ >= keep) {
+        // Before what is kept: only its words count.
+        for (uint8_t w : piece.tokens.word_starts) words_unkept_ += w;
+      }
       if (kept_ < keep) {
         const size_t take = std::min(n, keep - kept_);
         TokenList& t = piece.tokens;
         if (backward_) {  // the piece's last tokens are the text's later ones
-          t.ids.erase(t.ids.begin(), t.ids.end() - take);
-          t.offsets.erase(t.offsets.begin(), t.offsets.end() - take);
+          t.DropFront(n - take);
         } else {
-          t.ids.resize(take);
-          t.offsets.resize(take);
+          t.Resize(take);
         }
         kept_ += take;
         pieces_.push_back(std::move(piece.tokens));
@@ -403,20 +405,23 @@ class TextReader {
     TokenList out;
     out.ids.reserve(n);
     out.offsets.reserve(n);
+    out.word_starts.reserve(n);
+    auto append = [&out](const TokenList& t, size_t take) {
+      out.ids.insert(out.ids.end(), t.ids.begin(), t.ids.begin() + take);
+      out.offsets.insert(out.offsets.end(), t.offsets.begin(), t.offsets.begin() + take);
+      out.word_starts.insert(out.word_starts.end(), t.word_starts.begin(),
+                             t.word_starts.begin() + take);
+    };
     if (backward_) {
+      // The words before what was read are not known: counted from there.
       for (auto it = pieces_.rbegin(); it != pieces_.rend(); ++it) {
-        out.ids.insert(out.ids.end(), it->ids.begin(), it->ids.end());
-        out.offsets.insert(out.offsets.end(), it->offsets.begin(), it->offsets.end());
+        out.words_before += it->words_before;
+        append(*it, it->ids.size());
       }
-      const size_t drop = out.ids.size() - n;
-      out.ids.erase(out.ids.begin(), out.ids.begin() + drop);
-      out.offsets.erase(out.offsets.begin(), out.offsets.begin() + drop);
+      out.words_before += words_unkept_;
+      out.DropFront(out.ids.size() - n);
     } else {
-      for (const TokenList& t : pieces_) {
-        const size_t take = std::min(t.ids.size(), n - out.ids.size());
-        out.ids.insert(out.ids.end(), t.ids.begin(), t.ids.begin() + take);
-        out.offsets.insert(out.offsets.end(), t.offsets.begin(), t.offsets.begin() + take);
-      }
+      for (const TokenList& t : pieces_) append(t, std::min(t.ids.size(), n - out.ids.size()));
     }
     // Whether what is kept starts with the text's first token.
     const bool has_first = n > 0 && (!backward_ || (complete_ && n == count_));
@@ -430,6 +435,7 @@ class TextReader {
   std::vector<TokenList> pieces_;  // in reading order
   size_t kept_ = 0;
   size_t count_ = 0;
+  size_t words_unkept_ = 0;  // backward: words begun in pieces read past what is kept
   bool complete_ = false;
   std::optional<TokenOffsets> first_offsets_;
 };

@@ -34,8 +34,10 @@ struct PipelineTokenizer::Scratch {
     ReleaseLargeScratch(norm.align);
     ReleaseLargeScratch(a.ids);
     ReleaseLargeScratch(a.offsets);
+    ReleaseLargeScratch(a.word_starts);
     ReleaseLargeScratch(b.ids);
     ReleaseLargeScratch(b.offsets);
+    ReleaseLargeScratch(b.word_starts);
   }
 };
 
@@ -188,6 +190,7 @@ Status PipelineTokenizer::EncodeWords(NormalizedString&& norm, Scratch& s, Token
     if (word.empty()) continue;
     s.tokens.clear();
     RETURN_IF_ERROR(parts_.model->Tokenize(word, s.tokens));
+    out.BeginWord();
     for (const WordToken& t : s.tokens) {
       const auto [start, end] = word.Original(t.begin, t.end);
       if (parts_.trim_offsets) {
@@ -217,6 +220,7 @@ Status PipelineTokenizer::EncodeNormalizedText(
       continue;
     }
     const auto [start, end] = whole.Original(seg.begin, seg.end);
+    out.BeginWord();  // an added token is a word of its own
     if (parts_.trim_offsets) {
       const auto [lead, trail] = SpaceRuns(whole.chars.data() + seg.begin, seg.end - seg.begin);
       PushTrimmed(seg.id, start, end, lead, trail, out, offsets_if_first);
@@ -266,6 +270,7 @@ Status PipelineTokenizer::EncodeSequence(std::string_view text, bool is_pair, si
   size_t normalized = 0;
   for (const Segment& raw : s.raw_segments) {
     if (raw.id >= 0) {
+      out.BeginWord();  // a word of its own
       // An added token's own text (with the whitespace lstrip/rstrip took)
       // is what byte-level offset trimming looks at, as HF's token value is.
       if (parts_.trim_offsets) {
@@ -302,6 +307,7 @@ Status PipelineTokenizer::EncodeNormalized(NormalizedString&& norm, Piece& out) 
 
 void PipelineTokenizer::PushAddedToken(int32_t id, std::string_view text, uint32_t begin,
                                        uint32_t end, Piece& out) const {
+  out.tokens.BeginWord();  // a word of its own
   if (!parts_.trim_offsets) {
     out.tokens.Push(id, begin, end);
     return;

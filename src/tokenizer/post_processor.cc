@@ -56,6 +56,7 @@ StatusOr<Encoding> TruncateEncoding(const Encoding& full, bool is_pair, size_t m
     out.offsets.push_back(full.offsets[i]);
     out.special_tokens_mask.push_back(full.special_tokens_mask[i]);
     out.sequence_ids.push_back(s);
+    out.word_ids.push_back(full.word_ids[i]);
   }
   return out;
 }
@@ -79,6 +80,7 @@ void PostProcessor::Apply(const TokenList& a, const TokenList* b, Encoding& out)
   out.offsets.reserve(total);
   out.special_tokens_mask.reserve(total);
   out.sequence_ids.reserve(total);
+  out.word_ids.reserve(total);
   for (const TemplateItem& item : items) {
     if (item.sequence < 0) {
       for (int32_t id : item.ids) {
@@ -87,6 +89,7 @@ void PostProcessor::Apply(const TokenList& a, const TokenList* b, Encoding& out)
         out.offsets.emplace_back(0, 0);
         out.special_tokens_mask.push_back(1);
         out.sequence_ids.push_back(-1);
+        out.word_ids.push_back(-1);
       }
       continue;
     }
@@ -97,6 +100,12 @@ void PostProcessor::Apply(const TokenList& a, const TokenList* b, Encoding& out)
     out.offsets.insert(out.offsets.end(), seq.offsets.begin(), seq.offsets.end());
     out.special_tokens_mask.insert(out.special_tokens_mask.end(), n, 0);
     out.sequence_ids.insert(out.sequence_ids.end(), n, static_cast<int8_t>(item.sequence));
+    // A token that begins no word (the first kept after a cut) is in the word before.
+    int32_t word = static_cast<int32_t>(seq.words_before) - 1;
+    for (size_t i = 0; i < n; ++i) {
+      word += seq.word_starts[i];
+      out.word_ids.push_back(std::max(word, 0));
+    }
   }
 }
 
@@ -115,11 +124,9 @@ Status TooManyTokens(EncodeReport* report, size_t tokens, bool exact, size_t max
 static size_t KeepTokens(TokenList& t, size_t keep, bool from_start) {
   const size_t drop = t.ids.size() - keep;
   if (from_start) {
-    t.ids.erase(t.ids.begin(), t.ids.begin() + drop);
-    t.offsets.erase(t.offsets.begin(), t.offsets.begin() + drop);
+    t.DropFront(drop);
   } else {
-    t.ids.resize(keep);
-    t.offsets.resize(keep);
+    t.Resize(keep);
   }
   return drop;
 }

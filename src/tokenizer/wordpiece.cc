@@ -40,6 +40,7 @@ void WordPiece::Tokenize(const NormalizedText& text, uint32_t begin, uint32_t en
   if (s.hashes.size() < max_bytes + 1) s.hashes.resize(max_bytes + 1);
   uint64_t* hashes = s.hashes.data();
   const size_t mark = out.ids.size();
+  const bool starts_word = out.next_starts_word;
   size_t start = 0;
   while (start < len) {
     const std::string_view prefix = start > 0 ? std::string_view(prefix_) : std::string_view();
@@ -64,8 +65,8 @@ void WordPiece::Tokenize(const NormalizedText& text, uint32_t begin, uint32_t en
     start = stop;
   }
   if (start < len) {
-    out.ids.resize(mark);
-    out.offsets.resize(mark);
+    out.Resize(mark);
+    out.next_starts_word = starts_word;
     out.Push(unk_id_, src[begin], src[end - 1] + 1);
   }
 }

@@ -127,7 +127,8 @@ def hf_encode(tok, item):
     except Exception as e:  # tokenizers raises on impossible truncation
         return {"error": str(e)}
     return {"input_ids": enc.ids, "token_type_ids": enc.type_ids, "offsets": [list(o) for o in enc.offsets],
-            "special_tokens_mask": enc.special_tokens_mask}
+            "special_tokens_mask": enc.special_tokens_mask,
+            "word_ids": enc.word_ids}
 
 
 def compare(name, tok, model_dir, max_length, strategy):

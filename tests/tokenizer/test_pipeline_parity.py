@@ -238,7 +238,16 @@ def hf_encode(tok, item):
     except Exception as e:  # impossible truncation, or no unk piece for a char
         return {"error": str(e)}
     return {"input_ids": enc.ids, "token_type_ids": enc.type_ids,
-            "offsets": [list(o) for o in enc.offsets], "special_tokens_mask": enc.special_tokens_mask}
+            "offsets": [list(o) for o in enc.offsets], "special_tokens_mask": enc.special_tokens_mask,
+            "word_ids": enc.word_ids}
+
+
+def unicode16_word_ids_may_differ(item):
+    """Debian's Oniguruma (the byte-level regex's engine) has Unicode 15 tables, HF's a newer one:
+    a Unicode 16 letter such as U+10D50 is \\p{L} there and not here. The tokens are the same, but
+    where such a letter meets punctuation the pre-tokenizer's words may split differently."""
+    text = item["text"] + (item.get("text_pair") or "")
+    return any(0x10D40 <= ord(c) <= 0x10D8F for c in text)
 
 
 def compare(name, tok, model_dir, max_length, strategy):
@@ -257,6 +266,9 @@ def compare(name, tok, model_dir, max_length, strategy):
                 mismatches.append((i, item, "HF: " + want["error"], mine))
             continue
         TOTALS["encodings"] += 1
+        if unicode16_word_ids_may_differ(item):
+            mine, want = dict(mine), dict(want)
+            del mine["word_ids"], want["word_ids"]
         if mine != want:
             mismatches.append((i, item, want, mine))
     assert not mismatches, (f"{name} max_length={max_length} {strategy}: {len(mismatches)} mismatches, "

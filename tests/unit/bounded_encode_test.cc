@@ -265,6 +265,7 @@ struct Expected {
   bool too_long = false;
   size_t tokens = 0;
   size_t first_text_cut = 0;
+  bool cut_start = false;  // truncated from the left
 };
 
 Expected Reference(const Encoding& full, bool is_pair, const EncodeLimits& limits) {
@@ -275,6 +276,7 @@ Expected Reference(const Encoding& full, bool is_pair, const EncodeLimits& limit
   }
   Expected e{
       TruncateEncoding(full, is_pair, limits.max_length, limits.truncation, limits.truncate_left)};
+  e.cut_start = limits.truncate_left;
   if (e.enc.ok() && limits.truncate_left) {
     size_t all = 0, kept = 0;
     for (int8_t s : full.sequence_ids) all += s == 0;
@@ -314,6 +316,23 @@ void ExpectSame(const Expected& want, const StatusOr<Encoding>& got, const Encod
                   << b.input_ids.size() << " is " << at(a) << ", expected " << at(b);
   }
   EXPECT_EQ(report.first_text_cut, want.first_text_cut) << where;
+  if (i < a.input_ids.size() || i < b.input_ids.size()) return;
+  // Word ids: exact, except that where a text's start was cut and not read
+  // they count from the first word kept (Encoding::word_ids), so compare
+  // each text's ids relative to its first token's.
+  auto relative = [](const Encoding& e) {
+    std::vector<int32_t> out(e.word_ids.size(), -1);
+    int32_t first[2] = {-1, -1};
+    for (size_t k = 0; k < e.word_ids.size(); ++k) {
+      const int8_t s = e.sequence_ids[k];
+      if (s < 0) continue;
+      if (first[s] < 0) first[s] = e.word_ids[k];
+      out[k] = e.word_ids[k] - first[s];
+    }
+    return out;
+  };
+  EXPECT_EQ(relative(a), relative(b)) << where;
+  if (!want.cut_start) EXPECT_EQ(a.word_ids, b.word_ids) << where;
 }
 
 TEST(BoundedEncodeTest, PiecesGiveTheWholeTextsEncodingCut) {

@@ -39,6 +39,8 @@ TEST(TokenizerTest, WordPieceGreedyLongestMatch) {
   EXPECT_EQ(e->offsets, (Offsets{{0, 0}, {0, 5}, {6, 8}, {8, 11}, {11, 15}, {15, 16}, {0, 0}}));
   EXPECT_EQ(e->special_tokens_mask, (std::vector<uint8_t>{1, 0, 0, 0, 0, 0, 1}));
   EXPECT_EQ(e->sequence_ids, (std::vector<int8_t>{-1, 0, 0, 0, 0, 0, -1}));
+  // "hello", "un ##aff ##able", "!": HF's word ids.
+  EXPECT_EQ(e->word_ids, (std::vector<int32_t>{-1, 0, 1, 1, 1, 2, -1}));
 }
 
 TEST(TokenizerTest, UnmatchablePieceMakesWholeWordUnk) {
@@ -137,6 +139,7 @@ TEST(TokenizerTest, PairTypeIds) {
   EXPECT_EQ(e->input_ids, (std::vector<int32_t>{2, 5, 3, 6, 21, 3}));
   EXPECT_EQ(e->token_type_ids, (std::vector<int32_t>{0, 0, 0, 1, 1, 1}));
   EXPECT_EQ(e->sequence_ids, (std::vector<int8_t>{-1, 0, -1, 1, 1, -1}));
+  EXPECT_EQ(e->word_ids, (std::vector<int32_t>{-1, 0, -1, 0, 1, -1}));  // each text counts its own
   EXPECT_EQ(e->offsets[4], (std::pair<uint32_t, uint32_t>{6, 8}));
 }
 
@@ -213,6 +216,7 @@ TEST(TokenizerTest, TruncatingAnEncodingMatchesEncodingWithMaxLength) {
           EXPECT_EQ(right->offsets, want->offsets) << where;
           EXPECT_EQ(right->special_tokens_mask, want->special_tokens_mask) << where;
           EXPECT_EQ(right->sequence_ids, want->sequence_ids) << where;
+          EXPECT_EQ(right->word_ids, want->word_ids) << where;
           EXPECT_EQ(left->sequence_ids, want->sequence_ids) << where;
           EXPECT_EQ(left->token_type_ids, want->token_type_ids) << where;
           for (int8_t s : {0, 1}) {
