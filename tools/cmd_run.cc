@@ -30,6 +30,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "core/startup_trace.h"
+#include "server/common/task_request.h"
 
 namespace bertrt::cli {
 namespace {
@@ -50,6 +51,8 @@ struct RunFlags {
   bool skip_verify = false;
   bool quiet = false;
   std::string prompt_name;  // "": the model's default prompt, if any
+  std::string task;         // "": the head's outputs as they are
+  std::string parameters;   // --parameters: the task's, as JSON
 };
 
 // One key of a result's JSON record: an output's values, or (`label`) the
@@ -71,6 +74,9 @@ struct RunContext {
   std::vector<RecordKey> record;           // the keys of each JSON record, in order
   // --output-npy: the per-sequence output written as rows.
   const OutputDescription* npy_output = nullptr;
+  // --task: each line is a task request (TaskRequest) answered as HF's pipeline would.
+  bool task = false;
+  nlohmann::json task_parameters = nlohmann::json::object();
 };
 
 // Consecutive input lines, from reading to writing.
@@ -209,8 +215,59 @@ StatusOr<SequenceInput> EncodeLine(const RunContext& ctx, const std::string& lin
   return seq;
 }
 
+// A chunk of --task lines: each line's request, its windows in one batcher request.
+void ProcessTaskChunk(const RunContext& ctx, Chunk& chunk) {
+  std::vector<StatusOr<server::TaskRequest>> requests;
+  InferRequest request;
+  for (size_t i = 0; i < chunk.lines.size(); ++i) {
+    const std::string& line = chunk.lines[i];
+    const std::string where = "line " + std::to_string(chunk.first_line + i) + ": ";
+    nlohmann::json body = nlohmann::json{{"text", line}};
+    if (!ctx.text_lines) {
+      body = nlohmann::json::parse(line, nullptr, false);
+      if (body.is_discarded()) {
+        requests.push_back(InvalidArgument(where + "not JSON" +
+                                           (i == 0 && !line.empty() && line.front() != '{'
+                                                ? "; if INPUT holds one text per line, add "
+                                                  "--input-format text"
+                                                : "")));
+        continue;
+      }
+    }
+    auto parsed = server::TaskRequest::Parse(*ctx.model, body, ctx.task_parameters);
+    if (!parsed.ok()) {
+      requests.push_back(InvalidArgument(where + parsed.status().message()));
+      continue;
+    }
+    for (SequenceInput& s : parsed->Sequences()) request.sequences.push_back(std::move(s));
+    requests.push_back(std::move(parsed));
+  }
+  chunk.lines = {};
+  InferResult result;
+  if (!request.sequences.empty()) {
+    auto done = ctx.model->scheduler().Infer(std::move(request));
+    if (!done.ok()) {
+      chunk.fatal = done.status();
+      return;
+    }
+    result = std::move(*done);
+  }
+  int first = 0;
+  for (const auto& r : requests) {
+    if (!r.ok()) {
+      AppendError(r.status(), chunk, ctx);
+      continue;
+    }
+    chunk.json += r->Answer(result, first).dump(-1, ' ', false,
+                                                nlohmann::json::error_handler_t::replace);
+    chunk.json.push_back('\n');
+    first += static_cast<int>(r->sequences());
+  }
+}
+
 // A worker's whole job on one chunk.
 void ProcessChunk(const RunContext& ctx, Chunk& chunk) {
+  if (ctx.task) return ProcessTaskChunk(ctx, chunk);
   std::vector<Status> encoded;  // per line: Ok, or why it has no result
   InferRequest request;
   request.last_hidden_state = ctx.hidden_states;
@@ -373,6 +430,25 @@ int Run(const RunFlags& flags) {
                                 std::to_string(config.max_positions()) +
                                 " position embeddings"),
                 kExitUsage);
+  if (!flags.task.empty()) {
+    const std::string served = server::PipelineTask(config);
+    if (flags.task != served)
+      return Fail(InvalidArgument("--task " + flags.task + " needs a model with that head; this "
+                                  "one's is " + HeadKindName(config.head) +
+                                  (served.empty() ? ": leave --task out for its outputs"
+                                                  : ": use --task " + served)),
+                  kExitUsage);
+    if (!flags.output_npy.empty() || ctx.hidden_states)
+      return Fail(InvalidArgument("--task writes entities or answers as JSON Lines: leave out "
+                                  "--output-npy and --output"),
+                  kExitUsage);
+    ctx.task = true;
+    ctx.task_parameters = nlohmann::json::parse(flags.parameters, nullptr, false);
+    if (!ctx.task_parameters.is_object())
+      return Fail(InvalidArgument("--parameters must be a JSON object, e.g. "
+                                  "'{\"aggregation_strategy\": \"simple\"}'"),
+                  kExitUsage);
+  }
   ctx.outputs = DescribeOutputs(*loaded->model);
   ctx.record = RecordKeys(ctx.outputs, ctx.hidden_states);
   // Only a BertModel saved without its pooler has no output but the hidden states.
@@ -434,7 +510,8 @@ int Run(const RunFlags& flags) {
   instance.gelu = flags.engine.gelu;
   serving.scheduler.max_batch_size = batch_size;
   serving.scheduler.max_batch_tokens = batch_size * std::max(max_length, 1);
-  serving.scheduler.max_client_batch_size = static_cast<int>(chunk_lines);
+  // A --task line may take many windows: the batcher splits big requests.
+  serving.scheduler.max_client_batch_size = ctx.task ? INT32_MAX : static_cast<int>(chunk_lines);
   serving.scheduler.max_queue_size = static_cast<size_t>(4 * workers + 4);
   std::vector<std::unique_ptr<Engine>> engines;
   engines.push_back(std::move(*engine));
@@ -594,6 +671,18 @@ void RegisterRunCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("MODEL", flags->model, kModelHelp)->required();
   AddImportOptions(cmd, &flags->import);
   cmd->add_option("INPUT", flags->input, "Input file (default -: stdin)");
+  cmd->add_option("--task", flags->task,
+                  "Answer as HF's pipeline does, one JSON line per input: token-classification "
+                  "(entities; lines {\"text\": ...}) or question-answering (answers; lines "
+                  "{\"question\": ..., \"context\": ...}). Lines may also be the HF Inference "
+                  "API's {\"inputs\": ..., \"parameters\": {...}}")
+      ->check(CLI::IsMember({"token-classification", "question-answering"}));
+  cmd->add_option("--parameters", flags->parameters,
+                  "With --task, the pipeline's parameters for every line, as JSON (a line's "
+                  "own \"parameters\" win): aggregation_strategy, ignore_labels, stride; "
+                  "top_k, max_answer_len, doc_stride, max_seq_len, handle_impossible_answer, "
+                  "align_to_words")
+      ->default_val("{}");
   cmd->add_option("--input-format", flags->input_format,
                   "jsonl (one JSON object per line) or text (each line is a text)")
       ->check(CLI::IsMember({"jsonl", "text"}));

@@ -56,6 +56,18 @@ struct Encoding {
 StatusOr<Encoding> TruncateEncoding(const Encoding& full, bool is_pair, size_t max_length,
                                     Truncation strategy, bool from_start = false);
 
+// `full` cut into windows of at most `max_length` tokens, as HF's
+// return_overflowing_tokens with `stride` gives them (the special tokens in
+// each): one text's tokens (the text's, or a pair's by `strategy`
+// only_first/only_second) go in windows that each start `stride` tokens
+// before the previous one ended; the other text stays whole in each. One
+// window when it all fits. longest_first over a pair, a text that cannot
+// give up the tokens, or a stride not below the window's length are
+// InvalidArgument.
+StatusOr<std::vector<Encoding>> OverflowWindows(const Encoding& full, bool is_pair,
+                                                size_t max_length, size_t stride,
+                                                Truncation strategy);
+
 // What Encode may do with a text, as a server bounds a request.
 struct EncodeLimits {
   // The most tokens the encoding may have, the special tokens included (the
@@ -147,12 +159,22 @@ class Tokenizer {
   // -1 when the token is not in the vocabulary.
   virtual int32_t TokenToId(std::string_view token) const = 0;
   virtual std::string IdToToken(int32_t id) const = 0;
+  // The model's unknown token's id; -1: it has none.
+  virtual int32_t unk_id() const = 0;
+  // What the model marks a word's later pieces with ("##" for WordPiece);
+  // empty where nothing does (Unigram, byte-level BPE): HF's
+  // continuing_subword_prefix, which tells transformers' pipelines whether
+  // tokens show where words end.
+  virtual std::string_view continuing_subword_prefix() const = 0;
   // Token ids back to text, as HF's Tokenizer.decode: each id's token (ids
   // with none are skipped), the added tokens marked special left out when
   // `skip_special_tokens`, joined by the file's decoder (WordPiece: "##"
   // pieces glued to the previous token, others after a space, and with
   // cleanup " ." -> "." and the like, per token; no decoder: joined by spaces).
   virtual std::string Decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const = 0;
+  // Token strings to text by the decoder alone (transformers'
+  // convert_tokens_to_string): what Decode does once it has each id's token.
+  virtual std::string DecodeTokens(std::vector<std::string> tokens) const = 0;
   // The vocabulary in id order (for plan files and inspect).
   virtual std::vector<std::string> Vocabulary() const = 0;
   // What the tokenizer is made of, for inspect: "WordPiece (BertNormalizer,

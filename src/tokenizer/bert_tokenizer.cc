@@ -132,14 +132,21 @@ void WordPieceCleanUp(std::string& token) {
 }
 
 std::string BertTokenizer::Decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
-  std::string out;
-  bool first = true;
+  std::vector<std::string> tokens;
   for (int32_t id : ids) {
     if (id < 0 || static_cast<size_t>(id) >= id_to_token_.size() || id_to_token_[id].empty())
       continue;
     const bool special = static_cast<size_t>(id) < special_.size() && special_[id];
     if (skip_special_tokens && special) continue;
-    std::string token = id_to_token_[id];
+    tokens.push_back(id_to_token_[id]);
+  }
+  return DecodeTokens(std::move(tokens));
+}
+
+std::string BertTokenizer::DecodeTokens(std::vector<std::string> tokens) const {
+  std::string out;
+  bool first = true;
+  for (std::string& token : tokens) {
     if (!parts_.wordpiece_decoder) {
       if (!first) out += ' ';
     } else if (!first) {

@@ -34,6 +34,11 @@ class Bpe final : public Model {
   Status Tokenize(const NormalizedString& word, std::vector<WordToken>& out) const override;
   int32_t TokenToId(std::string_view token) const override { return ids_.Find(token); }
   const std::vector<std::pair<std::string, int32_t>>& Vocab() const override { return vocab_; }
+  int32_t unk_id() const override { return unk_id_; }
+  std::string_view continuing_subword_prefix() const override {
+    return options_.continuing_subword_prefix ? std::string_view(*options_.continuing_subword_prefix)
+                                              : std::string_view();
+  }
 
  private:
   struct Merge {

@@ -32,6 +32,10 @@ class Model {
   // its vocabulary entry (Unigram's unk: HF's token value is the text), which
   // byte-level offset trimming reads.
   virtual bool IdIsText(int32_t /*id*/) const { return false; }
+  // The unknown token's id; -1: none.
+  virtual int32_t unk_id() const { return -1; }
+  // What marks a word's later pieces ("##"); empty: nothing does.
+  virtual std::string_view continuing_subword_prefix() const { return {}; }
 };
 
 // Byte strings -> ids with common-prefix search, for Viterbi over a text's

@@ -327,21 +327,40 @@ std::string ToUtf8(const std::vector<char32_t>& chars) {
   return out;
 }
 
-// Bytes as UTF-8 text, each invalid sequence's bytes as U+FFFD (Rust's
-// from_utf8_lossy, which HF's ByteLevel decoder uses).
+// Bytes as UTF-8 text, each maximal invalid part (a byte that starts no
+// character, or a character's start cut short) as one U+FFFD: Rust's
+// from_utf8_lossy, which HF's ByteLevel decoder uses.
 std::string Lossy(const std::string& bytes) {
   std::string out;
-  std::vector<char32_t> one;
-  for (size_t i = 0; i < bytes.size();) {
-    const size_t len = Utf8Length(static_cast<unsigned char>(bytes[i]));
-    if ((static_cast<unsigned char>(bytes[i]) & 0xC0) == 0x80 || i + len > bytes.size() ||
-        DecodeUtf8(std::string_view(bytes.data() + i, len), one) >= 0) {
-      out += "\xEF\xBF\xBD";
+  const size_t n = bytes.size();
+  for (size_t i = 0; i < n;) {
+    const auto b = static_cast<unsigned char>(bytes[i]);
+    if (b < 0x80) {
+      out.push_back(static_cast<char>(b));
       ++i;
       continue;
     }
-    out.append(bytes, i, len);
-    i += len;
+    const int need = b >= 0xC2 && b <= 0xDF   ? 1
+                     : b >= 0xE0 && b <= 0xEF ? 2
+                     : b >= 0xF0 && b <= 0xF4 ? 3
+                                              : 0;
+    // The second byte's range narrows after E0, ED, F0 and F4 (no overlong
+    // forms, surrogates or code points past U+10FFFF).
+    unsigned char lo = b == 0xE0 ? 0xA0 : b == 0xF0 ? 0x90 : 0x80;
+    unsigned char hi = b == 0xED ? 0x9F : b == 0xF4 ? 0x8F : 0xBF;
+    size_t j = i + 1;
+    int got = 0;
+    for (; got < need && j < n; ++got, ++j) {
+      const auto c = static_cast<unsigned char>(bytes[j]);
+      if (c < lo || c > hi) break;
+      lo = 0x80;
+      hi = 0xBF;
+    }
+    if (need > 0 && got == need)
+      out.append(bytes, i, j - i);
+    else
+      out += "\xEF\xBF\xBD";
+    i = need > 0 ? j : i + 1;
   }
   return out;
 }
@@ -486,6 +505,10 @@ std::string PipelineTokenizer::Decode(const std::vector<int32_t>& ids,
     if (skip_special_tokens && special_[id]) continue;
     tokens.push_back(id_to_token_[id]);
   }
+  return DecodeTokens(std::move(tokens));
+}
+
+std::string PipelineTokenizer::DecodeTokens(std::vector<std::string> tokens) const {
   std::string out;
   if (!parts_.has_decoder) {
     for (size_t i = 0; i < tokens.size(); ++i) {

@@ -27,6 +27,26 @@ const char* TruncationName(Truncation t) {
   return "unknown";
 }
 
+// The special tokens of `full` and each text's tokens [first[s], end[s]) (counted within it).
+static Encoding KeepRanges(const Encoding& full, const size_t first[2], const size_t end[2]) {
+  Encoding out;
+  size_t seen[2] = {0, 0};
+  for (size_t i = 0; i < full.input_ids.size(); ++i) {
+    const int8_t s = full.sequence_ids[i];
+    if (s == 0 || s == 1) {
+      const size_t at = seen[s]++;
+      if (at < first[s] || at >= end[s]) continue;
+    }
+    out.input_ids.push_back(full.input_ids[i]);
+    out.token_type_ids.push_back(full.token_type_ids[i]);
+    out.offsets.push_back(full.offsets[i]);
+    out.special_tokens_mask.push_back(full.special_tokens_mask[i]);
+    out.sequence_ids.push_back(s);
+    out.word_ids.push_back(full.word_ids[i]);
+  }
+  return out;
+}
+
 StatusOr<Encoding> TruncateEncoding(const Encoding& full, bool is_pair, size_t max_length,
                                     Truncation strategy, bool from_start) {
   size_t length[2] = {0, 0}, specials = 0;
@@ -43,20 +63,44 @@ StatusOr<Encoding> TruncateEncoding(const Encoding& full, bool is_pair, size_t m
   const size_t first[2] = {from_start ? length[0] - kept.a : 0,
                            from_start ? length[1] - kept.b : 0};
   const size_t end[2] = {first[0] + kept.a, first[1] + kept.b};
-  size_t seen[2] = {0, 0};
-  Encoding out;
-  for (size_t i = 0; i < full.input_ids.size(); ++i) {
-    const int8_t s = full.sequence_ids[i];
-    if (s == 0 || s == 1) {
-      const size_t at = seen[s]++;
-      if (at < first[s] || at >= end[s]) continue;
-    }
-    out.input_ids.push_back(full.input_ids[i]);
-    out.token_type_ids.push_back(full.token_type_ids[i]);
-    out.offsets.push_back(full.offsets[i]);
-    out.special_tokens_mask.push_back(full.special_tokens_mask[i]);
-    out.sequence_ids.push_back(s);
-    out.word_ids.push_back(full.word_ids[i]);
+  return KeepRanges(full, first, end);
+}
+
+StatusOr<std::vector<Encoding>> OverflowWindows(const Encoding& full, bool is_pair,
+                                                size_t max_length, size_t stride,
+                                                Truncation strategy) {
+  size_t length[2] = {0, 0}, specials = 0;
+  for (int8_t s : full.sequence_ids)
+    if (s == 0 || s == 1)
+      ++length[s];
+    else
+      ++specials;
+  // As TruncatedLengths: no limit, or one below the special tokens, cuts nothing.
+  if (max_length == 0 || max_length < specials || full.input_ids.size() <= max_length)
+    return std::vector<Encoding>{full};
+  if (is_pair && strategy == Truncation::kLongestFirst)
+    return InvalidArgument("windows over a text pair cut one of its texts: only_first or only_second");
+  const int8_t seq = is_pair && strategy == Truncation::kOnlySecond ? 1 : 0;
+  const size_t to_remove = full.input_ids.size() - max_length;
+  if (length[seq] <= to_remove)
+    return InvalidArgument("cannot cut the " + std::string(seq == 0 ? "first" : "second") +
+                           " text into windows of " + std::to_string(max_length) +
+                           " tokens: the rest of the input takes " +
+                           std::to_string(full.input_ids.size() - length[seq]) +
+                           " of them; raise the maximum length or shorten the other text");
+  const size_t window = length[seq] - to_remove;
+  if (stride >= window)
+    return InvalidArgument("a stride of " + std::to_string(stride) +
+                           " tokens is not below the " + std::to_string(window) +
+                           " tokens of the text each window holds; make it smaller");
+  std::vector<Encoding> out;
+  for (size_t start = 0;; start += window - stride) {
+    const size_t stop = std::min(start + window, length[seq]);
+    size_t first[2] = {0, 0}, end[2] = {length[0], length[1]};
+    first[seq] = start;
+    end[seq] = stop;
+    out.push_back(KeepRanges(full, first, end));
+    if (stop == length[seq]) break;
   }
   return out;
 }

@@ -23,6 +23,7 @@ class Unigram final : public Model {
   int32_t TokenToId(std::string_view token) const override { return ids_.Find(token); }
   const std::vector<std::pair<std::string, int32_t>>& Vocab() const override { return vocab_; }
   bool IdIsText(int32_t id) const override { return id == unk_id_; }
+  int32_t unk_id() const override { return unk_id_; }
 
  private:
   Unigram() = default;

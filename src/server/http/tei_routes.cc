@@ -17,6 +17,7 @@
 #include "backends/cpu/cpu_ops.h"
 #include "core/json_float.h"
 #include "runtime/outputs.h"
+#include "server/common/task_request.h"
 #include "server/http/http_server.h"
 
 namespace bertrt::server {
@@ -996,10 +997,22 @@ json Info(HttpServer& s, ServedModel& m) {
               {"max_payload_bytes", s.options().max_payload_bytes}};
 }
 
+// The HF Inference API's token classification and question answering
+// (huggingface_hub's token_classification and question_answering): HF
+// pipelines' entities and answers.
+Result<json> PipelineTaskRoute(const Call& c) {
+  ASSIGN_OR_RETURN(TaskRequest request, TaskRequest::Parse(c.model, c.body));
+  RETURN_IF_API_ERROR(CheckBatch(c.model, request.sequences(), "inputs"));
+  ASSIGN_OR_RETURN(InferResult result, Run(c, request.Sequences()));
+  return request.Answer(result);
+}
+
 // POST / and /invocations, by the model's type as TEI routes them; a body
 // shaped for /similarity (huggingface_hub's sentence_similarity) or /rerank
-// goes there.
+// goes there; a token classifier's or question answerer's is the HF
+// Inference API's task request.
 Result<json> Root(const Call& c) {
+  if (*PipelineTask(c.model.config())) return PipelineTaskRoute(c);
   switch (KindOf(c.model)) {
     case ModelKind::kEmbedding: {
       auto in = c.body.find("inputs");

@@ -1,0 +1,51 @@
+// Token classification and question answering requests as the HF Inference
+// API takes them (huggingface_hub's token_classification and
+// question_answering post them) and as `bertrt run --task` reads its lines:
+// the JSON in, the serving core's task (src/serving) prepared on the served
+// model, and its answer as HF pipelines write it.
+//   token classification: {"inputs": "text" | ["text", ...], "parameters":
+//     {"aggregation_strategy", "ignore_labels", "stride"}}; `run` also
+//     takes {"text": ...}
+//   question answering: {"inputs": {"question", "context"} | [{...}, ...],
+//     "parameters": {"top_k", "max_answer_len", "doc_stride", "max_seq_len",
+//     "max_question_len", "handle_impossible_answer", "align_to_words"}};
+//     `run` also takes {"question", "context"}
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <variant>
+#include <vector>
+
+#include "server/common/served_model.h"
+#include "serving/question_answering.h"
+#include "serving/token_classification.h"
+
+namespace bertrt::server {
+
+// The task a model's head answers: "token-classification",
+// "question-answering", or "" for the heads that have none.
+const char* PipelineTask(const ModelConfig& config);
+
+class TaskRequest {
+ public:
+  // `body` for `model` (whose head PipelineTask names); parameters the body
+  // leaves out come from `defaults` (run's --parameters). InvalidArgument
+  // says which field is wrong and how.
+  static StatusOr<TaskRequest> Parse(const ServedModel& model, const nlohmann::json& body,
+                                     const nlohmann::json& defaults = nlohmann::json::object());
+  // The windows to run, every input's in order.
+  std::vector<SequenceInput> Sequences() const;
+  size_t sequences() const;
+  // The answer, given the result whose sequences [first, first + sequences())
+  // are this request's: entities (a list per text), or answers (one object,
+  // or a list when top_k > 1 found more), a list of those for a list input.
+  nlohmann::json Answer(const InferResult& result, int first = 0) const;
+
+ private:
+  using Task = std::variant<serving::TokenClassification, serving::QuestionAnswering>;
+  const ServedModel* model_ = nullptr;
+  std::vector<Task> tasks_;
+  bool list_ = false;  // the inputs came as a list
+};
+
+}  // namespace bertrt::server
