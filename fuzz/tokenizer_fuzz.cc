@@ -56,7 +56,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (enc.ok()) {
     const size_t n = enc->input_ids.size();
     if (enc->token_type_ids.size() != n || enc->offsets.size() != n ||
-        enc->special_tokens_mask.size() != n || enc->sequence_ids.size() != n) {
+        enc->special_tokens_mask.size() != n || enc->sequence_ids.size() != n ||
+        enc->word_ids.size() != n) {
       __builtin_trap();
     }
     for (const auto& [start, end] : enc->offsets) {

@@ -17,7 +17,7 @@ echo "bertrt_tests exit code: $rc" | tee -a "$OUT/cuda_tests.log"
 # The CUDA engine against the HF goldens through the real binary, every
 # precision and GELU form.
 BERTRT_BIN=$PWD/.carry/bin/bertrt python3 -m pytest -q -p no:cacheprovider \
-  tests/models/test_goldens.py -k cuda 2>&1 | tee "$OUT/cuda_goldens.log" | tail -5
+  tests/models/test_goldens.py tests/models/test_pipeline_goldens.py -k cuda 2>&1 | tee "$OUT/cuda_goldens.log" | tail -5
 [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 if [ "${CUDA_BENCH:-0}" = 1 ]; then
   python3 bench/cuda_bench.py --bertrt .carry/bin/bertrt --results bench/RESULTS.md \

@@ -62,3 +62,35 @@ def run_jsonl(binary, args, records, check_exit=0):
     if check_exit is not None:
         assert proc.returncode == check_exit, proc.stderr.decode()
     return proc.returncode, out, proc.stderr.decode()
+
+
+def pipeline_mismatch(got, want, where="", tolerance=1e-5):
+    """Where an entity or answer list `got` differs from an HF pipeline's `want`, or None:
+    labels, words, offsets and answers equal, scores within `tolerance` (1e-5: probabilities
+    from the CPU's fp32 forward, which matches transformers' within 1e-5 of the logits:
+    tests/models/test_goldens.py)."""
+    if isinstance(want, dict):
+        if not isinstance(got, dict) or got.keys() != want.keys():
+            return f"{where}: keys {sorted(got) if isinstance(got, dict) else got}, expected {sorted(want)}"
+        for k in want:
+            if (m := pipeline_mismatch(got[k], want[k], f"{where}.{k}", tolerance)):
+                return m
+        return None
+    if isinstance(want, list):
+        if not isinstance(got, list) or len(got) != len(want):
+            return f"{where}: {json.dumps(got, ensure_ascii=False)[:300]}, expected {len(want)} items"
+        for i, (g, w) in enumerate(zip(got, want)):
+            if (m := pipeline_mismatch(g, w, f"{where}[{i}]", tolerance)):
+                return m
+        return None
+    if isinstance(want, float):
+        return None if abs(got - want) <= tolerance else f"{where}: {got}, expected {want}"
+    return None if got == want else f"{where}: {got!r}, expected {want!r}"
+
+
+def have_gpu():
+    """Whether an NVIDIA GPU is here (the CUDA tests run on the GPU machine's scripts)."""
+    try:
+        return subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
+    except OSError:
+        return False

@@ -234,7 +234,7 @@ void ProcessTaskChunk(const RunContext& ctx, Chunk& chunk) {
         continue;
       }
     }
-    auto parsed = server::TaskRequest::Parse(*ctx.model, body, ctx.task_parameters);
+    auto parsed = server::TaskRequest::Parse(*ctx.model, body, 0, ctx.task_parameters);
     if (!parsed.ok()) {
       requests.push_back(InvalidArgument(where + parsed.status().message()));
       continue;

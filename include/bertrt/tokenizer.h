@@ -63,10 +63,11 @@ StatusOr<Encoding> TruncateEncoding(const Encoding& full, bool is_pair, size_t m
 // before the previous one ended; the other text stays whole in each. One
 // window when it all fits. longest_first over a pair, a text that cannot
 // give up the tokens, or a stride not below the window's length are
-// InvalidArgument.
+// InvalidArgument; more than `max_windows` windows (0: no limit)
+// ResourceExhausted, before any is made.
 StatusOr<std::vector<Encoding>> OverflowWindows(const Encoding& full, bool is_pair,
                                                 size_t max_length, size_t stride,
-                                                Truncation strategy);
+                                                Truncation strategy, size_t max_windows = 0);
 
 // What Encode may do with a text, as a server bounds a request.
 struct EncodeLimits {

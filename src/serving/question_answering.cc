@@ -12,6 +12,7 @@ StatusOr<QuestionAnswering> QuestionAnswering::Prepare(const Tokenizer& tokenize
                                                        std::string_view question,
                                                        std::string context, int max_length,
                                                        size_t max_normalized_chars,
+                                                       size_t max_windows,
                                                        QuestionAnsweringOptions options) {
   RETURN_IF_ERROR(CheckInputText(question));
   RETURN_IF_ERROR(CheckInputText(context));
@@ -38,7 +39,7 @@ StatusOr<QuestionAnswering> QuestionAnswering::Prepare(const Tokenizer& tokenize
   ASSIGN_OR_RETURN(task.windows_,
                    OverflowWindows(full, true, static_cast<size_t>(options.max_seq_len),
                                    static_cast<size_t>(options.doc_stride),
-                                   Truncation::kOnlySecond));
+                                   Truncation::kOnlySecond, max_windows));
   return task;
 }
 

@@ -23,6 +23,7 @@ StatusOr<Aggregation> ParseAggregation(std::string_view name) {
 StatusOr<TokenClassification> TokenClassification::Prepare(const Tokenizer& tokenizer,
                                                            std::string text, int max_length,
                                                            size_t max_normalized_chars,
+                                                           size_t max_windows,
                                                            TokenClassificationOptions options) {
   RETURN_IF_ERROR(CheckInputText(text));
   if (options.stride < 0) return InvalidArgument("stride must not be negative");
@@ -43,7 +44,7 @@ StatusOr<TokenClassification> TokenClassification::Prepare(const Tokenizer& toke
   ASSIGN_OR_RETURN(task.windows_,
                    OverflowWindows(full, false, static_cast<size_t>(max_length),
                                    static_cast<size_t>(task.options_.stride),
-                                   Truncation::kLongestFirst));
+                                   Truncation::kLongestFirst, max_windows));
   return task;
 }
 

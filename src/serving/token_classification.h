@@ -44,10 +44,12 @@ using LabelNames = std::function<std::string(int)>;
 
 class TokenClassification {
  public:
-  // Tokenizes `text` for a model taking `max_length` tokens. InvalidArgument for an empty text, a stride with
+  // Tokenizes `text` for a model taking `max_length` tokens, in at most
+  // `max_windows` windows (more: ResourceExhausted; 0: no limit). InvalidArgument for an empty text, a stride with
   // aggregation none, or a stride the windows cannot take.
   static StatusOr<TokenClassification> Prepare(const Tokenizer& tokenizer, std::string text,
                                                int max_length, size_t max_normalized_chars,
+                                               size_t max_windows,
                                                TokenClassificationOptions options);
   // What to run: each window's tokens.
   const std::vector<Encoding>& windows() const { return windows_; }

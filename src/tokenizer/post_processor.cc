@@ -68,7 +68,7 @@ StatusOr<Encoding> TruncateEncoding(const Encoding& full, bool is_pair, size_t m
 
 StatusOr<std::vector<Encoding>> OverflowWindows(const Encoding& full, bool is_pair,
                                                 size_t max_length, size_t stride,
-                                                Truncation strategy) {
+                                                Truncation strategy, size_t max_windows) {
   size_t length[2] = {0, 0}, specials = 0;
   for (int8_t s : full.sequence_ids)
     if (s == 0 || s == 1)
@@ -93,8 +93,14 @@ StatusOr<std::vector<Encoding>> OverflowWindows(const Encoding& full, bool is_pa
     return InvalidArgument("a stride of " + std::to_string(stride) +
                            " tokens is not below the " + std::to_string(window) +
                            " tokens of the text each window holds; make it smaller");
+  const size_t step = window - stride;
+  const size_t windows = 1 + (length[seq] - window + step - 1) / step;
+  if (max_windows > 0 && windows > max_windows)
+    return ResourceExhausted("the input needs " + std::to_string(windows) + " windows of " +
+                      std::to_string(max_length) + " tokens, more than the " +
+                      std::to_string(max_windows) + " a request may run");
   std::vector<Encoding> out;
-  for (size_t start = 0;; start += window - stride) {
+  for (size_t start = 0;; start += step) {
     const size_t stop = std::min(start + window, length[seq]);
     size_t first[2] = {0, 0}, end[2] = {length[0], length[1]};
     first[seq] = start;

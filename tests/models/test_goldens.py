@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import ROOT, run_jsonl
+from conftest import ROOT, have_gpu, run_jsonl
 
 MODELS = sorted(p.parent for p in (ROOT / "tests/data/models").glob("*/golden.json"))
 # golden name -> bertrt output name
@@ -103,13 +103,6 @@ def test_last_hidden_state_matches_hf(bertrt_bin, path):
             assert_close(got["last_hidden_state"], want["last_hidden_state"], f"{path.name} input {i}")
             compared += 1
     assert compared > 0
-
-
-def have_gpu():
-    try:
-        return subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
-    except OSError:
-        return False
 
 
 # Outputs compared by cosine in half precision; the rest are scores.

@@ -231,6 +231,56 @@ TEST(TokenizerTest, TruncatingAnEncodingMatchesEncodingWithMaxLength) {
     }
 }
 
+// HF's return_overflowing_tokens with a stride: windows of the cut text
+// that each start `stride` tokens before the previous one ended.
+TEST(TokenizerTest, OverflowWindowsAsHfGivesThem) {
+  auto t = Make();
+  // "a b c a b c x" is 7 tokens: 9 with [CLS] and [SEP].
+  auto full = t->Encode("a b c a b c x");
+  ASSERT_TRUE(full.ok());
+  auto windows = OverflowWindows(*full, false, 6, 1, Truncation::kLongestFirst);
+  ASSERT_TRUE(windows.ok()) << windows.status().ToString();
+  // 4 text tokens a window, starting 3 apart: [0, 4), [3, 7).
+  ASSERT_EQ(windows->size(), 2u);
+  EXPECT_EQ((*windows)[0].input_ids, (std::vector<int32_t>{2, 22, 23, 24, 22, 3}));
+  EXPECT_EQ((*windows)[1].input_ids, (std::vector<int32_t>{2, 22, 23, 24, 29, 3}));
+  EXPECT_EQ((*windows)[1].offsets[1], (std::pair<uint32_t, uint32_t>{6, 7}));
+  EXPECT_EQ((*windows)[1].word_ids, (std::vector<int32_t>{-1, 3, 4, 5, 6, -1}));
+  // Fits: itself.
+  auto one = OverflowWindows(*full, false, 9, 4, Truncation::kLongestFirst);
+  ASSERT_TRUE(one.ok());
+  ASSERT_EQ(one->size(), 1u);
+  EXPECT_EQ((*one)[0].input_ids, full->input_ids);
+
+  // A pair: the question whole in each window, the context in windows.
+  auto pair = t->Encode("hi", std::string_view("a b c a b c x"));
+  ASSERT_TRUE(pair.ok());
+  auto qa = OverflowWindows(*pair, true, 8, 2, Truncation::kOnlySecond);
+  ASSERT_TRUE(qa.ok()) << qa.status().ToString();
+  // 8 - 3 special - 1 question token: 4 context tokens a window, 2 apart:
+  // [0, 4), [2, 6), [4, 7).
+  ASSERT_EQ(qa->size(), 3u);
+  for (size_t i = 0; i < 2; ++i) {
+    const Encoding& w = (*qa)[i];
+    EXPECT_EQ(w.input_ids.size(), 8u);
+    EXPECT_EQ(w.input_ids[1], 21);
+    EXPECT_EQ(w.sequence_ids, (std::vector<int8_t>{-1, 0, -1, 1, 1, 1, 1, -1}));
+  }
+  EXPECT_EQ((*qa)[1].input_ids[3], 24);  // context token 2 ("c") starts the second
+  EXPECT_EQ((*qa)[2].input_ids, (std::vector<int32_t>{2, 21, 3, 23, 24, 29, 3}));
+
+  // What cannot be: no room for the context, a stride as long as a window,
+  // longest_first over a pair, more windows than allowed.
+  EXPECT_EQ(OverflowWindows(*pair, true, 4, 0, Truncation::kOnlySecond).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(OverflowWindows(*full, false, 6, 4, Truncation::kLongestFirst).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(OverflowWindows(*pair, true, 8, 2, Truncation::kLongestFirst).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(OverflowWindows(*full, false, 4, 1, Truncation::kLongestFirst, 2).status().code(),
+            StatusCode::kResourceExhausted);
+}
+
 TEST(TokenizerTest, ImpossibleTruncationIsAnError) {
   auto t = Make();
   auto e = t->Encode("hi", std::string_view("a b c a b c"), 6, Truncation::kOnlyFirst);

@@ -85,7 +85,7 @@ StatusOr<std::string> Text(const json& v, const std::string& what) {
 }  // namespace
 
 StatusOr<TaskRequest> TaskRequest::Parse(const ServedModel& model, const json& body,
-                                         const json& defaults) {
+                                         size_t max_sequences, const json& defaults) {
   const std::string task = PipelineTask(model.config());
   if (task.empty())
     return FailedPrecondition(std::string("this model's head (") +
@@ -117,15 +117,24 @@ StatusOr<TaskRequest> TaskRequest::Parse(const ServedModel& model, const json& b
   if (out.list_ && inputs.empty()) return InvalidArgument("\"inputs\" is an empty list");
   const json items = out.list_ ? inputs : json::array({inputs});
   const int max_length = model.max_input_length();
+  size_t sequences = 0;
   for (size_t i = 0; i < items.size(); ++i) {
     const std::string where =
         out.list_ ? "\"inputs\" item " + std::to_string(i) : std::string("\"inputs\"");
+    // What the inputs before left of the request's windows.
+    if (max_sequences > 0 && sequences >= max_sequences)
+      return ResourceExhausted("the inputs need more than the " + std::to_string(max_sequences) +
+                        " windows a request may run: send fewer per request");
+    const size_t max_windows = max_sequences > 0 ? max_sequences - sequences : 0;
+    auto failed = [&](const Status& s) { return Status(s.code(), where + ": " + s.message()); };
     if (ner) {
       ASSIGN_OR_RETURN(std::string text, Text(items[i], where));
       ASSIGN_OR_RETURN(auto options, TokenParameters(parameters));
       auto prepared = serving::TokenClassification::Prepare(
-          model.tokenizer(), std::move(text), max_length, model.max_normalized_chars(), options);
-      if (!prepared.ok()) return InvalidArgument(where + ": " + prepared.status().message());
+          model.tokenizer(), std::move(text), max_length, model.max_normalized_chars(),
+          max_windows, options);
+      if (!prepared.ok()) return failed(prepared.status());
+      sequences += prepared->windows().size();
       out.tasks_.emplace_back(std::move(*prepared));
     } else {
       const json& item = items[i];
@@ -136,8 +145,9 @@ StatusOr<TaskRequest> TaskRequest::Parse(const ServedModel& model, const json& b
       ASSIGN_OR_RETURN(auto options, AnswerParameters(parameters));
       auto prepared = serving::QuestionAnswering::Prepare(
           model.tokenizer(), question, std::move(context), max_length,
-          model.max_normalized_chars(), options);
-      if (!prepared.ok()) return InvalidArgument(where + ": " + prepared.status().message());
+          model.max_normalized_chars(), max_windows, options);
+      if (!prepared.ok()) return failed(prepared.status());
+      sequences += prepared->windows().size();
       out.tasks_.emplace_back(std::move(*prepared));
     }
   }

@@ -30,8 +30,10 @@ class TaskRequest {
  public:
   // `body` for `model` (whose head PipelineTask names); parameters the body
   // leaves out come from `defaults` (run's --parameters). InvalidArgument
-  // says which field is wrong and how.
+  // says which field is wrong and how; ResourceExhausted, that the inputs
+  // need more than `max_sequences` windows (0: no limit).
   static StatusOr<TaskRequest> Parse(const ServedModel& model, const nlohmann::json& body,
+                                     size_t max_sequences,
                                      const nlohmann::json& defaults = nlohmann::json::object());
   // The windows to run, every input's in order.
   std::vector<SequenceInput> Sequences() const;

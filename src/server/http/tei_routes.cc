@@ -1000,11 +1000,21 @@ json Info(HttpServer& s, ServedModel& m) {
 // The HF Inference API's token classification and question answering
 // (huggingface_hub's token_classification and question_answering): HF
 // pipelines' entities and answers.
+// A long text's windows count against the request's inputs
+// (max_client_batch_size): more is 413, as too many inputs are.
 Result<json> PipelineTaskRoute(const Call& c) {
-  ASSIGN_OR_RETURN(TaskRequest request, TaskRequest::Parse(c.model, c.body));
-  RETURN_IF_API_ERROR(CheckBatch(c.model, request.sequences(), "inputs"));
-  ASSIGN_OR_RETURN(InferResult result, Run(c, request.Sequences()));
-  return request.Answer(result);
+  const int limit = c.model.scheduler().options().client_batch_limit();
+  auto request = TaskRequest::Parse(c.model, c.body, static_cast<size_t>(limit));
+  if (!request.ok() && request.status().code() == StatusCode::kResourceExhausted)
+    return ApiError{413, ErrorType::kValidation,
+                    request.status().message() +
+                        " (max_client_batch_size in /info; the server's "
+                        "--max-client-batch-size): shorten the text, lower the stride or send "
+                        "fewer inputs",
+                    "inputs"};
+  if (!request.ok()) return request.status();
+  ASSIGN_OR_RETURN(InferResult result, Run(c, request->Sequences()));
+  return request->Answer(result);
 }
 
 // POST / and /invocations, by the model's type as TEI routes them; a body
