@@ -76,6 +76,8 @@ struct RunContext {
   const OutputDescription* npy_output = nullptr;
   // --task: each line is a task request (TaskRequest) answered as HF's pipeline would.
   bool task = false;
+  // Set once the first line cut to max_length is noted on stderr.
+  std::atomic<bool>* noted_cut = nullptr;
   nlohmann::json task_parameters = nlohmann::json::object();
 };
 
@@ -210,8 +212,15 @@ StatusOr<SequenceInput> EncodeLine(const RunContext& ctx, const std::string& lin
                              "; if INPUT holds one text per line, add --input-format text");
     ASSIGN_OR_RETURN(input, std::move(parsed));
   }
-  auto seq = ctx.model->Encode(input, ctx.encode);
+  bool cut = false;
+  auto seq = ctx.model->Encode(input, ctx.encode, &cut);
   if (!seq.ok()) return InvalidArgument(where + seq.status().message());
+  if (cut && !ctx.noted_cut->exchange(true))
+    std::fprintf(stderr,
+                 "run: %sits tokens past the first %d were left out, as they are of every "
+                 "longer input (the model's max_seq_length, or --max-length); split long "
+                 "texts to read all of them\n",
+                 where.c_str(), ctx.encode.max_length);
   return seq;
 }
 
@@ -522,6 +531,8 @@ int Run(const RunFlags& flags) {
                                   std::move(*loaded), std::move(engines), serving, defaults);
   if (!served.ok()) return Fail(served.status(), kExitRuntimeError);
   ctx.model = served->get();
+  std::atomic<bool> noted_cut{false};
+  ctx.noted_cut = &noted_cut;
 
   // Chunks by index: read (queued for a worker), then done (for the writer).
   std::mutex mu;

@@ -81,15 +81,9 @@ bool TokenizeLine(const Tokenizer& tok, const std::string& line, size_t line_no,
 
 int RunTokenize(const TokenizeOptions& opts) {
   auto tok = LoadTokenizerFrom(opts.model);
-  if (!tok.ok()) {
-    std::cerr << "bertrt tokenize: " << tok.status().ToString() << "\n";
-    return kExitModelError;
-  }
+  if (!tok.ok()) return Fail(tok.status(), kExitModelError);
   const auto truncation = ParseTruncation(opts.truncation);
-  if (!truncation.ok()) {
-    std::cerr << "bertrt tokenize: " << truncation.status().ToString() << "\n";
-    return kExitUsage;
-  }
+  if (!truncation.ok()) return Fail(truncation.status(), kExitUsage);
   EncodeLimits limits;
   limits.max_length = opts.max_length;
   limits.truncation = *truncation;

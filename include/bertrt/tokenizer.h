@@ -100,6 +100,8 @@ struct EncodeReport {
   // Tokens of the first text truncate_left cut, counted up to
   // count_first_text_cut_up_to.
   size_t first_text_cut = 0;
+  // Cut to max_length: some of the texts' tokens are not in the encoding.
+  bool truncated = false;
 };
 
 struct TokenizerSettings {

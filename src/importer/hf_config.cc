@@ -116,13 +116,10 @@ Status ReadHead(const nlohmann::json& j, const std::string& path, const NoticeFn
     return ReadLabels(j, path, notice, c);
   } else if (EndsWith(c->architecture, "ForMaskedLM")) {
     // An encoder server has one use for a masked-LM head: SPLADE's sparse
-    // vectors (text-embeddings-inference serves it with --pooling splade).
+    // vectors (text-embeddings-inference serves it with --pooling splade),
+    // unless a sentence-transformers Pooling module says otherwise (the
+    // importer says which, once it knows).
     c->head = HeadKind::kSparseEmbedding;
-    if (notice)
-      notice(path + ": " + c->architecture +
-             " served as SPLADE sparse embeddings (/embed_sparse): log(1 + relu) of the "
-             "masked-LM logits, the max over the tokens (or as a sentence-transformers "
-             "SpladePooling module says)");
   } else if (EndsWith(c->architecture, "ForQuestionAnswering")) {
     c->head = HeadKind::kQuestionAnswering;
     ASSIGN_OR_RETURN(std::optional<int64_t> n, GetInt(j, "num_labels", path));
@@ -365,22 +362,35 @@ StatusOr<std::optional<SentenceTransformersLayout>> ReadSentenceTransformersLayo
     // the defining module ("...modules.pooling.Pooling"): match the class name.
     const std::string cls = type->substr(type->rfind('.') + 1);
     const bool ours = type->rfind("sentence_transformers.", 0) == 0;
+    // A module's settings: its folder's config.json, which a partial copy of
+    // the model may have left behind.
+    auto module_config = [&]() -> StatusOr<std::string> {
+      const std::string config = JoinPath(module_dir, "config.json");
+      if (!std::filesystem::is_regular_file(config))
+        return NotFound(modules_path + " names a " + cls + " module in \"" + rel + "\", but " +
+                        config + " is missing: copy the model's whole folder (a download of "
+                        "some of its files leaves the module folders out)");
+      return config;
+    };
     if (ours && (cls == "Transformer" || cls == "MLMTransformer")) {
       if (have_transformer) return out_of_order("a second Transformer module");
       layout.transformer_dir = module_dir;
       have_transformer = true;
     } else if (ours && cls == "Pooling") {
       if (!have_transformer || have_pooling) return out_of_order("Pooling is not second");
-      RETURN_IF_ERROR(ReadPooling(JoinPath(module_dir, "config.json"), &layout));
+      ASSIGN_OR_RETURN(const std::string config, module_config());
+      RETURN_IF_ERROR(ReadPooling(config, &layout));
       have_pooling = true;
     } else if (ours && cls == "SpladePooling") {
       if (!have_transformer || have_pooling) return out_of_order("SpladePooling is not second");
-      RETURN_IF_ERROR(ReadSpladePooling(JoinPath(module_dir, "config.json"), &layout));
+      ASSIGN_OR_RETURN(const std::string config, module_config());
+      RETURN_IF_ERROR(ReadSpladePooling(config, &layout));
       have_pooling = true;
     } else if (ours && cls == "Dense") {
       if (!have_pooling || layout.normalize || layout.splade)
         return out_of_order("a Dense module out of place");
-      ASSIGN_OR_RETURN(DenseSpec d, ReadDense(JoinPath(module_dir, "config.json")));
+      ASSIGN_OR_RETURN(const std::string config, module_config());
+      ASSIGN_OR_RETURN(DenseSpec d, ReadDense(config));
       layout.dense.emplace_back(module_dir, d);
     } else if (ours && cls == "Normalize") {
       if (!have_pooling || layout.splade) return out_of_order("Normalize out of place");
@@ -446,8 +456,10 @@ Status ApplySentenceTransformers(const SentenceTransformersLayout& layout,
                            std::to_string(width) + " values");
   if (!layout.splade) {
     if (c->head != HeadKind::kBase && notice)
-      notice(std::string("sentence-transformers directory: ignoring the ") +
-             HeadKindName(c->head) + " head of " + c->architecture);
+      notice("served as sentence embeddings, as modules.json's Pooling module says; the " +
+             std::string(c->head == HeadKind::kSparseEmbedding ? "masked-LM"
+                                                               : HeadKindName(c->head)) +
+             " head of " + c->architecture + " in config.json is not used");
     c->head = HeadKind::kSentenceEmbedding;
     c->pooling_modes = layout.pooling_modes;
   }

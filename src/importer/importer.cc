@@ -119,8 +119,15 @@ StatusOr<ModelSource> ResolveModelSource(const std::string& path) {
                                   path.substr(slash + 1) + "`, huggingface_hub's CLI) and give that folder"
                             : std::string()));
   }
-  return InvalidArgument(path + ": expected a Hugging Face model directory, a plan file, a .onnx "
-                         "file or a TensorFlow checkpoint (model.ckpt-N)");
+  // A file of a model's folder (config.json, model.safetensors): the folder is the model.
+  const fs::path folder = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  const bool in_model_folder = fs::is_regular_file(folder / "config.json", ec) ||
+                               fs::is_regular_file(folder / "tokenizer.json", ec) ||
+                               fs::is_regular_file(folder / "vocab.txt", ec);
+  return InvalidArgument(path + " is a file, not a model: expected a Hugging Face model folder, a " +
+                         "plan file, a .onnx file or a TensorFlow checkpoint (model.ckpt-N)" +
+                         (in_model_folder ? "; give the folder that holds it, " + folder.string()
+                                          : std::string()));
 }
 
 StatusOr<std::shared_ptr<Model>> LoadHfModel(const std::string& path,
@@ -140,6 +147,11 @@ StatusOr<std::shared_ptr<Model>> LoadHfModel(const std::string& path,
   ASSIGN_OR_RETURN(model->config, importer::ParseModelConfig(config.json, config.path, notice));
   if (layout)
     RETURN_IF_ERROR(importer::ApplySentenceTransformers(*layout, notice, &model->config));
+  if (model->config.head == HeadKind::kSparseEmbedding)
+    notice(config.path + ": " + model->config.architecture +
+           " served as SPLADE sparse embeddings (/embed_sparse): log(1 + relu) of the "
+           "masked-LM logits, the max over the tokens (or as a sentence-transformers "
+           "SpladePooling module says)");
 
   if (!ckpt) {
     ASSIGN_OR_RETURN(ckpt, importer::Checkpoint::Open(model_dir, source.weights));

@@ -515,6 +515,13 @@ StatusOr<Encoding> EncodeInPieces(const PieceEncoder& enc, std::string_view text
       report->first_text_cut = std::min(a.count() - kept.a, limits.count_first_text_cut_up_to);
     }
   }
+  // A reader stops once it has more tokens than it keeps: fewer read means
+  // all. With no room for any, whether there were any is read here.
+  if (report && limits.truncate && kept.a == 0 && kept.b == 0) {
+    RETURN_IF_ERROR(a.ReadUntil(1, 0));
+    if (b) RETURN_IF_ERROR(b->ReadUntil(1, 0));
+  }
+  if (report) report->truncated = a.count() > kept.a || b_count() > kept.b;
   TokenList a_tokens = a.Take(kept.a);
   TokenList b_tokens;
   if (b) b_tokens = b->Take(kept.b);

@@ -196,7 +196,8 @@ StatusOr<Encoding> ApplyLimits(const PostProcessor& post, TokenList& a, TokenLis
                      TruncatedLengths(a.ids.size(), b ? std::optional<size_t>(b_len) : std::nullopt,
                                       specials, limits.max_length, limits.truncation));
     const size_t a_cut = kept.a < a.ids.size() ? KeepTokens(a, kept.a, limits.truncate_left) : 0;
-    if (b && kept.b < b_len) KeepTokens(*b, kept.b, limits.truncate_left);
+    const size_t b_cut = b && kept.b < b_len ? KeepTokens(*b, kept.b, limits.truncate_left) : 0;
+    if (report) report->truncated = a_cut + b_cut > 0;
     if (report && limits.truncate_left)
       report->first_text_cut = std::min(a_cut, limits.count_first_text_cut_up_to);
   }

@@ -221,3 +221,30 @@ def test_default_cuda_build_has_code_for_hopper_and_older_gpus(bertrt_bin):
         pytest.skip("built without the CUDA backend")
     archs = entries["CMAKE_CUDA_ARCHITECTURES:STRING"].split(";")
     assert archs == ["75-real", "80-real", "86-real", "89-real", "90a-real", "90-virtual"], archs
+
+
+def test_a_missing_module_folder_is_named(bertrt_bin, tmp_path):
+    """A sentence-transformers folder copied without its Pooling module's folder: the error
+    names the module and the missing file (not a bare 'cannot open')."""
+    import shutil
+    model = tmp_path / "partial"
+    shutil.copytree(ROOT / "tests/data/models/sentence_mean", model)
+    shutil.rmtree(model / "1_Pooling")
+    proc = subprocess.run([bertrt_bin, "run", str(model)], input='{"text": "hi"}\n',
+                          capture_output=True, text=True)
+    assert proc.returncode == 3, proc.stderr
+    assert "names a Pooling module" in proc.stderr and "1_Pooling/config.json is missing" in proc.stderr
+
+
+def test_a_masked_lm_with_a_pooling_module_says_one_thing(bertrt_bin, tmp_path):
+    """all-mpnet-base-v2's folder: config.json says MPNetForMaskedLM, modules.json pools the
+    tokens. One notice says what is served (sentence embeddings), none says SPLADE."""
+    import shutil
+    model = tmp_path / "mpnet"
+    shutil.copytree(ROOT / "tests/data/models/mpnet_sentence_mean", model)
+    config = json.loads((model / "config.json").read_text())
+    config["architectures"] = ["MPNetForMaskedLM"]
+    (model / "config.json").write_text(json.dumps(config))
+    code, out, err = run_jsonl(bertrt_bin, ["run", str(model)], [{"text": "hi"}])
+    assert "embedding" in out[0]
+    assert "SPLADE" not in err and "served as sentence embeddings" in err and "masked-LM head" in err, err

@@ -135,3 +135,15 @@ def test_progress_line_on_a_terminal_only(bertrt_bin, default_model, tmp_path):
     piped = subprocess.run([bertrt_bin, "run", default_model, str(path)], capture_output=True,
                            timeout=300)
     assert b"texts/s" not in piped.stderr and len(piped.stdout.splitlines()) == 200
+
+
+def test_a_cut_input_is_noted_once(bertrt_bin):
+    """run cuts what the model cannot take (the server refuses it unless asked): stderr says
+    so, once, naming the first line cut."""
+    model = str(ROOT / "tests/data/models/seq_cls")  # 64 tokens
+    long = {"text": "word " * 100}
+    _, out, err = run_jsonl(bertrt_bin, ["run", model], [{"text": "short"}, long, long])
+    assert len(out) == 3 and all("logits" in o for o in out)
+    assert err.count("left out") == 1 and "line 2:" in err and "64" in err, err
+    _, _, err = run_jsonl(bertrt_bin, ["run", model], [{"text": "short"}])
+    assert "left out" not in err

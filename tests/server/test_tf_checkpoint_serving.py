@@ -118,8 +118,9 @@ def test_checkpoint_named_by_its_prefix_index_or_shard_runs_as_its_folder(bertrt
 
 def test_a_missing_checkpoint_or_a_file_that_is_none_is_a_clear_error(bertrt_bin):
     for path, says in [(TF / "model.ckpt-999", "no such file or directory"),
-                       (TF / "vocab.txt", "expected a Hugging Face model directory, a plan file, "
-                                          "a .onnx file or a TensorFlow checkpoint")]:
+                       (TF / "vocab.txt", "expected a Hugging Face model folder, a plan file, "
+                                          "a .onnx file or a TensorFlow checkpoint (model.ckpt-N); "
+                                          f"give the folder that holds it, {TF}")]:
         proc = subprocess.run([bertrt_bin, "run", str(path)], input="", capture_output=True, text=True)
         assert proc.returncode == 3 and says in proc.stderr, proc.stderr
 

@@ -266,6 +266,7 @@ struct Expected {
   size_t tokens = 0;
   size_t first_text_cut = 0;
   bool cut_start = false;  // truncated from the left
+  bool truncated = false;  // EncodeReport::truncated
 };
 
 Expected Reference(const Encoding& full, bool is_pair, const EncodeLimits& limits) {
@@ -277,6 +278,7 @@ Expected Reference(const Encoding& full, bool is_pair, const EncodeLimits& limit
   Expected e{
       TruncateEncoding(full, is_pair, limits.max_length, limits.truncation, limits.truncate_left)};
   e.cut_start = limits.truncate_left;
+  e.truncated = e.enc.ok() && e.enc->input_ids.size() < n;
   if (e.enc.ok() && limits.truncate_left) {
     size_t all = 0, kept = 0;
     for (int8_t s : full.sequence_ids) all += s == 0;
@@ -316,6 +318,7 @@ void ExpectSame(const Expected& want, const StatusOr<Encoding>& got, const Encod
                   << b.input_ids.size() << " is " << at(a) << ", expected " << at(b);
   }
   EXPECT_EQ(report.first_text_cut, want.first_text_cut) << where;
+  EXPECT_EQ(report.truncated, want.truncated) << where;
   if (i < a.input_ids.size() || i < b.input_ids.size()) return;
   // Word ids: exact, except that where a text's start was cut and not read
   // they count from the first word kept (Encoding::word_ids), so compare

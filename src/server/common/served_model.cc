@@ -439,8 +439,8 @@ StatusOr<int32_t> PoolStartAfterCut(const Tokenizer& tok, const std::string& pro
 
 }  // namespace
 
-StatusOr<SequenceInput> ServedModel::Encode(const TextInput& input,
-                                            const EncodeOptions& options) const {
+StatusOr<SequenceInput> ServedModel::Encode(const TextInput& input, const EncodeOptions& options,
+                                            bool* truncated) const {
   // One rule for both texts of a pair (a rerank's documents, text_pair).
   RETURN_IF_ERROR(CheckInputText(input.text));
   if (input.text_pair) RETURN_IF_ERROR(CheckInputText(*input.text_pair));
@@ -469,6 +469,7 @@ StatusOr<SequenceInput> ServedModel::Encode(const TextInput& input,
         options.TooLongHint());
   }
   if (!enc.ok()) return enc.status();
+  if (truncated) *truncated = report.truncated;
   ASSIGN_OR_RETURN(const int32_t start,
                    PoolStartAfterCut(tok, prompt, pool_start, report.first_text_cut));
   SequenceInput seq{std::move(enc->input_ids), std::move(enc->token_type_ids), start};

@@ -135,8 +135,9 @@ class ServedModel {
 
   // Tokenizes one input. Empty text: InvalidArgument; longer than the model's
   // limit: OutOfRange, unless `truncate` or the server's auto_truncate (then
-  // cut to the limit).
-  StatusOr<SequenceInput> Encode(const TextInput& input, const EncodeOptions& options) const;
+  // cut to the limit, and *truncated set when given).
+  StatusOr<SequenceInput> Encode(const TextInput& input, const EncodeOptions& options,
+                                 bool* truncated = nullptr) const;
   // Token ids given as they are, held to the rules a text's tokens meet:
   // none at all, an id outside the vocabulary or a type id outside the
   // model's types is InvalidArgument; more than the model's limit is
