@@ -316,7 +316,7 @@ def test_api_key(bertrt_bin):
         ok = c.infer("seq_cls", [text_input(["hi"])], headers={"authorization": "Bearer " + KEY})
         assert ok.as_numpy("logits").shape == (1, 3)
         metrics = requests.get(s.url + "/metrics", headers={"Authorization": "Bearer " + KEY}).text
-        assert 'bertrt_request_failure_total{model="",endpoint="grpc_infer"} 3' in metrics
+        assert 'bertrt_request_failure_total{model="",endpoint="grpc_infer",error="unauthorized"} 3' in metrics
     finally:
         s.stop()
 
@@ -372,7 +372,7 @@ def test_cancelled_client_costs_no_compute(bertrt_bin):
         assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
         time.sleep(1.5)
         assert s.metric('bertrt_batch_size_count{model="seq_cls"}') == batches
-        assert s.metric('bertrt_request_failure_total{model="seq_cls",endpoint="grpc_infer"}') == 1
+        assert s.metric('bertrt_request_failure_total{model="seq_cls",endpoint="grpc_infer",error="unavailable"}') == 1
         # A patient client still gets its answer.
         assert stub(s).ModelInfer(req, timeout=30).outputs[0].name == "logits"
         assert s.metric('bertrt_batch_size_count{model="seq_cls"}') == batches + 1
@@ -384,7 +384,8 @@ def test_access_log_has_grpc_requests(bertrt_bin):
     s = Server(bertrt_bin, [str(MODELS / "seq_cls"), "--log-requests"])
     try:
         c = client(s)
-        c.infer("seq_cls", [text_input(["hi"])], headers={"x-request-id": "grpc-id-1"})
+        c.infer("seq_cls", [text_input(["hi"])], headers={
+            "x-request-id": "grpc-id-1", "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"})
         with pytest.raises(InferenceServerException):
             c.infer("nope", [text_input(["hi"])])
     finally:
@@ -393,6 +394,7 @@ def test_access_log_has_grpc_requests(bertrt_bin):
     grpc_lines = [l for l in lines if l["protocol"] == "grpc"]
     ok = next(l for l in grpc_lines if l["request_id"] == "grpc-id-1")
     assert ok["status"] == "OK" and ok["model"] == "seq_cls" and ok["method"] == "grpc_infer"
+    assert ok["trace_id"] == "4bf92f3577b34da6a3ce929d0e0e4736" and ok["parent_id"] == "00f067aa0ba902b7"
     failed = [l for l in grpc_lines if l["model"] == "nope"]
     assert failed and failed[0]["status"] == "NotFound" and len(failed[0]["request_id"]) == 16
 

@@ -280,8 +280,8 @@ def test_api_key(bertrt_bin, default_model):
         with pytest.raises(openai.AuthenticationError, match="Bearer API key is required"):
             bad.embeddings.create(input="a", model="all-MiniLM-L6-v2")
         metrics = requests.get(s.url + "/metrics", headers={"Authorization": "Bearer " + KEY}).text
-        assert 'bertrt_request_failure_total{model="",endpoint="kserve_infer"} 4' in metrics
-        assert 'bertrt_request_failure_total{model="",endpoint="/v1/embeddings"} 5' in metrics
+        assert 'bertrt_request_failure_total{model="",endpoint="kserve_infer",error="unauthorized"} 4' in metrics
+        assert 'bertrt_request_failure_total{model="",endpoint="/v1/embeddings",error="unauthorized"} 5' in metrics
     finally:
         s.stop()
     log = s.proc.stderr.read()
@@ -382,13 +382,20 @@ def test_malformed_binary_body_is_400(servers, what, body, headers):
     assert requests.post(s.url + "/v2/models/seq_cls/infer", data=body, headers=headers).status_code == 200
 
 
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"  # the W3C spec's example
+
+
 def test_request_ids_and_access_log(bertrt_bin):
     s = Server(bertrt_bin, [str(MODELS / "seq_cls"), "--log-requests"])
     body = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["hi"]}]}
     try:
+        # A W3C trace context joins the log line to the client's trace; a malformed one is ignored.
         r = requests.post(s.url + "/v2/models/seq_cls/infer", json=body,
-                          headers={"X-Request-Id": "client-id-7"}, timeout=30)
+                          headers={"X-Request-Id": "client-id-7", "traceparent": TRACEPARENT}, timeout=30)
         assert r.status_code == 200 and r.headers["X-Request-Id"] == "client-id-7"
+        r = requests.post(s.url + "/v2/models/seq_cls/infer", json=body, timeout=30, headers={
+            "X-Request-Id": "bad-trace", "traceparent": "00-" + "0" * 32 + "-00f067aa0ba902b7-01"})
+        assert r.status_code == 200
         r = requests.post(s.url + "/v2/models/nope/infer", json=body, timeout=30)
         generated = r.headers["X-Request-Id"]
         assert r.status_code == 404 and len(generated) == 16
@@ -400,6 +407,9 @@ def test_request_ids_and_access_log(bertrt_bin):
     assert by_id["client-id-7"]["path"] == "/v2/models/seq_cls/infer"
     assert by_id["client-id-7"]["latency_ms"] >= 0 and by_id["client-id-7"]["ts"].endswith("Z")
     assert by_id[generated]["status"] == 404
+    assert by_id["client-id-7"]["trace_id"] == "4bf92f3577b34da6a3ce929d0e0e4736"
+    assert by_id["client-id-7"]["parent_id"] == "00f067aa0ba902b7"
+    assert "trace_id" not in by_id["bad-trace"] and "trace_id" not in by_id[generated]
 
 
 def hold_connections(url, n):
@@ -484,8 +494,8 @@ def test_client_that_disconnects_costs_no_compute(bertrt_bin, how, flags):
             c.close()
         time.sleep(1.5)
         assert s.metric('bertrt_batch_size_count{model="seq_cls"}') == batches
-        assert s.metric('bertrt_request_failure_total{model="seq_cls",endpoint="kserve_infer"}') == 1
-        assert s.metric('bertrt_request_failure_total{model="seq_cls",endpoint="/predict"}') == 1
+        assert s.metric('bertrt_request_failure_total{model="seq_cls",endpoint="kserve_infer",error="unavailable"}') == 1
+        assert s.metric('bertrt_request_failure_total{model="seq_cls",endpoint="/predict",error="unavailable"}') == 1
         assert s.post("/v2/models/seq_cls/infer", infer).status_code == 200
         assert s.metric('bertrt_batch_size_count{model="seq_cls"}') == batches + 1
     finally:
@@ -539,11 +549,18 @@ def test_metrics_read_by_the_prometheus_client_parser(servers):
     ok = family("bertrt_request_success_total", "counter")
     assert value(ok, "bertrt_request_success_total", model="seq_cls", endpoint="kserve_infer") >= 3
     failed = family("bertrt_request_failure_total", "counter")
-    assert value(failed, "bertrt_request_failure_total", endpoint="kserve_infer") >= 1
+    assert value(failed, "bertrt_request_failure_total", endpoint="kserve_infer", error="validation") >= 1
     family("bertrt_inflight_requests", "gauge")
     family("bertrt_instance_batches_total", "counter")
-    for name in ("bertrt_queue_duration_seconds", "bertrt_compute_duration_seconds",
-                 "bertrt_batch_size", "bertrt_batch_tokens"):
+    # TEI's names for the same traffic: its counters (written without _total, which the
+    # parser adds to the samples) and failures by class.
+    assert value(family("te_request_count", "counter"), "te_request_count_total") >= 4
+    assert value(family("te_request_success", "counter"), "te_request_success_total") >= 3
+    assert value(family("te_request_failure", "counter"), "te_request_failure_total", err="validation") >= 1
+    for name in ("bertrt_request_duration_seconds", "bertrt_queue_duration_seconds",
+                 "bertrt_compute_duration_seconds", "bertrt_batch_size", "bertrt_batch_tokens",
+                 "te_request_duration", "te_request_tokenization_duration", "te_request_queue_duration",
+                 "te_request_inference_duration", "te_batch_next_size", "te_batch_next_tokens"):
         f = family(name, "histogram")
         buckets = [(float(smp.labels["le"]), smp.value) for smp in f.samples
                    if smp.name == name + "_bucket" and smp.labels.get("model") == "seq_cls"]

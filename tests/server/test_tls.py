@@ -95,7 +95,7 @@ def test_https_client_that_disconnects_costs_no_compute(bertrt_bin, pki):
             c.close()  # no close_notify: the TCP connection just ends
         time.sleep(1.5)
         assert s.metric('bertrt_batch_size_count{model="seq_cls"}') == batches
-        assert s.metric('bertrt_request_failure_total{model="seq_cls",endpoint="kserve_infer"}') == 2
+        assert s.metric('bertrt_request_failure_total{model="seq_cls",endpoint="kserve_infer",error="unavailable"}') == 2
 
         # A client that ends its TLS session properly (close_notify), then its
         # TCP connection while the request waits.
@@ -109,7 +109,7 @@ def test_https_client_that_disconnects_costs_no_compute(bertrt_bin, pki):
         c.close()
         time.sleep(1.5)
         assert s.metric('bertrt_batch_size_count{model="seq_cls"}') == batches
-        assert s.metric('bertrt_request_failure_total{model="seq_cls",endpoint="kserve_infer"}') == 3
+        assert s.metric('bertrt_request_failure_total{model="seq_cls",endpoint="kserve_infer",error="unavailable"}') == 3
         # A client that pipelines: its second request waits on the socket
         # behind the first (it is no alert), and both are answered.
         body = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["hi"]}]}

@@ -162,11 +162,62 @@ void Histogram::Render(const std::string& name, const std::string& labels, std::
   out += name + "_count{" + labels + "} " + std::to_string(count_) + "\n";
 }
 
+const char* FailureClass(int http_status) {
+  switch (http_status) {
+    case 401:
+    case 403: return "unauthorized";
+    case 404: return "not_found";
+    case 405: return "method";
+    case 408:
+    case 504: return "timeout";
+    case 413: return "too_large";
+    case 424: return "unsupported";
+    case 429: return "overloaded";
+    case 503: return "unavailable";
+    default: return http_status >= 500 ? "internal" : "validation";
+  }
+}
+
+const char* FailureClass(StatusCode code) {
+  switch (code) {
+    case StatusCode::kInvalidArgument: return "validation";
+    case StatusCode::kOutOfRange: return "too_large";
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kUnimplemented: return "unsupported";
+    case StatusCode::kNotFound: return "not_found";
+    case StatusCode::kResourceExhausted: return "overloaded";
+    case StatusCode::kDeadlineExceeded: return "timeout";
+    case StatusCode::kUnavailable: return "unavailable";
+    default: return "internal";
+  }
+}
+
 Metrics::PerModel& Metrics::Model(const std::string& model) { return models_[model]; }
 
-void Metrics::CountRequest(const std::string& model, const std::string& endpoint, bool success) {
+void Metrics::Count(const std::string& model, const std::string& endpoint, const char* failure) {
   std::lock_guard lock(mu_);
-  ++requests_[{model, endpoint, success}];
+  ++requests_[{model, endpoint, failure}];
+}
+
+void Metrics::CountRequest(const std::string& model, const std::string& endpoint,
+                           int http_status) {
+  Count(model, endpoint, http_status < 400 ? "" : FailureClass(http_status));
+}
+
+void Metrics::CountRequest(const std::string& model, const std::string& endpoint,
+                           const Status& outcome) {
+  Count(model, endpoint, outcome.ok() ? "" : FailureClass(outcome.code()));
+}
+
+void Metrics::ObserveInference(const std::string& model, const InferenceRecord& r) {
+  std::lock_guard lock(mu_);
+  PerModel& m = Model(model);
+  m.request.Observe(r.request_seconds);
+  if (r.code != StatusCode::kOk) return;
+  m.te_request.Observe(r.request_seconds);
+  m.te_tokenization.Observe(r.input_seconds);
+  m.te_queue.Observe(r.queue_seconds);
+  m.te_inference.Observe(r.infer_seconds);
 }
 
 void Metrics::ObserveRequest(const std::string& model, double queue_seconds,
@@ -208,32 +259,61 @@ std::string Metrics::RenderCounters() const {
   std::string out;
   Header(out, "bertrt_request_success_total", "counter", "Requests answered successfully.");
   for (const auto& [key, n] : requests_) {
-    const auto& [model, endpoint, success] = key;
-    if (!success) continue;
+    const auto& [model, endpoint, failure] = key;
+    if (!failure.empty()) continue;
     out += "bertrt_request_success_total{model=\"" + MetricLabel(model) + "\",endpoint=\"" +
            MetricLabel(endpoint) + "\"} " + std::to_string(n) + "\n";
   }
-  Header(out, "bertrt_request_failure_total", "counter", "Requests answered with an error.");
+  Header(out, "bertrt_request_failure_total", "counter",
+         "Requests answered with an error, by class (error).");
+  std::map<std::string, unsigned long> by_class;  // for TEI's te_request_failure
+  unsigned long all = 0, succeeded = 0;
   for (const auto& [key, n] : requests_) {
-    const auto& [model, endpoint, success] = key;
-    if (success) continue;
+    const auto& [model, endpoint, failure] = key;
+    all += n;
+    if (failure.empty()) {
+      succeeded += n;
+      continue;
+    }
+    by_class[failure] += n;
     out += "bertrt_request_failure_total{model=\"" + MetricLabel(model) + "\",endpoint=\"" +
-           MetricLabel(endpoint) + "\"} " + std::to_string(n) + "\n";
+           MetricLabel(endpoint) + "\",error=\"" + failure + "\"} " + std::to_string(n) + "\n";
   }
   Header(out, "bertrt_inflight_requests", "gauge", "Requests being handled now.");
   out += "bertrt_inflight_requests " + std::to_string(in_flight_) + "\n";
-  const std::pair<const char*, const char*> hists[] = {
-      {"bertrt_queue_duration_seconds", "Time a request waited in the batcher's queue."},
-      {"bertrt_compute_duration_seconds", "Engine time of the batch a request ran in."},
-      {"bertrt_batch_size", "Sequences per engine batch."},
-      {"bertrt_batch_tokens", "Tokens per engine batch."}};
-  for (int h = 0; h < 4; ++h) {
-    Header(out, hists[h].first, "histogram", hists[h].second);
-    for (const auto& [model, m] : models_) {
-      const Histogram* which[] = {&m.queue, &m.compute, &m.batch_size, &m.batch_tokens};
-      which[h]->Render(hists[h].first, "model=\"" + MetricLabel(model) + "\"", out);
-    }
+  // Histograms per model: bertrt's, then the same under TEI's names.
+  const std::tuple<const char*, const char*, Histogram PerModel::*> hists[] = {
+      {"bertrt_request_duration_seconds",
+       "Inference requests from arrival to answer (every outcome).", &PerModel::request},
+      {"bertrt_queue_duration_seconds", "Time a request waited in the batcher's queue.",
+       &PerModel::queue},
+      {"bertrt_compute_duration_seconds", "Engine time of the batch a request ran in.",
+       &PerModel::compute},
+      {"bertrt_batch_size", "Sequences per engine batch.", &PerModel::batch_size},
+      {"bertrt_batch_tokens", "Tokens per engine batch.", &PerModel::batch_tokens},
+      {"te_request_duration", "Successful inference requests, arrival to answer (TEI's name).",
+       &PerModel::te_request},
+      {"te_request_tokenization_duration", "Their tokenization (TEI's name).",
+       &PerModel::te_tokenization},
+      {"te_request_queue_duration", "Their wait for a batch (TEI's name).", &PerModel::te_queue},
+      {"te_request_inference_duration", "Their batch's engine time (TEI's name).",
+       &PerModel::te_inference},
+      {"te_batch_next_size", "Sequences per engine batch (TEI's name).", &PerModel::batch_size},
+      {"te_batch_next_tokens", "Tokens per engine batch (TEI's name).", &PerModel::batch_tokens}};
+  for (const auto& [name, help, member] : hists) {
+    Header(out, name, "histogram", help);
+    for (const auto& [model, m] : models_)
+      (m.*member).Render(name, "model=\"" + MetricLabel(model) + "\"", out);
   }
+  // TEI's request counters (its exporter's names, without _total).
+  Header(out, "te_request_count", "counter", "Requests answered (TEI's name).");
+  out += "te_request_count " + std::to_string(all) + "\n";
+  Header(out, "te_request_success", "counter", "Requests answered successfully (TEI's name).");
+  out += "te_request_success " + std::to_string(succeeded) + "\n";
+  Header(out, "te_request_failure", "counter", "Requests answered with an error, by class "
+                                                "(TEI's name; err as bertrt's error label).");
+  for (const auto& [failure, n] : by_class)
+    out += "te_request_failure{err=\"" + failure + "\"} " + std::to_string(n) + "\n";
   // Per instance, so that a GPU that does less than its share shows.
   const std::tuple<const char*, const char*, int> per_instance[] = {
       {"bertrt_instance_batches_total", "Engine batches run by each instance.", 0},

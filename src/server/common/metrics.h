@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "bertrt/status.h"
 #include "server/common/model_stats.h"
 
 namespace bertrt::server {
@@ -19,6 +20,13 @@ namespace bertrt::server {
 // A label value in the exposition format: \, " and newlines escaped (label
 // values may hold any text).
 std::string MetricLabel(const std::string& s);
+
+// A failed request's class (the `error` label of bertrt_request_failure_total,
+// `err` of TEI's te_request_failure): validation, too_large, unsupported,
+// not_found, unauthorized, method, overloaded, timeout, unavailable,
+// internal; by the HTTP status it was answered with, or its Status.
+const char* FailureClass(int http_status);
+const char* FailureClass(StatusCode code);
 
 class Histogram {
  public:
@@ -50,8 +58,13 @@ class Metrics {
   void RemoveModelVersion(const std::string& model, const std::string& version,
                           const VersionStatistics* stats);
 
-  void CountRequest(const std::string& model, const std::string& endpoint, bool success);
+  // A request answered: with `http_status` (failed from 400), or `outcome`.
+  void CountRequest(const std::string& model, const std::string& endpoint, int http_status);
+  void CountRequest(const std::string& model, const std::string& endpoint, const Status& outcome);
   void ObserveRequest(const std::string& model, double queue_seconds, double compute_seconds);
+  // An inference request done (RequestTimer::Finish): the end-to-end
+  // latency histogram, and for a successful one TEI's per-stage histograms.
+  void ObserveInference(const std::string& model, const InferenceRecord& record);
   // One engine batch of `model` on `instance` ("cpu", "cuda:0", ...).
   void ObserveBatch(const std::string& model, const std::string& instance, int sequences,
                     int tokens, double compute_seconds);
@@ -62,7 +75,16 @@ class Metrics {
 
  private:
   std::string RenderCounters() const;
+  void Count(const std::string& model, const std::string& endpoint, const char* failure);
+  // Request latencies, seconds.
+  static std::vector<double> Latency() {
+    return {5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+  }
   struct PerModel {
+    Histogram request{Latency()};
+    // TEI's te_request_* stages of successful inferences.
+    Histogram te_request{Latency()}, te_tokenization{Latency()}, te_queue{Latency()},
+        te_inference{Latency()};
     Histogram queue{{1e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}};
     Histogram compute{{1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}};
     Histogram batch_size{{1, 2, 4, 8, 16, 32, 64, 128, 256}};
@@ -71,8 +93,8 @@ class Metrics {
   PerModel& Model(const std::string& model);
 
   mutable std::mutex mu_;
-  // (model, endpoint, success) -> count
-  std::map<std::tuple<std::string, std::string, bool>, unsigned long> requests_;
+  // (model, endpoint, failure class: "" for success) -> count
+  std::map<std::tuple<std::string, std::string, std::string>, unsigned long> requests_;
   std::map<std::string, PerModel> models_;
   struct PerInstance {
     unsigned long batches = 0, sequences = 0;

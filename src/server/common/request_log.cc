@@ -30,6 +30,27 @@ std::string UtcNow() {
   return std::string(buf) + "." + std::to_string(1000 + ms).substr(1) + "Z";
 }
 
+namespace {
+bool LowerHex(std::string_view s) {
+  return !s.empty() && s.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+}  // namespace
+
+void AddTraceContext(nlohmann::json& line, const std::string& traceparent) {
+  const std::string_view t = traceparent;
+  // version "00" is exactly 55 chars; a later version may append fields after a dash.
+  if (t.size() < 55 || t[2] != '-' || t[35] != '-' || t[52] != '-') return;
+  if (t.size() > 55 && (t.substr(0, 2) == "00" || t[55] != '-')) return;
+  const std::string_view version = t.substr(0, 2), trace = t.substr(3, 32),
+                         parent = t.substr(36, 16), flags = t.substr(53, 2);
+  if (!LowerHex(version) || version == "ff" || !LowerHex(trace) || !LowerHex(parent) ||
+      !LowerHex(flags))
+    return;
+  if (trace == std::string(32, '0') || parent == std::string(16, '0')) return;
+  line["trace_id"] = std::string(trace);
+  line["parent_id"] = std::string(parent);
+}
+
 void LogRequest(nlohmann::json line, std::chrono::steady_clock::time_point start) {
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

@@ -538,6 +538,7 @@ void RequestTimer::Finish(const Status& outcome) {
   record_.request_seconds = std::chrono::duration<double>(now - start_).count();
   record_.code = !infer_status_.ok() ? infer_status_.code() : outcome.code();
   model_.statistics().Observe(record_);
+  if (metrics_) metrics_->ObserveInference(model_.name(), record_);
 }
 
 StatusOr<ModelControl> ParseModelControl(const std::string& text) {

@@ -55,6 +55,7 @@ struct GrpcCallInfo {
   std::string path;           // "/inference.GRPCInferenceService/ModelInfer"
   std::string authorization;  // the metadata's value ("Bearer <key>"), for the API key
   std::string request_id;     // x-request-id; "" when the client sent none
+  std::string traceparent;    // W3C trace context; "" when none
   std::string peer;           // "ipv4:127.0.0.1:5555", as gRPC writes peers
   // Set once the client resets the stream, its connection closes or the
   // call's deadline (grpc-timeout) passes: the scheduler then drops the

@@ -74,6 +74,8 @@ struct GrpcSession::Callbacks {
       s->info->authorization = std::move(v);
     else if (n == "x-request-id")
       s->info->request_id = std::move(v);
+    else if (n == "traceparent")
+      s->info->traceparent = std::move(v);
     return 0;
   }
 

@@ -172,15 +172,17 @@ class KServe {
       EncodeResponse(request, *model, outputs, resp);
       return Status::Ok();
     }();
-    metrics_.CountRequest(model_name, endpoint, st.ok());
-    if (options_.log_requests)
-      LogRequest({{"request_id", RequestId(call.request_id)},
-                  {"protocol", "grpc"},
-                  {"method", endpoint},
-                  {"model", req.model_name()},
-                  {"status", StatusCodeName(st.code())},
-                  {"remote", call.peer}},
-                 start);
+    metrics_.CountRequest(model_name, endpoint, st);
+    if (options_.log_requests) {
+      nlohmann::json line = {{"request_id", RequestId(call.request_id)},
+                             {"protocol", "grpc"},
+                             {"method", endpoint},
+                             {"model", req.model_name()},
+                             {"status", StatusCodeName(st.code())},
+                             {"remote", call.peer}};
+      AddTraceContext(line, call.traceparent);
+      LogRequest(std::move(line), start);
+    }
     return st;
   }
 
@@ -197,7 +199,7 @@ std::function<std::optional<GrpcReply>(const GrpcCallInfo&)> RequireKey(std::sha
   return [k, endpoint](const GrpcCallInfo& call) -> std::optional<GrpcReply> {
     if (BearerKeyMatches(call.authorization, k->options_.api_key)) return std::nullopt;
     // No model label: it would come from an unauthenticated client.
-    k->metrics_.CountRequest("", endpoint, false);
+    k->metrics_.CountRequest("", endpoint, 401);
     return GrpcReply::Error(GrpcCode::kUnauthenticated,
                             "unauthorized: a Bearer API key is required (metadata "
                             "authorization: Bearer <key>); missing or wrong");
@@ -384,7 +386,7 @@ std::vector<std::pair<std::string, GrpcMethod>> KServeMethods(ModelRegistry& reg
                                                     ? k->registry_.Load(req.model_name(), *config)
                                                     : config.status();
                                     k->metrics_.CountRequest(st.ok() ? req.model_name() : "",
-                                                             "grpc_model_load", st.ok());
+                                                             "grpc_model_load", st);
                                     return Reply(st);
                                   })});
   add("RepositoryModelUnload",
@@ -392,8 +394,7 @@ std::vector<std::pair<std::string, GrpcMethod>> KServeMethods(ModelRegistry& reg
        ProtoHandler<RepositoryModelUnloadRequest, RepositoryModelUnloadResponse>(
            [k](const GrpcCallInfo&, const auto& req, auto&) {
              Status st = k->registry_.Unload(req.model_name());
-             k->metrics_.CountRequest(st.ok() ? req.model_name() : "", "grpc_model_unload",
-                                      st.ok());
+             k->metrics_.CountRequest(st.ok() ? req.model_name() : "", "grpc_model_unload", st);
              return Reply(st);
            })});
   return methods;

@@ -266,7 +266,10 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
       res->set_header("X-Request-Id", RequestId(req->get_header_value("X-Request-Id")));
       self->impl_.server.Dispatch(*route, *req, *res);
       asio::post(self->stream_.get_executor(),
-                 [self, req, res] { self->Respond(req->method, req->path, std::move(*res)); });
+                 [self, req, res] {
+                   self->Respond(req->method, req->path, req->get_header_value("traceparent"),
+                                 std::move(*res));
+                 });
       work.reset();
     });
   }
@@ -302,18 +305,12 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     });
   }
 
-  void Respond(const std::string& method, const std::string& path, HttpResponse res) {
+  void Respond(const std::string& method, const std::string& path,
+               const std::string& traceparent, HttpResponse res) {
     beast::error_code ignored;
     Lowest().socket().cancel(ignored);  // the watch
     watch_timer_.cancel();
-    if (options_.log_requests)
-      LogRequest({{"request_id", res.get_header_value("X-Request-Id")},
-                  {"protocol", "http"},
-                  {"method", method},
-                  {"path", path},
-                  {"status", res.status},
-                  {"remote", remote_}},
-                 start_);
+    if (options_.log_requests) Log(method, path, traceparent, res);
     Write(std::move(res), !keep_alive_ || impl_.stopping, method == "HEAD");
   }
 
@@ -326,17 +323,24 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     keep_alive_ = parser_->get().keep_alive();
     version_ = parser_->get().version();
     if (options_.log_requests)
-      LogRequest({{"request_id", res.get_header_value("X-Request-Id")},
-                  {"protocol", "http"},
-                  {"method", request_->method},
-                  {"path", request_->path},
-                  {"status", res.status},
-                  {"remote", remote_}},
-                 start_);
+      Log(request_->method, request_->path, request_->get_header_value("traceparent"), res);
     const bool head = request_->method == "HEAD";
     request_.reset();
     parser_.reset();
     Write(std::move(res), unread_body || !keep_alive_ || impl_.stopping, head);
+  }
+
+  // The request's access log line.
+  void Log(const std::string& method, const std::string& path, const std::string& traceparent,
+           const HttpResponse& res) {
+    nlohmann::json line = {{"request_id", res.get_header_value("X-Request-Id")},
+                           {"protocol", "http"},
+                           {"method", method},
+                           {"path", path},
+                           {"status", res.status},
+                           {"remote", remote_}};
+    AddTraceContext(line, traceparent);
+    LogRequest(std::move(line), start_);
   }
 
   // A request refused before a handler saw it: answered, then the

@@ -153,7 +153,7 @@ const HttpServer::Route* HttpServer::Admit(HttpRequest& req, HttpResponse& refus
                    "unauthorized: a Bearer API key is required (Authorization: Bearer <key>); "
                    "missing or wrong");
     // No model label: it would come from an unauthenticated client.
-    metrics_.CountRequest("", route.endpoint, false);
+    metrics_.CountRequest("", route.endpoint, 401);
     return nullptr;
   }
   req.params = std::move(match.params);
@@ -328,7 +328,7 @@ void HttpServer::AddKServeRoutes() {
       } else {
         Infer(**model, metrics_, req, res);
       }
-      metrics_.CountRequest(model.ok() ? (*model)->name() : "", "kserve_infer", res.status < 400);
+      metrics_.CountRequest(model.ok() ? (*model)->name() : "", "kserve_infer", res.status);
     });
 }
 

@@ -1134,7 +1134,8 @@ void HttpServer::AddTeiRoutes() {
         const ApiError& e = out.status();
         SendJson(res, e.status, openai ? OpenAiErrorBody(e) : TeiErrorBody(e));
       }
-      metrics_.CountRequest(model.ok() ? (*model)->name() : "", path, out.ok());
+      metrics_.CountRequest(model.ok() ? (*model)->name() : "", path,
+                            out.ok() ? 200 : out.status().status);
       };
       for (const std::string& pattern : patterns(path, named)) Post(pattern, path, route);
     }
