@@ -45,4 +45,15 @@ inline void CheckBoundedEncoding(const bertrt::Tokenizer& tok, std::string_view 
       got->offsets != want->offsets || got->special_tokens_mask != want->special_tokens_mask ||
       got->sequence_ids != want->sequence_ids)
     __builtin_trap();
+  // Word ids: the same, but where a start cut off was not read (then counted
+  // from the first word kept: the same relative to each text's first token).
+  if (report.truncated != (want->input_ids.size() < full->input_ids.size())) __builtin_trap();
+  if (!left && got->word_ids != want->word_ids) __builtin_trap();
+  int32_t first[2][2] = {{-1, -1}, {-1, -1}};  // [got|want][text]
+  for (size_t i = 0; i < got->word_ids.size(); ++i) {
+    const int8_t s = got->sequence_ids[i];
+    if (s < 0) continue;
+    if (first[0][s] < 0) first[0][s] = got->word_ids[i], first[1][s] = want->word_ids[i];
+    if (got->word_ids[i] - first[0][s] != want->word_ids[i] - first[1][s]) __builtin_trap();
+  }
 }
