@@ -51,6 +51,13 @@ if ! $PY -c "import tokenizers; assert tokenizers.__version__ == '$TOKENIZERS_VE
 else
   echo "[deps] Python packages: all present"
 fi
+# Infinity's client (its /classify, /embeddings and /models against bertrt's): without its
+# dependencies, whose pin (httpx below 0.28) would take back the httpx the others use; it
+# only needs httpx, attrs and dateutil, which they bring.
+if ! $PY -c "import infinity_client" 2>/dev/null; then
+  $PY -m pip install -q --disable-pip-version-check --no-deps infinity_client==0.0.78 2>&1 |
+    grep -v "WARNING: Running pip as the 'root' user" || true
+fi
 
 # LangChain's embedding wrappers (tests/server/test_langchain.py) in a virtual environment
 # of their own, .venv-langchain: langchain-huggingface needs huggingface_hub below 2, while

@@ -753,3 +753,23 @@ def test_every_model_of_a_repository_under_models_name(bertrt_bin, tmp_path):
     bad = subprocess.run([bertrt_bin, "serve", "--model-repository", str(repo), "--default-model",
                           "nope", "--http-port", "0"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--default-model" in bad.stderr, bad.stderr
+
+
+def test_infinity_client_classify_and_embeddings(started, bertrt_bin, default_model):
+    """Infinity's own client (infinity_client from PyPI): /classify answers as /predict ranks
+    the labels, with usage; /embeddings with its default dimensions 0 gives the full vector."""
+    from infinity_client import Client
+    from infinity_client.api.default import classify, embeddings
+    from infinity_client.models import ClassifyInput, OpenAIEmbeddingInputText
+    cls = started("seq_cls")
+    got = classify.sync(client=Client(base_url=cls.url), body=ClassifyInput(input_=["a sentence", "another"]))
+    want = ok(cls, "/predict", {"inputs": [["a sentence"], ["another"]]})
+    assert [[(o.label, round(o.score, 5)) for o in row] for row in got.data] == \
+        [[(o["label"], round(o["score"], 5)) for o in row] for row in want]
+    assert got.model == "seq_cls" and got.usage.prompt_tokens > 0
+    r = requests.post(cls.url + "/classify", json={"input": []}, timeout=10)
+    assert r.status_code == 400 and r.json()["error_type"] == "Empty"
+    s = started("default")
+    emb = embeddings.sync(client=Client(base_url=s.url), body=OpenAIEmbeddingInputText(input_=["hello world"]))
+    want = run_outputs(bertrt_bin, default_model, ["hello world"])[0]["embedding"]
+    assert close(emb.data[0].embedding, want)

@@ -7,6 +7,7 @@
 // "param", "code"}} (with TEI's own fields beside it).
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -598,16 +599,14 @@ Result<std::vector<TextInput>> ReadPredictInputs(const json& body, bool* batch) 
   return out;
 }
 
-Result<json> Predict(const Call& c) {
+// Each input's [{score, label}], best first; `tokens`: how many the inputs had.
+Result<json> Classify(const Call& c, const std::vector<TextInput>& inputs, const EncodeOptions& o,
+                      bool raw, int* tokens) {
   ServedModel& m = c.model;
-  bool batch = false;
-  ASSIGN_OR_RETURN(auto inputs, ReadPredictInputs(c.body, &batch));
-  if (batch) RETURN_IF_API_ERROR(CheckBatch(m, inputs.size(), "inputs"));
-  ASSIGN_OR_RETURN(EncodeOptions o, ReadEncodeOptions(c.body));
-  ASSIGN_OR_RETURN(bool raw, Bool(c.body, "raw_scores", false));
   RETURN_IF_API_ERROR(NotClassifier(m));
   ASSIGN_OR_RETURN(auto seqs, EncodeTexts(m, inputs, o));
   ASSIGN_OR_RETURN(InferResult r, Run(c, std::move(seqs)));
+  *tokens = r.cu_seqlens.back();
   const std::string& scores_name = LabelScores(m)->name;
   const NamedOutput* logits = r.outputs.Find(scores_name);
   if (!logits) return ApiError{500, ErrorType::kBackend, "the engine gave no " + scores_name, ""};
@@ -627,7 +626,48 @@ Result<json> Predict(const Call& c) {
       preds.push_back({{"score", FloatJson(scores[k])}, {"label", m.config().LabelName(k)}});
     all.push_back(std::move(preds));
   }
+  return all;
+}
+
+Result<json> Predict(const Call& c) {
+  bool batch = false;
+  ASSIGN_OR_RETURN(auto inputs, ReadPredictInputs(c.body, &batch));
+  if (batch) RETURN_IF_API_ERROR(CheckBatch(c.model, inputs.size(), "inputs"));
+  ASSIGN_OR_RETURN(EncodeOptions o, ReadEncodeOptions(c.body));
+  ASSIGN_OR_RETURN(bool raw, Bool(c.body, "raw_scores", false));
+  int tokens = 0;
+  ASSIGN_OR_RETURN(json all, Classify(c, inputs, o, raw, &tokens));
   return batch ? all : all[0];
+}
+
+// Infinity's /classify: {"input": [texts], "raw_scores", "model"} answered as
+// Infinity does, each text's labels best first (as /predict's), with usage.
+Result<json> InfinityClassify(const Call& c) {
+  auto input = c.body.find("input");
+  if (input == c.body.end() || !input->is_array())
+    return Validation("expected {\"input\": [str, ...]}: \"input\" must be a list of texts",
+                      "input");
+  if (input->empty()) return Empty("`input` cannot be empty", "input");
+  std::vector<TextInput> inputs;
+  for (const json& t : *input) {
+    if (!t.is_string()) return Validation("\"input\" must hold strings", "input");
+    inputs.push_back({t.get<std::string>(), std::nullopt});
+  }
+  RETURN_IF_API_ERROR(CheckBatch(c.model, inputs.size(), "input"));
+  ASSIGN_OR_RETURN(bool raw, Bool(c.body, "raw_scores", false));
+  EncodeOptions o;
+  o.truncate_field = false;
+  int tokens = 0;
+  ASSIGN_OR_RETURN(json all, Classify(c, inputs, o, raw, &tokens));
+  static std::atomic<uint64_t> next_id{0};
+  return json{{"object", "classify"},
+              {"data", std::move(all)},
+              {"model", c.model.name()},
+              {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}},
+              {"id", "classify-" + std::to_string(next_id.fetch_add(1))},
+              {"created", std::chrono::duration_cast<std::chrono::seconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count()}};
 }
 
 Result<json> Rerank(const Call& c) {
@@ -1058,7 +1098,7 @@ bool IsTeiPath(std::string_view target) {
   static const char* kPaths[] = {
       "/embed",  "/embed_all", "/embed_sparse", "/predict", "/rerank", "/similarity", "/tokenize",
       "/decode", "/",          "/invocations",  "/info",    "/health", "/ping", "/v1/rerank",
-      "/v2/rerank"};
+      "/v2/rerank", "/classify"};
   return IsOpenAiPath(path) ||
          std::find(std::begin(kPaths), std::end(kPaths), path) != std::end(kPaths);
 }
@@ -1147,6 +1187,7 @@ void HttpServer::AddTeiRoutes() {
   post("/rerank", Rerank);
   post("/v1/rerank", CohereRerank, false, true);
   post("/v2/rerank", CohereRerank, false, true);
+  post("/classify", InfinityClassify, false, true);
   post("/similarity", Similarity);
   post("/tokenize", Tokenize);
   post("/decode", Decode);
