@@ -15,10 +15,10 @@
 #include <thread>
 #include <variant>
 
-#include "backends/cpu/cpu_ops.h"
 #include "core/json_float.h"
 #include "runtime/outputs.h"
 #include "server/common/task_request.h"
+#include "serving/embeddings.h"
 #include "server/http/http_server.h"
 
 namespace bertrt::server {
@@ -331,13 +331,6 @@ Result<std::vector<SequenceInput>> EncodeItems(const ServedModel& m, std::vector
 
 // --- Embeddings -----------------------------------------------------------------
 
-void L2Normalize(std::vector<float>& row) {
-  double norm = 0;
-  for (float v : row) norm += double(v) * v;
-  norm = std::max(std::sqrt(norm), 1e-12);
-  for (float& v : row) v = static_cast<float>(v / norm);
-}
-
 std::optional<ApiError> NotEmbedding(const ServedModel& m) {
   if (KindOf(m) != ModelKind::kEmbedding)
     return WrongModel("Model is not an embedding model: this " +
@@ -345,41 +338,6 @@ std::optional<ApiError> NotEmbedding(const ServedModel& m) {
                       " answers /predict" +
                       (KindOf(m) == ModelKind::kReranker ? " and /rerank" : ""));
   return std::nullopt;
-}
-
-// The pooled vector per row, before the model's own Normalize module, from
-// last_hidden_state (what TEI's normalize: false returns), pooled by the CPU
-// engine's own op. Checked against the engine's normalized embedding: a model
-// whose vector cannot be recomputed from the hidden states (Dense modules,
-// truncate_dim) is refused rather than answered wrong.
-Result<std::vector<std::vector<float>>> RawPooled(const ServedModel& m, const InferResult& r,
-                                                  const std::vector<int32_t>& pool_start,
-                                                  const NamedOutput& embedding) {
-  const ModelConfig& c = m.config();
-  const NamedOutput* h = r.outputs.Find(kLastHiddenState);
-  const ApiError unavailable = WrongModel(
-      "normalize: false is not available for this model: its pooled vector before "
-      "the Normalize module cannot be recovered from its hidden states (Dense modules "
-      "or truncate_dim)");
-  const int w = c.pooled_width();
-  if (!h || !c.dense.empty() || embedding.width != w) return unavailable;
-  const int n = static_cast<int>(r.cu_seqlens.size()) - 1;
-  std::vector<float> pooled(static_cast<size_t>(n) * w);
-  for (size_t k = 0; k < c.pooling_modes.size(); ++k)
-    cpu::PoolSequences(h->data.data(), r.cu_seqlens.data(), pool_start.data(), n, h->width,
-                       c.pooling_modes[k], pooled.data() + k * h->width, w);
-  std::vector<std::vector<float>> rows;
-  for (int i = 0; i < n; ++i) {
-    std::vector<float> row(pooled.begin() + size_t(i) * w, pooled.begin() + size_t(i + 1) * w);
-    // The engine's own output is this vector normalized (cosine ~1).
-    std::vector<float> unit = row;
-    L2Normalize(unit);
-    double dot = 0;
-    for (int k = 0; k < w; ++k) dot += double(unit[k]) * embedding.data[size_t(i) * w + k];
-    if (!(dot > 0.999)) return unavailable;
-    rows.push_back(std::move(row));
-  }
-  return rows;
 }
 
 struct EmbedOptions {
@@ -405,9 +363,8 @@ Result<EmbedOptions> ReadEmbedOptions(const json& body, bool with_normalize) {
   return o;
 }
 
-// Pooled embeddings of `items` (TEI's embed_pooled): the model's vector (its
-// Normalize module left out when !normalize), the first `dimensions` of it,
-// then L2-normalized when `normalize`. `tokens` gets the tokens computed.
+// Pooled embeddings of `items` (TEI's embed_pooled; serving::EmbeddingRequest).
+// `tokens` gets the tokens computed.
 Result<std::vector<std::vector<float>>> EmbedItems(const Call& c, std::vector<Item> items,
                                                    const EmbedOptions& o, int* tokens) {
   ServedModel& m = c.model;
@@ -418,39 +375,18 @@ Result<std::vector<std::vector<float>>> EmbedItems(const Call& c, std::vector<It
                       std::string(HeadKindName(m.config().head)) +
                       " model has no pooled output (a sentence-transformers or BertModel "
                       "directory has)");
-  // As TEI: a SPLADE vector is returned as it is, never normalized.
-  if (spec->sparse && o.normalize)
-    return WrongModel("`normalize` is not available for SPLADE models: pass \"normalize\": "
-                      "false to /embed for the whole vocabulary-wide vector, or use "
-                      "/embed_sparse for its non-zero entries");
-  if (o.dimensions && *o.dimensions > spec->width)
-    return Validation("`dimensions` should be smaller than the maximum embedding dimension (" +
-                          std::to_string(spec->width) + ")",
-                      "dimensions");
-  // The engine's embedding already went through Normalize: TEI's
-  // normalize: false wants the vector from before it.
-  const bool raw =
-      !o.normalize && m.config().head == HeadKind::kSentenceEmbedding && m.config().normalize;
+  auto request = serving::EmbeddingRequest::Make(m.config(), *spec, {o.normalize, o.dimensions});
+  if (!request.ok()) {
+    ApiError e = FromStatus(request.status());
+    if (request.status().code() == StatusCode::kInvalidArgument) e.param = "dimensions";
+    return e;
+  }
   ASSIGN_OR_RETURN(auto seqs, EncodeItems(m, std::move(items), o.encode));
   std::vector<int32_t> pool_start;
   for (const SequenceInput& s : seqs) pool_start.push_back(s.pool_start);
-  ASSIGN_OR_RETURN(InferResult r, Run(c, std::move(seqs), raw));
-  const NamedOutput* out = r.outputs.Find(spec->name);
-  if (!out) return ApiError{500, ErrorType::kBackend, "the engine gave no " + spec->name, ""};
-  std::vector<std::vector<float>> rows;
-  if (raw) {
-    ASSIGN_OR_RETURN(rows, RawPooled(m, r, pool_start, *out));
-  } else {
-    for (size_t i = 0; i + 1 < r.cu_seqlens.size(); ++i)
-      rows.emplace_back(out->data.begin() + i * out->width,
-                        out->data.begin() + (i + 1) * out->width);
-  }
-  for (auto& row : rows) {
-    if (o.dimensions) row.resize(*o.dimensions);
-    if (o.normalize) L2Normalize(row);
-  }
+  ASSIGN_OR_RETURN(InferResult r, Run(c, std::move(seqs), request->needs_hidden_states()));
   if (tokens) *tokens = r.cu_seqlens.back();
-  return rows;
+  return request->Rows(r, pool_start);
 }
 
 json Floats(const std::vector<float>& v) { return FloatArray(v.data(), v.size()); }
