@@ -557,6 +557,15 @@ def test_metrics_read_by_the_prometheus_client_parser(servers):
     assert value(family("te_request_count", "counter"), "te_request_count_total") >= 4
     assert value(family("te_request_success", "counter"), "te_request_success_total") >= 3
     assert value(family("te_request_failure", "counter"), "te_request_failure_total", err="validation") >= 1
+    # The stages of the successful requests: as many of each, and they add up to no more
+    # than the requests' whole time.
+    stages = family("bertrt_request_stage_seconds", "histogram")
+    counts = {st: value(stages, "bertrt_request_stage_seconds_count", model="seq_cls", stage=st)
+              for st in ("parse", "tokenize", "queue", "compute", "respond")}
+    assert len(set(counts.values())) == 1 and counts["parse"] >= 3, counts
+    staged = sum(value(stages, "bertrt_request_stage_seconds_sum", model="seq_cls", stage=st) for st in counts)
+    whole = family("bertrt_request_duration_seconds", "histogram")
+    assert 0 < staged <= value(whole, "bertrt_request_duration_seconds_sum", model="seq_cls")
     for name in ("bertrt_request_duration_seconds", "bertrt_queue_duration_seconds",
                  "bertrt_compute_duration_seconds", "bertrt_batch_size", "bertrt_batch_tokens",
                  "te_request_duration", "te_request_tokenization_duration", "te_request_queue_duration",

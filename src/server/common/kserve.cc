@@ -397,36 +397,31 @@ Status SizePerTokenOutputs(KServeRequest& request, const ServedModel& model,
 
 }  // namespace
 
-StatusOr<std::vector<OutputTensor>> InferKServe(ServedModel& model, Metrics& metrics,
+StatusOr<std::vector<OutputTensor>> InferKServe(ServedModel& model, RequestTimer& timer,
                                                 KServeRequest& request,
                                                 std::function<bool()> is_cancelled) {
-  RequestTimer timer(model, &metrics);
-  auto outputs = [&]() -> StatusOr<std::vector<OutputTensor>> {
-    RETURN_IF_ERROR(CheckRequestedOutputs(request, model));
-    InferRequest native;
-    for (const TextInput& t : request.texts) {
-      ASSIGN_OR_RETURN(SequenceInput seq, model.Encode(t, request.truncate));
-      native.sequences.push_back(std::move(seq));
-    }
-    EncodeOptions ids_options;
-    ids_options.truncate = request.truncate;  // a cut keeps each row's first tokens
-    for (size_t i = 0; i < request.sequences.size(); ++i) {
-      auto seq = model.EncodeIds(std::move(request.sequences[i]), ids_options);
-      if (!seq.ok())
-        return Status(seq.status().code(),
-                      "input_ids row " + std::to_string(i) + ": " + seq.status().message());
-      native.sequences.push_back(std::move(*seq));
-    }
-    request.sequences.clear();
-    RETURN_IF_ERROR(SizePerTokenOutputs(request, model, native));
-    for (const RequestedOutput& o : request.outputs)
-      native.last_hidden_state |= model.FindOutput(o.name)->on_request;
-    native.is_cancelled = std::move(is_cancelled);
-    ASSIGN_OR_RETURN(InferResult result, timer.Infer(std::move(native)));
-    return SelectOutputs(request, model, result);
-  }();
-  timer.Finish(outputs.status());
-  return outputs;
+  RETURN_IF_ERROR(CheckRequestedOutputs(request, model));
+  InferRequest native;
+  for (const TextInput& t : request.texts) {
+    ASSIGN_OR_RETURN(SequenceInput seq, model.Encode(t, request.truncate));
+    native.sequences.push_back(std::move(seq));
+  }
+  EncodeOptions ids_options;
+  ids_options.truncate = request.truncate;  // a cut keeps each row's first tokens
+  for (size_t i = 0; i < request.sequences.size(); ++i) {
+    auto seq = model.EncodeIds(std::move(request.sequences[i]), ids_options);
+    if (!seq.ok())
+      return Status(seq.status().code(),
+                    "input_ids row " + std::to_string(i) + ": " + seq.status().message());
+    native.sequences.push_back(std::move(*seq));
+  }
+  request.sequences.clear();
+  RETURN_IF_ERROR(SizePerTokenOutputs(request, model, native));
+  for (const RequestedOutput& o : request.outputs)
+    native.last_hidden_state |= model.FindOutput(o.name)->on_request;
+  native.is_cancelled = std::move(is_cancelled);
+  ASSIGN_OR_RETURN(InferResult result, timer.Infer(std::move(native)));
+  return SelectOutputs(request, model, result);
 }
 
 namespace {

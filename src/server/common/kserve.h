@@ -97,10 +97,11 @@ StatusOr<KServeRequest> DecodeKServeRequest(const nlohmann::json& body,
 // names are InvalidArgument, as they are the client's mistake).
 Status CheckRequestedOutputs(const KServeRequest& request, const ServedModel& model);
 
-// Tokenizes the texts, runs the request on the model's scheduler (recording
-// queue and compute time) and returns the requested outputs. `is_cancelled`
-// lets the scheduler drop the request when its client has gone.
-StatusOr<std::vector<OutputTensor>> InferKServe(ServedModel& model, Metrics& metrics,
+// Tokenizes the texts, runs the request on the model's scheduler (`timer`
+// recording queue and compute time; the caller finishes it once the answer
+// is encoded) and returns the requested outputs. `is_cancelled` lets the
+// scheduler drop the request when its client has gone.
+StatusOr<std::vector<OutputTensor>> InferKServe(ServedModel& model, RequestTimer& timer,
                                                 KServeRequest& request,
                                                 std::function<bool()> is_cancelled = {});
 

@@ -214,8 +214,11 @@ void Metrics::ObserveInference(const std::string& model, const InferenceRecord& 
   PerModel& m = Model(model);
   m.request.Observe(r.request_seconds);
   if (r.code != StatusCode::kOk) return;
+  const double stages[] = {r.parse_seconds, r.input_seconds - r.parse_seconds, r.queue_seconds,
+                           r.infer_seconds, r.output_seconds};
+  for (int s = 0; s < kStages; ++s) m.stages[s].Observe(stages[s]);
   m.te_request.Observe(r.request_seconds);
-  m.te_tokenization.Observe(r.input_seconds);
+  m.te_tokenization.Observe(r.input_seconds - r.parse_seconds);
   m.te_queue.Observe(r.queue_seconds);
   m.te_inference.Observe(r.infer_seconds);
 }
@@ -305,6 +308,15 @@ std::string Metrics::RenderCounters() const {
     for (const auto& [model, m] : models_)
       (m.*member).Render(name, "model=\"" + MetricLabel(model) + "\"", out);
   }
+  Header(out, "bertrt_request_stage_seconds", "histogram",
+         "Successful inference requests' time by stage: parse (the body read into inputs), "
+         "tokenize, queue, compute (the batch's engine time), respond (the answer's body "
+         "written).");
+  for (const auto& [model, m] : models_)
+    for (int s = 0; s < kStages; ++s)
+      m.stages[s].Render("bertrt_request_stage_seconds",
+                         "model=\"" + MetricLabel(model) + "\",stage=\"" + kStageNames[s] + "\"",
+                         out);
   // TEI's request counters (its exporter's names, without _total).
   Header(out, "te_request_count", "counter", "Requests answered (TEI's name).");
   out += "te_request_count " + std::to_string(all) + "\n";

@@ -76,12 +76,21 @@ class Metrics {
  private:
   std::string RenderCounters() const;
   void Count(const std::string& model, const std::string& endpoint, const char* failure);
+  // A stage of a request, seconds (from a microsecond).
+  static std::vector<double> Stage() {
+    return {1e-6, 1e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.1, 1};
+  }
   // Request latencies, seconds.
   static std::vector<double> Latency() {
     return {5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
   }
+  static constexpr int kStages = 5;
+  static constexpr const char* kStageNames[kStages] = {"parse", "tokenize", "queue", "compute",
+                                                       "respond"};
   struct PerModel {
     Histogram request{Latency()};
+    Histogram stages[kStages] = {Histogram(Stage()), Histogram(Stage()), Histogram(Stage()),
+                                 Histogram(Stage()), Histogram(Stage())};
     // TEI's te_request_* stages of successful inferences.
     Histogram te_request{Latency()}, te_tokenization{Latency()}, te_queue{Latency()},
         te_inference{Latency()};

@@ -47,6 +47,9 @@ struct InferenceRecord {
   int sequences = 0;
   double request_seconds = 0;  // all of it
   double queue_seconds = 0, input_seconds = 0, infer_seconds = 0, output_seconds = 0;
+  // Of input_seconds, reading the request (its body parsed into inputs)
+  // before tokenizing began.
+  double parse_seconds = 0;
 };
 
 // Triton's failure reason for a request that failed with `code`.

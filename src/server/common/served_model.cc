@@ -511,8 +511,10 @@ StatusOr<SequenceInput> ServedModel::EncodeIds(SequenceInput seq,
   return seq;
 }
 
-RequestTimer::RequestTimer(ServedModel& model, Metrics* metrics)
-    : model_(model), metrics_(metrics) {}
+RequestTimer::RequestTimer(ServedModel& model, Metrics* metrics, Clock::time_point arrival)
+    : model_(model), metrics_(metrics), start_(arrival) {
+  record_.parse_seconds = std::chrono::duration<double>(Clock::now() - arrival).count();
+}
 
 StatusOr<InferResult> RequestTimer::Infer(InferRequest request) {
   auto since = [](Clock::time_point t) {

@@ -199,12 +199,18 @@ class ServedModel {
 
 // One inference request through a served model, timed and counted the same
 // way whichever front end took it (KServe over HTTP or gRPC, TEI, OpenAI):
-// Triton's statistics (compute_input: from the start to the batcher, i.e.
-// its encoding; queue and compute: the batcher's; compute_output: from the
-// result to Finish) and the Prometheus request metrics.
+// Triton's statistics (compute_input: from its arrival to the batcher, i.e.
+// reading and tokenizing it; queue and compute: the batcher's;
+// compute_output: from the result to Finish, which the front ends call once
+// the answer's body is written) and the Prometheus request metrics, where
+// bertrt_request_stage_seconds splits it into parse, tokenize, queue,
+// compute and respond.
 class RequestTimer {
  public:
-  RequestTimer(ServedModel& model, Metrics* metrics);
+  using Clock = std::chrono::steady_clock;
+  // `arrival`: when the request came (its parsing then counts as its own
+  // stage, the time until the timer is made).
+  RequestTimer(ServedModel& model, Metrics* metrics, Clock::time_point arrival = Clock::now());
   // The batcher's result for `request`.
   StatusOr<InferResult> Infer(InferRequest request);
   // Whether Infer ran: a request that never reached the batcher (a route
@@ -214,10 +220,9 @@ class RequestTimer {
   void Finish(const Status& outcome);
 
  private:
-  using Clock = std::chrono::steady_clock;
   ServedModel& model_;
   Metrics* metrics_;
-  Clock::time_point start_ = Clock::now(), computed_{};
+  Clock::time_point start_, computed_{};
   Status infer_status_;
   InferenceRecord record_;
 };

@@ -164,13 +164,14 @@ class KServe {
       ASSIGN_OR_RETURN(auto model, registry_.Find(req.model_name(), req.model_version()));
       model_name = model->name();
       ASSIGN_OR_RETURN(KServeRequest request, DecodeRequest(req, *model));
+      RequestTimer timer(*model, &metrics_, start);
       // The scheduler polls this before compute: a client that cancelled or
       // disconnected costs no engine time.
-      ASSIGN_OR_RETURN(std::vector<OutputTensor> outputs,
-                       InferKServe(*model, metrics_, request,
-                                   [cancelled = call.cancelled] { return cancelled->load(); }));
-      EncodeResponse(request, *model, outputs, resp);
-      return Status::Ok();
+      auto outputs = InferKServe(*model, timer, request,
+                                 [cancelled = call.cancelled] { return cancelled->load(); });
+      if (outputs.ok()) EncodeResponse(request, *model, *outputs, resp);
+      timer.Finish(outputs.status());
+      return outputs.status();
     }();
     metrics_.CountRequest(model_name, endpoint, st);
     if (options_.log_requests) {

@@ -211,20 +211,26 @@ StatusOr<std::string> LoadRequestConfig(const HttpRequest& req) {
   return LoadConfigParameter(named);
 }
 
-// The KServe infer handler, once the model is known.
-void Infer(ServedModel& model, Metrics& metrics, const HttpRequest& req, HttpResponse& res) {
+// The KServe infer handler, once the model is known; the request came at `arrival`.
+void Infer(ServedModel& model, Metrics& metrics, const HttpRequest& req, HttpResponse& res,
+           RequestTimer::Clock::time_point arrival) {
   auto request = DecodeInferBody(req, model);
   if (!request.ok()) return SendError(res, request.status());
-  auto outputs = InferKServe(model, metrics, *request, req.client_gone);
-  if (!outputs.ok()) return SendError(res, outputs.status());
+  RequestTimer timer(model, &metrics, arrival);
+  auto outputs = InferKServe(model, timer, *request, req.client_gone);
+  if (!outputs.ok()) {
+    SendError(res, outputs.status());
+    return timer.Finish(outputs.status());
+  }
   HttpAnswer answer = EncodeKServeResponse(*request, model, *outputs);
   res.status = 200;
   if (answer.header_length == 0) {
     res.set_content(std::move(answer.body), "application/json");
-    return;
+  } else {
+    res.set_header("Inference-Header-Content-Length", std::to_string(answer.header_length));
+    res.set_content(std::move(answer.body), "application/octet-stream");
   }
-  res.set_header("Inference-Header-Content-Length", std::to_string(answer.header_length));
-  res.set_content(std::move(answer.body), "application/octet-stream");
+  timer.Finish(Status::Ok());
 }
 
 }  // namespace
@@ -322,11 +328,12 @@ void HttpServer::AddKServeRoutes() {
   for (const std::string& path : model_routes("/infer"))
     Post(path, "kserve_infer", [this](const Request& req, Response& res) {
       InFlightGuard in_flight(metrics_);
+      const auto arrival = RequestTimer::Clock::now();
       auto model = registry_.Find(req.params["model"], req.params["version"]);
       if (!model.ok()) {
         SendError(res, model.status());
       } else {
-        Infer(**model, metrics_, req, res);
+        Infer(**model, metrics_, req, res, arrival);
       }
       metrics_.CountRequest(model.ok() ? (*model)->name() : "", "kserve_infer", res.status);
     });

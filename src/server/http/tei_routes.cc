@@ -1074,8 +1074,9 @@ void HttpServer::AddTeiRoutes() {
       Handler route = [this, path, handler, openai, model_field, named](const Request& req,
                                                                           Response& res) {
       InFlightGuard in_flight(metrics_);
+      const auto arrival = RequestTimer::Clock::now();
       auto model = named ? registry_.Find(req.params["model"]) : registry_.Default();
-      std::optional<RequestTimer> timer;  // made once the model is known
+      std::optional<RequestTimer> timer;  // made once the model is known and the body read
       auto answer = [&]() -> Result<json> {
         if (!model.ok()) return model.status();
         auto body = ParseBody(req);
@@ -1093,23 +1094,24 @@ void HttpServer::AddTeiRoutes() {
           }
           model = *named;
         }
-        timer.emplace(**model, &metrics_);
+        timer.emplace(**model, &metrics_, arrival);
         return handler(Call{*this, **model, *body, req, *timer});
       };
       Result<json> out = answer();
-      // Inference requests count as KServe's do, a refused input as a
-      // failure; /tokenize and /decode run no model.
-      const bool infers = path != "/tokenize" && path != "/decode";
-      if (timer && (timer->ran() || (infers && !out.ok())))
-        timer->Finish(out.ok()                     ? Status::Ok()
-                      : out.status().status >= 500 ? Internal(out.status().message)
-                                                   : InvalidArgument(out.status().message));
       if (out.ok()) {
         SendJson(res, 200, *out);
       } else {
         const ApiError& e = out.status();
         SendJson(res, e.status, openai ? OpenAiErrorBody(e) : TeiErrorBody(e));
       }
+      // Inference requests count as KServe's do, a refused input as a
+      // failure; /tokenize and /decode run no model. Once the body is
+      // written: writing it is the request's last stage.
+      const bool infers = path != "/tokenize" && path != "/decode";
+      if (timer && (timer->ran() || (infers && !out.ok())))
+        timer->Finish(out.ok()                     ? Status::Ok()
+                      : out.status().status >= 500 ? Internal(out.status().message)
+                                                   : InvalidArgument(out.status().message));
       metrics_.CountRequest(model.ok() ? (*model)->name() : "", path,
                             out.ok() ? 200 : out.status().status);
       };
