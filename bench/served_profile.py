@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Where a served request's time goes outside the engine (issue 50): the served path at
+saturation against the serving stack in-process, stage by stage.
+
+For each text length and texts-per-request, at --concurrency closed-loop clients:
+
+1. In-process (`bertrt bench --serve-inprocess`): the model's tokenization and dynamic
+   batcher without the network, the anchor measured in the same run.
+2. Served (`bertrt serve`, then `bertrt bench --url`): TEI's /embed over HTTP, KServe v2
+   over HTTP and over gRPC. The server's own histogram bertrt_request_stage_seconds
+   (scraped before and after each step) splits its requests' time into parse (the body
+   read into inputs), tokenize, queue, compute (the batch's engine time) and respond (the
+   outputs picked and the answer's body written); the client's mean latency less those
+   is the rest: HTTP/gRPC framing, the connection's I/O threads, the hand-offs between
+   threads, and the client's own work.
+
+Prints one table per device and appends it to --results (bench/RESULTS.md) with the
+machine, command and date. Throughput is sequences/s; ratio is served over in-process.
+
+  python3 bench/served_profile.py --bertrt build/bertrt --model models/all-MiniLM-L6-v2 \\
+      [--device cuda --precision fp16] [--seconds 8] [--concurrency 64] \\
+      [--texts-per-request 1,8,32] [--words 40,380]
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STAGES = ("parse", "tokenize", "queue", "compute", "respond")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(url):
+    """{stage: (sum seconds, count)} of the model's bertrt_request_stage_seconds."""
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
+        text = r.read().decode()
+    out = {s: [0.0, 0.0] for s in STAGES}
+    for line in text.splitlines():
+        if not line.startswith("bertrt_request_stage_seconds_"):
+            continue
+        name, value = line.rsplit(" ", 1)
+        stage = name.split('stage="')[1].split('"')[0]
+        if name.startswith("bertrt_request_stage_seconds_sum"):
+            out[stage][0] += float(value)
+        elif name.startswith("bertrt_request_stage_seconds_count"):
+            out[stage][1] += float(value)
+    return out
+
+
+def bench(args, target, extra, tmp, name, seconds=None, warmup=2):
+    path = os.path.join(tmp, name + ".json")
+    cmd = [args.bertrt, "bench", *target, "--json", path, "--concurrency", str(args.concurrency),
+           "--duration-s", str(seconds or args.seconds), "--warmup-s", str(warmup), *extra]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"served_profile: {' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    with open(path) as f:
+        return json.load(f)["steps"][0]
+
+
+class Server:
+    def __init__(self, args):
+        self.port, self.grpc_port = free_port(), free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        cmd = [args.bertrt, "serve", args.model, "--device", args.device, "--http-port", str(self.port),
+               "--grpc-port", str(self.grpc_port), *args.serve_args]
+        if args.precision:
+            cmd += ["--precision", args.precision]
+        self.proc = subprocess.Popen(cmd, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        deadline = time.time() + 600
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                sys.exit(f"served_profile: bertrt serve exited {self.proc.returncode}")
+            try:
+                with urllib.request.urlopen(self.url + "/v2/health/ready", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.2)
+        sys.exit("served_profile: the server did not become ready")
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(60)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bertrt", default=os.path.join(ROOT, "build", "bertrt"))
+    p.add_argument("--model", default=os.path.join(ROOT, "models", "all-MiniLM-L6-v2"))
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--precision", default="")
+    p.add_argument("--seconds", type=float, default=8)
+    p.add_argument("--concurrency", type=int, default=64)
+    p.add_argument("--texts-per-request", default="1,8,32")
+    p.add_argument("--words", default="40,380",
+                   help="words per generated text, one run each (about 50 and 512 tokens)")
+    p.add_argument("--serve-args", nargs="*", default=[], help="more `bertrt serve` arguments")
+    p.add_argument("--results", default=os.path.join(ROOT, "bench", "RESULTS.md"))
+    args = p.parse_args()
+    per_request = [int(x) for x in args.texts_per_request.split(",")]
+    words = [int(x) for x in args.words.split(",")]
+    device = ["--device", args.device] + (["--precision", args.precision] if args.precision else [])
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        server = Server(args)
+        try:
+            for w in words:
+                for n in per_request:
+                    load = ["--lengths", f"{w}:{w}", "--sequences-per-request", str(n)]
+                    inproc = bench(args, ["--serve-inprocess", args.model, *device], load, tmp, f"in{w}x{n}")
+                    for label, target in (
+                            ("TEI /embed (HTTP)", ["--url", server.url, "--endpoint", "embed"]),
+                            ("KServe HTTP", ["--url", server.url, "--endpoint", "kserve"]),
+                            ("KServe gRPC", ["--url", f"grpc://127.0.0.1:{server.grpc_port}",
+                                             "--metrics-url", server.url])):
+                        # Warmed up first, so that the stages scraped around the measured
+                        # step are its requests' alone.
+                        bench(args, target, load, tmp, "warmup", seconds=2, warmup=0)
+                        before = scrape(server.url)
+                        step = bench(args, target, load, tmp, f"{label.split()[0]}{len(rows)}", warmup=0)
+                        after = scrape(server.url)
+                        requests = after["parse"][1] - before["parse"][1]
+                        stage_us = {s: 1e6 * (after[s][0] - before[s][0]) / max(requests, 1) for s in STAGES}
+                        rest = 1e3 * step["latency_ms"]["mean"] - sum(stage_us.values())
+                        rows.append((w, n, label, step, inproc, stage_us, rest))
+                        print(f"{w} words x{n} {label}: {step['sequences_per_s']:.0f} seq/s "
+                              f"(in-process {inproc['sequences_per_s']:.0f}), "
+                              + ", ".join(f"{s} {stage_us[s]:.0f} us" for s in STAGES) + f", rest {rest:.0f} us",
+                              file=sys.stderr)
+        finally:
+            server.stop()
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    gpu = ""
+    if args.device == "cuda":
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                             capture_output=True, text=True).stdout.strip().splitlines()[0]
+    out = [f"\n## Served path by stage against the serving stack in-process (issue 50, {now:%Y-%m-%d})\n",
+           f"- date: {now:%Y-%m-%d %H:%M} UTC",
+           f"- machine: {os.cpu_count()} CPUs ({platform.machine()}){', ' + gpu if gpu else ''}, "
+           f"{platform.platform()}",
+           f"- command: `python3 bench/served_profile.py --model {os.path.basename(args.model)} --device "
+           f"{args.device}{' --precision ' + args.precision if args.precision else ''} --seconds {args.seconds:g} "
+           f"--concurrency {args.concurrency} --texts-per-request {args.texts_per_request} --words {args.words}`",
+           "- anchor measured in the same run: `bertrt bench --serve-inprocess` (tokenization and the "
+           "batcher, no network) at the same load",
+           "- stages: the server's bertrt_request_stage_seconds per request (mean); rest: the client's "
+           "mean latency less them (framing, I/O threads, hand-offs, the client)\n",
+           "| words | texts/req | front end | served seq/s | in-process seq/s | ratio | p99 ms | in-process p99 ms "
+           "| parse us | tokenize us | queue us | compute us | respond us | rest us |",
+           "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for w, n, label, step, inproc, st, rest in rows:
+        out.append(f"| {w} | {n} | {label} | {step['sequences_per_s']:.0f} | {inproc['sequences_per_s']:.0f} | "
+                   f"{step['sequences_per_s'] / max(inproc['sequences_per_s'], 1e-9):.2f} | "
+                   f"{step['latency_ms']['p99']:.1f} | {inproc['latency_ms']['p99']:.1f} | "
+                   + " | ".join(f"{st[s]:.0f}" for s in STAGES) + f" | {rest:.0f} |")
+    text = "\n".join(out) + "\n"
+    print(text)
+    with open(args.results, "a") as f:
+        f.write(text)
+
+
+if __name__ == "__main__":
+    main()
