@@ -26,6 +26,7 @@ import datetime
 import json
 import os
 import platform
+import shlex
 import signal
 import socket
 import subprocess
@@ -77,7 +78,8 @@ class Server:
         self.port, self.grpc_port = free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         cmd = [args.bertrt, "serve", args.model, "--device", args.device, "--http-port", str(self.port),
-               "--grpc-port", str(self.grpc_port), *args.serve_args]
+               "--grpc-port", str(self.grpc_port), *shlex.split(args.batching),
+               *shlex.split(args.serve_args)]
         if args.precision:
             cmd += ["--precision", args.precision]
         self.proc = subprocess.Popen(cmd, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
@@ -109,7 +111,11 @@ def main():
     p.add_argument("--texts-per-request", default="1,8,32")
     p.add_argument("--words", default="40,380",
                    help="words per generated text, one run each (about 50 and 512 tokens)")
-    p.add_argument("--serve-args", nargs="*", default=[], help="more `bertrt serve` arguments")
+    p.add_argument("--batching", default="",
+                   help="batcher settings for the server and the in-process stack alike, e.g. "
+                        "'--max-batch-size 256 --max-batch-tokens 32768'")
+    p.add_argument("--serve-args", default="", help="more `bertrt serve` arguments, e.g. "
+                                                     "'--max-queue-size 8192'")
     p.add_argument("--results", default=os.path.join(ROOT, "bench", "RESULTS.md"))
     args = p.parse_args()
     per_request = [int(x) for x in args.texts_per_request.split(",")]
@@ -123,7 +129,8 @@ def main():
             for w in words:
                 for n in per_request:
                     load = ["--lengths", f"{w}:{w}", "--sequences-per-request", str(n)]
-                    inproc = bench(args, ["--serve-inprocess", args.model, *device], load, tmp, f"in{w}x{n}")
+                    inproc = bench(args, ["--serve-inprocess", args.model, *device, *shlex.split(args.batching)],
+                                   load, tmp, f"in{w}x{n}")
                     for label, target in (
                             ("TEI /embed (HTTP)", ["--url", server.url, "--endpoint", "embed"]),
                             ("KServe HTTP", ["--url", server.url, "--endpoint", "kserve"]),
@@ -157,7 +164,9 @@ def main():
            f"{platform.platform()}",
            f"- command: `python3 bench/served_profile.py --model {os.path.basename(args.model)} --device "
            f"{args.device}{' --precision ' + args.precision if args.precision else ''} --seconds {args.seconds:g} "
-           f"--concurrency {args.concurrency} --texts-per-request {args.texts_per_request} --words {args.words}`",
+           f"--concurrency {args.concurrency} --texts-per-request {args.texts_per_request} --words {args.words}"
+           f"{' --batching ' + repr(args.batching) if args.batching else ''}"
+           f"{' --serve-args ' + repr(args.serve_args) if args.serve_args else ''}`",
            "- anchor measured in the same run: `bertrt bench --serve-inprocess` (tokenization and the "
            "batcher, no network) at the same load",
            "- stages: the server's bertrt_request_stage_seconds per request (mean); rest: the client's "
