@@ -17,9 +17,10 @@
 namespace {
 
 std::shared_ptr<bertrt::Tokenizer> MakeTokenizer() {
-  std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "##a",
-                                    "##b", "ab", "##ab", "é", "##é", "中", "!", "[", "]", "i",
-                                    "hello", "##llo", "he", "Σ", "σ", "𝐀", " "};
+  std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a",     "b",
+                                    "##a",   "##b",   "ab",    "##ab",  "é",      "##é",   "中",
+                                    "!",     "[",     "]",     "i",     "hello",  "##llo", "he",
+                                    "Σ",     "σ",     "𝐀",     " "};
   bertrt::TokenizerSettings s;
   s.max_input_chars_per_word = 12;
   auto t = bertrt::Tokenizer::FromVocab(std::move(vocab), s);
@@ -51,8 +52,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     o.aggregation = static_cast<bertrt::serving::Aggregation>(control / 2 % 5);
     o.stride = b % 8 == 0 ? 0 : b % 40;
     if (control & 64) o.ignore_labels = std::vector<std::string>{};
-    auto task = bertrt::serving::TokenClassification::Prepare(*tok, text, max_length, 4096,
-                                                               1000, o);
+    auto task =
+        bertrt::serving::TokenClassification::Prepare(*tok, text, max_length, 4096, 1000, o);
     if (!task.ok()) return 0;
     const int labels = 1 + b % 5;
     const auto logits = Logits(task->windows(), labels, data, size);

@@ -8,12 +8,9 @@
 
 namespace bertrt::serving {
 
-StatusOr<QuestionAnswering> QuestionAnswering::Prepare(const Tokenizer& tokenizer,
-                                                       std::string_view question,
-                                                       std::string context, int max_length,
-                                                       size_t max_normalized_chars,
-                                                       size_t max_windows,
-                                                       QuestionAnsweringOptions options) {
+StatusOr<QuestionAnswering> QuestionAnswering::Prepare(
+    const Tokenizer& tokenizer, std::string_view question, std::string context, int max_length,
+    size_t max_normalized_chars, size_t max_windows, QuestionAnsweringOptions options) {
   RETURN_IF_ERROR(CheckInputText(question));
   RETURN_IF_ERROR(CheckInputText(context));
   if (options.top_k < 1)
@@ -29,8 +26,8 @@ StatusOr<QuestionAnswering> QuestionAnswering::Prepare(const Tokenizer& tokenize
   if (options.doc_stride < 0) options.doc_stride = std::min(options.max_seq_len / 2, 128);
   if (options.doc_stride > options.max_seq_len)
     return InvalidArgument("doc_stride (" + std::to_string(options.doc_stride) +
-                           ") is larger than max_seq_len (" +
-                           std::to_string(options.max_seq_len) + ")");
+                           ") is larger than max_seq_len (" + std::to_string(options.max_seq_len) +
+                           ")");
   const std::string& cls = tokenizer.settings().cls_token;
   QuestionAnswering task(std::move(context), tokenizer.TokenToId(cls), options);
   EncodeLimits limits;
@@ -38,8 +35,8 @@ StatusOr<QuestionAnswering> QuestionAnswering::Prepare(const Tokenizer& tokenize
   ASSIGN_OR_RETURN(Encoding full, tokenizer.Encode(question, task.context_, limits));
   ASSIGN_OR_RETURN(task.windows_,
                    OverflowWindows(full, true, static_cast<size_t>(options.max_seq_len),
-                                   static_cast<size_t>(options.doc_stride),
-                                   Truncation::kOnlySecond, max_windows));
+                                   static_cast<size_t>(options.doc_stride), Truncation::kOnlySecond,
+                                   max_windows));
   return task;
 }
 
@@ -53,7 +50,8 @@ struct Span {
 // The window's context tokens' [first, last] of the word token `t` is in.
 std::pair<size_t, size_t> WordTokens(const Encoding& enc, size_t t) {
   size_t first = t, last = t;
-  while (first > 0 && enc.sequence_ids[first - 1] == 1 && enc.word_ids[first - 1] == enc.word_ids[t])
+  while (first > 0 && enc.sequence_ids[first - 1] == 1 &&
+         enc.word_ids[first - 1] == enc.word_ids[t])
     --first;
   while (last + 1 < enc.input_ids.size() && enc.sequence_ids[last + 1] == 1 &&
          enc.word_ids[last + 1] == enc.word_ids[t])
@@ -86,7 +84,8 @@ std::vector<Answer> QuestionAnswering::Answers(const std::vector<const float*>& 
       float top = -std::numeric_limits<float>::infinity();
       for (size_t i = 0; i < n; ++i) top = std::max(top, allowed[i] ? logits[i] : -10000.0f);
       float sum = 0;
-      for (size_t i = 0; i < n; ++i) sum += p[i] = std::exp((allowed[i] ? logits[i] : -10000.0f) - top);
+      for (size_t i = 0; i < n; ++i)
+        sum += p[i] = std::exp((allowed[i] ? logits[i] : -10000.0f) - top);
       for (float& v : p) v /= sum;
       return p;
     };

@@ -39,8 +39,8 @@ struct Answer {
 class QuestionAnswering {
  public:
   // Tokenizes the pair for a model taking `max_length` tokens, in at most
-  // `max_windows` windows (more: ResourceExhausted; 0: no limit). InvalidArgument for an empty text, an option out of
-  // range, or a question that leaves a window no room for the context.
+  // `max_windows` windows (more: ResourceExhausted; 0: no limit). InvalidArgument for an empty
+  // text, an option out of range, or a question that leaves a window no room for the context.
   static StatusOr<QuestionAnswering> Prepare(const Tokenizer& tokenizer, std::string_view question,
                                              std::string context, int max_length,
                                              size_t max_normalized_chars, size_t max_windows,

@@ -41,10 +41,9 @@ StatusOr<TokenClassification> TokenClassification::Prepare(const Tokenizer& toke
   // Without a stride, cut to the model's length as the pipeline does.
   if (task.options_.stride == 0) limits.max_length = static_cast<size_t>(max_length);
   ASSIGN_OR_RETURN(Encoding full, tokenizer.Encode(task.text_, std::nullopt, limits));
-  ASSIGN_OR_RETURN(task.windows_,
-                   OverflowWindows(full, false, static_cast<size_t>(max_length),
-                                   static_cast<size_t>(task.options_.stride),
-                                   Truncation::kLongestFirst, max_windows));
+  ASSIGN_OR_RETURN(task.windows_, OverflowWindows(full, false, static_cast<size_t>(max_length),
+                                                  static_cast<size_t>(task.options_.stride),
+                                                  Truncation::kLongestFirst, max_windows));
   return task;
 }
 
@@ -101,8 +100,8 @@ std::vector<Entity> TokenClassification::Entities(const std::vector<const float*
       for (int k = 0; k < num_labels; ++k) sum += p[k] = std::exp(row[k] - top);
       for (float& v : p) v /= sum;
       const auto [start, end] = enc.offsets[i];
-      TokenScores t{tok.IdToToken(enc.input_ids[i]), std::move(p), static_cast<int>(i), start,
-                    end, false};
+      TokenScores t{
+          tok.IdToToken(enc.input_ids[i]), std::move(p), static_cast<int>(i), start, end, false};
       if (marks_subwords) {
         // A word-aware tokenizer: a piece whose token is not its text has a prefix.
         t.is_subword = CountCodePoints(t.word) != end - start;
@@ -122,8 +121,8 @@ std::vector<Entity> TokenClassification::Entities(const std::vector<const float*
     if (aggregation == Aggregation::kNone || aggregation == Aggregation::kSimple) {
       for (const TokenScores& t : tokens) {
         const size_t best = Argmax(t.scores);
-        entities.push_back({label(static_cast<int>(best)), t.scores[best], t.word, t.index,
-                            t.start, t.end});
+        entities.push_back(
+            {label(static_cast<int>(best)), t.scores[best], t.word, t.index, t.start, t.end});
       }
     } else {
       for (size_t i = 0; i < tokens.size();) {

@@ -34,8 +34,8 @@ struct TokenClassificationOptions {
 struct Entity {
   std::string label;  // "entity" (aggregation none) or "entity_group"
   double score = 0;
-  std::string word;  // the tokens decoded
-  int index = -1;    // aggregation none: the token's position in the input ids
+  std::string word;             // the tokens decoded
+  int index = -1;               // aggregation none: the token's position in the input ids
   uint32_t start = 0, end = 0;  // code points of the text
 };
 
@@ -45,8 +45,8 @@ using LabelNames = std::function<std::string(int)>;
 class TokenClassification {
  public:
   // Tokenizes `text` for a model taking `max_length` tokens, in at most
-  // `max_windows` windows (more: ResourceExhausted; 0: no limit). InvalidArgument for an empty text, a stride with
-  // aggregation none, or a stride the windows cannot take.
+  // `max_windows` windows (more: ResourceExhausted; 0: no limit). InvalidArgument for an empty
+  // text, a stride with aggregation none, or a stride the windows cannot take.
   static StatusOr<TokenClassification> Prepare(const Tokenizer& tokenizer, std::string text,
                                                int max_length, size_t max_normalized_chars,
                                                size_t max_windows,

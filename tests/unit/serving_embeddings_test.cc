@@ -1,9 +1,9 @@
 // serving::EmbeddingRequest: which vectors are normalized (once), cut, or refused.
-#include "serving/embeddings.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
+
+#include "serving/embeddings.h"
 
 namespace bertrt::serving {
 namespace {
@@ -66,8 +66,11 @@ TEST(ServingEmbeddings, NormalizedOnceCutThenNormalizedAgain) {
 TEST(ServingEmbeddings, RefusesWhatTheModelCannotGive) {
   ModelConfig c;
   c.head = HeadKind::kSparseEmbedding;
-  OutputDescription sparse{.name = "sparse_embedding", .width = 8, .array_width = 8,
-                           .sequence_vector = true, .sparse = true};
+  OutputDescription sparse{.name = "sparse_embedding",
+                           .width = 8,
+                           .array_width = 8,
+                           .sequence_vector = true,
+                           .sparse = true};
   EXPECT_EQ(EmbeddingRequest::Make(c, sparse, {true, std::nullopt}).status().code(),
             StatusCode::kFailedPrecondition);
   EXPECT_TRUE(EmbeddingRequest::Make(c, sparse, {false, std::nullopt}).ok());

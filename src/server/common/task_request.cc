@@ -7,9 +7,12 @@ using nlohmann::json;
 
 const char* PipelineTask(const ModelConfig& config) {
   switch (config.head) {
-    case HeadKind::kTokenClassification: return "token-classification";
-    case HeadKind::kQuestionAnswering: return "question-answering";
-    default: return "";
+    case HeadKind::kTokenClassification:
+      return "token-classification";
+    case HeadKind::kQuestionAnswering:
+      return "question-answering";
+    default:
+      return "";
   }
 }
 
@@ -25,8 +28,8 @@ Status ReadInt(const json& parameters, const char* name, int lowest, int& out) {
   const json* v = Param(parameters, name);
   if (!v) return Status::Ok();
   if (!v->is_number_integer() || v->get<int64_t>() < lowest || v->get<int64_t>() > (1 << 30))
-    return InvalidArgument(std::string("parameter \"") + name + "\" must be an integer of at least " +
-                           std::to_string(lowest));
+    return InvalidArgument(std::string("parameter \"") + name +
+                           "\" must be an integer of at least " + std::to_string(lowest));
   out = static_cast<int>(v->get<int64_t>());
   return Status::Ok();
 }
@@ -124,15 +127,15 @@ StatusOr<TaskRequest> TaskRequest::Parse(const ServedModel& model, const json& b
     // What the inputs before left of the request's windows.
     if (max_sequences > 0 && sequences >= max_sequences)
       return ResourceExhausted("the inputs need more than the " + std::to_string(max_sequences) +
-                        " windows a request may run: send fewer per request");
+                               " windows a request may run: send fewer per request");
     const size_t max_windows = max_sequences > 0 ? max_sequences - sequences : 0;
     auto failed = [&](const Status& s) { return Status(s.code(), where + ": " + s.message()); };
     if (ner) {
       ASSIGN_OR_RETURN(std::string text, Text(items[i], where));
       ASSIGN_OR_RETURN(auto options, TokenParameters(parameters));
-      auto prepared = serving::TokenClassification::Prepare(
-          model.tokenizer(), std::move(text), max_length, model.max_normalized_chars(),
-          max_windows, options);
+      auto prepared =
+          serving::TokenClassification::Prepare(model.tokenizer(), std::move(text), max_length,
+                                                model.max_normalized_chars(), max_windows, options);
       if (!prepared.ok()) return failed(prepared.status());
       sequences += prepared->windows().size();
       out.tasks_.emplace_back(std::move(*prepared));
@@ -144,8 +147,8 @@ StatusOr<TaskRequest> TaskRequest::Parse(const ServedModel& model, const json& b
       ASSIGN_OR_RETURN(std::string context, Text(item["context"], where + " context"));
       ASSIGN_OR_RETURN(auto options, AnswerParameters(parameters));
       auto prepared = serving::QuestionAnswering::Prepare(
-          model.tokenizer(), question, std::move(context), max_length,
-          model.max_normalized_chars(), max_windows, options);
+          model.tokenizer(), question, std::move(context), max_length, model.max_normalized_chars(),
+          max_windows, options);
       if (!prepared.ok()) return failed(prepared.status());
       sequences += prepared->windows().size();
       out.tasks_.emplace_back(std::move(*prepared));
@@ -155,8 +158,8 @@ StatusOr<TaskRequest> TaskRequest::Parse(const ServedModel& model, const json& b
 }
 
 namespace {
-const std::vector<Encoding>& Windows(const std::variant<serving::TokenClassification,
-                                                        serving::QuestionAnswering>& task) {
+const std::vector<Encoding>& Windows(
+    const std::variant<serving::TokenClassification, serving::QuestionAnswering>& task) {
   return std::visit([](const auto& t) -> const std::vector<Encoding>& { return t.windows(); },
                     task);
 }
@@ -190,8 +193,8 @@ json TaskRequest::Answer(const InferResult& result, int first) const {
       for (size_t w = 0; w < ner->windows().size(); ++w) logits.push_back(rows("logits", seq++));
       const bool by_token = ner->aggregation() == serving::Aggregation::kNone;
       json entities = json::array();
-      for (const serving::Entity& e : ner->Entities(
-               logits, config.num_labels, [&](int i) { return config.LabelName(i); })) {
+      for (const serving::Entity& e :
+           ner->Entities(logits, config.num_labels, [&](int i) { return config.LabelName(i); })) {
         json j;
         j[by_token ? "entity" : "entity_group"] = e.label;
         j["score"] = e.score;
@@ -212,7 +215,8 @@ json TaskRequest::Answer(const InferResult& result, int first) const {
     }
     json found = json::array();
     for (const serving::Answer& a : qa.Answers(start, end))
-      found.push_back({{"score", a.score}, {"start", a.start}, {"end", a.end}, {"answer", a.answer}});
+      found.push_back(
+          {{"score", a.score}, {"start", a.start}, {"end", a.end}, {"answer", a.answer}});
     // As the pipeline: one answer alone, not in a list.
     answers.push_back(found.size() == 1 ? found[0] : found);
   }
