@@ -29,6 +29,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "core/json_float.h"
 #include "core/startup_trace.h"
 #include "server/common/task_request.h"
 
@@ -93,28 +94,11 @@ struct Chunk {
   Status fatal;                  // the engine failed: the run stops here
 };
 
-// Shortest round-trip decimal of each float; null for NaN and infinities
-// (JSON has no such numbers), as nlohmann writes them.
-void AppendFloats(std::string& out, const float* v, size_t n) {
-  out.push_back('[');
-  char buf[32];
-  for (size_t i = 0; i < n; ++i) {
-    if (i) out.push_back(',');
-    if (!std::isfinite(v[i])) {
-      out += "null";
-      continue;
-    }
-    auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v[i]);
-    out.append(buf, end);
-  }
-  out.push_back(']');
-}
-
 void AppendRows(std::string& out, const float* v, int rows, int width) {
   out.push_back('[');
   for (int r = 0; r < rows; ++r) {
     if (r) out.push_back(',');
-    AppendFloats(out, v + static_cast<size_t>(r) * width, width);
+    AppendJsonFloats(out, v + static_cast<size_t>(r) * width, width);
   }
   out.push_back(']');
 }
@@ -130,11 +114,11 @@ void AppendKey(std::string& out, const char* key, bool first) {
 void AppendRecord(const RunContext& ctx, const InferResult& r, int seq, std::string& out) {
   const int begin = r.cu_seqlens[seq], len = r.cu_seqlens[seq + 1] - begin;
   auto per_seq = [&](const NamedOutput& o) {
-    AppendFloats(out, o.data.data() + static_cast<size_t>(seq) * o.width, o.width);
+    AppendJsonFloats(out, o.data.data() + static_cast<size_t>(seq) * o.width, o.width);
   };
   auto per_token = [&](const NamedOutput& o) {
     if (o.width == 1)
-      AppendFloats(out, o.data.data() + begin, len);
+      AppendJsonFloats(out, o.data.data() + begin, len);
     else
       AppendRows(out, o.data.data() + static_cast<size_t>(begin) * o.width, len, o.width);
   };
@@ -160,7 +144,7 @@ void AppendRecord(const RunContext& ctx, const InferResult& r, int seq, std::str
         values.push_back(row[v]);
       }
       out += "{\"indices\":[" + indices + "],\"values\":";
-      AppendFloats(out, values.data(), values.size());
+      AppendJsonFloats(out, values.data(), values.size());
       out += "}";
     } else {
       per_seq(o);

@@ -523,28 +523,51 @@ std::string RawTensorBytes(const OutputTensor& t) {
 
 HttpAnswer EncodeKServeResponse(const KServeRequest& request, const ServedModel& model,
                                 const std::vector<OutputTensor>& outputs) {
-  json outs = json::array();
+  // Written straight: an answer is mostly floats, which a tree would convert
+  // three times each. Strings through nlohmann, replacing (never throwing
+  // on) invalid UTF-8 echoed back (the id).
+  auto str = [](const std::string& s) {
+    return json(s).dump(-1, ' ', false, json::error_handler_t::replace);
+  };
+  HttpAnswer answer;
+  std::string& out = answer.body;
   std::string binary;
-  for (const OutputTensor& o : outputs) {
-    json j{{"name", o.name}, {"datatype", o.datatype}, {"shape", o.shape}};
+  out = "{";
+  if (!request.id.empty()) {
+    out += "\"id\":";
+    out += str(request.id);
+    out += ',';
+  }
+  out += "\"model_name\":";
+  out += str(model.name());
+  out += ",\"model_version\":";
+  out += str(model.version());
+  out += ",\"outputs\":[";
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const OutputTensor& o = outputs[k];
+    if (k) out += ',';
+    out += "{\"name\":";
+    out += str(o.name);
+    out += ",\"datatype\":";
+    out += str(o.datatype);
+    out += ",\"shape\":";
+    out += json(o.shape).dump();
     if (o.binary) {
       const std::string raw = RawTensorBytes(o);
-      j["parameters"] = {{"binary_data_size", raw.size()}};
+      out += ",\"parameters\":{\"binary_data_size\":";
+      out += std::to_string(raw.size());
+      out += '}';
       binary += raw;
     } else if (o.datatype == "BYTES") {
-      j["data"] = o.strings;
+      out += ",\"data\":";
+      out += json(o.strings).dump(-1, ' ', false, json::error_handler_t::replace);
     } else {
-      json data = json::array();
-      for (float v : o.data) data.push_back(FloatJson(v));
-      j["data"] = std::move(data);
+      out += ",\"data\":";
+      AppendJsonFloats(out, o.data.data(), o.data.size());
     }
-    outs.push_back(std::move(j));
+    out += '}';
   }
-  json r{{"model_name", model.name()}, {"model_version", model.version()}, {"outputs", outs}};
-  if (!request.id.empty()) r["id"] = request.id;
-  HttpAnswer answer;
-  // Replace, never throw, on invalid UTF-8 echoed back (the id).
-  answer.body = r.dump(-1, ' ', false, json::error_handler_t::replace);
+  out += "]}";
   bool any_binary =
       std::any_of(outputs.begin(), outputs.end(), [](const OutputTensor& o) { return o.binary; });
   if (any_binary) {

@@ -136,6 +136,21 @@ json OpenAiErrorBody(const ApiError& e) {
               {"error_type", ErrorTypeName(e.type)}};
 }
 
+// An answer written as JSON text by its handler: the routes whose answers
+// are mostly floats (embeddings) write them straight, without a tree.
+struct JsonText {
+  std::string text;
+};
+
+// What a handler answers: a JSON tree, or its text.
+using Answer = std::variant<json, JsonText>;
+
+template <typename T>
+Result<Answer> AsAnswer(Result<T> r) {
+  if (!r.ok()) return r.status();
+  return Answer(std::move(r).value());
+}
+
 // What a handler gets: the server, the model, the parsed body, the request
 // (whose client's going the batcher is told of) and the request's timer.
 struct Call {
@@ -389,16 +404,21 @@ Result<std::vector<std::vector<float>>> EmbedItems(const Call& c, std::vector<It
   return request->Rows(r, pool_start);
 }
 
-json Floats(const std::vector<float>& v) { return FloatArray(v.data(), v.size()); }
 
-Result<json> Embed(const Call& c) {
+Result<JsonText> Embed(const Call& c) {
   bool batch = false;
   ASSIGN_OR_RETURN(auto items, ReadInputs(c.body, "inputs", &batch));
   RETURN_IF_API_ERROR(CheckBatch(c.model, items.size(), "inputs"));
   ASSIGN_OR_RETURN(EmbedOptions o, ReadEmbedOptions(c.body, true));
   ASSIGN_OR_RETURN(auto rows, EmbedItems(c, std::move(items), o, nullptr));
-  json out = json::array();
-  for (const auto& row : rows) out.push_back(Floats(row));
+  JsonText out;
+  out.text.reserve(rows.size() * (rows.empty() ? 0 : rows[0].size()) * 12 + 2);
+  out.text.push_back('[');
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (i) out.text.push_back(',');
+    AppendJsonFloats(out.text, rows[i].data(), rows[i].size());
+  }
+  out.text.push_back(']');
   return out;
 }
 
@@ -868,7 +888,7 @@ std::string Base64Floats(const std::vector<float>& v) {
   return Base64(bytes.data(), bytes.size());
 }
 
-Result<json> OpenAiEmbeddings(const Call& c) {
+Result<JsonText> OpenAiEmbeddings(const Call& c) {
   const json& body = c.body;
   bool batch = false;
   ASSIGN_OR_RETURN(auto items, ReadInputs(body, "input", &batch));
@@ -889,15 +909,24 @@ Result<json> OpenAiEmbeddings(const Call& c) {
   o.encode.truncate_field = false;
   int tokens = 0;
   ASSIGN_OR_RETURN(auto rows, EmbedItems(c, std::move(items), o, &tokens));
-  json data = json::array();
-  for (size_t i = 0; i < rows.size(); ++i)
-    data.push_back({{"object", "embedding"},
-                    {"index", i},
-                    {"embedding", base64 ? json(Base64Floats(rows[i])) : Floats(rows[i])}});
-  return json{{"object", "list"},
-              {"data", std::move(data)},
-              {"model", c.model.name()},
-              {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}};
+  // OpenAI's list, written straight (JsonText).
+  JsonText out;
+  out.text = R"({"object":"list","data":[)";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    out.text += i ? R"(,{"object":"embedding","index":)" : R"({"object":"embedding","index":)";
+    out.text += std::to_string(i) + R"(,"embedding":)";
+    if (base64) {
+      out.text += '"' + Base64Floats(rows[i]) + '"';
+    } else {
+      AppendJsonFloats(out.text, rows[i].data(), rows[i].size());
+    }
+    out.text.push_back('}');
+  }
+  out.text += R"(],"model":)" +
+              json(c.model.name()).dump(-1, ' ', false, json::error_handler_t::replace) +
+              R"(,"usage":{"prompt_tokens":)" + std::to_string(tokens) +
+              R"(,"total_tokens":)" + std::to_string(tokens) + "}}";
+  return out;
 }
 
 // --- /info, POST / ---------------------------------------------------------------
@@ -997,22 +1026,22 @@ Result<json> PipelineTaskRoute(const Call& c) {
 // shaped for /similarity (huggingface_hub's sentence_similarity) or /rerank
 // goes there; a token classifier's or question answerer's is the HF
 // Inference API's task request.
-Result<json> Root(const Call& c) {
-  if (*PipelineTask(c.model.config())) return PipelineTaskRoute(c);
+Result<Answer> Root(const Call& c) {
+  if (*PipelineTask(c.model.config())) return AsAnswer(PipelineTaskRoute(c));
   switch (KindOf(c.model)) {
     case ModelKind::kEmbedding: {
       auto in = c.body.find("inputs");
       if (in != c.body.end() && in->is_object() && in->contains("source_sentence"))
-        return Similarity(c);
-      return Embed(c);
+        return AsAnswer(Similarity(c));
+      return AsAnswer(Embed(c));
     }
     case ModelKind::kReranker:
-      if (c.body.contains("query") && c.body.contains("texts")) return Rerank(c);
-      return Predict(c);
+      if (c.body.contains("query") && c.body.contains("texts")) return AsAnswer(Rerank(c));
+      return AsAnswer(Predict(c));
     case ModelKind::kClassifier:
-      return Predict(c);
+      return AsAnswer(Predict(c));
   }
-  return Predict(c);
+  return AsAnswer(Predict(c));
 }
 
 bool IsOpenAiPath(std::string_view path) {
@@ -1077,7 +1106,7 @@ void HttpServer::AddTeiRoutes() {
       const auto arrival = RequestTimer::Clock::now();
       auto model = named ? registry_.Find(req.params["model"]) : registry_.Default();
       std::optional<RequestTimer> timer;  // made once the model is known and the body read
-      auto answer = [&]() -> Result<json> {
+      auto answer = [&]() -> Result<Answer> {
         if (!model.ok()) return model.status();
         auto body = ParseBody(req);
         // Not JSON at all: 400, as TEI (axum) answers a syntax error.
@@ -1095,11 +1124,16 @@ void HttpServer::AddTeiRoutes() {
           model = *named;
         }
         timer.emplace(**model, &metrics_, arrival);
-        return handler(Call{*this, **model, *body, req, *timer});
+        return AsAnswer(handler(Call{*this, **model, *body, req, *timer}));
       };
-      Result<json> out = answer();
+      Result<Answer> out = answer();
       if (out.ok()) {
-        SendJson(res, 200, *out);
+        if (auto* text = std::get_if<JsonText>(&*out)) {
+          res.status = 200;
+          res.set_content(std::move(text->text), "application/json");
+        } else {
+          SendJson(res, 200, std::get<json>(*out));
+        }
       } else {
         const ApiError& e = out.status();
         SendJson(res, e.status, openai ? OpenAiErrorBody(e) : TeiErrorBody(e));
