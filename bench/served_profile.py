@@ -162,6 +162,7 @@ def main():
            f"- date: {now:%Y-%m-%d %H:%M} UTC",
            f"- machine: {os.cpu_count()} CPUs ({platform.machine()}){', ' + gpu if gpu else ''}, "
            f"{platform.platform()}",
+           f"- binary: {os.path.abspath(args.bertrt)}",
            f"- command: `python3 bench/served_profile.py --model {os.path.basename(args.model)} --device "
            f"{args.device}{' --precision ' + args.precision if args.precision else ''} --seconds {args.seconds:g} "
            f"--concurrency {args.concurrency} --texts-per-request {args.texts_per_request} --words {args.words}"
