@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (device tool), from the repository root, with .carry/ from
-# `PARITY_DATA=1 BUILD_DIR=build scripts/pack_for_device.sh` of a CUDA build:
+# `BUILD_DIR=build scripts/pack_for_device.sh` of a CUDA build and .carry/tokenizer/ (the
+# default model's tokenizer files: the working tree and .carry must stay under 64 MiB):
 #   1. the token-classification and question-answering goldens on the GPU
 #      (tests/models/test_pipeline_goldens.py -k cuda: `bertrt run --task` in fp32);
-#   2. bench/served_profile.py (issue 50) in fp16, on MODELS: "minilm" (the
-#      all-MiniLM-L6-v2 that PARITY_DATA carries) and/or "base" (a BERT-base-shaped
-#      sentence-transformers model made here: random weights, the same tokenizer). With
-#      .carry/baseline.xz (an earlier build's bertrt, xz-compressed) each model is
-#      profiled with that binary first, then with this one: an A/B on one lease.
+#   2. bench/served_profile.py (issue 50) in fp16, on MODELS: "minilm" and/or "base",
+#      sentence-transformers models (mean pooling, Normalize) of all-MiniLM-L6-v2's and
+#      BERT-base's shapes made here with random weights (the time does not depend on them)
+#      and the carried tokenizer. With .carry/baseline.xz (an earlier build's bertrt,
+#      xz-compressed) each model is profiled with that binary first, then with this one:
+#      an A/B on one lease.
 # Logs in $OUT; bench/RESULTS.md comes back as $OUT/RESULTS.md. GOLDENS=0 skips step 1;
 # SECONDS_PER_STEP (default 4) and CONCURRENCY (default 64) shape step 2.
 set -uo pipefail
@@ -20,7 +22,6 @@ if [ "${GOLDENS:-1}" = 1 ]; then
     tests/models/test_pipeline_goldens.py -k cuda 2>&1 | tee "$OUT/pipeline_goldens_cuda.log" | tail -5
   [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 fi
-[ -d .carry/parity ] || tar -xJf .carry/parity.tar.xz -C .carry
 bins=()
 if [ -f .carry/baseline.xz ]; then
   xz -dc .carry/baseline.xz > /tmp/bertrt-baseline && chmod +x /tmp/bertrt-baseline
@@ -28,13 +29,11 @@ if [ -f .carry/baseline.xz ]; then
 fi
 bins+=("$PWD/.carry/bin/bertrt")
 for name in ${MODELS:-minilm base}; do
-  model=.carry/parity/all-MiniLM-L6-v2
-  if [ "$name" = base ]; then
-    model=/tmp/bertrt-bench/bert-base-st
-    [ -f $model/model.safetensors ] || python3 scripts/make_random_model.py --preset bert-base \
-      --head sentence --pooling mean --normalize --tokenizer-from .carry/parity/tokenizer \
-      -o $model > /dev/null
-  fi
+  model=/tmp/bertrt-bench/$name-st
+  shape=(--preset bert-base)
+  [ "$name" = minilm ] && shape+=(--hidden 384 --layers 6 --heads 12 --intermediate 1536)
+  [ -f $model/model.safetensors ] || python3 scripts/make_random_model.py "${shape[@]}" \
+    --head sentence --pooling mean --normalize --tokenizer-from .carry/tokenizer -o $model > /dev/null
   for bin in "${bins[@]}"; do
     echo "== $name with $bin" | tee -a "$OUT/served_profile.log"
     python3 bench/served_profile.py --bertrt "$bin" --model "$model" --device cuda --precision fp16 \
