@@ -120,6 +120,13 @@ StatusOr<TaskRequest> TaskRequest::Parse(const ServedModel& model, const json& b
   if (out.list_ && inputs.empty()) return InvalidArgument("\"inputs\" is an empty list");
   const json items = out.list_ ? inputs : json::array({inputs});
   const int max_length = model.max_input_length();
+  serving::TokenClassificationOptions token_options;
+  serving::QuestionAnsweringOptions answer_options;
+  if (ner) {
+    ASSIGN_OR_RETURN(token_options, TokenParameters(parameters));
+  } else {
+    ASSIGN_OR_RETURN(answer_options, AnswerParameters(parameters));
+  }
   size_t sequences = 0;
   for (size_t i = 0; i < items.size(); ++i) {
     const std::string where =
@@ -132,10 +139,9 @@ StatusOr<TaskRequest> TaskRequest::Parse(const ServedModel& model, const json& b
     auto failed = [&](const Status& s) { return Status(s.code(), where + ": " + s.message()); };
     if (ner) {
       ASSIGN_OR_RETURN(std::string text, Text(items[i], where));
-      ASSIGN_OR_RETURN(auto options, TokenParameters(parameters));
-      auto prepared =
-          serving::TokenClassification::Prepare(model.tokenizer(), std::move(text), max_length,
-                                                model.max_normalized_chars(), max_windows, options);
+      auto prepared = serving::TokenClassification::Prepare(
+          model.tokenizer(), std::move(text), max_length, model.max_normalized_chars(), max_windows,
+          token_options);
       if (!prepared.ok()) return failed(prepared.status());
       sequences += prepared->windows().size();
       out.tasks_.emplace_back(std::move(*prepared));
@@ -145,10 +151,9 @@ StatusOr<TaskRequest> TaskRequest::Parse(const ServedModel& model, const json& b
         return InvalidArgument(where + " must be {\"question\": ..., \"context\": ...}");
       ASSIGN_OR_RETURN(std::string question, Text(item["question"], where + " question"));
       ASSIGN_OR_RETURN(std::string context, Text(item["context"], where + " context"));
-      ASSIGN_OR_RETURN(auto options, AnswerParameters(parameters));
       auto prepared = serving::QuestionAnswering::Prepare(
           model.tokenizer(), question, std::move(context), max_length, model.max_normalized_chars(),
-          max_windows, options);
+          max_windows, answer_options);
       if (!prepared.ok()) return failed(prepared.status());
       sequences += prepared->windows().size();
       out.tasks_.emplace_back(std::move(*prepared));
