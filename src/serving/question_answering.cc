@@ -73,11 +73,13 @@ std::vector<Answer> QuestionAnswering::Answers(const std::vector<const float*>& 
   for (size_t w = 0; w < windows_.size(); ++w) {
     const Encoding& enc = windows_[w];
     const size_t n = enc.input_ids.size();
-    // What may be in an answer: the context's tokens, and [CLS] (where
-    // models put "no answer").
+    // What may be in an answer: the context's tokens, and the leading [CLS]
+    // (where models put "no answer"). The pipeline allows every token with
+    // [CLS]'s id, also one a question spells out as "[CLS]", whose offsets
+    // are the question's: a span from it would cut the context anywhere.
     std::vector<bool> allowed(n);
     for (size_t i = 0; i < n; ++i)
-      allowed[i] = enc.sequence_ids[i] == 1 || enc.input_ids[i] == cls_id_;
+      allowed[i] = enc.sequence_ids[i] == 1 || (i == 0 && enc.input_ids[0] == cls_id_);
     // Softmax over the allowed tokens, in float32 as the pipeline's numpy.
     auto probabilities = [&](const float* logits) {
       std::vector<float> p(n);
