@@ -33,16 +33,11 @@ def free_port():
         return s.getsockname()[1]
 
 
-# Only against a server that hangs for good: a busy machine's slow start must not fail a
-# test, so this is no bound on how fast a server starts (benchmarks measure that).
-HANG_GUARD_S = 600
-
-
 def wait_until_ready(proc, url, verify=True):
     """Waits until `proc` (a starting `bertrt serve`) answers GET url/v2/health/ready with 200;
-    fails with its stderr if it exits first."""
+    fails with its stderr if it exits first. No deadline: a busy machine's slow start must not
+    fail a test (benchmarks time starts), and CI's own limit stops a server that hangs."""
     import requests
-    deadline = time.monotonic() + HANG_GUARD_S
     while True:
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else f"exit {proc.returncode}"
         try:
@@ -50,7 +45,6 @@ def wait_until_ready(proc, url, verify=True):
                 return
         except requests.ConnectionError:
             pass
-        assert time.monotonic() < deadline, f"{url} neither became ready nor exited"
         time.sleep(0.1)
 
 

@@ -208,6 +208,19 @@ StatusOr<SequenceInput> EncodeLine(const RunContext& ctx, const std::string& lin
   return seq;
 }
 
+// Runs a chunk's sequences (none: nothing to run) into `result`; false when
+// the engine failed, which stops the run (chunk.fatal).
+bool RunChunk(const RunContext& ctx, InferRequest request, Chunk& chunk, InferResult& result) {
+  if (request.sequences.empty()) return true;
+  auto done = ctx.model->scheduler().Infer(std::move(request));
+  if (!done.ok()) {
+    chunk.fatal = done.status();
+    return false;
+  }
+  result = std::move(*done);
+  return true;
+}
+
 // A chunk of --task lines: each line's request, its windows in one batcher request.
 void ProcessTaskChunk(const RunContext& ctx, Chunk& chunk) {
   std::vector<StatusOr<server::TaskRequest>> requests;
@@ -237,14 +250,7 @@ void ProcessTaskChunk(const RunContext& ctx, Chunk& chunk) {
   }
   chunk.lines = {};
   InferResult result;
-  if (!request.sequences.empty()) {
-    auto done = ctx.model->scheduler().Infer(std::move(request));
-    if (!done.ok()) {
-      chunk.fatal = done.status();
-      return;
-    }
-    result = std::move(*done);
-  }
+  if (!RunChunk(ctx, std::move(request), chunk, result)) return;
   int first = 0;
   for (const auto& r : requests) {
     if (!r.ok()) {
@@ -271,14 +277,7 @@ void ProcessChunk(const RunContext& ctx, Chunk& chunk) {
   }
   chunk.lines = {};
   InferResult result;
-  if (!request.sequences.empty()) {
-    auto done = ctx.model->scheduler().Infer(std::move(request));
-    if (!done.ok()) {
-      chunk.fatal = done.status();
-      return;
-    }
-    result = std::move(*done);
-  }
+  if (!RunChunk(ctx, std::move(request), chunk, result)) return;
   int seq = 0;
   for (const Status& e : encoded) {
     if (!e.ok()) {

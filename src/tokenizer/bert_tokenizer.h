@@ -50,10 +50,8 @@ class BertTokenizer final : public Tokenizer, public PieceEncoder {
   size_t vocab_size() const override { return id_to_token_.size(); }
   int32_t TokenToId(std::string_view token) const override;
   std::string IdToToken(int32_t id) const override;
-  int32_t unk_id() const override { return model_vocab_.Find(parts_.settings.unk_token); }
-  std::string_view continuing_subword_prefix() const override {
-    return parts_.settings.continuing_subword_prefix;
-  }
+  int32_t unk_id() const override { return wordpiece_->unk_id(); }
+  std::string_view continuing_subword_prefix() const override { return wordpiece_->prefix(); }
   std::string Decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const override;
   std::string DecodeTokens(std::vector<std::string> tokens) const override;
   std::vector<std::string> Vocabulary() const override { return id_to_token_; }

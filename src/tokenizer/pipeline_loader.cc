@@ -231,10 +231,9 @@ class WordPieceModel final : public Model {
     if (unk_id < 0) return InvalidArgument("the unk_token '" + unk + "' is not in the vocabulary");
     const int max_chars = model.value("max_input_chars_per_word", 100);
     if (max_chars <= 0) return InvalidArgument("max_input_chars_per_word must be positive");
-    m->unk_id_ = unk_id;
-    m->prefix_ = model.value("continuing_subword_prefix", std::string("##"));
-    m->wordpiece_ =
-        std::make_unique<WordPiece>(&m->ids_, unk_id, m->prefix_, static_cast<size_t>(max_chars));
+    m->wordpiece_ = std::make_unique<WordPiece>(
+        &m->ids_, unk_id, model.value("continuing_subword_prefix", std::string("##")),
+        static_cast<size_t>(max_chars));
     return std::unique_ptr<Model>(std::move(m));
   }
   Status Tokenize(const NormalizedString& word, std::vector<WordToken>& out) const override {
@@ -255,14 +254,12 @@ class WordPieceModel final : public Model {
   }
   int32_t TokenToId(std::string_view token) const override { return ids_.Find(token); }
   const std::vector<std::pair<std::string, int32_t>>& Vocab() const override { return vocab_; }
-  int32_t unk_id() const override { return unk_id_; }
-  std::string_view continuing_subword_prefix() const override { return prefix_; }
+  int32_t unk_id() const override { return wordpiece_->unk_id(); }
+  std::string_view continuing_subword_prefix() const override { return wordpiece_->prefix(); }
 
  private:
   std::vector<std::pair<std::string, int32_t>> vocab_;
   VocabMap ids_;
-  int32_t unk_id_ = -1;
-  std::string prefix_;
   std::unique_ptr<WordPiece> wordpiece_;
 };
 

@@ -47,14 +47,26 @@ static Encoding KeepRanges(const Encoding& full, const size_t first[2], const si
   return out;
 }
 
+// An encoding's tokens of each text, and its special tokens.
+struct TokenCounts {
+  size_t text[2] = {0, 0};
+  size_t specials = 0;
+};
+static TokenCounts CountTokens(const Encoding& e) {
+  TokenCounts c;
+  for (int8_t s : e.sequence_ids)
+    if (s == 0 || s == 1)
+      ++c.text[s];
+    else
+      ++c.specials;
+  return c;
+}
+
 StatusOr<Encoding> TruncateEncoding(const Encoding& full, bool is_pair, size_t max_length,
                                     Truncation strategy, bool from_start) {
-  size_t length[2] = {0, 0}, specials = 0;
-  for (int8_t s : full.sequence_ids)
-    if (s == 0 || s == 1)
-      ++length[s];
-    else
-      ++specials;
+  const TokenCounts counts = CountTokens(full);
+  const size_t* length = counts.text;
+  const size_t specials = counts.specials;
   ASSIGN_OR_RETURN(const tokenizer::KeptLengths kept,
                    tokenizer::TruncatedLengths(
                        length[0], is_pair ? std::optional<size_t>(length[1]) : std::nullopt,
@@ -69,12 +81,9 @@ StatusOr<Encoding> TruncateEncoding(const Encoding& full, bool is_pair, size_t m
 StatusOr<std::vector<Encoding>> OverflowWindows(const Encoding& full, bool is_pair,
                                                 size_t max_length, size_t stride,
                                                 Truncation strategy, size_t max_windows) {
-  size_t length[2] = {0, 0}, specials = 0;
-  for (int8_t s : full.sequence_ids)
-    if (s == 0 || s == 1)
-      ++length[s];
-    else
-      ++specials;
+  const TokenCounts counts = CountTokens(full);
+  const size_t* length = counts.text;
+  const size_t specials = counts.specials;
   // As TruncatedLengths: no limit, or one below the special tokens, cuts nothing.
   if (max_length == 0 || max_length < specials || full.input_ids.size() <= max_length)
     return std::vector<Encoding>{full};

@@ -73,6 +73,8 @@ class WordPiece {
   // Appends the tokens of the word text.chars[begin, end).
   void Tokenize(const NormalizedText& text, uint32_t begin, uint32_t end, WordScratch& scratch,
                 TokenList& out) const;
+  int32_t unk_id() const { return unk_id_; }
+  const std::string& prefix() const { return prefix_; }
 
  private:
   const VocabMap* vocab_;

@@ -218,9 +218,6 @@ void Metrics::ObserveInference(const std::string& model, const InferenceRecord& 
                            r.infer_seconds, r.output_seconds};
   for (int s = 0; s < kStages; ++s) m.stages[s].Observe(stages[s]);
   m.te_request.Observe(r.request_seconds);
-  m.te_tokenization.Observe(r.input_seconds - r.parse_seconds);
-  m.te_queue.Observe(r.queue_seconds);
-  m.te_inference.Observe(r.infer_seconds);
 }
 
 void Metrics::ObserveRequest(const std::string& model, double queue_seconds,
@@ -296,11 +293,6 @@ std::string Metrics::RenderCounters() const {
       {"bertrt_batch_tokens", "Tokens per engine batch.", &PerModel::batch_tokens},
       {"te_request_duration", "Successful inference requests, arrival to answer (TEI's name).",
        &PerModel::te_request},
-      {"te_request_tokenization_duration", "Their tokenization (TEI's name).",
-       &PerModel::te_tokenization},
-      {"te_request_queue_duration", "Their wait for a batch (TEI's name).", &PerModel::te_queue},
-      {"te_request_inference_duration", "Their batch's engine time (TEI's name).",
-       &PerModel::te_inference},
       {"te_batch_next_size", "Sequences per engine batch (TEI's name).", &PerModel::batch_size},
       {"te_batch_next_tokens", "Tokens per engine batch (TEI's name).", &PerModel::batch_tokens}};
   for (const auto& [name, help, member] : hists) {
@@ -317,6 +309,15 @@ std::string Metrics::RenderCounters() const {
       m.stages[s].Render("bertrt_request_stage_seconds",
                          "model=\"" + MetricLabel(model) + "\",stage=\"" + kStageNames[s] + "\"",
                          out);
+  // Three of the stages under TEI's names.
+  for (int s = 0; s < kStages; ++s) {
+    if (!kTeiStageNames[s]) continue;
+    const std::string help =
+        std::string("The ") + kStageNames[s] + " stage of successful inferences (TEI's name).";
+    Header(out, kTeiStageNames[s], "histogram", help.c_str());
+    for (const auto& [model, m] : models_)
+      m.stages[s].Render(kTeiStageNames[s], "model=\"" + MetricLabel(model) + "\"", out);
+  }
   // TEI's request counters (its exporter's names, without _total).
   Header(out, "te_request_count", "counter", "Requests answered (TEI's name).");
   out += "te_request_count " + std::to_string(all) + "\n";

@@ -87,13 +87,16 @@ class Metrics {
   static constexpr int kStages = 5;
   static constexpr const char* kStageNames[kStages] = {"parse", "tokenize", "queue", "compute",
                                                        "respond"};
+  // The stages TEI has histograms of, by its names (nullptr: none).
+  static constexpr const char* kTeiStageNames[kStages] = {
+      nullptr, "te_request_tokenization_duration", "te_request_queue_duration",
+      "te_request_inference_duration", nullptr};
   struct PerModel {
     Histogram request{Latency()};
     Histogram stages[kStages] = {Histogram(Stage()), Histogram(Stage()), Histogram(Stage()),
                                  Histogram(Stage()), Histogram(Stage())};
-    // TEI's te_request_* stages of successful inferences.
-    Histogram te_request{Latency()}, te_tokenization{Latency()}, te_queue{Latency()},
-        te_inference{Latency()};
+    // TEI's te_request_duration: successful inferences, arrival to answer.
+    Histogram te_request{Latency()};
     Histogram queue{{1e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}};
     Histogram compute{{1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}};
     Histogram batch_size{{1, 2, 4, 8, 16, 32, 64, 128, 256}};
