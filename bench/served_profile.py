@@ -26,6 +26,7 @@ import datetime
 import json
 import os
 import platform
+import resource
 import shlex
 import signal
 import socket
@@ -62,15 +63,71 @@ def scrape(url):
     return out
 
 
-def bench(args, target, extra, tmp, name, seconds=None, warmup=2):
+def cpu_list(spec):
+    """'0-7,12' -> {0..7, 12}; '' -> None (no pinning)."""
+    if not spec:
+        return None
+    cpus = set()
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def pinned(cpus):
+    return (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+
+
+def children_cpu_s():
+    """CPU seconds (user + system) of the children waited for so far."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+THREAD_JOBS = ("io", "handler", "batcher")
+
+
+def process_cpu_s(pid):
+    """CPU seconds (user + system) the running process `pid` has used: {"all": ..., and
+    by its threads' jobs as the server names them: "io" (http-io, grpc-io), "handler"
+    (http-handler, grpc-handler), "batcher" (the batcher and engine), "other"}. Threads
+    that ended meanwhile count in "all" alone."""
+    def ticks(path):
+        with open(path) as f:
+            text = f.read()
+        fields = text.rsplit(")", 1)[1].split()
+        return text[text.index("(") + 1:text.rindex(")")], int(fields[11]) + int(fields[12])
+
+    hz = os.sysconf("SC_CLK_TCK")
+    out = {"all": ticks(f"/proc/{pid}/stat")[1] / hz, "other": 0.0, **{job: 0.0 for job in THREAD_JOBS}}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            name, t = ticks(f"/proc/{pid}/task/{tid}/stat")
+        except OSError:  # ended meanwhile
+            continue
+        job = next((j for j in THREAD_JOBS if name == j or name.endswith("-" + j)), "other")
+        out[job] += t / hz
+    return out
+
+
+def server_cpu_text(us):
+    """'148 (40/70/30/8)': all, then io/handler/batcher/other."""
+    return f"{us['all']:.0f} (" + "/".join(f"{us[k]:.0f}" for k in (*THREAD_JOBS, "other")) + ")"
+
+
+def bench(args, target, extra, tmp, name, seconds=None, warmup=2, cpus=None):
+    """One `bertrt bench` step; its result, with cpu_s: the CPU seconds the bench process used."""
     path = os.path.join(tmp, name + ".json")
     cmd = [args.bertrt, "bench", *target, "--json", path, "--concurrency", str(args.concurrency),
            "--duration-s", str(seconds or args.seconds), "--warmup-s", str(warmup), *extra]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    cpu_before = children_cpu_s()
+    proc = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=pinned(cpus))
     if proc.returncode != 0:
         sys.exit(f"served_profile: {' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
     with open(path) as f:
-        return json.load(f)["steps"][0]
+        step = json.load(f)["steps"][0]
+    step["cpu_s"] = children_cpu_s() - cpu_before
+    return step
 
 
 class Server:
@@ -82,7 +139,8 @@ class Server:
                *shlex.split(args.serve_args)]
         if args.precision:
             cmd += ["--precision", args.precision]
-        self.proc = subprocess.Popen(cmd, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(cmd, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     preexec_fn=pinned(cpu_list(args.server_cpus)))
         deadline = time.time() + 600
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -116,11 +174,16 @@ def main():
                         "'--max-batch-size 256 --max-batch-tokens 32768'")
     p.add_argument("--serve-args", default="", help="more `bertrt serve` arguments, e.g. "
                                                      "'--max-queue-size 8192'")
+    p.add_argument("--server-cpus", default="",
+                   help="run the server on these CPUs only (taskset's list syntax, e.g. 0-7), so "
+                        "that the load generator does not compete with it")
+    p.add_argument("--client-cpus", default="", help="run the load generator on these CPUs only (e.g. 8-15)")
     p.add_argument("--results", default=os.path.join(ROOT, "bench", "RESULTS.md"))
     args = p.parse_args()
     per_request = [int(x) for x in args.texts_per_request.split(",")]
     words = [int(x) for x in args.words.split(",")]
     device = ["--device", args.device] + (["--precision", args.precision] if args.precision else [])
+    client_cpus = cpu_list(args.client_cpus)
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -138,17 +201,25 @@ def main():
                                              "--metrics-url", server.url])):
                         # Warmed up first, so that the stages scraped around the measured
                         # step are its requests' alone.
-                        bench(args, target, load, tmp, "warmup", seconds=2, warmup=0)
-                        before = scrape(server.url)
-                        step = bench(args, target, load, tmp, f"{label.split()[0]}{len(rows)}", warmup=0)
+                        bench(args, target, load, tmp, "warmup", seconds=2, warmup=0, cpus=client_cpus)
+                        before, server_cpu = scrape(server.url), process_cpu_s(server.proc.pid)
+                        step = bench(args, target, load, tmp, f"{label.split()[0]}{len(rows)}", warmup=0,
+                                     cpus=client_cpus)
+                        server_cpu_after = process_cpu_s(server.proc.pid)
+                        server_cpu = {k: server_cpu_after[k] - server_cpu[k] for k in server_cpu}
                         after = scrape(server.url)
                         requests = after["parse"][1] - before["parse"][1]
                         stage_us = {s: 1e6 * (after[s][0] - before[s][0]) / max(requests, 1) for s in STAGES}
                         rest = 1e3 * step["latency_ms"]["mean"] - sum(stage_us.values())
-                        rows.append((w, n, label, step, inproc, stage_us, rest))
+                        # CPU per request: the server's over its requests in the step; the
+                        # client's whole process (its start and connections included).
+                        cpu_us = ({k: 1e6 * v / max(requests, 1) for k, v in server_cpu.items()},
+                                  1e6 * step["cpu_s"] / max(requests, 1))
+                        rows.append((w, n, label, step, inproc, stage_us, rest, cpu_us))
                         print(f"{w} words x{n} {label}: {step['sequences_per_s']:.0f} seq/s "
                               f"(in-process {inproc['sequences_per_s']:.0f}), "
-                              + ", ".join(f"{s} {stage_us[s]:.0f} us" for s in STAGES) + f", rest {rest:.0f} us",
+                              + ", ".join(f"{s} {stage_us[s]:.0f} us" for s in STAGES) + f", rest {rest:.0f} us"
+                              f", CPU per request: server {server_cpu_text(cpu_us[0])} us, client {cpu_us[1]:.0f} us",
                               file=sys.stderr)
         finally:
             server.stop()
@@ -167,19 +238,25 @@ def main():
            f"{args.device}{' --precision ' + args.precision if args.precision else ''} --seconds {args.seconds:g} "
            f"--concurrency {args.concurrency} --texts-per-request {args.texts_per_request} --words {args.words}"
            f"{' --batching ' + repr(args.batching) if args.batching else ''}"
-           f"{' --serve-args ' + repr(args.serve_args) if args.serve_args else ''}`",
+           f"{' --serve-args ' + repr(args.serve_args) if args.serve_args else ''}"
+           f"{' --server-cpus ' + args.server_cpus if args.server_cpus else ''}"
+           f"{' --client-cpus ' + args.client_cpus if args.client_cpus else ''}`",
            "- anchor measured in the same run: `bertrt bench --serve-inprocess` (tokenization and the "
            "batcher, no network) at the same load",
            "- stages: the server's bertrt_request_stage_seconds per request (mean); rest: the client's "
-           "mean latency less them (framing, I/O threads, hand-offs, the client)\n",
+           "mean latency less them (framing, I/O threads, hand-offs, the client)",
+           "- CPU per request: the server process's user + system time over the step's requests, all "
+           "(then by thread: I/O / handlers / batcher and engine / other), and the load generator's (its "
+           "whole process: start and connections included); the in-process stack runs unpinned\n",
            "| words | texts/req | front end | served seq/s | in-process seq/s | ratio | p99 ms | in-process p99 ms "
-           "| parse us | tokenize us | queue us | compute us | respond us | rest us |",
-           "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for w, n, label, step, inproc, st, rest in rows:
+           "| parse us | tokenize us | queue us | compute us | respond us | rest us | server CPU us (io/handler/batcher/other) "
+           "| client CPU us |",
+           "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for w, n, label, step, inproc, st, rest, cpu_us in rows:
         out.append(f"| {w} | {n} | {label} | {step['sequences_per_s']:.0f} | {inproc['sequences_per_s']:.0f} | "
                    f"{step['sequences_per_s'] / max(inproc['sequences_per_s'], 1e-9):.2f} | "
                    f"{step['latency_ms']['p99']:.1f} | {inproc['latency_ms']['p99']:.1f} | "
-                   + " | ".join(f"{st[s]:.0f}" for s in STAGES) + f" | {rest:.0f} |")
+                   + " | ".join(f"{st[s]:.0f}" for s in STAGES) + f" | {rest:.0f} | {server_cpu_text(cpu_us[0])} | {cpu_us[1]:.0f} |")
     text = "\n".join(out) + "\n"
     print(text)
     with open(args.results, "a") as f:

@@ -11,7 +11,10 @@
 #      xz-compressed) each model is profiled with that binary first, then with this one:
 #      an A/B on one lease.
 # Logs in $OUT; bench/RESULTS.md comes back as $OUT/RESULTS.md. GOLDENS=0 skips step 1;
-# SECONDS_PER_STEP (default 4) and CONCURRENCY (default 64) shape step 2.
+# SECONDS_PER_STEP (default 4), CONCURRENCY (default 64), WORDS (default 40,380) and TEXTS
+# (texts per request, default 1,8,32) shape step 2. VARIANTS: server settings to compare on
+# this build (the baseline runs as given), separated by ";", each more served_profile.py
+# arguments (an empty one: as given above), e.g. "; --server-cpus 0-7 --client-cpus 8-15".
 set -uo pipefail
 source scripts/device_env.sh
 export PYTHONUNBUFFERED=1
@@ -35,11 +38,20 @@ for name in ${MODELS:-minilm base}; do
   [ -f $model/model.safetensors ] || python3 scripts/make_random_model.py "${shape[@]}" \
     --head sentence --pooling mean --normalize --tokenizer-from .carry/tokenizer -o $model > /dev/null
   for bin in "${bins[@]}"; do
-    echo "== $name with $bin" | tee -a "$OUT/served_profile.log"
-    python3 bench/served_profile.py --bertrt "$bin" --model "$model" --device cuda --precision fp16 \
-      --seconds "${SECONDS_PER_STEP:-4}" --concurrency "${CONCURRENCY:-64}" \
-      --batching "--max-batch-size 256 --max-batch-tokens 32768" --serve-args "--max-queue-size 8192" \
-      2>&1 | tee -a "$OUT/served_profile.log" | grep -v '^|' || rc=1
+    variants=("")
+    # The variants on this build only: the baseline may not know their options.
+    [ "$bin" = "$PWD/.carry/bin/bertrt" ] && IFS=';' read -r -a variants <<< "${VARIANTS:-}"
+    [ ${#variants[@]} = 0 ] && variants=("")
+    for variant in "${variants[@]}"; do
+      echo "== $name with $bin $variant" | tee -a "$OUT/served_profile.log"
+      # shellcheck disable=SC2086  # a variant: a list of arguments
+      eval "extra=($variant)"
+      python3 bench/served_profile.py --bertrt "$bin" --model "$model" --device cuda --precision fp16 \
+        --seconds "${SECONDS_PER_STEP:-4}" --concurrency "${CONCURRENCY:-64}" \
+        --words "${WORDS:-40,380}" --texts-per-request "${TEXTS:-1,8,32}" \
+        --batching "--max-batch-size 256 --max-batch-tokens 32768" --serve-args "--max-queue-size 8192" \
+        "${extra[@]}" 2>&1 | tee -a "$OUT/served_profile.log" | grep -v '^|' || rc=1
+    done
   done
 done
 cp bench/RESULTS.md "$OUT/RESULTS.md"

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "bertrt/head_outputs.h"
+#include "core/thread_name.h"
 
 namespace bertrt {
 namespace {
@@ -66,7 +67,10 @@ InferResult Join(std::vector<InferResult>& parts) {
 Scheduler::Scheduler(std::vector<std::unique_ptr<Engine>> engines, SchedulerOptions options)
     : engines_(std::move(engines)), options_(std::move(options)) {
   for (size_t i = 0; i < engines_.size(); ++i)
-    workers_.emplace_back([this, i] { WorkerLoop(static_cast<int>(i)); });
+    workers_.emplace_back([this, i] {
+      NameThisThread("batcher");
+      WorkerLoop(static_cast<int>(i));
+    });
 }
 
 Scheduler::~Scheduler() { Shutdown(); }

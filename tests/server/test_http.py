@@ -1,6 +1,7 @@
 """`bertrt serve` end to end: the real binary on a free port, driven by curl,
 requests, tritonclient and the openai client; answers equal `bertrt run`."""
 import json
+import socket
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -202,6 +203,45 @@ def test_head_is_get_without_the_body(servers):
             assert head.content == b"" and int(head.headers["Content-Length"]) == len(get.content), path
         assert session.head(s.url + "/nope", timeout=30).status_code == 404
         assert session.post(s.url + "/predict", json={"inputs": "hi"}, timeout=30).status_code == 200
+
+
+def test_answer_larger_than_the_socket_takes_reaches_a_slow_reader(servers, bertrt_bin):
+    """An answer is sent from the handler thread as far as the socket takes it; a client
+    that reads slowly, through a small receive window, still gets all of it, equal to
+    `bertrt run`'s, and the next request pipelined behind it on the same connection."""
+    s = servers("sentence_mean")
+    texts = [f"text number {i} " + "word " * (i % 7) for i in range(2048)]
+    payload = json.dumps({"inputs": texts}).encode()
+    request = (f"POST /embed HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+               f"Content-Length: {len(payload)}\r\n\r\n").encode() + payload
+    follow = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    c = socket.socket()
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)  # before connect: the window
+    c.connect(("127.0.0.1", s.port))
+    c.settimeout(60)
+    c.sendall(request + follow)
+    time.sleep(1.5)  # the answer (~0.8 MB) fills the socket meanwhile
+    data = b""
+    answers = []
+    while len(answers) < 2:
+        head_end = data.find(b"\r\n\r\n")
+        if head_end >= 0:
+            head = data[:head_end].decode()
+            length = int(next(line.split(":")[1] for line in head.split("\r\n")
+                              if line.lower().startswith("content-length")))
+            if len(data) >= head_end + 4 + length:
+                answers.append((head, data[head_end + 4:head_end + 4 + length]))
+                data = data[head_end + 4 + length:]
+                continue
+        chunk = c.recv(1024)
+        assert chunk, f"closed after {len(answers)} answers"
+        data += chunk
+    c.close()
+    assert answers[0][0].startswith("HTTP/1.1 200") and answers[1][0].startswith("HTTP/1.1 200")
+    got = json.loads(answers[0][1])
+    want = [o["embedding"] for o in run_outputs(bertrt_bin, str(MODELS / "sentence_mean"), texts[:5])]
+    assert len(got) == len(texts) and close(got[:5], want)
+    assert s.alive()
 
 
 def test_auto_truncate_cuts_every_long_text(servers):

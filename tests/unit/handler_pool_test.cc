@@ -1,11 +1,13 @@
 #include "server/http/handler_pool.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <string>
 #include <thread>
 
 namespace bertrt::server {
@@ -46,7 +48,7 @@ bool Eventually(F condition) {
 }
 
 TEST(HandlerPool, StartsAThreadWhenNoneIsIdle) {
-  HandlerPool pool(1, 8);
+  HandlerPool pool("test-handler", 1, 8);
   Gate gate;
   for (int i = 0; i < 5; ++i) pool.enqueue(gate.Job());
   // Five connections held at once (idle keep-alive waits, say): five threads.
@@ -56,8 +58,26 @@ TEST(HandlerPool, StartsAThreadWhenNoneIsIdle) {
   EXPECT_TRUE(Eventually([&] { return gate.done.load() == 5; }));
 }
 
+TEST(HandlerPool, ThreadsCarryThePoolsName) {
+  // Names longer than Linux keeps (15 bytes) are cut, not refused.
+  HandlerPool pool("a-pool-name-longer-than-15", 1, 2);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string seen;
+  pool.enqueue([&] {
+    char name[16] = {};
+    pthread_getname_np(pthread_self(), name, sizeof(name));
+    std::lock_guard lock(mu);
+    seen = name;
+    cv.notify_all();
+  });
+  std::unique_lock lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, 5s, [&] { return !seen.empty(); }));
+  EXPECT_EQ(seen, "a-pool-name-lon");
+}
+
 TEST(HandlerPool, MaxBoundsTheThreadsAndLaterJobsWait) {
-  HandlerPool pool(1, 2);
+  HandlerPool pool("test-handler", 1, 2);
   Gate gate;
   for (int i = 0; i < 3; ++i) pool.enqueue(gate.Job());
   EXPECT_TRUE(Eventually([&] { return gate.running.load() == 2; }));
@@ -69,7 +89,7 @@ TEST(HandlerPool, MaxBoundsTheThreadsAndLaterJobsWait) {
 }
 
 TEST(HandlerPool, ThreadsAboveMinEndWhenIdle) {
-  HandlerPool pool(2, 16, 50ms);
+  HandlerPool pool("test-handler", 2, 16, 50ms);
   Gate gate;
   for (int i = 0; i < 6; ++i) pool.enqueue(gate.Job());
   EXPECT_TRUE(Eventually([&] { return pool.threads() == 6; }));
@@ -85,7 +105,7 @@ TEST(HandlerPool, ThreadsAboveMinEndWhenIdle) {
 TEST(HandlerPool, ShutdownRunsQueuedJobsThenEndsEveryThread) {
   std::atomic<int> ran{0};
   {
-    HandlerPool pool(1, 1);
+    HandlerPool pool("test-handler", 1, 1);
     for (int i = 0; i < 20; ++i)
       pool.enqueue([&] {
         std::this_thread::sleep_for(1ms);

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "backends/cuda/cuda_check.h"
+#include "core/thread_name.h"
 
 namespace bertrt::cuda {
 
@@ -53,7 +54,11 @@ void GraphCache::Request(const Shape& shape, const Workspace& ws, uint64_t gener
   std::lock_guard<std::mutex> lock(mu_);
   if (!enabled_ || graphs_.count(shape) || !pending_.insert(shape).second) return;
   queue_.push_back({shape, ws, generation});
-  if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+  if (!thread_.joinable())
+    thread_ = std::thread([this] {
+      NameThisThread("graph-capture");
+      Loop();
+    });
   wanted_.notify_one();
 }
 

@@ -11,6 +11,7 @@
 
 #include "bertrt/devices.h"
 #include "bertrt/plan.h"
+#include "core/thread_name.h"
 #include "runtime/prompt.h"
 #include "server/common/triton_config.h"
 
@@ -732,6 +733,7 @@ void ModelRegistry::UnloadLocked(const std::string& name) {
 
 void ModelRegistry::StartPolling(double seconds) {
   poller_ = std::thread([this, seconds] {
+    NameThisThread("repo-poller");
     std::unique_lock lock(poll_mu_);
     while (true) {
       poll_cv_.wait_for(lock, std::chrono::duration<double>(seconds),

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "server/common/io_threads.h"
 #include "server/common/tls.h"
 
 namespace bertrt::server {
@@ -37,7 +38,7 @@ struct GrpcOptions {
   int handler_threads = 8;
   int max_threads = 256;
   // Threads that read, write and frame every connection.
-  int io_threads = 2;
+  int io_threads = DefaultIoThreads();
 
   // --grpc-max-concurrent-streams: SETTINGS_MAX_CONCURRENT_STREAMS, the
   // calls one connection may have open at once (a client queues the rest).

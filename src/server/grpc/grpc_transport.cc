@@ -24,6 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/thread_name.h"
 #include "server/grpc/grpc_session.h"
 #include "server/http/handler_pool.h"
 
@@ -79,7 +80,7 @@ struct GrpcTransport::Impl {
   Impl(const GrpcOptions& o, GrpcMethodLookup m)
       : options(o),
         methods(std::move(m)),
-        pool(std::max(1, o.handler_threads), std::max(1, o.max_threads)) {}
+        pool("grpc-handler", std::max(1, o.handler_threads), std::max(1, o.max_threads)) {}
 
   void Accept();
   template <class Socket>
@@ -414,7 +415,10 @@ Status GrpcTransport::Start() {
   if (ec) return cannot_listen;
   asio::post(impl.control, [&impl] { impl.Accept(); });
   for (int i = 0; i < std::max(1, options.io_threads); ++i)
-    impl.threads.emplace_back([&impl] { impl.ioc.run(); });
+    impl.threads.emplace_back([&impl] {
+      NameThisThread("grpc-io");
+      impl.ioc.run();
+    });
   return Status::Ok();
 }
 

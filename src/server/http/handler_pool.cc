@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/thread_name.h"
+
 namespace bertrt::server {
 
-HandlerPool::HandlerPool(size_t min_threads, size_t max_threads,
+HandlerPool::HandlerPool(std::string name, size_t min_threads, size_t max_threads,
                          std::chrono::milliseconds idle_exit)
-    : min_(std::max<size_t>(min_threads, 1)),
+    : name_(std::move(name)),
+      min_(std::max<size_t>(min_threads, 1)),
       max_(std::max(max_threads, std::max<size_t>(min_threads, 1))),
       idle_exit_(idle_exit) {
   std::lock_guard lock(mu_);
@@ -19,7 +22,10 @@ HandlerPool::~HandlerPool() { shutdown(); }
 void HandlerPool::Start() {
   JoinEnded();
   ++idle_;
-  std::thread worker([this] { Work(); });
+  std::thread worker([this] {
+    NameThisThread(name_);
+    Work();
+  });
   const std::thread::id id = worker.get_id();
   workers_.emplace(id, std::move(worker));
 }

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -22,7 +23,8 @@ class HandlerPool {
   // min_threads is at least 1, and a max_threads below it is taken as
   // min_threads: callers that take both from a user reject that case with
   // an error first (`bertrt serve`'s --http-max-threads).
-  HandlerPool(size_t min_threads, size_t max_threads,
+  // `name`: its threads' name (NameThisThread).
+  HandlerPool(std::string name, size_t min_threads, size_t max_threads,
               std::chrono::milliseconds idle_exit = std::chrono::seconds(30));
   ~HandlerPool();
   HandlerPool(const HandlerPool&) = delete;
@@ -44,6 +46,7 @@ class HandlerPool {
   // Threads started and not yet ended, with mu_ held.
   size_t Running() const { return workers_.size() - ended_.size(); }
 
+  const std::string name_;
   const size_t min_, max_;
   const std::chrono::milliseconds idle_exit_;
   mutable std::mutex mu_;

@@ -12,6 +12,9 @@
 // clang-format on
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cerrno>
 
 #include <array>
 #include <atomic>
@@ -26,6 +29,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "core/thread_name.h"
 #include "server/common/request_log.h"
 #include "server/http/handler_pool.h"
 #include "server/http/http_codec.h"
@@ -70,7 +74,8 @@ struct HttpServer::Impl {
   Impl(HttpServer& s)
       : server(s),
         options(s.options()),
-        pool(std::max(1, options.handler_threads), std::max(1, options.max_handler_threads)) {}
+        pool("http-handler", std::max(1, options.handler_threads),
+             std::max(1, options.max_handler_threads)) {}
 
   void Accept();
   template <class Stream>
@@ -262,14 +267,26 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     // the connection may have no operation pending meanwhile.
     auto work = asio::make_work_guard(impl_.ioc);
     impl_.pool.enqueue([self = this->shared_from_this(), req, route = route_, work]() mutable {
-      auto res = std::make_shared<HttpResponse>();
-      res->set_header("X-Request-Id", RequestId(req->get_header_value("X-Request-Id")));
-      self->impl_.server.Dispatch(*route, *req, *res);
-      asio::post(self->stream_.get_executor(),
-                 [self, req, res] {
-                   self->Respond(req->method, req->path, req->get_header_value("traceparent"),
-                                 std::move(*res));
-                 });
+      HttpResponse res;
+      res.set_header("X-Request-Id", RequestId(req->get_header_value("X-Request-Id")));
+      self->impl_.server.Dispatch(*route, *req, res);
+      // The answer is serialized, and over plain TCP sent as far as the
+      // socket takes it, here on the handler thread: handlers run in
+      // parallel, while the few I/O threads would otherwise write a whole
+      // batch's answers one after another (a batch of 64 short answers,
+      // each a send that also runs the loopback peer's receive, queued ~1 ms
+      // behind each other on two I/O threads: issue 50's profile).
+      const int status = res.status;
+      const std::string request_id = res.get_header_value("X-Request-Id");
+      const bool close = !self->keep_alive_ || self->impl_.stopping;
+      auto out = self->BuildMessage(std::move(res), close, req->method == "HEAD");
+      auto serializer = std::make_shared<Serializer>(*out);
+      beast::error_code ec;
+      if constexpr (!kTls) self->SendNow(*serializer, ec);
+      asio::post(self->stream_.get_executor(), [self, req, status, request_id, out, serializer,
+                                                ec, close] {
+        self->Respond(*req, status, request_id, out, serializer, ec, close);
+      });
       work.reset();
     });
   }
@@ -305,13 +322,65 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     });
   }
 
-  void Respond(const std::string& method, const std::string& path,
-               const std::string& traceparent, HttpResponse res) {
+  using Message = http::response<http::string_body>;
+  using Serializer = http::serializer<false, http::string_body>;
+
+  // Back on the connection's strand with a handled request's answer, written
+  // in part or whole by SendNow (`send_error`: where it failed): the rest is
+  // written from here.
+  void Respond(const HttpRequest& req, int status, const std::string& request_id,
+               std::shared_ptr<Message> out, std::shared_ptr<Serializer> serializer,
+               beast::error_code send_error, bool close) {
     beast::error_code ignored;
     Lowest().socket().cancel(ignored);  // the watch
     watch_timer_.cancel();
-    if (options_.log_requests) Log(method, path, traceparent, res);
-    Write(std::move(res), !keep_alive_ || impl_.stopping, method == "HEAD");
+    if (options_.log_requests)
+      Log(req.method, req.path, req.get_header_value("traceparent"), status, request_id);
+    if (send_error) return Close();
+    state_ = State::kWriting;
+    if (serializer->is_done()) return AfterWrite(close);
+    Lowest().expires_after(options_.body_timeout);
+    http::async_write(stream_, *serializer,
+                      [self = this->shared_from_this(), out, serializer, close](
+                          beast::error_code ec, size_t) {
+                        if (ec) return self->Close();
+                        self->AfterWrite(close);
+                      });
+  }
+
+  // Writes as much of the answer as the socket's buffer takes at once,
+  // without waiting; a client that reads slowly is then served by the I/O
+  // thread, not this one. Called on the handler thread while the request is
+  // handled: then nothing else writes to the connection, nor closes it (Stop
+  // and the watch leave a handled request's connection open), so its
+  // descriptor is this connection's.
+  void SendNow(Serializer& serializer, beast::error_code& ec) {
+    const int fd = Lowest().socket().native_handle();
+    bool all_taken = true;
+    while (!serializer.is_done() && all_taken) {
+      size_t sent = 0;
+      serializer.next(ec, [&](beast::error_code& error, const auto& buffers) {
+        std::array<iovec, 16> iov;
+        size_t n = 0, offered = 0;
+        for (const auto b : beast::buffers_range_ref(buffers)) {
+          if (n == iov.size()) break;
+          iov[n++] = {const_cast<void*>(b.data()), b.size()};
+          offered += b.size();
+        }
+        msghdr msg{};
+        msg.msg_iov = iov.data();
+        msg.msg_iovlen = n;
+        const ssize_t r = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (r >= 0) {
+          sent = static_cast<size_t>(r);
+        } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+          error = beast::error_code(errno, boost::system::system_category());
+        }
+        all_taken = sent == offered;
+      });
+      if (ec) return;
+      serializer.consume(sent);
+    }
   }
 
   // A request the route table refused (404, 405, 401, 414), answered
@@ -323,7 +392,8 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     keep_alive_ = parser_->get().keep_alive();
     version_ = parser_->get().version();
     if (options_.log_requests)
-      Log(request_->method, request_->path, request_->get_header_value("traceparent"), res);
+      Log(request_->method, request_->path, request_->get_header_value("traceparent"),
+          res.status, res.get_header_value("X-Request-Id"));
     const bool head = request_->method == "HEAD";
     request_.reset();
     parser_.reset();
@@ -332,12 +402,12 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
 
   // The request's access log line.
   void Log(const std::string& method, const std::string& path, const std::string& traceparent,
-           const HttpResponse& res) {
-    nlohmann::json line = {{"request_id", res.get_header_value("X-Request-Id")},
+           int status, const std::string& request_id) {
+    nlohmann::json line = {{"request_id", request_id},
                            {"protocol", "http"},
                            {"method", method},
                            {"path", path},
-                           {"status", res.status},
+                           {"status", status},
                            {"remote", remote_}};
     AddTraceContext(line, traceparent);
     LogRequest(std::move(line), start_);
@@ -365,7 +435,19 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
   // GET's, without the body.
   void Write(HttpResponse res, bool close, bool head = false) {
     state_ = State::kWriting;
-    auto out = std::make_shared<http::response<http::string_body>>();
+    auto out = BuildMessage(std::move(res), close, head);
+    // A client that does not read its answer holds the connection no longer.
+    Lowest().expires_after(options_.body_timeout);
+    http::async_write(stream_, *out,
+                      [self = this->shared_from_this(), out, close](beast::error_code ec, size_t) {
+                        if (ec) return self->Close();
+                        self->AfterWrite(close);
+                      });
+  }
+
+  // The answer as Beast writes it.
+  std::shared_ptr<Message> BuildMessage(HttpResponse res, bool close, bool head) const {
+    auto out = std::make_shared<Message>();
     out->version(version_);
     out->result(static_cast<unsigned>(res.status));
     for (auto& [name, value] : res.headers) out->set(name, value);
@@ -373,14 +455,13 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     out->keep_alive(!close);
     out->prepare_payload();
     if (head) out->body().clear();
-    // A client that does not read its answer holds the connection no longer.
-    Lowest().expires_after(options_.body_timeout);
-    http::async_write(stream_, *out,
-                      [self = this->shared_from_this(), out, close](beast::error_code ec, size_t) {
-                        if (ec) return self->Close();
-                        if (close) return self->LingeringClose();
-                        self->ReadHeader();
-                      });
+    return out;
+  }
+
+  // An answer written: the next request, or the close.
+  void AfterWrite(bool close) {
+    if (close) return LingeringClose();
+    ReadHeader();
   }
 
   // Our side first (the answer, then FIN or close_notify), then what the
@@ -516,10 +597,14 @@ Status HttpServer::Bind() {
 void HttpServer::Run() {
   if (!impl_ || !impl_->acceptor.is_open()) return;
   impl_->Accept();
+  // On threads of their own, named, though the caller could be one: naming
+  // the main thread would rename the process (its comm, as ps shows it).
   std::vector<std::thread> threads;
-  for (int i = 1; i < std::max(1, options_.io_threads); ++i)
-    threads.emplace_back([this] { impl_->ioc.run(); });
-  impl_->ioc.run();
+  for (int i = 0; i < std::max(1, options_.io_threads); ++i)
+    threads.emplace_back([this] {
+      NameThisThread("http-io");
+      impl_->ioc.run();
+    });
   for (std::thread& t : threads) t.join();
   impl_->pool.shutdown();
 }

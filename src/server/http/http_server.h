@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "server/common/io_threads.h"
 #include "server/common/metrics.h"
 #include "server/common/served_model.h"
 #include "server/common/tls.h"
@@ -56,7 +57,7 @@ struct HttpOptions {
   std::chrono::milliseconds header_timeout{10000};
   std::chrono::milliseconds body_timeout{60000};
   // Threads that read and write the connections (parsing included).
-  int io_threads = 2;
+  int io_threads = DefaultIoThreads();
   // A client's close (FIN) while its request is handled drops the request,
   // as a reset always does. Off by default: to the server a close is a
   // half-close, after which HTTP lets a client still read its answer.
