@@ -1,5 +1,6 @@
 // GrpcTransport (grpc_transport.h): each connection is a chain of
-// asynchronous steps on its own strand: the TLS handshake (ALPN h2), then
+// asynchronous steps on one I/O thread's io_context (each I/O thread runs
+// one, as HttpServer's do; see there why): the TLS handshake (ALPN h2), then
 // read -> GrpcSession::Receive -> Send -> write, a timer for the session's
 // deadlines, and handlers' replies posted back. Reading stops while the
 // client does not take what is written to it (GrpcSession::Backlogged), and a
@@ -80,19 +81,33 @@ struct GrpcTransport::Impl {
   Impl(const GrpcOptions& o, GrpcMethodLookup m)
       : options(o),
         methods(std::move(m)),
-        pool("grpc-handler", std::max(1, o.handler_threads), std::max(1, o.max_threads)) {}
+        contexts(IoContexts(o.io_threads)),
+        pool("grpc-handler", std::max(1, o.handler_threads), std::max(1, o.max_threads)) {
+    // Each runs until Stop(), connections or not.
+    for (auto& context : contexts) keep_running.push_back(asio::make_work_guard(*context));
+  }
+
+  static std::vector<std::unique_ptr<asio::io_context>> IoContexts(int n) {
+    std::vector<std::unique_ptr<asio::io_context>> out;
+    for (int i = 0; i < std::max(1, n); ++i)
+      out.push_back(std::make_unique<asio::io_context>(/*concurrency_hint=*/1));
+    return out;
+  }
 
   void Accept();
   template <class Socket>
-  void Open(Socket socket, std::string peer);
+  void Open(Socket socket, asio::io_context& context, std::string peer);
   // Connection destructors: the last one to close during a stop ends the grace early.
   void Closed(ConnectionBase* connection);
 
   const GrpcOptions& options;
   GrpcMethodLookup methods;
-  asio::io_context ioc;
-  // The acceptor, the grace timer and the connection list's walks, one at a time.
-  asio::strand<asio::io_context::executor_type> control{ioc.get_executor()};
+  std::vector<std::unique_ptr<asio::io_context>> contexts;
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> keep_running;
+  size_t next_context = 0;  // the next accepted connection's, round robin
+  // The acceptor, the grace timer and the connection list's walks, one at a
+  // time, on the first I/O thread.
+  asio::strand<asio::io_context::executor_type> control{contexts.front()->get_executor()};
   std::optional<asio::ssl::context> tls;
   tcp::acceptor acceptor{control};
   asio::steady_timer accept_retry{control}, grace{control};
@@ -111,8 +126,9 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
  public:
   static constexpr bool kTls = !std::is_same_v<Socket, tcp::socket>;
 
-  Connection(GrpcTransport::Impl& impl, Socket socket, std::string peer)
-      : impl_(impl), socket_(std::move(socket)), peer_(std::move(peer)) {}
+  Connection(GrpcTransport::Impl& impl, Socket socket, asio::io_context& context,
+             std::string peer)
+      : impl_(impl), context_(context), socket_(std::move(socket)), peer_(std::move(peer)) {}
 
   ~Connection() override { impl_.Closed(this); }
 
@@ -179,7 +195,7 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
                  [self, work = std::move(work)] { self->OnReply(work.stream_id, Handle(work)); });
       return;
     }
-    impl_.pool.enqueue([self, work = std::move(work), guard = asio::make_work_guard(impl_.ioc)] {
+    impl_.pool.enqueue([self, work = std::move(work), guard = asio::make_work_guard(context_)] {
       GrpcReply reply = Handle(work);
       asio::post(self->executor(), [self, id = work.stream_id, reply = std::move(reply)]() mutable {
         self->OnReply(id, std::move(reply));
@@ -308,6 +324,7 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
   }
 
   GrpcTransport::Impl& impl_;
+  asio::io_context& context_;  // the I/O thread's, where this connection's steps run
   Socket socket_;
   const std::string peer_;
   std::optional<GrpcSession> session_;
@@ -323,8 +340,9 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
 }  // namespace
 
 template <class Socket>
-void GrpcTransport::Impl::Open(Socket socket, std::string peer) {
-  auto connection = std::make_shared<Connection<Socket>>(*this, std::move(socket), std::move(peer));
+void GrpcTransport::Impl::Open(Socket socket, asio::io_context& context, std::string peer) {
+  auto connection =
+      std::make_shared<Connection<Socket>>(*this, std::move(socket), context, std::move(peer));
   {
     std::lock_guard lock(mu);
     connections.emplace(connection.get(), connection);
@@ -339,7 +357,8 @@ void GrpcTransport::Impl::Closed(ConnectionBase* connection) {
 }
 
 void GrpcTransport::Impl::Accept() {
-  acceptor.async_accept(asio::make_strand(ioc), [this](error_code ec, tcp::socket socket) {
+  asio::io_context& context = *contexts[next_context++ % contexts.size()];
+  acceptor.async_accept(context, [this, &context](error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
     if (ec) {
       // Out of descriptors, say: try again shortly rather than spin.
@@ -363,9 +382,9 @@ void GrpcTransport::Impl::Accept() {
       socket.set_option(tcp::no_delay(true), ignored);
       std::string peer = Peer(socket);
       if (tls)
-        Open(asio::ssl::stream<tcp::socket>(std::move(socket), *tls), std::move(peer));
+        Open(asio::ssl::stream<tcp::socket>(std::move(socket), *tls), context, std::move(peer));
       else
-        Open(std::move(socket), std::move(peer));
+        Open(std::move(socket), context, std::move(peer));
     }
     Accept();
   });
@@ -402,7 +421,7 @@ Status GrpcTransport::Start() {
                   " (in use, or not an address of this machine); pick another --grpc-port or 0 "
                   "to turn gRPC off");
   error_code ec;
-  tcp::resolver resolver(impl.ioc);
+  tcp::resolver resolver(*impl.contexts.front());
   const auto endpoints =
       resolver.resolve(options.host, std::to_string(options.port),
                        tcp::resolver::passive | tcp::resolver::numeric_service, ec);
@@ -414,10 +433,10 @@ Status GrpcTransport::Start() {
   if (!ec) impl.acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return cannot_listen;
   asio::post(impl.control, [&impl] { impl.Accept(); });
-  for (int i = 0; i < std::max(1, options.io_threads); ++i)
-    impl.threads.emplace_back([&impl] {
+  for (auto& context : impl.contexts)
+    impl.threads.emplace_back([&context = *context] {
       NameThisThread("grpc-io");
-      impl.ioc.run();
+      context.run();
     });
   return Status::Ok();
 }
@@ -436,6 +455,9 @@ void GrpcTransport::Stop(std::chrono::milliseconds grace) {
       for (auto& [raw, weak] : impl.connections)
         if (auto connection = weak.lock()) open.push_back(std::move(connection));
     }
+    // Each I/O thread returns once its connections (and, on the first, the
+    // grace timer) are done.
+    for (auto& guard : impl.keep_running) guard.reset();
     if (open.empty()) return;
     for (auto& connection : open) connection->GracefulStop();
     impl.grace.expires_after(grace);

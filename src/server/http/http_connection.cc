@@ -70,23 +70,42 @@ struct ConnectionBase {
 
 }  // namespace
 
+// Each I/O thread runs an io_context of its own, and a connection stays on
+// the one it was accepted onto: its steps run on one thread, in order,
+// without a strand, and an answer posted back wakes that thread alone. With
+// one io_context shared by all I/O threads, each event could wake another
+// thread: 8 of them took twice the CPU per request of 2 (issue 50).
 struct HttpServer::Impl {
   Impl(HttpServer& s)
       : server(s),
         options(s.options()),
+        contexts(IoContexts(options.io_threads)),
         pool("http-handler", std::max(1, options.handler_threads),
-             std::max(1, options.max_handler_threads)) {}
+             std::max(1, options.max_handler_threads)) {
+    // Each runs until Stop(), connections or not.
+    for (auto& context : contexts) keep_running.push_back(asio::make_work_guard(*context));
+  }
+
+  static std::vector<std::unique_ptr<asio::io_context>> IoContexts(int n) {
+    std::vector<std::unique_ptr<asio::io_context>> out;
+    for (int i = 0; i < std::max(1, n); ++i)
+      out.push_back(std::make_unique<asio::io_context>(/*concurrency_hint=*/1));
+    return out;
+  }
 
   void Accept();
   template <class Stream>
-  void Open(Stream stream, const std::string& remote);
+  void Open(Stream stream, asio::io_context& context, const std::string& remote);
 
   HttpServer& server;
   const HttpOptions& options;
-  asio::io_context ioc;
+  std::vector<std::unique_ptr<asio::io_context>> contexts;
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> keep_running;
+  size_t next_context = 0;  // the next accepted connection's, round robin
   std::optional<asio::ssl::context> tls;
-  tcp::acceptor acceptor{ioc};
-  asio::steady_timer accept_retry{ioc};
+  // The acceptor and its retry timer run on the first I/O thread.
+  tcp::acceptor acceptor{*contexts.front()};
+  asio::steady_timer accept_retry{*contexts.front()};
   HandlerPool pool;
   std::atomic<bool> stopping{false};
   std::mutex mu;  // guards connections
@@ -100,8 +119,10 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
  public:
   static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
 
-  Connection(HttpServer::Impl& impl, Stream stream, std::string remote)
+  Connection(HttpServer::Impl& impl, Stream stream, asio::io_context& context,
+             std::string remote)
       : impl_(impl),
+        context_(context),
         options_(impl.options),
         stream_(std::move(stream)),
         remote_(std::move(remote)) {}
@@ -265,7 +286,7 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     WatchClient();
     // Keeps the I/O threads running until the answer is posted back, though
     // the connection may have no operation pending meanwhile.
-    auto work = asio::make_work_guard(impl_.ioc);
+    auto work = asio::make_work_guard(context_);
     impl_.pool.enqueue([self = this->shared_from_this(), req, route = route_, work]() mutable {
       HttpResponse res;
       res.set_header("X-Request-Id", RequestId(req->get_header_value("X-Request-Id")));
@@ -497,6 +518,7 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
   }
 
   HttpServer::Impl& impl_;
+  asio::io_context& context_;  // the I/O thread's, where this connection's steps run
   const HttpOptions& options_;
   Stream stream_;
   const std::string remote_;
@@ -517,8 +539,9 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
 }  // namespace
 
 template <class Stream>
-void HttpServer::Impl::Open(Stream stream, const std::string& remote) {
-  auto connection = std::make_shared<Connection<Stream>>(*this, std::move(stream), remote);
+void HttpServer::Impl::Open(Stream stream, asio::io_context& context, const std::string& remote) {
+  auto connection =
+      std::make_shared<Connection<Stream>>(*this, std::move(stream), context, remote);
   {
     std::lock_guard lock(mu);
     connections.emplace(connection.get(), connection);
@@ -527,7 +550,8 @@ void HttpServer::Impl::Open(Stream stream, const std::string& remote) {
 }
 
 void HttpServer::Impl::Accept() {
-  acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+  asio::io_context& context = *contexts[next_context++ % contexts.size()];
+  acceptor.async_accept(context, [this, &context](beast::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
     if (ec) {
       // Out of descriptors, say: try again shortly rather than spin.
@@ -545,9 +569,9 @@ void HttpServer::Impl::Accept() {
     const std::string remote = ignored ? "" : peer.address().to_string();
     if (tls)
       Open(beast::ssl_stream<beast::tcp_stream>(beast::tcp_stream(std::move(socket)), *tls),
-           remote);
+           context, remote);
     else
-      Open(beast::tcp_stream(std::move(socket)), remote);
+      Open(beast::tcp_stream(std::move(socket)), context, remote);
     Accept();
   });
 }
@@ -576,7 +600,7 @@ Status HttpServer::Bind() {
   }
   const std::string where = options_.host + ":" + std::to_string(options_.port);
   beast::error_code ec;
-  tcp::resolver resolver(impl_->ioc);
+  tcp::resolver resolver(*impl_->contexts.front());
   const auto endpoints =
       resolver.resolve(options_.host, std::to_string(options_.port),
                        tcp::resolver::passive | tcp::resolver::numeric_service, ec);
@@ -600,10 +624,10 @@ void HttpServer::Run() {
   // On threads of their own, named, though the caller could be one: naming
   // the main thread would rename the process (its comm, as ps shows it).
   std::vector<std::thread> threads;
-  for (int i = 0; i < std::max(1, options_.io_threads); ++i)
-    threads.emplace_back([this] {
+  for (auto& context : impl_->contexts)
+    threads.emplace_back([&context = *context] {
       NameThisThread("http-io");
-      impl_->ioc.run();
+      context.run();
     });
   for (std::thread& t : threads) t.join();
   impl_->pool.shutdown();
@@ -612,7 +636,7 @@ void HttpServer::Run() {
 void HttpServer::Stop() {
   if (!impl_) return;
   impl_->stopping = true;
-  asio::post(impl_->ioc, [impl = impl_.get()] {
+  asio::post(*impl_->contexts.front(), [impl = impl_.get()] {
     beast::error_code ignored;
     impl->acceptor.close(ignored);
     impl->accept_retry.cancel();
@@ -625,6 +649,8 @@ void HttpServer::Stop() {
         if (auto connection = weak.lock()) open.push_back(std::move(connection));
     }
     for (auto& connection : open) connection->Stop();
+    // Each I/O thread returns once its connections have closed.
+    for (auto& guard : impl->keep_running) guard.reset();
   });
 }
 
