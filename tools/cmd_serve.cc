@@ -292,8 +292,7 @@ void RegisterServeCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--grpc-io-threads", f->grpc.io_threads,
-                  "Threads that read, frame and write every gRPC connection (default: half the "
-                  "cores, 2 to 8)")
+                  "Threads that read, frame and write the gRPC connections")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
   cmd->add_option("--grpc-max-concurrent-streams", f->grpc.max_concurrent_streams,
@@ -336,8 +335,7 @@ void RegisterServeCommand(CLI::App& app, int& exit_code) {
                   "beyond --http-thread-count end after 30 s idle")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--http-io-threads", f->http_io_threads,
-                  "Threads that read, parse and write every HTTP connection (default: half "
-                  "the cores, 2 to 8)")
+                  "Threads that read, parse and write the HTTP connections")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
   cmd->add_option("--http-header-timeout", f->http_header_timeout_s,

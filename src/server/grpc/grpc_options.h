@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <string>
 
-#include "server/common/io_threads.h"
 #include "server/common/tls.h"
 
 namespace bertrt::server {
@@ -37,8 +36,9 @@ struct GrpcOptions {
   // waits for its client.
   int handler_threads = 8;
   int max_threads = 256;
-  // Threads that read, write and frame every connection.
-  int io_threads = DefaultIoThreads();
+  // Threads that read, write and frame the connections, each with the
+  // connections it accepted (see HttpOptions::io_threads).
+  int io_threads = 2;
 
   // --grpc-max-concurrent-streams: SETTINGS_MAX_CONCURRENT_STREAMS, the
   // calls one connection may have open at once (a client queues the rest).
