@@ -187,7 +187,7 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     MaybeRead();
   }
 
-  // Runs a call's handler: on this strand when it is cheap, else on the pool.
+  // Runs a call's handler: on this I/O thread when it is cheap, else on the pool.
   void Run(GrpcWork work) {
     auto self = this->shared_from_this();
     if (work.method->on_io_thread) {

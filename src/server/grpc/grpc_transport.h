@@ -3,7 +3,7 @@
 // frame and write every connection without blocking, so an open connection or
 // an idle call costs no thread; handlers that compute run on a HandlerPool
 // (they block on the batcher) and their replies come back to the connection's
-// strand. Graceful stop: GOAWAY on every connection, calls in flight finish,
+// I/O thread. Graceful stop: GOAWAY on every connection, calls in flight finish,
 // what is still open when the grace ends is cut.
 #pragma once
 

@@ -1,10 +1,11 @@
 // HttpServer's connections (http_server.h): Boost.Beast over Asio. Each
-// connection is a chain of asynchronous steps on its own strand: wait for a
+// connection is a chain of asynchronous steps on one I/O thread: wait for a
 // request's header (its deadline counts from the accept or the last answer),
 // check the header, read the body (a deadline of its own, the payload limit
 // counted as bytes arrive), undo its Content-Encoding, then hand the request
-// to a handler thread and watch the socket for a reset until the answer comes
-// back; write it, and read the next request (pipelined ones are in the buffer
+// to a handler thread (which sends the answer as far as the socket takes it)
+// and watch the socket for a reset until the answer comes back; write the
+// rest, and read the next request (pipelined ones are in the buffer
 // already) or close. A refused request is answered and its connection closed
 // the lingering way: its unread body could not be told from the next request.
 // clang-format off
@@ -346,7 +347,7 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
   using Message = http::response<http::string_body>;
   using Serializer = http::serializer<false, http::string_body>;
 
-  // Back on the connection's strand with a handled request's answer, written
+  // Back on the connection's I/O thread with a handled request's answer, written
   // in part or whole by SendNow (`send_error`: where it failed): the rest is
   // written from here.
   void Respond(const HttpRequest& req, int status, const std::string& request_id,
