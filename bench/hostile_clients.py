@@ -37,13 +37,8 @@ KEY = "hostile-bench-key"
 # test_grpc_hostile.py).
 sys.path.insert(0, str(ROOT / "tests/server"))
 import http2_attacks  # noqa: E402
+from bench_util import free_port  # noqa: E402
 from http_attacks import chunked_flood, kserve_ids, post_bytes, read_response, status_of  # noqa: E402
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:

@@ -36,23 +36,10 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
+
+from bench_util import free_port, ready, run_bench, wait_ready
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def ready(url, timeout=1):
-    try:
-        with urllib.request.urlopen(url + "/v2/health/ready", timeout=timeout) as r:
-            return r.status == 200
-    except OSError:
-        return False
 
 
 class Replica:
@@ -65,11 +52,7 @@ class Replica:
         self.proc = subprocess.Popen([self.args.bertrt, "serve", self.args.model, "--http-port", str(self.port),
                                       "--grpc-port", "0", "--threads", str(self.threads), "--drain-timeout", "30"],
                                      stderr=subprocess.DEVNULL)
-        deadline = time.time() + 120
-        while not ready(self.url):
-            if self.proc.poll() is not None or time.time() > deadline:
-                sys.exit(f"scale_out: replica on {self.port} did not start")
-            time.sleep(0.1)
+        wait_ready(self.proc, self.url, f"scale_out: replica on {self.port}", seconds=120)
 
     def stop(self, sig=signal.SIGTERM):
         self.proc.send_signal(sig)
@@ -135,13 +118,8 @@ backend be
 
 
 def bench(args, url, extra, tmp, name):
-    path = os.path.join(tmp, name + ".json")
-    cmd = [args.bertrt, "bench", "--url", url, "--endpoint", "embed", "--json", path, *extra]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"scale_out: {' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
-    with open(path) as f:
-        return json.load(f)["steps"]
+    return run_bench([args.bertrt, "bench", "--url", url, "--endpoint", "embed", *extra],
+                     os.path.join(tmp, name + ".json"), "scale_out")
 
 
 def saturation(args, url, tmp, name):

@@ -23,27 +23,20 @@ machine, command and date. Throughput is sequences/s; ratio is served over in-pr
 """
 import argparse
 import datetime
-import json
 import os
 import platform
 import resource
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
+
+from bench_util import free_port, run_bench, wait_ready
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STAGES = ("parse", "tokenize", "queue", "compute", "respond")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def scrape(url):
@@ -117,15 +110,11 @@ def server_cpu_text(us):
 
 def bench(args, target, extra, tmp, name, seconds=None, warmup=2, cpus=None):
     """One `bertrt bench` step; its result, with cpu_s: the CPU seconds the bench process used."""
-    path = os.path.join(tmp, name + ".json")
-    cmd = [args.bertrt, "bench", *target, "--json", path, "--concurrency", str(args.concurrency),
+    cmd = [args.bertrt, "bench", *target, "--concurrency", str(args.concurrency),
            "--duration-s", str(seconds or args.seconds), "--warmup-s", str(warmup), *extra]
     cpu_before = children_cpu_s()
-    proc = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=pinned(cpus))
-    if proc.returncode != 0:
-        sys.exit(f"served_profile: {' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
-    with open(path) as f:
-        step = json.load(f)["steps"][0]
+    step = run_bench(cmd, os.path.join(tmp, name + ".json"), "served_profile",
+                     preexec_fn=pinned(cpus))[0]
     step["cpu_s"] = children_cpu_s() - cpu_before
     return step
 
@@ -141,17 +130,7 @@ class Server:
             cmd += ["--precision", args.precision]
         self.proc = subprocess.Popen(cmd, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      preexec_fn=pinned(cpu_list(args.server_cpus)))
-        deadline = time.time() + 600
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                sys.exit(f"served_profile: bertrt serve exited {self.proc.returncode}")
-            try:
-                with urllib.request.urlopen(self.url + "/v2/health/ready", timeout=1) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.2)
-        sys.exit("served_profile: the server did not become ready")
+        wait_ready(self.proc, self.url, "served_profile")
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)

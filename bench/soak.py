@@ -18,7 +18,6 @@ Not a CI test: it takes the minutes it is given.
 """
 import argparse
 import datetime
-import json
 import os
 import platform
 import socket
@@ -29,19 +28,9 @@ import threading
 import time
 import urllib.request
 
+from bench_util import free_port, rss_mb_and_threads, run_bench
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def proc_stats(pid):
-    with open(f"/proc/{pid}/status") as f:
-        rss = int(next(line for line in f if line.startswith("VmRSS")).split()[1]) / 1024
-    return rss, len(os.listdir(f"/proc/{pid}/task"))
 
 
 def heap_mb(url):
@@ -60,12 +49,8 @@ def heap_mb(url):
 
 
 def bench(args, url, extra, json_path):
-    cmd = [args.bertrt, "bench", "--url", url, "--json", json_path, *extra]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"soak: {' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
-    with open(json_path) as f:
-        return cmd, json.load(f)["steps"]
+    cmd = [args.bertrt, "bench", "--url", url, *extra]
+    return cmd + ["--json", json_path], run_bench(cmd, json_path, "soak")
 
 
 def main():
@@ -109,7 +94,7 @@ def main():
 
         def sample():
             while not stop.is_set():
-                rss, threads = proc_stats(server.pid)
+                rss, threads = rss_mb_and_threads(server.pid)
                 samples.append((time.time() - start, rss, threads, *heap_mb(url)))
                 stop.wait(args.sample_s)
 
