@@ -118,6 +118,8 @@ std::string BertTokenizer::IdToToken(int32_t id) const {
   return id_to_token_[id];
 }
 
+namespace {
+
 // HF's WordPiece decoder cleanup, applied to each token with its leading space.
 void WordPieceCleanUp(std::string& token) {
   static const std::pair<std::string_view, std::string_view> kRules[] = {
@@ -128,6 +130,21 @@ void WordPieceCleanUp(std::string& token) {
     for (size_t at = token.find(from); at != std::string::npos;
          at = token.find(from, at + to.size()))
       token.replace(at, from.size(), to);
+  }
+}
+
+}  // namespace
+
+void WordPieceDecode(std::vector<std::string>& tokens, const std::string& prefix, bool cleanup) {
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    std::string& token = tokens[i];
+    if (i > 0) {
+      if (token.compare(0, prefix.size(), prefix) == 0)
+        token.erase(0, prefix.size());
+      else
+        token.insert(0, 1, ' ');
+    }
+    if (cleanup) WordPieceCleanUp(token);
   }
 }
 
@@ -145,20 +162,14 @@ std::string BertTokenizer::Decode(const std::vector<int32_t>& ids, bool skip_spe
 
 std::string BertTokenizer::DecodeTokens(std::vector<std::string> tokens) const {
   std::string out;
-  bool first = true;
-  for (std::string& token : tokens) {
-    if (!parts_.wordpiece_decoder) {
-      if (!first) out += ' ';
-    } else if (!first) {
-      const std::string& prefix = parts_.decoder_prefix;
-      if (token.compare(0, prefix.size(), prefix) == 0)
-        token.erase(0, prefix.size());
-      else
-        token.insert(0, 1, ' ');
-    }
-    if (parts_.wordpiece_decoder && parts_.decoder_cleanup) WordPieceCleanUp(token);
-    out += token;
-    first = false;
+  if (parts_.wordpiece_decoder) {
+    WordPieceDecode(tokens, parts_.decoder_prefix, parts_.decoder_cleanup);
+    for (const std::string& token : tokens) out += token;
+    return out;
+  }
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (i > 0) out += ' ';
+    out += tokens[i];
   }
   return out;
 }

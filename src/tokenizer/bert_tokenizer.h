@@ -32,8 +32,11 @@ struct TokenizerParts {
   bool decoder_cleanup = true;
 };
 
-// HF's WordPiece decoder cleanup (" ." -> "." and the like), in place.
-void WordPieceCleanUp(std::string& token);
+// HF's WordPiece decoder, in place: each token after the first loses
+// `prefix` (a word's continuation) or gains a leading space (a new word), then
+// with `cleanup` " ." becomes "." and the like. Concatenated, the tokens are
+// the text.
+void WordPieceDecode(std::vector<std::string>& tokens, const std::string& prefix, bool cleanup);
 
 class BertTokenizer final : public Tokenizer, public PieceEncoder {
  public:

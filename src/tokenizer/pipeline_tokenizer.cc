@@ -400,17 +400,7 @@ void ApplyDecoder(const DecoderStep& d, std::vector<std::string>& tokens) {
       }
       return;
     case DecoderStep::kWordPiece:
-      for (size_t i = 0; i < tokens.size(); ++i) {
-        std::string& t = tokens[i];
-        if (i > 0) {
-          if (t.compare(0, d.text.size(), d.text) == 0) {
-            t.erase(0, d.text.size());
-          } else {
-            t.insert(0, 1, ' ');
-          }
-        }
-        if (d.flag) WordPieceCleanUp(t);
-      }
+      WordPieceDecode(tokens, d.text, d.flag);
       return;
     case DecoderStep::kBpe:
       for (size_t i = 0; i < tokens.size(); ++i) {
