@@ -1,6 +1,5 @@
 // GrpcTransport (grpc_transport.h): each connection is a chain of
-// asynchronous steps on one I/O thread's io_context (each I/O thread runs
-// one, as HttpServer's do; see there why): the TLS handshake (ALPN h2), then
+// asynchronous steps on one I/O thread (IoContextPool): the TLS handshake (ALPN h2), then
 // read -> GrpcSession::Receive -> Send -> write, a timer for the session's
 // deadlines, and handlers' replies posted back. Reading stops while the
 // client does not take what is written to it (GrpcSession::Backlogged), and a
@@ -25,7 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/thread_name.h"
+#include "server/common/io_context_pool.h"
 #include "server/grpc/grpc_session.h"
 #include "server/http/handler_pool.h"
 
@@ -81,18 +80,8 @@ struct GrpcTransport::Impl {
   Impl(const GrpcOptions& o, GrpcMethodLookup m)
       : options(o),
         methods(std::move(m)),
-        contexts(IoContexts(o.io_threads)),
-        pool("grpc-handler", std::max(1, o.handler_threads), std::max(1, o.max_threads)) {
-    // Each runs until Stop(), connections or not.
-    for (auto& context : contexts) keep_running.push_back(asio::make_work_guard(*context));
-  }
-
-  static std::vector<std::unique_ptr<asio::io_context>> IoContexts(int n) {
-    std::vector<std::unique_ptr<asio::io_context>> out;
-    for (int i = 0; i < std::max(1, n); ++i)
-      out.push_back(std::make_unique<asio::io_context>(/*concurrency_hint=*/1));
-    return out;
-  }
+        io(o.io_threads),
+        pool("grpc-handler", std::max(1, o.handler_threads), std::max(1, o.max_threads)) {}
 
   void Accept();
   template <class Socket>
@@ -102,12 +91,10 @@ struct GrpcTransport::Impl {
 
   const GrpcOptions& options;
   GrpcMethodLookup methods;
-  std::vector<std::unique_ptr<asio::io_context>> contexts;
-  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> keep_running;
-  size_t next_context = 0;  // the next accepted connection's, round robin
+  IoContextPool io;
   // The acceptor, the grace timer and the connection list's walks, one at a
   // time, on the first I/O thread.
-  asio::strand<asio::io_context::executor_type> control{contexts.front()->get_executor()};
+  asio::strand<asio::io_context::executor_type> control{io.first().get_executor()};
   std::optional<asio::ssl::context> tls;
   tcp::acceptor acceptor{control};
   asio::steady_timer accept_retry{control}, grace{control};
@@ -357,7 +344,7 @@ void GrpcTransport::Impl::Closed(ConnectionBase* connection) {
 }
 
 void GrpcTransport::Impl::Accept() {
-  asio::io_context& context = *contexts[next_context++ % contexts.size()];
+  asio::io_context& context = io.next();
   acceptor.async_accept(context, [this, &context](error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
     if (ec) {
@@ -421,7 +408,7 @@ Status GrpcTransport::Start() {
                   " (in use, or not an address of this machine); pick another --grpc-port or 0 "
                   "to turn gRPC off");
   error_code ec;
-  tcp::resolver resolver(*impl.contexts.front());
+  tcp::resolver resolver(impl.io.first());
   const auto endpoints =
       resolver.resolve(options.host, std::to_string(options.port),
                        tcp::resolver::passive | tcp::resolver::numeric_service, ec);
@@ -433,11 +420,7 @@ Status GrpcTransport::Start() {
   if (!ec) impl.acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return cannot_listen;
   asio::post(impl.control, [&impl] { impl.Accept(); });
-  for (auto& context : impl.contexts)
-    impl.threads.emplace_back([&context = *context] {
-      NameThisThread("grpc-io");
-      context.run();
-    });
+  impl.threads = impl.io.Run("grpc-io");
   return Status::Ok();
 }
 
@@ -455,9 +438,7 @@ void GrpcTransport::Stop(std::chrono::milliseconds grace) {
       for (auto& [raw, weak] : impl.connections)
         if (auto connection = weak.lock()) open.push_back(std::move(connection));
     }
-    // Each I/O thread returns once its connections (and, on the first, the
-    // grace timer) are done.
-    for (auto& guard : impl.keep_running) guard.reset();
+    impl.io.Release();  // the first I/O thread also waits for the grace timer
     if (open.empty()) return;
     for (auto& connection : open) connection->GracefulStop();
     impl.grace.expires_after(grace);

@@ -30,7 +30,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "core/thread_name.h"
+#include "server/common/io_context_pool.h"
 #include "server/common/request_log.h"
 #include "server/http/handler_pool.h"
 #include "server/http/http_codec.h"
@@ -71,28 +71,13 @@ struct ConnectionBase {
 
 }  // namespace
 
-// Each I/O thread runs an io_context of its own, and a connection stays on
-// the one it was accepted onto: its steps run on one thread, in order,
-// without a strand, and an answer posted back wakes that thread alone. With
-// one io_context shared by all I/O threads, each event could wake another
-// thread: 8 of them took twice the CPU per request of 2 (issue 50).
 struct HttpServer::Impl {
   Impl(HttpServer& s)
       : server(s),
         options(s.options()),
-        contexts(IoContexts(options.io_threads)),
+        io(options.io_threads),
         pool("http-handler", std::max(1, options.handler_threads),
-             std::max(1, options.max_handler_threads)) {
-    // Each runs until Stop(), connections or not.
-    for (auto& context : contexts) keep_running.push_back(asio::make_work_guard(*context));
-  }
-
-  static std::vector<std::unique_ptr<asio::io_context>> IoContexts(int n) {
-    std::vector<std::unique_ptr<asio::io_context>> out;
-    for (int i = 0; i < std::max(1, n); ++i)
-      out.push_back(std::make_unique<asio::io_context>(/*concurrency_hint=*/1));
-    return out;
-  }
+             std::max(1, options.max_handler_threads)) {}
 
   void Accept();
   template <class Stream>
@@ -100,13 +85,11 @@ struct HttpServer::Impl {
 
   HttpServer& server;
   const HttpOptions& options;
-  std::vector<std::unique_ptr<asio::io_context>> contexts;
-  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> keep_running;
-  size_t next_context = 0;  // the next accepted connection's, round robin
+  IoContextPool io;
   std::optional<asio::ssl::context> tls;
   // The acceptor and its retry timer run on the first I/O thread.
-  tcp::acceptor acceptor{*contexts.front()};
-  asio::steady_timer accept_retry{*contexts.front()};
+  tcp::acceptor acceptor{io.first()};
+  asio::steady_timer accept_retry{io.first()};
   HandlerPool pool;
   std::atomic<bool> stopping{false};
   std::mutex mu;  // guards connections
@@ -551,7 +534,7 @@ void HttpServer::Impl::Open(Stream stream, asio::io_context& context, const std:
 }
 
 void HttpServer::Impl::Accept() {
-  asio::io_context& context = *contexts[next_context++ % contexts.size()];
+  asio::io_context& context = io.next();
   acceptor.async_accept(context, [this, &context](beast::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
     if (ec) {
@@ -601,7 +584,7 @@ Status HttpServer::Bind() {
   }
   const std::string where = options_.host + ":" + std::to_string(options_.port);
   beast::error_code ec;
-  tcp::resolver resolver(*impl_->contexts.front());
+  tcp::resolver resolver(impl_->io.first());
   const auto endpoints =
       resolver.resolve(options_.host, std::to_string(options_.port),
                        tcp::resolver::passive | tcp::resolver::numeric_service, ec);
@@ -624,20 +607,14 @@ void HttpServer::Run() {
   impl_->Accept();
   // On threads of their own, named, though the caller could be one: naming
   // the main thread would rename the process (its comm, as ps shows it).
-  std::vector<std::thread> threads;
-  for (auto& context : impl_->contexts)
-    threads.emplace_back([&context = *context] {
-      NameThisThread("http-io");
-      context.run();
-    });
-  for (std::thread& t : threads) t.join();
+  for (std::thread& t : impl_->io.Run("http-io")) t.join();
   impl_->pool.shutdown();
 }
 
 void HttpServer::Stop() {
   if (!impl_) return;
   impl_->stopping = true;
-  asio::post(*impl_->contexts.front(), [impl = impl_.get()] {
+  asio::post(impl_->io.first(), [impl = impl_.get()] {
     beast::error_code ignored;
     impl->acceptor.close(ignored);
     impl->accept_retry.cancel();
@@ -650,8 +627,7 @@ void HttpServer::Stop() {
         if (auto connection = weak.lock()) open.push_back(std::move(connection));
     }
     for (auto& connection : open) connection->Stop();
-    // Each I/O thread returns once its connections have closed.
-    for (auto& guard : impl->keep_running) guard.reset();
+    impl->io.Release();
   });
 }
 
