@@ -58,34 +58,19 @@ void AddEngineOptions(CLI::App* cmd, EngineFlags* flags, const std::string& thre
       ->capture_default_str();
 }
 
-std::string ResolvePrecision(const std::string& device, const std::string& precision) {
-  if (!precision.empty()) return precision;
-  return device == "cuda" ? "fp16" : "fp32";
+serving::InstanceSpec Instance(const EngineFlags& flags, int gpu) {
+  serving::InstanceSpec spec;
+  spec.device = flags.device;
+  spec.gpu = gpu;
+  spec.precision = flags.precision;
+  spec.threads = flags.threads;
+  spec.gelu = flags.gelu;
+  return spec;
 }
 
 StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> model,
                                                const EngineFlags& flags, int gpu) {
-  const std::string& device = flags.device;
-  const std::string& precision = flags.precision;
-  auto parsed = ParsePrecision(ResolvePrecision(device, precision));
-  if (!parsed.ok()) return parsed.status();
-  if (device == "cpu") {
-    if (*parsed != Precision::kFp32)
-      return InvalidArgument("--precision " + precision +
-                             ": the CPU engine runs fp32 only; use --device cuda for fp16/bf16");
-    CpuEngineOptions options;
-    options.threads = flags.threads;
-    options.on_notice = PrintNotice;
-    return CreateCpuEngine(std::move(model), options);
-  }
-  if (device == "cuda") {
-    ASSIGN_OR_RETURN(CudaEngineOptions options, CudaOptions(flags, gpu));
-    auto engine = CreateCudaEngine(std::move(model), options);
-    if (!engine.ok())
-      return Status(engine.status().code(), "--device cuda: " + engine.status().message());
-    return engine;
-  }
-  return InvalidArgument("--device " + device + ": expected cpu or cuda");
+  return serving::CreateEngine(std::move(model), Instance(flags, gpu), PrintNotice);
 }
 
 Status SelfCheckGpuEngine(const LoadedModel& loaded, const EngineFlags& flags, Engine& engine) {
@@ -96,36 +81,6 @@ Status SelfCheckGpuEngine(const LoadedModel& loaded, const EngineFlags& flags, E
   ASSIGN_OR_RETURN(const VerifyReport report, check.Check(engine, precision));
   PrintNotice("self-check against the CPU engine in fp32 passed (" + DescribeReport(report) + ")");
   return Status::Ok();
-}
-
-namespace {
-
-// Whether environment variable `name` is set to `value`.
-bool EnvIs(const char* name, const char* value) {
-  const char* set = std::getenv(name);
-  return set && std::string(set) == value;
-}
-
-}  // namespace
-
-StatusOr<CudaEngineOptions> CudaOptions(const EngineFlags& flags, int gpu) {
-  CudaEngineOptions options;
-  options.device = gpu;
-  ASSIGN_OR_RETURN(options.precision, ParsePrecision(ResolvePrecision("cuda", flags.precision)));
-  options.approximate_erf_gelu = flags.gelu == "tanh";
-  // Timing at first use for every model, not only for plans without this
-  // GPU's choices: for comparisons against cuBLASLt's heuristic.
-  options.time_gemms = EnvIs("BERTRT_GEMM_TUNING", "1");
-  // Optimizations on by default, each off with its variable at 0 (README).
-  options.cuda_graphs = !EnvIs("BERTRT_CUDA_GRAPHS", "0");
-  options.overlap_kernel_launches = !EnvIs("BERTRT_PDL", "0");
-  options.splitk_gemms = !EnvIs("BERTRT_SPLITK_GEMM", "0");
-  options.fused_gelu_gemm = !EnvIs("BERTRT_FUSED_GELU_GEMM", "0");
-  options.tma_attention = !EnvIs("BERTRT_TMA_ATTENTION", "0");
-  options.attention_windows = !EnvIs("BERTRT_ATTENTION_WINDOWS", "0");
-  options.first_query_attention = !EnvIs("BERTRT_FIRST_QUERY_ATTENTION", "0");
-  options.on_notice = PrintNotice;
-  return options;
 }
 
 std::unique_ptr<GpuContextWarmup> WarmUpGpus(const EngineFlags& flags, std::vector<int> gpus) {
@@ -189,9 +144,8 @@ std::vector<CLI::Option*> AddServingOptions(CLI::App* cmd, ServingFlags* f) {
 server::ServeDefaults MakeServeDefaults(const EngineFlags& engine, const ServingFlags& serving,
                                         server::Metrics* metrics) {
   server::ServeDefaults d;
-  d.make_engine = [](std::shared_ptr<const Model> model, const server::InstanceSpec& spec) {
-    const EngineFlags flags{spec.device, spec.precision, spec.threads, spec.gelu};
-    return CreateEngine(std::move(model), flags, spec.gpu);
+  d.make_engine = [](std::shared_ptr<const Model> model, const serving::InstanceSpec& spec) {
+    return serving::CreateEngine(std::move(model), spec, PrintNotice);
   };
   d.device = engine.device;
   d.precision = engine.precision;

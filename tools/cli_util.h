@@ -16,6 +16,7 @@
 #include "bertrt/importer.h"
 #include "core/json_float.h"
 #include "server/common/served_model.h"
+#include "serving/engine_factory.h"
 
 namespace bertrt::cli {
 
@@ -79,20 +80,19 @@ std::vector<CLI::Option*> AddServingOptions(CLI::App* cmd, ServingFlags* flags);
 server::ServeDefaults MakeServeDefaults(const EngineFlags& engine, const ServingFlags& serving,
                                         server::Metrics* metrics);
 
-// The --precision flag's value, or the device's default when it was not given:
-// fp32 on the CPU, fp16 on CUDA.
-std::string ResolvePrecision(const std::string& device, const std::string& precision);
+// The engine placement --device, --precision, --threads and --gelu ask for,
+// on GPU `gpu`.
+serving::InstanceSpec Instance(const EngineFlags& flags, int gpu = 0);
+// The --precision flag's value, or the device's default when it was not given.
+using serving::ResolvePrecision;
 
-// --device cpu|cuda with --threads (CPU), --precision fp32|fp16|bf16 (the
-// CPU engine is fp32 only) and --gelu; `gpu` is the CUDA device index.
+// serving::CreateEngine for the command line's flags, notices on stderr.
 // For `run`, see SelfCheckGpuEngine.
 StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> model,
                                                const EngineFlags& flags, int gpu = 0);
 // `bertrt run`'s EngineSelfCheck of a CUDA engine: a line on stderr with
 // the numbers; the error when it fails.
 Status SelfCheckGpuEngine(const LoadedModel& loaded, const EngineFlags& flags, Engine& engine);
-// The CUDA engine options --precision and --gelu ask for, on GPU `gpu`.
-StatusOr<CudaEngineOptions> CudaOptions(const EngineFlags& flags, int gpu = 0);
 // With --device cuda: creates the contexts of `gpus` (every visible GPU when
 // empty) and opens cuBLASLt while the caller reads the model; nullptr on the CPU.
 std::unique_ptr<GpuContextWarmup> WarmUpGpus(const EngineFlags& flags, std::vector<int> gpus);

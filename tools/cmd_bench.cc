@@ -40,7 +40,8 @@ RaggedBatch RandomBatch(const ModelConfig& config, int batch_size, int min_len, 
 // GEMMs and attention.
 StatusOr<nlohmann::json> ProfileOps(std::shared_ptr<const Model> model, const BenchFlags& flags,
                                     const RaggedBatch& batch, double graph_median_ms) {
-  ASSIGN_OR_RETURN(CudaEngineOptions options, CudaOptions(flags.engine));
+  ASSIGN_OR_RETURN(CudaEngineOptions options,
+                   serving::CudaOptions(Instance(flags.engine), PrintNotice));
   options.profile = true;
   ASSIGN_OR_RETURN(auto engine, CreateCudaEngine(std::move(model), options));
   // The first run is eager and has the graph captured; the runs counted

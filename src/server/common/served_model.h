@@ -24,19 +24,12 @@
 #include "scheduler/scheduler.h"
 #include "server/common/metrics.h"
 #include "server/common/model_config.h"
+#include "serving/engine_factory.h"
 
 namespace bertrt::server {
 
 // Where one engine instance runs, and how.
-struct InstanceSpec {
-  std::string device = "cpu";  // "cpu" | "cuda"
-  int gpu = 0;                 // for "cuda"
-  std::string precision = "fp32";
-  int threads = 0;             // for "cpu"; 0: all cores
-  std::string gelu = "exact";  // for "cuda": --gelu
-  // "cpu" or "cuda:N", as logs and metrics name it.
-  std::string Name() const { return device == "cuda" ? "cuda:" + std::to_string(gpu) : device; }
-};
+using serving::InstanceSpec;
 
 using EngineFactory = std::function<StatusOr<std::unique_ptr<Engine>>(std::shared_ptr<const Model>,
                                                                       const InstanceSpec&)>;

@@ -1,0 +1,64 @@
+#include "serving/engine_factory.h"
+
+#include <cstdlib>
+
+namespace bertrt::serving {
+namespace {
+
+// Whether environment variable `name` is set to `value`.
+bool EnvIs(const char* name, const char* value) {
+  const char* set = std::getenv(name);
+  return set && std::string(set) == value;
+}
+
+}  // namespace
+
+std::string ResolvePrecision(const std::string& device, const std::string& precision) {
+  if (!precision.empty()) return precision;
+  return device == "cuda" ? "fp16" : "fp32";
+}
+
+StatusOr<CudaEngineOptions> CudaOptions(const InstanceSpec& spec, NoticeFn on_notice) {
+  CudaEngineOptions options;
+  options.device = spec.gpu;
+  ASSIGN_OR_RETURN(options.precision, ParsePrecision(ResolvePrecision("cuda", spec.precision)));
+  options.approximate_erf_gelu = spec.gelu == "tanh";
+  // Timing at first use for every model, not only for plans without this
+  // GPU's choices: for comparisons against cuBLASLt's heuristic.
+  options.time_gemms = EnvIs("BERTRT_GEMM_TUNING", "1");
+  // Optimizations on by default, each off with its variable at 0 (README).
+  options.cuda_graphs = !EnvIs("BERTRT_CUDA_GRAPHS", "0");
+  options.overlap_kernel_launches = !EnvIs("BERTRT_PDL", "0");
+  options.splitk_gemms = !EnvIs("BERTRT_SPLITK_GEMM", "0");
+  options.fused_gelu_gemm = !EnvIs("BERTRT_FUSED_GELU_GEMM", "0");
+  options.tma_attention = !EnvIs("BERTRT_TMA_ATTENTION", "0");
+  options.attention_windows = !EnvIs("BERTRT_ATTENTION_WINDOWS", "0");
+  options.first_query_attention = !EnvIs("BERTRT_FIRST_QUERY_ATTENTION", "0");
+  options.on_notice = std::move(on_notice);
+  return options;
+}
+
+StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> model,
+                                               const InstanceSpec& spec, NoticeFn on_notice) {
+  ASSIGN_OR_RETURN(const Precision precision,
+                   ParsePrecision(ResolvePrecision(spec.device, spec.precision)));
+  if (spec.device == "cpu") {
+    if (precision != Precision::kFp32)
+      return InvalidArgument("--precision " + spec.precision +
+                             ": the CPU engine runs fp32 only; use --device cuda for fp16/bf16");
+    CpuEngineOptions options;
+    options.threads = spec.threads;
+    options.on_notice = std::move(on_notice);
+    return CreateCpuEngine(std::move(model), options);
+  }
+  if (spec.device == "cuda") {
+    ASSIGN_OR_RETURN(CudaEngineOptions options, CudaOptions(spec, std::move(on_notice)));
+    auto engine = CreateCudaEngine(std::move(model), options);
+    if (!engine.ok())
+      return Status(engine.status().code(), "--device cuda: " + engine.status().message());
+    return engine;
+  }
+  return InvalidArgument("--device " + spec.device + ": expected cpu or cuda");
+}
+
+}  // namespace bertrt::serving

@@ -1,0 +1,42 @@
+// Engines from a typed placement: which device, GPU, precision, threads and
+// GELU one engine instance runs with. The server makes every instance of a
+// model through it; `bertrt run`, `build` and `bench` through it too, from
+// their command lines (tools/cli_util.h turns the flags into an InstanceSpec).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "bertrt/cuda_engine.h"
+#include "bertrt/engine.h"
+#include "bertrt/model.h"
+#include "bertrt/status.h"
+
+namespace bertrt::serving {
+
+struct InstanceSpec {
+  std::string device = "cpu";  // "cpu" | "cuda"
+  int gpu = 0;                 // for "cuda"
+  std::string precision;       // fp32 | fp16 | bf16; empty: the device's default
+  int threads = 0;             // for "cpu"; 0: all cores
+  std::string gelu = "exact";  // for "cuda": exact | tanh (CudaEngineOptions::approximate_erf_gelu)
+  // "cpu" or "cuda:N", as logs and metrics name it.
+  std::string Name() const { return device == "cuda" ? "cuda:" + std::to_string(gpu) : device; }
+};
+
+using NoticeFn = std::function<void(const std::string&)>;
+
+// `precision`, or the device's default when empty: fp32 on the CPU, fp16 on CUDA.
+std::string ResolvePrecision(const std::string& device, const std::string& precision);
+
+// The CUDA engine options `spec` asks for, with the optimizations each
+// BERTRT_* comparison switch turns off (README).
+StatusOr<CudaEngineOptions> CudaOptions(const InstanceSpec& spec, NoticeFn on_notice);
+
+// A CPU engine (fp32 only: another precision is refused with what to use
+// instead) or a CUDA engine on spec.gpu.
+StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> model,
+                                               const InstanceSpec& spec, NoticeFn on_notice);
+
+}  // namespace bertrt::serving
