@@ -12,14 +12,16 @@ For each text length and texts-per-request, at --concurrency closed-loop clients
    read into inputs), tokenize, queue, compute (the batch's engine time) and respond (the
    outputs picked and the answer's body written); the client's mean latency less those
    is the rest: HTTP/gRPC framing, the connection's I/O threads, the hand-offs between
-   threads, and the client's own work.
+   threads, and the client's own work. Beside it, the CPU each request cost the server
+   (from /proc, split by its threads' names: I/O, handlers, batcher and engine, other) and
+   the load generator: on a shared host, what the two spend bounds the rate.
 
 Prints one table per device and appends it to --results (bench/RESULTS.md) with the
 machine, command and date. Throughput is sequences/s; ratio is served over in-process.
 
   python3 bench/served_profile.py --bertrt build/bertrt --model models/all-MiniLM-L6-v2 \\
       [--device cuda --precision fp16] [--seconds 8] [--concurrency 64] \\
-      [--texts-per-request 1,8,32] [--words 40,380]
+      [--texts-per-request 1,8,32] [--words 40,380] [--server-cpus 0-9 --client-cpus 10-15]
 """
 import argparse
 import datetime
