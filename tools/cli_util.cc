@@ -62,7 +62,7 @@ serving::InstanceSpec Instance(const EngineFlags& flags, int gpu) {
   serving::InstanceSpec spec;
   spec.device = flags.device;
   spec.gpu = gpu;
-  spec.precision = flags.precision;
+  spec.precision = ResolvePrecision(flags.device, flags.precision);
   spec.threads = flags.threads;
   spec.gelu = flags.gelu;
   return spec;

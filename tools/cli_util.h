@@ -80,8 +80,8 @@ std::vector<CLI::Option*> AddServingOptions(CLI::App* cmd, ServingFlags* flags);
 server::ServeDefaults MakeServeDefaults(const EngineFlags& engine, const ServingFlags& serving,
                                         server::Metrics* metrics);
 
-// The engine placement --device, --precision, --threads and --gelu ask for,
-// on GPU `gpu`.
+// The engine placement --device, --precision (resolved to the device's
+// default when not given), --threads and --gelu ask for, on GPU `gpu`.
 serving::InstanceSpec Instance(const EngineFlags& flags, int gpu = 0);
 // The --precision flag's value, or the device's default when it was not given.
 using serving::ResolvePrecision;

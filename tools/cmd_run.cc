@@ -495,11 +495,7 @@ int Run(const RunFlags& flags) {
   // The engine served as `bertrt serve` serves it, with batches of
   // batch_size texts of up to max_length tokens.
   server::ModelServing serving;
-  server::InstanceSpec& instance = serving.instances.emplace_back();
-  instance.device = flags.engine.device;
-  instance.precision = ResolvePrecision(flags.engine.device, flags.engine.precision);
-  instance.threads = flags.engine.threads;
-  instance.gelu = flags.engine.gelu;
+  serving.instances.push_back(Instance(flags.engine));
   serving.scheduler.max_batch_size = batch_size;
   serving.scheduler.max_batch_tokens = batch_size * std::max(max_length, 1);
   // A --task line may take many windows: the batcher splits big requests.

@@ -92,9 +92,9 @@ struct GrpcTransport::Impl {
   const GrpcOptions& options;
   GrpcMethodLookup methods;
   IoContextPool io;
-  // The acceptor, the grace timer and the connection list's walks, one at a
-  // time, on the first I/O thread.
-  asio::strand<asio::io_context::executor_type> control{io.first().get_executor()};
+  // The acceptor, the grace timer and the connection list's walks run on the
+  // first I/O thread (control), so one at a time.
+  asio::io_context& control = io.first();
   std::optional<asio::ssl::context> tls;
   tcp::acceptor acceptor{control};
   asio::steady_timer accept_retry{control}, grace{control};

@@ -281,16 +281,13 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
       // batch's answers one after another (a batch of 64 short answers,
       // each a send that also runs the loopback peer's receive, queued ~1 ms
       // behind each other on two I/O threads: issue 50's profile).
-      const int status = res.status;
-      const std::string request_id = res.get_header_value("X-Request-Id");
       const bool close = !self->keep_alive_ || self->impl_.stopping;
       auto out = self->BuildMessage(std::move(res), close, req->method == "HEAD");
       auto serializer = std::make_shared<Serializer>(*out);
       beast::error_code ec;
       if constexpr (!kTls) self->SendNow(*serializer, ec);
-      asio::post(self->stream_.get_executor(), [self, req, status, request_id, out, serializer,
-                                                ec, close] {
-        self->Respond(*req, status, request_id, out, serializer, ec, close);
+      asio::post(self->stream_.get_executor(), [self, req, out, serializer, ec, close] {
+        self->Respond(*req, out, serializer, ec, close);
       });
       work.reset();
     });
@@ -333,24 +330,16 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
   // Back on the connection's I/O thread with a handled request's answer, written
   // in part or whole by SendNow (`send_error`: where it failed): the rest is
   // written from here.
-  void Respond(const HttpRequest& req, int status, const std::string& request_id,
-               std::shared_ptr<Message> out, std::shared_ptr<Serializer> serializer,
-               beast::error_code send_error, bool close) {
+  void Respond(const HttpRequest& req, std::shared_ptr<Message> out,
+               std::shared_ptr<Serializer> serializer, beast::error_code send_error, bool close) {
     beast::error_code ignored;
     Lowest().socket().cancel(ignored);  // the watch
     watch_timer_.cancel();
     if (options_.log_requests)
-      Log(req.method, req.path, req.get_header_value("traceparent"), status, request_id);
+      Log(req.method, req.path, req.get_header_value("traceparent"), out->result_int(),
+          std::string((*out)["X-Request-Id"]));
     if (send_error) return Close();
-    state_ = State::kWriting;
-    if (serializer->is_done()) return AfterWrite(close);
-    Lowest().expires_after(options_.body_timeout);
-    http::async_write(stream_, *serializer,
-                      [self = this->shared_from_this(), out, serializer, close](
-                          beast::error_code ec, size_t) {
-                        if (ec) return self->Close();
-                        self->AfterWrite(close);
-                      });
+    WriteRest(std::move(out), std::move(serializer), close);
   }
 
   // Writes as much of the answer as the socket's buffer takes at once,
@@ -439,12 +428,21 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
   // `head`: the answer to HEAD, its headers (Content-Length included) as
   // GET's, without the body.
   void Write(HttpResponse res, bool close, bool head = false) {
-    state_ = State::kWriting;
     auto out = BuildMessage(std::move(res), close, head);
+    auto serializer = std::make_shared<Serializer>(*out);
+    WriteRest(std::move(out), std::move(serializer), close);
+  }
+
+  // Writes what `serializer` has not written yet of `out`, then AfterWrite.
+  void WriteRest(std::shared_ptr<Message> out, std::shared_ptr<Serializer> serializer,
+                 bool close) {
+    state_ = State::kWriting;
+    if (serializer->is_done()) return AfterWrite(close);
     // A client that does not read its answer holds the connection no longer.
     Lowest().expires_after(options_.body_timeout);
-    http::async_write(stream_, *out,
-                      [self = this->shared_from_this(), out, close](beast::error_code ec, size_t) {
+    http::async_write(stream_, *serializer,
+                      [self = this->shared_from_this(), out, serializer, close](
+                          beast::error_code ec, size_t) {
                         if (ec) return self->Close();
                         self->AfterWrite(close);
                       });
