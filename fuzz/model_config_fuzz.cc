@@ -10,11 +10,11 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  auto bad = [](const bertrt::server::WarmupSample& w) {
+  auto bad = [](const bertrt::serving::WarmupSample& w) {
     return w.batch_size <= 0 || w.length <= 0 || w.count <= 0 ||
            (w.is_range() && (w.up_to_batch_size < w.batch_size || w.up_to_length < w.length));
   };
-  if (auto shape = bertrt::server::ParseWarmupShape(text); shape.ok() && bad(*shape)) std::abort();
+  if (auto shape = bertrt::serving::ParseWarmupShape(text); shape.ok() && bad(*shape)) std::abort();
   auto config = bertrt::server::ParseModelConfig(text, "fuzz/config.pbtxt", "m");
   if (!config.ok()) return 0;
   if (config->max_batch_size && *config->max_batch_size <= 0) std::abort();

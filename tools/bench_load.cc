@@ -270,8 +270,8 @@ int RunLoadBench(const BenchFlags& f) {
   json report;
   std::unique_ptr<loadgen::Target> target;
   if (f.serve_inprocess) {
-    const server::ServeDefaults defaults = MakeServeDefaults(f.engine, f.serving, nullptr);
-    const std::string name = f.model_name.empty() ? server::DefaultModelName(f.model) : f.model_name;
+    const serving::ServeDefaults defaults = MakeServeDefaults(f.engine, f.serving, nullptr);
+    const std::string name = f.model_name.empty() ? serving::DefaultModelName(f.model) : f.model_name;
     auto loaded = LoadInProcessTarget(name, f.model, defaults, MakeImportOptions(f.import));
     if (!loaded.ok()) return Fail(loaded.status(), kExitModelError);
     target = std::move(*loaded);

@@ -135,7 +135,7 @@ class HttpTarget : public loadgen::Target {
 // queue/compute totals the server would put in /metrics.
 class InProcessTarget : public loadgen::Target {
  public:
-  explicit InProcessTarget(std::shared_ptr<server::ServedModel> model) : model_(std::move(model)) {}
+  explicit InProcessTarget(std::shared_ptr<serving::ServedModel> model) : model_(std::move(model)) {}
 
   std::string Describe() const override {
     return "in-process " + model_->name() + " on " + model_->placement();
@@ -155,7 +155,7 @@ class InProcessTarget : public loadgen::Target {
    public:
     explicit Client(InProcessTarget& target) : target_(target) {}
     loadgen::Outcome Send(const std::vector<std::string>& texts) override {
-      server::ServedModel& model = *target_.model_;
+      serving::ServedModel& model = *target_.model_;
       InferRequest request;
       for (const std::string& text : texts) {
         auto seq = model.Encode({text, std::nullopt}, /*truncate=*/false);
@@ -179,7 +179,7 @@ class InProcessTarget : public loadgen::Target {
     InProcessTarget& target_;
   };
 
-  std::shared_ptr<server::ServedModel> model_;
+  std::shared_ptr<serving::ServedModel> model_;
   std::mutex mu_;
   loadgen::ServerTotals totals_;
 };
@@ -358,13 +358,13 @@ StatusOr<std::unique_ptr<loadgen::Target>> ConnectServerTarget(ServerTargetOptio
 }
 
 StatusOr<std::unique_ptr<loadgen::Target>> LoadInProcessTarget(
-    const std::string& name, const std::string& path, const server::ServeDefaults& defaults,
+    const std::string& name, const std::string& path, const serving::ServeDefaults& defaults,
     const ImportOptions& import) {
-  ASSIGN_OR_RETURN(server::ModelServing serving,
-                   server::ResolveServing(defaults, server::ModelConfigFile{}));
-  auto loaded = server::ServedModel::Load(name, "1", path, serving, defaults, import);
+  ASSIGN_OR_RETURN(serving::ModelServing serving,
+                   serving::ResolveServing(defaults, serving::ModelConfigFile{}));
+  auto loaded = serving::ServedModel::Load(name, "1", path, serving, defaults, import);
   if (!loaded.ok()) return loaded.status();
-  std::shared_ptr<server::ServedModel> model = std::move(*loaded);
+  std::shared_ptr<serving::ServedModel> model = std::move(*loaded);
   return std::unique_ptr<loadgen::Target>(std::make_unique<InProcessTarget>(std::move(model)));
 }
 

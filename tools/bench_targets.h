@@ -9,7 +9,7 @@
 #include <string>
 
 #include "loadgen/load_driver.h"
-#include "server/common/served_model.h"
+#include "serving/model_registry.h"
 
 namespace bertrt::cli {
 
@@ -35,7 +35,7 @@ StatusOr<std::unique_ptr<loadgen::Target>> ConnectServerTarget(ServerTargetOptio
 
 // Loads `path` as `bertrt serve` would (one warm-up run included), as `name`.
 StatusOr<std::unique_ptr<loadgen::Target>> LoadInProcessTarget(
-    const std::string& name, const std::string& path, const server::ServeDefaults& defaults,
+    const std::string& name, const std::string& path, const serving::ServeDefaults& defaults,
     const ImportOptions& import = {});
 
 }  // namespace bertrt::cli

@@ -9,6 +9,7 @@
 #include "bertrt/cuda_engine.h"
 #include "bertrt/devices.h"
 #include "bertrt/plan.h"
+#include "server/common/triton_config.h"
 
 namespace bertrt::cli {
 
@@ -131,7 +132,7 @@ std::vector<CLI::Option*> AddServingOptions(CLI::App* cmd, ServingFlags* f) {
                       "shape a GPU instance runs it as")
           ->delimiter(',')
           ->check([](const std::string& v) {
-            auto s = server::ParseWarmupShape(v);
+            auto s = serving::ParseWarmupShape(v);
             return s.ok() ? std::string() : s.status().message();
           }),
       cmd->add_flag("--skip-verify", f->skip_verify,
@@ -141,9 +142,10 @@ std::vector<CLI::Option*> AddServingOptions(CLI::App* cmd, ServingFlags* f) {
   };
 }
 
-server::ServeDefaults MakeServeDefaults(const EngineFlags& engine, const ServingFlags& serving,
-                                        server::Metrics* metrics) {
-  server::ServeDefaults d;
+serving::ServeDefaults MakeServeDefaults(const EngineFlags& engine, const ServingFlags& serving,
+                                        serving::MetricsSink* metrics) {
+  serving::ServeDefaults d;
+  d.config_source = server::TritonConfigSource();
   d.make_engine = [](std::shared_ptr<const Model> model, const serving::InstanceSpec& spec) {
     return serving::CreateEngine(std::move(model), spec, PrintNotice);
   };
@@ -164,7 +166,7 @@ server::ServeDefaults MakeServeDefaults(const EngineFlags& engine, const Serving
   d.self_check = !serving.skip_verify;
   d.metrics = metrics;
   for (const std::string& shape : serving.warmup)
-    d.warmups.push_back(*server::ParseWarmupShape(shape));  // checked by the option
+    d.warmups.push_back(*serving::ParseWarmupShape(shape));  // checked by the option
   return d;
 }
 

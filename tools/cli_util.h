@@ -15,7 +15,7 @@
 #include "bertrt/engine.h"
 #include "bertrt/importer.h"
 #include "core/json_float.h"
-#include "server/common/served_model.h"
+#include "serving/model_registry.h"
 #include "serving/engine_factory.h"
 
 namespace bertrt::cli {
@@ -68,7 +68,7 @@ struct ServingFlags {
   // waits for ever: `bertrt run` has no client to answer in time).
   int request_timeout_ms = 30000;
   bool auto_truncate = false;
-  size_t max_normalized_chars = server::ServeDefaults{}.max_normalized_chars;
+  size_t max_normalized_chars = serving::ServeDefaults{}.max_normalized_chars;
   std::vector<std::string> warmup;  // BATCHxLENGTH shapes
   bool skip_verify = false;         // no EngineSelfCheck of GPU instances
 };
@@ -77,8 +77,8 @@ struct ServingFlags {
 // --auto-truncate, --max-normalized-chars, --warmup-shapes and --skip-verify.
 std::vector<CLI::Option*> AddServingOptions(CLI::App* cmd, ServingFlags* flags);
 // The serving defaults of every model (a config.pbtxt may override them).
-server::ServeDefaults MakeServeDefaults(const EngineFlags& engine, const ServingFlags& serving,
-                                        server::Metrics* metrics);
+serving::ServeDefaults MakeServeDefaults(const EngineFlags& engine, const ServingFlags& serving,
+                                        serving::MetricsSink* metrics);
 
 // The engine placement --device, --precision (resolved to the device's
 // default when not given), --threads and --gelu ask for, on GPU `gpu`.
@@ -124,7 +124,7 @@ class ProgressBar {
 namespace bertrt::cli {
 
 // The server's input record (text and optional text_pair).
-using server::TextInput;
+using serving::TextInput;
 
 // Parses line `line_number` (1-based, for the error message) of JSON Lines:
 // {"text": ..., "text_pair": ...}.

@@ -46,7 +46,7 @@ struct RunFlags {
   std::string output = "default";
   std::string output_npy;
   int max_length = 0;
-  size_t max_normalized_chars = server::ServeDefaults{}.max_normalized_chars;
+  size_t max_normalized_chars = serving::ServeDefaults{}.max_normalized_chars;
   int batch_size = 0;  // 0: by device
   int workers = 0;     // 0: by cores
   bool skip_verify = false;
@@ -66,9 +66,9 @@ struct RecordKey {
 
 // What every chunk needs to turn lines into results.
 struct RunContext {
-  server::ServedModel* model;
+  serving::ServedModel* model;
   const ModelConfig* config;
-  server::EncodeOptions encode;  // always truncate; --max-length, --truncation, --prompt-name
+  serving::EncodeOptions encode;  // always truncate; --max-length, --truncation, --prompt-name
   bool text_lines = false;     // --input-format text
   bool hidden_states = false;  // --output last_hidden_state
   std::vector<OutputDescription> outputs;  // the model's; what the pointers below point into
@@ -494,7 +494,7 @@ int Run(const RunFlags& flags) {
                         : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 2, 16);
   // The engine served as `bertrt serve` serves it, with batches of
   // batch_size texts of up to max_length tokens.
-  server::ModelServing serving;
+  serving::ModelServing serving;
   serving.instances.push_back(Instance(flags.engine));
   serving.scheduler.max_batch_size = batch_size;
   serving.scheduler.max_batch_tokens = batch_size * std::max(max_length, 1);
@@ -503,10 +503,10 @@ int Run(const RunFlags& flags) {
   serving.scheduler.max_queue_size = static_cast<size_t>(4 * workers + 4);
   std::vector<std::unique_ptr<Engine>> engines;
   engines.push_back(std::move(*engine));
-  server::ServeDefaults defaults;
+  serving::ServeDefaults defaults;
   defaults.max_normalized_chars = flags.max_normalized_chars;
   auto served =
-      server::ServedModel::Create(server::DefaultModelName(flags.model), "1", flags.model,
+      serving::ServedModel::Create(serving::DefaultModelName(flags.model), "1", flags.model,
                                   std::move(*loaded), std::move(engines), serving, defaults);
   if (!served.ok()) return Fail(served.status(), kExitRuntimeError);
   ctx.model = served->get();

@@ -67,7 +67,7 @@ StatusOr<std::vector<std::pair<std::string, std::string>>> CommandLineModels(con
                            "--model NAME=PATH");
   std::vector<std::pair<std::string, std::string>> out;  // name, path
   for (const std::string& path : f.models)
-    out.push_back({f.model_name.empty() ? server::DefaultModelName(path) : f.model_name, path});
+    out.push_back({f.model_name.empty() ? serving::DefaultModelName(path) : f.model_name, path});
   for (const std::string& named : f.named_models) {
     const size_t eq = named.find('=');
     if (eq == 0 || eq == std::string::npos || eq + 1 == named.size())
@@ -115,13 +115,13 @@ int Serve(const ServeFlags& flags) {
   if (flags.engine.device != "cpu" && flags.engine.device != "cuda")
     return Fail(InvalidArgument("--device " + flags.engine.device + ": expected cpu or cuda"),
                 kExitUsage);
-  auto control = server::ParseModelControl(flags.model_control);
+  auto control = serving::ParseModelControl(flags.model_control);
   if (!control.ok()) return Fail(control.status(), kExitUsage);
-  if (flags.repository.empty() && *control != server::ModelControl::kNone)
+  if (flags.repository.empty() && *control != serving::ModelControl::kNone)
     return Fail(InvalidArgument("--model-control-mode " + flags.model_control +
                                 " needs --model-repository DIR"),
                 kExitUsage);
-  if (!flags.load_models.empty() && *control != server::ModelControl::kExplicit)
+  if (!flags.load_models.empty() && *control != serving::ModelControl::kExplicit)
     return Fail(InvalidArgument("--load-model needs --model-control-mode explicit"), kExitUsage);
   if (flags.http_max_threads != 0 && flags.http_max_threads < flags.http_threads)
     return Fail(
@@ -145,7 +145,7 @@ int Serve(const ServeFlags& flags) {
 
   const auto warmup = WarmUpGpus(flags.engine, flags.serving.gpus);
   server::Metrics metrics;
-  server::ModelRegistry registry(MakeServeDefaults(flags.engine, flags.serving, &metrics));
+  serving::ModelRegistry registry(MakeServeDefaults(flags.engine, flags.serving, &metrics));
   registry.set_strict_readiness(flags.strict_readiness);
   Status loaded = Status::Ok();
   for (const auto& [name, path] : *singles)
@@ -162,7 +162,7 @@ int Serve(const ServeFlags& flags) {
     std::fprintf(stderr, "[serve] model %s version %s (%s, head %s, max input %d tokens) on %s\n",
                  m->name().c_str(), m->version().c_str(), m->source().c_str(),
                  HeadKindName(m->config().head), m->max_input_length(), m->placement().c_str());
-  if (*control == server::ModelControl::kPoll) registry.StartPolling(flags.poll_seconds);
+  if (*control == serving::ModelControl::kPoll) registry.StartPolling(flags.poll_seconds);
 
   auto ms = [](double s) { return std::chrono::milliseconds(static_cast<long>(s * 1000)); };
   server::HttpServer http(
@@ -193,7 +193,7 @@ int Serve(const ServeFlags& flags) {
   std::condition_variable drained_cv;
   bool drained = false;
   const auto drain = std::chrono::milliseconds(static_cast<long>(flags.drain_seconds * 1000));
-  const bool polled = *control == server::ModelControl::kPoll;
+  const bool polled = *control == serving::ModelControl::kPoll;
   std::thread waiter([&] {
     int sig = 0;
     while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {

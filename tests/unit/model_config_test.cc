@@ -6,9 +6,16 @@
 #include <gtest/gtest.h>
 
 #include "bertrt/devices.h"
-#include "server/common/served_model.h"
+#include "serving/model_registry.h"
 
 namespace bertrt::server {
+using serving::InstanceGroup;
+using serving::InstanceSpec;
+using serving::ModelConfigFile;
+using serving::ParseWarmupShape;
+using serving::ResolveServing;
+using serving::ServeDefaults;
+using serving::VersionPolicy;
 namespace {
 
 StatusOr<ModelConfigFile> Parse(const std::string& text) {

@@ -10,7 +10,7 @@
 
 #include "bertrt/importer.h"
 #include "bertrt/plan.h"
-#include "server/common/served_model.h"
+#include "serving/model_registry.h"
 
 namespace bertrt {
 namespace {
@@ -153,15 +153,15 @@ TEST(EngineSelfCheck, SmallLogitsAreHeldToTheirPrecisionsRoundingNotToACosine) {
 // serve: a GPU instance that fails its self-check keeps its model from
 // loading, with the reason; --skip-verify (self_check off) loads it.
 TEST(EngineSelfCheck, ServeDoesNotLoadAModelWhoseGpuInstanceIsBroken) {
-  server::ServeDefaults defaults;
+  serving::ServeDefaults defaults;
   defaults.make_engine = [](std::shared_ptr<const Model> model,
-                            const server::InstanceSpec& spec) -> StatusOr<std::unique_ptr<Engine>> {
+                            const serving::InstanceSpec& spec) -> StatusOr<std::unique_ptr<Engine>> {
     if (spec.device == "cpu") return CreateCpuEngine(std::move(model), {});
     return std::unique_ptr<Engine>(new DistortedEngine(Cpu(model), Garbled));
   };
-  server::ModelServing serving;
+  serving::ModelServing serving;
   serving.instances = {{"cuda", 0, "fp16", 0, "exact"}};
-  auto served = server::ServedModel::Load("cls", "1", ModelDir("seq_cls"), serving, defaults);
+  auto served = serving::ServedModel::Load("cls", "1", ModelDir("seq_cls"), serving, defaults);
   ASSERT_FALSE(served.ok());
   EXPECT_EQ(served.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(served.status().message().find("model cls, instance on cuda:0: self-check failed"),
@@ -169,12 +169,12 @@ TEST(EngineSelfCheck, ServeDoesNotLoadAModelWhoseGpuInstanceIsBroken) {
       << served.status().message();
 
   defaults.self_check = false;
-  auto unchecked = server::ServedModel::Load("cls", "1", ModelDir("seq_cls"), serving, defaults);
+  auto unchecked = serving::ServedModel::Load("cls", "1", ModelDir("seq_cls"), serving, defaults);
   EXPECT_TRUE(unchecked.ok()) << unchecked.status().ToString();
   // CPU instances are the reference itself: never checked.
   defaults.self_check = true;
   serving.instances = {{"cpu", 0, "fp32", 1, "exact"}};
-  EXPECT_TRUE(server::ServedModel::Load("cls", "1", ModelDir("seq_cls"), serving, defaults).ok());
+  EXPECT_TRUE(serving::ServedModel::Load("cls", "1", ModelDir("seq_cls"), serving, defaults).ok());
 }
 
 }  // namespace

@@ -9,6 +9,10 @@
 #include "core/json_float.h"
 
 namespace bertrt::server {
+using serving::EncodeOptions;
+using serving::RequestTimer;
+using serving::ServedModel;
+using serving::TextInput;
 using nlohmann::json;
 
 // Raw tensor bytes are little-endian on the wire; the hosts bertrt runs on are too.

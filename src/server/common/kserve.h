@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "server/common/metrics.h"
-#include "server/common/served_model.h"
+#include "serving/model_registry.h"
 
 namespace bertrt::server {
 
@@ -42,7 +42,7 @@ struct RequestedOutput {
 struct KServeRequest {
   std::string id;
   // Either texts (BYTES "text" [+ "text_pair"]) ...
-  std::vector<TextInput> texts;
+  std::vector<serving::TextInput> texts;
   // ... or token ids ("input_ids" [+ "attention_mask", "token_type_ids"], [N, S]).
   std::vector<SequenceInput> sequences;
   // For ids: the positions of row i that the mask kept, so per-token outputs
@@ -95,20 +95,20 @@ StatusOr<KServeRequest> DecodeKServeRequest(const nlohmann::json& body,
 
 // Checks the requested outputs against the model (NotFound-free: unknown
 // names are InvalidArgument, as they are the client's mistake).
-Status CheckRequestedOutputs(const KServeRequest& request, const ServedModel& model);
+Status CheckRequestedOutputs(const KServeRequest& request, const serving::ServedModel& model);
 
 // Tokenizes the texts, runs the request on the model's scheduler (`timer`
 // recording queue and compute time; the caller finishes it once the answer
 // is encoded) and returns the requested outputs. `is_cancelled` lets the
 // scheduler drop the request when its client has gone.
-StatusOr<std::vector<OutputTensor>> InferKServe(ServedModel& model, RequestTimer& timer,
+StatusOr<std::vector<OutputTensor>> InferKServe(serving::ServedModel& model, serving::RequestTimer& timer,
                                                 KServeRequest& request,
                                                 std::function<bool()> is_cancelled = {});
 
 // The requested outputs of `result`. Per-token outputs are [N, S(, width)],
 // zero where a row has no token; S is what the tokens run span (for ids, up
 // to the last position run), never more than the model's max length.
-std::vector<OutputTensor> SelectOutputs(const KServeRequest& request, const ServedModel& model,
+std::vector<OutputTensor> SelectOutputs(const KServeRequest& request, const serving::ServedModel& model,
                                         const InferResult& result);
 
 // The HTTP answer: a JSON object, or with binary outputs the JSON header
@@ -118,7 +118,7 @@ struct HttpAnswer {
   std::string body;
   size_t header_length = 0;  // 0: the body is plain JSON
 };
-HttpAnswer EncodeKServeResponse(const KServeRequest& request, const ServedModel& model,
+HttpAnswer EncodeKServeResponse(const KServeRequest& request, const serving::ServedModel& model,
                                 const std::vector<OutputTensor>& outputs);
 
 // A load request's parameters (Triton's repository extension), each name with
@@ -135,9 +135,9 @@ struct TensorMetadata {
   bool optional = false;
 };
 std::vector<TensorMetadata> InputMetadata();
-std::vector<TensorMetadata> OutputMetadata(const ServedModel& model);
+std::vector<TensorMetadata> OutputMetadata(const serving::ServedModel& model);
 
 // GET /v2/models/{m}: name, versions, platform, inputs and outputs as served.
-nlohmann::json ModelMetadata(const ServedModel& model);
+nlohmann::json ModelMetadata(const serving::ServedModel& model);
 
 }  // namespace bertrt::server

@@ -12,6 +12,10 @@
 #include <tuple>
 
 namespace bertrt::server {
+using serving::InferenceRecord;
+using serving::VersionStatistics;
+using serving::InferenceRecord;
+using serving::VersionStatistics;
 namespace {
 
 std::string Num(double v) {

@@ -43,7 +43,7 @@ class Histogram {
   double sum_ = 0;
 };
 
-class Metrics {
+class Metrics : public serving::MetricsSink {
  public:
   // Triton's nv_inference_* series of each loaded model version, from its own
   // statistics (model_stats.h: every inference request on it and each engine
@@ -53,21 +53,22 @@ class Metrics {
   // statistics are listed; if that load is dropped (another version of the
   // model failed), the one still served is listed again.
   void AddModelVersion(const std::string& model, const std::string& version,
-                       std::shared_ptr<const VersionStatistics> stats);
+                       std::shared_ptr<const serving::VersionStatistics> stats) override;
   // The loaded version holding `stats` is gone (unloaded or replaced).
   void RemoveModelVersion(const std::string& model, const std::string& version,
-                          const VersionStatistics* stats);
+                          const serving::VersionStatistics* stats) override;
 
   // A request answered: with `http_status` (failed from 400), or `outcome`.
   void CountRequest(const std::string& model, const std::string& endpoint, int http_status);
   void CountRequest(const std::string& model, const std::string& endpoint, const Status& outcome);
-  void ObserveRequest(const std::string& model, double queue_seconds, double compute_seconds);
+  void ObserveRequest(const std::string& model, double queue_seconds,
+                      double compute_seconds) override;
   // An inference request done (RequestTimer::Finish): the end-to-end
   // latency histogram, and for a successful one TEI's per-stage histograms.
-  void ObserveInference(const std::string& model, const InferenceRecord& record);
+  void ObserveInference(const std::string& model, const serving::InferenceRecord& record) override;
   // One engine batch of `model` on `instance` ("cpu", "cuda:0", ...).
   void ObserveBatch(const std::string& model, const std::string& instance, int sequences,
-                    int tokens, double compute_seconds);
+                    int tokens, double compute_seconds) override;
   void AddInFlight(int delta);
   // The Prometheus text: the counters above, the process and heap gauges,
   // then the NVML GPU gauges.
@@ -116,7 +117,7 @@ class Metrics {
   long in_flight_ = 0;
   // (model, version) -> the statistics of its loads alive, oldest first.
   std::map<std::pair<std::string, std::string>,
-           std::vector<std::shared_ptr<const VersionStatistics>>>
+           std::vector<std::shared_ptr<const serving::VersionStatistics>>>
       triton_;
 };
 

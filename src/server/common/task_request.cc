@@ -3,6 +3,7 @@
 #include <algorithm>
 
 namespace bertrt::server {
+using serving::ServedModel;
 using nlohmann::json;
 
 const char* PipelineTask(const ModelConfig& config) {

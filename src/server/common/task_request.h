@@ -16,7 +16,7 @@
 #include <variant>
 #include <vector>
 
-#include "server/common/served_model.h"
+#include "serving/model_registry.h"
 #include "serving/question_answering.h"
 #include "serving/token_classification.h"
 
@@ -32,7 +32,7 @@ class TaskRequest {
   // leaves out come from `defaults` (run's --parameters). InvalidArgument
   // says which field is wrong and how; ResourceExhausted, that the inputs
   // need more than `max_sequences` windows (0: no limit).
-  static StatusOr<TaskRequest> Parse(const ServedModel& model, const nlohmann::json& body,
+  static StatusOr<TaskRequest> Parse(const serving::ServedModel& model, const nlohmann::json& body,
                                      size_t max_sequences,
                                      const nlohmann::json& defaults = nlohmann::json::object());
   // The windows to run, every input's in order.
@@ -45,7 +45,7 @@ class TaskRequest {
 
  private:
   using Task = std::variant<serving::TokenClassification, serving::QuestionAnswering>;
-  const ServedModel* model_ = nullptr;
+  const serving::ServedModel* model_ = nullptr;
   std::vector<Task> tasks_;
   bool list_ = false;  // the inputs came as a list
 };

@@ -7,8 +7,15 @@
 
 #include "model_config.pb.h"
 #include "server/common/kserve.h"
+#include "server/common/model_config.h"
 
 namespace bertrt::server {
+using serving::InstanceSpec;
+using serving::ModelConfigFile;
+using serving::ModelServing;
+using serving::ServedModel;
+using serving::TensorBlock;
+using serving::VersionPolicy;
 using nlohmann::json;
 
 namespace {
@@ -199,6 +206,10 @@ void Int64AsNumbers(const pb::Descriptor& type, json& j) {
 }
 
 }  // namespace
+
+serving::ModelConfigSource TritonConfigSource() {
+  return {LoadModelConfig, ParseModelConfigJson, CheckTensorBlocks};
+}
 
 void FillModelConfig(const ServedModel& model, config::ModelConfig& out) {
   const ModelServing& serving = model.serving();

@@ -11,7 +11,7 @@
 
 #include "bertrt/status.h"
 #include "server/common/model_config.h"
-#include "server/common/served_model.h"
+#include "serving/served_model.h"
 
 namespace bertrt::config {
 class ModelConfig;
@@ -27,14 +27,18 @@ namespace bertrt::server {
 Status CheckTensorBlocks(const ModelConfigFile& config, int max_seq_length,
                          const std::vector<OutputDescription>& outputs);
 
+// How the model registry reads a repository's config.pbtxt (and a load
+// request's JSON config) and checks its blocks: Triton's way, above.
+serving::ModelConfigSource TritonConfigSource();
+
 // The served model's configuration in Triton's message: name, platform and
 // backend "bertrt", max_batch_size, input and output blocks (the config's
 // own when it has them, else the model's), dynamic_batching, instance_group,
 // version_policy and bertrt's parameters, all as they are in effect.
-void FillModelConfig(const ServedModel& model, config::ModelConfig& out);
+void FillModelConfig(const serving::ServedModel& model, config::ModelConfig& out);
 
 // The same as JSON, as Triton writes it (field names as in the proto, every
 // scalar field present, 64-bit integers as numbers).
-StatusOr<nlohmann::json> ModelConfigJson(const ServedModel& model);
+StatusOr<nlohmann::json> ModelConfigJson(const serving::ServedModel& model);
 
 }  // namespace bertrt::server

@@ -5,6 +5,7 @@
 #include "server/grpc/kserve_service.h"
 
 namespace bertrt::server {
+using serving::ModelRegistry;
 
 GrpcServer::GrpcServer(ModelRegistry& registry, Metrics& metrics, GrpcOptions options)
     : options_(std::move(options)) {

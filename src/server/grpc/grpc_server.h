@@ -13,7 +13,7 @@
 #include <unordered_map>
 
 #include "server/common/metrics.h"
-#include "server/common/served_model.h"
+#include "serving/model_registry.h"
 #include "server/grpc/grpc_method.h"
 #include "server/grpc/grpc_options.h"
 
@@ -23,7 +23,7 @@ class GrpcTransport;
 
 class GrpcServer {
  public:
-  GrpcServer(ModelRegistry& registry, Metrics& metrics, GrpcOptions options);
+  GrpcServer(serving::ModelRegistry& registry, Metrics& metrics, GrpcOptions options);
   ~GrpcServer();
 
   // Binds and starts serving (on threads of its own); Unavailable when the

@@ -8,6 +8,7 @@
 #include "server/grpc/proto_method.h"
 
 namespace bertrt::server {
+using serving::ModelRegistry;
 namespace {
 
 using grpc::health::v1::HealthCheckRequest;

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "server/common/served_model.h"
+#include "serving/model_registry.h"
 #include "server/grpc/grpc_method.h"
 #include "server/grpc/grpc_options.h"
 
@@ -18,7 +18,7 @@ namespace bertrt::server {
 
 // Check and Watch, by path. Watch sends the status, then each change (looked
 // at every kWatchInterval, holding no thread), until the client goes.
-std::vector<std::pair<std::string, GrpcMethod>> HealthMethods(const ModelRegistry& registry,
+std::vector<std::pair<std::string, GrpcMethod>> HealthMethods(const serving::ModelRegistry& registry,
                                                               const GrpcOptions& options);
 
 }  // namespace bertrt::server

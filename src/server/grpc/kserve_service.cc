@@ -11,6 +11,11 @@
 #include "server/grpc/proto_method.h"
 
 namespace bertrt::server {
+using serving::DurationStat;
+using serving::ModelRegistry;
+using serving::ModelStatistics;
+using serving::RequestTimer;
+using serving::ServedModel;
 namespace {
 
 using inference::ModelInferRequest;

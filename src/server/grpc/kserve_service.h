@@ -11,7 +11,7 @@
 
 #include "bertrt/status.h"
 #include "server/common/metrics.h"
-#include "server/common/served_model.h"
+#include "serving/model_registry.h"
 #include "server/grpc/grpc_method.h"
 #include "server/grpc/grpc_options.h"
 
@@ -24,7 +24,7 @@ GrpcReply GrpcError(const Status& status);
 // The service's methods, by path ("/inference.GRPCInferenceService/ModelInfer").
 // Every one but ServerLive and ServerReady needs the API key when one is set.
 // The references are kept by the methods.
-std::vector<std::pair<std::string, GrpcMethod>> KServeMethods(ModelRegistry& registry,
+std::vector<std::pair<std::string, GrpcMethod>> KServeMethods(serving::ModelRegistry& registry,
                                                               Metrics& metrics,
                                                               const GrpcOptions& options);
 

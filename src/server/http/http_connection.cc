@@ -37,6 +37,7 @@
 #include "server/http/http_server.h"
 
 namespace bertrt::server {
+using serving::ModelRegistry;
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;

@@ -13,6 +13,9 @@
 #include "server/common/triton_config.h"
 
 namespace bertrt::server {
+using serving::RepositoryEntry;
+using serving::RequestTimer;
+using serving::ServedModel;
 using nlohmann::json;
 
 int HttpStatusFor(const Status& status) {

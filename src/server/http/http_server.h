@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "server/common/metrics.h"
-#include "server/common/served_model.h"
+#include "serving/model_registry.h"
 #include "server/common/tls.h"
 #include "server/http/http_message.h"
 #include "server/http/router.h"
@@ -68,7 +68,7 @@ struct HttpOptions {
 
 class HttpServer {
  public:
-  HttpServer(ModelRegistry& registry, Metrics& metrics, HttpOptions options);
+  HttpServer(serving::ModelRegistry& registry, Metrics& metrics, HttpOptions options);
   ~HttpServer();
 
   // Binds the port (so a caller can log "listening" only when it is true).
@@ -80,7 +80,7 @@ class HttpServer {
   void Stop();
 
   // Used by the route files.
-  ModelRegistry& registry() { return registry_; }
+  serving::ModelRegistry& registry() { return registry_; }
   Metrics& metrics() { return metrics_; }
   const HttpOptions& options() const { return options_; }
 
@@ -114,7 +114,7 @@ class HttpServer {
   void Post(const std::string& pattern, const std::string& endpoint, Handler handler);
   void GetOpen(const std::string& pattern, Handler handler);
 
-  ModelRegistry& registry_;
+  serving::ModelRegistry& registry_;
   Metrics& metrics_;
   HttpOptions options_;
   Router<Route> routes_;

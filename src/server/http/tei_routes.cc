@@ -22,6 +22,10 @@
 #include "server/http/http_server.h"
 
 namespace bertrt::server {
+using serving::EncodeOptions;
+using serving::RequestTimer;
+using serving::ServedModel;
+using serving::TextInput;
 using nlohmann::json;
 
 namespace {
