@@ -208,11 +208,16 @@ StatusOr<SequenceInput> EncodeLine(const RunContext& ctx, const std::string& lin
   return seq;
 }
 
-// Runs a chunk's sequences (none: nothing to run) into `result`; false when
-// the engine failed, which stops the run (chunk.fatal).
-bool RunChunk(const RunContext& ctx, InferRequest request, Chunk& chunk, InferResult& result) {
-  if (request.sequences.empty()) return true;
-  auto done = ctx.model->scheduler().Infer(std::move(request));
+// Runs a chunk's sequences (none: nothing to run) into `result`, through
+// the serving core as the server's requests are; false when the engine
+// failed, which stops the run (chunk.fatal).
+bool RunChunk(const RunContext& ctx, std::vector<SequenceInput> sequences, Chunk& chunk,
+              InferResult& result) {
+  if (sequences.empty()) return true;
+  serving::RequestTimer timer(*ctx.model, nullptr);
+  serving::Infer infer(*ctx.model, timer);
+  auto done = infer.Run(std::move(sequences), ctx.hidden_states);
+  timer.Finish(done.status());
   if (!done.ok()) {
     chunk.fatal = done.status();
     return false;
@@ -221,10 +226,11 @@ bool RunChunk(const RunContext& ctx, InferRequest request, Chunk& chunk, InferRe
   return true;
 }
 
-// A chunk of --task lines: each line's request, its windows in one batcher request.
+// A chunk of --task lines: each line's request, every task of the chunk in
+// one batcher request.
 void ProcessTaskChunk(const RunContext& ctx, Chunk& chunk) {
   std::vector<StatusOr<server::TaskRequest>> requests;
-  InferRequest request;
+  std::vector<const serving::Task*> tasks;
   for (size_t i = 0; i < chunk.lines.size(); ++i) {
     const std::string& line = chunk.lines[i];
     const std::string where = "line " + std::to_string(chunk.first_line + i) + ": ";
@@ -245,22 +251,34 @@ void ProcessTaskChunk(const RunContext& ctx, Chunk& chunk) {
       requests.push_back(InvalidArgument(where + parsed.status().message()));
       continue;
     }
-    for (SequenceInput& s : parsed->Sequences()) request.sequences.push_back(std::move(s));
     requests.push_back(std::move(parsed));
   }
   chunk.lines = {};
-  InferResult result;
-  if (!RunChunk(ctx, std::move(request), chunk, result)) return;
-  int first = 0;
+  // The tasks point into `requests`, complete now.
+  for (const auto& r : requests)
+    if (r.ok()) r->AppendTasks(tasks);
+  std::vector<serving::TaskAnswer> answers;
+  if (!tasks.empty()) {
+    serving::RequestTimer timer(*ctx.model, nullptr);
+    serving::Infer infer(*ctx.model, timer);
+    auto done = infer.RunTasks(tasks);
+    timer.Finish(done.status());
+    if (!done.ok()) {
+      chunk.fatal = done.status();
+      return;
+    }
+    answers = std::move(*done);
+  }
+  size_t first = 0;
   for (const auto& r : requests) {
     if (!r.ok()) {
       AppendError(r.status(), chunk, ctx);
       continue;
     }
-    chunk.json += r->Answer(result, first).dump(-1, ' ', false,
-                                                nlohmann::json::error_handler_t::replace);
+    chunk.json += r->Answer(answers, first).dump(-1, ' ', false,
+                                                 nlohmann::json::error_handler_t::replace);
     chunk.json.push_back('\n');
-    first += static_cast<int>(r->sequences());
+    first += r->tasks();
   }
 }
 
@@ -268,16 +286,15 @@ void ProcessTaskChunk(const RunContext& ctx, Chunk& chunk) {
 void ProcessChunk(const RunContext& ctx, Chunk& chunk) {
   if (ctx.task) return ProcessTaskChunk(ctx, chunk);
   std::vector<Status> encoded;  // per line: Ok, or why it has no result
-  InferRequest request;
-  request.last_hidden_state = ctx.hidden_states;
+  std::vector<SequenceInput> sequences;
   for (size_t i = 0; i < chunk.lines.size(); ++i) {
     auto seq = EncodeLine(ctx, chunk.lines[i], chunk.first_line + i);
     encoded.push_back(seq.status());
-    if (seq.ok()) request.sequences.push_back(std::move(*seq));
+    if (seq.ok()) sequences.push_back(std::move(*seq));
   }
   chunk.lines = {};
   InferResult result;
-  if (!RunChunk(ctx, std::move(request), chunk, result)) return;
+  if (!RunChunk(ctx, std::move(sequences), chunk, result)) return;
   int seq = 0;
   for (const Status& e : encoded) {
     if (!e.ok()) {

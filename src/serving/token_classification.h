@@ -2,8 +2,8 @@
 // answers it: each token's label scores (softmax of its logits) into
 // entities, by token or grouped by one of five aggregation strategies, with
 // character offsets into the text; a long text in overlapping windows (a
-// stride) whose entities are merged. Knows no device, HTTP or JSON: a front
-// end runs windows() on the model and hands the logits back.
+// stride) whose entities are merged. Knows no device, HTTP or JSON:
+// Infer::RunTasks runs windows() on the model and hands the logits back.
 #pragma once
 
 #include <cstdint>

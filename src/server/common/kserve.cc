@@ -381,11 +381,11 @@ bool ReturnsPerToken(const KServeRequest& request, const ServedModel& model) {
 // within the model's max length, so that no mask can make the answer larger
 // than a full-length batch's.
 Status SizePerTokenOutputs(KServeRequest& request, const ServedModel& model,
-                           const InferRequest& native) {
+                           const std::vector<SequenceInput>& sequences) {
   if (request.texts.empty()) {
     int span = 0;
-    for (size_t i = 0; i < native.sequences.size(); ++i) {
-      const size_t run = native.sequences[i].input_ids.size();
+    for (size_t i = 0; i < sequences.size(); ++i) {
+      const size_t run = sequences[i].input_ids.size();
       span = std::max(span, request.positions[i][run - 1] + 1);
     }
     request.padded_len = span;
@@ -401,30 +401,23 @@ Status SizePerTokenOutputs(KServeRequest& request, const ServedModel& model,
 
 }  // namespace
 
-StatusOr<std::vector<OutputTensor>> InferKServe(ServedModel& model, RequestTimer& timer,
-                                                KServeRequest& request,
-                                                std::function<bool()> is_cancelled) {
+StatusOr<std::vector<OutputTensor>> InferKServe(serving::Infer& infer, KServeRequest& request) {
+  const ServedModel& model = infer.model();
   RETURN_IF_ERROR(CheckRequestedOutputs(request, model));
-  InferRequest native;
-  for (const TextInput& t : request.texts) {
-    ASSIGN_OR_RETURN(SequenceInput seq, model.Encode(t, request.truncate));
-    native.sequences.push_back(std::move(seq));
-  }
-  EncodeOptions ids_options;
-  ids_options.truncate = request.truncate;  // a cut keeps each row's first tokens
-  for (size_t i = 0; i < request.sequences.size(); ++i) {
-    auto seq = model.EncodeIds(std::move(request.sequences[i]), ids_options);
-    if (!seq.ok())
-      return Status(seq.status().code(),
-                    "input_ids row " + std::to_string(i) + ": " + seq.status().message());
-    native.sequences.push_back(std::move(*seq));
-  }
+  EncodeOptions options;
+  options.truncate = request.truncate;  // a cut of token ids keeps each row's first tokens
+  ASSIGN_OR_RETURN(std::vector<SequenceInput> sequences, infer.Encode(request.texts, options));
+  std::vector<serving::ModelInput> rows;
+  for (SequenceInput& seq : request.sequences)
+    rows.push_back({std::nullopt, std::move(seq.input_ids), std::move(seq.token_type_ids)});
   request.sequences.clear();
-  RETURN_IF_ERROR(SizePerTokenOutputs(request, model, native));
+  ASSIGN_OR_RETURN(std::vector<SequenceInput> ids, infer.Encode(std::move(rows), options));
+  for (SequenceInput& seq : ids) sequences.push_back(std::move(seq));
+  RETURN_IF_ERROR(SizePerTokenOutputs(request, model, sequences));
+  bool hidden_states = false;
   for (const RequestedOutput& o : request.outputs)
-    native.last_hidden_state |= model.FindOutput(o.name)->on_request;
-  native.is_cancelled = std::move(is_cancelled);
-  ASSIGN_OR_RETURN(InferResult result, timer.Infer(std::move(native)));
+    hidden_states |= model.FindOutput(o.name)->on_request;
+  ASSIGN_OR_RETURN(InferResult result, infer.Run(std::move(sequences), hidden_states));
   return SelectOutputs(request, model, result);
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "server/common/metrics.h"
+#include "serving/infer.h"
 #include "serving/model_registry.h"
 
 namespace bertrt::server {
@@ -97,13 +98,10 @@ StatusOr<KServeRequest> DecodeKServeRequest(const nlohmann::json& body,
 // names are InvalidArgument, as they are the client's mistake).
 Status CheckRequestedOutputs(const KServeRequest& request, const serving::ServedModel& model);
 
-// Tokenizes the texts, runs the request on the model's scheduler (`timer`
-// recording queue and compute time; the caller finishes it once the answer
-// is encoded) and returns the requested outputs. `is_cancelled` lets the
-// scheduler drop the request when its client has gone.
-StatusOr<std::vector<OutputTensor>> InferKServe(serving::ServedModel& model, serving::RequestTimer& timer,
-                                                KServeRequest& request,
-                                                std::function<bool()> is_cancelled = {});
+// Encodes the texts or token ids, runs them (serving::Infer, whose timer
+// the caller finishes once the answer is encoded) and returns the requested
+// outputs.
+StatusOr<std::vector<OutputTensor>> InferKServe(serving::Infer& infer, KServeRequest& request);
 
 // The requested outputs of `result`. Per-token outputs are [N, S(, width)],
 // zero where a row has no token; S is what the tokens run span (for ids, up

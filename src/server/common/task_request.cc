@@ -116,11 +116,9 @@ StatusOr<TaskRequest> TaskRequest::Parse(const ServedModel& model, const json& b
                                  "list of them)");
   }
   TaskRequest out;
-  out.model_ = &model;
   out.list_ = inputs.is_array();
   if (out.list_ && inputs.empty()) return InvalidArgument("\"inputs\" is an empty list");
   const json items = out.list_ ? inputs : json::array({inputs});
-  const int max_length = model.max_input_length();
   serving::TokenClassificationOptions token_options;
   serving::QuestionAnsweringOptions answer_options;
   if (ner) {
@@ -140,11 +138,10 @@ StatusOr<TaskRequest> TaskRequest::Parse(const ServedModel& model, const json& b
     auto failed = [&](const Status& s) { return Status(s.code(), where + ": " + s.message()); };
     if (ner) {
       ASSIGN_OR_RETURN(std::string text, Text(items[i], where));
-      auto prepared = serving::TokenClassification::Prepare(
-          model.tokenizer(), std::move(text), max_length, model.max_normalized_chars(), max_windows,
-          token_options);
+      auto prepared =
+          serving::PrepareTokenClassification(model, std::move(text), token_options, max_windows);
       if (!prepared.ok()) return failed(prepared.status());
-      sequences += prepared->windows().size();
+      sequences += serving::WindowCount(*prepared);
       out.tasks_.emplace_back(std::move(*prepared));
     } else {
       const json& item = items[i];
@@ -152,55 +149,28 @@ StatusOr<TaskRequest> TaskRequest::Parse(const ServedModel& model, const json& b
         return InvalidArgument(where + " must be {\"question\": ..., \"context\": ...}");
       ASSIGN_OR_RETURN(std::string question, Text(item["question"], where + " question"));
       ASSIGN_OR_RETURN(std::string context, Text(item["context"], where + " context"));
-      auto prepared = serving::QuestionAnswering::Prepare(
-          model.tokenizer(), question, std::move(context), max_length, model.max_normalized_chars(),
-          max_windows, answer_options);
+      auto prepared = serving::PrepareQuestionAnswering(model, question, std::move(context),
+                                                        answer_options, max_windows);
       if (!prepared.ok()) return failed(prepared.status());
-      sequences += prepared->windows().size();
+      sequences += serving::WindowCount(*prepared);
       out.tasks_.emplace_back(std::move(*prepared));
     }
   }
   return out;
 }
 
-namespace {
-const std::vector<Encoding>& Windows(
-    const std::variant<serving::TokenClassification, serving::QuestionAnswering>& task) {
-  return std::visit([](const auto& t) -> const std::vector<Encoding>& { return t.windows(); },
-                    task);
-}
-}  // namespace
-
-std::vector<SequenceInput> TaskRequest::Sequences() const {
-  std::vector<SequenceInput> out;
-  for (const Task& task : tasks_)
-    for (const Encoding& e : Windows(task)) out.push_back({e.input_ids, e.token_type_ids, 0});
-  return out;
+void TaskRequest::AppendTasks(std::vector<const serving::Task*>& out) const {
+  for (const serving::Task& task : tasks_) out.push_back(&task);
 }
 
-size_t TaskRequest::sequences() const {
-  size_t n = 0;
-  for (const Task& task : tasks_) n += Windows(task).size();
-  return n;
-}
-
-json TaskRequest::Answer(const InferResult& result, int first) const {
-  const ModelConfig& config = model_->config();
-  // Where each window's per-token rows of an output start.
-  auto rows = [&](const char* name, int seq) {
-    const NamedOutput& o = *result.outputs.Find(name);
-    return o.data.data() + static_cast<size_t>(result.cu_seqlens[seq]) * o.width;
-  };
-  json answers = json::array();
-  int seq = first;
-  for (const Task& task : tasks_) {
-    if (const auto* ner = std::get_if<serving::TokenClassification>(&task)) {
-      std::vector<const float*> logits;
-      for (size_t w = 0; w < ner->windows().size(); ++w) logits.push_back(rows("logits", seq++));
-      const bool by_token = ner->aggregation() == serving::Aggregation::kNone;
-      json entities = json::array();
-      for (const serving::Entity& e :
-           ner->Entities(logits, config.num_labels, [&](int i) { return config.LabelName(i); })) {
+json TaskRequest::Answer(const std::vector<serving::TaskAnswer>& answers, size_t first) const {
+  json out = json::array();
+  for (size_t i = first; i < first + tasks_.size(); ++i) {
+    if (const auto* entities = std::get_if<std::vector<serving::Entity>>(&answers[i])) {
+      json list = json::array();
+      for (const serving::Entity& e : *entities) {
+        // HF's keys: "entity" and "index" by token, "entity_group" once grouped.
+        const bool by_token = e.index >= 0;
         json j;
         j[by_token ? "entity" : "entity_group"] = e.label;
         j["score"] = e.score;
@@ -208,25 +178,19 @@ json TaskRequest::Answer(const InferResult& result, int first) const {
         j["word"] = e.word;
         j["start"] = e.start;
         j["end"] = e.end;
-        entities.push_back(std::move(j));
+        list.push_back(std::move(j));
       }
-      answers.push_back(std::move(entities));
+      out.push_back(std::move(list));
       continue;
     }
-    const auto& qa = std::get<serving::QuestionAnswering>(task);
-    std::vector<const float*> start, end;
-    for (size_t w = 0; w < qa.windows().size(); ++w, ++seq) {
-      start.push_back(rows("start_logits", seq));
-      end.push_back(rows("end_logits", seq));
-    }
     json found = json::array();
-    for (const serving::Answer& a : qa.Answers(start, end))
+    for (const serving::Answer& a : std::get<std::vector<serving::Answer>>(answers[i]))
       found.push_back(
           {{"score", a.score}, {"start", a.start}, {"end", a.end}, {"answer", a.answer}});
     // As the pipeline: one answer alone, not in a list.
-    answers.push_back(found.size() == 1 ? found[0] : found);
+    out.push_back(found.size() == 1 ? found[0] : found);
   }
-  return list_ ? answers : answers[0];
+  return list_ ? out : out[0];
 }
 
 }  // namespace bertrt::server

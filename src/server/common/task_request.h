@@ -13,12 +13,10 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-#include <variant>
 #include <vector>
 
 #include "serving/model_registry.h"
-#include "serving/question_answering.h"
-#include "serving/token_classification.h"
+#include "serving/infer.h"
 
 namespace bertrt::server {
 
@@ -35,18 +33,16 @@ class TaskRequest {
   static StatusOr<TaskRequest> Parse(const serving::ServedModel& model, const nlohmann::json& body,
                                      size_t max_sequences,
                                      const nlohmann::json& defaults = nlohmann::json::object());
-  // The windows to run, every input's in order.
-  std::vector<SequenceInput> Sequences() const;
-  size_t sequences() const;
-  // The answer, given the result whose sequences [first, first + sequences())
+  // Appends its tasks, one per input in order, for serving::Infer::RunTasks.
+  void AppendTasks(std::vector<const serving::Task*>& out) const;
+  size_t tasks() const { return tasks_.size(); }
+  // The answer, given RunTasks' answers of which [first, first + tasks())
   // are this request's: entities (a list per text), or answers (one object,
   // or a list when top_k > 1 found more), a list of those for a list input.
-  nlohmann::json Answer(const InferResult& result, int first = 0) const;
+  nlohmann::json Answer(const std::vector<serving::TaskAnswer>& answers, size_t first = 0) const;
 
  private:
-  using Task = std::variant<serving::TokenClassification, serving::QuestionAnswering>;
-  const serving::ServedModel* model_ = nullptr;
-  std::vector<Task> tasks_;
+  std::vector<serving::Task> tasks_;
   bool list_ = false;  // the inputs came as a list
 };
 

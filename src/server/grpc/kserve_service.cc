@@ -172,8 +172,9 @@ class KServe {
       RequestTimer timer(*model, &metrics_, start);
       // The scheduler polls this before compute: a client that cancelled or
       // disconnected costs no engine time.
-      auto outputs = InferKServe(*model, timer, request,
-                                 [cancelled = call.cancelled] { return cancelled->load(); });
+      serving::Infer infer(*model, timer,
+                           [cancelled = call.cancelled] { return cancelled->load(); });
+      auto outputs = InferKServe(infer, request);
       if (outputs.ok()) EncodeResponse(request, *model, *outputs, resp);
       timer.Finish(outputs.status());
       return outputs.status();

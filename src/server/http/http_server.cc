@@ -220,7 +220,8 @@ void Infer(ServedModel& model, Metrics& metrics, const HttpRequest& req, HttpRes
   auto request = DecodeInferBody(req, model);
   if (!request.ok()) return SendError(res, request.status());
   RequestTimer timer(model, &metrics, arrival);
-  auto outputs = InferKServe(model, timer, *request, req.client_gone);
+  serving::Infer infer(model, timer, req.client_gone);
+  auto outputs = InferKServe(infer, *request);
   if (!outputs.ok()) {
     SendError(res, outputs.status());
     return timer.Finish(outputs.status());

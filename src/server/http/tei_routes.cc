@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <cstring>
 #include <optional>
 #include <set>
@@ -16,13 +15,15 @@
 #include <variant>
 
 #include "core/json_float.h"
-#include "runtime/outputs.h"
 #include "server/common/task_request.h"
-#include "serving/embeddings.h"
 #include "server/http/http_server.h"
+#include "serving/infer.h"
 
 namespace bertrt::server {
 using serving::EncodeOptions;
+using serving::KindOf;
+using serving::ModelKind;
+using serving::NumLabels;
 using serving::RequestTimer;
 using serving::ServedModel;
 using serving::TextInput;
@@ -155,46 +156,15 @@ Result<Answer> AsAnswer(Result<T> r) {
   return Answer(std::move(r).value());
 }
 
-// What a handler gets: the server, the model, the parsed body, the request
-// (whose client's going the batcher is told of) and the request's timer.
+// What a handler gets: the server, the parsed body, the request and the
+// serving core's operations on the model (serving::Infer).
 struct Call {
   HttpServer& server;
-  ServedModel& model;
   const json& body;
   const HttpRequest& req;
-  RequestTimer& timer;
+  serving::Infer& infer;
+  ServedModel& model() const { return infer.model(); }
 };
-
-// --- The model's type, as TEI names it ---------------------------------------
-
-enum class ModelKind { kEmbedding, kClassifier, kReranker };
-
-// The per-sequence output that scores the model's labels (a sequence
-// classifier's logits), or nullptr: what makes a model a classifier to TEI.
-const OutputDescription* LabelScores(const ServedModel& m) {
-  for (const OutputDescription& o : m.outputs())
-    if (o.scores_labels && !o.per_token) return &o;
-  return nullptr;
-}
-
-// The model's first output with `flag` set (sequence_vector, sparse), or nullptr.
-const OutputDescription* FirstOutput(const ServedModel& m, bool OutputDescription::*flag) {
-  for (const OutputDescription& o : m.outputs())
-    if (o.*flag) return &o;
-  return nullptr;
-}
-
-// A classifier's or re-ranker's labels (0 for an embedding model).
-int NumLabels(const ServedModel& m) {
-  const OutputDescription* scores = LabelScores(m);
-  return scores ? scores->width : 0;
-}
-
-ModelKind KindOf(const ServedModel& m) {
-  const OutputDescription* scores = LabelScores(m);
-  if (!scores) return ModelKind::kEmbedding;
-  return scores->width == 1 ? ModelKind::kReranker : ModelKind::kClassifier;
-}
 
 // --- Request fields ------------------------------------------------------------
 
@@ -240,10 +210,7 @@ Result<EncodeOptions> ReadEncodeOptions(const json& from) {
 }
 
 // One input of /embed, /embed_all and /v1/embeddings: a text or token ids.
-struct Item {
-  std::optional<std::string> text;
-  std::vector<int32_t> ids;
-};
+using Item = serving::ModelInput;
 
 // TEI's Input: str | [int] | [str | [int], ...]. `batch` says whether it was a list of inputs.
 Result<std::vector<Item>> ReadInputs(const json& body, const char* field, bool* batch) {
@@ -267,7 +234,7 @@ Result<std::vector<Item>> ReadInputs(const json& body, const char* field, bool* 
   *batch = false;
   std::vector<Item> out;
   if (v.is_string()) {
-    out.push_back({v.get<std::string>(), {}});
+    out.push_back({v.get<std::string>(), {}, {}});
     return out;
   }
   if (!v.is_array())
@@ -283,7 +250,7 @@ Result<std::vector<Item>> ReadInputs(const json& body, const char* field, bool* 
   *batch = true;
   for (size_t i = 0; i < v.size(); ++i) {
     if (v[i].is_string()) {
-      out.push_back({v[i].get<std::string>(), {}});
+      out.push_back({v[i].get<std::string>(), {}, {}});
     } else if (v[i].is_array()) {
       ASSIGN_OR_RETURN(Item item, ids(v[i], i));
       out.push_back(std::move(item));
@@ -296,80 +263,18 @@ Result<std::vector<Item>> ReadInputs(const json& body, const char* field, bool* 
   return out;
 }
 
-// Token ids as a sequence: checked against the vocabulary and the model's
-// length (cut when truncating, from the start for "Left").
-Result<SequenceInput> IdsSequence(const ServedModel& m, std::vector<int32_t> ids, size_t index,
-                                  const EncodeOptions& o) {
-  auto seq = m.EncodeIds({std::move(ids), {}}, o);
-  if (!seq.ok())
-    return Validation("input " + std::to_string(index) + ": " + seq.status().message(), "inputs");
-  return std::move(*seq);
-}
-
-// Runs `sequences` on the model; the result holds every row.
-Result<InferResult> Run(const Call& c, std::vector<SequenceInput> sequences,
-                        bool last_hidden_state = false) {
-  InferRequest request;
-  request.is_cancelled = c.req.client_gone;
-  request.sequences = std::move(sequences);
-  request.last_hidden_state = last_hidden_state;
-  return c.timer.Infer(std::move(request));
-}
-
-Result<std::vector<SequenceInput>> EncodeTexts(const ServedModel& m,
-                                               const std::vector<TextInput>& inputs,
-                                               const EncodeOptions& o) {
-  std::vector<SequenceInput> out;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    auto seq = m.Encode(inputs[i], o);
-    if (!seq.ok()) {
-      ApiError e = FromStatus(seq.status());
-      if (inputs.size() > 1) e.message = "input " + std::to_string(i) + ": " + e.message;
-      return e;
-    }
-    out.push_back(std::move(*seq));
-  }
-  return out;
-}
-
-Result<std::vector<SequenceInput>> EncodeItems(const ServedModel& m, std::vector<Item> items,
-                                               const EncodeOptions& o) {
-  std::vector<SequenceInput> out;
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (!items[i].text) {
-      ASSIGN_OR_RETURN(SequenceInput seq, IdsSequence(m, std::move(items[i].ids), i, o));
-      out.push_back(std::move(seq));
-      continue;
-    }
-    ASSIGN_OR_RETURN(auto seqs, EncodeTexts(m, {TextInput{*items[i].text, std::nullopt}}, o));
-    if (seqs.empty()) return Validation("input " + std::to_string(i) + " did not encode");
-    out.push_back(std::move(seqs[0]));
-  }
-  return out;
-}
-
 // --- Embeddings -----------------------------------------------------------------
-
-std::optional<ApiError> NotEmbedding(const ServedModel& m) {
-  if (KindOf(m) != ModelKind::kEmbedding)
-    return WrongModel("Model is not an embedding model: this " +
-                      std::string(KindOf(m) == ModelKind::kReranker ? "re-ranker" : "classifier") +
-                      " answers /predict" +
-                      (KindOf(m) == ModelKind::kReranker ? " and /rerank" : ""));
-  return std::nullopt;
-}
 
 struct EmbedOptions {
   EncodeOptions encode;
-  bool normalize = true;
-  std::optional<int> dimensions;
+  serving::EmbeddingOptions embedding;
 };
 
 Result<EmbedOptions> ReadEmbedOptions(const json& body, bool with_normalize) {
   EmbedOptions o;
   ASSIGN_OR_RETURN(o.encode, ReadEncodeOptions(body));
   if (with_normalize) {
-    ASSIGN_OR_RETURN(o.normalize, Bool(body, "normalize", true));
+    ASSIGN_OR_RETURN(o.embedding.normalize, Bool(body, "normalize", true));
   }
   // 0 asks for the full width, as Infinity's client sends it.
   auto d = body.find("dimensions");
@@ -377,44 +282,29 @@ Result<EmbedOptions> ReadEmbedOptions(const json& body, bool with_normalize) {
     if (!d->is_number_integer() || d->get<int64_t>() < 0 || d->get<int64_t>() > INT32_MAX)
       return Validation("`dimensions` should be a positive integer (or 0: the full width)",
                         "dimensions");
-    if (d->get<int64_t>() > 0) o.dimensions = static_cast<int>(d->get<int64_t>());
+    if (d->get<int64_t>() > 0) o.embedding.dimensions = static_cast<int>(d->get<int64_t>());
   }
   return o;
 }
 
-// Pooled embeddings of `items` (TEI's embed_pooled; serving::EmbeddingRequest).
-// `tokens` gets the tokens computed.
+// Pooled embeddings of `items` (serving::Infer::Embed).
 Result<std::vector<std::vector<float>>> EmbedItems(const Call& c, std::vector<Item> items,
-                                                   const EmbedOptions& o, int* tokens) {
-  ServedModel& m = c.model;
-  RETURN_IF_API_ERROR(NotEmbedding(m));
-  const OutputDescription* spec = FirstOutput(m, &OutputDescription::sequence_vector);
-  if (!spec)
-    return WrongModel("Model is not an embedding model: this " +
-                      std::string(HeadKindName(m.config().head)) +
-                      " model has no pooled output (a sentence-transformers or BertModel "
-                      "directory has)");
-  auto request = serving::EmbeddingRequest::Make(m.config(), *spec, {o.normalize, o.dimensions});
+                                                   const EmbedOptions& o) {
+  auto request = c.infer.PrepareEmbed(o.embedding);
   if (!request.ok()) {
     ApiError e = FromStatus(request.status());
     if (request.status().code() == StatusCode::kInvalidArgument) e.param = "dimensions";
     return e;
   }
-  ASSIGN_OR_RETURN(auto seqs, EncodeItems(m, std::move(items), o.encode));
-  std::vector<int32_t> pool_start;
-  for (const SequenceInput& s : seqs) pool_start.push_back(s.pool_start);
-  ASSIGN_OR_RETURN(InferResult r, Run(c, std::move(seqs), request->needs_hidden_states()));
-  if (tokens) *tokens = r.cu_seqlens.back();
-  return request->Rows(r, pool_start);
+  return c.infer.Embed(*request, std::move(items), o.encode);
 }
-
 
 Result<JsonText> Embed(const Call& c) {
   bool batch = false;
   ASSIGN_OR_RETURN(auto items, ReadInputs(c.body, "inputs", &batch));
-  RETURN_IF_API_ERROR(CheckBatch(c.model, items.size(), "inputs"));
+  RETURN_IF_API_ERROR(CheckBatch(c.model(), items.size(), "inputs"));
   ASSIGN_OR_RETURN(EmbedOptions o, ReadEmbedOptions(c.body, true));
-  ASSIGN_OR_RETURN(auto rows, EmbedItems(c, std::move(items), o, nullptr));
+  ASSIGN_OR_RETURN(auto rows, EmbedItems(c, std::move(items), o));
   JsonText out;
   out.text.reserve(rows.size() * (rows.empty() ? 0 : rows[0].size()) * 12 + 2);
   out.text.push_back('[');
@@ -427,23 +317,16 @@ Result<JsonText> Embed(const Call& c) {
 }
 
 Result<json> EmbedAll(const Call& c) {
-  ServedModel& m = c.model;
   bool batch = false;
   ASSIGN_OR_RETURN(auto items, ReadInputs(c.body, "inputs", &batch));
-  RETURN_IF_API_ERROR(CheckBatch(m, items.size(), "inputs"));
+  RETURN_IF_API_ERROR(CheckBatch(c.model(), items.size(), "inputs"));
   ASSIGN_OR_RETURN(EncodeOptions o, ReadEncodeOptions(c.body));
-  RETURN_IF_API_ERROR(NotEmbedding(m));
-  ASSIGN_OR_RETURN(auto seqs, EncodeItems(m, std::move(items), o));
-  ASSIGN_OR_RETURN(InferResult r, Run(c, std::move(seqs), true));
-  const NamedOutput* h = r.outputs.Find(kLastHiddenState);
-  if (!h)
-    return ApiError{500, ErrorType::kBackend, std::string("the engine gave no ") + kLastHiddenState,
-                    ""};
+  ASSIGN_OR_RETURN(auto states, c.infer.EmbedAll(std::move(items), o));
   json out = json::array();
-  for (size_t i = 0; i + 1 < r.cu_seqlens.size(); ++i) {
+  for (const serving::TokenVectors& s : states) {
     json tokens = json::array();
-    for (int t = r.cu_seqlens[i]; t < r.cu_seqlens[i + 1]; ++t)
-      tokens.push_back(FloatArray(h->data.data() + static_cast<size_t>(t) * h->width, h->width));
+    for (int t = 0; t < s.tokens; ++t)
+      tokens.push_back(FloatArray(s.values.data() + static_cast<size_t>(t) * s.width, s.width));
     out.push_back(std::move(tokens));
   }
   return out;
@@ -452,28 +335,17 @@ Result<json> EmbedAll(const Call& c) {
 // A SPLADE model's sparse vector, as TEI answers: per input, its non-zero
 // entries as {"index": vocabulary id, "value": weight} in id order.
 Result<json> EmbedSparse(const Call& c) {
-  ServedModel& m = c.model;
   bool batch = false;
   ASSIGN_OR_RETURN(auto items, ReadInputs(c.body, "inputs", &batch));
-  RETURN_IF_API_ERROR(CheckBatch(m, items.size(), "inputs"));
+  RETURN_IF_API_ERROR(CheckBatch(c.model(), items.size(), "inputs"));
   ASSIGN_OR_RETURN(EncodeOptions o, ReadEncodeOptions(c.body));
-  const OutputDescription* spec = FirstOutput(m, &OutputDescription::sparse);
-  if (!spec)
-    return WrongModel("Model is not an embedding model with SPLADE pooling: this " +
-                      std::string(HeadKindName(m.config().head)) +
-                      " model has no sparse output (a ...ForMaskedLM directory or a "
-                      "sentence-transformers SparseEncoder has); use /embed or /predict");
-  ASSIGN_OR_RETURN(auto seqs, EncodeItems(m, std::move(items), o));
-  ASSIGN_OR_RETURN(InferResult r, Run(c, std::move(seqs), false));
-  const NamedOutput* out = r.outputs.Find(spec->name);
-  if (!out) return ApiError{500, ErrorType::kBackend, "the engine gave no " + spec->name, ""};
+  ASSIGN_OR_RETURN(auto sparse, c.infer.EmbedSparse(std::move(items), o));
   json vectors = json::array();
-  for (size_t i = 0; i + 1 < r.cu_seqlens.size(); ++i) {
-    const float* row = out->data.data() + i * out->width;
-    json entries = json::array();
-    for (int v = 0; v < out->width; ++v)
-      if (row[v] != 0.0f) entries.push_back({{"index", v}, {"value", FloatJson(row[v])}});
-    vectors.push_back(std::move(entries));
+  for (const auto& entries : sparse) {
+    json list = json::array();
+    for (const serving::SparseEntry& e : entries)
+      list.push_back({{"index", e.index}, {"value", FloatJson(e.value)}});
+    vectors.push_back(std::move(list));
   }
   return vectors;
 }
@@ -489,38 +361,27 @@ Result<json> Similarity(const Call& c) {
         "expected {\"inputs\": {\"source_sentence\": str, \"sentences\": [str, ...]}}", "inputs");
   const json& sentences = (*in)["sentences"];
   if (sentences.empty()) return Empty("`inputs.sentences` cannot be empty", "inputs");
-  RETURN_IF_API_ERROR(CheckBatch(c.model, sentences.size() + 1, "inputs.sentences"));
-  std::vector<Item> items{{(*in)["source_sentence"].get<std::string>(), {}}};
+  RETURN_IF_API_ERROR(CheckBatch(c.model(), sentences.size() + 1, "inputs.sentences"));
+  std::vector<std::string> texts;
   for (const json& s : sentences) {
     if (!s.is_string()) return Validation("\"inputs.sentences\" must hold strings", "inputs");
-    items.push_back({s.get<std::string>(), {}});
+    texts.push_back(s.get<std::string>());
   }
-  EmbedOptions o;
+  EncodeOptions o;
   auto p = c.body.find("parameters");
   if (p != c.body.end() && !p->is_null()) {
     if (!p->is_object()) return Validation("\"parameters\" must be an object", "parameters");
-    ASSIGN_OR_RETURN(o.encode, ReadEncodeOptions(*p));
+    ASSIGN_OR_RETURN(o, ReadEncodeOptions(*p));
   }
-  // Cosine similarity does not depend on the vectors' lengths: the model's own
-  // vectors, normalized here.
-  o.normalize = true;
-  ASSIGN_OR_RETURN(auto rows, EmbedItems(c, std::move(items), o, nullptr));
+  ASSIGN_OR_RETURN(auto similarities,
+                   c.infer.Similarity((*in)["source_sentence"].get<std::string>(),
+                                      std::move(texts), o));
   json out = json::array();
-  for (size_t i = 1; i < rows.size(); ++i) {
-    double dot = 0;
-    for (size_t k = 0; k < rows[0].size(); ++k) dot += double(rows[0][k]) * rows[i][k];
-    out.push_back(FloatJson(static_cast<float>(dot)));
-  }
+  for (float s : similarities) out.push_back(FloatJson(s));
   return out;
 }
 
 // --- Classification ----------------------------------------------------------------
-
-std::optional<ApiError> NotClassifier(const ServedModel& m) {
-  if (KindOf(m) == ModelKind::kEmbedding)
-    return WrongModel("Model is not a classifier model: this embedding model answers /embed");
-  return std::nullopt;
-}
 
 // TEI's PredictInput: "a" | ["a", "b"] (a pair) | [["a"], ["a", "b"], ...]
 // (a batch; bertrt also takes plain strings as its items, and a list of more
@@ -559,44 +420,28 @@ Result<std::vector<TextInput>> ReadPredictInputs(const json& body, bool* batch) 
   return out;
 }
 
-// Each input's [{score, label}], best first; `tokens`: how many the inputs had.
+// Each input's [{score, label}], best first.
 Result<json> Classify(const Call& c, const std::vector<TextInput>& inputs, const EncodeOptions& o,
-                      bool raw, int* tokens) {
-  ServedModel& m = c.model;
-  RETURN_IF_API_ERROR(NotClassifier(m));
-  ASSIGN_OR_RETURN(auto seqs, EncodeTexts(m, inputs, o));
-  ASSIGN_OR_RETURN(InferResult r, Run(c, std::move(seqs)));
-  *tokens = r.cu_seqlens.back();
-  const std::string& scores_name = LabelScores(m)->name;
-  const NamedOutput* logits = r.outputs.Find(scores_name);
-  if (!logits) return ApiError{500, ErrorType::kBackend, "the engine gave no " + scores_name, ""};
-  json all = json::array();
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const float* row = logits->data.data() + i * logits->width;
-    std::vector<float> scores =
-        raw ? std::vector<float>(row, row + logits->width) : ClassScores(row, logits->width);
-    if (std::any_of(scores.begin(), scores.end(), [](float s) { return std::isnan(s); }))
-      return ApiError{500, ErrorType::kBackend, "score is NaN", ""};
-    std::vector<int> order(scores.size());
-    for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<int>(k);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int a, int b) { return scores[a] > scores[b]; });
+                      bool raw) {
+  ASSIGN_OR_RETURN(auto all, c.infer.Predict(inputs, o, raw));
+  json out = json::array();
+  for (const auto& ranked : all) {
     json preds = json::array();
-    for (int k : order)
-      preds.push_back({{"score", FloatJson(scores[k])}, {"label", m.config().LabelName(k)}});
-    all.push_back(std::move(preds));
+    for (const serving::LabelScore& s : ranked)
+      preds.push_back(
+          {{"score", FloatJson(s.score)}, {"label", c.model().config().LabelName(s.label)}});
+    out.push_back(std::move(preds));
   }
-  return all;
+  return out;
 }
 
 Result<json> Predict(const Call& c) {
   bool batch = false;
   ASSIGN_OR_RETURN(auto inputs, ReadPredictInputs(c.body, &batch));
-  if (batch) RETURN_IF_API_ERROR(CheckBatch(c.model, inputs.size(), "inputs"));
+  if (batch) RETURN_IF_API_ERROR(CheckBatch(c.model(), inputs.size(), "inputs"));
   ASSIGN_OR_RETURN(EncodeOptions o, ReadEncodeOptions(c.body));
   ASSIGN_OR_RETURN(bool raw, Bool(c.body, "raw_scores", false));
-  int tokens = 0;
-  ASSIGN_OR_RETURN(json all, Classify(c, inputs, o, raw, &tokens));
+  ASSIGN_OR_RETURN(json all, Classify(c, inputs, o, raw));
   return batch ? all : all[0];
 }
 
@@ -613,16 +458,16 @@ Result<json> InfinityClassify(const Call& c) {
     if (!t.is_string()) return Validation("\"input\" must hold strings", "input");
     inputs.push_back({t.get<std::string>(), std::nullopt});
   }
-  RETURN_IF_API_ERROR(CheckBatch(c.model, inputs.size(), "input"));
+  RETURN_IF_API_ERROR(CheckBatch(c.model(), inputs.size(), "input"));
   ASSIGN_OR_RETURN(bool raw, Bool(c.body, "raw_scores", false));
   EncodeOptions o;
   o.truncate_field = false;
-  int tokens = 0;
-  ASSIGN_OR_RETURN(json all, Classify(c, inputs, o, raw, &tokens));
+  ASSIGN_OR_RETURN(json all, Classify(c, inputs, o, raw));
+  const int tokens = c.infer.tokens();
   static std::atomic<uint64_t> next_id{0};
   return json{{"object", "classify"},
               {"data", std::move(all)},
-              {"model", c.model.name()},
+              {"model", c.model().name()},
               {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}},
               {"id", "classify-" + std::to_string(next_id.fetch_add(1))},
               {"created", std::chrono::duration_cast<std::chrono::seconds>(
@@ -630,8 +475,9 @@ Result<json> InfinityClassify(const Call& c) {
                               .count()}};
 }
 
+// TEI's /rerank: {"query", "texts", "raw_scores", "return_text", "truncate"}
+// -> [{"index", "score", "text"?}], best first.
 Result<json> Rerank(const Call& c) {
-  ServedModel& m = c.model;
   const json& body = c.body;
   if (!body.contains("query") || !body["query"].is_string())
     return Validation(
@@ -639,41 +485,22 @@ Result<json> Rerank(const Call& c) {
   if (!body.contains("texts") || !body["texts"].is_array())
     return Validation("expected {\"query\": str, \"texts\": [str, ...]}: \"texts\" must be a list",
                       "texts");
-  const json& texts = body["texts"];
-  if (texts.empty()) return Empty("`texts` cannot be empty", "texts");
-  std::vector<TextInput> inputs;
-  for (const json& t : texts) {
+  const json& list = body["texts"];
+  if (list.empty()) return Empty("`texts` cannot be empty", "texts");
+  std::vector<std::string> texts;
+  for (const json& t : list) {
     if (!t.is_string()) return Validation("\"texts\" must hold strings", "texts");
-    inputs.push_back({body["query"].get<std::string>(), t.get<std::string>()});
+    texts.push_back(t.get<std::string>());
   }
-  if (KindOf(m) != ModelKind::kReranker)
-    return WrongModel(
-        "model is not a re-ranker model: /rerank needs a sequence-classification model with one "
-        "label (a cross-encoder); this one " +
-        (KindOf(m) == ModelKind::kClassifier
-             ? "has " + std::to_string(NumLabels(m)) + " labels: use /predict with pairs"
-             : std::string("is an embedding model: use /embed or /similarity")));
-  RETURN_IF_API_ERROR(CheckBatch(m, inputs.size(), "texts"));
+  RETURN_IF_API_ERROR(CheckBatch(c.model(), texts.size(), "texts"));
   ASSIGN_OR_RETURN(EncodeOptions o, ReadEncodeOptions(body));
   ASSIGN_OR_RETURN(bool raw, Bool(body, "raw_scores", false));
   ASSIGN_OR_RETURN(bool return_text, Bool(body, "return_text", false));
-  ASSIGN_OR_RETURN(auto seqs, EncodeTexts(m, inputs, o));
-  ASSIGN_OR_RETURN(InferResult r, Run(c, std::move(seqs)));
-  const NamedOutput* logits = r.outputs.Find(LabelScores(m)->name);
-  if (!logits || logits->width != 1)
-    return ApiError{500, ErrorType::kBackend, "the engine gave no single logit", ""};
-  std::vector<std::pair<float, size_t>> scored;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const float score = raw ? logits->data[i] : ClassScores(logits->data.data() + i, 1)[0];
-    if (std::isnan(score)) return ApiError{500, ErrorType::kBackend, "score is NaN", ""};
-    scored.push_back({score, i});
-  }
-  std::stable_sort(scored.begin(), scored.end(),
-                   [](auto& a, auto& b) { return a.first > b.first; });
+  ASSIGN_OR_RETURN(auto ranked, c.infer.Rerank(body["query"].get<std::string>(), texts, o, raw));
   json out = json::array();
-  for (const auto& [score, i] : scored) {
-    json e{{"index", i}, {"score", FloatJson(score)}};
-    if (return_text) e["text"] = inputs[i].text_pair.value_or("");
+  for (const serving::RankedText& r : ranked) {
+    json e{{"index", r.index}, {"score", FloatJson(r.score)}};
+    if (return_text) e["text"] = texts[r.index];
     out.push_back(std::move(e));
   }
   return out;
@@ -706,7 +533,7 @@ Result<json> CohereRerank(const Call& c) {
   }
   ASSIGN_OR_RETURN(bool return_documents, Bool(body, "return_documents", false));
   const json tei_body{{"query", body.value("query", json())}, {"texts", texts}, {"truncate", true}};
-  ASSIGN_OR_RETURN(json ranked, Rerank(Call{c.server, c.model, tei_body, c.req, c.timer}));
+  ASSIGN_OR_RETURN(json ranked, Rerank(Call{c.server, tei_body, c.req, c.infer}));
   json results = json::array();
   for (json& r : ranked) {
     if (top_n && results.size() == *top_n) break;
@@ -722,37 +549,7 @@ Result<json> CohereRerank(const Call& c) {
 
 // --- Tokenizer routes -------------------------------------------------------------
 
-// Code-point offsets (what the tokenizer gives) to byte offsets (what TEI
-// gives), past the end clamped to it. Tokens come in text order, so a walk
-// on from the last offset asked reads a long text once and holds no table.
-class BytePositions {
- public:
-  explicit BytePositions(std::string_view s) : s_(s) {}
-  size_t operator()(uint32_t chars) {
-    auto continuation = [&](size_t i) {
-      return (static_cast<unsigned char>(s_[i]) & 0xC0) == 0x80;
-    };
-    for (; chars_ > chars; --chars_) {
-      do {
-        --byte_;
-      } while (continuation(byte_));
-    }
-    for (; chars_ < chars && byte_ < s_.size(); ++chars_) {
-      do {
-        ++byte_;
-      } while (byte_ < s_.size() && continuation(byte_));
-    }
-    return byte_;
-  }
-
- private:
-  std::string_view s_;
-  uint32_t chars_ = 0;
-  size_t byte_ = 0;
-};
-
 Result<json> Tokenize(const Call& c) {
-  ServedModel& m = c.model;
   auto it = c.body.find("inputs");
   std::vector<std::string> texts;
   if (it != c.body.end() && it->is_string()) {
@@ -768,70 +565,39 @@ Result<json> Tokenize(const Call& c) {
   }
   // As /embed takes: at most max_client_batch_size texts of at most
   // max_input_length tokens each (1M CJK characters made a 71 MB answer).
-  RETURN_IF_API_ERROR(CheckBatch(m, texts.size(), "inputs"));
+  RETURN_IF_API_ERROR(CheckBatch(c.model(), texts.size(), "inputs"));
   ASSIGN_OR_RETURN(bool add_special, Bool(c.body, "add_special_tokens", true));
   ASSIGN_OR_RETURN(
       EncodeOptions o,
       ReadEncodeOptions(json::object({{"prompt_name", c.body.value("prompt_name", json())}})));
-  // As TEI: the tokens of what the model runs, the prompt (named or default) first.
-  auto prompt = m.config().PromptText(o.prompt_name);
-  if (!prompt.ok()) return Validation(prompt.status().message(), "prompt_name");
-  // Tokenizing stops once a text passes max_input_length.
-  EncodeLimits limits;
-  limits.max_length = static_cast<size_t>(m.max_input_length());
-  limits.truncate = false;
-  limits.max_normalized_chars = m.max_normalized_chars();
+  auto tokenized = c.infer.Tokenize(texts, o.prompt_name, add_special);
+  if (!tokenized.ok()) {
+    // A text too long to normalize is too large a payload (as KServe's 413);
+    // one the tokenizer cannot take is TEI's tokenizer error.
+    const Status& s = tokenized.status();
+    if (s.code() == StatusCode::kOutOfRange)
+      return ApiError{413, ErrorType::kValidation, s.message(), "inputs"};
+    if (s.code() != StatusCode::kInvalidArgument)
+      return ApiError{422, ErrorType::kTokenizer, s.message(), "inputs"};
+    return Validation(s.message(), "inputs");
+  }
   json all = json::array();
-  for (const std::string& input : texts) {
-    const std::string prompted = prompt->empty() ? std::string() : *prompt + input;
-    const std::string_view text = prompt->empty() ? std::string_view(input) : prompted;
-    EncodeReport report;
-    auto enc = m.tokenizer().Encode(text, std::nullopt, limits, &report);
-    if (report.too_long) {
-      const std::string count = report.exact ? std::to_string(report.tokens) + " tokens, " : "";
-      return Validation("input " + std::to_string(all.size()) + " is " + count +
-                            "more than the model's max_input_length " +
-                            std::to_string(m.max_input_length()) +
-                            "; /tokenize answers for what the model takes",
-                        "inputs");
+  for (const auto& tokens : *tokenized) {
+    json list = json::array();
+    for (const serving::Token& t : tokens) {
+      // Added by the template ([CLS], [SEP]): TEI gives the token, no offsets.
+      list.push_back({{"id", t.id},
+                      {"text", t.text},
+                      {"special", t.special},
+                      {"start", t.special ? json(nullptr) : json(t.start)},
+                      {"stop", t.special ? json(nullptr) : json(t.stop)}});
     }
-    if (!enc.ok()) {
-      // A text too long to normalize is too large a payload (as KServe's
-      // 413), not a tokenizer failure.
-      const bool too_large = enc.status().code() == StatusCode::kOutOfRange;
-      return ApiError{too_large ? 413 : 422,
-                      too_large ? ErrorType::kValidation : ErrorType::kTokenizer,
-                      enc.status().message(), "inputs"};
-    }
-    BytePositions at(text);
-    json tokens = json::array();
-    for (size_t i = 0; i < enc->input_ids.size(); ++i) {
-      const int32_t id = enc->input_ids[i];
-      if (enc->special_tokens_mask[i]) {
-        // Added by the template ([CLS], [SEP]): TEI gives the token, no offsets.
-        if (!add_special) continue;
-        tokens.push_back({{"id", id},
-                          {"text", m.tokenizer().IdToToken(id)},
-                          {"special", true},
-                          {"start", nullptr},
-                          {"stop", nullptr}});
-        continue;
-      }
-      const auto [b, e] = enc->offsets[i];
-      const size_t start = at(b), stop = at(e);
-      tokens.push_back({{"id", id},
-                        {"text", std::string(text.substr(start, stop - start))},
-                        {"special", false},
-                        {"start", start},
-                        {"stop", stop}});
-    }
-    all.push_back(std::move(tokens));
+    all.push_back(std::move(list));
   }
   return all;
 }
 
 Result<json> Decode(const Call& c) {
-  ServedModel& m = c.model;
   auto it = c.body.find("ids");
   const char* expected = "expected {\"ids\": [int, ...] | [[int, ...], ...]}";
   if (it == c.body.end() || !it->is_array()) return Validation(expected, "ids");
@@ -840,27 +606,25 @@ Result<json> Decode(const Call& c) {
   if (!batch) {
     lists.emplace_back();
   } else {
-    RETURN_IF_API_ERROR(CheckBatch(m, it->size(), "ids"));
+    RETURN_IF_API_ERROR(CheckBatch(c.model(), it->size(), "ids"));
   }
   for (const json& e : *it) {
     if (batch && !e.is_array()) return Validation(expected, "ids");
     if (batch) lists.emplace_back();
     for (const json& id : batch ? e : json::array({e})) {
-      if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
-          id.get<int64_t>() >= static_cast<int64_t>(m.tokenizer().vocab_size()))
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
         return Validation("token id " + id.dump() + " is not in the vocabulary (ids go from 0 to " +
-                              std::to_string(m.tokenizer().vocab_size() - 1) + ")",
+                              std::to_string(c.model().tokenizer().vocab_size() - 1) + ")",
                           "ids");
       lists.back().push_back(static_cast<int32_t>(id.get<int64_t>()));
     }
   }
-  ASSIGN_OR_RETURN(bool skip, Bool(c.body, "skip_special_tokens", true));
-  json out = json::array();
-  for (const auto& ids : lists) {
+  for (const auto& ids : lists)
     if (ids.empty()) return Empty("`input_ids` cannot be empty", "ids");
-    out.push_back(m.tokenizer().Decode(ids, skip));
-  }
-  return out;
+  ASSIGN_OR_RETURN(bool skip, Bool(c.body, "skip_special_tokens", true));
+  auto texts = c.infer.Decode(lists, skip);
+  if (!texts.ok()) return Validation(texts.status().message(), "ids");
+  return json(*texts);
 }
 
 // --- OpenAI -----------------------------------------------------------------------
@@ -896,7 +660,7 @@ Result<JsonText> OpenAiEmbeddings(const Call& c) {
   const json& body = c.body;
   bool batch = false;
   ASSIGN_OR_RETURN(auto items, ReadInputs(body, "input", &batch));
-  RETURN_IF_API_ERROR(CheckBatch(c.model, items.size(), "input"));
+  RETURN_IF_API_ERROR(CheckBatch(c.model(), items.size(), "input"));
   bool base64 = false;
   auto format = body.find("encoding_format");
   if (format != body.end() && !format->is_null()) {
@@ -911,8 +675,8 @@ Result<JsonText> OpenAiEmbeddings(const Call& c) {
       EmbedOptions o,
       ReadEmbedOptions(json::object({{"dimensions", body.value("dimensions", json())}}), false));
   o.encode.truncate_field = false;
-  int tokens = 0;
-  ASSIGN_OR_RETURN(auto rows, EmbedItems(c, std::move(items), o, &tokens));
+  ASSIGN_OR_RETURN(auto rows, EmbedItems(c, std::move(items), o));
+  const int tokens = c.infer.tokens();
   // OpenAI's list, written straight (JsonText).
   JsonText out;
   out.text = R"({"object":"list","data":[)";
@@ -927,7 +691,7 @@ Result<JsonText> OpenAiEmbeddings(const Call& c) {
     out.text.push_back('}');
   }
   out.text += R"(],"model":)" +
-              json(c.model.name()).dump(-1, ' ', false, json::error_handler_t::replace) +
+              json(c.model().name()).dump(-1, ' ', false, json::error_handler_t::replace) +
               R"(,"usage":{"prompt_tokens":)" + std::to_string(tokens) +
               R"(,"total_tokens":)" + std::to_string(tokens) + "}}";
   return out;
@@ -1012,8 +776,8 @@ json Info(HttpServer& s, ServedModel& m) {
 // A long text's windows count against the request's inputs
 // (max_client_batch_size): more is 413, as too many inputs are.
 Result<json> PipelineTaskRoute(const Call& c) {
-  const int limit = c.model.scheduler().options().client_batch_limit();
-  auto request = TaskRequest::Parse(c.model, c.body, static_cast<size_t>(limit));
+  const int limit = c.model().scheduler().options().client_batch_limit();
+  auto request = TaskRequest::Parse(c.model(), c.body, static_cast<size_t>(limit));
   if (!request.ok() && request.status().code() == StatusCode::kResourceExhausted)
     return ApiError{413, ErrorType::kValidation,
                     request.status().message() +
@@ -1022,8 +786,10 @@ Result<json> PipelineTaskRoute(const Call& c) {
                         "fewer inputs",
                     "inputs"};
   if (!request.ok()) return request.status();
-  ASSIGN_OR_RETURN(InferResult result, Run(c, request->Sequences()));
-  return request->Answer(result);
+  std::vector<const serving::Task*> tasks;
+  request->AppendTasks(tasks);
+  ASSIGN_OR_RETURN(auto answers, c.infer.RunTasks(tasks));
+  return request->Answer(answers);
 }
 
 // POST / and /invocations, by the model's type as TEI routes them; a body
@@ -1031,8 +797,8 @@ Result<json> PipelineTaskRoute(const Call& c) {
 // goes there; a token classifier's or question answerer's is the HF
 // Inference API's task request.
 Result<Answer> Root(const Call& c) {
-  if (*PipelineTask(c.model.config())) return AsAnswer(PipelineTaskRoute(c));
-  switch (KindOf(c.model)) {
+  if (*PipelineTask(c.model().config())) return AsAnswer(PipelineTaskRoute(c));
+  switch (KindOf(c.model())) {
     case ModelKind::kEmbedding: {
       auto in = c.body.find("inputs");
       if (in != c.body.end() && in->is_object() && in->contains("source_sentence"))
@@ -1128,7 +894,8 @@ void HttpServer::AddTeiRoutes() {
           model = *named;
         }
         timer.emplace(**model, &metrics_, arrival);
-        return AsAnswer(handler(Call{*this, **model, *body, req, *timer}));
+        serving::Infer infer(**model, *timer, req.client_gone);
+        return AsAnswer(handler(Call{*this, *body, req, infer}));
       };
       Result<Answer> out = answer();
       if (out.ok()) {
