@@ -5,14 +5,10 @@
 
 #include <algorithm>
 
-#include "importer/json_util.h"
+#include "core/json_util.h"
 
 namespace bertrt::families {
 
-using importer::GetBool;
-using importer::GetInt;
-using importer::GetNumber;
-using importer::GetString;
 using importer::ReadSize;
 
 Status ReadBertConfig(const nlohmann::json& j, const std::string& path, int default_pad,

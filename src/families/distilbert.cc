@@ -4,7 +4,7 @@
 // instead of a pooler's tanh.
 #include "families/family.h"
 
-#include "importer/json_util.h"
+#include "core/json_util.h"
 
 namespace bertrt::families {
 namespace {
@@ -23,7 +23,7 @@ Status ReadConfig(const nlohmann::json& j, const std::string& path, ModelConfig*
     return InvalidArgument(path + ": dim " + std::to_string(c->hidden_size) +
                            " is not a multiple of n_heads " + std::to_string(c->num_heads));
   RETURN_IF_ERROR(ReadPadTokenId(j, path, /*default_pad=*/0, c));
-  ASSIGN_OR_RETURN(std::optional<std::string> act, importer::GetString(j, "activation", path));
+  ASSIGN_OR_RETURN(std::optional<std::string> act, GetString(j, "activation", path));
   ASSIGN_OR_RETURN(c->hidden_act, importer::ParseActivation(act.value_or("gelu"), path));
   c->layer_norm_eps = 1e-12f;  // DistilBERT's, not in its config
   NoTokenTypes(c);

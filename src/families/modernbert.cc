@@ -10,14 +10,11 @@
 // prediction head (dense + activation + LayerNorm).
 #include "families/family.h"
 
-#include "importer/json_util.h"
+#include "core/json_util.h"
 
 namespace bertrt::families {
 namespace {
 
-using importer::GetBool;
-using importer::GetNumber;
-using importer::GetString;
 using importer::ReadSize;
 
 // A rotary theta: rope_parameters[layer_type].rope_theta (transformers 5's

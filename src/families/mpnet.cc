@@ -5,7 +5,7 @@
 // (encoder.relative_attention_bias, shared by every layer) to its scores.
 #include "families/family.h"
 
-#include "importer/json_util.h"
+#include "core/json_util.h"
 
 namespace bertrt::families {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "bertrt/safetensors.h"
 #include "importer/hf_config.h"
-#include "importer/json_util.h"
+#include "core/json_util.h"
 #include "importer/onnx_model.h"
 #include "importer/tf_checkpoint.h"
 #include "importer/torch_checkpoint.h"

@@ -6,7 +6,7 @@
 
 #include "core/files.h"
 #include "families/family.h"
-#include "importer/json_util.h"
+#include "core/json_util.h"
 
 namespace bertrt::importer {
 

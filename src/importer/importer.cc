@@ -5,7 +5,7 @@
 
 #include "importer/checkpoint.h"
 #include "importer/hf_config.h"
-#include "importer/json_util.h"
+#include "core/json_util.h"
 #include "importer/tf_checkpoint.h"
 #include "importer/weight_mapping.h"
 
@@ -37,14 +37,14 @@ StatusOr<ConfigSource> ReadConfig(const std::string& model_dir, const ModelSourc
   c.path = importer::JoinPath(model_dir, "config.json");
   const std::string bert_config_path = importer::JoinPath(model_dir, "bert_config.json");
   if (fs::exists(c.path)) {
-    ASSIGN_OR_RETURN(c.json, importer::ReadJsonFile(c.path));
+    ASSIGN_OR_RETURN(c.json, ReadJsonFile(c.path));
     return c;
   }
   if (fs::exists(bert_config_path)) {
     // A folder as Google's BERT scripts leave it: the head and labels come
     // from the checkpoint's variables.
     ASSIGN_OR_RETURN(*ckpt, importer::Checkpoint::Open(model_dir, source.weights));
-    ASSIGN_OR_RETURN(nlohmann::json bert_config, importer::ReadJsonFile(bert_config_path));
+    ASSIGN_OR_RETURN(nlohmann::json bert_config, ReadJsonFile(bert_config_path));
     ASSIGN_OR_RETURN(c.json, importer::HfConfigFromBertConfig(bert_config, bert_config_path,
                                                               **ckpt, notice));
     c.path = bert_config_path;

@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "core/files.h"
-#include "importer/json_util.h"
+#include "core/json_util.h"
 
 namespace bertrt {
 
@@ -163,7 +163,7 @@ StatusOr<SafetensorsFile> SafetensorsFile::Parse(std::string_view bytes,
 
   const std::string_view header_text = bytes.substr(8, header_len);
   ASSIGN_OR_RETURN(nlohmann::json header,
-                   importer::ParseJson(header_text, display_name + " (header)"));
+                   ParseJson(header_text, display_name + " (header)"));
   if (!header.is_object())
     return DataLoss(display_name + ": header is JSON " + header.type_name() +
                     ", expected an object of tensors");

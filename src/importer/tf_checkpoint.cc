@@ -10,7 +10,7 @@
 
 #include "core/crc32c.h"
 #include "core/files.h"
-#include "importer/json_util.h"
+#include "core/json_util.h"
 #include "tf_bundle.pb.h"
 
 namespace bertrt::importer {

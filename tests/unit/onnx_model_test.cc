@@ -13,7 +13,7 @@
 #include "core/files.h"
 #include "importer/checkpoint.h"
 #include "importer/hf_config.h"
-#include "importer/json_util.h"
+#include "core/json_util.h"
 #include "importer_test_util.h"
 
 namespace bertrt::importer {

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <string_view>
 
-#include "importer/json_util.h"
+#include "core/json_util.h"
 #include "server/common/auth.h"
 #include "server/common/kserve.h"
 #include "server/common/request_log.h"
@@ -54,12 +54,12 @@ void SendError(HttpResponse& res, const Status& status) {
 namespace {
 
 // InvalidArgument when `body` nests deeper than any request needs
-// (importer::kMaxJsonDepth): every JSON body is checked before it is parsed.
+// (kMaxJsonDepth): every JSON body is checked before it is parsed.
 Status CheckJsonNesting(std::string_view body) {
   // Every handler walks what it parses, some recursively (KServe's nested
   // `data`): 60,000 levels in a 120 KB body overflowed the stack.
-  if (!importer::JsonNestingWithin(body, importer::kMaxJsonDepth))
-    return InvalidArgument("JSON nested deeper than " + std::to_string(importer::kMaxJsonDepth) +
+  if (!JsonNestingWithin(body, kMaxJsonDepth))
+    return InvalidArgument("JSON nested deeper than " + std::to_string(kMaxJsonDepth) +
                            " levels; no request needs more");
   return Status::Ok();
 }

@@ -1,5 +1,6 @@
-// JSON reading shared by the importer. Every JSON file in a model directory is
-// untrusted input, so parsing never throws and refuses pathological nesting.
+// JSON reading shared by the importer and the server. Every JSON file in a
+// model directory is untrusted input, so parsing never throws and refuses
+// pathological nesting.
 #pragma once
 
 #include <optional>
@@ -10,7 +11,7 @@
 
 #include "bertrt/status.h"
 
-namespace bertrt::importer {
+namespace bertrt {
 
 // Deeper nesting than any model file needs; nlohmann's DOM construction and
 // destruction recurse, so an unbounded depth is a stack overflow waiting to happen.
@@ -37,4 +38,4 @@ StatusOr<std::optional<std::string>> GetString(const nlohmann::json& obj, const 
 StatusOr<std::optional<bool>> GetBool(const nlohmann::json& obj, const char* key,
                                       const std::string& what);
 
-}  // namespace bertrt::importer
+}  // namespace bertrt

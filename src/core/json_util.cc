@@ -1,9 +1,9 @@
-#include "importer/json_util.h"
+#include "core/json_util.h"
 
 #include "core/files.h"
 
 
-namespace bertrt::importer {
+namespace bertrt {
 
 bool JsonNestingWithin(std::string_view text, int limit) {
   int depth = 0;
@@ -94,4 +94,4 @@ StatusOr<std::optional<bool>> GetBool(const nlohmann::json& obj, const char* key
   return std::optional<bool>(v->get<bool>());
 }
 
-}  // namespace bertrt::importer
+}  // namespace bertrt

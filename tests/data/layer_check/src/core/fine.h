@@ -1,0 +1,2 @@
+// core includes only the public API.
+#include "bertrt/status.h"
