@@ -23,6 +23,11 @@ inputs:
   where they exceed the bounds above the result is "approx" (the measured
   cost of the approximation, which README states), not a failure; a crash or
   non-deterministic output in them still fails.
+- pipeline tasks (`bertrt run --task` on the token classification and QA
+  models, against transformers' pipeline in float64): entity words and
+  offsets exact, labels and best answers equal where PyTorch's are and the
+  reference's top two lie more than 2x the bound apart, scores within 2x
+  PyTorch's own score error (task_cases).
 - determinism: each batch run again (from the captured CUDA graph) gives
   bitwise the same outputs; with "alone", each sequence run by itself is held
   to the same bounds against the reference and against its rows of the batch.
@@ -407,6 +412,149 @@ def references(spec, batches, hidden_state, chunk=64):
     return refs
 
 
+# ---------------------------------------------------------------- pipeline tasks
+
+def task_inputs(task):
+    """What the pipeline cases ask: 48 corpus texts (token classification);
+    24 questions, each on a context of several corpus texts run together,
+    most longer than one 384-token window (question answering)."""
+    singles = [c["text"] for c in read_corpus() if "text_pair" not in c and c["text"].strip()]
+    if task == "token-classification":
+        return singles[:48]
+    return [{"question": singles[i],
+             "context": " ".join(singles[3 * i + 1:3 * i + 1 + 4 * (i % 6 + 1)])}
+            for i in range(24)]
+
+
+def hf_pipeline(spec, dtype, task, inputs, parameters):
+    """transformers' pipeline on the case's model in `dtype`, one answer per input."""
+    from transformers import AutoTokenizer, pipeline
+    model = load_reference(spec, dtype)
+    tokenizer = AutoTokenizer.from_pretrained(spec["path"])
+    pipe = pipeline(task, model=model, tokenizer=tokenizer, device=model.device)
+    with torch.no_grad():
+        if task == "token-classification":
+            return [pipe(text, **parameters) for text in inputs]
+        # One answer comes alone, not in a list.
+        return [[a] if isinstance(a, dict) else a
+                for a in (pipe(question=q["question"], context=q["context"], **parameters)
+                          for q in inputs)]
+
+
+def bertrt_task(args, spec, precision, task, inputs, parameters):
+    """`bertrt run --task` on the GPU: (answers, or None and why not)."""
+    lines = "".join(json.dumps({"text": x} if isinstance(x, str) else x) + "\n" for x in inputs)
+    p = subprocess.run([args.bertrt, "run", spec["path"], "--device", ENGINE_DEVICE,
+                        "--precision", precision, "--task", task,
+                        "--parameters", json.dumps(parameters)],
+                       input=lines, capture_output=True, text=True)
+    if p.returncode != 0:
+        return None, f"bertrt run --task exit {p.returncode}: {p.stderr[-400:]}"
+    return [json.loads(line) for line in p.stdout.splitlines()], None
+
+
+def token_margins(spec, texts):
+    """Per text, each token's top-two probability gap in the float64 model."""
+    from transformers import AutoTokenizer
+    model = load_reference(spec, torch.float64)
+    tokenizer = AutoTokenizer.from_pretrained(spec["path"])
+    margins = []
+    with torch.no_grad():
+        for text in texts:
+            enc = tokenizer(text, return_tensors="pt").to(model.device)
+            probs = torch.softmax(model(**enc).logits[0], -1).cpu().numpy()
+            top = np.sort(probs, axis=-1)
+            margins.append(top[:, -1] - top[:, -2])
+    return margins
+
+
+def token_case(args, spec, precision, texts, ref, theirs, margins):
+    """Entities per token (aggregation none, no label ignored): each token's
+    word and offsets exactly the reference's; its label the reference's where
+    PyTorch's is and the reference's top two probabilities lie more than 2x
+    the bound apart; its score within the bound where the labels agree. The
+    bound: 2x PyTorch's own score error in this precision (fp32: at least 1e-5)."""
+    parameters = {"aggregation_strategy": "none", "ignore_labels": []}
+    got, error = bertrt_task(args, spec, precision, "token-classification", texts, parameters)
+    if error:
+        return {"failures": [error]}
+    torch_err = max((abs(t["score"] - r["score"]) for tt, rr in zip(theirs, ref)
+                     for t, r in zip(tt, rr) if t["entity"] == r["entity"]), default=0.0)
+    bound = max(2 * torch_err, 1e-5) if precision == "fp32" else 2 * torch_err
+    failures, err, compared, wrong = [], 0.0, 0, 0
+    for i, (g, r, t) in enumerate(zip(got, ref, theirs)):
+        if [(e["index"], e["word"], e["start"], e["end"]) for e in g] != \
+                [(e["index"], e["word"], e["start"], e["end"]) for e in r]:
+            failures.append(f"text {i}: tokens, words or offsets differ from the pipeline's")
+            continue
+        for ge, re_, te in zip(g, r, t):
+            if ge["entity"] == re_["entity"]:
+                err = max(err, abs(ge["score"] - re_["score"]))
+            if te["entity"] == re_["entity"] and margins[i][re_["index"]] > 2 * bound:
+                compared += 1
+                wrong += ge["entity"] != re_["entity"]
+    if err > bound:
+        failures.append(f"score error {err:.3g} > bound {bound:.3g}")
+    if wrong:
+        failures.append(f"{wrong} of {compared} labels differ from the reference's")
+    return {"err": err, "bound": bound, "torch_err": torch_err,
+            "argmax": f"{compared - wrong}/{compared}", "failures": failures}
+
+
+def answer_case(args, spec, precision, questions, ref, theirs):
+    """The best answer per question (contexts in 384-token windows, stride
+    128): where PyTorch's best answer is the reference's and the reference's
+    best two scores lie more than 2x the bound apart, bertrt's answer (text,
+    start, end) is the reference's, its score within the bound. The bound: 2x
+    PyTorch's own error on the best answer's score (fp32: at least 1e-5)."""
+    got, error = bertrt_task(args, spec, precision, "question-answering", questions,
+                             {"top_k": 1})
+    if error:
+        return {"failures": [error]}
+    got = [g[0] if isinstance(g, list) and g else g for g in got]
+    span = lambda a: (a.get("answer"), a.get("start"), a.get("end"))  # noqa: E731
+    torch_err = max((abs(t[0]["score"] - r[0]["score"]) for t, r in zip(theirs, ref)
+                     if span(t[0]) == span(r[0])), default=0.0)
+    bound = max(2 * torch_err, 1e-5) if precision == "fp32" else 2 * torch_err
+    failures, err, compared, wrong = [], 0.0, 0, 0
+    for i, (g, r, t) in enumerate(zip(got, ref, theirs)):
+        near_tie = len(r) > 1 and r[0]["score"] - r[1]["score"] <= 2 * bound
+        if span(t[0]) != span(r[0]) or near_tie:
+            continue
+        compared += 1
+        if span(g) != span(r[0]):
+            wrong += 1
+            failures.append(f"question {i}: {span(g)} where the reference answers {span(r[0])}")
+        else:
+            err = max(err, abs(g["score"] - r[0]["score"]))
+    if err > bound:
+        failures.append(f"score error {err:.3g} > bound {bound:.3g}")
+    return {"err": err, "bound": bound, "torch_err": torch_err,
+            "argmax": f"{compared - wrong}/{compared}", "failures": failures[:5]}
+
+
+def task_cases(args, spec, precisions):
+    """Rows for `bertrt run --task` on the case's model in each precision
+    against transformers' pipeline in float64 (and in that precision, for the
+    bound)."""
+    task = "token-classification" if spec["head"] == "token-cls" else "question-answering"
+    inputs = task_inputs(task)
+    # The pipeline's answers: every token for entities, the best two for answers.
+    parameters = ({"aggregation_strategy": "none", "ignore_labels": []}
+                  if task == "token-classification" else {"top_k": 2})
+    ref = hf_pipeline(spec, torch.float64, task, inputs, parameters)
+    margins = token_margins(spec, inputs) if task == "token-classification" else None
+    rows = []
+    for precision in precisions:
+        dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]
+        theirs = hf_pipeline(spec, dtype, task, inputs, parameters)
+        r = (token_case(args, spec, precision, inputs, ref, theirs, margins)
+             if task == "token-classification"
+             else answer_case(args, spec, precision, inputs, ref, theirs))
+        rows.append((f"bertrt run --task {precision}", "entities" if margins else "answers", r))
+    return rows
+
+
 # ---------------------------------------------------------------- comparison
 
 EMBEDDINGS = {"embedding", "pooler_output", "last_hidden_state", "sparse_embedding"}
@@ -566,6 +714,7 @@ def suite(args):
         tiny_st = spec("tiny-mean", "tiny", "sentence", 2, normalize=True)
         cases.append((tiny_st, ["mixed64"], [config("fp32", "fp32", True)], [], True, []))
         tiny_qa = spec("tiny-qa", "tiny", "qa", 3, peaky=True)
+        tiny_qa["pipeline"] = True
         cases.append((tiny_qa, ["mixed64"], [config("fp32", "fp32")], [], False, []))
         return cases
     base = spec("bert-base-seqcls", "bert-base", "seq-cls", 1)
@@ -606,6 +755,7 @@ def suite(args):
     l12 = spec("minilm-l12-cls", "minilm-l12", "sentence", 5, pooling="cls", peaky=True)
     cases.append((l12, ["mixed64", "short256"], default_configs(), [], False, []))
     tok = spec("w256-l12-tokcls", "w256-l12", "token-cls", 6, peaky=True)
+    tok["pipeline"] = True  # also `bertrt run --task` against transformers' pipeline
     cases.append((tok, ["one", "mixed64", "full128", "pairs32"], default_configs(), ["mixed64"],
                   False, []))
     # Tiny widths: kernels that finish in microseconds, where a kernel that
@@ -615,6 +765,7 @@ def suite(args):
                   default_configs() + [config("fp32-no-pdl", "fp32", pdl=False)], ["mixed64"],
                   False, CLI_FP32_BATCHES))
     qa = spec("hd128-qa", "hd128-l4", "qa", 7, peaky=True)
+    qa["pipeline"] = True
     cases.append((qa, ["mixed64", "pairs32", "long384"], default_configs(), [], False, []))
     mx = spec("w512-max", "w512-l4", "sentence", 8, pooling="max")
     cases.append((mx, ["mixed64", "short256"], default_configs(), [], False, []))
@@ -798,6 +949,16 @@ def main():
                          "; ".join(fails)))
             log(f"  {name}: err {r.get('err', 0):.3g} bound {r.get('bound', 0):.3g} "
                 f"{'; '.join(fails)}")
+        if spec.get("pipeline"):
+            precisions = ["fp32"] if args.smoke else ["fp32", "fp16", "bf16"]
+            for name, output, r in task_cases(args, spec, precisions):
+                fails = r["failures"]
+                failures += bool(fails)
+                rows.append((spec["name"], "tasks", name, output, r.get("err"), r.get("bound"),
+                             r.get("torch_err"), r.get("argmax"), "FAIL" if fails else "pass",
+                             "; ".join(fails)))
+                log(f"  {name}: err {r.get('err', 0):.3g} bound {r.get('bound', 0):.3g} "
+                    f"{r.get('argmax')} {'; '.join(fails)}")
         batches = make_batches(os.path.join(spec["path"], "tokenizer.json"), batch_names)
         refs = references(spec, batches, hidden_state)
         outdir = os.path.join(args.work, "out", spec["name"] + ("-hidden" if hidden_state else ""))
