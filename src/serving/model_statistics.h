@@ -49,6 +49,8 @@ struct InferenceRecord {
   // Of input_seconds, reading the request (its body parsed into inputs)
   // before tokenizing began.
   double parse_seconds = 0;
+  // The batcher returned its result: queue_seconds and infer_seconds are its.
+  bool computed = false;
 };
 
 // Triton's failure reason for a request that failed with `code`.
@@ -83,9 +85,6 @@ class MetricsSink {
   // The loaded version holding `stats` is gone (unloaded or replaced).
   virtual void RemoveModelVersion(const std::string& model, const std::string& version,
                                   const VersionStatistics* stats) = 0;
-  // A request's time in the batcher: queued, then computed.
-  virtual void ObserveRequest(const std::string& model, double queue_seconds,
-                              double compute_seconds) = 0;
   // An inference request done (RequestTimer::Finish).
   virtual void ObserveInference(const std::string& model, const InferenceRecord& record) = 0;
   // One engine batch of `model` on `instance` ("cpu", "cuda:0", ...).

@@ -447,8 +447,7 @@ StatusOr<InferResult> RequestTimer::Infer(InferRequest request) {
   computed_ = Clock::now();
   infer_status_ = result.status();
   if (result.ok()) {
-    if (metrics_)
-      metrics_->ObserveRequest(model_.name(), result->queue_seconds, result->compute_seconds);
+    record_.computed = true;
     record_.queue_seconds = result->queue_seconds;
     record_.infer_seconds = result->compute_seconds;
   }

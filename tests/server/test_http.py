@@ -609,6 +609,10 @@ def test_metrics_read_by_the_prometheus_client_parser(servers):
     staged = sum(value(stages, "bertrt_request_stage_seconds_sum", model="seq_cls", stage=st) for st in counts)
     whole = family("bertrt_request_duration_seconds", "histogram")
     assert 0 < staged <= value(whole, "bertrt_request_duration_seconds_sum", model="seq_cls")
+    # The batcher's queue and compute histograms count the same requests (each that ran).
+    for name in ("bertrt_queue_duration_seconds", "bertrt_compute_duration_seconds"):
+        ran = value(family(name, "histogram"), name + "_count", model="seq_cls")
+        assert ran == counts["queue"], (name, ran, counts)
     for name in ("bertrt_request_duration_seconds", "bertrt_queue_duration_seconds",
                  "bertrt_compute_duration_seconds", "bertrt_batch_size", "bertrt_batch_tokens",
                  "te_request_duration", "te_request_tokenization_duration", "te_request_queue_duration",

@@ -14,8 +14,7 @@
 namespace bertrt::server {
 using serving::InferenceRecord;
 using serving::VersionStatistics;
-using serving::InferenceRecord;
-using serving::VersionStatistics;
+
 namespace {
 
 std::string Num(double v) {
@@ -23,7 +22,6 @@ std::string Num(double v) {
   std::snprintf(buf, sizeof(buf), "%.17g", v);
   return buf;
 }
-
 
 void Header(std::string& out, const char* name, const char* type, const char* help) {
   out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
@@ -217,19 +215,15 @@ void Metrics::ObserveInference(const std::string& model, const InferenceRecord& 
   std::lock_guard lock(mu_);
   PerModel& m = Model(model);
   m.request.Observe(r.request_seconds);
+  if (r.computed) {
+    m.queue.Observe(r.queue_seconds);
+    m.compute.Observe(r.infer_seconds);
+  }
   if (r.code != StatusCode::kOk) return;
   const double stages[] = {r.parse_seconds, r.input_seconds - r.parse_seconds, r.queue_seconds,
                            r.infer_seconds, r.output_seconds};
   for (int s = 0; s < kStages; ++s) m.stages[s].Observe(stages[s]);
   m.te_request.Observe(r.request_seconds);
-}
-
-void Metrics::ObserveRequest(const std::string& model, double queue_seconds,
-                             double compute_seconds) {
-  std::lock_guard lock(mu_);
-  PerModel& m = Model(model);
-  m.queue.Observe(queue_seconds);
-  m.compute.Observe(compute_seconds);
 }
 
 void Metrics::ObserveBatch(const std::string& model, const std::string& instance, int sequences,
@@ -244,10 +238,7 @@ void Metrics::ObserveBatch(const std::string& model, const std::string& instance
   i.compute_seconds += compute_seconds;
 }
 
-void Metrics::AddInFlight(int delta) {
-  std::lock_guard lock(mu_);
-  in_flight_ += delta;
-}
+void Metrics::AddInFlight(int delta) { in_flight_.fetch_add(delta, std::memory_order_relaxed); }
 
 std::string Metrics::Render() const {
   std::string out = RenderCounters();
@@ -284,7 +275,7 @@ std::string Metrics::RenderCounters() const {
            MetricLabel(endpoint) + "\",error=\"" + failure + "\"} " + std::to_string(n) + "\n";
   }
   Header(out, "bertrt_inflight_requests", "gauge", "Requests being handled now.");
-  out += "bertrt_inflight_requests " + std::to_string(in_flight_) + "\n";
+  out += "bertrt_inflight_requests " + std::to_string(in_flight_.load(std::memory_order_relaxed)) + "\n";
   // Histograms per model: bertrt's, then the same under TEI's names.
   const std::tuple<const char*, const char*, Histogram PerModel::*> hists[] = {
       {"bertrt_request_duration_seconds",

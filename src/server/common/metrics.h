@@ -4,6 +4,7 @@
 // GPU memory and utilisation come from NVML when the driver provides it.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -61,10 +62,9 @@ class Metrics : public serving::MetricsSink {
   // A request answered: with `http_status` (failed from 400), or `outcome`.
   void CountRequest(const std::string& model, const std::string& endpoint, int http_status);
   void CountRequest(const std::string& model, const std::string& endpoint, const Status& outcome);
-  void ObserveRequest(const std::string& model, double queue_seconds,
-                      double compute_seconds) override;
   // An inference request done (RequestTimer::Finish): the end-to-end
-  // latency histogram, and for a successful one TEI's per-stage histograms.
+  // latency histogram, the batcher's queue and compute time where it ran,
+  // and for a successful one TEI's per-stage histograms.
   void ObserveInference(const std::string& model, const serving::InferenceRecord& record) override;
   // One engine batch of `model` on `instance` ("cpu", "cuda:0", ...).
   void ObserveBatch(const std::string& model, const std::string& instance, int sequences,
@@ -114,7 +114,7 @@ class Metrics : public serving::MetricsSink {
     double compute_seconds = 0;
   };
   std::map<std::pair<std::string, std::string>, PerInstance> instances_;  // (model, instance)
-  long in_flight_ = 0;
+  std::atomic<long> in_flight_{0};  // counted without the lock
   // (model, version) -> the statistics of its loads alive, oldest first.
   std::map<std::pair<std::string, std::string>,
            std::vector<std::shared_ptr<const serving::VersionStatistics>>>
