@@ -15,7 +15,6 @@
 
 #include "bench.h"
 #include "bench_targets.h"
-#include "bertrt/plan.h"
 #include "commands.h"
 
 namespace bertrt::cli {

@@ -8,7 +8,7 @@
 
 #include "bertrt/cuda_engine.h"
 #include "bertrt/devices.h"
-#include "bertrt/plan.h"
+#include "bertrt/self_check.h"
 #include "server/common/triton_config.h"
 
 namespace bertrt::cli {

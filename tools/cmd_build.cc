@@ -8,6 +8,7 @@
 #include "bertrt/cuda_engine.h"
 #include "bertrt/devices.h"
 #include "bertrt/plan.h"
+#include "bertrt/self_check.h"
 #include "cli_util.h"
 #include "commands.h"
 

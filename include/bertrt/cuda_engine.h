@@ -9,19 +9,10 @@
 #include <vector>
 
 #include "bertrt/engine.h"
+#include "bertrt/precision.h"
 #include "bertrt/status.h"
 
 namespace bertrt {
-
-// The precision of the GEMMs, attention and activations. Accumulation,
-// softmax and LayerNorm statistics are fp32 in every mode.
-enum class Precision { kFp32, kFp16, kBf16 };
-
-// "fp32" | "fp16" | "bf16".
-StatusOr<Precision> ParsePrecision(std::string_view text);
-const char* PrecisionName(Precision precision);
-// The dtype a tensor computed in this precision is stored in: F32, F16 or BF16.
-DType PrecisionDType(Precision precision);
 
 struct CudaEngineOptions {
   int device = 0;

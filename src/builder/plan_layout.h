@@ -9,8 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "bertrt/model.h"
-#include "bertrt/plan.h"
+#include "bertrt/precision.h"
 #include "bertrt/status.h"
+#include "bertrt/tokenizer.h"
 
 namespace bertrt::plan {
 

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bertrt/plan.h"
+#include "bertrt/self_check.h"
 
 namespace bertrt {
 namespace {

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "bertrt/devices.h"
-#include "bertrt/plan.h"
+#include "bertrt/self_check.h"
 #include "runtime/prompt.h"
 
 namespace bertrt::serving {

@@ -1,6 +1,7 @@
 // Plan files: round trips (bitwise for fp32), fp16/bf16 plans on the CPU, and
 // hostile files (truncated, flipped bits, bad offsets, sizes, counts, JSON).
 #include "bertrt/plan.h"
+#include "bertrt/self_check.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

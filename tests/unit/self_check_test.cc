@@ -9,7 +9,7 @@
 #include <string>
 
 #include "bertrt/importer.h"
-#include "bertrt/plan.h"
+#include "bertrt/self_check.h"
 #include "serving/model_registry.h"
 
 namespace bertrt {
