@@ -5,7 +5,8 @@
 #
 # 1. tests/gpu/parity.py: bertrt's CUDA engine against Hugging Face
 #    transformers on every case (shapes, heads, batches, precisions, engine
-#    switches; its docstring gives the bounds). Its table is appended to
+#    switches, `bertrt run --task` against the pipelines; its docstring gives
+#    the bounds). Its table is appended to
 #    bench/PARITY.md (copied to $OUT/PARITY.md).
 # 2. compute-sanitizer's memcheck, racecheck, initcheck and synccheck over
 #    the engine (two layers of the BERT-base case; parity.py
@@ -30,6 +31,15 @@ args=(--runner "$bin/bertrt_parity_runner" --bertrt "$bin/bertrt"
 quick=()
 [ "${QUICK:-0}" = 1 ] && quick=(--quick)
 [ -n "${ONLY:-}" ] && quick+=(--only "$ONLY")
+# The pipeline task cases' reference needs a transformers with the
+# question-answering pipeline (5.x dropped it): 4.57.3 from wheels carried in
+# .whl/ (`pip download --no-deps transformers==4.57.3 huggingface_hub==0.36.0
+# tokenizers==0.22.1`), in a folder of its own.
+if ls .whl/transformers-4.*.whl > /dev/null 2>&1; then
+  python3 -m pip install -q --no-deps --target /tmp/pipeline_site .whl/transformers-*.whl \
+    .whl/huggingface_hub-*.whl .whl/tokenizers-*.whl 2>&1 | tail -3
+  args+=(--pipeline-site /tmp/pipeline_site)
+fi
 python3 tests/gpu/parity.py "${args[@]}" "${quick[@]}" --results bench/PARITY.md \
   --json-out "$OUT/parity.json" > "$OUT/parity.log" 2>&1
 code=$?

@@ -450,7 +450,8 @@ def bertrt_task(args, spec, precision, task, inputs, parameters):
                        input=lines, capture_output=True, text=True)
     if p.returncode != 0:
         return None, f"bertrt run --task exit {p.returncode}: {p.stderr[-400:]}"
-    return [json.loads(line) for line in p.stdout.splitlines()], None
+    # JSON Lines end at "\n" alone: an answer may hold U+0085 or U+2028 as they are.
+    return [json.loads(line) for line in p.stdout.split("\n") if line], None
 
 
 def token_margins(spec, texts):
@@ -502,17 +503,19 @@ def token_case(args, spec, precision, texts, ref, theirs, margins):
 
 
 def answer_case(args, spec, precision, questions, ref, theirs):
-    """The best answer per question (contexts in 384-token windows, stride
-    128): where PyTorch's best answer is the reference's and the reference's
-    best two scores lie more than 2x the bound apart, bertrt's answer (text,
-    start, end) is the reference's, its score within the bound. The bound: 2x
-    PyTorch's own error on the best answer's score (fp32: at least 1e-5)."""
+    """The best two answers per question (contexts in 384-token windows,
+    stride 128; the pipeline's answers depend on top_k, so bertrt is asked
+    the same): where PyTorch's best answer is the reference's and the
+    reference's best two scores lie more than 2x the bound apart, bertrt's
+    best answer (text, start, end) is the reference's, its score within the
+    bound. The bound: 2x PyTorch's own error on the best answer's score
+    (fp32: at least 1e-5)."""
     got, error = bertrt_task(args, spec, precision, "question-answering", questions,
-                             {"top_k": 1})
+                             {"top_k": 2})
     if error:
         return {"failures": [error]}
-    got = [g[0] if isinstance(g, list) and g else g for g in got]
-    span = lambda a: (a.get("answer"), a.get("start"), a.get("end"))  # noqa: E731
+    got = [[g] if isinstance(g, dict) else g for g in got]  # one answer comes alone
+    span = lambda a: (a["answer"], a["start"], a["end"])  # noqa: E731
     torch_err = max((abs(t[0]["score"] - r[0]["score"]) for t, r in zip(theirs, ref)
                      if span(t[0]) == span(r[0])), default=0.0)
     bound = max(2 * torch_err, 1e-5) if precision == "fp32" else 2 * torch_err
@@ -522,15 +525,59 @@ def answer_case(args, spec, precision, questions, ref, theirs):
         if span(t[0]) != span(r[0]) or near_tie:
             continue
         compared += 1
-        if span(g) != span(r[0]):
+        if not g or span(g[0]) != span(r[0]):
             wrong += 1
-            failures.append(f"question {i}: {span(g)} where the reference answers {span(r[0])}")
+            failures.append(f"question {i}: {span(g[0]) if g else None} where the reference "
+                            f"answers {span(r[0])}")
         else:
-            err = max(err, abs(g["score"] - r[0]["score"]))
+            err = max(err, abs(g[0]["score"] - r[0]["score"]))
     if err > bound:
         failures.append(f"score error {err:.3g} > bound {bound:.3g}")
     return {"err": err, "bound": bound, "torch_err": torch_err,
             "argmax": f"{compared - wrong}/{compared}", "failures": failures[:5]}
+
+
+DTYPES = {"fp64": torch.float64, "fp32": torch.float32, "fp16": torch.float16,
+          "bf16": torch.bfloat16}
+
+
+def pipeline_reference_main(request_path, out_path):
+    """The child process of pipeline_references: transformers' pipeline in
+    float64 and in each precision (and, for entities, the float64 model's
+    per-token margins), written as JSON."""
+    global TORCH_DEVICE
+    with open(request_path) as f:
+        req = json.load(f)
+    TORCH_DEVICE = req["torch_device"]
+    spec, task, inputs, parameters = req["spec"], req["task"], req["inputs"], req["parameters"]
+    out = {p: hf_pipeline(spec, DTYPES[p], task, inputs, parameters)
+           for p in ["fp64"] + req["precisions"]}
+    if task == "token-classification":
+        out["margins"] = [m.tolist() for m in token_margins(spec, inputs)]
+    with open(out_path, "w") as f:
+        json.dump(out, f, default=float)  # numpy scalars as numbers
+
+
+def pipeline_references(args, spec, task, inputs, parameters, precisions):
+    """pipeline_reference_main's answers, from a child process whose
+    transformers has the question-answering pipeline (5.x dropped it):
+    --pipeline-site names a folder with transformers 4.57.3 (device_parity.sh
+    installs it from .whl/). (answers, or None and why not)."""
+    request = os.path.join(args.work, spec["name"] + "-pipeline-request.json")
+    answers = os.path.join(args.work, spec["name"] + "-pipeline.json")
+    with open(request, "w") as f:
+        json.dump({"spec": spec, "task": task, "inputs": inputs, "parameters": parameters,
+                   "precisions": precisions, "torch_device": TORCH_DEVICE}, f)
+    env = dict(os.environ)
+    if args.pipeline_site:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [args.pipeline_site,
+                                                          env.get("PYTHONPATH")]))
+    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--pipeline-reference",
+                        request, answers], env=env, capture_output=True, text=True)
+    if p.returncode != 0:
+        return None, f"transformers' pipeline failed: {p.stderr.strip()[-400:]}"
+    with open(answers) as f:
+        return json.load(f), None
 
 
 def task_cases(args, spec, precisions):
@@ -542,16 +589,17 @@ def task_cases(args, spec, precisions):
     # The pipeline's answers: every token for entities, the best two for answers.
     parameters = ({"aggregation_strategy": "none", "ignore_labels": []}
                   if task == "token-classification" else {"top_k": 2})
-    ref = hf_pipeline(spec, torch.float64, task, inputs, parameters)
-    margins = token_margins(spec, inputs) if task == "token-classification" else None
+    output = "entities" if task == "token-classification" else "answers"
+    refs, error = pipeline_references(args, spec, task, inputs, parameters, precisions)
+    if error:
+        return [(f"bertrt run --task {p}", output, {"failures": [error]}) for p in precisions]
     rows = []
     for precision in precisions:
-        dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]
-        theirs = hf_pipeline(spec, dtype, task, inputs, parameters)
-        r = (token_case(args, spec, precision, inputs, ref, theirs, margins)
+        r = (token_case(args, spec, precision, inputs, refs["fp64"], refs[precision],
+                        refs["margins"])
              if task == "token-classification"
-             else answer_case(args, spec, precision, inputs, ref, theirs))
-        rows.append((f"bertrt run --task {precision}", "entities" if margins else "answers", r))
+             else answer_case(args, spec, precision, inputs, refs["fp64"], refs[precision]))
+        rows.append((f"bertrt run --task {precision}", output, r))
     return rows
 
 
@@ -716,6 +764,9 @@ def suite(args):
         tiny_qa = spec("tiny-qa", "tiny", "qa", 3, peaky=True)
         tiny_qa["pipeline"] = True
         cases.append((tiny_qa, ["mixed64"], [config("fp32", "fp32")], [], False, []))
+        tiny_tok = spec("tiny-tokcls", "tiny", "token-cls", 4)
+        tiny_tok["pipeline"] = True
+        cases.append((tiny_tok, ["mixed64"], [config("fp32", "fp32")], [], False, []))
         return cases
     base = spec("bert-base-seqcls", "bert-base", "seq-cls", 1)
     everything = ["one", "mixed64", "pairs32", "full128", "short256", "long512"]
@@ -901,6 +952,9 @@ def write_sanitizer_requests(args):
 
 
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--pipeline-reference":
+        pipeline_reference_main(sys.argv[2], sys.argv[3])
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runner", required=True, help="bertrt_parity_runner binary")
     ap.add_argument("--bertrt", required=True, help="bertrt binary (the end-to-end cases)")
@@ -909,6 +963,9 @@ def main():
     ap.add_argument("--work", default="/tmp/bertrt_parity", help="models and outputs go here")
     ap.add_argument("--real-model", help="a real sentence-transformers BERT directory to add")
     ap.add_argument("--results", help="Markdown file to append the table to (bench/PARITY.md)")
+    ap.add_argument("--pipeline-site",
+                    help="a folder with transformers 4.57.3 (and its tokenizers and "
+                         "huggingface_hub) for the pipeline task cases' reference")
     ap.add_argument("--json-out", help="every case's numbers as JSON")
     ap.add_argument("--quick", action="store_true",
                     help="BERT-base only: two batches, the default configurations, `bertrt run`")
