@@ -4,16 +4,16 @@
 # before every library builds:
 #   cmake -DSRC_DIR=<repo>/src -P cmake/check_layers.cmake
 #
-# The layers each may include, lowest first. importer and families still
-# include each other (one forward over one op interface, issue 45, removes it).
+# The layers each may include, lowest first.
 set(allowed_core "")
 set(allowed_tokenizer "core")
 set(allowed_runtime "core")
 set(allowed_scheduler "core")
 set(allowed_backends "core;runtime;cute;cutlass")
-set(allowed_families "core;runtime;importer")
-set(allowed_importer "core;runtime;families")
-set(allowed_builder "core;runtime;importer;families")
+set(allowed_checkpoint "core;runtime")
+set(allowed_families "core;runtime;checkpoint")
+set(allowed_importer "core;runtime;checkpoint;families")
+set(allowed_builder "core;runtime;checkpoint;importer;families")
 set(allowed_serving "core;tokenizer;runtime;backends;scheduler")
 set(allowed_server "core;serving")
 set(allowed_loadgen "core")

@@ -6,14 +6,14 @@
 #include <cstdint>
 #include <string_view>
 
-#include "importer/onnx_model.h"
+#include "checkpoint/onnx_model.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto weights = bertrt::importer::ParseOnnxModel(
+  auto weights = bertrt::checkpoint::ParseOnnxModel(
       std::string_view(reinterpret_cast<const char*>(data), size), "", "fuzz");
   if (!weights.ok()) return 0;
   volatile uint8_t sink = 0;
-  for (const bertrt::importer::CheckpointTensor& t : weights->tensors) {
+  for (const bertrt::checkpoint::CheckpointTensor& t : weights->tensors) {
     const auto* p = static_cast<const uint8_t*>(t.data.raw());
     for (size_t i = 0; i < t.data.nbytes(); ++i) sink = sink ^ p[i];
   }

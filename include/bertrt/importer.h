@@ -37,7 +37,7 @@ StatusOr<ModelSource> ResolveModelSource(const std::string& path);
 // Reads a model directory (or a weights file in one, see ModelSource):
 // config.json (+ modules.json, 1_Pooling/config.json,
 // sentence_bert_config.json; or a TensorFlow folder's bert_config.json; or
-// what an ONNX graph implies) and the weights (src/importer/checkpoint.h).
+// what an ONNX graph implies) and the weights (src/checkpoint/checkpoint.h).
 StatusOr<std::shared_ptr<Model>> LoadHfModel(const std::string& path,
                                              const ImportOptions& options = {});
 

@@ -9,7 +9,7 @@
 
 namespace bertrt::families {
 
-using importer::ReadSize;
+using checkpoint::ReadSize;
 
 Status ReadBertConfig(const nlohmann::json& j, const std::string& path, int default_pad,
                       ModelConfig* c) {
@@ -40,7 +40,7 @@ Status ReadBertConfig(const nlohmann::json& j, const std::string& path, int defa
   if (!(c->layer_norm_eps >= 0.0f))
     return InvalidArgument(path + ": layer_norm_eps must be non-negative");
   ASSIGN_OR_RETURN(std::optional<std::string> act, GetString(j, "hidden_act", path));
-  ASSIGN_OR_RETURN(c->hidden_act, importer::ParseActivation(act.value_or("gelu"), path));
+  ASSIGN_OR_RETURN(c->hidden_act, checkpoint::ParseActivation(act.value_or("gelu"), path));
   return Status::Ok();
 }
 
@@ -57,7 +57,7 @@ void NoTokenTypes(ModelConfig* c) {
   c->takes_token_types = false;
 }
 
-Status BindEncoder(importer::WeightBinder& b, const ModelConfig& c, const EncoderNames& n,
+Status BindEncoder(checkpoint::WeightBinder& b, const ModelConfig& c, const EncoderNames& n,
                    ModelWeights* w) {
   const int64_t H = c.hidden_size, I = c.intermediate_size;
   RETURN_IF_ERROR(
@@ -95,7 +95,7 @@ Status BindEncoder(importer::WeightBinder& b, const ModelConfig& c, const Encode
   return Status::Ok();
 }
 
-Status BindMaskedLmHead(importer::WeightBinder& b, const ModelConfig& c, const MaskedLmNames& n,
+Status BindMaskedLmHead(checkpoint::WeightBinder& b, const ModelConfig& c, const MaskedLmNames& n,
                         ModelWeights* w) {
   const int64_t H = c.hidden_size, V = c.vocab_size;
   const char* why = "SPLADE (a ...ForMaskedLM architecture) reads the masked-LM head";
@@ -107,7 +107,7 @@ Status BindMaskedLmHead(importer::WeightBinder& b, const ModelConfig& c, const M
   return b.Get({n.bias, decoder + ".bias"}, {V}, &w->mlm_decoder_b, true, true, why);
 }
 
-Status BindTokenHeads(importer::WeightBinder& b, const ModelConfig& c, ModelWeights* w) {
+Status BindTokenHeads(checkpoint::WeightBinder& b, const ModelConfig& c, ModelWeights* w) {
   const int64_t H = c.hidden_size;
   if (c.head == HeadKind::kTokenClassification)
     return b.Linear("classifier", c.num_labels, H, &w->classifier_w, &w->classifier_b, true,
@@ -125,7 +125,7 @@ Status ReadConfig(const nlohmann::json& j, const std::string& path, ModelConfig*
   return Status::Ok();
 }
 
-Status BindWeights(importer::WeightBinder& b, const ModelConfig& c, ModelWeights* w) {
+Status BindWeights(checkpoint::WeightBinder& b, const ModelConfig& c, ModelWeights* w) {
   RETURN_IF_ERROR(BindEncoder(b, c, kBertEncoderNames, w));
   if (c.head == HeadKind::kSparseEmbedding)
     return BindMaskedLmHead(b, c,

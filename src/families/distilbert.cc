@@ -9,7 +9,7 @@
 namespace bertrt::families {
 namespace {
 
-using importer::ReadSize;
+using checkpoint::ReadSize;
 
 Status ReadConfig(const nlohmann::json& j, const std::string& path, ModelConfig* c) {
   RETURN_IF_ERROR(ReadSize(j, "vocab_size", 30522, 1, path, &c->vocab_size));
@@ -24,7 +24,7 @@ Status ReadConfig(const nlohmann::json& j, const std::string& path, ModelConfig*
                            " is not a multiple of n_heads " + std::to_string(c->num_heads));
   RETURN_IF_ERROR(ReadPadTokenId(j, path, /*default_pad=*/0, c));
   ASSIGN_OR_RETURN(std::optional<std::string> act, GetString(j, "activation", path));
-  ASSIGN_OR_RETURN(c->hidden_act, importer::ParseActivation(act.value_or("gelu"), path));
+  ASSIGN_OR_RETURN(c->hidden_act, checkpoint::ParseActivation(act.value_or("gelu"), path));
   c->layer_norm_eps = 1e-12f;  // DistilBERT's, not in its config
   NoTokenTypes(c);
   c->pooler_activation = DenseActivation::kRelu;
@@ -39,7 +39,7 @@ constexpr EncoderNames kNames{false,
                               "sa_layer_norm",      "ffn.lin1",
                               "ffn.lin2",           "output_layer_norm"};
 
-Status BindWeights(importer::WeightBinder& b, const ModelConfig& c, ModelWeights* w) {
+Status BindWeights(checkpoint::WeightBinder& b, const ModelConfig& c, ModelWeights* w) {
   RETURN_IF_ERROR(BindEncoder(b, c, kNames, w));
   const int64_t H = c.hidden_size;
   if (c.head == HeadKind::kSparseEmbedding)

@@ -20,7 +20,7 @@
 
 #include "bertrt/model.h"
 #include "bertrt/status.h"
-#include "importer/weight_binder.h"
+#include "checkpoint/weight_binder.h"
 
 namespace bertrt::families {
 
@@ -33,7 +33,7 @@ struct Family {
   // config.json -> sizes, activation and structure of `c` (not the head).
   Status (*read_config)(const nlohmann::json& j, const std::string& path, ModelConfig* c);
   // Every weight of `c`'s encoder and head, by this family's names.
-  Status (*bind_weights)(importer::WeightBinder& b, const ModelConfig& c, ModelWeights* w);
+  Status (*bind_weights)(checkpoint::WeightBinder& b, const ModelConfig& c, ModelWeights* w);
   // The word embeddings' name under the encoder, which finds the encoder's
   // prefix in a checkpoint.
   const char* word_embeddings = "embeddings.word_embeddings.weight";
@@ -88,11 +88,11 @@ inline constexpr EncoderNames kBertEncoderNames{true,
                                                 "output.LayerNorm"};
 // The embeddings and every layer, refusing a checkpoint with more layers
 // than config.json says.
-Status BindEncoder(importer::WeightBinder& b, const ModelConfig& c, const EncoderNames& names,
+Status BindEncoder(checkpoint::WeightBinder& b, const ModelConfig& c, const EncoderNames& names,
                    ModelWeights* w);
 // token classification's `classifier` and QA's `qa_outputs` beside the
 // encoder, as every family names them.
-Status BindTokenHeads(importer::WeightBinder& b, const ModelConfig& c, ModelWeights* w);
+Status BindTokenHeads(checkpoint::WeightBinder& b, const ModelConfig& c, ModelWeights* w);
 // Where a family keeps its masked-LM head (SPLADE's): the transform's dense
 // and LayerNorm, the decoder to the vocabulary (its weight usually tied to
 // the word embeddings and then absent) and the decoder's bias (either name).
@@ -102,12 +102,12 @@ struct MaskedLmNames {
   const char* decoder;
   const char* bias;
 };
-Status BindMaskedLmHead(importer::WeightBinder& b, const ModelConfig& c, const MaskedLmNames& n,
+Status BindMaskedLmHead(checkpoint::WeightBinder& b, const ModelConfig& c, const MaskedLmNames& n,
                         ModelWeights* w);
 // RobertaClassificationHead (classifier.dense + tanh + classifier.out_proj
 // on the first token) for sequence classification, lm_head for SPLADE, else
 // the optional pooler.dense and BindTokenHeads: RoBERTa's heads, which
 // MPNet shares.
-Status BindRobertaHeads(importer::WeightBinder& b, const ModelConfig& c, ModelWeights* w);
+Status BindRobertaHeads(checkpoint::WeightBinder& b, const ModelConfig& c, ModelWeights* w);
 
 }  // namespace bertrt::families

@@ -15,7 +15,7 @@
 namespace bertrt::families {
 namespace {
 
-using importer::ReadSize;
+using checkpoint::ReadSize;
 
 // A rotary theta: rope_parameters[layer_type].rope_theta (transformers 5's
 // layout), else the older key, else its default.
@@ -42,7 +42,7 @@ StatusOr<float> RopeTheta(const nlohmann::json& j, const std::string& path, cons
 // "gelu" (erf) or its tanh forms, as transformers' ACT2FN names them.
 StatusOr<HiddenAct> GeluForm(const nlohmann::json& j, const char* key, const std::string& path) {
   ASSIGN_OR_RETURN(std::optional<std::string> act, GetString(j, key, path));
-  ASSIGN_OR_RETURN(HiddenAct a, importer::ParseActivation(act.value_or("gelu"), path));
+  ASSIGN_OR_RETURN(HiddenAct a, checkpoint::ParseActivation(act.value_or("gelu"), path));
   if (a == HiddenAct::kRelu)
     return Unimplemented(path + ": " + key + " \"" + *act +
                          "\" is not supported for ModernBERT (its GELU forms are)");
@@ -107,7 +107,7 @@ Status ReadConfig(const nlohmann::json& j, const std::string& path, ModelConfig*
   return Status::Ok();
 }
 
-Status BindWeights(importer::WeightBinder& b, const ModelConfig& c, ModelWeights* w) {
+Status BindWeights(checkpoint::WeightBinder& b, const ModelConfig& c, ModelWeights* w) {
   const int64_t H = c.hidden_size, I = c.intermediate_size;
   // attention_bias, mlp_bias, norm_bias, classifier_bias and decoder_bias
   // false leave them out of the checkpoint.

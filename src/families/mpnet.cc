@@ -13,7 +13,7 @@ namespace {
 Status ReadConfig(const nlohmann::json& j, const std::string& path, ModelConfig* c) {
   // MPNetConfig's defaults: BERT's keys, pad_token_id 1.
   RETURN_IF_ERROR(ReadBertConfig(j, path, /*default_pad=*/1, c));
-  RETURN_IF_ERROR(importer::ReadSize(j, "relative_attention_num_buckets", 32, 2, path,
+  RETURN_IF_ERROR(checkpoint::ReadSize(j, "relative_attention_num_buckets", 32, 2, path,
                                      &c->relative_attention_buckets));
   c->position_offset = c->pad_token_id + 1;
   NoTokenTypes(c);
@@ -27,7 +27,7 @@ constexpr EncoderNames kNames{false,
                               "attention.LayerNorm", "intermediate.dense",
                               "output.dense",        "output.LayerNorm"};
 
-Status BindWeights(importer::WeightBinder& b, const ModelConfig& c, ModelWeights* w) {
+Status BindWeights(checkpoint::WeightBinder& b, const ModelConfig& c, ModelWeights* w) {
   RETURN_IF_ERROR(BindEncoder(b, c, kNames, w));
   RETURN_IF_ERROR(b.Get({"encoder.relative_attention_bias.weight"},
                         {c.relative_attention_buckets, c.num_heads}, &w->relative_attention_bias));

@@ -10,7 +10,7 @@
 
 namespace bertrt::families {
 
-Status BindRobertaHeads(importer::WeightBinder& b, const ModelConfig& c, ModelWeights* w) {
+Status BindRobertaHeads(checkpoint::WeightBinder& b, const ModelConfig& c, ModelWeights* w) {
   const int64_t H = c.hidden_size;
   if (c.head == HeadKind::kSequenceClassification) {
     RETURN_IF_ERROR(b.Linear("classifier.dense", H, H, &w->pooler_w, &w->pooler_b, true, true));
@@ -36,7 +36,7 @@ Status ReadConfig(const nlohmann::json& j, const std::string& path, ModelConfig*
   return Status::Ok();
 }
 
-Status BindWeights(importer::WeightBinder& b, const ModelConfig& c, ModelWeights* w) {
+Status BindWeights(checkpoint::WeightBinder& b, const ModelConfig& c, ModelWeights* w) {
   RETURN_IF_ERROR(BindEncoder(b, c, kBertEncoderNames, w));
   return BindRobertaHeads(b, c, w);
 }

@@ -11,10 +11,11 @@
 
 #include "bertrt/model.h"
 #include "bertrt/status.h"
+#include "checkpoint/config_fields.h"
 
 namespace bertrt::importer {
 
-using NoticeFn = std::function<void(const std::string&)>;
+using checkpoint::NoticeFn;
 
 // `path` names the file in messages. Fills everything config.json decides:
 // the family (model_type, src/families) and through it the sizes,
@@ -22,21 +23,9 @@ using NoticeFn = std::function<void(const std::string&)>;
 StatusOr<ModelConfig> ParseModelConfig(const nlohmann::json& config, const std::string& path,
                                        const NoticeFn& notice);
 
-// Class names, one per line (blank lines and a trailing \r skipped): a
-// labels.txt beside a TensorFlow checkpoint, a --labels file.
-StatusOr<std::vector<std::string>> ReadLabelsFile(const std::string& path);
-
 // Replaces the classifier's labels (--labels: a file as ReadLabelsFile reads
 // it, or a comma-separated list); their count must be the classifier's.
 Status ApplyLabels(const std::string& spec, ModelConfig* config, const NoticeFn& notice);
-
-// For the families' config mappings: `key` as a size of at least `min`,
-// `fallback` when absent (the family's config class default, as transformers
-// applies it).
-Status ReadSize(const nlohmann::json& j, const char* key, int64_t fallback, int64_t min,
-                const std::string& path, int* out);
-// An HF activation name (hidden_act, DistilBERT's activation).
-StatusOr<HiddenAct> ParseActivation(const std::string& act, const std::string& path);
 
 // What modules.json and its module folders say about a sentence-transformers
 // directory.
@@ -67,7 +56,5 @@ StatusOr<std::optional<SentenceTransformersLayout>> ReadSentenceTransformersLayo
 // Turns `config` into a sentence-embedding model as described by `layout`.
 Status ApplySentenceTransformers(const SentenceTransformersLayout& layout,
                                  const NoticeFn& notice, ModelConfig* config);
-
-std::string JoinPath(const std::string& dir, const std::string& name);
 
 }  // namespace bertrt::importer

@@ -3,10 +3,10 @@
 #include <filesystem>
 #include <optional>
 
-#include "importer/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "importer/hf_config.h"
 #include "core/json_util.h"
-#include "importer/tf_checkpoint.h"
+#include "checkpoint/tf_checkpoint.h"
 #include "importer/weight_mapping.h"
 
 namespace bertrt {
@@ -31,11 +31,11 @@ struct ConfigSource {
 };
 
 StatusOr<ConfigSource> ReadConfig(const std::string& model_dir, const ModelSource& source,
-                                  std::optional<importer::Checkpoint>* ckpt,
-                                  const importer::NoticeFn& notice) {
+                                  std::optional<checkpoint::Checkpoint>* ckpt,
+                                  const checkpoint::NoticeFn& notice) {
   ConfigSource c;
-  c.path = importer::JoinPath(model_dir, "config.json");
-  const std::string bert_config_path = importer::JoinPath(model_dir, "bert_config.json");
+  c.path = checkpoint::JoinPath(model_dir, "config.json");
+  const std::string bert_config_path = checkpoint::JoinPath(model_dir, "bert_config.json");
   if (fs::exists(c.path)) {
     ASSIGN_OR_RETURN(c.json, ReadJsonFile(c.path));
     return c;
@@ -43,17 +43,17 @@ StatusOr<ConfigSource> ReadConfig(const std::string& model_dir, const ModelSourc
   if (fs::exists(bert_config_path)) {
     // A folder as Google's BERT scripts leave it: the head and labels come
     // from the checkpoint's variables.
-    ASSIGN_OR_RETURN(*ckpt, importer::Checkpoint::Open(model_dir, source.weights));
+    ASSIGN_OR_RETURN(*ckpt, checkpoint::Checkpoint::Open(model_dir, source.weights));
     ASSIGN_OR_RETURN(nlohmann::json bert_config, ReadJsonFile(bert_config_path));
-    ASSIGN_OR_RETURN(c.json, importer::HfConfigFromBertConfig(bert_config, bert_config_path,
+    ASSIGN_OR_RETURN(c.json, checkpoint::HfConfigFromBertConfig(bert_config, bert_config_path,
                                                               **ckpt, notice));
     c.path = bert_config_path;
     return c;
   }
   if (IsOnnxFile(source.weights) || (source.weights.empty() &&
-                                     fs::exists(importer::JoinPath(model_dir, "model.onnx")))) {
-    ASSIGN_OR_RETURN(*ckpt, importer::Checkpoint::Open(model_dir, source.weights));
-    const importer::ImpliedConfig& implied = (*ckpt)->implied_config();
+                                     fs::exists(checkpoint::JoinPath(model_dir, "model.onnx")))) {
+    ASSIGN_OR_RETURN(*ckpt, checkpoint::Checkpoint::Open(model_dir, source.weights));
+    const checkpoint::ImpliedConfig& implied = (*ckpt)->implied_config();
     if (implied.config.is_null())
       return NotFound(model_dir + ": no config.json, and the ONNX graph does not tell the "
                       "config: " + implied.gap + "; put the model's config.json beside it");
@@ -71,9 +71,9 @@ StatusOr<ConfigSource> ReadConfig(const std::string& model_dir, const ModelSourc
 
 // An ONNX export's graph against the config.json beside it: a head count the
 // graph does not compute would give wrong outputs without an error.
-Status CheckAgainstGraph(const importer::Checkpoint& ckpt, const ModelConfig& config,
-                         const std::string& config_path, const importer::NoticeFn& notice) {
-  const importer::ImpliedConfig& implied = ckpt.implied_config();
+Status CheckAgainstGraph(const checkpoint::Checkpoint& ckpt, const ModelConfig& config,
+                         const std::string& config_path, const checkpoint::NoticeFn& notice) {
+  const checkpoint::ImpliedConfig& implied = ckpt.implied_config();
   if (implied.config.is_null()) return Status::Ok();
   auto graph = importer::ParseModelConfig(implied.config, ckpt.files().front(), nullptr);
   if (!graph.ok()) return Status::Ok();  // a family the graph's config does not describe
@@ -135,14 +135,14 @@ StatusOr<std::shared_ptr<Model>> LoadHfModel(const std::string& path,
   ASSIGN_OR_RETURN(const ModelSource source, ResolveModelSource(path));
   auto model = std::make_shared<Model>();
   // Every notice is also kept with the model, for `inspect` and the plan.
-  const importer::NoticeFn notice = [&](const std::string& n) {
+  const checkpoint::NoticeFn notice = [&](const std::string& n) {
     model->import_notes.push_back(n);
     if (options.on_notice) options.on_notice(n);
   };
   ASSIGN_OR_RETURN(auto layout, importer::ReadSentenceTransformersLayout(source.dir));
   const std::string model_dir = layout ? layout->transformer_dir : source.dir;
 
-  std::optional<importer::Checkpoint> ckpt;
+  std::optional<checkpoint::Checkpoint> ckpt;
   ASSIGN_OR_RETURN(const ConfigSource config, ReadConfig(model_dir, source, &ckpt, notice));
   ASSIGN_OR_RETURN(model->config, importer::ParseModelConfig(config.json, config.path, notice));
   if (layout)
@@ -154,7 +154,7 @@ StatusOr<std::shared_ptr<Model>> LoadHfModel(const std::string& path,
            "SpladePooling module says)");
 
   if (!ckpt) {
-    ASSIGN_OR_RETURN(ckpt, importer::Checkpoint::Open(model_dir, source.weights));
+    ASSIGN_OR_RETURN(ckpt, checkpoint::Checkpoint::Open(model_dir, source.weights));
   }
   for (const std::string& n : ckpt->notes()) notice(n);
   if (!config.from_graph) RETURN_IF_ERROR(CheckAgainstGraph(*ckpt, model->config, config.path, notice));

@@ -5,37 +5,14 @@
 
 #include "core/half.h"
 #include "families/family.h"
-#include "importer/weight_binder.h"
+#include "checkpoint/weight_binder.h"
 #include "runtime/model_check.h"
 
 namespace bertrt::importer {
-
-StatusOr<Tensor> ToFloat32(const CheckpointTensor& ref) {
-  const Tensor& src = ref.data;
-  const auto* bytes = static_cast<const uint8_t*>(src.raw());
-  const size_t n = static_cast<size_t>(src.numel());
-  const DType dtype = src.dtype();
-  if (dtype == DType::kF32 && reinterpret_cast<uintptr_t>(bytes) % alignof(float) == 0)
-    return src;
-  if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16 &&
-      dtype != DType::kF64)
-    return InvalidArgument(ref.name + " in " + ref.file + " has dtype " +
-                           DTypeName(dtype) + "; weights must be F32, F16, BF16 or F64");
-  Tensor out = Tensor::ZerosF32(src.shape());
-  float* dst = out.mutable_f32();
-  if (dtype == DType::kF16 || dtype == DType::kBF16) {
-    WidenToFloat(dtype, bytes, n, dst);
-  } else if (dtype == DType::kF32) {
-    std::memcpy(dst, bytes, 4 * n);  // unaligned F32
-  } else {
-    for (size_t i = 0; i < n; ++i) {
-      double d;
-      std::memcpy(&d, bytes + 8 * i, 8);  // the file gives no alignment guarantee
-      dst[i] = static_cast<float>(d);
-    }
-  }
-  return out;
-}
+using checkpoint::Checkpoint;
+using checkpoint::FewNames;
+using checkpoint::ReportUnused;
+using checkpoint::WeightBinder;
 
 Status BindWeights(const Checkpoint& ckpt, const ModelConfig& c, const NoticeFn& notice,
                    ModelWeights* w) {

@@ -205,33 +205,21 @@ StatusOr<Encoding> BertTokenizer::EncodeWhole(std::string_view text,
                                               const EncodeLimits& limits,
                                               EncodeReport* report) const {
   Scratch& s = ThreadScratch();
-  Status status = EncodeSequence(text, false, limits.max_normalized_chars, s, s.a);
-  if (status.ok() && text_pair)
-    status = EncodeSequence(*text_pair, true, limits.max_normalized_chars, s, s.b);
-  if (!status.ok()) {
-    s.ReleaseLarge();
-    return status;
-  }
-  StatusOr<Encoding> out =
-      ApplyLimits(parts_.post_processor, s.a, text_pair ? &s.b : nullptr, limits, report);
-  // Texts this short leave every buffer under kScratchKeepBytes (none takes
-  // 64 bytes per byte of text, 4 chars normalized per char included), and
-  // the usual text is: the checks would cost it a few percent.
-  if (text.size() + (text_pair ? text_pair->size() : 0) > kScratchKeepBytes / 64) s.ReleaseLarge();
-  return out;
+  // Texts of kScratchKeepBytes / 64 bytes leave every buffer under
+  // kScratchKeepBytes (none takes 64 bytes per byte of text, 4 chars
+  // normalized per char included), and the usual text is that short: the
+  // checks would cost it a few percent.
+  return EncodeWholeTexts(s, parts_.post_processor, text, text_pair, limits, report,
+                          kScratchKeepBytes / 64,
+                          [&](std::string_view t, bool is_pair, TokenList& out) {
+                            return EncodeSequence(t, is_pair, limits.max_normalized_chars, s, out);
+                          });
 }
 
 Status BertTokenizer::EncodeSequence(std::string_view text, bool is_pair, size_t max_normalized,
                                      Scratch& s, TokenList& out) const {
   out.clear();
-  const ptrdiff_t bad = DecodeUtf8(text, s.chars);
-  if (bad >= 0) {
-    return InvalidArgument(std::string("invalid UTF-8 in ") + (is_pair ? "text_pair" : "text") +
-                           " at byte offset " + std::to_string(bad));
-  }
-  if (s.chars.size() >= UINT32_MAX / 4) {
-    return InvalidArgument(std::string(is_pair ? "text_pair" : "text") + " is too long");
-  }
+  RETURN_IF_ERROR(DecodeText(text, is_pair, s.chars));
   const auto n = static_cast<uint32_t>(s.chars.size());
   s.raw_segments.clear();
   if (raw_added_.empty()) {

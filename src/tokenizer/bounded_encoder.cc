@@ -19,15 +19,30 @@ Status NormalizedTooLong(size_t limit) {
                     "shorten it, or raise that limit");
 }
 
-Status CheckUtf8(std::string_view text, bool is_pair, size_t& chars) {
+namespace {
+
+// CheckUtf8's and DecodeText's errors: `bad` the first invalid byte (or -1),
+// `chars` the code points.
+Status Utf8Errors(bool is_pair, ptrdiff_t bad, size_t chars) {
   const char* name = is_pair ? "text_pair" : "text";
-  const ptrdiff_t bad = ValidateUtf8(text, chars);
   if (bad >= 0) {
     return InvalidArgument(std::string("invalid UTF-8 in ") + name + " at byte offset " +
                            std::to_string(bad));
   }
   if (chars >= UINT32_MAX / 4) return InvalidArgument(std::string(name) + " is too long");
   return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckUtf8(std::string_view text, bool is_pair, size_t& chars) {
+  const ptrdiff_t bad = ValidateUtf8(text, chars);
+  return Utf8Errors(is_pair, bad, chars);
+}
+
+Status DecodeText(std::string_view text, bool is_pair, std::vector<char32_t>& chars) {
+  const ptrdiff_t bad = DecodeUtf8(text, chars);
+  return Utf8Errors(is_pair, bad, chars.size());
 }
 
 namespace {

@@ -27,6 +27,7 @@
 #include <optional>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "bertrt/tokenizer.h"
 #include "tokenizer/added_tokens.h"
@@ -117,5 +118,28 @@ Status NormalizedTooLong(size_t limit);
 // The invalid UTF-8 and too-long errors of a text (or text_pair); sets
 // `chars` to its code points.
 Status CheckUtf8(std::string_view text, bool is_pair, size_t& chars);
+// The same, decoding the text into `chars`.
+Status DecodeText(std::string_view text, bool is_pair, std::vector<char32_t>& chars);
+
+// PieceEncoder::EncodeWhole as both tokenizers do it: each text's tokens
+// into the thread's scratch `s` (its a and b; encode(text, is_pair, tokens)),
+// then the template and `limits`; the scratch's large buffers let go once
+// texts longer than `release_after_bytes` are done (0: always).
+template <typename Scratch, typename EncodeText>
+StatusOr<Encoding> EncodeWholeTexts(Scratch& s, const PostProcessor& post, std::string_view text,
+                                    std::optional<std::string_view> text_pair,
+                                    const EncodeLimits& limits, EncodeReport* report,
+                                    size_t release_after_bytes, EncodeText&& encode) {
+  Status status = encode(text, false, s.a);
+  if (status.ok() && text_pair) status = encode(*text_pair, true, s.b);
+  if (!status.ok()) {
+    s.ReleaseLarge();
+    return status;
+  }
+  StatusOr<Encoding> out = ApplyLimits(post, s.a, text_pair ? &s.b : nullptr, limits, report);
+  const size_t bytes = text.size() + (text_pair ? text_pair->size() : 0);
+  if (release_after_bytes == 0 || bytes > release_after_bytes) s.ReleaseLarge();
+  return out;
+}
 
 }  // namespace bertrt::tokenizer

@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "bertrt/importer.h"
-#include "importer/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 namespace bertrt::importer_test {
 
@@ -36,16 +36,16 @@ inline Loaded Load(const std::string& dir) {
 // same bytes: the same weights in another format. Returns how many it compared.
 inline size_t ExpectSameTensors(const std::string& converted, const std::string& source,
                                 const std::string& format) {
-  auto got = importer::Checkpoint::Open(ModelDir(converted));
+  auto got = checkpoint::Checkpoint::Open(ModelDir(converted));
   EXPECT_TRUE(got.ok()) << got.status().ToString();
-  auto want = importer::Checkpoint::Open(ModelDir(source));
+  auto want = checkpoint::Checkpoint::Open(ModelDir(source));
   EXPECT_TRUE(want.ok()) << want.status().ToString();
   if (!got.ok() || !want.ok()) return 0;
   if (!format.empty()) EXPECT_EQ(got->format(), format);
   size_t compared = 0;
   for (const auto& [name, w] : want->tensors()) {
     if (name.find("position_ids") != std::string::npos) continue;
-    const importer::CheckpointTensor* g = got->Find(name);
+    const checkpoint::CheckpointTensor* g = got->Find(name);
     EXPECT_NE(g, nullptr) << converted << ": " << name;
     if (!g) continue;
     EXPECT_EQ(g->data.dtype(), w.data.dtype()) << name;

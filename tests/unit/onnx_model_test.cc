@@ -2,7 +2,7 @@
 // found again under its transformers name with the same bytes, whichever
 // exporter renamed it; int8 weights dequantized to within half a step of the
 // source; files cut short are errors.
-#include "importer/onnx_model.h"
+#include "checkpoint/onnx_model.h"
 
 #include <gtest/gtest.h>
 
@@ -11,12 +11,12 @@
 
 #include "bertrt/importer.h"
 #include "core/files.h"
-#include "importer/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "importer/hf_config.h"
 #include "core/json_util.h"
 #include "importer_test_util.h"
 
-namespace bertrt::importer {
+namespace bertrt::checkpoint {
 namespace {
 
 using importer_test::ExpectSameTensors;
@@ -72,11 +72,11 @@ TEST(OnnxModel, TheGraphImpliesTheExportedConfig) {
     ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
     const ImpliedConfig& implied = ckpt->implied_config();
     ASSERT_FALSE(implied.config.is_null()) << implied.gap;
-    auto got = ParseModelConfig(implied.config, "graph", nullptr);
+    auto got = importer::ParseModelConfig(implied.config, "graph", nullptr);
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     auto json = ReadJsonFile(ModelDir(name) + "/config.json");
     ASSERT_TRUE(json.ok());
-    auto want = ParseModelConfig(*json, "config.json", nullptr);
+    auto want = importer::ParseModelConfig(*json, "config.json", nullptr);
     ASSERT_TRUE(want.ok());
     EXPECT_EQ(got->model_type, want->model_type);
     EXPECT_EQ(got->hidden_size, want->hidden_size);
@@ -131,4 +131,4 @@ TEST(ModelSource, AWeightsFileNamesItsFolderAndItself) {
 }
 
 }  // namespace
-}  // namespace bertrt::importer
+}  // namespace bertrt::checkpoint

@@ -2,7 +2,7 @@
 // (scripts/make_tf_checkpoints.py) read back under transformers' names, equal
 // to the safetensors models they came from; damaged indexes and shards are
 // errors that say what is wrong.
-#include "importer/tf_checkpoint.h"
+#include "checkpoint/tf_checkpoint.h"
 
 #include <gtest/gtest.h>
 
@@ -12,10 +12,10 @@
 #include <string>
 
 #include "core/files.h"
-#include "importer/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "importer_test_util.h"
 
-namespace bertrt::importer {
+namespace bertrt::checkpoint {
 namespace {
 
 namespace fs = std::filesystem;
@@ -145,4 +145,4 @@ TEST_F(TfDamageTest, TheCheckpointFileChoosesAndMustNameOneThatIsThere) {
 }
 
 }  // namespace
-}  // namespace bertrt::importer
+}  // namespace bertrt::checkpoint

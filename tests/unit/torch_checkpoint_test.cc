@@ -1,7 +1,7 @@
 // pytorch_model.bin: the fixtures torch.save wrote (scripts/make_torch_checkpoints.py)
 // read back tensor for tensor equal to the safetensors models they came from,
 // and pickles a state dict never holds refused by name.
-#include "importer/torch_checkpoint.h"
+#include "checkpoint/torch_checkpoint.h"
 
 #include <gtest/gtest.h>
 
@@ -9,11 +9,11 @@
 #include <string>
 
 #include "core/files.h"
-#include "importer/checkpoint.h"
-#include "importer/torch_pickle.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/torch_pickle.h"
 #include "importer_test_util.h"
 
-namespace bertrt::importer {
+namespace bertrt::checkpoint {
 namespace {
 
 using importer_test::ExpectSameTensors;
@@ -186,4 +186,4 @@ TEST(TorchCheckpoint, NotACheckpoint) {
 }
 
 }  // namespace
-}  // namespace bertrt::importer
+}  // namespace bertrt::checkpoint

@@ -1,11 +1,11 @@
-#include "importer/torch_pickle.h"
+#include "checkpoint/torch_pickle.h"
 
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <utility>
 
-namespace bertrt::importer {
+namespace bertrt::checkpoint {
 namespace {
 
 // Values live in one arena and refer to each other by index: a hostile pickle
@@ -607,4 +607,4 @@ StatusOr<PickleScalar> ReadPlainPickle(std::string_view bytes, const std::string
   return out;
 }
 
-}  // namespace bertrt::importer
+}  // namespace bertrt::checkpoint

@@ -26,9 +26,9 @@
 #include <vector>
 
 #include "bertrt/status.h"
-#include "importer/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
-namespace bertrt::importer {
+namespace bertrt::checkpoint {
 
 struct OnnxWeights {
   std::vector<CheckpointTensor> tensors;
@@ -46,4 +46,4 @@ StatusOr<OnnxWeights> ReadOnnxModel(const std::string& path);
 StatusOr<OnnxWeights> ParseOnnxModel(std::string_view bytes, const std::string& dir,
                                      const std::string& display_name);
 
-}  // namespace bertrt::importer
+}  // namespace bertrt::checkpoint

@@ -1,4 +1,4 @@
-#include "importer/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 #include <cstring>
 #include <filesystem>
@@ -7,13 +7,13 @@
 #include <set>
 
 #include "bertrt/safetensors.h"
-#include "importer/hf_config.h"
+#include "checkpoint/config_fields.h"
 #include "core/json_util.h"
-#include "importer/onnx_model.h"
-#include "importer/tf_checkpoint.h"
-#include "importer/torch_checkpoint.h"
+#include "checkpoint/onnx_model.h"
+#include "checkpoint/tf_checkpoint.h"
+#include "checkpoint/torch_checkpoint.h"
 
-namespace bertrt::importer {
+namespace bertrt::checkpoint {
 
 namespace {
 
@@ -205,4 +205,4 @@ const CheckpointTensor* Checkpoint::Find(const std::string& name) const {
   return it == tensors_.end() ? nullptr : &it->second;
 }
 
-}  // namespace bertrt::importer
+}  // namespace bertrt::checkpoint

@@ -1,4 +1,4 @@
-#include "importer/torch_checkpoint.h"
+#include "checkpoint/torch_checkpoint.h"
 
 #include <unistd.h>
 #include <zip.h>
@@ -9,9 +9,9 @@
 #include <memory>
 
 #include "core/files.h"
-#include "importer/torch_pickle.h"
+#include "checkpoint/torch_pickle.h"
 
-namespace bertrt::importer {
+namespace bertrt::checkpoint {
 namespace {
 
 // The legacy format's first pickle: 0x1950a86a20f9469cfc6c as the
@@ -312,4 +312,4 @@ StatusOr<TorchCheckpoint> ParseTorchCheckpoint(std::string_view bytes,
   return ReadLegacy(bytes, owner, display_name, display_name);
 }
 
-}  // namespace bertrt::importer
+}  // namespace bertrt::checkpoint

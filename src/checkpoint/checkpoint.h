@@ -14,7 +14,7 @@
 #include "bertrt/status.h"
 #include "bertrt/tensor.h"
 
-namespace bertrt::importer {
+namespace bertrt::checkpoint {
 
 // One tensor as a checkpoint file holds it: its bytes (any dtype, row-major,
 // contiguous), kept alive by the tensor's owner.
@@ -71,4 +71,4 @@ class Checkpoint {
   ImpliedConfig implied_config_;
 };
 
-}  // namespace bertrt::importer
+}  // namespace bertrt::checkpoint

@@ -1,4 +1,4 @@
-#include "importer/onnx_model.h"
+#include "checkpoint/onnx_model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,10 +12,10 @@
 #include <set>
 
 #include "core/files.h"
-#include "importer/hf_config.h"
+#include "checkpoint/config_fields.h"
 #include "onnx_model.pb.h"
 
-namespace bertrt::importer {
+namespace bertrt::checkpoint {
 namespace {
 
 namespace fs = std::filesystem;
@@ -572,4 +572,4 @@ StatusOr<OnnxWeights> ReadOnnxModel(const std::string& path) {
   return w;
 }
 
-}  // namespace bertrt::importer
+}  // namespace bertrt::checkpoint

@@ -1,4 +1,4 @@
-#include "importer/tf_checkpoint.h"
+#include "checkpoint/tf_checkpoint.h"
 
 #include <cstdio>
 #include <cstring>
@@ -13,7 +13,7 @@
 #include "core/json_util.h"
 #include "tf_bundle.pb.h"
 
-namespace bertrt::importer {
+namespace bertrt::checkpoint {
 namespace {
 
 namespace fs = std::filesystem;
@@ -380,4 +380,4 @@ StatusOr<TfCheckpoint> ReadTfCheckpoint(const std::string& prefix) {
   return out;
 }
 
-}  // namespace bertrt::importer
+}  // namespace bertrt::checkpoint

@@ -16,10 +16,10 @@
 #include <nlohmann/json.hpp>
 
 #include "bertrt/status.h"
-#include "importer/checkpoint.h"
-#include "importer/hf_config.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/config_fields.h"
 
-namespace bertrt::importer {
+namespace bertrt::checkpoint {
 
 // The checkpoint in `dir`: the prefix (without ".index") that the
 // `checkpoint` file names, or the only *.index there. Empty when there is none.
@@ -61,4 +61,4 @@ StatusOr<nlohmann::json> HfConfigFromBertConfig(const nlohmann::json& bert_confi
 // Whether a TensorFlow variable exists only for training.
 bool IsTfTrainingVariable(const std::string& name);
 
-}  // namespace bertrt::importer
+}  // namespace bertrt::checkpoint

@@ -22,7 +22,7 @@
 #include "bertrt/status.h"
 #include "bertrt/tensor.h"
 
-namespace bertrt::importer {
+namespace bertrt::checkpoint {
 
 // A storage as a persistent id names it: ('storage', torch.FloatStorage,
 // key, location, numel[, view metadata]).
@@ -70,4 +70,4 @@ struct PickleScalar {
 StatusOr<PickleScalar> ReadPlainPickle(std::string_view bytes, const std::string& where,
                                        size_t* consumed);
 
-}  // namespace bertrt::importer
+}  // namespace bertrt::checkpoint

@@ -10,10 +10,14 @@
 
 #include "bertrt/status.h"
 #include "bertrt/tensor.h"
-#include "importer/checkpoint.h"
-#include "importer/hf_config.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/config_fields.h"
 
-namespace bertrt::importer {
+namespace bertrt::checkpoint {
+
+// An fp32 tensor for `ref`: the mapped bytes themselves when they are aligned
+// F32, otherwise a converted copy.
+StatusOr<Tensor> ToFloat32(const CheckpointTensor& ref);
 
 class WeightBinder {
  public:
@@ -66,4 +70,4 @@ std::string FewNames(const std::vector<std::string>& names, size_t max);
 void ReportUnused(const Checkpoint& ckpt, const std::set<std::string>& used,
                   const NoticeFn& notice);
 
-}  // namespace bertrt::importer
+}  // namespace bertrt::checkpoint

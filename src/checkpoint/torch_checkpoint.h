@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "bertrt/status.h"
-#include "importer/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
-namespace bertrt::importer {
+namespace bertrt::checkpoint {
 
 struct TorchCheckpoint {
   std::vector<CheckpointTensor> tensors;
@@ -32,4 +32,4 @@ StatusOr<TorchCheckpoint> ParseTorchCheckpoint(std::string_view bytes,
                                                std::shared_ptr<const void> owner,
                                                const std::string& display_name);
 
-}  // namespace bertrt::importer
+}  // namespace bertrt::checkpoint
