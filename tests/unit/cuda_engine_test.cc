@@ -20,6 +20,7 @@
 #include "bertrt/devices.h"
 #include "bertrt/engine.h"
 #include "bertrt/plan.h"
+#include "bertrt/self_check.h"
 
 namespace bertrt {
 namespace {
