@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 DEBS=(build-essential cmake ninja-build pkg-config git unzip curl
       nlohmann-json3-dev libutf8proc-dev libonig-dev libcli11-dev libspdlog-dev libfmt-dev
       libdnnl-dev libzip-dev libcpp-httplib-dev libboost-dev zlib1g-dev libssl-dev openssl libnghttp2-dev libgrpc++-dev libprotobuf-dev protobuf-compiler
+      libsimdjson-dev
       protobuf-compiler-grpc libgtest-dev libgmock-dev libbenchmark-dev clang-14 libclang-rt-14-dev libomp-14-dev
       python3 python3-pip python3-venv
       # Debian's oneDNN CMake config looks for OpenCL, which libdnnl-dev does not pull in.

@@ -17,6 +17,7 @@
 #include "core/json_float.h"
 #include "server/common/task_request.h"
 #include "server/http/http_server.h"
+#include "server/http/texts_body.h"
 #include "serving/infer.h"
 
 namespace bertrt::server {
@@ -163,6 +164,9 @@ struct Call {
   const json& body;
   const HttpRequest& req;
   serving::Infer& infer;
+  // The body's texts when ReadTextsBody read them (`body` then holds its
+  // other fields); nullptr when the full parse did.
+  TextsBody* texts = nullptr;
   ServedModel& model() const { return infer.model(); }
 };
 
@@ -263,6 +267,16 @@ Result<std::vector<Item>> ReadInputs(const json& body, const char* field, bool* 
   return out;
 }
 
+// The inputs of `field`: ReadTextsBody's texts when it read the body, else ReadInputs.
+Result<std::vector<Item>> Inputs(const Call& c, const char* field, bool* batch) {
+  if (!c.texts) return ReadInputs(c.body, field, batch);
+  std::vector<Item> items;
+  items.reserve(c.texts->texts.size());
+  for (std::string& text : c.texts->texts) items.push_back({std::move(text), {}, {}});
+  *batch = c.texts->batch;
+  return items;
+}
+
 // --- Embeddings -----------------------------------------------------------------
 
 struct EmbedOptions {
@@ -301,7 +315,7 @@ Result<std::vector<std::vector<float>>> EmbedItems(const Call& c, std::vector<It
 
 Result<JsonText> Embed(const Call& c) {
   bool batch = false;
-  ASSIGN_OR_RETURN(auto items, ReadInputs(c.body, "inputs", &batch));
+  ASSIGN_OR_RETURN(auto items, Inputs(c, "inputs", &batch));
   RETURN_IF_API_ERROR(CheckBatch(c.model(), items.size(), "inputs"));
   ASSIGN_OR_RETURN(EmbedOptions o, ReadEmbedOptions(c.body, true));
   ASSIGN_OR_RETURN(auto rows, EmbedItems(c, std::move(items), o));
@@ -659,7 +673,7 @@ std::string Base64Floats(const std::vector<float>& v) {
 Result<JsonText> OpenAiEmbeddings(const Call& c) {
   const json& body = c.body;
   bool batch = false;
-  ASSIGN_OR_RETURN(auto items, ReadInputs(body, "input", &batch));
+  ASSIGN_OR_RETURN(auto items, Inputs(c, "input", &batch));
   RETURN_IF_API_ERROR(CheckBatch(c.model(), items.size(), "input"));
   bool base64 = false;
   auto format = body.find("encoding_format");
@@ -865,20 +879,24 @@ void HttpServer::AddTeiRoutes() {
     return {kModelPrefix + path};
   };
   // openai: OpenAI's error bodies; model_field: the body's "model" picks one of
-  // several served models (OpenAI's and Cohere's bodies name one).
+  // several served models (OpenAI's and Cohere's bodies name one);
+  // texts_field: the field of texts ReadTextsBody reads without a tree.
   auto post = [this, patterns](const std::string& path, auto handler, bool openai = false,
-                               bool model_field = false) {
+                               bool model_field = false, const char* texts_field = nullptr) {
     model_field = model_field || openai;
     for (const bool named : {false, true}) {
-      Handler route = [this, path, handler, openai, model_field, named](const Request& req,
-                                                                          Response& res) {
+      Handler route = [this, path, handler, openai, model_field, texts_field, named](
+                          const Request& req, Response& res) {
       InFlightGuard in_flight(metrics_);
       const auto arrival = RequestTimer::Clock::now();
       auto model = named ? registry_.Find(req.params["model"]) : registry_.Default();
       std::optional<RequestTimer> timer;  // made once the model is known and the body read
       auto answer = [&]() -> Result<Answer> {
         if (!model.ok()) return model.status();
-        auto body = ParseBody(req);
+        std::optional<TextsBody> texts;
+        if (texts_field && !req.has_header("Inference-Header-Content-Length"))
+          texts = ReadTextsBody(req.body, texts_field);
+        auto body = texts ? StatusOr<json>(std::move(texts->rest)) : ParseBody(req);
         // Not JSON at all: 400, as TEI (axum) answers a syntax error.
         if (!body.ok()) return ApiError{400, ErrorType::kValidation, body.status().message(), ""};
         if (!body->is_object()) return Validation("the body must be a JSON object");
@@ -895,7 +913,7 @@ void HttpServer::AddTeiRoutes() {
         }
         timer.emplace(**model, &metrics_, arrival);
         serving::Infer infer(**model, *timer, req.client_gone);
-        return AsAnswer(handler(Call{*this, *body, req, infer}));
+        return AsAnswer(handler(Call{*this, *body, req, infer, texts ? &*texts : nullptr}));
       };
       Result<Answer> out = answer();
       if (out.ok()) {
@@ -923,7 +941,7 @@ void HttpServer::AddTeiRoutes() {
       for (const std::string& pattern : patterns(path, named)) Post(pattern, path, route);
     }
   };
-  post("/embed", Embed);
+  post("/embed", Embed, false, false, "inputs");
   post("/embed_all", EmbedAll);
   post("/embed_sparse", EmbedSparse);
   post("/predict", Predict);
@@ -936,8 +954,8 @@ void HttpServer::AddTeiRoutes() {
   post("/decode", Decode);
   post("/", Root);
   post("/invocations", Root);
-  post("/v1/embeddings", OpenAiEmbeddings, true);
-  post("/embeddings", OpenAiEmbeddings, true);
+  post("/v1/embeddings", OpenAiEmbeddings, true, false, "input");
+  post("/embeddings", OpenAiEmbeddings, true, false, "input");
   for (const bool named : {false, true}) {
     Get(named ? kModelPrefix + "/info" : "/info", "/info",
         [this, named](const Request& req, Response& res) {
