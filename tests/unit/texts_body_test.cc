@@ -27,6 +27,11 @@ TEST(TextsBody, ReadsTextsAndScalarsAsTheFullParse) {
   EXPECT_FALSE(one->batch);
   EXPECT_EQ(one->texts, std::vector<std::string>{"one text"});
   EXPECT_TRUE(one->rest.empty());
+  // A body past what a thread's parser keeps: read by a parser of its own.
+  const std::vector<std::string> many(300, std::string(250, 'x'));
+  auto large = ReadTextsBody(nlohmann::json{{"inputs", many}}.dump(), "inputs");
+  ASSERT_TRUE(large);
+  EXPECT_EQ(large->texts, many);
   // A repeated key: the last, as nlohmann keeps it.
   auto twice = ReadTextsBody(R"({"inputs": "first", "inputs": ["second"]})", "inputs");
   ASSERT_TRUE(twice);

@@ -2,12 +2,19 @@
 
 #include <simdjson.h>
 
+#include <optional>
+
 namespace bertrt::server {
 
 std::optional<TextsBody> ReadTextsBody(std::string_view body, std::string_view field) {
   namespace od = simdjson::ondemand;
-  // One parser per handler thread: it keeps its buffers for the next body.
-  thread_local od::parser parser;
+  // One parser per handler thread keeps its buffers (about five bytes per
+  // byte of body) for the next body; a large body gets a parser of its own,
+  // freed with it, so that no thread keeps the largest body it ever saw.
+  constexpr size_t kKeptParserBody = 64 << 10;
+  thread_local od::parser kept;
+  std::optional<od::parser> own;
+  od::parser& parser = body.size() <= kKeptParserBody ? kept : own.emplace();
   const simdjson::padded_string padded(body);
   TextsBody out;
   bool found = false;
