@@ -57,6 +57,13 @@ TEST(TextsBody, LeavesEveryOtherShapeToTheFullParse) {
            "",
        })
     EXPECT_FALSE(ReadTextsBody(body, "inputs")) << body;
+  // NUL bytes after a value (fuzz/texts_body_fuzz.cc found simdjson taking
+  // them for the end of the text) and inside a string.
+  for (const std::string body : {std::string("{\"inputs\": \"a\", \"t\": true\0\0\0"
+                                             "7}",
+                                             30),
+                                 std::string("{\"inputs\": \"a\0b\"}", 17)})
+    EXPECT_FALSE(ReadTextsBody(body, "inputs")) << nlohmann::json(body).dump();
 }
 
 }  // namespace

@@ -15,6 +15,9 @@ std::optional<TextsBody> ReadTextsBody(std::string_view body, std::string_view f
   thread_local od::parser kept;
   std::optional<od::parser> own;
   od::parser& parser = body.size() <= kKeptParserBody ? kept : own.emplace();
+  // simdjson reads a NUL byte as the end of the text (its padding), where
+  // JSON has none: such a body is the full parse's to refuse.
+  if (body.find('\0') != std::string_view::npos) return std::nullopt;
   const simdjson::padded_string padded(body);
   TextsBody out;
   bool found = false;
