@@ -6,72 +6,78 @@
 
 namespace bertrt::server {
 
+namespace {
+
+// A scalar as nlohmann's parse gives it (integers as signed where they fit).
+std::optional<nlohmann::json> Scalar(simdjson::dom::element value) {
+  using Type = simdjson::dom::element_type;
+  switch (value.type()) {
+    case Type::INT64:
+      return nlohmann::json(int64_t(value.get_int64()));
+    case Type::UINT64:
+      return nlohmann::json(uint64_t(value.get_uint64()));
+    case Type::DOUBLE:
+      return nlohmann::json(double(value.get_double()));
+    case Type::STRING:
+      return nlohmann::json(std::string(std::string_view(value.get_string())));
+    case Type::BOOL:
+      return nlohmann::json(bool(value.get_bool()));
+    case Type::NULL_VALUE:
+      return nlohmann::json(nullptr);
+    default:
+      return std::nullopt;  // an object or a list
+  }
+}
+
+}  // namespace
+
 std::optional<TextsBody> ReadTextsBody(std::string_view body, std::string_view field) {
-  namespace od = simdjson::ondemand;
-  // One parser per handler thread keeps its buffers (about five bytes per
-  // byte of body) for the next body; a large body gets a parser of its own,
-  // freed with it, so that no thread keeps the largest body it ever saw.
-  constexpr size_t kKeptParserBody = 64 << 10;
-  thread_local od::parser kept;
-  std::optional<od::parser> own;
-  od::parser& parser = body.size() <= kKeptParserBody ? kept : own.emplace();
+  namespace dom = simdjson::dom;
   // simdjson reads a NUL byte as the end of the text (its padding), where
   // JSON has none: such a body is the full parse's to refuse.
   if (body.find('\0') != std::string_view::npos) return std::nullopt;
-  const simdjson::padded_string padded(body);
+  // One parser per handler thread keeps its buffers (several bytes per byte
+  // of body) for the next body; a large body gets a parser of its own, freed
+  // with it, so that no thread keeps the largest body it ever saw.
+  constexpr size_t kKeptParserBody = 64 << 10;
+  thread_local dom::parser kept;
+  std::optional<dom::parser> own;
+  dom::parser& parser = body.size() <= kKeptParserBody ? kept : own.emplace();
+  // The DOM parser validates the whole text (structure, UTF-8, escapes,
+  // numbers), as nlohmann's does; its tape holds no allocation per value.
+  dom::element doc;
+  if (parser.parse(body.data(), body.size(), /*realloc_if_needed=*/true).get(doc))
+    return std::nullopt;
+  dom::object object;
+  if (doc.get_object().get(object)) return std::nullopt;
   TextsBody out;
   bool found = false;
-  // simdjson reports errors through its results: any of them means "not this
-  // shape", and the full parse decides.
-  auto read = [&]() -> simdjson::error_code {
-    od::document doc;
-    if (auto e = parser.iterate(padded).get(doc)) return e;
-    od::object object;
-    if (auto e = doc.get_object().get(object)) return e;
-    for (auto member : object) {
-      std::string_view key;
-      if (auto e = member.unescaped_key().get(key)) return e;
-      od::value value;
-      if (auto e = member.value().get(value)) return e;
-      od::json_type type;
-      if (auto e = value.type().get(type)) return e;
-      if (key == field) {
-        // A repeated key: the last one counts, as in the full parse.
-        out.texts.clear();
-        found = true;
-        if (type == od::json_type::string) {
-          std::string_view text;
-          if (auto e = value.get_string().get(text)) return e;
-          out.texts.emplace_back(text);
-          out.batch = false;
-          continue;
-        }
-        if (type != od::json_type::array) return simdjson::INCORRECT_TYPE;
-        out.batch = true;
-        od::array list;
-        if (auto e = value.get_array().get(list)) return e;
-        for (auto item : list) {
-          std::string_view text;
-          if (auto e = item.get_string().get(text)) return e;  // token ids: the full parse
-          out.texts.emplace_back(text);
-        }
-        if (out.texts.empty()) return simdjson::INCORRECT_TYPE;  // its own error
+  for (dom::key_value_pair member : object) {
+    if (member.key == field) {
+      // A repeated key: the last one counts, as in the full parse.
+      out.texts.clear();
+      found = true;
+      std::string_view text;
+      if (!member.value.get_string().get(text)) {
+        out.texts.emplace_back(text);
+        out.batch = false;
         continue;
       }
-      if (type == od::json_type::object || type == od::json_type::array)
-        return simdjson::INCORRECT_TYPE;
-      const std::string_view token = value.raw_json_token();
-      // A scalar's own token: nlohmann reads it as the full parse would.
-      nlohmann::json scalar = nlohmann::json::parse(token, nullptr, /*allow_exceptions=*/false);
-      if (scalar.is_discarded()) return simdjson::INCORRECT_TYPE;
-      out.rest[std::string(key)] = std::move(scalar);
+      dom::array list;
+      if (member.value.get_array().get(list)) return std::nullopt;
+      out.batch = true;
+      for (dom::element item : list) {
+        if (item.get_string().get(text)) return std::nullopt;  // token ids: the full parse
+        out.texts.emplace_back(text);
+      }
+      if (out.texts.empty()) return std::nullopt;  // its own error
+      continue;
     }
-    // Nothing may follow the object: past its end there is no location.
-    if (doc.current_location().error() != simdjson::OUT_OF_BOUNDS)
-      return simdjson::TRAILING_CONTENT;
-    return simdjson::SUCCESS;
-  };
-  if (read() != simdjson::SUCCESS || !found) return std::nullopt;
+    std::optional<nlohmann::json> scalar = Scalar(member.value);
+    if (!scalar) return std::nullopt;
+    out.rest[std::string(member.key)] = std::move(*scalar);
+  }
+  if (!found) return std::nullopt;
   return out;
 }
 
