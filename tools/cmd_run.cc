@@ -208,15 +208,14 @@ StatusOr<SequenceInput> EncodeLine(const RunContext& ctx, const std::string& lin
   return seq;
 }
 
-// Runs a chunk's sequences (none: nothing to run) into `result`, through
-// the serving core as the server's requests are; false when the engine
-// failed, which stops the run (chunk.fatal).
-bool RunChunk(const RunContext& ctx, std::vector<SequenceInput> sequences, Chunk& chunk,
-              InferResult& result) {
-  if (sequences.empty()) return true;
+// Runs `op` (an operation of serving::Infer, through the serving core as the
+// server's requests are) into `result`; false when the engine failed, which
+// stops the run (chunk.fatal).
+template <typename Result, typename Op>
+bool RunChunk(const RunContext& ctx, Chunk& chunk, Result& result, Op&& op) {
   serving::RequestTimer timer(*ctx.model, nullptr);
   serving::Infer infer(*ctx.model, timer);
-  auto done = infer.Run(std::move(sequences), ctx.hidden_states);
+  auto done = op(infer);
   timer.Finish(done.status());
   if (!done.ok()) {
     chunk.fatal = done.status();
@@ -258,17 +257,9 @@ void ProcessTaskChunk(const RunContext& ctx, Chunk& chunk) {
   for (const auto& r : requests)
     if (r.ok()) r->AppendTasks(tasks);
   std::vector<serving::TaskAnswer> answers;
-  if (!tasks.empty()) {
-    serving::RequestTimer timer(*ctx.model, nullptr);
-    serving::Infer infer(*ctx.model, timer);
-    auto done = infer.RunTasks(tasks);
-    timer.Finish(done.status());
-    if (!done.ok()) {
-      chunk.fatal = done.status();
-      return;
-    }
-    answers = std::move(*done);
-  }
+  if (!tasks.empty() &&
+      !RunChunk(ctx, chunk, answers, [&](serving::Infer& infer) { return infer.RunTasks(tasks); }))
+    return;
   size_t first = 0;
   for (const auto& r : requests) {
     if (!r.ok()) {
@@ -294,7 +285,10 @@ void ProcessChunk(const RunContext& ctx, Chunk& chunk) {
   }
   chunk.lines = {};
   InferResult result;
-  if (!RunChunk(ctx, std::move(sequences), chunk, result)) return;
+  if (!sequences.empty() && !RunChunk(ctx, chunk, result, [&](serving::Infer& infer) {
+        return infer.Run(std::move(sequences), ctx.hidden_states);
+      }))
+    return;
   int seq = 0;
   for (const Status& e : encoded) {
     if (!e.ok()) {
