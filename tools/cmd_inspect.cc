@@ -10,7 +10,7 @@
 #include "builder/plan_layout.h"
 #include "cli_util.h"
 #include "commands.h"
-#include "runtime/model_check.h"
+#include "model/model_check.h"
 
 namespace bertrt::cli {
 

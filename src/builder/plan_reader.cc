@@ -16,7 +16,7 @@
 #include "builder/plan_format.h"
 #include "builder/plan_layout.h"
 #include "core/files.h"
-#include "runtime/model_check.h"
+#include "model/model_check.h"
 
 namespace bertrt {
 namespace {

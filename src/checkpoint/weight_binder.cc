@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "core/half.h"
-#include "runtime/model_check.h"
+#include "model/model_check.h"
 
 namespace bertrt::checkpoint {
 

@@ -6,7 +6,7 @@
 #include "core/half.h"
 #include "families/family.h"
 #include "checkpoint/weight_binder.h"
-#include "runtime/model_check.h"
+#include "model/model_check.h"
 
 namespace bertrt::importer {
 using checkpoint::Checkpoint;

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string_view>
 
-#include "runtime/outputs.h"
+#include "model/outputs.h"
 
 namespace bertrt::serving {
 

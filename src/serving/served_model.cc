@@ -10,7 +10,7 @@
 
 #include "bertrt/devices.h"
 #include "bertrt/self_check.h"
-#include "runtime/prompt.h"
+#include "model/prompt.h"
 
 namespace bertrt::serving {
 

@@ -228,7 +228,7 @@ def load_reference(spec, dtype):
     frequencies are a buffer that from_pretrained keeps in float32 and
     .to(torch.bfloat16) would round to 8 bits. (Its angles and rotation stay
     float32 in every precision, float64 included: transformers computes them
-    so, and bertrt matches it, src/runtime/rotary.h.)"""
+    so, and bertrt matches it, src/model/rotary.h.)"""
     from transformers import AutoConfig, AutoModel, BertModel
     import transformers
     path = spec["path"]

@@ -9,8 +9,8 @@
 
 #include "backends/cpu/cpu_linear.h"
 #include "backends/cpu/cpu_ops.h"
-#include "runtime/relative_position.h"
-#include "runtime/rotary.h"
+#include "model/relative_position.h"
+#include "model/rotary.h"
 
 namespace bertrt::cpu {
 namespace {
@@ -73,30 +73,33 @@ TEST(CpuOps, ActivationsAccurateOverWideRange) {
   }
 }
 
-// Both kernels (whichever the machine would pick), every epilogue, odd sizes
-// (vector and block tails), and the weights read at row counts other than the
-// one their layout was chosen for.
+// Both kernels (whichever the machine would pick), every epilogue (the
+// residual read from c itself and from a tensor apart), odd sizes (vector and
+// block tails), and the weights read at row counts other than the one their
+// layout was chosen for.
 TEST(CpuOps, LinearMatchesReferenceForEveryEpilogue) {
   std::mt19937 rng(1);
   MatmulContext ctx;
   ASSERT_TRUE(ctx.Init().ok());
   for (Kernel kernel : {Kernel::kMatmul, Kernel::kSgemm})
     for (auto [k, n] : {std::pair{7, 5}, {37, 100}, {48, 144}, {100, 37}}) {
-      for (Epilogue e : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kGeluTanh, Epilogue::kRelu,
-                         Epilogue::kAccumulate}) {
+      for (auto [e, apart] : {std::pair{Epilogue::kNone, false}, {Epilogue::kGelu, false},
+                              {Epilogue::kGeluTanh, false}, {Epilogue::kRelu, false},
+                              {Epilogue::kResidual, false}, {Epilogue::kResidual, true}}) {
         Tensor w = Tensor::ZerosF32({n, k}), b = Tensor::ZerosF32({n});
         std::vector<float> wv = Random(size_t(n) * k, &rng), bv = Random(n, &rng);
         std::copy(wv.begin(), wv.end(), w.mutable_f32());
         std::copy(bv.begin(), bv.end(), b.mutable_f32());
         auto packed = PackLinear({&w}, {&b}, k, "test");
         ASSERT_TRUE(packed.ok());
-        auto linear = Linear::Create(std::move(*packed), e, &ctx, kernel);
+        auto linear = Linear::Create(std::move(*packed), &ctx, kernel);
         ASSERT_TRUE(linear.ok()) << linear.status().ToString();
         ASSERT_EQ(linear->kernel(), kernel);
         for (int m : {1, 13, 129}) {
           std::vector<float> a = Random(size_t(m) * k, &rng), c0 = Random(size_t(m) * n, &rng);
-          std::vector<float> c = c0;
-          ASSERT_TRUE(linear->Run(a.data(), m, c.data(), &ctx, 2).ok());
+          std::vector<float> c = apart ? std::vector<float>(c0.size(), -3.0f) : c0;
+          const float* residual = e != Epilogue::kResidual ? nullptr : apart ? c0.data() : c.data();
+          ASSERT_TRUE(linear->Run(a.data(), m, c.data(), &ctx, 2, e, residual).ok());
           std::vector<double> want(size_t(m) * n);
           for (int i = 0; i < m; ++i)
             for (int j = 0; j < n; ++j) {
@@ -107,13 +110,13 @@ TEST(CpuOps, LinearMatchesReferenceForEveryEpilogue) {
                 case Epilogue::kGelu: s = RefAct(s, Act::kGelu); break;
                 case Epilogue::kGeluTanh: s = RefAct(s, Act::kGeluTanh); break;
                 case Epilogue::kRelu: s = RefAct(s, Act::kRelu); break;
-                case Epilogue::kAccumulate: s += c0[i * n + j]; break;
+                case Epilogue::kResidual: s += c0[i * n + j]; break;
               }
               want[i * n + j] = s;
             }
           EXPECT_LT(NormRelErr(c, want), 1e-6)
-              << m << "x" << k << "x" << n << " epilogue " << static_cast<int>(e) << " kernel "
-              << static_cast<int>(kernel);
+              << m << "x" << k << "x" << n << " epilogue " << static_cast<int>(e) << " apart "
+              << apart << " kernel " << static_cast<int>(kernel);
         }
       }
     }
@@ -133,12 +136,13 @@ TEST(CpuOps, LinearRowDoesNotDependOnRowCount) {
   for (Kernel kernel : {Kernel::kMatmul, Kernel::kSgemm}) {
     auto packed = PackLinear({&w}, {&b}, k, "test");
     ASSERT_TRUE(packed.ok());
-    auto linear = Linear::Create(std::move(*packed), Epilogue::kGelu, &ctx, kernel);
+    auto linear = Linear::Create(std::move(*packed), &ctx, kernel);
     ASSERT_TRUE(linear.ok());
     std::vector<float> all(size_t(m) * n), one(n);
-    ASSERT_TRUE(linear->Run(a.data(), m, all.data(), &ctx, 2).ok());
+    ASSERT_TRUE(linear->Run(a.data(), m, all.data(), &ctx, 2, Epilogue::kGelu).ok());
     for (int r : {0, 1, 150, 299}) {
-      ASSERT_TRUE(linear->Run(a.data() + size_t(r) * k, 1, one.data(), &ctx, 2).ok());
+      ASSERT_TRUE(
+          linear->Run(a.data() + size_t(r) * k, 1, one.data(), &ctx, 2, Epilogue::kGelu).ok());
       EXPECT_LT(
           NormRelErr(one, std::vector<double>(all.begin() + r * n, all.begin() + (r + 1) * n)),
           1e-6)
@@ -180,21 +184,22 @@ TEST(CpuOps, BiasActMatchesReference) {
   }
 }
 
-TEST(CpuOps, BiasLayerNormMatchesReference) {
+TEST(CpuOps, LayerNormMatchesReferenceInPlaceAndApart) {
   std::mt19937 rng(3);
   for (auto [m, n] : {std::pair{1, 1}, {4, 37}, {3, 48}, {2, 768}}) {
-    for (bool with_bias : {false, true}) {
+    for (bool in_place : {false, true}) {
       std::vector<float> x0 = Random(size_t(m) * n, &rng, -3.0f, 5.0f);
-      std::vector<float> bias = Random(n, &rng), gamma = Random(n, &rng), beta = Random(n, &rng);
-      std::vector<float> x = x0;
-      BiasLayerNorm(x.data(), m, n, with_bias ? bias.data() : nullptr, gamma.data(), beta.data(),
-                    1e-5f, 2);
+      std::vector<float> gamma = Random(n, &rng), beta = Random(n, &rng);
+      std::vector<float> x = x0, out(x.size(), -7.0f);
+      float* y = in_place ? x.data() : out.data();
+      LayerNorm(x.data(), y, m, n, gamma.data(), beta.data(), 1e-5f, 2);
       std::vector<double> want(x.size());
       for (int i = 0; i < m; ++i) {
-        for (int j = 0; j < n; ++j) want[i * n + j] = double{x0[i * n + j]} + (with_bias ? bias[j] : 0.0);
+        for (int j = 0; j < n; ++j) want[i * n + j] = x0[i * n + j];
         RefLayerNorm(&want[i * n], n, gamma.data(), beta.data(), 1e-5);
       }
-      EXPECT_LT(NormRelErr(x, want), 2e-6) << m << "x" << n;
+      EXPECT_LT(NormRelErr(std::vector<float>(y, y + x.size()), want), 2e-6) << m << "x" << n;
+      if (!in_place) EXPECT_EQ(x, x0) << "the input is left as it was";
     }
   }
 }

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/outputs.h"
+#include "model/outputs.h"
 
 namespace bertrt {
 namespace {

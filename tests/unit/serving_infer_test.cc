@@ -8,7 +8,7 @@
 #include <string>
 
 #include "bertrt/engine.h"
-#include "runtime/outputs.h"
+#include "model/outputs.h"
 #include "serving/infer.h"
 
 namespace bertrt::serving {

@@ -71,18 +71,19 @@ inline __m256 ApplyAct(__m256 x, Act act) {
   return x;
 }
 
-// Row LayerNorm in place; x already holds everything that is summed in.
-void LayerNormRow(float* x, int n, const float* gamma, const float* beta, float eps) {
+// out = LayerNorm(in) of one row; in may be out.
+void LayerNormRow(const float* in, float* out, int n, const float* gamma, const float* beta,
+                  float eps) {
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-  for (int i = 0; i < n; ++i) sum += x[i];
+  for (int i = 0; i < n; ++i) sum += in[i];
   const float mean = sum / static_cast<float>(n);
   float sq = 0.0f;
 #pragma omp simd reduction(+ : sq)
-  for (int i = 0; i < n; ++i) sq += (x[i] - mean) * (x[i] - mean);
+  for (int i = 0; i < n; ++i) sq += (in[i] - mean) * (in[i] - mean);
   const float inv = 1.0f / std::sqrt(sq / static_cast<float>(n) + eps);
 #pragma omp simd
-  for (int i = 0; i < n; ++i) x[i] = (x[i] - mean) * inv * gamma[i] + beta[i];
+  for (int i = 0; i < n; ++i) out[i] = (in[i] - mean) * inv * gamma[i] + beta[i];
 }
 
 }  // namespace
@@ -94,17 +95,12 @@ void BiasAct(float* x, int m, int n, const float* bias, Act act, int threads) {
          [act](__m256 v, __m256 b) { return ApplyAct(_mm256_add_ps(v, b), act); });
 }
 
-void BiasLayerNorm(float* x, int m, int n, const float* bias, const float* gamma,
-                   const float* beta, float eps, int threads) {
+void LayerNorm(const float* in, float* out, int m, int n, const float* gamma, const float* beta,
+               float eps, int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)
-  for (int r = 0; r < m; ++r) {
-    float* row = x + static_cast<size_t>(r) * n;
-    if (bias) {
-#pragma omp simd
-      for (int i = 0; i < n; ++i) row[i] += bias[i];
-    }
-    LayerNormRow(row, n, gamma, beta, eps);
-  }
+  for (int r = 0; r < m; ++r)
+    LayerNormRow(in + static_cast<size_t>(r) * n, out + static_cast<size_t>(r) * n, n, gamma, beta,
+                 eps);
 }
 
 void EmbedLayerNorm(const int32_t* ids, const int32_t* types, const int32_t* cu_seqlens,
@@ -126,7 +122,7 @@ void EmbedLayerNorm(const int32_t* ids, const int32_t* types, const int32_t* cu_
 #pragma omp simd
       for (int i = 0; i < h; ++i) row[i] = w[i] + ty[i];
     }
-    LayerNormRow(row, h, tables.gamma, tables.beta, eps);
+    LayerNormRow(row, row, h, tables.gamma, tables.beta, eps);
   }
 }
 

@@ -44,9 +44,9 @@ StatusOr<PackedLinear> PackLinear(const std::vector<const Tensor*>& weights,
 // x[r, :] = act(x[r, :] + bias) for r in [0, m); bias may be null.
 void BiasAct(float* x, int m, int n, const float* bias, Act act, int threads);
 
-// x[r, :] = LayerNorm(x[r, :] + bias) * gamma + beta; bias may be null.
-void BiasLayerNorm(float* x, int m, int n, const float* bias, const float* gamma,
-                   const float* beta, float eps, int threads);
+// out[r, :] = LayerNorm(in[r, :]) * gamma + beta; in may be out.
+void LayerNorm(const float* in, float* out, int m, int n, const float* gamma, const float* beta,
+               float eps, int threads);
 
 struct EmbeddingTables {
   const float* word = nullptr;      // [vocab, h]

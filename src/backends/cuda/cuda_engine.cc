@@ -35,8 +35,8 @@
 #include "backends/cuda/op_profiler.h"
 #include "bertrt/devices.h"
 #include "core/startup_trace.h"
-#include "runtime/model_check.h"
-#include "runtime/outputs.h"
+#include "model/model_check.h"
+#include "model/outputs.h"
 
 namespace bertrt {
 namespace {

@@ -7,9 +7,9 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/kernels.h"
 #include "core/half.h"
-#include "runtime/model_check.h"
-#include "runtime/relative_position.h"
-#include "runtime/rotary.h"
+#include "model/model_check.h"
+#include "model/relative_position.h"
+#include "model/rotary.h"
 
 namespace bertrt::cuda {
 namespace {

@@ -1,4 +1,4 @@
-#include "runtime/rotary.h"
+#include "model/rotary.h"
 
 #include <cmath>
 

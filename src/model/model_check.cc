@@ -1,4 +1,4 @@
-#include "runtime/model_check.h"
+#include "model/model_check.h"
 
 #include <cstdint>
 #include <string>

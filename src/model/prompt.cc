@@ -1,4 +1,4 @@
-#include "runtime/prompt.h"
+#include "model/prompt.h"
 
 namespace bertrt {
 

@@ -1,4 +1,4 @@
-#include "runtime/relative_position.h"
+#include "model/relative_position.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "runtime/outputs.h"
+#include "model/outputs.h"
 
 #include <algorithm>
 #include <cmath>
