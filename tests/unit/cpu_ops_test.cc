@@ -1,5 +1,7 @@
-// Each CPU op against a naive float64 reference on random inputs, including
-// odd sizes that exercise the vector tails.
+// The CPU kernels' own cases against float64 references (op_reference.h): the
+// activations' accuracy, both GEMM kernels, odd sizes that exercise the vector
+// tails, attention's blocking at several head sizes and windows. The ops as
+// the forward calls them are held in ops_harness_test.cc.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,49 +12,25 @@
 #include "backends/cpu/cpu_linear.h"
 #include "backends/cpu/cpu_ops.h"
 #include "model/relative_position.h"
-#include "model/rotary.h"
+#include "op_reference.h"
 
 namespace bertrt::cpu {
 namespace {
 
-std::vector<float> Random(size_t n, std::mt19937* rng, float lo = -1.0f, float hi = 1.0f) {
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(*rng);
-  return v;
-}
-
-// max |got - want| / max |want|: a normwise error that does not blow up on
-// entries that happen to be near zero.
-double NormRelErr(const std::vector<float>& got, const std::vector<double>& want) {
-  EXPECT_EQ(got.size(), want.size());
-  double err = 0.0, scale = 1e-30;
-  for (size_t i = 0; i < want.size(); ++i) {
-    err = std::max(err, std::abs(got[i] - want[i]));
-    scale = std::max(scale, std::abs(want[i]));
-  }
-  return err / scale;
-}
+using test::NormRelErr;
+using test::Random;
+using test::RefAttention;
 
 double RefAct(double x, Act act) {
   switch (act) {
     case Act::kNone: return x;
     case Act::kRelu: return std::max(x, 0.0);
     case Act::kTanh: return std::tanh(x);
-    case Act::kGelu: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
-    case Act::kGeluTanh:
-      return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    case Act::kGelu: return test::RefGelu(x);
+    case Act::kGeluTanh: return test::RefGeluTanh(x);
+    case Act::kSigmoid: return test::RefDense(x, DenseActivation::kSigmoid);
   }
   return x;
-}
-
-void RefLayerNorm(double* row, int n, const float* gamma, const float* beta, double eps) {
-  double mean = 0.0, var = 0.0;
-  for (int i = 0; i < n; ++i) mean += row[i];
-  mean /= n;
-  for (int i = 0; i < n; ++i) var += (row[i] - mean) * (row[i] - mean);
-  var /= n;
-  for (int i = 0; i < n; ++i) row[i] = (row[i] - mean) / std::sqrt(var + eps) * gamma[i] + beta[i];
 }
 
 // The AVX2 erf/tanh/exp behind the activations, swept densely; tanh is also
@@ -184,78 +162,6 @@ TEST(CpuOps, BiasActMatchesReference) {
   }
 }
 
-TEST(CpuOps, LayerNormMatchesReferenceInPlaceAndApart) {
-  std::mt19937 rng(3);
-  for (auto [m, n] : {std::pair{1, 1}, {4, 37}, {3, 48}, {2, 768}}) {
-    for (bool in_place : {false, true}) {
-      std::vector<float> x0 = Random(size_t(m) * n, &rng, -3.0f, 5.0f);
-      std::vector<float> gamma = Random(n, &rng), beta = Random(n, &rng);
-      std::vector<float> x = x0, out(x.size(), -7.0f);
-      float* y = in_place ? x.data() : out.data();
-      LayerNorm(x.data(), y, m, n, gamma.data(), beta.data(), 1e-5f, 2);
-      std::vector<double> want(x.size());
-      for (int i = 0; i < m; ++i) {
-        for (int j = 0; j < n; ++j) want[i * n + j] = x0[i * n + j];
-        RefLayerNorm(&want[i * n], n, gamma.data(), beta.data(), 1e-5);
-      }
-      EXPECT_LT(NormRelErr(std::vector<float>(y, y + x.size()), want), 2e-6) << m << "x" << n;
-      if (!in_place) EXPECT_EQ(x, x0) << "the input is left as it was";
-    }
-  }
-}
-
-TEST(CpuOps, EmbedLayerNormUsesPositionWithinEachSequence) {
-  std::mt19937 rng(4);
-  const int h = 37, vocab = 11, max_pos = 9, types = 2;
-  std::vector<float> word = Random(vocab * h, &rng), pos = Random(max_pos * h, &rng),
-                     type = Random(types * h, &rng), gamma = Random(h, &rng),
-                     beta = Random(h, &rng);
-  const std::vector<int32_t> ids = {1, 5, 10, 0, 3, 3, 7, 2, 9, 4};
-  const std::vector<int32_t> tt = {0, 1, 1, 0, 0, 1, 0, 1, 1, 0};
-  const std::vector<int32_t> cu = {0, 1, 3, 10};
-  std::vector<float> out(ids.size() * h);
-  EmbedLayerNorm(ids.data(), tt.data(), cu.data(), 3,
-                 {word.data(), pos.data(), type.data(), gamma.data(), beta.data()}, h, 1e-12f,
-                 out.data(), 2);
-  std::vector<double> want(out.size());
-  for (int s = 0; s < 3; ++s)
-    for (int t = cu[s]; t < cu[s + 1]; ++t) {
-      for (int i = 0; i < h; ++i)
-        want[t * h + i] = double{word[ids[t] * h + i]} + pos[(t - cu[s]) * h + i] + type[tt[t] * h + i];
-      RefLayerNorm(&want[t * h], h, gamma.data(), beta.data(), 1e-12);
-    }
-  EXPECT_LT(NormRelErr(out, want), 2e-6);
-}
-
-// `bias`: [heads][2 * span - 1] added to each score by key - query distance (empty: none).
-std::vector<double> RefAttention(const std::vector<float>& qkv, const std::vector<int32_t>& cu,
-                                 int h, int heads, const std::vector<float>& bias = {},
-                                 int span = 0, int window = 0) {
-  const int d = h / heads, tokens = cu.back();
-  std::vector<double> ctx(size_t(tokens) * h, 0.0);
-  for (size_t s = 0; s + 1 < cu.size(); ++s)
-    for (int hd = 0; hd < heads; ++hd)
-      for (int i = cu[s]; i < cu[s + 1]; ++i) {
-        std::vector<double> p;
-        for (int j = cu[s]; j < cu[s + 1]; ++j) {
-          double dot = 0.0;
-          for (int e = 0; e < d; ++e)
-            dot += double{qkv[i * 3 * h + hd * d + e]} * qkv[j * 3 * h + h + hd * d + e];
-          const double b =
-              bias.empty() ? 0.0 : bias[size_t(hd) * (2 * span - 1) + (j - i) + span - 1];
-          // Outside the window: masked, as -inf would.
-          const bool seen = window == 0 || std::abs(j - i) <= window;
-          p.push_back(seen ? dot / std::sqrt(double(d)) + b : -1e300);
-        }
-        double mx = *std::max_element(p.begin(), p.end()), sum = 0.0;
-        for (double& v : p) sum += (v = std::exp(v - mx));
-        for (int j = cu[s]; j < cu[s + 1]; ++j)
-          for (int e = 0; e < d; ++e)
-            ctx[i * h + hd * d + e] += p[j - cu[s]] / sum * qkv[j * 3 * h + 2 * h + hd * d + e];
-      }
-  return ctx;
-}
-
 TEST(CpuOps, AttentionIsPerSequenceAndHead) {
   std::mt19937 rng(5);
   for (auto [h, heads] : {std::pair{48, 3}, {32, 4}, {12, 1}}) {
@@ -293,50 +199,6 @@ TEST(CpuOps, AttentionWindowMasksFarKeys) {
   }
 }
 
-// Rotary positions as transformers' apply_rotary_pos_emb computes them
-// (rotate_half: the pair (x[i], x[i + d/2])), against a double reference;
-// V is left alone and each sequence counts positions from 0.
-TEST(CpuOps, RotaryRotatesQueryAndKeyPairsByPosition) {
-  std::mt19937 rng(10);
-  const int h = 32, heads = 4, d = h / heads;
-  const std::vector<int32_t> cu = {0, 5, 69};
-  const int tokens = cu.back();
-  const std::vector<float> before = Random(size_t(tokens) * 3 * h, &rng);
-  std::vector<float> qkv = before;
-  const float theta = 10000.0f;
-  ApplyRotary(qkv.data(), cu.data(), 2, h, heads, RotaryTable(theta, d, 64).data(), 2);
-  std::vector<double> want(before.begin(), before.end());
-  for (int s = 0; s < 2; ++s)
-    for (int t = cu[s]; t < cu[s + 1]; ++t)
-      for (int part = 0; part < 2; ++part)
-        for (int hd = 0; hd < heads; ++hd)
-          for (int i = 0; i < d / 2; ++i) {
-            const double angle = (t - cu[s]) * std::pow(double{theta}, -2.0 * i / d);
-            const size_t at = size_t(t) * 3 * h + part * h + hd * d;
-            const double a = before[at + i], b = before[at + i + d / 2];
-            want[at + i] = a * std::cos(angle) - b * std::sin(angle);
-            want[at + i + d / 2] = b * std::cos(angle) + a * std::sin(angle);
-          }
-  // float32 angles, as transformers takes them: up to 64 * 2^-24 off.
-  EXPECT_LT(NormRelErr(qkv, want), 1e-5);
-}
-
-TEST(CpuOps, GatedGeluMultipliesTheActivatedHalfByTheGate) {
-  std::mt19937 rng(11);
-  const int rows = 3, inter = 37;
-  const std::vector<float> in = Random(size_t(rows) * 2 * inter, &rng, -4.0f, 4.0f);
-  for (const bool tanh_form : {false, true}) {
-    std::vector<float> out(size_t(rows) * inter);
-    GatedGelu(in.data(), rows, inter, tanh_form, out.data(), 2);
-    std::vector<double> want(out.size());
-    for (int r = 0; r < rows; ++r)
-      for (int i = 0; i < inter; ++i)
-        want[r * inter + i] = RefAct(in[r * 2 * inter + i], tanh_form ? Act::kGeluTanh : Act::kGelu) *
-                              in[r * 2 * inter + inter + i];
-    EXPECT_LT(NormRelErr(out, want), 1e-6) << tanh_form;
-  }
-}
-
 // transformers' MPNet relative_position_bucket(j - i, 32, 128), by hand:
 // exact buckets below 8, then log-spaced up to 15, the upper half for keys
 // after the query.
@@ -363,92 +225,6 @@ TEST(CpuOps, AttentionAddsTheRelativePositionBiasByDistance) {
             scratch.data(), 2);
   EXPECT_LT(NormRelErr(ctx, RefAttention(qkv, cu, h, heads, bias, span)), 2e-6);
   EXPECT_GT(NormRelErr(ctx, RefAttention(qkv, cu, h, heads)), 1e-2);
-}
-
-// SPLADE's pooling in chunks of tokens that cut sequences apart, against
-// log(1 + relu) (twice) max- or sum-pooled per sequence in double.
-TEST(CpuOps, SpladePoolAcrossChunksMatchesReference) {
-  std::mt19937 rng(12);
-  const int vocab = 700, tokens = 11;  // more columns than one 256-column block
-  const std::vector<int32_t> cu = {0, 1, 4, 11};
-  const std::vector<float> logits = Random(tokens * vocab, &rng);
-  for (const bool sum : {false, true}) {
-    for (const bool twice : {false, true}) {
-      std::vector<float> out(3 * vocab, 0.0f);
-      // Chunks 0-2, 3-6, 7-10: the second and third split sequence 2.
-      for (const auto [first, rows] : {std::pair{0, 3}, std::pair{3, 4}, std::pair{7, 4}})
-        SpladePool(logits.data() + first * vocab, first, rows, cu.data(), 3, vocab, sum, twice,
-                   out.data(), 2);
-      double worst = 0;
-      for (int s = 0; s < 3; ++s) {
-        for (int v = 0; v < vocab; ++v) {
-          double want = 0;
-          for (int t = cu[s]; t < cu[s + 1]; ++t) {
-            double f = std::log1p(std::max(0.0, double{logits[t * vocab + v]}));
-            if (twice) f = std::log1p(f);
-            want = sum ? want + f : std::max(want, f);
-          }
-          worst = std::max(worst, std::fabs(out[s * vocab + v] - want));
-        }
-      }
-      EXPECT_LT(worst, 1e-6) << "sum " << sum << " twice " << twice;
-    }
-  }
-}
-
-TEST(CpuOps, PoolingAndNormalize) {
-  std::mt19937 rng(6);
-  const int h = 37;
-  const std::vector<int32_t> cu = {0, 1, 4, 11};
-  std::vector<float> x = Random(11 * h, &rng);
-  // Each mode into its own columns of a wider row, as concatenated pooling does.
-  const Pooling modes[] = {Pooling::kCls,         Pooling::kMean,         Pooling::kMax,
-                           Pooling::kMeanSqrtLen, Pooling::kWeightedMean, Pooling::kLastToken};
-  const int stride = 6 * h;
-  // Null pools every token; the second pools from a prompt's end
-  // (include_prompt false): sentence-transformers masks the tokens before it,
-  // so cls is the first one not masked and the weights still count from 1 at
-  // the sequence's first token.
-  const std::vector<int32_t> no_skip = {0, 0, 0}, skips = {0, 1, 3};
-  for (const std::vector<int32_t>* start : {&no_skip, &skips}) {
-    std::vector<float> out(3 * stride, -7.0f);
-    for (int k = 0; k < 6; ++k)
-      PoolSequences(x.data(), cu.data(), start == &no_skip ? nullptr : start->data(), 3, h,
-                    modes[k], out.data() + k * h, stride);
-    for (int k = 0; k < 6; ++k) {
-      const Pooling pooling = modes[k];
-      std::vector<float> got;
-      std::vector<double> want(3 * h);
-      for (int s = 0; s < 3; ++s) {
-        got.insert(got.end(), out.begin() + s * stride + k * h,
-                   out.begin() + s * stride + (k + 1) * h);
-        const int first = cu[s] + (*start)[s];
-        for (int i = 0; i < h; ++i) {
-          double acc = pooling == Pooling::kMax ? -1e30 : 0.0, weights = 0.0, kept = 0.0;
-          for (int t = cu[s]; t < cu[s + 1]; ++t) {
-            const double mask = t >= first ? 1.0 : 0.0;
-            const double wt = mask * (pooling == Pooling::kWeightedMean ? t - cu[s] + 1 : 1);
-            weights += wt;
-            kept += mask;
-            if (pooling == Pooling::kMax && mask > 0) acc = std::max(acc, double{x[t * h + i]});
-            if (pooling != Pooling::kMax) acc += wt * x[t * h + i];
-          }
-          if (pooling == Pooling::kCls) acc = x[first * h + i];
-          if (pooling == Pooling::kLastToken) acc = x[(cu[s + 1] - 1) * h + i];
-          if (pooling == Pooling::kMean || pooling == Pooling::kWeightedMean) acc /= weights;
-          if (pooling == Pooling::kMeanSqrtLen) acc /= std::sqrt(kept);
-          want[s * h + i] = acc;
-        }
-      }
-      EXPECT_LT(NormRelErr(got, want), 1e-6)
-          << PoolingName(pooling) << (start == &skips ? " from the prompts' ends" : "");
-    }
-  }
-  std::vector<float> rows = {3.0f, 4.0f, 0.0f, 0.0f};
-  L2NormalizeRows(rows.data(), 2, 2);
-  EXPECT_FLOAT_EQ(rows[0], 0.6f);
-  EXPECT_FLOAT_EQ(rows[1], 0.8f);
-  EXPECT_EQ(rows[2], 0.0f);
 }
 
 }  // namespace

@@ -1,0 +1,528 @@
+// The op harness: every op of the vocabulary (ops/encoder_ops.h) run through
+// a backend's ops class, in each precision it computes in, against float64
+// references (op_reference.h), as CTranslate2's ops tests and llama.cpp's
+// test-backend-ops hold their backends. A backend joins by a harness class
+// (CpuHarness below) that makes its ops for a batch, moves host arrays in and
+// out of its memory and makes its weights from host arrays; the tests are
+// written once over it.
+//
+// Bounds: the references take the inputs as the backend holds them (rounded
+// to its precision), so what is measured is the op's own error. fp32: a few
+// float32 roundings over the op's reductions, normwise (2e-6, as the CPU's
+// kernel tests hold them); 16-bit: a multiple of the format's unit roundoff
+// (the output's rounding and, for attention, the probabilities').
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_encoder_ops.h"
+#include "bertrt/precision.h"
+#include "model/rotary.h"
+#include "op_reference.h"
+
+namespace bertrt {
+namespace {
+
+using test::NormRelErr;
+using test::Random;
+
+// A Linear's host weights: W [out, in] and b [out] (b empty: none).
+struct HostLinear {
+  std::vector<float> w, b;
+  int in = 0, out = 0;
+};
+
+HostLinear RandomLinear(int in, int out, std::mt19937* rng) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(in));
+  return {Random(size_t(out) * in, rng, -scale, scale), Random(out, rng), in, out};
+}
+
+// What the ops read of the model besides their arguments.
+struct HostTables {
+  std::vector<float> word, position, type, gamma, beta;  // embeddings
+  std::vector<float> relative_bias;                      // empty: none
+  std::vector<float> rotary_global, rotary_local;        // empty: none
+};
+
+// The CPU backend under the harness: fp32 in host memory.
+class CpuHarness {
+ public:
+  using Ops = cpu::EncoderOps;
+  static std::vector<Precision> Precisions() { return {Precision::kFp32}; }
+
+  // Ops for `batch` of a model shaped by `config`, reading `tables`.
+  void Start(const ModelConfig& config, const RaggedBatch& batch, const HostTables& tables,
+             Precision) {
+    config_ = config;
+    batch_ = batch;
+    tables_.embeddings = {tables.word.data(),
+                          tables.position.empty() ? nullptr : tables.position.data(),
+                          tables.type.data(), tables.gamma.data(), tables.beta.data()};
+    tables_.relative_bias = tables.relative_bias;
+    tables_.rotary_global = tables.rotary_global;
+    tables_.rotary_local = tables.rotary_local;
+    if (!matmul_ready_) {
+      ASSERT_TRUE(matmul_.Init().ok());
+      matmul_ready_ = true;
+    }
+    workspace_.Reserve(config_, batch_, 0, kThreads, Ops::kMaskedLmChunkTokens);
+    ops_.emplace(config_, tables_, batch_, workspace_, &matmul_, kThreads);
+  }
+  Ops& ops() { return *ops_; }
+
+  // Memory of `count` activations in the compute precision, set to `values`.
+  float* Alloc(const std::vector<float>& values) { return &arrays_.emplace_back(values)[0]; }
+  float* Alloc(size_t count) { return Alloc(std::vector<float>(count, -7.0f)); }
+  std::vector<float> Read(const float* from, size_t count) {
+    return std::vector<float>(from, from + count);
+  }
+  // The same for fp32 arrays (the heads'): one kind of memory here.
+  float* AllocFloat(const std::vector<float>& values) { return Alloc(values); }
+  float* AllocFloat(size_t count) { return Alloc(count); }
+  std::vector<float> ReadFloat(const float* from, size_t count) { return Read(from, count); }
+
+  cpu::Linear MakeLinear(const HostLinear& l) {
+    Tensor w = Tensor::ZerosF32({l.out, l.in}), b = Tensor::ZerosF32({l.out});
+    std::copy(l.w.begin(), l.w.end(), w.mutable_f32());
+    std::copy(l.b.begin(), l.b.end(), b.mutable_f32());
+    auto packed = cpu::PackLinear({&w}, {&b}, l.in, "test");
+    EXPECT_TRUE(packed.ok());
+    auto linear = cpu::Linear::Create(std::move(*packed), &matmul_);
+    EXPECT_TRUE(linear.ok()) << linear.status().ToString();
+    return std::move(*linear);
+  }
+  cpu::Linear MakeSmallLinear(const HostLinear& l) { return MakeLinear(l); }
+  ops::Norm MakeNorm(const std::vector<float>& gamma, const std::vector<float>& beta) {
+    return {AllocFloat(gamma), AllocFloat(beta)};
+  }
+  // Everything enqueued is done (nothing is enqueued here).
+  Status Finish() { return Status::Ok(); }
+
+ private:
+  static constexpr int kThreads = 2;
+  ModelConfig config_;
+  RaggedBatch batch_;
+  cpu::ModelTables tables_;
+  cpu::MatmulContext matmul_;
+  bool matmul_ready_ = false;
+  cpu::Workspace workspace_;
+  std::optional<Ops> ops_;
+  std::deque<std::vector<float>> arrays_;
+};
+
+double UnitRoundoff(Precision p) {
+  switch (p) {
+    case Precision::kFp32:
+      return 0x1p-24;
+    case Precision::kFp16:
+      return 0x1p-11;
+    case Precision::kBf16:
+      return 0x1p-8;
+  }
+  return 1.0;
+}
+
+// The normwise bound of an op whose result is rounded once to `p` after
+// float32 work: 2e-6 in fp32, `roundings` unit roundoffs in 16 bits.
+double Bound(Precision p, double roundings = 2.0) {
+  return p == Precision::kFp32 ? 2e-6 : roundings * UnitRoundoff(p);
+}
+
+std::vector<double> Widen(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+// A small model's shape: 128 wide in 4 heads of 32 (a head size the tensor
+// core kernels take), sequences of 1, 2, 7 and 64 tokens.
+ModelConfig SmallConfig() {
+  ModelConfig c;
+  c.hidden_size = 128;
+  c.num_heads = 4;
+  c.intermediate_size = 96;
+  c.num_layers = 1;
+  c.vocab_size = 50;
+  c.max_position_embeddings = 80;
+  c.type_vocab_size = 2;
+  c.layer_norm_eps = 1e-12f;
+  c.takes_token_types = true;
+  return c;
+}
+
+RaggedBatch SmallBatch(std::mt19937* rng, int vocab) {
+  RaggedBatch b;
+  for (int len : {1, 2, 7, 64}) {
+    std::vector<int32_t> ids(len), types(len);
+    for (int i = 0; i < len; ++i) ids[i] = (*rng)() % vocab, types[i] = i >= len / 2;
+    b.Add(ids, types);
+  }
+  return b;
+}
+
+template <class Harness>
+class OpsHarness : public ::testing::Test {
+ protected:
+  // Starts the backend's ops on the small batch in precision p.
+  void Start(Precision p, const ModelConfig& config = SmallConfig(),
+             const HostTables& tables = {}) {
+    config_ = config;
+    batch_ = SmallBatch(&rng_, config.vocab_size);
+    tables_ = tables;
+    harness_.Start(config_, batch_, tables_, p);
+  }
+  // `values` as the backend holds them in its compute precision.
+  std::vector<float> Rounded(const std::vector<float>& values) {
+    return harness_.Read(harness_.Alloc(values), values.size());
+  }
+  int tokens() const { return batch_.num_tokens(); }
+  int seqs() const { return batch_.num_seqs(); }
+  int h() const { return config_.hidden_size; }
+
+  Harness harness_;
+  std::mt19937 rng_{17};
+  ModelConfig config_;
+  RaggedBatch batch_;
+  HostTables tables_;
+};
+
+using Backends = ::testing::Types<CpuHarness>;
+TYPED_TEST_SUITE(OpsHarness, Backends);
+
+TYPED_TEST(OpsHarness, LayerNormInPlaceAndApart) {
+  for (Precision p : TypeParam::Precisions()) {
+    this->Start(p);
+    auto& o = this->harness_.ops();
+    const int rows = this->tokens(), h = this->h();
+    const std::vector<float> x = this->Rounded(Random(size_t(rows) * h, &this->rng_, -3, 5));
+    const std::vector<float> gamma = Random(h, &this->rng_), beta = Random(h, &this->rng_);
+    std::vector<double> want = Widen(x);
+    for (int r = 0; r < rows; ++r)
+      test::RefLayerNorm(&want[size_t(r) * h], h, gamma.data(), beta.data(), 1e-12);
+    for (bool in_place : {false, true}) {
+      auto* in = this->harness_.Alloc(x);
+      auto* out = in_place ? in : this->harness_.Alloc(x.size());
+      ASSERT_TRUE(o.LayerNorm(in, out, rows, this->harness_.MakeNorm(gamma, beta)).ok());
+      ASSERT_TRUE(this->harness_.Finish().ok());
+      EXPECT_LT(NormRelErr(this->harness_.Read(out, x.size()), want), Bound(p))
+          << PrecisionName(p) << (in_place ? " in place" : " apart");
+      if (!in_place) EXPECT_EQ(this->harness_.Read(in, x.size()), x) << "input kept";
+    }
+  }
+}
+
+// Each tail: none, each activation, the residual from a tensor apart and
+// from y itself.
+TYPED_TEST(OpsHarness, LinearWithEachTail) {
+  for (Precision p : TypeParam::Precisions()) {
+    this->Start(p);
+    auto& hr = this->harness_;
+    const int rows = this->tokens(), in = 128, out = 192;
+    const HostLinear host = RandomLinear(in, out, &this->rng_);
+    const auto weights = hr.MakeLinear(host);
+    const std::vector<float> x = this->Rounded(Random(size_t(rows) * in, &this->rng_));
+    const std::vector<float> r = this->Rounded(Random(size_t(rows) * out, &this->rng_));
+    // The reference reads the weights as the backend holds them.
+    const std::vector<double> xw =
+        test::RefLinear(x, rows, in, this->Rounded(host.w), this->Rounded(host.b), out);
+    using Tail = ops::Tail<typename TypeParam::Ops::ConstBuf>;
+    struct Case {
+      const char* name;
+      std::optional<HiddenAct> act;
+      int residual;  // 0 none, 1 apart, 2 y itself
+    };
+    for (const Case& c :
+         {Case{"bias", {}, 0}, Case{"gelu", HiddenAct::kGelu, 0},
+          Case{"gelu_tanh", HiddenAct::kGeluTanh, 0}, Case{"relu", HiddenAct::kRelu, 0},
+          Case{"residual apart", {}, 1}, Case{"residual in place", {}, 2}}) {
+      auto* xs = hr.Alloc(x);
+      auto* y = c.residual == 2 ? hr.Alloc(r) : hr.Alloc(r.size());
+      auto* res = c.residual == 1 ? hr.Alloc(r) : y;
+      const Tail tail = c.act        ? Tail::Activation(*c.act)
+                        : c.residual ? Tail::Residual(res)
+                                     : Tail{};
+      ASSERT_TRUE(hr.ops().Linear("test", weights, xs, rows, y, tail).ok()) << c.name;
+      ASSERT_TRUE(hr.Finish().ok());
+      std::vector<double> want = xw;
+      for (size_t i = 0; i < want.size(); ++i) {
+        if (c.act) want[i] = test::RefHidden(want[i], *c.act);
+        if (c.residual) want[i] += r[i];
+      }
+      EXPECT_LT(NormRelErr(hr.Read(y, want.size()), want), Bound(p, 4))
+          << PrecisionName(p) << " " << c.name;
+    }
+  }
+}
+
+// Word + position within its sequence + type, normalized; without a
+// position table (rotary models) word + type alone.
+TYPED_TEST(OpsHarness, EmbedLayerNormPositionsWithinEachSequence) {
+  for (Precision p : TypeParam::Precisions()) {
+    for (bool positions : {true, false}) {
+      const ModelConfig c = SmallConfig();
+      const int h = c.hidden_size;
+      HostTables t;
+      t.word = Random(size_t(c.vocab_size) * h, &this->rng_);
+      if (positions) t.position = Random(size_t(c.max_position_embeddings) * h, &this->rng_);
+      t.type = Random(size_t(c.type_vocab_size) * h, &this->rng_);
+      t.gamma = Random(h, &this->rng_);
+      t.beta = Random(h, &this->rng_);
+      this->Start(p, c, t);
+      auto& hr = this->harness_;
+      auto* out = hr.Alloc(size_t(this->tokens()) * h);
+      ASSERT_TRUE(hr.ops().EmbedLayerNorm(out).ok());
+      ASSERT_TRUE(hr.Finish().ok());
+      const RaggedBatch& b = this->batch_;
+      const std::vector<float> word = this->Rounded(t.word), type = this->Rounded(t.type),
+                               pos = positions ? this->Rounded(t.position) : std::vector<float>{};
+      std::vector<double> want(size_t(this->tokens()) * h);
+      for (int s = 0; s < this->seqs(); ++s)
+        for (int k = b.cu_seqlens[s]; k < b.cu_seqlens[s + 1]; ++k) {
+          for (int i = 0; i < h; ++i)
+            want[size_t(k) * h + i] = double{word[size_t(b.input_ids[k]) * h + i]} +
+                                      (positions ? pos[size_t(k - b.cu_seqlens[s]) * h + i] : 0.0) +
+                                      type[size_t(b.token_type_ids[k]) * h + i];
+          test::RefLayerNorm(&want[size_t(k) * h], h, t.gamma.data(), t.beta.data(), 1e-12);
+        }
+      EXPECT_LT(NormRelErr(hr.Read(out, want.size()), want), Bound(p))
+          << PrecisionName(p) << (positions ? " with positions" : " without");
+    }
+  }
+}
+
+// Per sequence and head; with MPNet's relative position bias; with a local
+// window (ModernBERT's local layers) narrower than the longest sequence.
+TYPED_TEST(OpsHarness, AttentionPlainBiasedAndWindowed) {
+  for (Precision p : TypeParam::Precisions()) {
+    struct Case {
+      const char* name;
+      bool bias;
+      int window;
+    };
+    for (const Case& k : {Case{"plain", false, 0}, Case{"relative bias", true, 0},
+                          Case{"local window", false, 5}}) {
+      ModelConfig c = SmallConfig();
+      HostTables t;
+      const int span = c.max_positions(), heads = c.num_heads, h = c.hidden_size;
+      if (k.bias) {
+        c.relative_attention_buckets = 32;
+        t.relative_bias = Random(size_t(heads) * (2 * span - 1), &this->rng_, -2, 2);
+      }
+      if (k.window) {
+        c.local_window = k.window;
+        c.global_attention_every = 2;  // layer 1 is local
+      }
+      this->Start(p, c, t);
+      auto& hr = this->harness_;
+      const std::vector<float> qkv =
+          this->Rounded(Random(size_t(this->tokens()) * 3 * h, &this->rng_, -2, 2));
+      auto* q = hr.Alloc(qkv);
+      auto* ctx = hr.Alloc(size_t(this->tokens()) * h);
+      typename TypeParam::Ops::Layer layer{};
+      ASSERT_TRUE(hr.ops().Attention(layer, k.window ? 1 : 0, q, ctx).ok()) << k.name;
+      ASSERT_TRUE(hr.Finish().ok());
+      const std::vector<double> want = test::RefAttention(qkv, this->batch_.cu_seqlens, h, heads,
+                                                          t.relative_bias, span, k.window);
+      EXPECT_LT(NormRelErr(hr.Read(ctx, want.size()), want), Bound(p, 8))
+          << PrecisionName(p) << " " << k.name;
+    }
+  }
+}
+
+// Q and K rotated by position within the sequence, V left alone; the local
+// layers' table where they have a theta of their own.
+TYPED_TEST(OpsHarness, RotaryByPositionWithGlobalAndLocalTables) {
+  for (Precision p : TypeParam::Precisions()) {
+    const ModelConfig c = SmallConfig();
+    const int h = c.hidden_size, d = c.head_dim();
+    HostTables t;
+    t.rotary_global = RotaryTable(10000.0f, d, c.max_positions());
+    t.rotary_local = RotaryTable(160000.0f, d, c.max_positions());
+    this->Start(p, c, t);
+    for (bool local : {false, true}) {
+      auto& hr = this->harness_;
+      const std::vector<float> qkv =
+          this->Rounded(Random(size_t(this->tokens()) * 3 * h, &this->rng_));
+      auto* buf = hr.Alloc(qkv);
+      ASSERT_TRUE(hr.ops().Rotary(buf, local).ok());
+      ASSERT_TRUE(hr.Finish().ok());
+      const std::vector<double> want =
+          test::RefRotary(qkv, this->batch_.cu_seqlens, h, c.num_heads, local ? 160000.0 : 10000.0);
+      // float32 angles, as transformers takes them: up to 64 * 2^-24 off.
+      EXPECT_LT(NormRelErr(hr.Read(buf, qkv.size()), want), std::max(1e-5, Bound(p)))
+          << PrecisionName(p) << (local ? " local" : " global");
+    }
+  }
+}
+
+TYPED_TEST(OpsHarness, GatedActivationMultipliesTheActivatedHalfByTheGate) {
+  for (Precision p : TypeParam::Precisions()) {
+    for (HiddenAct act : {HiddenAct::kGelu, HiddenAct::kGeluTanh}) {
+      ModelConfig c = SmallConfig();
+      c.gated_ffn = true;
+      c.hidden_act = act;
+      this->Start(p, c);
+      auto& hr = this->harness_;
+      const int rows = this->tokens(), inter = c.intermediate_size;
+      const std::vector<float> in =
+          this->Rounded(Random(size_t(rows) * 2 * inter, &this->rng_, -4, 4));
+      auto* out = hr.Alloc(size_t(rows) * inter);
+      ASSERT_TRUE(hr.ops().GatedActivation(hr.Alloc(in), rows, out).ok());
+      ASSERT_TRUE(hr.Finish().ok());
+      std::vector<double> want(size_t(rows) * inter);
+      for (int r = 0; r < rows; ++r)
+        for (int i = 0; i < inter; ++i)
+          want[size_t(r) * inter + i] = test::RefHidden(in[size_t(r) * 2 * inter + i], act) *
+                                        in[size_t(r) * 2 * inter + inter + i];
+      EXPECT_LT(NormRelErr(hr.Read(out, want.size()), want), Bound(p, 4)) << PrecisionName(p);
+    }
+  }
+}
+
+TYPED_TEST(OpsHarness, GatherFirstTokensAndConversions) {
+  for (Precision p : TypeParam::Precisions()) {
+    this->Start(p);
+    auto& hr = this->harness_;
+    const int h = this->h(), n = this->seqs();
+    const std::vector<float> x = this->Rounded(Random(size_t(this->tokens()) * h, &this->rng_));
+    auto* first = hr.Alloc(size_t(n) * h);
+    ASSERT_TRUE(hr.ops().GatherFirstTokens(hr.Alloc(x), first).ok());
+    float* widened = hr.AllocFloat(size_t(n) * h);
+    ASSERT_TRUE(hr.ops().ConvertToFloat(first, widened, size_t(n) * h).ok());
+    auto* back = hr.Alloc(size_t(n) * h);
+    ASSERT_TRUE(hr.ops().ConvertFromFloat(widened, back, size_t(n) * h).ok());
+    ASSERT_TRUE(hr.Finish().ok());
+    std::vector<float> want;
+    for (int s = 0; s < n; ++s) {
+      const auto row = x.begin() + size_t(this->batch_.cu_seqlens[s]) * h;
+      want.insert(want.end(), row, row + h);
+    }
+    EXPECT_EQ(hr.Read(first, want.size()), want) << PrecisionName(p);
+    EXPECT_EQ(hr.ReadFloat(widened, want.size()), want) << PrecisionName(p);
+    EXPECT_EQ(hr.Read(back, want.size()), want) << PrecisionName(p);
+  }
+}
+
+// Every sentence-transformers mode, each into its columns of a wider row,
+// over every token and from prompts' ends (pool_start).
+TYPED_TEST(OpsHarness, PoolSequencesEveryModeAndFromPromptEnds) {
+  for (Precision p : TypeParam::Precisions()) {
+    for (bool from_prompt_ends : {false, true}) {
+      this->Start(p);
+      if (from_prompt_ends) this->batch_.pool_start = {0, 1, 3, 10};
+      this->harness_.Start(this->config_, this->batch_, this->tables_, p);
+      auto& hr = this->harness_;
+      const int h = this->h(), n = this->seqs();
+      const std::vector<float> x = this->Rounded(Random(size_t(this->tokens()) * h, &this->rng_));
+      auto* xs = hr.Alloc(x);
+      const Pooling modes[] = {Pooling::kCls,         Pooling::kMean,         Pooling::kMax,
+                               Pooling::kMeanSqrtLen, Pooling::kWeightedMean, Pooling::kLastToken};
+      const int stride = 6 * h;
+      float* out = hr.AllocFloat(size_t(n) * stride);
+      for (int k = 0; k < 6; ++k)
+        ASSERT_TRUE(hr.ops().PoolSequences(xs, modes[k], out + k * h, stride).ok());
+      ASSERT_TRUE(hr.Finish().ok());
+      const std::vector<float> got = hr.ReadFloat(out, size_t(n) * stride);
+      for (int k = 0; k < 6; ++k) {
+        const std::vector<double> want =
+            test::RefPool(x, this->batch_.cu_seqlens, this->batch_.pool_start, h, modes[k]);
+        std::vector<float> mine;
+        for (int s = 0; s < n; ++s)
+          mine.insert(mine.end(), got.begin() + size_t(s) * stride + k * h,
+                      got.begin() + size_t(s) * stride + (k + 1) * h);
+        EXPECT_LT(NormRelErr(mine, want), Bound(Precision::kFp32))
+            << PrecisionName(p) << " " << PoolingName(modes[k])
+            << (from_prompt_ends ? " from the prompts' ends" : "");
+      }
+    }
+  }
+}
+
+// The heads' fp32 steps: an activation on the way to fp32 (the pooler's),
+// the Dense modules' activations, the small Linears from activations and from
+// fp32 rows, LayerNorm and L2 normalization of fp32 rows.
+TYPED_TEST(OpsHarness, HeadSteps) {
+  for (Precision p : TypeParam::Precisions()) {
+    this->Start(p);
+    auto& hr = this->harness_;
+    auto& o = hr.ops();
+    const int n = this->seqs(), h = this->h();
+    const std::vector<float> x = this->Rounded(Random(size_t(n) * h, &this->rng_, -3, 3));
+    for (DenseActivation act :
+         {DenseActivation::kIdentity, DenseActivation::kTanh, DenseActivation::kRelu,
+          DenseActivation::kGelu, DenseActivation::kSigmoid}) {
+      std::vector<double> want = Widen(x);
+      for (double& v : want) v = test::RefDense(v, act);
+      float* to = hr.AllocFloat(x.size());
+      ASSERT_TRUE(o.ActivateToFloat(hr.Alloc(x), to, x.size(), act).ok());
+      float* in_place = hr.AllocFloat(x);
+      ASSERT_TRUE(o.DenseActivation(in_place, x.size(), act).ok());
+      ASSERT_TRUE(hr.Finish().ok());
+      EXPECT_LT(NormRelErr(hr.ReadFloat(to, x.size()), want), Bound(Precision::kFp32))
+          << PrecisionName(p) << " activate to fp32 " << static_cast<int>(act);
+      EXPECT_LT(NormRelErr(hr.ReadFloat(in_place, x.size()), want), Bound(Precision::kFp32))
+          << PrecisionName(p) << " dense activation " << static_cast<int>(act);
+    }
+    const HostLinear head = RandomLinear(h, 3, &this->rng_);
+    const auto small = hr.MakeSmallLinear(head);
+    const std::vector<double> logits = test::RefLinear(x, n, h, head.w, head.b, 3);
+    float* from_act = hr.AllocFloat(size_t(n) * 3);
+    float* from_f32 = hr.AllocFloat(size_t(n) * 3);
+    ASSERT_TRUE(o.SmallLinear(small, hr.Alloc(x), n, from_act).ok());
+    ASSERT_TRUE(o.SmallLinearFloat(small, hr.AllocFloat(x), n, from_f32).ok());
+    const std::vector<float> gamma = Random(h, &this->rng_), beta = Random(h, &this->rng_);
+    float* normed = hr.AllocFloat(x);
+    ASSERT_TRUE(o.LayerNormFloat(normed, n, hr.MakeNorm(gamma, beta)).ok());
+    float* unit = hr.AllocFloat(x);
+    ASSERT_TRUE(o.L2Normalize(unit, n, h).ok());
+    ASSERT_TRUE(hr.Finish().ok());
+    EXPECT_LT(NormRelErr(hr.ReadFloat(from_act, logits.size()), logits), Bound(Precision::kFp32))
+        << PrecisionName(p);
+    EXPECT_LT(NormRelErr(hr.ReadFloat(from_f32, logits.size()), logits), Bound(Precision::kFp32))
+        << PrecisionName(p);
+    std::vector<double> want_norm = Widen(x), want_unit = Widen(x);
+    for (int r = 0; r < n; ++r) {
+      test::RefLayerNorm(&want_norm[size_t(r) * h], h, gamma.data(), beta.data(), 1e-12);
+      double sq = 0;
+      for (int i = 0; i < h; ++i) sq += want_unit[size_t(r) * h + i] * want_unit[size_t(r) * h + i];
+      for (int i = 0; i < h; ++i) want_unit[size_t(r) * h + i] /= std::max(std::sqrt(sq), 1e-12);
+    }
+    EXPECT_LT(NormRelErr(hr.ReadFloat(normed, x.size()), want_norm), Bound(Precision::kFp32));
+    EXPECT_LT(NormRelErr(hr.ReadFloat(unit, x.size()), want_unit), Bound(Precision::kFp32));
+  }
+}
+
+// SPLADE's pooling, fed in chunks that cut sequences apart, after ZeroFloat.
+TYPED_TEST(OpsHarness, SpladePoolAcrossChunks) {
+  for (Precision p : TypeParam::Precisions()) {
+    for (bool sum : {false, true}) {
+      for (bool twice : {false, true}) {
+        ModelConfig c = SmallConfig();
+        c.vocab_size = 300;  // more columns than one 256-column block
+        c.splade_sum = sum;
+        c.splade_log1p_twice = twice;
+        this->Start(p, c);
+        auto& hr = this->harness_;
+        const int vocab = c.vocab_size, t = this->tokens(), n = this->seqs();
+        const std::vector<float> logits =
+            this->Rounded(Random(size_t(t) * vocab, &this->rng_, -2, 4));
+        float* out = hr.AllocFloat(size_t(n) * vocab);
+        ASSERT_TRUE(hr.ops().ZeroFloat(out, size_t(n) * vocab).ok());
+        auto* all = hr.Alloc(logits);
+        // Chunks of 5 tokens: every sequence but the first cut somewhere.
+        for (int first = 0; first < t; first += 5)
+          ASSERT_TRUE(hr.ops()
+                          .SpladePool(hr.ops().At(all, size_t(first) * vocab), first,
+                                      std::min(5, t - first), out)
+                          .ok());
+        ASSERT_TRUE(hr.Finish().ok());
+        const std::vector<double> want =
+            test::RefSplade(logits, this->batch_.cu_seqlens, vocab, sum, twice);
+        EXPECT_LT(NormRelErr(hr.ReadFloat(out, want.size()), want), Bound(Precision::kFp32))
+            << PrecisionName(p) << " sum " << sum << " twice " << twice;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace bertrt
