@@ -12,9 +12,12 @@
 #include "bertrt/precision.h"
 #include "bertrt/status.h"
 #include "bertrt/tokenizer.h"
+#include "model/weight_schema.h"
 
 namespace bertrt::plan {
 
+// A tensor section of a plan: the model's weight schema's stored tensors
+// (model/weight_schema.h).
 struct TensorSpec {
   std::string name;
   std::vector<int64_t> shape;
@@ -22,19 +25,16 @@ struct TensorSpec {
   // precision (what the CUDA engine computes in); LayerNorm parameters and
   // the classifier stay fp32, as the CUDA engine keeps them.
   bool in_compute_precision = false;
+  // Its ModelWeights tensors, in order: one, or Q, K and V, stored packed
+  // ([3h, h] and [3h], the layout both engines build at creation); the reader
+  // hands out the parts as views.
+  std::vector<model::TensorRef> parts;
 };
 
-// Q, K and V are stored packed ([3h, h] and [3h]), the layout both engines
-// build at creation; the reader hands out the three parts as views.
 // `untied_decoder`: a masked-LM head's decoder weight is its own, not the
-// word embeddings (ModelWeights::mlm_decoder).
+// word embeddings (ModelWeights::mlm_decoder), which are stored once.
 std::vector<TensorSpec> ExpectedTensors(const ModelConfig& config, bool has_pooler,
                                         bool untied_decoder);
-
-// The tensors of `spec` in `weights`, in order: one, or three for Q/K/V.
-std::vector<const Tensor*> SourceTensors(const ModelWeights& weights, const std::string& name);
-// The same, writable: the reader binds the views it creates.
-std::vector<Tensor*> TargetTensors(ModelWeights* weights, const std::string& name);
 
 DType StoredDType(Precision precision, bool in_compute_precision);
 

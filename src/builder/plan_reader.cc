@@ -306,7 +306,8 @@ Status Reader::BindTensors(const Container& c, const json& meta, const PlanInfo&
     // and sections 64-byte aligned): the CUDA engine uploads fp16/bf16 as
     // they are, the CPU engine widens its own copy.
     const uint8_t* whole = base + e->offset;
-    const std::vector<Tensor*> parts = plan::TargetTensors(&model->weights, spec.name);
+    std::vector<Tensor*> parts;
+    for (const model::TensorRef& ref : spec.parts) parts.push_back(&ref.In(model->weights));
     // Q, K and V are equal row blocks of the packed tensor.
     const int64_t rows = spec.shape[0] / static_cast<int64_t>(parts.size());
     const int64_t row_bytes =

@@ -160,7 +160,7 @@ std::vector<PendingSection> CollectSections(const Model& model, const TokenizerS
        plan::ExpectedTensors(model.config, !model.weights.pooler_w.empty(),
                              !model.weights.mlm_decoder_w.empty())) {
     PendingSection s;
-    s.parts = plan::SourceTensors(model.weights, spec.name);
+    for (const model::TensorRef& ref : spec.parts) s.parts.push_back(&ref.In(model.weights));
     int64_t numel = 0;
     for (const Tensor* t : s.parts) {
       if (t->empty() || !IsWeightDType(t->dtype())) {

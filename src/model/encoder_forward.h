@@ -20,6 +20,7 @@
 #include "bertrt/head_outputs.h"
 #include "bertrt/model.h"
 #include "bertrt/status.h"
+#include "model/weight_schema.h"
 #include "ops/encoder_ops.h"
 
 namespace bertrt::model {
@@ -49,22 +50,6 @@ float* HeadArrayIn(const ModelConfig& config, const ops::Buffers<Buf>& b, HeadAr
   return nullptr;
 }
 
-// The weights the forward reads, in the backend's types: every backend's
-// model weights have these members (its layers, final LayerNorm and heads).
-template <class Ops>
-struct Weights {
-  const std::vector<typename Ops::Layer>* layers = nullptr;
-  ops::Norm final_norm;                                 // pre-norm models
-  const typename Ops::LinearWeights* pooler = nullptr;  // null: no pooler in the head
-  ops::Norm pooler_norm;                                // a prediction head's LayerNorm
-  const typename Ops::SmallLinearWeights* classifier = nullptr;
-  const std::vector<typename Ops::SmallLinearWeights>* dense =
-      nullptr;                                             // sentence-transformers Dense
-  const typename Ops::LinearWeights* mlm_dense = nullptr;  // SPLADE's masked-LM head
-  const typename Ops::LinearWeights* mlm_decoder = nullptr;
-  ops::Norm mlm_norm;
-};
-
 template <ops::EncoderOps Ops>
 class EncoderForward {
  public:
@@ -87,10 +72,10 @@ class EncoderForward {
   // The whole forward: embeddings, every layer, the head.
   Status Run() {
     RETURN_IF_ERROR(ops_.EmbedLayerNorm(b_.x));
-    const int layers = static_cast<int>(w_.layers->size());
+    const int layers = static_cast<int>(w_.layers.size());
     for (int i = 0; i < layers; ++i) {
       const bool compact = batch_.first_tokens_only && i + 1 == layers;
-      const Layer& l = (*w_.layers)[i];
+      const Layer& l = w_.layers[i];
       RETURN_IF_ERROR(c_.pre_norm ? PreNormLayer(l, i, compact) : PostNormLayer(l, i, compact));
     }
     if (c_.pre_norm) {
@@ -288,7 +273,7 @@ class EncoderForward {
       const DenseSpec& d = c_.dense[i];
       const float* in = i % 2 ? b_.dense : b_.pooled;
       float* out = i % 2 ? b_.pooled : b_.dense;
-      RETURN_IF_ERROR(ops_.SmallLinearFloat((*w_.dense)[i], in, n_, out));
+      RETURN_IF_ERROR(ops_.SmallLinearFloat(w_.dense[i], in, n_, out));
       RETURN_IF_ERROR(ops_.DenseActivation(out, size_t(n_) * d.out_features, d.activation));
       width = d.out_features;
     }
