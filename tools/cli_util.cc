@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <optional>
 
 #include "bertrt/cuda_engine.h"
 #include "bertrt/devices.h"
@@ -45,8 +47,34 @@ StatusOr<LoadedModel> LoadForCli(const std::string& path, const ImportFlags& fla
 void AddEngineOptions(CLI::App* cmd, EngineFlags* flags, const std::string& threads_help) {
   cmd->add_option("--device", flags->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--precision", flags->precision,
-                  "fp32, fp16 or bf16 (default: fp32 on cpu, fp16 on cuda)")
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+                  "fp32, fp16 or bf16 (default: fp32 on cpu, fp16 on cuda); int8 on cpu: the "
+                  "encoder's GEMMs in int8 (VNNI), calibrated at load on --calibrate's texts "
+                  "(default: a small built-in multilingual corpus), with an accuracy report "
+                  "against fp32 on stderr")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16", "int8"}));
+  cmd->add_option_function<std::string>(
+         "--calibrate",
+         [flags](const std::string& path) {
+           auto texts = ReadCalibrationFile(path);
+           if (!texts.ok()) throw CLI::ValidationError("--calibrate", texts.status().message());
+           flags->calibration_texts = std::move(texts).value();
+         },
+         "With --precision int8: representative inputs to calibrate on, JSON Lines "
+         "({\"text\": ..., \"text_pair\": ...}) or one text per line; every fifth is held out "
+         "for the accuracy report")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--calibrate-samples", flags->calibrate_samples,
+                  "With --precision int8: use at most this many calibration inputs (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--calibration", flags->calibration,
+                  "With --precision int8: how each GEMM input is scaled: token (each row's own "
+                  "range, found as it runs: the default, the most accurate), or one calibrated "
+                  "scale per GEMM: max (the largest |x| seen), pNN (that percentile of |x|, "
+                  "e.g. p99.99; larger values clip) or mse (the least expected squared error)")
+      ->check([](const std::string& v) {
+        auto m = serving::ParseCalibrationMethod(v);
+        return m.ok() ? std::string() : m.status().message();
+      });
   cmd->add_option("--threads", flags->threads, threads_help)->check(CLI::NonNegativeNumber);
   cmd->add_option("--gelu", flags->gelu,
                   "Models with the erf GELU (hidden_act \"gelu\") on cuda fp16/bf16: exact "
@@ -66,12 +94,45 @@ serving::InstanceSpec Instance(const EngineFlags& flags, int gpu) {
   spec.precision = ResolvePrecision(flags.device, flags.precision);
   spec.threads = flags.threads;
   spec.gelu = flags.gelu;
+  spec.calibration = {flags.calibration, flags.calibration_texts, flags.calibrate_samples};
   return spec;
 }
 
 StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> model,
+                                               const Tokenizer& tokenizer,
                                                const EngineFlags& flags, int gpu) {
-  return serving::CreateEngine(std::move(model), Instance(flags, gpu), PrintNotice);
+  return serving::CreateEngine(std::move(model), tokenizer, Instance(flags, gpu), PrintNotice);
+}
+
+StatusOr<std::vector<serving::CalibrationText>> ReadCalibrationFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound(path + ": cannot be read");
+  std::vector<serving::CalibrationText> texts;
+  std::string line;
+  int number = 0;
+  std::optional<bool> jsonl;  // decided by the first non-empty line
+  while (std::getline(in, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    if (!jsonl) jsonl = line[line.find_first_not_of(" \t")] == '{';
+    if (!*jsonl) {
+      texts.push_back({line, ""});
+      continue;
+    }
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    auto text = j.is_object() ? j.find("text") : j.end();
+    if (!j.is_object() || text == j.end() || !text->is_string())
+      return InvalidArgument(path + " line " + std::to_string(number) +
+                             ": expected {\"text\": \"...\"} (JSON Lines), or a file of one "
+                             "text per line");
+    serving::CalibrationText t{text->get<std::string>(), ""};
+    auto pair = j.find("text_pair");
+    if (pair != j.end() && pair->is_string()) t.text_pair = pair->get<std::string>();
+    texts.push_back(std::move(t));
+  }
+  if (texts.empty()) return InvalidArgument(path + ": no calibration inputs in it");
+  return texts;
 }
 
 Status SelfCheckGpuEngine(const LoadedModel& loaded, const EngineFlags& flags, Engine& engine) {
@@ -146,9 +207,11 @@ serving::ServeDefaults MakeServeDefaults(const EngineFlags& engine, const Servin
                                         serving::MetricsSink* metrics) {
   serving::ServeDefaults d;
   d.config_source = server::TritonConfigSource();
-  d.make_engine = [](std::shared_ptr<const Model> model, const serving::InstanceSpec& spec) {
-    return serving::CreateEngine(std::move(model), spec, PrintNotice);
+  d.make_engine = [](std::shared_ptr<const Model> model, const Tokenizer& tokenizer,
+                     const serving::InstanceSpec& spec) {
+    return serving::CreateEngine(std::move(model), tokenizer, spec, PrintNotice);
   };
+  d.calibration = {engine.calibration, engine.calibration_texts, engine.calibrate_samples};
   d.device = engine.device;
   d.precision = engine.precision;
   d.threads = engine.threads;

@@ -49,6 +49,11 @@ struct EngineFlags {
   std::string precision;       // empty: the device's default
   int threads = 0;             // 0: all cores
   std::string gelu = "exact";  // exact | tanh: CudaEngineOptions::approximate_erf_gelu
+  // int8: --calibrate FILE's inputs (empty: the built-in corpus),
+  // --calibration's method, --calibrate-samples.
+  std::vector<serving::CalibrationText> calibration_texts;
+  std::string calibration;
+  int calibrate_samples = 0;
 };
 void AddEngineOptions(CLI::App* cmd, EngineFlags* flags,
                       const std::string& threads_help = "CPU threads (0: all cores)");
@@ -89,7 +94,12 @@ using serving::ResolvePrecision;
 // serving::CreateEngine for the command line's flags, notices on stderr.
 // For `run`, see SelfCheckGpuEngine.
 StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> model,
+                                               const Tokenizer& tokenizer,
                                                const EngineFlags& flags, int gpu = 0);
+// --calibrate FILE's inputs: JSON Lines ({"text": ..., "text_pair": ...}, as
+// `bertrt run` reads them) or, when the first non-empty line is not a JSON
+// object, one text per line; empty lines are skipped.
+StatusOr<std::vector<serving::CalibrationText>> ReadCalibrationFile(const std::string& path);
 // `bertrt run`'s EngineSelfCheck of a CUDA engine: a line on stderr with
 // the numbers; the error when it fails.
 Status SelfCheckGpuEngine(const LoadedModel& loaded, const EngineFlags& flags, Engine& engine);

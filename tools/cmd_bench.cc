@@ -127,7 +127,7 @@ int Bench(const BenchFlags& flags) {
                         " is more than the model's " +
                         std::to_string(config.max_positions()) + " position embeddings"),
         kExitUsage);
-  auto engine = CreateEngine(loaded->model, flags.engine);
+  auto engine = CreateEngine(loaded->model, *loaded->tokenizer, flags.engine);
   if (!engine.ok()) return Fail(engine.status(), EngineFailureCode(engine.status().code()));
 
   std::mt19937 rng(flags.seed);

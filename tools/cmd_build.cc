@@ -98,13 +98,13 @@ int Verify(const BuildFlags& flags, const Plan& plan, std::shared_ptr<const Mode
   }
   EngineFlags ref_flags;
   ref_flags.threads = flags.threads;
-  auto ref_engine = CreateEngine(reference, ref_flags);
+  auto ref_engine = CreateEngine(reference, *plan.tokenizer, ref_flags);
   if (!ref_engine.ok()) return Fail(ref_engine.status(), EngineFailureCode(ref_engine.status().code()));
   // The plan runs as serve runs it by default.
   EngineFlags plan_flags = ref_flags;
   plan_flags.device = on_gpu ? "cuda" : "cpu";
   plan_flags.precision = on_gpu ? PrecisionName(precision) : "fp32";
-  auto plan_engine = CreateEngine(plan.model, plan_flags);
+  auto plan_engine = CreateEngine(plan.model, *plan.tokenizer, plan_flags);
   if (!plan_engine.ok())
     return Fail(plan_engine.status(), EngineFailureCode(plan_engine.status().code()));
   auto report = CompareEngines(DescribeOutputs(*reference), **ref_engine, **plan_engine,

@@ -482,7 +482,7 @@ int Run(const RunFlags& flags) {
       return Fail(st, kExitUsage);
   }
 
-  auto engine = CreateEngine(loaded->model, flags.engine);
+  auto engine = CreateEngine(loaded->model, *loaded->tokenizer, flags.engine);
   if (!engine.ok()) return Fail(engine.status(), EngineFailureCode(engine.status().code()));
   TraceStartup("bertrt run: engine created");
   if (flags.engine.device == "cuda" && !flags.skip_verify) {

@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bertrt/model.h"
@@ -58,6 +60,50 @@ struct OpProfile {
   double flops = 0;  // GEMMs and attention; 0 for the rest
 };
 
+// How an 8-bit GEMM's input is scaled: per token (each row's own range,
+// found as it is quantized: the default, the most accurate), or per tensor
+// with a scale calibrated by the largest |x| seen, a percentile of |x|
+// (values beyond it clip) or the bound with the least expected squared
+// error (model/calibration.h).
+enum class CalibrationMethod { kPerToken, kMax, kPercentile, kMse };
+
+// What an 8-bit engine must keep of fp32's accuracy on held-out inputs (the
+// defaults: embeddings' cosine mean 0.999 and min 0.99, their top-10
+// retrieval overlap 0.95, 99.5% of argmaxes equal).
+struct AccuracyBudget {
+  double cosine_mean = 0.999, cosine_min = 0.99, top10_overlap = 0.95, argmax = 0.995;
+};
+
+// How far an 8-bit engine's outputs are from fp32's on held-out inputs.
+struct OutputAccuracy {
+  std::string output;
+  int rows = 0;
+  double cosine_mean = 1.0, cosine_min = 1.0;  // per row
+  double max_abs_error = 0.0;
+  // Outputs whose row's largest value is the prediction: the share of rows
+  // whose argmax agrees; -1: not such an output.
+  double argmax_agreement = -1.0;
+  // Sequence vectors (embeddings): the mean share of each held-out row's 10
+  // nearest others (by cosine) that fp32 and 8 bits agree on; -1: not one.
+  double top10_overlap = -1.0;
+};
+
+struct QuantizationReport {
+  std::string precision;    // "int8"
+  std::string calibration;  // the method ("per token, SmoothQuant 0.5")
+  int calibration_sequences = 0, held_out_sequences = 0;
+  int quantized_linears = 0;  // of `linears` in all
+  int linears = 0;
+  // Linears put back to fp32 to meet the budget, costliest first, with the
+  // worst held-out score (cosine mean or argmax agreement) each alone in
+  // 8 bits gave.
+  std::vector<std::pair<std::string, double>> kept_fp32;
+  std::vector<OutputAccuracy> outputs;
+  bool within_budget = true;
+  // One line per output, for a notice or `bertrt inspect`.
+  std::string Summary() const;
+};
+
 class Engine {
  public:
   virtual ~Engine() = default;
@@ -79,6 +125,8 @@ class Engine {
   // How many prepared shapes the engine keeps (least recently used ones are
   // dropped past it); 0: no limit.
   virtual size_t KeptShapes() const { return 0; }
+  // An 8-bit engine's calibration and accuracy against fp32; else none.
+  virtual std::optional<QuantizationReport> Quantization() const { return std::nullopt; }
 };
 
 // Checks ids against the vocabulary, type ids (of a model that takes them)
@@ -86,11 +134,32 @@ class Engine {
 // has (max_positions), before any compute.
 Status ValidateBatch(const RaggedBatch& batch, const ModelConfig& config);
 
+// Int8 GEMMs for the encoder's Linears (QKV, attention output, FFN in and
+// out); embeddings, LayerNorm, attention, pooling and heads stay fp32.
+struct Int8Options {
+  // Representative inputs: the encoder's Linear inputs over these set
+  // SmoothQuant's per-column factors and (per tensor) the scales.
+  std::vector<RaggedBatch> calibration;
+  // Inputs the accuracy report compares int8 with fp32 on (none: no report
+  // and no fallback).
+  std::vector<RaggedBatch> held_out;
+  CalibrationMethod method = CalibrationMethod::kPerToken;
+  double percentile = 99.99;  // kPercentile's
+  // SmoothQuant's migration strength (0: none): each input column divided by
+  // max|x|^alpha / max|w|^(1 - alpha), the weights' column multiplied by it.
+  float smoothing_alpha = 0.5f;
+  // Past the budget, the Linears whose int8 costs most accuracy go back to
+  // fp32, one at a time, until it holds (the report lists them).
+  AccuracyBudget budget;
+};
+
 struct CpuEngineOptions {
   int threads = 0;  // 0: all cores
   // Where the engine's notices go (nullptr: nowhere): it computes in fp32
   // and says so when it widens a plan's fp16/bf16 weights.
   std::function<void(const std::string&)> on_notice;
+  // Set: int8 GEMMs, calibrated at creation.
+  std::optional<Int8Options> int8;
 };
 
 StatusOr<std::unique_ptr<Engine>> CreateCpuEngine(std::shared_ptr<const Model> model,

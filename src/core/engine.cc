@@ -1,6 +1,7 @@
 #include "bertrt/engine.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 
 namespace bertrt {
@@ -78,6 +79,39 @@ Status ValidateBatch(const RaggedBatch& batch, const ModelConfig& config) {
                              std::to_string(config.type_vocab_size) + ")");
   }
   return Status::Ok();
+}
+
+}  // namespace bertrt
+
+namespace bertrt {
+
+std::string QuantizationReport::Summary() const {
+  std::string s = precision + " GEMMs in " + std::to_string(quantized_linears) + " of " +
+                  std::to_string(linears) + " Linears, calibrated (" + calibration + ") on " +
+                  std::to_string(calibration_sequences) + " sequences";
+  char line[256];
+  if (held_out_sequences == 0) return s + "; no held-out inputs to report accuracy on";
+  for (const auto& [name, score] : kept_fp32) {
+    std::snprintf(line, sizeof(line), "\n  kept in fp32 to meet the accuracy budget: %s (alone in %s: %.5f)",
+                  name.c_str(), precision.c_str(), score);
+    s += line;
+  }
+  s += "\n  against fp32 on " + std::to_string(held_out_sequences) + " held-out sequences" +
+       (within_budget ? " (within the budget):" : " (OUTSIDE the budget):");
+  for (const OutputAccuracy& a : outputs) {
+    std::snprintf(line, sizeof(line), "\n  %s: cosine mean %.5f min %.5f, max |diff| %.3g",
+                  a.output.c_str(), a.cosine_mean, a.cosine_min, a.max_abs_error);
+    s += line;
+    if (a.argmax_agreement >= 0) {
+      std::snprintf(line, sizeof(line), ", argmax agreement %.2f%%", 100 * a.argmax_agreement);
+      s += line;
+    }
+    if (a.top10_overlap >= 0) {
+      std::snprintf(line, sizeof(line), ", top-10 overlap %.3f", a.top10_overlap);
+      s += line;
+    }
+  }
+  return s;
 }
 
 }  // namespace bertrt

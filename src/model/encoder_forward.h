@@ -206,6 +206,7 @@ class EncoderForward {
   }
 
   Status Head() {
+    ops_.BeginHead();
     const bool pools = c_.head == HeadKind::kSequenceClassification || c_.head == HeadKind::kBase;
     if (w_.pooler && pools) RETURN_IF_ERROR(Pooler());
     switch (c_.head) {
@@ -255,7 +256,7 @@ class EncoderForward {
     }
     RETURN_IF_ERROR(ops_.Linear("pooler", *w_.pooler, first, n_, b_.tmp, {}));
     RETURN_IF_ERROR(ops_.ActivateToFloat(b_.tmp, b_.pooled, size_t(n_) * h_, c_.pooler_activation));
-    if (c_.prediction_head) RETURN_IF_ERROR(ops_.LayerNormFloat(b_.pooled, n_, w_.pooler_norm));
+    if (w_.pooler_norm) RETURN_IF_ERROR(ops_.LayerNormFloat(b_.pooled, n_, w_.pooler_norm));
     return Status::Ok();
   }
 

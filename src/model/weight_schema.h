@@ -90,13 +90,15 @@ std::vector<const WeightTensor*> Tensors(const std::vector<WeightGroup>& schema)
 // precision where the schema says so (else fp32): the model check's part.
 Status CheckWeights(const ModelWeights& weights, const std::vector<WeightGroup>& schema);
 
-// The forward's weights in a backend's types (Ops: its ops class), made from
-// a checked model by PrepareWeights.
-template <class Ops>
-struct Weights {
-  using Linear = typename Ops::LinearWeights;
-  using SmallLinear = typename Ops::SmallLinearWeights;
-  std::vector<typename Ops::Layer> layers;
+// The forward's weights in a backend's types: its layers (members qkv,
+// attn_out, ffn_in, ffn_out, attn_norm, ffn_norm), GEMM weights and small
+// heads' weights. Weights<Ops> names them by a backend's ops class.
+template <class LayerT, class LinearT, class SmallLinearT>
+struct WeightsOf {
+  using Layer = LayerT;
+  using Linear = LinearT;
+  using SmallLinear = SmallLinearT;
+  std::vector<Layer> layers;
   ops::Norm embedding_norm, final_norm;  // final: pre-norm models
   std::optional<Linear> pooler;          // none: no pooler in the head
   ops::Norm pooler_norm;                 // a prediction head's LayerNorm
@@ -106,18 +108,21 @@ struct Weights {
   ops::Norm mlm_norm;
 };
 
-// Makes a backend's weights from the schema's groups. `maker` makes each
-// kind, naming the group in its errors:
-//   StatusOr<Ops::LinearWeights> Linear(const std::vector<const Tensor*>& w,
-//                                       const std::vector<const Tensor*>& b,
-//                                       const std::string& name)
-//   StatusOr<Ops::SmallLinearWeights> SmallLinear(const Tensor& w, const Tensor* b, name)
+template <class Ops>
+using Weights =
+    WeightsOf<typename Ops::Layer, typename Ops::LinearWeights, typename Ops::SmallLinearWeights>;
+
+// Makes a backend's weights (a WeightsOf) from the schema's groups. `maker`
+// makes each kind, naming the group in its errors:
+//   StatusOr<Linear> Linear(const std::vector<const Tensor*>& w,
+//                           const std::vector<const Tensor*>& b, const std::string& name)
+//   StatusOr<SmallLinear> SmallLinear(const Tensor& w, const Tensor* b, name)
 //   StatusOr<ops::Norm> Norm(const Tensor& gamma, const Tensor& beta, name)
 // Tables and the relative position bias are the backend's own (its tables).
-template <class Ops, class Maker>
-StatusOr<Weights<Ops>> PrepareWeights(const ModelWeights& model,
-                                      const std::vector<WeightGroup>& schema, Maker& maker) {
-  Weights<Ops> out;
+template <class W, class Maker>
+StatusOr<W> PrepareWeights(const ModelWeights& model, const std::vector<WeightGroup>& schema,
+                           Maker& maker) {
+  W out;
   auto parts = [&model](const WeightTensor& t) {
     std::vector<const Tensor*> p;
     for (const TensorRef& r : t.parts) p.push_back(&r.In(model));
@@ -129,7 +134,7 @@ StatusOr<Weights<Ops>> PrepareWeights(const ModelWeights& model,
     auto norm = [&]() {
       return maker.Norm(g.tensors[0].parts[0].In(model), g.tensors[1].parts[0].In(model), name);
     };
-    typename Ops::Layer* layer = nullptr;
+    typename W::Layer* layer = nullptr;
     if (g.index >= 0 && g.role != Role::kDense) {
       if (out.layers.size() <= size_t(g.index)) out.layers.resize(g.index + 1);
       layer = &out.layers[g.index];

@@ -22,7 +22,8 @@
 //            residual), Rotary, Attention, GatedActivation, GatherFirstTokens.
 //   heads    PoolSequences, ConvertToFloat, ConvertFromFloat, ActivateToFloat,
 //            LayerNormFloat, SmallLinear (from activations or fp32 rows),
-//            DenseActivation, L2Normalize, ZeroFloat, SpladePool, EndHead.
+//            DenseActivation, L2Normalize, ZeroFloat, SpladePool; BeginHead and
+//            EndHead around them (a profiled CUDA forward times the head as one).
 //   fast paths, asked through constants (`if constexpr`, so a backend
 //            without one need not implement it):
 //            kFirstQueryAttention: FirstQueryAttention, attention for each
@@ -120,6 +121,7 @@ concept EncoderOps = requires(B& o, const B& co, typename B::Buf buf, typename B
   { o.L2Normalize(f, n, n) } -> std::same_as<Status>;
   { o.ZeroFloat(f, count) } -> std::same_as<Status>;
   { o.SpladePool(in, n, n, f) } -> std::same_as<Status>;
+  { o.BeginHead() } -> std::same_as<void>;
   { o.EndHead() } -> std::same_as<Status>;
 };
 

@@ -39,13 +39,31 @@ StatusOr<CudaEngineOptions> CudaOptions(const InstanceSpec& spec, NoticeFn on_no
 }
 
 StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> model,
+                                               const Tokenizer& tokenizer,
                                                const InstanceSpec& spec, NoticeFn on_notice) {
+  if (spec.precision == "int8") {
+    if (spec.device != "cpu")
+      return Unimplemented(
+          "--precision int8 runs on the CPU engine for now; on --device cuda use fp16 or bf16");
+    CpuEngineOptions options;
+    options.threads = spec.threads;
+    options.on_notice = on_notice;
+    if (spec.calibration.texts.empty() && on_notice)
+      on_notice("int8: calibrating on bertrt's built-in corpus of " +
+                std::to_string(BuiltInCalibrationTexts().size()) +
+                " short multilingual texts; for the best accuracy give inputs like your own "
+                "with --calibrate FILE (JSON Lines or one text per line)");
+    ASSIGN_OR_RETURN(options.int8, MakeInt8Options(spec.calibration, tokenizer, model->config));
+    ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, CreateCpuEngine(std::move(model), options));
+    if (on_notice && engine->Quantization()) on_notice(engine->Quantization()->Summary());
+    return engine;
+  }
   ASSIGN_OR_RETURN(const Precision precision,
                    ParsePrecision(ResolvePrecision(spec.device, spec.precision)));
   if (spec.device == "cpu") {
     if (precision != Precision::kFp32)
       return InvalidArgument("--precision " + spec.precision +
-                             ": the CPU engine runs fp32 only; use --device cuda for fp16/bf16");
+                             ": the CPU engine runs fp32 or int8; use --device cuda for fp16/bf16");
     CpuEngineOptions options;
     options.threads = spec.threads;
     options.on_notice = std::move(on_notice);

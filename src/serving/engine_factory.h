@@ -12,15 +12,18 @@
 #include "bertrt/engine.h"
 #include "bertrt/model.h"
 #include "bertrt/status.h"
+#include "bertrt/tokenizer.h"
+#include "serving/calibration.h"
 
 namespace bertrt::serving {
 
 struct InstanceSpec {
   std::string device = "cpu";  // "cpu" | "cuda"
   int gpu = 0;                 // for "cuda"
-  std::string precision;       // fp32 | fp16 | bf16; empty: the device's default
+  std::string precision;       // fp32 | fp16 | bf16 | int8 (cpu); empty: the device's default
   int threads = 0;             // for "cpu"; 0: all cores
   std::string gelu = "exact";  // for "cuda": exact | tanh (CudaEngineOptions::approximate_erf_gelu)
+  CalibrationSpec calibration;  // for int8
   // "cpu" or "cuda:N", as logs and metrics name it.
   std::string Name() const { return device == "cuda" ? "cuda:" + std::to_string(gpu) : device; }
 };
@@ -34,9 +37,12 @@ std::string ResolvePrecision(const std::string& device, const std::string& preci
 // BERTRT_* comparison switch turns off (README).
 StatusOr<CudaEngineOptions> CudaOptions(const InstanceSpec& spec, NoticeFn on_notice);
 
-// A CPU engine (fp32 only: another precision is refused with what to use
-// instead) or a CUDA engine on spec.gpu.
+// A CPU engine (fp32, or int8 GEMMs calibrated on spec.calibration's texts
+// tokenized by `tokenizer`; fp16/bf16 are refused with what to use instead)
+// or a CUDA engine on spec.gpu. An int8 engine's accuracy report goes to
+// `on_notice`.
 StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> model,
+                                               const Tokenizer& tokenizer,
                                                const InstanceSpec& spec, NoticeFn on_notice);
 
 }  // namespace bertrt::serving

@@ -197,13 +197,15 @@ StatusOr<ModelServing> ResolveServing(const ServeDefaults& d, const ModelConfigF
       gpu = visible.ok() && !visible->empty();
     }
     if (!gpu) {
-      for (int n = 0; n < g.count; ++n) s.instances.push_back({"cpu", 0, cpu_precision, 0, gelu});
+      for (int n = 0; n < g.count; ++n) {
+        s.instances.push_back({"cpu", 0, cpu_precision, 0, gelu, d.calibration});
+      }
       continue;
     }
     ASSIGN_OR_RETURN(std::vector<int> gpus, GroupGpus(g.gpus, where));
     for (int index : gpus)
       for (int n = 0; n < g.count; ++n)
-        s.instances.push_back({"cuda", index, gpu_precision, 0, gelu});
+        s.instances.push_back({"cuda", index, gpu_precision, 0, gelu, {}});
   }
   // CPU instances share the cores unless told otherwise.
   const int cpu_instances =
@@ -256,7 +258,8 @@ StatusOr<std::vector<std::unique_ptr<Engine>>> ServedModel::CreateInstances(
       if (cpu_model != loaded.model)
         notice("fp16/bf16 weights widened to fp32 for the CPU instances");
     }
-    auto engine = defaults.make_engine(spec.device == "cpu" ? cpu_model : loaded.model, spec);
+    auto engine = defaults.make_engine(spec.device == "cpu" ? cpu_model : loaded.model,
+                                       *loaded.tokenizer, spec);
     if (!engine.ok())
       return Status(engine.status().code(),
                     "instance on " + spec.Name() + ": " + engine.status().message());

@@ -22,8 +22,10 @@
 
 namespace bertrt::serving {
 
-using EngineFactory = std::function<StatusOr<std::unique_ptr<Engine>>(std::shared_ptr<const Model>,
-                                                                      const InstanceSpec&)>;
+// Makes an instance's engine; the tokenizer tokenizes an int8 engine's
+// calibration texts.
+using EngineFactory = std::function<StatusOr<std::unique_ptr<Engine>>(
+    std::shared_ptr<const Model>, const Tokenizer&, const InstanceSpec&)>;
 
 // The command line's settings: every model's defaults, which its
 // config.pbtxt may override.
@@ -33,6 +35,7 @@ struct ServeDefaults {
   std::string precision;       // empty: fp16 on GPUs (CPUs always run fp32)
   int threads = 0;             // CPU threads per CPU instance; 0: the cores shared out
   std::string gelu = "exact";  // --gelu: how CUDA fp16/bf16 instances run the erf GELU
+  CalibrationSpec calibration; // int8 CPU instances' calibration (--calibrate, --calibration)
   int instances = 1;           // per GPU on cuda, in all on cpu
   std::vector<int> gpus;       // empty: every visible GPU
   SchedulerOptions scheduler;

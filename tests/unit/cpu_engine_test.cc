@@ -382,6 +382,56 @@ TEST(CpuEngine, RejectsInvalidBatches) {
   }
 }
 
+// Int8 GEMMs calibrated on random batches: the report compares with fp32
+// on the held-out ones, the outputs stay close to fp32's; a budget no int8
+// GEMM meets puts Linears back to fp32 until it holds, and says which.
+TEST(CpuEngine, Int8CalibratesReportsAndFallsBackToMeetItsBudget) {
+  const Spec spec{.head = HeadKind::kSentenceEmbedding, .pooling = {Pooling::kMean}};
+  auto model = MakeModel(spec);
+  auto batch_of = [](const std::vector<int>& lens, uint32_t seed) {
+    RaggedBatch b;
+    for (const Seq& s : RandomSeqs(lens, seed)) b.Add(s.ids, s.types);
+    return b;
+  };
+  Int8Options int8;
+  int8.calibration = {batch_of({5, 17, 30, 64}, 1), batch_of({3, 40}, 2)};
+  int8.held_out = {batch_of({7, 12, 25, 50, 2, 9}, 3)};
+  int8.budget.cosine_mean = 0.99;  // a tiny random model's; the real default is 0.999
+  int8.budget.cosine_min = 0.98;
+  int8.budget.top10_overlap = 0.0;
+  CpuEngineOptions options{2};
+  options.int8 = int8;
+  auto fp32 = CreateCpuEngine(model, {2});
+  auto q8 = CreateCpuEngine(model, options);
+  ASSERT_TRUE(fp32.ok() && q8.ok()) << q8.status().ToString();
+  auto report = (*q8)->Quantization();
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(report->linears, 4 * spec.layers);
+  EXPECT_EQ(report->calibration_sequences, 6);
+  EXPECT_EQ(report->held_out_sequences, 6);
+  ASSERT_EQ(report->outputs.size(), 1u);
+  EXPECT_EQ(report->outputs[0].output, "embedding");
+  EXPECT_TRUE(report->within_budget) << report->Summary();
+  EXPECT_FALSE((*fp32)->Quantization().has_value());
+  const RaggedBatch test = batch_of({4, 33, 60}, 4);
+  auto a = (*fp32)->Run(test, {}), b = (*q8)->Run(test, {});
+  ASSERT_TRUE(a.ok() && b.ok());
+  const std::vector<float>& x = a->outputs[0].data;
+  const std::vector<float>& y = b->outputs[0].data;
+  EXPECT_LT(NormRelErr(y, Mat(x.begin(), x.end())), 0.1) << "int8 near fp32";
+  EXPECT_GT(NormRelErr(y, Mat(x.begin(), x.end())), 1e-6) << "and not fp32 itself";
+
+  // Out of reach for any int8 GEMM: back to fp32, one Linear at a time.
+  options.int8->budget.cosine_mean = 1.0 - 1e-9;
+  auto strict = CreateCpuEngine(model, options);
+  ASSERT_TRUE(strict.ok());
+  report = (*strict)->Quantization();
+  EXPECT_TRUE(report->within_budget) << report->Summary();
+  EXPECT_FALSE(report->kept_fp32.empty());
+  EXPECT_EQ(report->quantized_linears + int(report->kept_fp32.size()), report->linears);
+  EXPECT_NE(report->Summary().find("kept in fp32"), std::string::npos) << report->Summary();
+}
+
 TEST(CpuEngine, RejectsInconsistentModels) {
   auto no_classifier = MakeModel({.head = HeadKind::kSequenceClassification});
   no_classifier->weights.classifier_w = Tensor();

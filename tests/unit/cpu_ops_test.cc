@@ -227,5 +227,133 @@ TEST(CpuOps, AttentionAddsTheRelativePositionBiasByDistance) {
   EXPECT_GT(NormRelErr(ctx, RefAttention(qkv, cu, h, heads)), 1e-2);
 }
 
+// The int8 GEMM: exactly what its quantized input and weights give (int32
+// sums, then one float scaling), for every epilogue, at several row counts;
+// and within rounding's error of the fp32 result on the input clipped to
+// the calibrated bound.
+TEST(CpuOps, Int8LinearIsItsQuantizedOperandsProduct) {
+  std::mt19937 rng(21);
+  MatmulContext ctx;
+  ASSERT_TRUE(ctx.Init().ok());
+  const int k = 96, n = 80;
+  Tensor w = Tensor::ZerosF32({n, k}), b = Tensor::ZerosF32({n});
+  const std::vector<float> wv = Random(size_t(n) * k, &rng), bv = Random(n, &rng);
+  std::copy(wv.begin(), wv.end(), w.mutable_f32());
+  std::copy(bv.begin(), bv.end(), b.mutable_f32());
+  for (Kernel kernel : {Kernel::kMatmul, Kernel::kSgemm}) {
+    auto packed = PackLinear({&w}, {&b}, k, "test");
+    ASSERT_TRUE(packed.ok());
+    auto linear = Linear::Create(std::move(*packed), &ctx, kernel);
+    ASSERT_TRUE(linear.ok());
+    const float bound = 3.0f;  // |x| the input scale covers; beyond it values clip
+    ASSERT_TRUE(linear->QuantizeInt8(bound / 127.0f, &ctx).ok());
+    EXPECT_TRUE(linear->uses_int8());
+    // The operands as the GEMM sees them.
+    std::vector<double> wq(wv.size()), w_scale(n);
+    for (int j = 0; j < n; ++j) {
+      double max = 0;
+      for (int p = 0; p < k; ++p) max = std::max(max, std::abs(double{wv[j * k + p]}));
+      w_scale[j] = max / 127.0;
+      for (int p = 0; p < k; ++p)
+        wq[j * k + p] = std::nearbyint(double{wv[j * k + p]} / w_scale[j]) * w_scale[j];
+    }
+    for (int m : {1, 13, 129}) {
+      // Some inputs beyond the bound: they clip to it.
+      std::vector<float> a = Random(size_t(m) * k, &rng, -4.0f, 4.0f);
+      const std::vector<float> c0 = Random(size_t(m) * n, &rng);
+      for (auto [e, apart] : {std::pair{Epilogue::kNone, false}, {Epilogue::kGelu, false},
+                              {Epilogue::kResidual, false}, {Epilogue::kResidual, true}}) {
+        std::vector<float> c = apart ? std::vector<float>(c0.size(), -3.0f) : c0;
+        const float* residual = e != Epilogue::kResidual ? nullptr : apart ? c0.data() : c.data();
+        ASSERT_TRUE(linear->Run(a.data(), m, c.data(), &ctx, 2, e, residual).ok());
+        std::vector<double> want(size_t(m) * n), exact(size_t(m) * n);
+        const double a_scale = bound / 127.0;
+        for (int i = 0; i < m; ++i)
+          for (int j = 0; j < n; ++j) {
+            double s = bv[j], t = bv[j];
+            for (int p = 0; p < k; ++p) {
+              const double aq =
+                  std::clamp(std::nearbyint(a[i * k + p] / a_scale), -127.0, 127.0) * a_scale;
+              s += aq * wq[j * k + p];
+              t += std::clamp(double{a[i * k + p]}, -double{bound}, double{bound}) * wv[j * k + p];
+            }
+            if (e == Epilogue::kGelu) s = test::RefGelu(s), t = test::RefGelu(t);
+            if (e == Epilogue::kResidual) s += c0[i * n + j], t += c0[i * n + j];
+            want[i * n + j] = s;
+            exact[i * n + j] = t;
+          }
+        EXPECT_LT(NormRelErr(c, want), 2e-6) << "rows " << m << " epilogue " << int(e);
+        // Rounding's error beside the fp32 product of the clipped input: each
+        // operand off by up to half a step of 1/127 of its range.
+        EXPECT_LT(NormRelErr(c, exact), 0.02) << "rows " << m << " epilogue " << int(e);
+      }
+    }
+  }
+}
+
+// Per token (the default): each row onto uint8 by its own [min, max] and
+// zero point, the input's columns divided by SmoothQuant's divisors and the
+// weights' multiplied by them; exactly what those operands give.
+TEST(CpuOps, Int8LinearPerTokenIsItsQuantizedOperandsProduct) {
+  std::mt19937 rng(22);
+  MatmulContext ctx;
+  ASSERT_TRUE(ctx.Init().ok());
+  const int k = 64, n = 48;
+  Tensor w = Tensor::ZerosF32({n, k}), b = Tensor::ZerosF32({n});
+  const std::vector<float> wv = Random(size_t(n) * k, &rng), bv = Random(n, &rng);
+  std::copy(wv.begin(), wv.end(), w.mutable_f32());
+  std::copy(bv.begin(), bv.end(), b.mutable_f32());
+  auto packed = PackLinear({&w}, {&b}, k, "test");
+  ASSERT_TRUE(packed.ok());
+  auto linear = Linear::Create(std::move(*packed), &ctx);
+  ASSERT_TRUE(linear.ok());
+  std::vector<float> column_max(k);
+  for (float& v : column_max) v = std::uniform_real_distribution<float>(0.5f, 20.0f)(rng);
+  auto smoothing = linear->SmoothingDivisors(column_max, 0.5f, &ctx);
+  ASSERT_TRUE(smoothing.ok());
+  ASSERT_TRUE(linear->QuantizeInt8(0.0f, &ctx, *smoothing).ok());
+  // The weights as the GEMM holds them: columns smoothed, rows quantized.
+  std::vector<double> wq(wv.size());
+  for (int j = 0; j < n; ++j) {
+    double max = 0;
+    for (int p = 0; p < k; ++p)
+      max = std::max(max, std::abs(double{wv[j * k + p] * (*smoothing)[p]}));
+    const double scale = max / 127.0;
+    for (int p = 0; p < k; ++p)
+      wq[j * k + p] = std::nearbyint(double{wv[j * k + p] * (*smoothing)[p]} / scale) * scale;
+  }
+  for (int m : {1, 7, 130}) {
+    // Rows of different ranges, one mostly above zero (as after a GELU).
+    std::vector<float> a = Random(size_t(m) * k, &rng, -3.0f, 3.0f);
+    for (int p = 0; p < k; ++p) a[p] = std::abs(a[p]) * 5.0f - 0.17f;
+    std::vector<float> c(size_t(m) * n, -3.0f);
+    ASSERT_TRUE(linear->Run(a.data(), m, c.data(), &ctx, 2, Epilogue::kGelu).ok());
+    std::vector<double> want(size_t(m) * n);
+    for (int i = 0; i < m; ++i) {
+      std::vector<double> x(k);
+      double lo = 0, hi = 0;
+      for (int p = 0; p < k; ++p) {
+        x[p] = double{a[i * k + p] * (1.0f / (*smoothing)[p])};
+        lo = std::min(lo, x[p]), hi = std::max(hi, x[p]);
+      }
+      const double s = (hi - lo) / 255.0, z = std::nearbyint(-lo / s);
+      for (int p = 0; p < k; ++p)
+        x[p] = (std::clamp(std::nearbyint(x[p] / s) + z, 0.0, 255.0) - z) * s;
+      for (int j = 0; j < n; ++j) {
+        double sum = bv[j];
+        for (int p = 0; p < k; ++p) sum += x[p] * wq[j * k + p];
+        want[i * n + j] = test::RefGelu(sum);
+      }
+    }
+    EXPECT_LT(NormRelErr(c, want), 2e-6) << "rows " << m;
+  }
+  // Back to fp32 on request, with both GEMMs kept until dropped.
+  linear->UseInt8(false);
+  EXPECT_FALSE(linear->uses_int8());
+  std::vector<float> a = Random(size_t(3) * k, &rng), c(size_t(3) * n);
+  ASSERT_TRUE(linear->Run(a.data(), 3, c.data(), &ctx, 2).ok());
+  EXPECT_LT(NormRelErr(c, test::RefLinear(a, 3, k, wv, bv, n)), 2e-6);
+}
+
 }  // namespace
 }  // namespace bertrt::cpu

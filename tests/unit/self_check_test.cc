@@ -154,13 +154,13 @@ TEST(EngineSelfCheck, SmallLogitsAreHeldToTheirPrecisionsRoundingNotToACosine) {
 // loading, with the reason; --skip-verify (self_check off) loads it.
 TEST(EngineSelfCheck, ServeDoesNotLoadAModelWhoseGpuInstanceIsBroken) {
   serving::ServeDefaults defaults;
-  defaults.make_engine = [](std::shared_ptr<const Model> model,
+  defaults.make_engine = [](std::shared_ptr<const Model> model, const Tokenizer&,
                             const serving::InstanceSpec& spec) -> StatusOr<std::unique_ptr<Engine>> {
     if (spec.device == "cpu") return CreateCpuEngine(std::move(model), {});
     return std::unique_ptr<Engine>(new DistortedEngine(Cpu(model), Garbled));
   };
   serving::ModelServing serving;
-  serving.instances = {{"cuda", 0, "fp16", 0, "exact"}};
+  serving.instances = {{"cuda", 0, "fp16", 0, "exact", {}}};
   auto served = serving::ServedModel::Load("cls", "1", ModelDir("seq_cls"), serving, defaults);
   ASSERT_FALSE(served.ok());
   EXPECT_EQ(served.status().code(), StatusCode::kFailedPrecondition);
@@ -173,7 +173,7 @@ TEST(EngineSelfCheck, ServeDoesNotLoadAModelWhoseGpuInstanceIsBroken) {
   EXPECT_TRUE(unchecked.ok()) << unchecked.status().ToString();
   // CPU instances are the reference itself: never checked.
   defaults.self_check = true;
-  serving.instances = {{"cpu", 0, "fp32", 1, "exact"}};
+  serving.instances = {{"cpu", 0, "fp32", 1, "exact", {}}};
   EXPECT_TRUE(serving::ServedModel::Load("cls", "1", ModelDir("seq_cls"), serving, defaults).ok());
 }
 

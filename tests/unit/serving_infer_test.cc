@@ -16,11 +16,12 @@ namespace {
 
 std::unique_ptr<ServedModel> Serve(const std::string& fixture) {
   ServeDefaults defaults;
-  defaults.make_engine = [](std::shared_ptr<const Model> model, const InstanceSpec&) {
+  defaults.make_engine = [](std::shared_ptr<const Model> model, const Tokenizer&,
+                            const InstanceSpec&) {
     return CreateCpuEngine(std::move(model), {});
   };
   ModelServing serving;
-  serving.instances = {{"cpu", 0, "fp32", 1, "exact"}};
+  serving.instances = {{"cpu", 0, "fp32", 1, "exact", {}}};
   auto served = ServedModel::Load(
       fixture, "1", std::string(BERTRT_TEST_DATA_DIR) + "/models/" + fixture, serving, defaults);
   EXPECT_TRUE(served.ok()) << served.status().ToString();

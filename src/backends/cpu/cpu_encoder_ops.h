@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/cpu_linear.h"
@@ -97,6 +99,7 @@ class EncoderOps {
   Status L2Normalize(float* x, int rows, int width);
   Status ZeroFloat(float* x, size_t count);
   Status SpladePool(const float* logits, int first_token, int rows, float* out);
+  void BeginHead() {}
   Status EndHead() { return Status::Ok(); }
 
  private:
@@ -113,5 +116,26 @@ class EncoderOps {
 };
 
 static_assert(ops::EncoderOps<EncoderOps>);
+
+// The CPU ops with each Linear's input seen before it runs (calibration of
+// int8 GEMMs): `see(linear, input, count)`.
+class ObservingOps : public EncoderOps {
+ public:
+  using See = std::function<void(const cpu::Linear&, const float*, size_t)>;
+  ObservingOps(const ModelConfig& config, const ModelTables& tables, const RaggedBatch& batch,
+               const Workspace& workspace, MatmulContext* matmul, int threads, See see)
+      : EncoderOps(config, tables, batch, workspace, matmul, threads), see_(std::move(see)) {}
+
+  Status Linear(const char* name, const cpu::Linear& w, const float* x, int rows, float* y,
+                ops::Tail<const float*> tail) {
+    see_(w, x, size_t(rows) * w.in());
+    return EncoderOps::Linear(name, w, x, rows, y, tail);
+  }
+
+ private:
+  See see_;
+};
+
+static_assert(ops::EncoderOps<ObservingOps>);
 
 }  // namespace bertrt::cpu

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -14,9 +16,11 @@
 #include "backends/cpu/cpu_encoder_ops.h"
 #include "bertrt/engine.h"
 #include "bertrt/head_outputs.h"
+#include "model/calibration.h"
 #include "model/encoder_forward.h"
 #include "model/model_check.h"
 #include "model/outputs.h"
+#include "model/quantization_report.h"
 #include "model/relative_position.h"
 #include "model/rotary.h"
 #include "model/weight_schema.h"
@@ -31,13 +35,23 @@ class CpuEngine final : public Engine {
   CpuEngine(std::shared_ptr<const Model> model, int threads)
       : model_(std::move(model)), outputs_(DescribeOutputs(*model_)), threads_(threads) {}
 
-  Status Init();
+  Status Init(const std::optional<Int8Options>& int8);
   StatusOr<BatchOutputs> Run(const RaggedBatch& batch, const RunOptions& options) override;
+  std::optional<QuantizationReport> Quantization() const override { return quantization_; }
   const ModelConfig& config() const override { return model_->config; }
   std::string device() const override { return "cpu:" + std::to_string(threads_) + "t"; }
   size_t PeakMemoryBytes() const override { return peak_bytes_.load(); }
 
  private:
+  // The forward of a validated, non-empty batch on ops of type OpsT (made
+  // with `extra` after the common arguments), then its outputs. Holds mu_.
+  template <class OpsT, class... Extra>
+  StatusOr<BatchOutputs> Forward(const RaggedBatch& batch, const RunOptions& options,
+                                 Extra... extra);
+  // Calibrates the encoder's Linears on `int8`'s batches, quantizes them and
+  // reports the accuracy on its held-out ones.
+  Status QuantizeInt8(const Int8Options& int8);
+
   // Makes the forward's weights for PrepareWeights: GEMM weights packed,
   // concatenated and reordered for oneDNN; LayerNorms read in place.
   struct Maker {
@@ -68,15 +82,16 @@ class CpuEngine final : public Engine {
   cpu::MatmulContext matmul_;
   cpu::Workspace workspace_;
   std::atomic<size_t> peak_bytes_{0};  // readable while a Run holds mu_
+  std::optional<QuantizationReport> quantization_;
 };
 
-Status CpuEngine::Init() {
+Status CpuEngine::Init(const std::optional<Int8Options>& int8) {
   RETURN_IF_ERROR(CheckModel(*model_));
   RETURN_IF_ERROR(matmul_.Init());
   const ModelConfig& c = model_->config;
   const ModelWeights& w = model_->weights;
   Maker maker{this};
-  ASSIGN_OR_RETURN(weights_, model::PrepareWeights<EncoderOps>(
+  ASSIGN_OR_RETURN(weights_, model::PrepareWeights<model::Weights<EncoderOps>>(
                                  w, model::WeightSchema(c, HeadUsesPooler(*model_),
                                                         !w.mlm_decoder_w.empty()),
                                  maker));
@@ -95,14 +110,159 @@ Status CpuEngine::Init() {
     if (c.local_window > 0 && c.local_rope_theta != c.rope_theta)
       tables_.rotary_local = RotaryTable(c.local_rope_theta, c.head_dim(), c.max_positions());
   }
+  return int8 ? QuantizeInt8(*int8) : Status::Ok();
+}
+
+namespace {
+
+// Whether `outputs` keep `budget`: embeddings their cosine and retrieval
+// agreement, predictions their argmax; other outputs are only reported.
+bool WithinBudget(const std::vector<OutputAccuracy>& outputs, const AccuracyBudget& budget) {
+  for (const OutputAccuracy& a : outputs) {
+    if (a.top10_overlap >= 0 &&
+        (a.cosine_mean < budget.cosine_mean || a.cosine_min < budget.cosine_min ||
+         a.top10_overlap < budget.top10_overlap))
+      return false;
+    if (a.argmax_agreement >= 0 && a.argmax_agreement < budget.argmax) return false;
+  }
+  return true;
+}
+
+// The worst of the outputs' cosine means and argmax agreements: how much a
+// Linear in int8 costs, lower is worse.
+double Worst(const std::vector<OutputAccuracy>& outputs) {
+  double worst = 1.0;
+  for (const OutputAccuracy& a : outputs) {
+    worst = std::min(worst, a.cosine_mean);
+    if (a.argmax_agreement >= 0) worst = std::min(worst, a.argmax_agreement);
+  }
+  return worst;
+}
+
+}  // namespace
+
+Status CpuEngine::QuantizeInt8(const Int8Options& int8) {
+  if (int8.calibration.empty())
+    return InvalidArgument("int8: no calibration inputs (give representative texts)");
+  std::lock_guard<std::mutex> lock(mu_);
+  const RunOptions plain;
+  for (const std::vector<RaggedBatch>* batches : {&int8.calibration, &int8.held_out})
+    for (const RaggedBatch& b : *batches) RETURN_IF_ERROR(ValidateBatch(b, model_->config));
+  // fp32's outputs on the held-out inputs, and the int8 ones' accuracy.
+  std::vector<BatchOutputs> reference;
+  for (const RaggedBatch& b : int8.held_out) {
+    if (b.num_seqs() == 0) continue;
+    ASSIGN_OR_RETURN(reference.emplace_back(), Forward<EncoderOps>(b, plain));
+  }
+  auto measure = [&]() -> StatusOr<std::vector<OutputAccuracy>> {
+    std::vector<BatchOutputs> quantized;
+    for (const RaggedBatch& b : int8.held_out) {
+      if (b.num_seqs() == 0) continue;
+      ASSIGN_OR_RETURN(quantized.emplace_back(), Forward<EncoderOps>(b, plain));
+    }
+    return model::CompareOutputs(outputs_, reference, quantized);
+  };
+
+  // The encoder's Linears (the heads stay fp32) and their inputs' statistics.
+  struct Quantized {
+    cpu::Linear* linear;
+    std::string name;
+    model::InputStatistics stats;
+    std::vector<float> smoothing;
+  };
+  std::vector<Quantized> linears;
+  std::map<const cpu::Linear*, size_t> index;
+  for (size_t i = 0; i < weights_.layers.size(); ++i) {
+    cpu::Layer& l = weights_.layers[i];
+    for (auto [linear, name] : {std::pair{&l.qkv, "qkv"}, {&l.attn_out, "attention output"},
+                                {&l.ffn_in, "ffn in"}, {&l.ffn_out, "ffn out"}}) {
+      index[linear] = linears.size();
+      linears.push_back({linear, "layer " + std::to_string(i) + " " + name, {}, {}});
+    }
+  }
+  // The largest |x| per column (SmoothQuant's and max's), then for the
+  // other per-tensor methods the histogram of the smoothed values.
+  int sequences = 0;
+  auto observe = [&](bool histogram) -> Status {
+    auto see = [&](const cpu::Linear& w, const float* x, size_t n) {
+      auto it = index.find(&w);
+      if (it == index.end()) return;
+      model::InputStatistics& s = linears[it->second].stats;
+      if (histogram) s.SeeHistogram(x, n / w.in(), w.in());
+      else s.SeeMax(x, n / w.in(), w.in());
+    };
+    for (const RaggedBatch& b : int8.calibration) {
+      if (b.num_seqs() == 0) continue;
+      if (!histogram) sequences += b.num_seqs();
+      RETURN_IF_ERROR(Forward<cpu::ObservingOps>(b, plain, cpu::ObservingOps::See(see)).status());
+    }
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(observe(false));
+  for (Quantized& q : linears) {
+    if (int8.smoothing_alpha <= 0.0f) continue;
+    ASSIGN_OR_RETURN(q.smoothing, q.linear->SmoothingDivisors(q.stats.column_max(),
+                                                              int8.smoothing_alpha, &matmul_));
+    q.stats.SetSmoothing(q.smoothing);
+  }
+  const bool per_tensor = int8.method != CalibrationMethod::kPerToken;
+  if (per_tensor && int8.method != CalibrationMethod::kMax) RETURN_IF_ERROR(observe(true));
+  for (Quantized& q : linears) {
+    const float scale = per_tensor ? q.stats.Bound(int8.method, int8.percentile) / 127.0f : 0.0f;
+    RETURN_IF_ERROR(q.linear->QuantizeInt8(scale, &matmul_, q.smoothing));
+  }
+
+  QuantizationReport report;
+  report.precision = "int8";
+  report.calibration = model::CalibrationName(int8.method, int8.percentile);
+  if (int8.smoothing_alpha > 0.0f) {
+    char alpha[32];
+    std::snprintf(alpha, sizeof(alpha), ", SmoothQuant %g", int8.smoothing_alpha);
+    report.calibration += alpha;
+  }
+  report.calibration_sequences = sequences;
+  for (const RaggedBatch& b : int8.held_out) report.held_out_sequences += b.num_seqs();
+  report.linears = static_cast<int>(linears.size());
+  ASSIGN_OR_RETURN(report.outputs, measure());
+  report.within_budget = reference.empty() || WithinBudget(report.outputs, int8.budget);
+  if (!report.within_budget) {
+    // Each Linear's cost alone in int8; then the costliest back to fp32, one
+    // at a time, until the budget holds.
+    for (Quantized& q : linears) q.linear->UseInt8(false);
+    std::vector<std::pair<double, size_t>> cost;
+    for (size_t i = 0; i < linears.size(); ++i) {
+      linears[i].linear->UseInt8(true);
+      ASSIGN_OR_RETURN(const std::vector<OutputAccuracy> alone, measure());
+      cost.push_back({Worst(alone), i});
+      linears[i].linear->UseInt8(false);
+    }
+    for (Quantized& q : linears) q.linear->UseInt8(true);
+    std::sort(cost.begin(), cost.end());
+    for (const auto& [score, i] : cost) {
+      linears[i].linear->UseInt8(false);
+      report.kept_fp32.push_back({linears[i].name, score});
+      ASSIGN_OR_RETURN(report.outputs, measure());
+      if ((report.within_budget = WithinBudget(report.outputs, int8.budget))) break;
+    }
+  }
+  for (Quantized& q : linears) {
+    report.quantized_linears += q.linear->uses_int8();
+    q.linear->DropUnusedWeights();
+  }
+  quantization_ = std::move(report);
   return Status::Ok();
 }
 
 StatusOr<BatchOutputs> CpuEngine::Run(const RaggedBatch& batch, const RunOptions& options) {
   RETURN_IF_ERROR(ValidateBatch(batch, model_->config));
   std::lock_guard<std::mutex> lock(mu_);
-  BatchOutputs out;
-  if (batch.num_seqs() == 0) return out;
+  if (batch.num_seqs() == 0) return BatchOutputs{};
+  return Forward<EncoderOps>(batch, options);
+}
+
+template <class OpsT, class... Extra>
+StatusOr<BatchOutputs> CpuEngine::Forward(const RaggedBatch& batch, const RunOptions& options,
+                                          Extra... extra) {
   const ModelConfig& c = model_->config;
   workspace_.Reserve(c, batch, weights_.classifier ? weights_.classifier->out() : 0, threads_,
                      EncoderOps::kMaskedLmChunkTokens);
@@ -111,11 +271,11 @@ StatusOr<BatchOutputs> CpuEngine::Run(const RaggedBatch& batch, const RunOptions
   // thread: set it for this run and give the caller's setting back.
   const int caller_threads = omp_get_max_threads();
   omp_set_num_threads(threads_);
-  EncoderOps ops(c, tables_, batch, workspace_, &matmul_, threads_);
+  OpsT ops(c, tables_, batch, workspace_, &matmul_, threads_, std::move(extra)...);
   const ops::Batch shape{batch.num_tokens(), batch.num_seqs(), batch.max_len,
                          options.last_hidden_state,
                          OutputsReadOnlyFirstTokens(outputs_, options.last_hidden_state)};
-  Status status = model::EncoderForward<EncoderOps>(c, weights_, ops, shape).Run();
+  Status status = model::EncoderForward<OpsT>(c, weights_, ops, shape).Run();
   omp_set_num_threads(caller_threads);
   RETURN_IF_ERROR(status);
   // Every array the outputs read, where the forward left it.
@@ -141,7 +301,7 @@ StatusOr<std::unique_ptr<Engine>> CreateCpuEngine(std::shared_ptr<const Model> m
                       ": fp16/bf16 weights widened to fp32 for the CPU engine, which computes in "
                       "fp32");
   auto engine = std::make_unique<CpuEngine>(std::move(widened), threads);
-  RETURN_IF_ERROR(engine->Init());
+  RETURN_IF_ERROR(engine->Init(options.int8));
   return std::unique_ptr<Engine>(std::move(engine));
 }
 

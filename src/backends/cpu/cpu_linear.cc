@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <unordered_map>
@@ -52,6 +53,22 @@ dnnl::primitive_attr AttrFor(Epilogue e, bool residual_apart, int m, int n) {
   // Strict is the default; spelled out because exactness depends on it.
   attr.set_fpmath_mode(dnnl::fpmath_mode::strict);
   return attr;
+}
+
+Act ActOf(Epilogue e) {
+  switch (e) {
+    case Epilogue::kGelu: return Act::kGelu;
+    case Epilogue::kGeluTanh: return Act::kGeluTanh;
+    case Epilogue::kRelu: return Act::kRelu;
+    case Epilogue::kNone:
+    case Epilogue::kResidual: break;
+  }
+  return Act::kNone;
+}
+
+// Rounds to nearest, ties to even, and clamps to the symmetric int8 range.
+inline int8_t QuantizeValue(float x) {
+  return static_cast<int8_t>(std::clamp(std::nearbyint(x), -127.0f, 127.0f));
 }
 
 dnnl::matmul::primitive_desc MakeDesc(int m, int k, int n, Epilogue e, bool residual_apart,
@@ -131,6 +148,254 @@ StatusOr<Linear> Linear::Create(PackedLinear packed, MatmulContext* ctx, Kernel 
   return l;
 }
 
+// The int8 GEMM (see cpu_linear.h). oneDNN (2.x) computes
+// dst = output_scale[n] * (sum_k a_q[m, k] w_q[k, n] + bias[n]) and then the
+// post-ops, so the bias it is given is divided by the output scale.
+class Int8Gemm {
+ public:
+  // `w`: [out, in] fp32; `smoothing`: each input column's divisor (empty: 1).
+  static StatusOr<std::shared_ptr<const Int8Gemm>> Create(std::vector<float> w,
+                                                          const std::vector<float>& bias, int in,
+                                                          int out, float input_scale,
+                                                          const std::vector<float>& smoothing,
+                                                          MatmulContext* ctx) {
+    auto g = std::make_shared<Int8Gemm>();
+    g->in_ = in;
+    g->out_ = out;
+    // 0: each row's own scale, found as it is quantized (per token).
+    g->per_token_ = input_scale == 0.0f;
+    if (g->per_token_) input_scale = 1.0f;
+    // x_j / s_j / input_scale is what is rounded; w_j s_j is what is kept.
+    g->input_multipliers_.assign(in, 1.0f / input_scale);
+    if (smoothing.size() == size_t(in))
+      for (int k = 0; k < in; ++k) {
+        g->input_multipliers_[k] /= smoothing[k];
+        for (int n = 0; n < out; ++n) w[size_t(n) * in + k] *= smoothing[k];
+      }
+    g->plain_.resize(size_t(in) * out);
+    g->output_scales_.resize(out);
+    g->column_sums_.resize(out);
+    g->bias_.resize(out);
+    for (int n = 0; n < out; ++n) {
+      const float* row = w.data() + size_t(n) * in;
+      float max = 0.0f;
+      for (int k = 0; k < in; ++k) max = std::max(max, std::abs(row[k]));
+      const float scale = max > 0.0f ? max / 127.0f : 1.0f;
+      float sum = 0.0f;
+      for (int k = 0; k < in; ++k) {
+        g->plain_[size_t(n) * in + k] = QuantizeValue(row[k] / scale);
+        sum += g->plain_[size_t(n) * in + k];
+      }
+      g->column_sums_[n] = sum * scale;
+      g->output_scales_[n] = input_scale * scale;
+      g->bias_[n] = g->per_token_ ? bias[n] : bias[n] / g->output_scales_[n];
+    }
+    ASSIGN_OR_RETURN(const Prim* prim, g->Get(kReferenceRows, Epilogue::kNone, false, ctx));
+    (void)prim;
+    return std::shared_ptr<const Int8Gemm>(std::move(g));
+  }
+
+  Status Run(const float* a, int m, float* c, Epilogue epilogue, const float* residual,
+             MatmulContext* ctx, int threads) const {
+    if (per_token_) return RunPerToken(a, m, c, epilogue, residual, ctx, threads);
+    // The input, smoothed per column and quantized per tensor.
+    int8_t* q = ctx->Int8Scratch(size_t(m) * in_);
+    const float* mult = input_multipliers_.data();
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int r = 0; r < m; ++r) {
+      const float* row = a + size_t(r) * in_;
+      int8_t* out = q + size_t(r) * in_;
+      for (int k = 0; k < in_; ++k) out[k] = QuantizeValue(row[k] * mult[k]);
+    }
+    const bool apart = residual && residual != c;
+    ASSIGN_OR_RETURN(const Prim* prim, Get(m, epilogue, apart, ctx));
+    try {
+      const dnnl::engine& eng = ctx->engine();
+      memory src({{m, in_}, DType::s8, Tag::ab}, eng, q);
+      memory bias({{1, out_}, DType::f32, Tag::ab}, eng, const_cast<float*>(bias_.data()));
+      memory dst({{m, out_}, DType::f32, Tag::ab}, eng, c);
+      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src},
+                                           {DNNL_ARG_WEIGHTS, prim->weights},
+                                           {DNNL_ARG_BIAS, bias},
+                                           {DNNL_ARG_DST, dst}};
+      if (apart)
+        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+                     memory({{m, out_}, DType::f32, Tag::ab}, eng, const_cast<float*>(residual)));
+      prim->matmul.execute(ctx->stream(), args);
+      ctx->stream().wait();
+    } catch (const dnnl::error& err) {
+      return DnnlError("int8 matmul", err);
+    }
+    return Status::Ok();
+  }
+
+  // Each row quantized with its own scale and zero point to uint8 (its
+  // [min, max] onto 0..255: post-GELU inputs, mostly above -0.17, keep their
+  // resolution); the GEMM scales by the weights' scales alone into scratch,
+  // and one pass after it applies each row's scale, takes out its zero
+  // point's share (z times the weights' column sums), adds the bias and
+  // applies the epilogue.
+  Status RunPerToken(const float* a, int m, float* c, Epilogue epilogue, const float* residual,
+                     MatmulContext* ctx, int threads) const {
+    uint8_t* q = reinterpret_cast<uint8_t*>(ctx->Int8Scratch(size_t(m) * in_));
+    float* product = ctx->FloatScratch(size_t(m) * out_ + 2 * size_t(m));
+    float* row_scales = product + size_t(m) * out_;
+    float* row_zeros = row_scales + m;
+    const float* mult = input_multipliers_.data();
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int r = 0; r < m; ++r) {
+      const float* row = a + size_t(r) * in_;
+      float lo = 0.0f, hi = 0.0f;  // 0 is in range: a row of zeros stays exact
+      for (int k = 0; k < in_; ++k) {
+        const float v = row[k] * mult[k];
+        lo = std::min(lo, v), hi = std::max(hi, v);
+      }
+      const float scale = hi > lo ? (hi - lo) / 255.0f : 1.0f, inverse = 1.0f / scale;
+      const float zero = std::nearbyint(-lo * inverse);
+      uint8_t* out = q + size_t(r) * in_;
+      for (int k = 0; k < in_; ++k)
+        out[k] = static_cast<uint8_t>(
+            std::clamp(std::nearbyint(row[k] * mult[k] * inverse) + zero, 0.0f, 255.0f));
+      row_scales[r] = scale;
+      row_zeros[r] = zero;
+    }
+    ASSIGN_OR_RETURN(const Prim* prim, Get(m, Epilogue::kNone, false, ctx));
+    try {
+      const dnnl::engine& eng = ctx->engine();
+      memory src({{m, in_}, DType::u8, Tag::ab}, eng, q);
+      memory dst({{m, out_}, DType::f32, Tag::ab}, eng, product);
+      prim->matmul.execute(ctx->stream(), {{DNNL_ARG_SRC, src},
+                                           {DNNL_ARG_WEIGHTS, prim->weights},
+                                           {DNNL_ARG_DST, dst}});
+      ctx->stream().wait();
+    } catch (const dnnl::error& err) {
+      return DnnlError("int8 matmul", err);
+    }
+    const float *b = bias_.data(), *sums = column_sums_.data();
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int r = 0; r < m; ++r) {
+      const float s = row_scales[r], z = row_zeros[r];
+      const float* p = product + size_t(r) * out_;
+      float* y = c + size_t(r) * out_;
+      if (residual) {
+        const float* res = residual + size_t(r) * out_;
+        for (int n = 0; n < out_; ++n) y[n] = (p[n] - z * sums[n]) * s + b[n] + res[n];
+      } else {
+        for (int n = 0; n < out_; ++n) y[n] = (p[n] - z * sums[n]) * s + b[n];
+      }
+    }
+    if (epilogue != Epilogue::kNone && epilogue != Epilogue::kResidual)
+      BiasAct(c, m, out_, nullptr, ActOf(epilogue), threads);
+    return Status::Ok();
+  }
+
+ private:
+  struct Prim {
+    dnnl::matmul matmul;
+    memory weights;  // the int8 weights in the layout this primitive reads
+  };
+
+  // The primitive for `m` rows with this epilogue: its output scales are this
+  // layer's, so primitives are the layer's own (bounded, as MatmulContext's).
+  StatusOr<const Prim*> Get(int m, Epilogue e, bool apart, MatmulContext* ctx) const {
+    const auto key = std::make_tuple(m, static_cast<int>(e), apart && e == Epilogue::kResidual);
+    auto it = prims_.find(key);
+    if (it != prims_.end()) return &it->second;
+    if (prims_.size() >= 64) prims_.clear();
+    try {
+      const dnnl::engine& eng = ctx->engine();
+      dnnl::primitive_attr attr = AttrFor(e, std::get<2>(key), m, out_);
+      attr.set_output_scales(1 << 1, output_scales_);  // per output column
+      const memory::desc a({m, in_}, per_token_ ? DType::u8 : DType::s8, Tag::ab),
+          b({1, out_}, DType::f32, Tag::ab),
+          c({m, out_}, DType::f32, Tag::ab), w_any({in_, out_}, DType::s8, Tag::any);
+      // Per token, the bias comes after the rows' scales (RunPerToken).
+      dnnl::matmul::primitive_desc pd =
+          per_token_ ? dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, w_any, c), attr, eng)
+                     : dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, w_any, b, c), attr, eng);
+      // The weights in this kernel's layout: one copy per layout.
+      memory weights;
+      for (const auto& [desc, mem] : layouts_)
+        if (desc == pd.weights_desc()) weights = mem;
+      if (!weights) {
+        memory plain({{in_, out_}, DType::s8, Tag::ba}, eng, const_cast<int8_t*>(plain_.data()));
+        weights = memory(pd.weights_desc(), eng);
+        dnnl::reorder(plain, weights).execute(ctx->stream(), plain, weights);
+        ctx->stream().wait();
+        layouts_.emplace_back(pd.weights_desc(), weights);
+      }
+      return &prims_.emplace(key, Prim{dnnl::matmul(pd), weights}).first->second;
+    } catch (const dnnl::error& err) {
+      return DnnlError("int8 matmul creation", err);
+    }
+  }
+
+  int in_ = 0, out_ = 0;
+  bool per_token_ = false;
+  std::vector<float> input_multipliers_;  // 1 / (smoothing divisor * input scale)
+  std::vector<int8_t> plain_;          // [out, in], quantized
+  std::vector<float> output_scales_;   // input_scale * each row's weight scale
+  std::vector<float> column_sums_;     // each output's quantized weights' sum times their scale
+  std::vector<float> bias_;            // the bias over output_scales_
+  // Caches (the engine serializes its runs).
+  mutable std::map<std::tuple<int, int, bool>, Prim> prims_;
+  mutable std::vector<std::pair<memory::desc, memory>> layouts_;
+};
+
+StatusOr<std::vector<float>> Linear::PlainWeights(MatmulContext* ctx) const {
+  const int k = packed_.in, n = packed_.out;
+  std::vector<float> w(size_t(k) * n);
+  if (kernel_ == Kernel::kSgemm) {
+    std::copy(packed_.w, packed_.w + w.size(), w.begin());
+    return w;
+  }
+  try {
+    memory plain({{k, n}, DType::f32, Tag::ba}, ctx->engine(), w.data());
+    dnnl::reorder(weights_[0].second, plain).execute(ctx->stream(), weights_[0].second, plain);
+    ctx->stream().wait();
+  } catch (const dnnl::error& err) {
+    return DnnlError("weight reorder", err);
+  }
+  return w;
+}
+
+StatusOr<std::vector<float>> Linear::SmoothingDivisors(const std::vector<float>& input_max,
+                                                      float alpha, MatmulContext* ctx) const {
+  const int k = packed_.in, n = packed_.out;
+  if (input_max.size() != size_t(k)) return Internal("cpu engine: smoothing statistics' width");
+  ASSIGN_OR_RETURN(const std::vector<float> w, PlainWeights(ctx));
+  std::vector<float> divisors(k, 1.0f);
+  for (int j = 0; j < k; ++j) {
+    float w_max = 0.0f;
+    for (int o = 0; o < n; ++o) w_max = std::max(w_max, std::abs(w[size_t(o) * k + j]));
+    if (input_max[j] > 0.0f && w_max > 0.0f)
+      divisors[j] = std::pow(input_max[j], alpha) / std::pow(w_max, 1.0f - alpha);
+  }
+  return divisors;
+}
+
+Status Linear::QuantizeInt8(float input_scale, MatmulContext* ctx,
+                            const std::vector<float>& smoothing) {
+  if (!(input_scale >= 0.0f) || !std::isfinite(input_scale))
+    return InvalidArgument("cpu engine: an int8 input scale must be finite and not negative");
+  if (int8_) return Internal("cpu engine: a Linear quantized twice");
+  ASSIGN_OR_RETURN(std::vector<float> w, PlainWeights(ctx));
+  ASSIGN_OR_RETURN(int8_, Int8Gemm::Create(std::move(w), bias_, packed_.in, packed_.out,
+                                           input_scale, smoothing, ctx));
+  use_int8_ = true;
+  return Status::Ok();
+}
+
+void Linear::DropUnusedWeights() {
+  if (use_int8_) {
+    weights_.clear();
+    packed_.owned = {};
+    packed_.w = packed_.b = nullptr;
+  } else {
+    int8_.reset();
+  }
+}
+
 StatusOr<memory> Linear::WeightsIn(const memory::desc& layout, MatmulContext* ctx) const {
   for (const auto& [desc, mem] : weights_)
     if (desc == layout) return mem;
@@ -149,6 +414,7 @@ Status Linear::Run(const float* a, int m, float* c, MatmulContext* ctx, int thre
   if (m <= 0 || packed_.out == 0) return Status::Ok();
   if ((epilogue == Epilogue::kResidual) != (residual != nullptr))
     return Internal("cpu engine: a Linear's residual comes with the residual epilogue alone");
+  if (use_int8_) return int8_->Run(a, m, c, epilogue, residual, ctx, threads);
   if (kernel_ == Kernel::kMatmul) return RunMatmul(a, m, c, ctx, epilogue, residual);
   RunSgemm(a, m, c, threads, epilogue, residual);
   return Status::Ok();
@@ -167,16 +433,6 @@ void SplitColumns(int n, int threads, int t, int* begin, int* end) {
   *end = std::min(n, b1 * 16);
 }
 
-Act ActOf(Epilogue e) {
-  switch (e) {
-    case Epilogue::kGelu: return Act::kGelu;
-    case Epilogue::kGeluTanh: return Act::kGeluTanh;
-    case Epilogue::kRelu: return Act::kRelu;
-    case Epilogue::kNone:
-    case Epilogue::kResidual: break;
-  }
-  return Act::kNone;
-}
 
 }  // namespace
 

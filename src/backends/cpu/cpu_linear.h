@@ -10,7 +10,9 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <cstdint>
 #include <map>
+#include <memory>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -46,8 +48,20 @@ class MatmulContext {
 
   const dnnl::engine& engine() const { return engine_; }
   dnnl::stream& stream() { return stream_; }
+  // Room for `n` int8 values: the input of an int8 GEMM, quantized.
+  int8_t* Int8Scratch(size_t n) {
+    if (int8_scratch_.size() < n) int8_scratch_.resize(n);
+    return int8_scratch_.data();
+  }
+  // Room for `n` floats: an int8 GEMM's product before its epilogue.
+  float* FloatScratch(size_t n) {
+    if (float_scratch_.size() < n) float_scratch_.resize(n);
+    return float_scratch_.data();
+  }
 
  private:
+  std::vector<int8_t> int8_scratch_;
+  std::vector<float> float_scratch_;
   dnnl::engine engine_;
   dnnl::stream stream_;
   std::map<std::tuple<int, int, int, int, bool>, Prim> prims_;
@@ -55,6 +69,15 @@ class MatmulContext {
 
 // Which GEMM a Linear runs on; kAuto picks by the machine (see the top).
 enum class Kernel { kAuto, kMatmul, kSgemm };
+
+// A Linear's GEMM in int8 (QuantizeInt8): the weights symmetric per output
+// channel (max |w| of each row to 127); the input divided per column by
+// SmoothQuant's divisors (which multiply the weights' columns), then either
+// per token (each row's own scale and zero point, uint8: the default) or per
+// tensor (a calibrated scale, int8, values beyond 127 scales clipped); int32
+// accumulation on oneDNN's VNNI kernels, scaled back to fp32 with the bias
+// and the epilogue.
+class Int8Gemm;
 
 // c[m, out] = epilogue(a[m, in] W^T + b), the epilogue chosen per call.
 class Linear {
@@ -80,7 +103,27 @@ class Linear {
   bool empty() const { return packed_.out == 0; }
   Kernel kernel() const { return kernel_; }
 
+  // SmoothQuant's divisors of this layer's input columns: s_j =
+  // max|x_j|^alpha / max|w_j|^(1 - alpha) for the calibrated `input_max`
+  // per column, so that x_j / s_j (and w_j s_j, which keeps the product)
+  // spread their outliers between them.
+  StatusOr<std::vector<float>> SmoothingDivisors(const std::vector<float>& input_max, float alpha,
+                                                 MatmulContext* ctx) const;
+  // Makes the int8 GEMM (Int8Gemm) and runs on it from now on: its input
+  // divided by `smoothing` per column (when given), then quantized per token
+  // (`input_scale` 0) or with `input_scale` (a calibrated |x| bound / 127).
+  // The fp32 weights stay until DropUnusedWeights.
+  Status QuantizeInt8(float input_scale, MatmulContext* ctx,
+                      const std::vector<float>& smoothing = {});
+  // Whether Run takes the int8 GEMM (once quantized; true after QuantizeInt8).
+  void UseInt8(bool use) { use_int8_ = use && int8_; }
+  bool uses_int8() const { return use_int8_; }
+  // Frees the weights of the GEMM Run does not take.
+  void DropUnusedWeights();
+
  private:
+  // The weights as [out, in] fp32, whichever layout they are kept in.
+  StatusOr<std::vector<float>> PlainWeights(MatmulContext* ctx) const;
   StatusOr<dnnl::memory> WeightsIn(const dnnl::memory::desc& layout, MatmulContext* ctx) const;
   Status RunMatmul(const float* a, int m, float* c, MatmulContext* ctx, Epilogue epilogue,
                    const float* residual) const;
@@ -96,6 +139,8 @@ class Linear {
   // made at creation, the others (rare: a row count whose kernel wants other
   // blocking) are reordered from it on first use: a cache, hence mutable.
   mutable std::vector<std::pair<dnnl::memory::desc, dnnl::memory>> weights_;
+  std::shared_ptr<const Int8Gemm> int8_;  // set once quantized
+  bool use_int8_ = false;
 };
 
 }  // namespace bertrt::cpu

@@ -1,0 +1,85 @@
+#include "model/quantization_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace bertrt::model {
+namespace {
+
+double Cosine(const float* a, const float* b, int n) {
+  double ab = 0, aa = 0, bb = 0;
+  for (int i = 0; i < n; ++i)
+    ab += double{a[i]} * b[i], aa += double{a[i]} * a[i], bb += double{b[i]} * b[i];
+  if (aa == 0 && bb == 0) return 1.0;
+  return ab / std::sqrt(std::max(aa * bb, 1e-300));
+}
+
+// The indices of row q's `k` nearest other rows of `rows` [n, width] by cosine.
+std::vector<int> Nearest(const std::vector<const float*>& rows, int width, int q, int k) {
+  std::vector<std::pair<double, int>> scored;
+  for (int j = 0; j < static_cast<int>(rows.size()); ++j)
+    if (j != q) scored.push_back({-Cosine(rows[q], rows[j], width), j});
+  k = std::min<int>(k, scored.size());
+  std::partial_sort(scored.begin(), scored.begin() + k, scored.end());
+  std::vector<int> out;
+  for (int i = 0; i < k; ++i) out.push_back(scored[i].second);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+std::vector<OutputAccuracy> CompareOutputs(const std::vector<OutputDescription>& outputs,
+                                           const std::vector<BatchOutputs>& reference,
+                                           const std::vector<BatchOutputs>& quantized) {
+  std::vector<OutputAccuracy> report;
+  for (const OutputDescription& o : outputs) {
+    if (o.on_request) continue;  // last_hidden_state: not run for the report
+    OutputAccuracy a;
+    a.output = o.name;
+    double cosine_sum = 0;
+    int agree = 0;
+    std::vector<const float*> ref_rows, q_rows;  // every row, for retrieval
+    for (size_t b = 0; b < reference.size() && b < quantized.size(); ++b) {
+      const NamedOutput* r = reference[b].Find(o.name);
+      const NamedOutput* q = quantized[b].Find(o.name);
+      if (!r || !q || r->data.size() != q->data.size() || r->width != o.width) continue;
+      const int rows = static_cast<int>(r->data.size() / std::max(1, o.width));
+      for (int i = 0; i < rows; ++i) {
+        const float* x = r->data.data() + size_t(i) * o.width;
+        const float* y = q->data.data() + size_t(i) * o.width;
+        const double c = Cosine(x, y, o.width);
+        cosine_sum += c;
+        a.cosine_min = a.rows ? std::min(a.cosine_min, c) : c;
+        for (int k = 0; k < o.width; ++k)
+          a.max_abs_error = std::max(a.max_abs_error, double{std::abs(x[k] - y[k])});
+        if (o.argmax)
+          agree += std::max_element(x, x + o.width) - x == std::max_element(y, y + o.width) - y;
+        ref_rows.push_back(x);
+        q_rows.push_back(y);
+        ++a.rows;
+      }
+    }
+    if (a.rows == 0) continue;
+    a.cosine_mean = cosine_sum / a.rows;
+    if (o.argmax) a.argmax_agreement = double(agree) / a.rows;
+    if (o.sequence_vector && !o.sparse && a.rows > 1) {
+      double overlap = 0;
+      const int k = std::min(10, a.rows - 1);
+      for (int i = 0; i < a.rows; ++i) {
+        const std::vector<int> want = Nearest(ref_rows, o.width, i, k),
+                               got = Nearest(q_rows, o.width, i, k);
+        std::vector<int> common;
+        std::set_intersection(want.begin(), want.end(), got.begin(), got.end(),
+                              std::back_inserter(common));
+        overlap += double(common.size()) / k;
+      }
+      a.top10_overlap = overlap / a.rows;
+    }
+    report.push_back(a);
+  }
+  return report;
+}
+
+}  // namespace bertrt::model
