@@ -9,7 +9,7 @@ import numpy as np
 
 from conftest import ROOT, run_jsonl
 
-#One line each(a text file holds one text per line).
+# One line each (a text file holds one text per line).
 CORPUS = [t for t in (json.loads(line)["text"] for line in
           (ROOT / "tests/data/tokenizer/corpus.jsonl").read_text(encoding="utf-8").split("\n")
           if line) if t.strip() and not any(c in t for c in "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")]
@@ -21,15 +21,14 @@ def cosines(a, b):
 
 
 def test_int8_embeddings_stay_close_to_fp32_and_are_reported(bertrt_bin, default_model):
-    records = [{
-  "text" : t} for t in CORPUS[:40]]
+    records = [{"text": t} for t in CORPUS[:40]]
     _, fp32, _ = run_jsonl(bertrt_bin, ["run", default_model], records)
     _, int8, err = run_jsonl(bertrt_bin, ["run", default_model, "--precision", "int8"], records)
     assert "built-in corpus" in err and "--calibrate FILE" in err, err
     assert "int8 GEMMs in 24 of 24 Linears, calibrated (per token, SmoothQuant 0.5)" in err, err
     assert "(within the budget)" in err and "top-10 overlap" in err, err
     c = cosines([r["embedding"] for r in int8], [r["embedding"] for r in fp32])
-#Texts the calibration never saw : the budget's mean, and a floor below its minimum.
+    # Texts the calibration never saw: the budget's mean, and a floor below its minimum.
     assert c.mean() >= 0.998 and c.min() >= 0.98, (c.mean(), c.min())
     assert c.max() < 1.0 - 1e-7, "the int8 GEMMs ran"
 
