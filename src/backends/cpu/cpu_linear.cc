@@ -272,6 +272,7 @@ class Int8Gemm {
       return DnnlError("int8 matmul", err);
     }
     const float *b = bias_.data(), *sums = column_sums_.data();
+    const Act act = ActOf(epilogue);
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int r = 0; r < m; ++r) {
       const float s = row_scales[r], z = row_zeros[r];
@@ -283,9 +284,8 @@ class Int8Gemm {
       } else {
         for (int n = 0; n < out_; ++n) y[n] = (p[n] - z * sums[n]) * s + b[n];
       }
+      if (act != Act::kNone) BiasActRow(y, out_, nullptr, act);  // while the row is in cache
     }
-    if (epilogue != Epilogue::kNone && epilogue != Epilogue::kResidual)
-      BiasAct(c, m, out_, nullptr, ActOf(epilogue), threads);
     return Status::Ok();
   }
 

@@ -90,9 +90,11 @@ void LayerNormRow(const float* in, float* out, int n, const float* gamma, const 
 
 void BiasAct(float* x, int m, int n, const float* bias, Act act, int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)
-  for (int r = 0; r < m; ++r)
-    Map8(x + static_cast<size_t>(r) * n, bias, n,
-         [act](__m256 v, __m256 b) { return ApplyAct(_mm256_add_ps(v, b), act); });
+  for (int r = 0; r < m; ++r) BiasActRow(x + static_cast<size_t>(r) * n, n, bias, act);
+}
+
+void BiasActRow(float* x, int n, const float* bias, Act act) {
+  Map8(x, bias, n, [act](__m256 v, __m256 b) { return ApplyAct(_mm256_add_ps(v, b), act); });
 }
 
 void LayerNorm(const float* in, float* out, int m, int n, const float* gamma, const float* beta,

@@ -43,6 +43,8 @@ StatusOr<PackedLinear> PackLinear(const std::vector<const Tensor*>& weights,
 
 // x[r, :] = act(x[r, :] + bias) for r in [0, m); bias may be null.
 void BiasAct(float* x, int m, int n, const float* bias, Act act, int threads);
+// The same for one row, on the calling thread.
+void BiasActRow(float* x, int n, const float* bias, Act act);
 
 // out[r, :] = LayerNorm(in[r, :]) * gamma + beta; in may be out.
 void LayerNorm(const float* in, float* out, int m, int n, const float* gamma, const float* beta,
