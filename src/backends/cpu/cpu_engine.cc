@@ -266,7 +266,6 @@ StatusOr<BatchOutputs> CpuEngine::Forward(const RaggedBatch& batch, const RunOpt
   const ModelConfig& c = model_->config;
   workspace_.Reserve(c, batch, weights_.classifier ? weights_.classifier->out() : 0, threads_,
                      EncoderOps::kMaskedLmChunkTokens);
-  peak_bytes_.store(workspace_.bytes());
   // oneDNN threads each GEMM over omp_get_max_threads() of the calling
   // thread: set it for this run and give the caller's setting back.
   const int caller_threads = omp_get_max_threads();
@@ -277,6 +276,8 @@ StatusOr<BatchOutputs> CpuEngine::Forward(const RaggedBatch& batch, const RunOpt
                          OutputsReadOnlyFirstTokens(outputs_, options.last_hidden_state)};
   Status status = model::EncoderForward<OpsT>(c, weights_, ops, shape).Run();
   omp_set_num_threads(caller_threads);
+  // The buffers kept across runs (the int8 GEMMs' scratch grows as they run).
+  peak_bytes_.store(workspace_.bytes() + matmul_.scratch_bytes());
   RETURN_IF_ERROR(status);
   // Every array the outputs read, where the forward left it.
   HostArrays arrays;

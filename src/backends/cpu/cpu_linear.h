@@ -58,6 +58,7 @@ class MatmulContext {
     if (float_scratch_.size() < n) float_scratch_.resize(n);
     return float_scratch_.data();
   }
+  size_t scratch_bytes() const { return int8_scratch_.size() + float_scratch_.size() * 4; }
 
  private:
   std::vector<int8_t> int8_scratch_;
