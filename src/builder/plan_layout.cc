@@ -3,16 +3,12 @@
 #include <cmath>
 
 #include "builder/plan_format.h"
+#include "model/model_check.h"
 
 namespace bertrt::plan {
 namespace {
 
 using nlohmann::json;
-
-bool HasClassifier(HeadKind head) {
-  return head == HeadKind::kSequenceClassification || head == HeadKind::kTokenClassification ||
-         head == HeadKind::kQuestionAnswering;
-}
 
 Status Missing(const std::string& key, const char* what) {
   return InvalidArgument("metadata: \"" + key + "\" is missing or not " + what);

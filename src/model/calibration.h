@@ -27,7 +27,6 @@ class InputStatistics {
   void SeeHistogram(const float* x, size_t rows, int cols);
   float max() const { return max_; }
   const std::vector<float>& column_max() const { return column_max_; }
-  uint64_t count() const { return count_; }
   // Divides each column by `divisors` from now on (the histogram's range
   // becomes the largest smoothed |x|).
   void SetSmoothing(std::vector<float> divisors);

@@ -75,6 +75,11 @@ Status CheckTensor(const Tensor& t, const std::vector<int64_t>& shape, const std
   return Status::Ok();
 }
 
+bool HasClassifier(HeadKind head) {
+  return head == HeadKind::kSequenceClassification || head == HeadKind::kTokenClassification ||
+         head == HeadKind::kQuestionAnswering;
+}
+
 bool HeadUsesPooler(const Model& model) {
   const HeadKind head = model.config.head;
   return head == HeadKind::kSequenceClassification ||
@@ -87,8 +92,7 @@ Status CheckModel(const Model& model) {
   const ModelConfig& c = model.config;
   const ModelWeights& w = model.weights;
   RETURN_IF_ERROR(CheckConfig(c, w.layers.size()));
-  if (c.head == HeadKind::kSequenceClassification || c.head == HeadKind::kTokenClassification ||
-      c.head == HeadKind::kQuestionAnswering) {
+  if (HasClassifier(c.head)) {
     const int64_t labels = c.head == HeadKind::kQuestionAnswering ? 2 : c.num_labels;
     if (labels <= 0) return InvalidArgument("model: the classifier head needs num_labels > 0");
   }

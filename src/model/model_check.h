@@ -23,6 +23,10 @@ Status CheckTensor(const Tensor& t, const std::vector<int64_t>& shape, const std
 // serve plausible-looking answers (NaN embeddings still give a label).
 Status CheckFinite(const Tensor& t, const std::string& name);
 
+// Whether the head ends in a classifier (sequence or token labels, QA's
+// start and end).
+bool HasClassifier(HeadKind head);
+
 // Whether the head reads the pooler (pooler dense + tanh on the first token).
 bool HeadUsesPooler(const Model& model);
 

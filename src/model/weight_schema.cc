@@ -47,11 +47,6 @@ class Builder {
   std::vector<WeightGroup> groups_;
 };
 
-bool HasClassifier(HeadKind head) {
-  return head == HeadKind::kSequenceClassification || head == HeadKind::kTokenClassification ||
-         head == HeadKind::kQuestionAnswering;
-}
-
 }  // namespace
 
 const Tensor& TensorRef::In(const ModelWeights& w) const {

@@ -27,6 +27,32 @@ Status DnnlError(const char* what, const dnnl::error& e) {
   return Internal(std::string("cpu engine: oneDNN ") + what + " failed: " + e.what());
 }
 
+// Runs `matmul` on the [m, k] input `a` (of `type`) into c [m, n] in fp32,
+// with `bias` [n] (null: the primitive has none) and a residual apart from c
+// (the binary-add post-op's tensor; null: none).
+Status Execute(MatmulContext* ctx, const dnnl::matmul& matmul, const memory& weights,
+               const void* a, DType type, int m, int k, int n, const float* bias, float* c,
+               const float* residual_apart, const char* what) {
+  try {
+    const dnnl::engine& eng = ctx->engine();
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, memory({{m, k}, type, Tag::ab}, eng, const_cast<void*>(a))},
+        {DNNL_ARG_WEIGHTS, weights},
+        {DNNL_ARG_DST, memory({{m, n}, DType::f32, Tag::ab}, eng, c)}};
+    if (bias)
+      args.emplace(DNNL_ARG_BIAS,
+                   memory({{1, n}, DType::f32, Tag::ab}, eng, const_cast<float*>(bias)));
+    if (residual_apart)
+      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+                   memory({{m, n}, DType::f32, Tag::ab}, eng, const_cast<float*>(residual_apart)));
+    matmul.execute(ctx->stream(), args);
+    ctx->stream().wait();
+  } catch (const dnnl::error& err) {
+    return DnnlError(what, err);
+  }
+  return Status::Ok();
+}
+
 // The post-ops of `e` on an [m, n] output; a residual apart from c is a
 // binary add of a tensor of c's shape.
 dnnl::primitive_attr AttrFor(Epilogue e, bool residual_apart, int m, int n) {
@@ -209,24 +235,8 @@ class Int8Gemm {
     }
     const bool apart = residual && residual != c;
     ASSIGN_OR_RETURN(const Prim* prim, Get(m, epilogue, apart, ctx));
-    try {
-      const dnnl::engine& eng = ctx->engine();
-      memory src({{m, in_}, DType::s8, Tag::ab}, eng, q);
-      memory bias({{1, out_}, DType::f32, Tag::ab}, eng, const_cast<float*>(bias_.data()));
-      memory dst({{m, out_}, DType::f32, Tag::ab}, eng, c);
-      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src},
-                                           {DNNL_ARG_WEIGHTS, prim->weights},
-                                           {DNNL_ARG_BIAS, bias},
-                                           {DNNL_ARG_DST, dst}};
-      if (apart)
-        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
-                     memory({{m, out_}, DType::f32, Tag::ab}, eng, const_cast<float*>(residual)));
-      prim->matmul.execute(ctx->stream(), args);
-      ctx->stream().wait();
-    } catch (const dnnl::error& err) {
-      return DnnlError("int8 matmul", err);
-    }
-    return Status::Ok();
+    return Execute(ctx, prim->matmul, prim->weights, q, DType::s8, m, in_, out_, bias_.data(), c,
+                   apart ? residual : nullptr, "int8 matmul");
   }
 
   // Each row quantized with its own scale and zero point to uint8 (its
@@ -260,17 +270,8 @@ class Int8Gemm {
       row_zeros[r] = zero;
     }
     ASSIGN_OR_RETURN(const Prim* prim, Get(m, Epilogue::kNone, false, ctx));
-    try {
-      const dnnl::engine& eng = ctx->engine();
-      memory src({{m, in_}, DType::u8, Tag::ab}, eng, q);
-      memory dst({{m, out_}, DType::f32, Tag::ab}, eng, product);
-      prim->matmul.execute(ctx->stream(), {{DNNL_ARG_SRC, src},
-                                           {DNNL_ARG_WEIGHTS, prim->weights},
-                                           {DNNL_ARG_DST, dst}});
-      ctx->stream().wait();
-    } catch (const dnnl::error& err) {
-      return DnnlError("int8 matmul", err);
-    }
+    RETURN_IF_ERROR(Execute(ctx, prim->matmul, prim->weights, q, DType::u8, m, in_, out_, nullptr,
+                            product, nullptr, "int8 matmul"));
     const float *b = bias_.data(), *sums = column_sums_.data();
     const Act act = ActOf(epilogue);
 #pragma omp parallel for num_threads(threads) schedule(static)
@@ -469,22 +470,8 @@ Status Linear::RunMatmul(const float* a, int m, float* c, MatmulContext* ctx, Ep
   ASSIGN_OR_RETURN(const MatmulContext::Prim* prim,
                    ctx->Get(m, in, out, epilogue, apart, weights_[0].first));
   ASSIGN_OR_RETURN(memory w, WeightsIn(prim->weights, ctx));
-  try {
-    const dnnl::engine& eng = ctx->engine();
-    memory src({{m, in}, DType::f32, Tag::ab}, eng, const_cast<float*>(a));
-    memory bias({{1, out}, DType::f32, Tag::ab}, eng, const_cast<float*>(bias_.data()));
-    memory dst({{m, out}, DType::f32, Tag::ab}, eng, c);
-    std::unordered_map<int, memory> args{
-        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_BIAS, bias}, {DNNL_ARG_DST, dst}};
-    if (apart)
-      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
-                   memory({{m, out}, DType::f32, Tag::ab}, eng, const_cast<float*>(residual)));
-    prim->matmul.execute(ctx->stream(), args);
-    ctx->stream().wait();
-  } catch (const dnnl::error& err) {
-    return DnnlError("matmul", err);
-  }
-  return Status::Ok();
+  return Execute(ctx, prim->matmul, w, a, DType::f32, m, in, out, bias_.data(), c,
+                 apart ? residual : nullptr, "matmul");
 }
 
 }  // namespace bertrt::cpu
