@@ -95,13 +95,9 @@ StatusOr<DeviceWeights> UploadWeights(const Model& model, Precision precision,
                    up.Upload({&w.position_embeddings}, true, "position embeddings"));
   // Token i reads row position_offset + i (RoBERTa-family); null for rotary models.
   if (positions)
-    dw.position = static_cast<const char*>(positions) + size_t(c.position_offset) * c.hidden_size *
-                                                            DTypeSize(PrecisionDType(precision));
+    dw.position = static_cast<const char*>(positions) +
+                  size_t(c.position_offset) * c.hidden_size * DTypeSize(PrecisionDType(precision));
   ASSIGN_OR_RETURN(dw.type, up.Upload({&w.token_type_embeddings}, true, "token type embeddings"));
-  ASSIGN_OR_RETURN(void* g, up.Upload({&w.emb_ln_gamma}, false, "embeddings LayerNorm"));
-  ASSIGN_OR_RETURN(void* b, up.Upload({&w.emb_ln_beta}, false, "embeddings LayerNorm"));
-  dw.emb_gamma = static_cast<const float*>(g);
-  dw.emb_beta = static_cast<const float*>(b);
   const std::vector<float> bias_table = RelativePositionBiasTable(c, w);
   // Alive until the uploads are done (the synchronize below).
   const Tensor bias(DType::kF32, {static_cast<int64_t>(bias_table.size())}, bias_table.data(),
@@ -118,8 +114,8 @@ StatusOr<DeviceWeights> UploadWeights(const Model& model, Precision precision,
         dw.rotary_local = dw.rotary_global;
         break;
       }
-      const std::vector<float> table = RotaryTable(local ? c.local_rope_theta : c.rope_theta,
-                                                   c.head_dim(), c.max_positions());
+      const std::vector<float> table =
+          RotaryTable(local ? c.local_rope_theta : c.rope_theta, c.head_dim(), c.max_positions());
       const Tensor t(DType::kF32, {static_cast<int64_t>(table.size())}, table.data(), nullptr);
       ASSIGN_OR_RETURN(void* d, up.Upload({&t}, false, "rotary position table"));
       // The upload has read `table` when Upload returns (a pageable copy).
@@ -128,73 +124,83 @@ StatusOr<DeviceWeights> UploadWeights(const Model& model, Precision precision,
   }
   // Fp32 LayerNorm parameters, or null where the model has none.
   auto upload_norm = [&](const Tensor& gamma, const Tensor& beta, const std::string& name,
-                         const float** g, const float** b) -> Status {
+                         ops::Norm* norm) -> Status {
     if (gamma.empty()) return Status::Ok();
     ASSIGN_OR_RETURN(void* dg, up.Upload({&gamma}, false, name));
     ASSIGN_OR_RETURN(void* db, up.Upload({&beta}, false, name));
-    *g = static_cast<const float*>(dg);
-    *b = static_cast<const float*>(db);
+    *norm = {static_cast<const float*>(dg), static_cast<const float*>(db)};
     return Status::Ok();
   };
-  RETURN_IF_ERROR(upload_norm(w.final_ln_gamma, w.final_ln_beta, "final LayerNorm",
-                              &dw.final_gamma, &dw.final_beta));
+  // A GEMM's weights (several concatenated along the output: Q | K | V) in
+  // the compute precision.
+  auto upload_linear = [&](const std::vector<const Tensor*>& weights,
+                           const std::vector<const Tensor*>& biases, const std::string& name,
+                           DeviceLinear* linear) -> Status {
+    ASSIGN_OR_RETURN(linear->w, up.Upload(weights, true, name));
+    ASSIGN_OR_RETURN(linear->b, up.Upload(biases, true, name));
+    linear->in = static_cast<int>(weights[0]->dim(1));
+    linear->out = 0;
+    for (const Tensor* t : weights) linear->out += static_cast<int>(t->dim(0));
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(upload_norm(w.emb_ln_gamma, w.emb_ln_beta, "embeddings LayerNorm", &dw.emb_norm));
+  RETURN_IF_ERROR(
+      upload_norm(w.final_ln_gamma, w.final_ln_beta, "final LayerNorm", &dw.final_norm));
 
   for (size_t i = 0; i < w.layers.size(); ++i) {
     const LayerWeights& l = w.layers[i];
     const std::string p = "layer " + std::to_string(i) + " ";
     DeviceLayer d{};
-    ASSIGN_OR_RETURN(d.qkv_w, up.Upload({&l.query_w, &l.key_w, &l.value_w}, true, p + "qkv"));
-    ASSIGN_OR_RETURN(d.qkv_b, up.Upload({&l.query_b, &l.key_b, &l.value_b}, true, p + "qkv"));
-    ASSIGN_OR_RETURN(d.attn_out_w, up.Upload({&l.attn_out_w}, true, p + "attention output"));
-    ASSIGN_OR_RETURN(d.attn_out_b, up.Upload({&l.attn_out_b}, true, p + "attention output"));
-    ASSIGN_OR_RETURN(d.ffn_in_w, up.Upload({&l.ffn_in_w}, true, p + "intermediate"));
-    ASSIGN_OR_RETURN(d.ffn_in_b, up.Upload({&l.ffn_in_b}, true, p + "intermediate"));
-    ASSIGN_OR_RETURN(d.ffn_out_w, up.Upload({&l.ffn_out_w}, true, p + "output"));
-    ASSIGN_OR_RETURN(d.ffn_out_b, up.Upload({&l.ffn_out_b}, true, p + "output"));
-    RETURN_IF_ERROR(upload_norm(l.attn_ln_gamma, l.attn_ln_beta, p + "LayerNorm",
-                                &d.attn_gamma, &d.attn_beta));
+    RETURN_IF_ERROR(upload_linear({&l.query_w, &l.key_w, &l.value_w},
+                                  {&l.query_b, &l.key_b, &l.value_b}, p + "qkv", &d.qkv));
     RETURN_IF_ERROR(
-        upload_norm(l.ffn_ln_gamma, l.ffn_ln_beta, p + "LayerNorm", &d.ffn_gamma, &d.ffn_beta));
+        upload_linear({&l.attn_out_w}, {&l.attn_out_b}, p + "attention output", &d.attn_out));
+    RETURN_IF_ERROR(upload_linear({&l.ffn_in_w}, {&l.ffn_in_b}, p + "intermediate", &d.ffn_in));
+    RETURN_IF_ERROR(upload_linear({&l.ffn_out_w}, {&l.ffn_out_b}, p + "output", &d.ffn_out));
+    RETURN_IF_ERROR(upload_norm(l.attn_ln_gamma, l.attn_ln_beta, p + "LayerNorm", &d.attn_norm));
+    RETURN_IF_ERROR(upload_norm(l.ffn_ln_gamma, l.ffn_ln_beta, p + "LayerNorm", &d.ffn_norm));
     dw.layers.push_back(d);
   }
 
   if (HeadUsesPooler(model)) {
-    ASSIGN_OR_RETURN(dw.pooler_w, up.Upload({&w.pooler_w}, true, "pooler"));
-    ASSIGN_OR_RETURN(dw.pooler_b, up.Upload({&w.pooler_b}, true, "pooler"));
+    RETURN_IF_ERROR(upload_linear({&w.pooler_w}, {&w.pooler_b}, "pooler", &dw.pooler));
     RETURN_IF_ERROR(upload_norm(w.pooler_ln_gamma, w.pooler_ln_beta, "prediction head LayerNorm",
-                                &dw.pooler_gamma, &dw.pooler_beta));
+                                &dw.pooler_norm));
   }
   if (!w.classifier_w.empty() && c.head != HeadKind::kBase &&
       c.head != HeadKind::kSentenceEmbedding && c.head != HeadKind::kSparseEmbedding) {
     const int64_t labels = w.classifier_w.dim(0);
     ASSIGN_OR_RETURN(void* cw, up.Upload({&w.classifier_w}, false, "classifier"));
     ASSIGN_OR_RETURN(void* cb, up.Upload({&w.classifier_b}, false, "classifier"));
-    dw.classifier_w = static_cast<const float*>(cw);
-    dw.classifier_b = static_cast<const float*>(cb);
-    dw.classifier_out = static_cast<int>(labels);
+    dw.classifier = {static_cast<const float*>(cw), static_cast<const float*>(cb),
+                     static_cast<int>(w.classifier_w.dim(1)), static_cast<int>(labels)};
   }
   for (const DenseWeights& d : w.dense) {
-    DeviceWeights::Dense& dd = dw.dense.emplace_back();
+    DeviceSmallLinear& dd = dw.dense.emplace_back();
     ASSIGN_OR_RETURN(void* dw_w, up.Upload({&d.w}, false, "Dense module"));
     dd.w = static_cast<const float*>(dw_w);
+    dd.in = static_cast<int>(d.w.dim(1));
+    dd.out = static_cast<int>(d.w.dim(0));
     if (!d.b.empty()) {
       ASSIGN_OR_RETURN(void* dw_b, up.Upload({&d.b}, false, "Dense module"));
       dd.b = static_cast<const float*>(dw_b);
     }
   }
   if (c.head == HeadKind::kSparseEmbedding) {
-    ASSIGN_OR_RETURN(dw.mlm_dense_w, up.Upload({&w.mlm_dense_w}, true, "masked-LM transform"));
-    ASSIGN_OR_RETURN(dw.mlm_dense_b, up.Upload({&w.mlm_dense_b}, true, "masked-LM transform"));
-    ASSIGN_OR_RETURN(void* g, up.Upload({&w.mlm_ln_gamma}, false, "masked-LM LayerNorm"));
-    ASSIGN_OR_RETURN(void* b, up.Upload({&w.mlm_ln_beta}, false, "masked-LM LayerNorm"));
-    dw.mlm_gamma = static_cast<const float*>(g);
-    dw.mlm_beta = static_cast<const float*>(b);
+    RETURN_IF_ERROR(
+        upload_linear({&w.mlm_dense_w}, {&w.mlm_dense_b}, "masked-LM transform", &dw.mlm_dense));
+    RETURN_IF_ERROR(
+        upload_norm(w.mlm_ln_gamma, w.mlm_ln_beta, "masked-LM LayerNorm", &dw.mlm_norm));
+    // Tied: the word embeddings are the decoder.
+    const Tensor& decoder = w.mlm_decoder();
     if (w.mlm_decoder_w.empty()) {
-      dw.mlm_decoder_w = dw.word;  // tied: the word embeddings are the decoder
+      dw.mlm_decoder.w = dw.word;
     } else {
-      ASSIGN_OR_RETURN(dw.mlm_decoder_w, up.Upload({&w.mlm_decoder_w}, true, "masked-LM decoder"));
+      ASSIGN_OR_RETURN(dw.mlm_decoder.w, up.Upload({&w.mlm_decoder_w}, true, "masked-LM decoder"));
     }
-    ASSIGN_OR_RETURN(dw.mlm_decoder_b, up.Upload({&w.mlm_decoder_b}, true, "masked-LM decoder"));
+    ASSIGN_OR_RETURN(dw.mlm_decoder.b, up.Upload({&w.mlm_decoder_b}, true, "masked-LM decoder"));
+    dw.mlm_decoder.in = static_cast<int>(decoder.dim(1));
+    dw.mlm_decoder.out = static_cast<int>(decoder.dim(0));
   }
   // The staging buffer is freed on return; everything queued must be done.
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));

@@ -12,50 +12,57 @@
 #include "bertrt/cuda_engine.h"
 #include "bertrt/model.h"
 #include "bertrt/status.h"
+#include "ops/encoder_ops.h"
 
 namespace bertrt::cuda {
 
-// attn_gamma/attn_beta are null for a pre-norm layer without its attention
-// LayerNorm (ModernBERT's first).
+// A GEMM's weight [out, in] and bias [out], in the compute precision.
+struct DeviceLinear {
+  const void* w = nullptr;
+  const void* b = nullptr;
+  int in = 0, out = 0;
+};
+
+// A small head's weight [out, in] and bias [out] (null: none), fp32 (SmallLinear).
+struct DeviceSmallLinear {
+  const float* w = nullptr;
+  const float* b = nullptr;
+  int in = 0, out = 0;
+};
+
+// attn_norm is absent for a pre-norm layer without its attention LayerNorm
+// (ModernBERT's first).
 struct DeviceLayer {
-  const void *qkv_w, *qkv_b, *attn_out_w, *attn_out_b, *ffn_in_w, *ffn_in_b, *ffn_out_w,
-      *ffn_out_b;
-  const float *attn_gamma, *attn_beta, *ffn_gamma, *ffn_beta;
+  DeviceLinear qkv, attn_out, ffn_in, ffn_out;
+  ops::Norm attn_norm, ffn_norm;
 };
 
 struct DeviceWeights {
   // position: the table's row position_offset, where token 0's lies.
   const void *word = nullptr, *position = nullptr, *type = nullptr;
-  const float *emb_gamma = nullptr, *emb_beta = nullptr;
+  ops::Norm emb_norm;
   // MPNet's relative position bias table (RelativePositionBiasTable); null: none.
   const float* relative_bias = nullptr;
   std::vector<DeviceLayer> layers;
   // ModernBERT: the rotary tables (RotaryTable, fp32 [max_positions][head_dim / 2][2]) of the
   // global and the local layers, and the final LayerNorm; null: none.
   const float *rotary_global = nullptr, *rotary_local = nullptr;
-  const float *final_gamma = nullptr, *final_beta = nullptr;
-  const void *pooler_w = nullptr, *pooler_b = nullptr;        // null when the head has no pooler
-  // ModernBERT's prediction head's LayerNorm after the pooler's dense; null: none.
-  const float *pooler_gamma = nullptr, *pooler_beta = nullptr;
-  const float *classifier_w = nullptr, *classifier_b = nullptr;  // null for base / embedding
-  int classifier_out = 0;
+  ops::Norm final_norm;
+  DeviceLinear pooler;    // w null when the head has no pooler
+  ops::Norm pooler_norm;  // ModernBERT's prediction head's LayerNorm after the pooler's dense
+  DeviceSmallLinear classifier;  // w null for base / embedding
   // Sentence-transformers Dense modules, fp32 (b null without a bias).
-  struct Dense {
-    const float *w = nullptr, *b = nullptr;
-  };
-  std::vector<Dense> dense;
+  std::vector<DeviceSmallLinear> dense;
   // SPLADE's masked-LM head: transform and decoder in the compute precision
   // (the decoder's weight is `word` when tied), LayerNorm in fp32.
-  const void *mlm_dense_w = nullptr, *mlm_dense_b = nullptr;
-  const void *mlm_decoder_w = nullptr, *mlm_decoder_b = nullptr;
-  const float *mlm_gamma = nullptr, *mlm_beta = nullptr;
+  DeviceLinear mlm_dense, mlm_decoder;
+  ops::Norm mlm_norm;
   size_t bytes = 0;
   std::vector<DeviceBuffer> storage;  // owns everything above
 };
 
 // Uploads a model that passed CheckModel. `stream` orders the conversion
 // kernels.
-StatusOr<DeviceWeights> UploadWeights(const Model& model, Precision precision,
-                                      cudaStream_t stream);
+StatusOr<DeviceWeights> UploadWeights(const Model& model, Precision precision, cudaStream_t stream);
 
 }  // namespace bertrt::cuda

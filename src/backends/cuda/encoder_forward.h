@@ -1,12 +1,8 @@
-// The model's forward on the GPU: fused embedding + LayerNorm, per layer the
-// QKV GEMM, fused variable-length attention, the attention-output GEMM with
-// the residual in its epilogue, LayerNorm, the FFN's two GEMMs (activation in
-// the epilogue where it can be) and LayerNorm (pre-norm layers, rotary
-// positions, local windows and gated FFNs where the model has them: ModernBERT),
-// then the head, whose fp32
-// outputs are the only data copied back. It runs over the packed ragged batch
-// (no padding anywhere) of a Shape, in the buffers of a Workspace: the
-// engine runs it eagerly, and the graph cache captures it.
+// The model's forward on the GPU: the one forward (model/encoder_forward.h)
+// on the CUDA ops (cuda_encoder_ops.h), whose head's fp32 outputs are the
+// only data copied back. It runs over the packed ragged batch (no padding
+// anywhere) of a Shape, in the buffers of a Workspace: the engine runs it
+// eagerly, and the graph cache captures it.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -16,6 +12,7 @@
 
 #include "backends/cuda/activation_pool.h"
 #include "backends/cuda/batch_shape.h"
+#include "backends/cuda/cuda_encoder_ops.h"
 #include "backends/cuda/device_weights.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/linear.h"
@@ -24,6 +21,7 @@
 #include "bertrt/head_outputs.h"
 #include "bertrt/model.h"
 #include "bertrt/status.h"
+#include "model/encoder_forward.h"
 
 namespace bertrt::cuda {
 
@@ -62,7 +60,6 @@ class EncoderForward {
   }
 
  private:
-  class Pass;
   // The attention kernel's arguments for `shape` in `ws`, with row_bounds
   // set where it takes packed windows.
   AttentionArgs AttentionArgsFor(const Shape& shape, const Workspace& ws) const;
@@ -71,10 +68,10 @@ class EncoderForward {
   const std::vector<OutputDescription>& outputs_;
   const CudaEngineOptions& options_;
   const DeviceWeights& weights_;
-  const LinearLayers& linear_;
+  const OpsContext ops_context_;
+  model::Weights<EncoderOps> view_;  // the forward's view of weights_
   const int compute_capability_, sm_count_;
-  const bool overlap_launch_;
-  const Epilogue ffn_epilogue_;
+  const Epilogue ffn_epilogue_;  // for ErfGeluAsTanh
 };
 
 }  // namespace bertrt::cuda
