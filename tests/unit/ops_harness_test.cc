@@ -23,6 +23,15 @@
 #include "model/rotary.h"
 #include "op_reference.h"
 
+#if BERTRT_HAVE_CUDA
+#include <memory>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_encoder_ops.h"
+#include "backends/cuda/gemm.h"
+#include "cuda_test_util.h"
+#endif
+
 namespace bertrt {
 namespace {
 
@@ -113,6 +122,162 @@ class CpuHarness {
   std::deque<std::vector<float>> arrays_;
 };
 
+#if BERTRT_HAVE_CUDA
+// The CUDA backend under the harness: fp32, fp16 and bf16 on the first GPU,
+// the batch staged as the engine stages one (without padding or windows).
+class CudaHarness {
+ public:
+  using Ops = cuda::EncoderOps;
+  static bool Available() {
+    auto gpus = ListGpus();
+    return gpus.ok() && !gpus->empty();
+  }
+  static std::vector<Precision> Precisions() {
+    return {Precision::kFp32, Precision::kFp16, Precision::kBf16};
+  }
+
+  ~CudaHarness() {
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  void Start(const ModelConfig& config, const RaggedBatch& batch, const HostTables& tables,
+             Precision p) {
+    if (!stream_) {
+      auto gpus = ListGpus();
+      ASSERT_TRUE(gpus.ok() && !gpus->empty());
+      gpu_ = (*gpus)[0];
+      ASSERT_EQ(cudaSetDevice(gpu_.index), cudaSuccess);
+      ASSERT_EQ(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, gpu_.index),
+                cudaSuccess);
+      ASSERT_EQ(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), cudaSuccess);
+      auto cc = cuda::KernelComputeCapability(stream_);
+      ASSERT_TRUE(cc.ok());
+      cc_ = std::min(gpu_.compute_capability, *cc);
+    }
+    p_ = p;
+    config_ = config;
+    options_.precision = p;
+    gemm_ = std::make_unique<cuda::LtGemm>();
+    ASSERT_TRUE(gemm_->Init(p, cuda::kGemmWorkspaceBytes, gpu_.name, false).ok());
+    const bool overlap = options_.overlap_kernel_launches && cc_ >= 90;
+    linear_ = std::make_unique<cuda::LinearLayers>(*gemm_, p, cc_, sm_count_, options_.splitk_gemms,
+                                                   options_.fused_gelu_gemm, overlap);
+    weights_ = {};
+    if (!tables.word.empty()) {
+      weights_.word = Alloc(tables.word);
+      if (!tables.position.empty()) weights_.position = Alloc(tables.position);
+      weights_.type = Alloc(tables.type);
+      weights_.emb_norm = MakeNorm(tables.gamma, tables.beta);
+    }
+    if (!tables.relative_bias.empty()) weights_.relative_bias = AllocFloat(tables.relative_bias);
+    if (!tables.rotary_global.empty()) {
+      weights_.rotary_global = AllocFloat(tables.rotary_global);
+      weights_.rotary_local =
+          tables.rotary_local.empty() ? weights_.rotary_global : AllocFloat(tables.rotary_local);
+    }
+    context_.emplace(cuda::OpsContext{config_, options_, weights_, *linear_, overlap});
+    shape_ = {batch.num_tokens(), batch.num_seqs(), batch.max_len, false};
+    std::vector<int32_t> host(cuda::IntCount(shape_), 0);
+    const cuda::BatchInts at = cuda::LayOutInts(host.data(), shape_);
+    std::copy(batch.input_ids.begin(), batch.input_ids.end(), at.ids);
+    std::copy(batch.token_type_ids.begin(), batch.token_type_ids.end(), at.types);
+    std::copy(batch.cu_seqlens.begin(), batch.cu_seqlens.end(), at.cu);
+    std::copy(batch.pool_start.begin(), batch.pool_start.end(), at.pool_start);
+    cuda::LongestFirst(at.cu, shape_.seqs, at.by_length);
+    int32_t* ints = static_cast<int32_t*>(Bytes(host.size() * sizeof(int32_t)));
+    ASSERT_EQ(cudaMemcpy(ints, host.data(), host.size() * sizeof(int32_t), cudaMemcpyHostToDevice),
+              cudaSuccess);
+    workspace_ = {};
+    workspace_.ints = ints;
+    const cuda::BatchInts device = cuda::LayOutInts(ints, shape_);
+    attention_ = cuda::AttentionArgs{
+        nullptr,           device.by_length, shape_.seqs, shape_.max_len, config_.hidden_size,
+        config_.num_heads, nullptr,          cc_,         sm_count_};
+    attention_.tokens = shape_.tokens;
+    attention_.allow_tma = options_.tma_attention;
+    attention_.position_bias = weights_.relative_bias;
+    attention_.bias_span = config_.max_positions();
+    ops_.emplace(*context_, shape_, workspace_, attention_, stream_, nullptr);
+  }
+  Ops& ops() { return *ops_; }
+
+  void* Alloc(const std::vector<float>& values) {
+    void* d = Bytes(values.size() * Element());
+    if (p_ == Precision::kFp32) {
+      EXPECT_EQ(cudaMemcpy(d, values.data(), values.size() * 4, cudaMemcpyHostToDevice),
+                cudaSuccess);
+    } else {
+      std::vector<uint16_t> bits(values.size());
+      for (size_t i = 0; i < values.size(); ++i) bits[i] = cuda::test_util::ToBits(values[i], p_);
+      EXPECT_EQ(cudaMemcpy(d, bits.data(), bits.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    }
+    return d;
+  }
+  void* Alloc(size_t count) { return Alloc(std::vector<float>(count, -7.0f)); }
+  std::vector<float> Read(const void* from, size_t count) {
+    EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+    std::vector<float> out(count);
+    if (p_ == Precision::kFp32) {
+      EXPECT_EQ(cudaMemcpy(out.data(), from, count * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    } else {
+      std::vector<uint16_t> bits(count);
+      EXPECT_EQ(cudaMemcpy(bits.data(), from, count * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+      for (size_t i = 0; i < count; ++i) out[i] = cuda::test_util::FromBits(bits[i], p_);
+    }
+    return out;
+  }
+  float* AllocFloat(const std::vector<float>& values) {
+    float* d = static_cast<float*>(Bytes(values.size() * 4));
+    EXPECT_EQ(cudaMemcpy(d, values.data(), values.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    return d;
+  }
+  float* AllocFloat(size_t count) { return AllocFloat(std::vector<float>(count, -7.0f)); }
+  std::vector<float> ReadFloat(const float* from, size_t count) {
+    EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+    std::vector<float> out(count);
+    EXPECT_EQ(cudaMemcpy(out.data(), from, count * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    return out;
+  }
+
+  cuda::DeviceLinear MakeLinear(const HostLinear& l) {
+    return {Alloc(l.w), Alloc(l.b), l.in, l.out};
+  }
+  cuda::DeviceSmallLinear MakeSmallLinear(const HostLinear& l) {
+    return {AllocFloat(l.w), l.b.empty() ? nullptr : AllocFloat(l.b), l.in, l.out};
+  }
+  ops::Norm MakeNorm(const std::vector<float>& gamma, const std::vector<float>& beta) {
+    return {AllocFloat(gamma), AllocFloat(beta)};
+  }
+  Status Finish() {
+    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    return Status::Ok();
+  }
+
+ private:
+  size_t Element() const { return p_ == Precision::kFp32 ? 4 : 2; }
+  void* Bytes(size_t bytes) {
+    return buffers_.emplace_back(std::make_unique<cuda::test_util::DeviceBuffer>(bytes + 16))->ptr;
+  }
+
+  GpuInfo gpu_;
+  int sm_count_ = 0, cc_ = 0;
+  cudaStream_t stream_ = nullptr;
+  Precision p_ = Precision::kFp32;
+  ModelConfig config_;
+  CudaEngineOptions options_;
+  std::unique_ptr<cuda::LtGemm> gemm_;
+  std::unique_ptr<cuda::LinearLayers> linear_;
+  cuda::DeviceWeights weights_;
+  std::optional<cuda::OpsContext> context_;
+  cuda::Shape shape_{};
+  cuda::Workspace workspace_{};
+  cuda::AttentionArgs attention_{};
+  std::optional<Ops> ops_;
+  std::deque<std::unique_ptr<cuda::test_util::DeviceBuffer>> buffers_;
+};
+#endif
+
 double UnitRoundoff(Precision p) {
   switch (p) {
     case Precision::kFp32:
@@ -162,6 +327,10 @@ RaggedBatch SmallBatch(std::mt19937* rng, int vocab) {
 template <class Harness>
 class OpsHarness : public ::testing::Test {
  protected:
+  void SetUp() override {
+    if constexpr (requires { Harness::Available(); })
+      if (!Harness::Available()) GTEST_SKIP() << "no usable GPU";
+  }
   // Starts the backend's ops on the small batch in precision p.
   void Start(Precision p, const ModelConfig& config = SmallConfig(),
              const HostTables& tables = {}) {
@@ -185,7 +354,11 @@ class OpsHarness : public ::testing::Test {
   HostTables tables_;
 };
 
+#if BERTRT_HAVE_CUDA
+using Backends = ::testing::Types<CpuHarness, CudaHarness>;
+#else
 using Backends = ::testing::Types<CpuHarness>;
+#endif
 TYPED_TEST_SUITE(OpsHarness, Backends);
 
 TYPED_TEST(OpsHarness, LayerNormInPlaceAndApart) {
@@ -520,6 +693,64 @@ TYPED_TEST(OpsHarness, SpladePoolAcrossChunks) {
         EXPECT_LT(NormRelErr(hr.ReadFloat(out, want.size()), want), Bound(Precision::kFp32))
             << PrecisionName(p) << " sum " << sum << " twice " << twice;
       }
+    }
+  }
+}
+
+// The fast paths, where a backend has them: each sequence's first query's
+// attention alone (Q inside qkv, and Q by sequence behind K | V as the split
+// query lays it out), and a Linear over a range of its outputs.
+TYPED_TEST(OpsHarness, FastPathsFirstQueryAttentionAndLinearOutputs) {
+  using Ops = typename TypeParam::Ops;
+  if constexpr (!Ops::kFirstQueryAttention || !Ops::kSplitQuery) {
+    GTEST_SKIP() << "the backend has no first-query attention or split query";
+  } else {
+    for (Precision p : TypeParam::Precisions()) {
+      this->Start(p);
+      auto& hr = this->harness_;
+      auto& o = hr.ops();
+      const int h = this->h(), n = this->seqs(), t = this->tokens();
+      const std::vector<int32_t>& cu = this->batch_.cu_seqlens;
+      const std::vector<float> qkv = this->Rounded(Random(size_t(t) * 3 * h, &this->rng_, -2, 2));
+      const std::vector<double> full = test::RefAttention(qkv, cu, h, this->config_.num_heads);
+      std::vector<double> want;
+      for (int s = 0; s < n; ++s)
+        want.insert(want.end(), full.begin() + size_t(cu[s]) * h,
+                    full.begin() + size_t(cu[s] + 1) * h);
+      auto* packed = hr.Alloc(qkv);
+      auto* out = hr.Alloc(size_t(n) * h);
+      ASSERT_TRUE(
+          o.FirstQueryAttention(nullptr, packed, 3 * h, false, o.At(packed, h), 3 * h, out).ok());
+      EXPECT_LT(NormRelErr(hr.Read(out, want.size()), want), Bound(p, 8))
+          << PrecisionName(p) << " packed";
+      // K | V rows of 2h, then the first tokens' Q by sequence.
+      std::vector<float> kv, q;
+      for (int k = 0; k < t; ++k)
+        kv.insert(kv.end(), qkv.begin() + size_t(k) * 3 * h + h,
+                  qkv.begin() + size_t(k + 1) * 3 * h);
+      for (int s = 0; s < n; ++s)
+        q.insert(q.end(), qkv.begin() + size_t(cu[s]) * 3 * h,
+                 qkv.begin() + size_t(cu[s]) * 3 * h + h);
+      auto* split_out = hr.Alloc(size_t(n) * h);
+      ASSERT_TRUE(
+          o.FirstQueryAttention(nullptr, hr.Alloc(q), h, true, hr.Alloc(kv), 2 * h, split_out)
+              .ok());
+      EXPECT_LT(NormRelErr(hr.Read(split_out, want.size()), want), Bound(p, 8))
+          << PrecisionName(p) << " split";
+
+      const HostLinear host = RandomLinear(h, 3 * h, &this->rng_);
+      const std::vector<float> x = this->Rounded(Random(size_t(t) * h, &this->rng_));
+      const std::vector<double> all =
+          test::RefLinear(x, t, h, this->Rounded(host.w), this->Rounded(host.b), 3 * h);
+      auto* y = hr.Alloc(size_t(t) * 2 * h);
+      ASSERT_TRUE(o.LinearOutputs("test", hr.MakeLinear(host), h, 2 * h, hr.Alloc(x), t, y).ok());
+      ASSERT_TRUE(hr.Finish().ok());
+      std::vector<double> part;
+      for (int r = 0; r < t; ++r)
+        part.insert(part.end(), all.begin() + size_t(r) * 3 * h + h,
+                    all.begin() + size_t(r + 1) * 3 * h);
+      EXPECT_LT(NormRelErr(hr.Read(y, part.size()), part), Bound(p, 4))
+          << PrecisionName(p) << " outputs h..3h";
     }
   }
 }
