@@ -167,7 +167,7 @@ class CudaHarness {
       weights_.word = Alloc(tables.word);
       if (!tables.position.empty()) weights_.position = Alloc(tables.position);
       weights_.type = Alloc(tables.type);
-      weights_.emb_norm = MakeNorm(tables.gamma, tables.beta);
+      weights_.forward.embedding_norm = MakeNorm(tables.gamma, tables.beta);
     }
     if (!tables.relative_bias.empty()) weights_.relative_bias = AllocFloat(tables.relative_bias);
     if (!tables.rotary_global.empty()) {

@@ -170,7 +170,7 @@ Status CudaEngine::Init() {
   forward_ = std::make_unique<cuda::EncoderForward>(c, outputs_, options_, weights_, *linear_,
                                                     kernel_cc_, sm_count_, overlap_launch_);
   pool_ = std::make_unique<cuda::ActivationPool>(c, DTypeSize(PrecisionDType(options_.precision)),
-                                                 std::max(weights_.classifier.out, 1));
+                                                 std::max(weights_.forward.classifier ? weights_.forward.classifier->out : 0, 1));
   // A dummy sequence can be 64 tokens long; its positions must exist.
   const bool graphs = c.max_positions() >= cuda::kLenBucket && options_.cuda_graphs;
   graphs_ = std::make_unique<cuda::GraphCache>(

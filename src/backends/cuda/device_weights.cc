@@ -10,6 +10,7 @@
 #include "model/model_check.h"
 #include "model/relative_position.h"
 #include "model/rotary.h"
+#include "model/weight_schema.h"
 
 namespace bertrt::cuda {
 namespace {
@@ -82,6 +83,45 @@ class Uploader {
   DeviceBuffer staging_;
 };
 
+// Makes the forward's weights for PrepareWeights: GEMM weights, GEMM biases
+// in the compute precision (Q | K | V concatenated), LayerNorms and small
+// heads in fp32.
+struct Maker {
+  Uploader& up;
+  const ModelWeights& model;
+  const void* word;  // the uploaded word embeddings: a tied decoder reads them
+
+  StatusOr<DeviceLinear> Linear(const std::vector<const Tensor*>& w,
+                                const std::vector<const Tensor*>& b, const std::string& name) {
+    DeviceLinear l;
+    if (w.size() == 1 && w[0] == &model.word_embeddings) {
+      l.w = word;  // not uploaded twice
+    } else {
+      ASSIGN_OR_RETURN(l.w, up.Upload(w, true, name));
+    }
+    ASSIGN_OR_RETURN(l.b, up.Upload(b, true, name));
+    l.in = static_cast<int>(w[0]->dim(1));
+    for (const Tensor* t : w) l.out += static_cast<int>(t->dim(0));
+    return l;
+  }
+  StatusOr<DeviceSmallLinear> SmallLinear(const Tensor& w, const Tensor* b,
+                                          const std::string& name) {
+    DeviceSmallLinear l{nullptr, nullptr, static_cast<int>(w.dim(1)), static_cast<int>(w.dim(0))};
+    ASSIGN_OR_RETURN(void* dw, up.Upload({&w}, false, name));
+    l.w = static_cast<const float*>(dw);
+    if (b) {
+      ASSIGN_OR_RETURN(void* db, up.Upload({b}, false, name));
+      l.b = static_cast<const float*>(db);
+    }
+    return l;
+  }
+  StatusOr<ops::Norm> Norm(const Tensor& gamma, const Tensor& beta, const std::string& name) {
+    ASSIGN_OR_RETURN(void* g, up.Upload({&gamma}, false, name));
+    ASSIGN_OR_RETURN(void* b, up.Upload({&beta}, false, name));
+    return ops::Norm{static_cast<const float*>(g), static_cast<const float*>(b)};
+  }
+};
+
 }  // namespace
 
 StatusOr<DeviceWeights> UploadWeights(const Model& model, Precision precision,
@@ -122,86 +162,12 @@ StatusOr<DeviceWeights> UploadWeights(const Model& model, Precision precision,
       (local ? dw.rotary_local : dw.rotary_global) = static_cast<const float*>(d);
     }
   }
-  // Fp32 LayerNorm parameters, or null where the model has none.
-  auto upload_norm = [&](const Tensor& gamma, const Tensor& beta, const std::string& name,
-                         ops::Norm* norm) -> Status {
-    if (gamma.empty()) return Status::Ok();
-    ASSIGN_OR_RETURN(void* dg, up.Upload({&gamma}, false, name));
-    ASSIGN_OR_RETURN(void* db, up.Upload({&beta}, false, name));
-    *norm = {static_cast<const float*>(dg), static_cast<const float*>(db)};
-    return Status::Ok();
-  };
-  // A GEMM's weights (several concatenated along the output: Q | K | V) in
-  // the compute precision.
-  auto upload_linear = [&](const std::vector<const Tensor*>& weights,
-                           const std::vector<const Tensor*>& biases, const std::string& name,
-                           DeviceLinear* linear) -> Status {
-    ASSIGN_OR_RETURN(linear->w, up.Upload(weights, true, name));
-    ASSIGN_OR_RETURN(linear->b, up.Upload(biases, true, name));
-    linear->in = static_cast<int>(weights[0]->dim(1));
-    linear->out = 0;
-    for (const Tensor* t : weights) linear->out += static_cast<int>(t->dim(0));
-    return Status::Ok();
-  };
-  RETURN_IF_ERROR(upload_norm(w.emb_ln_gamma, w.emb_ln_beta, "embeddings LayerNorm", &dw.emb_norm));
-  RETURN_IF_ERROR(
-      upload_norm(w.final_ln_gamma, w.final_ln_beta, "final LayerNorm", &dw.final_norm));
-
-  for (size_t i = 0; i < w.layers.size(); ++i) {
-    const LayerWeights& l = w.layers[i];
-    const std::string p = "layer " + std::to_string(i) + " ";
-    DeviceLayer d{};
-    RETURN_IF_ERROR(upload_linear({&l.query_w, &l.key_w, &l.value_w},
-                                  {&l.query_b, &l.key_b, &l.value_b}, p + "qkv", &d.qkv));
-    RETURN_IF_ERROR(
-        upload_linear({&l.attn_out_w}, {&l.attn_out_b}, p + "attention output", &d.attn_out));
-    RETURN_IF_ERROR(upload_linear({&l.ffn_in_w}, {&l.ffn_in_b}, p + "intermediate", &d.ffn_in));
-    RETURN_IF_ERROR(upload_linear({&l.ffn_out_w}, {&l.ffn_out_b}, p + "output", &d.ffn_out));
-    RETURN_IF_ERROR(upload_norm(l.attn_ln_gamma, l.attn_ln_beta, p + "LayerNorm", &d.attn_norm));
-    RETURN_IF_ERROR(upload_norm(l.ffn_ln_gamma, l.ffn_ln_beta, p + "LayerNorm", &d.ffn_norm));
-    dw.layers.push_back(d);
-  }
-
-  if (HeadUsesPooler(model)) {
-    RETURN_IF_ERROR(upload_linear({&w.pooler_w}, {&w.pooler_b}, "pooler", &dw.pooler));
-    RETURN_IF_ERROR(upload_norm(w.pooler_ln_gamma, w.pooler_ln_beta, "prediction head LayerNorm",
-                                &dw.pooler_norm));
-  }
-  if (!w.classifier_w.empty() && c.head != HeadKind::kBase &&
-      c.head != HeadKind::kSentenceEmbedding && c.head != HeadKind::kSparseEmbedding) {
-    const int64_t labels = w.classifier_w.dim(0);
-    ASSIGN_OR_RETURN(void* cw, up.Upload({&w.classifier_w}, false, "classifier"));
-    ASSIGN_OR_RETURN(void* cb, up.Upload({&w.classifier_b}, false, "classifier"));
-    dw.classifier = {static_cast<const float*>(cw), static_cast<const float*>(cb),
-                     static_cast<int>(w.classifier_w.dim(1)), static_cast<int>(labels)};
-  }
-  for (const DenseWeights& d : w.dense) {
-    DeviceSmallLinear& dd = dw.dense.emplace_back();
-    ASSIGN_OR_RETURN(void* dw_w, up.Upload({&d.w}, false, "Dense module"));
-    dd.w = static_cast<const float*>(dw_w);
-    dd.in = static_cast<int>(d.w.dim(1));
-    dd.out = static_cast<int>(d.w.dim(0));
-    if (!d.b.empty()) {
-      ASSIGN_OR_RETURN(void* dw_b, up.Upload({&d.b}, false, "Dense module"));
-      dd.b = static_cast<const float*>(dw_b);
-    }
-  }
-  if (c.head == HeadKind::kSparseEmbedding) {
-    RETURN_IF_ERROR(
-        upload_linear({&w.mlm_dense_w}, {&w.mlm_dense_b}, "masked-LM transform", &dw.mlm_dense));
-    RETURN_IF_ERROR(
-        upload_norm(w.mlm_ln_gamma, w.mlm_ln_beta, "masked-LM LayerNorm", &dw.mlm_norm));
-    // Tied: the word embeddings are the decoder.
-    const Tensor& decoder = w.mlm_decoder();
-    if (w.mlm_decoder_w.empty()) {
-      dw.mlm_decoder.w = dw.word;
-    } else {
-      ASSIGN_OR_RETURN(dw.mlm_decoder.w, up.Upload({&w.mlm_decoder_w}, true, "masked-LM decoder"));
-    }
-    ASSIGN_OR_RETURN(dw.mlm_decoder.b, up.Upload({&w.mlm_decoder_b}, true, "masked-LM decoder"));
-    dw.mlm_decoder.in = static_cast<int>(decoder.dim(1));
-    dw.mlm_decoder.out = static_cast<int>(decoder.dim(0));
-  }
+  // The forward's weights, as the schema lists them.
+  Maker maker{up, w, dw.word};
+  ASSIGN_OR_RETURN(dw.forward,
+                   model::PrepareWeights<DeviceForwardWeights>(
+                       w, model::WeightSchema(c, HeadUsesPooler(model), !w.mlm_decoder_w.empty()),
+                       maker));
   // The staging buffer is freed on return; everything queued must be done.
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   return dw;

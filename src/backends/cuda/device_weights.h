@@ -12,6 +12,7 @@
 #include "bertrt/cuda_engine.h"
 #include "bertrt/model.h"
 #include "bertrt/status.h"
+#include "model/weight_schema.h"
 #include "ops/encoder_ops.h"
 
 namespace bertrt::cuda {
@@ -37,26 +38,19 @@ struct DeviceLayer {
   ops::Norm attn_norm, ffn_norm;
 };
 
+// The forward's weights (model/weight_schema.h) in the CUDA types.
+using DeviceForwardWeights = model::WeightsOf<DeviceLayer, DeviceLinear, DeviceSmallLinear>;
+
 struct DeviceWeights {
-  // position: the table's row position_offset, where token 0's lies.
+  // The embedding tables in the compute precision; position: the table's row
+  // position_offset, where token 0's lies (null: none, rotary positions).
   const void *word = nullptr, *position = nullptr, *type = nullptr;
-  ops::Norm emb_norm;
   // MPNet's relative position bias table (RelativePositionBiasTable); null: none.
   const float* relative_bias = nullptr;
-  std::vector<DeviceLayer> layers;
   // ModernBERT: the rotary tables (RotaryTable, fp32 [max_positions][head_dim / 2][2]) of the
-  // global and the local layers, and the final LayerNorm; null: none.
+  // global and the local layers; null: none.
   const float *rotary_global = nullptr, *rotary_local = nullptr;
-  ops::Norm final_norm;
-  DeviceLinear pooler;    // w null when the head has no pooler
-  ops::Norm pooler_norm;  // ModernBERT's prediction head's LayerNorm after the pooler's dense
-  DeviceSmallLinear classifier;  // w null for base / embedding
-  // Sentence-transformers Dense modules, fp32 (b null without a bias).
-  std::vector<DeviceSmallLinear> dense;
-  // SPLADE's masked-LM head: transform and decoder in the compute precision
-  // (the decoder's weight is `word` when tied), LayerNorm in fp32.
-  DeviceLinear mlm_dense, mlm_decoder;
-  ops::Norm mlm_norm;
+  DeviceForwardWeights forward;
   size_t bytes = 0;
   std::vector<DeviceBuffer> storage;  // owns everything above
 };

@@ -40,19 +40,7 @@ EncoderForward::EncoderForward(const ModelConfig& config,
       ops_context_{config, options, weights, linear, overlap_launch},
       compute_capability_(compute_capability),
       sm_count_(sm_count),
-      ffn_epilogue_(FfnEpilogue(config, options)) {
-  view_.layers = &weights.layers;
-  view_.final_norm = weights.final_norm;
-  if (weights.pooler.w) view_.pooler = &weights.pooler;
-  view_.pooler_norm = weights.pooler_norm;
-  if (weights.classifier.w) view_.classifier = &weights.classifier;
-  view_.dense = &weights.dense;
-  if (weights.mlm_dense.w) {
-    view_.mlm_dense = &weights.mlm_dense;
-    view_.mlm_decoder = &weights.mlm_decoder;
-    view_.mlm_norm = weights.mlm_norm;
-  }
-}
+      ffn_epilogue_(FfnEpilogue(config, options)) {}
 
 EncoderOps::EncoderOps(const OpsContext& context, const Shape& shape, const Workspace& ws,
                        const AttentionArgs& attention, cudaStream_t stream, OpTrace* trace)
@@ -87,7 +75,7 @@ Status EncoderOps::EmbedLayerNorm(void* out) {
   RETURN_IF_ERROR(
       cuda::EmbedLayerNorm(p_,
                            {ints_.ids, ints_.types, ints_.cu, n_, t_, w.word, w.position, w.type,
-                            w.emb_norm.gamma, w.emb_norm.beta, h_, config_.layer_norm_eps, out},
+                            w.forward.embedding_norm.gamma, w.forward.embedding_norm.beta, h_, config_.layer_norm_eps, out},
                            kernels_));
   return Stamp("embedding+layernorm", 0);
 }
@@ -231,7 +219,7 @@ Status EncoderForward::Run(const Shape& shape, const Workspace& ws, cudaStream_t
   EncoderOps ops(ops_context_, shape, ws, attention, stream, trace);
   const ops::Batch batch{shape.tokens, shape.seqs, shape.max_len, shape.hidden_state,
                          OutputsReadOnlyFirstTokens(outputs_, shape.hidden_state)};
-  return model::EncoderForward<EncoderOps>(config_, view_, ops, batch).Run();
+  return model::EncoderForward<EncoderOps>(config_, weights_.forward, ops, batch).Run();
 }
 
 AttentionArgs EncoderForward::AttentionArgsFor(const Shape& shape, const Workspace& ws) const {

@@ -53,7 +53,7 @@ class EncoderForward {
   // The most operations a forward has: at most twelve per layer (a compact
   // pre-norm layer with rotary positions and a gated FFN), the embedding and
   // the head.
-  size_t MaxOperations() const { return 2 + 12 * weights_.layers.size(); }
+  size_t MaxOperations() const { return 2 + 12 * weights_.forward.layers.size(); }
   // CudaEngineOptions::approximate_erf_gelu took effect.
   bool ErfGeluAsTanh() const {
     return ffn_epilogue_ == Epilogue::kBiasGeluTanh && config_.hidden_act == HiddenAct::kGelu;
@@ -69,7 +69,6 @@ class EncoderForward {
   const CudaEngineOptions& options_;
   const DeviceWeights& weights_;
   const OpsContext ops_context_;
-  model::Weights<EncoderOps> view_;  // the forward's view of weights_
   const int compute_capability_, sm_count_;
   const Epilogue ffn_epilogue_;  // for ErfGeluAsTanh
 };
