@@ -10,7 +10,7 @@ set -uo pipefail
 source scripts/device_env.sh
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
 ldd .carry/bin/bertrt_tests > "$OUT/ldd.txt" 2>&1 || true
-.carry/bin/bertrt_tests --gtest_filter='Cuda*' --gtest_output="xml:$OUT/cuda_tests.xml" \
+.carry/bin/bertrt_tests --gtest_filter='Cuda*:OpsHarness*' --gtest_output="xml:$OUT/cuda_tests.xml" \
   2>&1 | tee "$OUT/cuda_tests.log" | grep -E '^\[ *(FAILED|PASSED|OK|RUN) *\]|Failure|expected|Which is|bertrt_tests' | grep -v '^\[ RUN'
 rc=${PIPESTATUS[0]}
 echo "bertrt_tests exit code: $rc" | tee -a "$OUT/cuda_tests.log"

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Issue 45's gate for the CUDA engine on the one forward (branch issue45-cuda),
+# on the GPU machine, from the repository root, one step per device call (each
+# within the 10-minute limit):
+#   STEP=tests  bash scripts/device_one_forward.sh   # the op harness (CPU and CUDA, every
+#               precision) and the CUDA unit tests, the HF goldens on the GPU (device_cuda.sh)
+#   STEP=parity bash scripts/device_one_forward.sh   # the full parity suite (device_parity.sh)
+#   STEP=ab     bash scripts/device_one_forward.sh   # interleaved A/B against the previous
+#               engine: device_ab.sh on BERT-base, then family_bench.py for each binary
+# .carry/bin holds this branch's CUDA build (BUILD_DIR=... scripts/pack_for_device.sh);
+# .carry/baseline.xz the previous main's bertrt (its CUDA code: eb04853's), unpacked to
+# /tmp/baseline. The rule: every parity case passes, and no A/B figure is more than 1%
+# slower.
+set -uo pipefail
+source scripts/device_env.sh
+case "${STEP:-tests}" in
+  tests) bash scripts/device_cuda.sh ;;
+  parity) bash scripts/device_parity.sh ;;
+  ab)
+    mkdir -p /tmp/baseline && xz -dc .carry/baseline.xz | tar -x -C /tmp/baseline
+    base=$(find /tmp/baseline -name bertrt -type f | head -1)
+    REPEATS=${REPEATS:-3} bash scripts/device_ab.sh "main=$base" "one=.carry/bin/bertrt" \
+      | tee "$OUT/ab_bert_base.txt"
+    for b in "$base" .carry/bin/bertrt; do
+      python3 bench/family_bench.py --bertrt "$b" --deadline-s 120 2>&1 | tail -20 \
+        | tee -a "$OUT/family_bench.txt"
+    done
+    ;;
+  *) echo "STEP must be tests, parity or ab" >&2; exit 2 ;;
+esac
