@@ -8,8 +8,8 @@
 #   STEP=ab     bash scripts/device_one_forward.sh   # interleaved A/B against the previous
 #               engine: device_ab.sh on BERT-base, then family_bench.py for each binary
 # .carry/bin holds this branch's CUDA build (BUILD_DIR=... scripts/pack_for_device.sh);
-# .carry/baseline.xz the previous main's bertrt (its CUDA code: eb04853's), unpacked to
-# /tmp/baseline. The rule: every parity case passes, and no A/B figure is more than 1%
+# .carry/baseline.xz the previous main's bertrt binary, xz-compressed (its CUDA code:
+# eb04853's). The rule: every parity case passes, and no A/B figure is more than 1%
 # slower.
 set -uo pipefail
 source scripts/device_env.sh
@@ -17,8 +17,8 @@ case "${STEP:-tests}" in
   tests) bash scripts/device_cuda.sh ;;
   parity) bash scripts/device_parity.sh ;;
   ab)
-    mkdir -p /tmp/baseline && xz -dc .carry/baseline.xz | tar -x -C /tmp/baseline
-    base=$(find /tmp/baseline -name bertrt -type f | head -1)
+    base=/tmp/baseline-bertrt
+    xz -dc .carry/baseline.xz > "$base" && chmod +x "$base"
     REPEATS=${REPEATS:-3} bash scripts/device_ab.sh "main=$base" "one=.carry/bin/bertrt" \
       | tee "$OUT/ab_bert_base.txt"
     for b in "$base" .carry/bin/bertrt; do
