@@ -31,6 +31,9 @@ struct OpsContext {
   bool overlap_launch;
 };
 
+// The forward's view of a workspace's buffers.
+ops::Buffers<void*> BuffersOf(const Workspace& ws);
+
 class EncoderOps {
  public:
   using Buf = void*;

@@ -42,24 +42,20 @@ EncoderForward::EncoderForward(const ModelConfig& config,
       sm_count_(sm_count),
       ffn_epilogue_(FfnEpilogue(config, options)) {}
 
+ops::Buffers<void*> BuffersOf(const Workspace& ws) {
+  return {.x = ws.x, .qkv = ws.qkv, .ctx = ws.ctx, .tmp = ws.tmp, .inter = ws.inter,
+          .gated = ws.gated, .mlm_logits = ws.mlm_logits, .pooled = ws.pooled_f32,
+          .dense = ws.dense_f32, .logits = ws.logits_f32, .hidden = ws.hidden_f32,
+          .sparse = ws.sparse_f32};
+}
+
 EncoderOps::EncoderOps(const OpsContext& context, const Shape& shape, const Workspace& ws,
                        const AttentionArgs& attention, cudaStream_t stream, OpTrace* trace)
     : c_(context),
       config_(context.config),
       p_(context.options.precision),
       shape_(shape),
-      buffers_{.x = ws.x,
-               .qkv = ws.qkv,
-               .ctx = ws.ctx,
-               .tmp = ws.tmp,
-               .inter = ws.inter,
-               .gated = ws.gated,
-               .mlm_logits = ws.mlm_logits,
-               .pooled = ws.pooled_f32,
-               .dense = ws.dense_f32,
-               .logits = ws.logits_f32,
-               .hidden = ws.hidden_f32,
-               .sparse = ws.sparse_f32},
+      buffers_(BuffersOf(ws)),
       attention_(attention),
       stream_(stream),
       kernels_{stream, context.overlap_launch},
@@ -239,24 +235,8 @@ AttentionArgs EncoderForward::AttentionArgsFor(const Shape& shape, const Workspa
   return a;
 }
 
-float* EncoderForward::EmbeddingRows(const Workspace& ws) const {
-  return config_.dense.size() % 2 ? ws.dense_f32 : ws.pooled_f32;
-}
-
 const float* EncoderForward::DeviceArray(const Workspace& ws, HeadArray array) const {
-  switch (array) {
-    case HeadArray::kPooler:
-      return ws.pooled_f32;
-    case HeadArray::kClassifier:
-      return ws.logits_f32;
-    case HeadArray::kSentenceEmbedding:
-      return EmbeddingRows(ws);
-    case HeadArray::kHiddenState:
-      return ws.hidden_f32;
-    case HeadArray::kSparseEmbedding:
-      return ws.sparse_f32;
-  }
-  return nullptr;
+  return model::HeadArrayIn(config_, BuffersOf(ws), array);
 }
 
 }  // namespace bertrt::cuda

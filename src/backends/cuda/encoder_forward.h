@@ -47,9 +47,6 @@ class EncoderForward {
   // Where the head leaves `array` in `ws`, in fp32, rows as DescribeOutputs
   // says.
   const float* DeviceArray(const Workspace& ws, HeadArray array) const;
-  // Where a sentence-embedding head leaves its rows: pooled_f32, or dense_f32
-  // after an odd number of Dense modules.
-  float* EmbeddingRows(const Workspace& ws) const;
   // The most operations a forward has: at most twelve per layer (a compact
   // pre-norm layer with rotary positions and a gated FFN), the embedding and
   // the head.
