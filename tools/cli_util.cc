@@ -50,31 +50,10 @@ void AddEngineOptions(CLI::App* cmd, EngineFlags* flags, const std::string& thre
                   "fp32, fp16 or bf16 (default: fp32 on cpu, fp16 on cuda); int8 on cpu: the "
                   "encoder's GEMMs in int8 (VNNI), calibrated at load on --calibrate's texts "
                   "(default: a small built-in multilingual corpus), with an accuracy report "
-                  "against fp32 on stderr")
+                  "against fp32 on stderr; an int8 plan (bertrt build --precision int8) runs as "
+                  "it was built, without calibrating")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "int8"}));
-  cmd->add_option_function<std::string>(
-         "--calibrate",
-         [flags](const std::string& path) {
-           auto texts = ReadCalibrationFile(path);
-           if (!texts.ok()) throw CLI::ValidationError("--calibrate", texts.status().message());
-           flags->calibration_texts = std::move(texts).value();
-         },
-         "With --precision int8: representative inputs to calibrate on, JSON Lines "
-         "({\"text\": ..., \"text_pair\": ...}) or one text per line; every fifth is held out "
-         "for the accuracy report")
-      ->check(CLI::ExistingFile);
-  cmd->add_option("--calibrate-samples", flags->calibrate_samples,
-                  "With --precision int8: use at most this many calibration inputs (0: all)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--calibration", flags->calibration,
-                  "With --precision int8: how each GEMM input is scaled: token (each row's own "
-                  "range, found as it runs: the default, the most accurate), or one calibrated "
-                  "scale per GEMM: max (the largest |x| seen), pNN (that percentile of |x|, "
-                  "e.g. p99.99; larger values clip) or mse (the least expected squared error)")
-      ->check([](const std::string& v) {
-        auto m = serving::ParseCalibrationMethod(v);
-        return m.ok() ? std::string() : m.status().message();
-      });
+  AddCalibrationOptions(cmd, &flags->calibration, "With --precision int8");
   cmd->add_option("--threads", flags->threads, threads_help)->check(CLI::NonNegativeNumber);
   cmd->add_option("--gelu", flags->gelu,
                   "Models with the erf GELU (hidden_act \"gelu\") on cuda fp16/bf16: exact "
@@ -87,6 +66,46 @@ void AddEngineOptions(CLI::App* cmd, EngineFlags* flags, const std::string& thre
       ->capture_default_str();
 }
 
+void AddCalibrationOptions(CLI::App* cmd, serving::CalibrationSpec* spec, const std::string& when) {
+  cmd->add_option_function<std::string>(
+         "--calibrate",
+         [spec](const std::string& path) {
+           auto texts = ReadCalibrationFile(path);
+           if (!texts.ok()) throw CLI::ValidationError("--calibrate", texts.status().message());
+           spec->texts = std::move(texts).value();
+         },
+         when + ": representative inputs to calibrate on, JSON Lines "
+                "({\"text\": ..., \"text_pair\": ...}) or one text per line; every fifth is held "
+                "out for the accuracy report")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--calibrate-samples", spec->samples,
+                  when + ": use at most this many calibration inputs (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--calibration", spec->method,
+                  when + ": how each GEMM input is scaled: token (each row's own "
+                         "range, found as it runs: the default, the most accurate), or one "
+                         "calibrated scale per GEMM: max (the largest |x| seen), pNN (that "
+                         "percentile of |x|, e.g. p99.99; larger values clip) or mse (the least "
+                         "expected squared error)")
+      ->check([](const std::string& v) {
+        auto m = serving::ParseCalibrationMethod(v);
+        return m.ok() ? std::string() : m.status().message();
+      });
+  cmd->add_option_function<std::string>(
+      "--accuracy-budget",
+      [spec](const std::string& text) {
+        auto budget = serving::ParseAccuracyBudget(text);
+        if (!budget.ok())
+          throw CLI::ValidationError("--accuracy-budget", budget.status().message());
+        spec->budget = *budget;
+      },
+      when + ": what int8 must keep of fp32's accuracy on the held-out inputs, as "
+             "key=value pairs (default cosine_mean=0.999,cosine_min=0.99,top10=0.95,"
+             "argmax=0.995: embeddings' cosine mean and min and top-10 retrieval overlap, "
+             "predictions' argmax agreement); past it, the Linears that cost most go back "
+             "to fp32 until it holds");
+}
+
 serving::InstanceSpec Instance(const EngineFlags& flags, int gpu) {
   serving::InstanceSpec spec;
   spec.device = flags.device;
@@ -94,7 +113,7 @@ serving::InstanceSpec Instance(const EngineFlags& flags, int gpu) {
   spec.precision = ResolvePrecision(flags.device, flags.precision);
   spec.threads = flags.threads;
   spec.gelu = flags.gelu;
-  spec.calibration = {flags.calibration, flags.calibration_texts, flags.calibrate_samples};
+  spec.calibration = flags.calibration;
   return spec;
 }
 
@@ -211,7 +230,7 @@ serving::ServeDefaults MakeServeDefaults(const EngineFlags& engine, const Servin
                      const serving::InstanceSpec& spec) {
     return serving::CreateEngine(std::move(model), tokenizer, spec, PrintNotice);
   };
-  d.calibration = {engine.calibration, engine.calibration_texts, engine.calibrate_samples};
+  d.calibration = engine.calibration;
   d.device = engine.device;
   d.precision = engine.precision;
   d.threads = engine.threads;

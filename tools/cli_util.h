@@ -49,14 +49,14 @@ struct EngineFlags {
   std::string precision;       // empty: the device's default
   int threads = 0;             // 0: all cores
   std::string gelu = "exact";  // exact | tanh: CudaEngineOptions::approximate_erf_gelu
-  // int8: --calibrate FILE's inputs (empty: the built-in corpus),
-  // --calibration's method, --calibrate-samples.
-  std::vector<serving::CalibrationText> calibration_texts;
-  std::string calibration;
-  int calibrate_samples = 0;
+  serving::CalibrationSpec calibration;  // for int8
 };
 void AddEngineOptions(CLI::App* cmd, EngineFlags* flags,
                       const std::string& threads_help = "CPU threads (0: all cores)");
+// int8's --calibrate FILE (texts; none: the built-in corpus), --calibrate-samples,
+// --calibration (the method) and --accuracy-budget; `when` starts their help
+// ("With --precision int8").
+void AddCalibrationOptions(CLI::App* cmd, serving::CalibrationSpec* spec, const std::string& when);
 
 // How `bertrt serve` places and batches a model; `bertrt bench
 // --serve-inprocess` takes the same flags, so that it runs what serve runs.

@@ -173,6 +173,10 @@ void PrintText(const nlohmann::json& j, std::ostream& out) {
                             : str(p["tuned_on_gpu"]) + " (" +
                                   std::to_string(p["gemm_choices"].get<size_t>()) +
                                   " timed GEMM choices)");
+    if (p.contains("int8")) {
+      auto report = plan::ReportFromJson(p["int8"]);
+      if (report.ok()) row("int8", report->Summary());
+    }
   }
   const nlohmann::json& t = j["tokenizer"];
   row("tokenizer", str(t["kind"]));
@@ -210,6 +214,7 @@ int RunInspect(const InspectOptions& opts) {
                  {"max_batch_tokens", info->max_batch_tokens},
                  {"tokenizer", info->tokenizer_kind},
                  {"file_size", info->file_size}};
+    if (info->quantization) j["plan"]["int8"] = plan::ReportToJson(*info->quantization);
   }
   if (opts.json)
     std::cout << j.dump(2) << "\n";

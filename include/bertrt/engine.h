@@ -99,6 +99,7 @@ struct QuantizationReport {
   // 8 bits gave.
   std::vector<std::pair<std::string, double>> kept_fp32;
   std::vector<OutputAccuracy> outputs;
+  AccuracyBudget budget;  // what `outputs` were held to
   bool within_budget = true;
   // One line per output, for a notice or `bertrt inspect`.
   std::string Summary() const;

@@ -184,6 +184,9 @@ struct ModelWeights {
   std::vector<Tensor*> All();
 };
 
+// A model's encoder Linears quantized to int8 (bertrt/int8_weights.h).
+struct Int8Weights;
+
 // One entry of a plan's GEMM tuning cache: the cuBLASLt algorithm timed
 // fastest for one GEMM, and what it was timed for:
 // "<gpu name>|cublasLt <version>|<precision>|<m>,<n>,<k>|<epilogue>".
@@ -221,6 +224,9 @@ struct Model {
   // A plan's GEMM tuning cache (empty when built without a GPU); nullopt for
   // a Hugging Face directory.
   std::optional<std::vector<GemmChoice>> gemm_choices;
+  // Set: the encoder Linears are int8 (an int8 plan, or QuantizeToInt8's
+  // result); the weights of those Linears in `weights` are then empty.
+  std::shared_ptr<const Int8Weights> int8;
   size_t ParameterCount() const;
 };
 

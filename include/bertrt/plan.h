@@ -51,7 +51,7 @@ struct PlanInfo {
   std::string source_checksum;  // "crc32c:<hex>" over the source weight files
   std::string source_weights_format;  // "safetensors", "pytorch_model.bin (zip)", ...; empty in older plans
   std::vector<std::string> source_import_notes;  // Model::import_notes of the source; empty in older plans
-  std::string precision;        // fp32 | fp16 | bf16
+  std::string precision;        // fp32 | fp16 | bf16 | int8
   std::string device;           // cpu | cuda
   std::string gpu_name;         // empty when not built on a GPU
   int gpu_compute_capability = 0;
@@ -59,6 +59,8 @@ struct PlanInfo {
   int max_batch_tokens = 0;
   std::string tokenizer_kind;  // "tokenizer.json" | "vocab"
   size_t gemm_choices = 0;     // entries of the GEMM tuning cache
+  // An int8 plan's accuracy report (measured when it was built).
+  std::optional<QuantizationReport> quantization;
   uint64_t file_size = 0;
   size_t num_sections = 0;
 };

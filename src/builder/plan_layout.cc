@@ -1,5 +1,6 @@
 #include "builder/plan_layout.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "builder/plan_format.h"
@@ -65,8 +66,15 @@ std::vector<TensorSpec> ExpectedTensors(const ModelConfig& c, bool has_pooler,
                                         bool untied_decoder) {
   const std::vector<model::WeightGroup> schema = model::WeightSchema(c, has_pooler, untied_decoder);
   std::vector<TensorSpec> specs;
-  for (const model::WeightTensor* t : model::Tensors(schema))
-    if (t->stored) specs.push_back({t->name, t->shape, t->in_compute_precision, t->parts});
+  for (const model::WeightGroup& g : schema) {
+    const bool linear = g.role == model::Role::kQkv || g.role == model::Role::kAttnOut ||
+                        g.role == model::Role::kFfnIn || g.role == model::Role::kFfnOut;
+    for (size_t i = 0; i < g.tensors.size(); ++i) {
+      const model::WeightTensor& t = g.tensors[i];
+      if (t.stored)
+        specs.push_back({t.name, t.shape, t.in_compute_precision, t.parts, linear && i == 0});
+    }
+  }
   return specs;
 }
 
@@ -312,6 +320,151 @@ StatusOr<TokenizerSettings> SettingsFromJson(const json& j) {
     return Missing("strip_accents", "a boolean or null");
   if (strip->is_boolean()) s.strip_accents = strip->get<bool>();
   return s;
+}
+
+std::string Int8ScalesSection(const std::string& weight) { return weight + ".scales"; }
+std::string Int8SmoothingSection(const std::string& weight) { return weight + ".smoothing"; }
+std::string Int8CheckSection(const std::string& what) { return "int8_check." + what; }
+
+json ReportToJson(const QuantizationReport& r) {
+  json kept = json::array(), outputs = json::array();
+  for (const auto& [name, score] : r.kept_fp32) kept.push_back({name, score});
+  for (const OutputAccuracy& a : r.outputs)
+    outputs.push_back({{"output", a.output},
+                       {"rows", a.rows},
+                       {"cosine_mean", a.cosine_mean},
+                       {"cosine_min", a.cosine_min},
+                       {"max_abs_error", a.max_abs_error},
+                       {"argmax_agreement", a.argmax_agreement},
+                       {"top10_overlap", a.top10_overlap}});
+  const AccuracyBudget& b = r.budget;
+  return json{{"precision", r.precision},
+              {"calibration", r.calibration},
+              {"calibration_sequences", r.calibration_sequences},
+              {"held_out_sequences", r.held_out_sequences},
+              {"quantized_linears", r.quantized_linears},
+              {"linears", r.linears},
+              {"kept_fp32", kept},
+              {"outputs", outputs},
+              {"budget",
+               {{"cosine_mean", b.cosine_mean},
+                {"cosine_min", b.cosine_min},
+                {"top10_overlap", b.top10_overlap},
+                {"argmax", b.argmax}}},
+              {"within_budget", r.within_budget}};
+}
+
+namespace {
+
+// A finite number in [lo, hi].
+Status GetDouble(const json& j, const std::string& key, double lo, double hi, double* out) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return Missing(key, "a number");
+  const double v = it->get<double>();
+  if (!(v >= lo && v <= hi))
+    return OutOfRange("metadata: \"" + key + "\" is outside [" + std::to_string(lo) + ", " +
+                      std::to_string(hi) + "]");
+  *out = v;
+  return Status::Ok();
+}
+
+// An array of at most `max` elements.
+Status GetArray(const json& j, const std::string& key, size_t max, const json** out) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_array() || it->size() > max)
+    return Missing(key, ("an array of at most " + std::to_string(max)).c_str());
+  *out = &*it;
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<QuantizationReport> ReportFromJson(const json& j) {
+  if (!j.is_object()) return Missing("report", "an object");
+  QuantizationReport r;
+  RETURN_IF_ERROR(GetString(j, "precision", &r.precision));
+  RETURN_IF_ERROR(GetString(j, "calibration", &r.calibration));
+  RETURN_IF_ERROR(GetInt(j, "calibration_sequences", 0, 1 << 30, &r.calibration_sequences));
+  RETURN_IF_ERROR(GetInt(j, "held_out_sequences", 0, 1 << 30, &r.held_out_sequences));
+  RETURN_IF_ERROR(GetInt(j, "linears", 0, 1 << 20, &r.linears));
+  RETURN_IF_ERROR(GetInt(j, "quantized_linears", 0, r.linears, &r.quantized_linears));
+  const json *kept = nullptr, *outputs = nullptr;
+  RETURN_IF_ERROR(GetArray(j, "kept_fp32", 1 << 20, &kept));
+  for (const json& k : *kept) {
+    if (!k.is_array() || k.size() != 2 || !k[0].is_string() || !k[1].is_number())
+      return Missing("kept_fp32", "a list of [name, score] pairs");
+    r.kept_fp32.emplace_back(k[0].get<std::string>(), k[1].get<double>());
+  }
+  RETURN_IF_ERROR(GetArray(j, "outputs", 64, &outputs));
+  for (const json& o : *outputs) {
+    if (!o.is_object()) return Missing("outputs", "a list of objects");
+    OutputAccuracy a;
+    RETURN_IF_ERROR(GetString(o, "output", &a.output));
+    RETURN_IF_ERROR(GetInt(o, "rows", 0, 1 << 30, &a.rows));
+    RETURN_IF_ERROR(GetDouble(o, "cosine_mean", -1, 1, &a.cosine_mean));
+    RETURN_IF_ERROR(GetDouble(o, "cosine_min", -1, 1, &a.cosine_min));
+    RETURN_IF_ERROR(GetDouble(o, "max_abs_error", 0, 1e300, &a.max_abs_error));
+    RETURN_IF_ERROR(GetDouble(o, "argmax_agreement", -1, 1, &a.argmax_agreement));
+    RETURN_IF_ERROR(GetDouble(o, "top10_overlap", -1, 1, &a.top10_overlap));
+    r.outputs.push_back(std::move(a));
+  }
+  auto budget = j.find("budget");
+  if (budget == j.end() || !budget->is_object()) return Missing("budget", "an object");
+  AccuracyBudget& b = r.budget;
+  RETURN_IF_ERROR(GetDouble(*budget, "cosine_mean", -1, 1, &b.cosine_mean));
+  RETURN_IF_ERROR(GetDouble(*budget, "cosine_min", -1, 1, &b.cosine_min));
+  RETURN_IF_ERROR(GetDouble(*budget, "top10_overlap", 0, 1, &b.top10_overlap));
+  RETURN_IF_ERROR(GetDouble(*budget, "argmax", 0, 1, &b.argmax));
+  RETURN_IF_ERROR(GetBool(j, "within_budget", &r.within_budget));
+  return r;
+}
+
+json Int8ToJson(const Int8Weights& int8) {
+  json linears = json::object(), outputs = json::array();
+  for (const auto& [name, linear] : int8.linears) linears[name] = linear.input_scale;
+  for (const NamedOutput& o : int8.check_outputs.outputs)
+    outputs.push_back({{"name", o.name}, {"per_token", o.per_token}, {"width", o.width}});
+  return json{{"linears", linears},
+              {"report", ReportToJson(int8.report)},
+              {"check",
+               {{"sequences", int8.check_batch.num_seqs()},
+                {"tokens", int8.check_batch.num_tokens()},
+                {"outputs", outputs}}}};
+}
+
+StatusOr<Int8Weights> Int8FromJson(const json& j, const std::vector<TensorSpec>& specs,
+                                   int* check_sequences, int* check_tokens) {
+  if (!j.is_object()) return Missing("int8", "an object");
+  Int8Weights int8;
+  auto linears = j.find("linears");
+  if (linears == j.end() || !linears->is_object()) return Missing("int8.linears", "an object");
+  for (const auto& [name, scale] : linears->items()) {
+    const bool known = std::any_of(specs.begin(), specs.end(), [&](const TensorSpec& s) {
+      return s.encoder_linear_weight && s.name == name;
+    });
+    if (!known) return InvalidArgument("metadata: int8 Linear " + name + " is not an encoder Linear's weight");
+    if (!scale.is_number() || !(scale.get<double>() >= 0 && scale.get<double>() <= 1e30))
+      return Missing("int8.linears." + name, "an input scale in [0, 1e30]");
+    int8.linears[name].input_scale = static_cast<float>(scale.get<double>());
+  }
+  auto report = j.find("report");
+  if (report == j.end()) return Missing("int8.report", "an object");
+  ASSIGN_OR_RETURN(int8.report, ReportFromJson(*report));
+  auto check = j.find("check");
+  if (check == j.end() || !check->is_object()) return Missing("int8.check", "an object");
+  RETURN_IF_ERROR(GetInt(*check, "sequences", 1, 1 << 20, check_sequences));
+  RETURN_IF_ERROR(GetInt(*check, "tokens", *check_sequences, 1 << 24, check_tokens));
+  const json* outputs = nullptr;
+  RETURN_IF_ERROR(GetArray(*check, "outputs", 64, &outputs));
+  for (const json& o : *outputs) {
+    if (!o.is_object()) return Missing("int8.check.outputs", "a list of objects");
+    NamedOutput out;
+    RETURN_IF_ERROR(GetString(o, "name", &out.name));
+    RETURN_IF_ERROR(GetBool(o, "per_token", &out.per_token));
+    RETURN_IF_ERROR(GetInt(o, "width", 1, 1 << 24, &out.width));
+    int8.check_outputs.outputs.push_back(std::move(out));
+  }
+  return int8;
 }
 
 }  // namespace bertrt::plan

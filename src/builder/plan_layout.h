@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bertrt/int8_weights.h"
 #include "bertrt/model.h"
 #include "bertrt/precision.h"
 #include "bertrt/status.h"
@@ -29,6 +30,9 @@ struct TensorSpec {
   // ([3h, h] and [3h], the layout both engines build at creation); the reader
   // hands out the parts as views.
   std::vector<model::TensorRef> parts;
+  // The weight of an encoder Linear (QKV, attention output, FFN in and out):
+  // what an int8 plan may store in int8.
+  bool encoder_linear_weight = false;
 };
 
 // `untied_decoder`: a masked-LM head's decoder weight is its own, not the
@@ -37,6 +41,29 @@ std::vector<TensorSpec> ExpectedTensors(const ModelConfig& config, bool has_pool
                                         bool untied_decoder);
 
 DType StoredDType(Precision precision, bool in_compute_precision);
+
+// An int8 plan (metadata precision "int8", built from a model with
+// Model::int8): its other tensors as an fp32 plan's; each int8 Linear's
+// weight section holds the I8 weights, followed by its scales and smoothing
+// sections; the check's batch and outputs come last.
+inline constexpr const char* kInt8Precision = "int8";
+std::string Int8ScalesSection(const std::string& weight);     // "<weight>.scales"
+std::string Int8SmoothingSection(const std::string& weight);  // "<weight>.smoothing"
+// "int8_check.<what>": input_ids, token_type_ids, cu_seqlens, pool_start
+// (I32), then each output's rows (F32) under "int8_check.out.<name>".
+std::string Int8CheckSection(const std::string& what);
+// The metadata's "int8" object: each Linear's input scale, the report, the
+// check's sizes and outputs.
+nlohmann::json Int8ToJson(const Int8Weights& int8);
+// Untrusted JSON: the Linears (each one of `specs`' encoder Linear weights)
+// with their input scales, the report, the check's outputs (names and
+// widths) and its sizes; the tensors and the check's arrays are left for the
+// reader to bind.
+StatusOr<Int8Weights> Int8FromJson(const nlohmann::json& j, const std::vector<TensorSpec>& specs,
+                                   int* check_sequences, int* check_tokens);
+// The accuracy report as the metadata stores it (and `inspect --json` shows it).
+nlohmann::json ReportToJson(const QuantizationReport& report);
+StatusOr<QuantizationReport> ReportFromJson(const nlohmann::json& j);
 
 nlohmann::json ConfigToJson(const ModelConfig& config);
 // The Dense modules as plans (and `bertrt inspect`) write them:

@@ -8,10 +8,12 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <deque>
 #include <filesystem>
 #include <memory>
 #include <vector>
 
+#include "bertrt/int8_weights.h"
 #include "bertrt/plan.h"
 #include "core/crc32c.h"
 #include "builder/plan_format.h"
@@ -109,7 +111,7 @@ json MetaJson(const Model& model, const TokenizerSource& tok, const PlanBuildOpt
               const std::string& source_checksum) {
   json gpu;
   if (o.gpu) gpu = {{"name", o.gpu->name}, {"compute_capability", o.gpu->compute_capability}};
-  return json{
+  json meta{
       {"format_version", kPlanFormatVersion},
       {"bertrt_version", BERTRT_VERSION},
       {"created_utc", UtcNow()},
@@ -117,7 +119,7 @@ json MetaJson(const Model& model, const TokenizerSource& tok, const PlanBuildOpt
       {"source_checksum", source_checksum},
       {"source_weights_format", model.weights_format},
       {"source_import_notes", model.import_notes},
-      {"precision", PrecisionName(o.precision)},
+      {"precision", model.int8 ? plan::kInt8Precision : PrecisionName(o.precision)},
       {"device", o.device},
       {"gpu", gpu},
       {"max_seq_len", o.max_seq_len > 0 ? o.max_seq_len : model.config.max_seq_length},
@@ -127,6 +129,8 @@ json MetaJson(const Model& model, const TokenizerSource& tok, const PlanBuildOpt
       {"untied_mlm_decoder", !model.weights.mlm_decoder_w.empty()},
       {"tokenizer", {{"kind", tok.kind}, {"settings", plan::SettingsToJson(tok.settings)}}},
   };
+  if (model.int8) meta["int8"] = plan::Int8ToJson(*model.int8);
+  return meta;
 }
 
 // The GEMM tuning cache (read back by Reader::ReadGemmChoices): each entry
@@ -141,9 +145,11 @@ json TuningJson(const PlanBuildOptions& o) {
   return json{{"key", key}, {"algorithms", algorithms}};
 }
 
+// `views` keeps the Tensors made over the int8 check's arrays.
 std::vector<PendingSection> CollectSections(const Model& model, const TokenizerSource& tok,
                                             const PlanBuildOptions& o,
-                                            const std::string& source_checksum, Status* status) {
+                                            const std::string& source_checksum,
+                                            std::deque<Tensor>* views, Status* status) {
   std::vector<PendingSection> sections;
   auto add_bytes = [&](const char* name, SectionKind kind, std::string bytes) {
     PendingSection s;
@@ -156,9 +162,33 @@ std::vector<PendingSection> CollectSections(const Model& model, const TokenizerS
   add_bytes("meta", SectionKind::kMeta, MetaJson(model, tok, o, source_checksum).dump());
   add_bytes("tokenizer", SectionKind::kTokenizer, tok.bytes);
   add_bytes("tuning", SectionKind::kTuning, TuningJson(o).dump());
+  // A tensor stored as it is (int8 weights and their scales, the check's arrays).
+  auto add_tensor = [&](const std::string& name, const Tensor* t) {
+    PendingSection s;
+    s.entry.name = name;
+    s.entry.kind = SectionKind::kTensor;
+    s.entry.dtype = static_cast<uint32_t>(t->dtype());
+    s.entry.rank = static_cast<uint32_t>(t->rank());
+    for (size_t d = 0; d < t->rank(); ++d) s.entry.shape[d] = t->dim(d);
+    s.entry.length = t->nbytes();
+    s.parts = {t};
+    sections.push_back(std::move(s));
+  };
+  const Int8Weights* int8 = model.int8.get();
+  if (int8 && o.precision != Precision::kFp32) {
+    *status = InvalidArgument("plan writer: an int8 model's other weights are stored in fp32");
+    return {};
+  }
   for (const plan::TensorSpec& spec :
        plan::ExpectedTensors(model.config, !model.weights.pooler_w.empty(),
                              !model.weights.mlm_decoder_w.empty())) {
+    if (auto q = int8 ? int8->linears.find(spec.name) : decltype(int8->linears.end()){};
+        int8 && q != int8->linears.end()) {
+      add_tensor(spec.name, &q->second.weights);
+      add_tensor(plan::Int8ScalesSection(spec.name), &q->second.scales);
+      add_tensor(plan::Int8SmoothingSection(spec.name), &q->second.smoothing);
+      continue;
+    }
     PendingSection s;
     for (const model::TensorRef& ref : spec.parts) s.parts.push_back(&ref.In(model.weights));
     int64_t numel = 0;
@@ -186,6 +216,28 @@ std::vector<PendingSection> CollectSections(const Model& model, const TokenizerS
     s.entry.length = static_cast<uint64_t>(expected) * DTypeSize(dtype);
     sections.push_back(std::move(s));
   }
+  if (int8) {
+    // Views of the check's batch and outputs, alive as long as the model.
+    const RaggedBatch& b = int8->check_batch;
+    for (const auto& [what, ids] : {std::pair{"input_ids", &b.input_ids},
+                                    {"token_type_ids", &b.token_type_ids},
+                                    {"cu_seqlens", &b.cu_seqlens},
+                                    {"pool_start", &b.pool_start}})
+      add_tensor(plan::Int8CheckSection(what),
+                 &views->emplace_back(DType::kI32, std::vector<int64_t>{int64_t(ids->size())},
+                                      ids->data(), nullptr));
+    for (const NamedOutput& out : int8->check_outputs.outputs)
+      add_tensor(plan::Int8CheckSection("out." + out.name),
+                 &views->emplace_back(DType::kF32,
+                                      std::vector<int64_t>{int64_t(out.data.size()) / out.width,
+                                                           out.width},
+                                      out.data.data(), nullptr));
+  }
+  for (const PendingSection& s : sections)
+    if (s.entry.name.size() >= plan::kNameSize) {
+      *status = Internal("plan writer: section name " + s.entry.name + " is too long");
+      return {};
+    }
   return sections;
 }
 
@@ -230,8 +282,9 @@ Status WritePlan(const Model& model, const TokenizerSource& tokenizer,
                  const PlanBuildOptions& options, const std::string& source_checksum,
                  const std::string& path) {
   Status status;
+  std::deque<Tensor> views;
   std::vector<PendingSection> sections =
-      CollectSections(model, tokenizer, options, source_checksum, &status);
+      CollectSections(model, tokenizer, options, source_checksum, &views, &status);
   RETURN_IF_ERROR(status);
   // A name of this process's own, so that two builds of one plan never write
   // into each other's file; the rename then replaces the plan atomically.

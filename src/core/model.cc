@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "bertrt/int8_weights.h"
 #include "core/half.h"
 
 namespace bertrt {
@@ -106,6 +107,9 @@ std::vector<Tensor*> ModelWeights::All() { return AllTensors<Tensor>(*this); }
 size_t Model::ParameterCount() const {
   size_t n = 0;
   for (const Tensor* t : weights.All()) n += t->empty() ? 0 : static_cast<size_t>(t->numel());
+  if (int8)
+    for (const auto& [name, linear] : int8->linears)
+      n += static_cast<size_t>(linear.weights.numel());
   return n;
 }
 

@@ -1,5 +1,6 @@
 #include "model/weight_schema.h"
 
+#include "bertrt/int8_weights.h"
 #include "model/model_check.h"
 
 namespace bertrt::model {
@@ -162,8 +163,21 @@ std::vector<const WeightTensor*> Tensors(const std::vector<WeightGroup>& schema)
   return all;
 }
 
-Status CheckWeights(const ModelWeights& weights, const std::vector<WeightGroup>& schema) {
+Status CheckWeights(const ModelWeights& weights, const std::vector<WeightGroup>& schema,
+                    const Int8Weights* int8) {
   for (const WeightTensor* t : Tensors(schema)) {
+    // An int8 Linear's weight: its operands instead (the CPU engine checks
+    // their scales); its fp32 weight, if any (a model just quantized), is
+    // not read.
+    const auto q = int8 ? int8->linears.find(t->name) : decltype(int8->linears.end()){};
+    if (int8 && q != int8->linears.end()) {
+      const Tensor& w = q->second.weights;
+      if (w.shape() != t->shape || w.dtype() != DType::kI8)
+        return InvalidArgument("model: the int8 weight " + t->name + " is " +
+                               DTypeName(w.dtype()) + ShapeToString(w.shape()) +
+                               ", expected I8" + ShapeToString(t->shape));
+      continue;
+    }
     // Q, K and V are equal row blocks of the whole.
     std::vector<int64_t> part_shape = t->shape;
     part_shape[0] /= static_cast<int64_t>(t->parts.size());

@@ -22,12 +22,44 @@ StatusOr<std::pair<CalibrationMethod, double>> ParseCalibrationMethod(const std:
                          "p99.99)");
 }
 
+StatusOr<AccuracyBudget> ParseAccuracyBudget(const std::string& text) {
+  AccuracyBudget budget;
+  const std::pair<const char*, double*> keys[] = {{"cosine_mean", &budget.cosine_mean},
+                                                  {"cosine_min", &budget.cosine_min},
+                                                  {"top10", &budget.top10_overlap},
+                                                  {"argmax", &budget.argmax}};
+  const std::string usage =
+      "--accuracy-budget " + text +
+      ": expected key=value pairs separated by commas, keys cosine_mean, cosine_min, top10 and "
+      "argmax, values in [0, 1] (e.g. cosine_mean=0.998,argmax=0.99)";
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t end = text.find(',', begin);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(begin, end - begin);
+    begin = end + 1;
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) return InvalidArgument(usage);
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    double* field = nullptr;
+    for (const auto& [name, target] : keys)
+      if (key == name) field = target;
+    char* parsed_end = nullptr;
+    const double v = std::strtod(value.c_str(), &parsed_end);
+    if (!field || value.empty() || *parsed_end != '\0' || !(v >= 0.0 && v <= 1.0))
+      return InvalidArgument(usage);
+    *field = v;
+  }
+  return budget;
+}
+
 StatusOr<Int8Options> MakeInt8Options(const CalibrationSpec& spec, const Tokenizer& tokenizer,
                                       const ModelConfig& config) {
   Int8Options options;
   ASSIGN_OR_RETURN(auto method, ParseCalibrationMethod(spec.method));
   options.method = method.first;
   options.percentile = method.second;
+  options.budget = spec.budget;
   std::vector<CalibrationText> texts = spec.texts;
   if (texts.empty())
     for (const std::string& t : BuiltInCalibrationTexts()) texts.push_back({t, ""});

@@ -30,10 +30,16 @@ struct CalibrationSpec {
   std::string method;
   std::vector<CalibrationText> texts;
   int samples = 0;
+  AccuracyBudget budget;  // --accuracy-budget's
 };
 
 // The method a --calibration value names.
 StatusOr<std::pair<CalibrationMethod, double>> ParseCalibrationMethod(const std::string& name);
+
+// An accuracy budget from its --accuracy-budget text: comma-separated
+// key=value pairs over the defaults (AccuracyBudget), the keys cosine_mean,
+// cosine_min, top10 and argmax, each value in [0, 1] ("argmax=0.99").
+StatusOr<AccuracyBudget> ParseAccuracyBudget(const std::string& text);
 
 // The engine's int8 options: the texts tokenized (truncated to the model's
 // limit), every fifth held out for the report (when there are ten or more),

@@ -2,6 +2,9 @@
 
 #include <cstdlib>
 
+#include "bertrt/int8_weights.h"
+#include "bertrt/self_check.h"
+
 namespace bertrt::serving {
 namespace {
 
@@ -38,24 +41,49 @@ StatusOr<CudaEngineOptions> CudaOptions(const InstanceSpec& spec, NoticeFn on_no
   return options;
 }
 
+StatusOr<std::shared_ptr<const Model>> QuantizeModel(std::shared_ptr<const Model> model,
+                                                     const Tokenizer& tokenizer,
+                                                     const InstanceSpec& spec,
+                                                     const NoticeFn& on_notice) {
+  if (model->int8) return model;
+  if (spec.calibration.texts.empty() && on_notice)
+    on_notice("int8: calibrating on bertrt's built-in corpus of " +
+              std::to_string(BuiltInCalibrationTexts().size()) +
+              " short multilingual texts; for the best accuracy give inputs like your own "
+              "with --calibrate FILE (JSON Lines or one text per line)");
+  ASSIGN_OR_RETURN(const Int8Options options,
+                   MakeInt8Options(spec.calibration, tokenizer, model->config));
+  ASSIGN_OR_RETURN(RaggedBatch check, EncodeSamples(tokenizer, BuiltInVerifySamples(),
+                                                    model->config.max_seq_length));
+  return QuantizeToInt8(std::move(model), options, spec.threads, std::move(check));
+}
+
 StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> model,
                                                const Tokenizer& tokenizer,
                                                const InstanceSpec& spec, NoticeFn on_notice) {
-  if (spec.precision == "int8") {
+  if (spec.precision == "int8" || model->int8) {
     if (spec.device != "cpu")
-      return Unimplemented(
-          "--precision int8 runs on the CPU engine for now; on --device cuda use fp16 or bf16");
+      return Unimplemented((model->int8 ? model->source + " is int8, which" : std::string("int8")) +
+                           " runs on the CPU engine for now (--device cpu); on --device cuda use "
+                           "fp16 or bf16" +
+                           (model->int8 ? std::string(" (build a plan in one of them)") : ""));
+    // An int8 plan's quantized Linears have no fp32 weights: it runs as built.
+    if (spec.precision != "int8" && spec.precision != "fp32" && !spec.precision.empty())
+      return InvalidArgument(model->source + " is an int8 plan; --precision " + spec.precision +
+                             " cannot apply to it (build a plan in that precision)");
+    const bool from_plan = model->int8 != nullptr;
+    ASSIGN_OR_RETURN(model, QuantizeModel(std::move(model), tokenizer, spec, on_notice));
     CpuEngineOptions options;
     options.threads = spec.threads;
     options.on_notice = on_notice;
-    if (spec.calibration.texts.empty() && on_notice)
-      on_notice("int8: calibrating on bertrt's built-in corpus of " +
-                std::to_string(BuiltInCalibrationTexts().size()) +
-                " short multilingual texts; for the best accuracy give inputs like your own "
-                "with --calibrate FILE (JSON Lines or one text per line)");
-    ASSIGN_OR_RETURN(options.int8, MakeInt8Options(spec.calibration, tokenizer, model->config));
-    ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, CreateCpuEngine(std::move(model), options));
-    if (on_notice && engine->Quantization()) on_notice(engine->Quantization()->Summary());
+    ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, CreateCpuEngine(model, options));
+    ASSIGN_OR_RETURN(const VerifyReport check, CheckInt8Reproduced(*model, *engine));
+    if (on_notice) {
+      on_notice(model->int8->report.Summary());
+      if (from_plan)
+        on_notice("int8 check: the answers of the machine that built the plan reproduced (" +
+                  DescribeReport(check) + ")");
+    }
     return engine;
   }
   ASSIGN_OR_RETURN(const Precision precision,

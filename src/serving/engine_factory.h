@@ -37,9 +37,18 @@ std::string ResolvePrecision(const std::string& device, const std::string& preci
 // BERTRT_* comparison switch turns off (README).
 StatusOr<CudaEngineOptions> CudaOptions(const InstanceSpec& spec, NoticeFn on_notice);
 
-// A CPU engine (fp32, or int8 GEMMs calibrated on spec.calibration's texts
-// tokenized by `tokenizer`; fp16/bf16 are refused with what to use instead)
-// or a CUDA engine on spec.gpu. An int8 engine's accuracy report goes to
+// `model` with its encoder Linears quantized to int8 (QuantizeToInt8),
+// calibrated on spec.calibration's texts tokenized by `tokenizer`, checked
+// on the built-in verification samples; `model` itself when already int8.
+StatusOr<std::shared_ptr<const Model>> QuantizeModel(std::shared_ptr<const Model> model,
+                                                     const Tokenizer& tokenizer,
+                                                     const InstanceSpec& spec,
+                                                     const NoticeFn& on_notice);
+
+// A CPU engine (fp32; int8 for an int8 model, or quantized by QuantizeModel
+// first for spec.precision int8, then held to the model's check by
+// CheckInt8Reproduced; fp16/bf16 are refused with what to use instead) or a
+// CUDA engine on spec.gpu. An int8 engine's accuracy report goes to
 // `on_notice`.
 StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> model,
                                                const Tokenizer& tokenizer,

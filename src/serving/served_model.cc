@@ -237,9 +237,14 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(
   ImportOptions import_options = import;
   import_options.on_notice = ModelNotice(name);
   ASSIGN_OR_RETURN(LoadedModel loaded, LoadModelAndTokenizer(path, import_options));
+  // An int8 plan's CPU instances run int8 whatever the default said.
+  ModelServing placed = serving;
+  if (loaded.model->int8)
+    for (InstanceSpec& i : placed.instances)
+      if (i.device == "cpu") i.precision = "int8";
   ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Engine>> engines,
-                   CreateInstances(name, loaded, serving, defaults));
-  return Create(name, version, path, std::move(loaded), std::move(engines), serving, defaults);
+                   CreateInstances(name, loaded, placed, defaults));
+  return Create(name, version, path, std::move(loaded), std::move(engines), placed, defaults);
 }
 
 StatusOr<std::vector<std::unique_ptr<Engine>>> ServedModel::CreateInstances(
@@ -257,6 +262,10 @@ StatusOr<std::vector<std::unique_ptr<Engine>>> ServedModel::CreateInstances(
       cpu_model = WithFloat32Weights(loaded.model);
       if (cpu_model != loaded.model)
         notice("fp16/bf16 weights widened to fp32 for the CPU instances");
+      // int8 instances share one quantization: each would calibrate alike.
+      if (spec.precision == "int8") {
+        ASSIGN_OR_RETURN(cpu_model, QuantizeModel(cpu_model, *loaded.tokenizer, spec, notice));
+      }
     }
     auto engine = defaults.make_engine(spec.device == "cpu" ? cpu_model : loaded.model,
                                        *loaded.tokenizer, spec);

@@ -60,3 +60,84 @@ def test_bad_calibration_arguments_are_usage_errors(bertrt_bin, default_model, t
         proc = subprocess.run([bertrt_bin, "run", default_model, "--precision", "int8", *args],
                               input=b'{"text": "x"}\n', capture_output=True, timeout=300)
         assert proc.returncode == 2 and says in proc.stderr.decode(), (args, proc.stderr)
+
+
+def build_int8_plan(bertrt_bin, model, plan, *extra):
+    proc = subprocess.run([bertrt_bin, "build", model, "--precision", "int8", "-o", str(plan),
+                           *extra], capture_output=True, timeout=600)
+    return proc.returncode, proc.stdout.decode(), proc.stderr.decode()
+
+
+def test_int8_plan_runs_as_built_and_says_so(bertrt_bin, default_model, tmp_path):
+    """`build --precision int8` writes the 8-bit weights, their scales and the report: the plan
+    answers exactly as the directory quantized at load on the same texts, without
+    calibrating, is smaller than the fp32 plan, shows its report in `inspect` and reproduces
+    the build machine's answers at load; the GPU and other precisions are refused."""
+    plan = tmp_path / "int8.plan"
+    code, out, err = build_int8_plan(bertrt_bin, default_model, plan)
+    assert code == 0, err
+    assert "quantize: int8 GEMMs in 24 of 24 Linears" in out and "verify: 7 samples" in out, out
+    records = [{"text": t} for t in CORPUS[:12]]
+    _, from_dir, _ = run_jsonl(bertrt_bin, ["run", default_model, "--precision", "int8"], records)
+    _, from_plan, err = run_jsonl(bertrt_bin, ["run", str(plan)], records)
+    assert from_plan == from_dir, "an int8 plan answers as the model quantized at load"
+    assert "calibrating" not in err and "built-in corpus" not in err, err
+    assert "int8 check: the answers of the machine that built the plan reproduced" in err, err
+    fp32_plan = tmp_path / "fp32.plan"
+    subprocess.run([bertrt_bin, "build", default_model, "-o", str(fp32_plan), "--skip-verify"],
+                   check=True, capture_output=True, timeout=600)
+    # The encoder's Linears in a quarter of the bytes (embeddings stay fp32).
+    saved = fp32_plan.stat().st_size - plan.stat().st_size
+    assert saved >= 0.7 * 4 * 6 * (4 * 384 * 384 + 2 * 384 * 1536) * 3 / 4, saved
+    info = json.loads(subprocess.run([bertrt_bin, "inspect", str(plan), "--json"], check=True,
+                                     capture_output=True, timeout=300).stdout)["plan"]
+    assert info["precision"] == "int8" and info["int8"]["quantized_linears"] == 24, info
+    assert info["int8"]["outputs"][0]["output"] == "embedding" and info["int8"]["within_budget"]
+    text = subprocess.run([bertrt_bin, "inspect", str(plan)], check=True, capture_output=True,
+                          timeout=300).stdout.decode()
+    assert "int8 GEMMs in 24 of 24 Linears" in text and "top-10 overlap" in text, text
+    for args, says in ((["--device", "cuda"], "runs on the CPU engine"),
+                       (["--precision", "fp16"], "is an int8 plan")):
+        proc = subprocess.run([bertrt_bin, "run", str(plan), *args], input=b'{"text": "x"}\n',
+                              capture_output=True, timeout=300)
+        assert proc.returncode != 0 and says in proc.stderr.decode(), (args, proc.stderr)
+
+
+def test_int8_plan_of_a_classifier_keeps_the_heads_in_fp32(bertrt_bin, tmp_path):
+    """A pooler + classifier model: the pooler and classifier stay fp32 (only the 8 encoder
+    Linears are int8), the plan's logits equal the directory's at load."""
+    model = str(ROOT / "tests/data/models/seq_cls")
+    plan = tmp_path / "cls.plan"
+    code, out, err = build_int8_plan(bertrt_bin, model, plan, "--calibrate-samples", "40")
+    assert code == 0, err
+    records = [{"text": t} for t in CORPUS[:8]]
+    _, want, _ = run_jsonl(bertrt_bin, ["run", model, "--precision", "int8",
+                                        "--calibrate-samples", "40"], records)
+    _, got, _ = run_jsonl(bertrt_bin, ["run", str(plan)], records)
+    assert got == want
+    info = json.loads(subprocess.run([bertrt_bin, "inspect", str(plan), "--json"], check=True,
+                                     capture_output=True, timeout=300).stdout)["plan"]["int8"]
+    assert info["linears"] == info["quantized_linears"] + len(info["kept_fp32"]), info
+    assert info["outputs"][0]["output"] == "logits" and info["outputs"][0]["argmax_agreement"] >= 0
+
+
+def test_accuracy_budget_puts_linears_back_to_fp32(bertrt_bin, default_model, tmp_path):
+    """A budget tighter than int8 gives: the costliest Linears go back to fp32, one at a time,
+    until it holds, and the report names them; a budget only fp32 meets keeps none in int8
+    (the build says so)."""
+    _, _, err = run_jsonl(bertrt_bin, ["run", default_model, "--precision", "int8",
+                                       "--accuracy-budget", "cosine_mean=0.9995"],
+                          [{"text": "hello"}])
+    assert "kept in fp32 to meet the accuracy budget: layer" in err, err
+    assert "(within the budget)" in err, err
+    assert "int8 GEMMs in 24 of 24" not in err, err
+    plan = tmp_path / "strict.plan"
+    code, out, err = build_int8_plan(bertrt_bin, default_model, plan, "--accuracy-budget",
+                                     "cosine_min=1")
+    assert code == 0 and "no Linear stays in int8" in err, (code, err)
+    assert "int8 GEMMs in 0 of 24" in out, out
+    for bad in ("cosine=0.9", "argmax=2", "argmax", "top10=x"):
+        proc = subprocess.run([bertrt_bin, "run", default_model, "--precision", "int8",
+                               "--accuracy-budget", bad], input=b'{"text": "x"}\n',
+                              capture_output=True, timeout=300)
+        assert proc.returncode == 2 and "--accuracy-budget" in proc.stderr.decode(), (bad, proc.stderr)

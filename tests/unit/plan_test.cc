@@ -16,8 +16,10 @@
 
 #include "bertrt/engine.h"
 #include "bertrt/importer.h"
+#include "bertrt/int8_weights.h"
 #include "core/crc32c.h"
 #include "builder/plan_format.h"
+#include "builder/plan_layout.h"
 
 namespace bertrt {
 namespace {
@@ -421,6 +423,172 @@ TEST_F(HostilePlan, UnknownTokenizerKind) {
   meta["tokenizer"]["kind"] = "sentencepiece";
   SetMeta(meta.dump());
   ExpectError("unknown tokenizer kind");
+}
+
+// An int8 plan of `model`: its encoder Linears quantized on the test texts
+// (calibrated and checked on them), with a budget loose enough for a tiny
+// random model that some stay in int8. Returns the quantized model too.
+std::string BuildInt8Plan(const std::string& model, std::shared_ptr<const Model>* quantized) {
+  auto loaded = LoadModelAndTokenizer(ModelDir(model));
+  EXPECT_TRUE(loaded.ok()) << loaded.status().ToString();
+  auto tok = ReadTokenizerSource(ModelDir(model));
+  EXPECT_TRUE(tok.ok()) << tok.status().ToString();
+  const RaggedBatch batch = Encode(*loaded->tokenizer);
+  Int8Options options;
+  options.calibration = {batch};
+  options.held_out = {batch};
+  options.budget.cosine_mean = options.budget.cosine_min = 0.9;
+  options.budget.top10_overlap = options.budget.argmax = 0.0;
+  auto int8 = QuantizeToInt8(loaded->model, options, 1, batch);
+  EXPECT_TRUE(int8.ok()) << int8.status().ToString();
+  *quantized = *int8;
+  const std::string path = TempPath(model + "_int8");
+  Status st = WritePlan(**int8, *tok, PlanBuildOptions{}, "crc32c:test", path);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return path;
+}
+
+// An int8 plan holds the quantized weights and their scales, the report and
+// the check: read back, its engine answers bitwise as the engine that
+// quantized the model, without calibrating, and passes the check.
+TEST(Plan, Int8PlanAnswersAsTheQuantizedModel) {
+  for (const char* name : {"seq_cls", "sentence_mean", "base"}) {
+    std::shared_ptr<const Model> quantized;
+    const std::string path = BuildInt8Plan(name, &quantized);
+    auto plan = ReadPlan(path);
+    fs::remove(path);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    EXPECT_EQ(plan->info.precision, "int8");
+    ASSERT_TRUE(plan->info.quantization.has_value());
+    ASSERT_TRUE(plan->model->int8);
+    const Int8Weights &want = *quantized->int8, &got = *plan->model->int8;
+    EXPECT_EQ(plan->info.quantization->Summary(), want.report.Summary());
+    EXPECT_EQ(got.report.Summary(), want.report.Summary());
+    EXPECT_EQ(got.report.quantized_linears, int(got.linears.size())) << name;
+    EXPECT_GT(got.linears.size(), 0u) << name;
+    for (const auto& [weight, linear] : got.linears) {
+      EXPECT_EQ(linear.weights.dtype(), DType::kI8) << weight;
+      EXPECT_EQ(linear.input_scale, want.linears.at(weight).input_scale) << weight;
+      EXPECT_EQ(0, std::memcmp(linear.weights.raw(), want.linears.at(weight).weights.raw(),
+                               linear.weights.nbytes()))
+          << weight;
+    }
+    EXPECT_EQ(got.check_batch.input_ids, want.check_batch.input_ids);
+    EXPECT_EQ(got.check_batch.cu_seqlens, want.check_batch.cu_seqlens);
+    EXPECT_EQ(got.check_batch.max_len, want.check_batch.max_len);
+    ASSERT_EQ(got.check_outputs.outputs.size(), want.check_outputs.outputs.size());
+    for (size_t i = 0; i < got.check_outputs.outputs.size(); ++i)
+      EXPECT_EQ(got.check_outputs.outputs[i].data, want.check_outputs.outputs[i].data);
+    EXPECT_EQ(plan->model->ParameterCount(), quantized->ParameterCount());
+
+    const RaggedBatch batch = Encode(*plan->tokenizer);
+    const BatchOutputs a = RunCpu(quantized, batch), b = RunCpu(plan->model, batch);
+    ASSERT_EQ(a.outputs.size(), b.outputs.size());
+    for (size_t i = 0; i < a.outputs.size(); ++i)
+      EXPECT_EQ(a.outputs[i].data, b.outputs[i].data) << name << " " << a.outputs[i].name;
+    auto engine = CreateCpuEngine(plan->model, {1});
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    ASSERT_TRUE((*engine)->Quantization().has_value());
+    auto check = CheckInt8Reproduced(*plan->model, **engine);
+    EXPECT_TRUE(check.ok()) << check.status().ToString();
+    EXPECT_EQ(check->max_abs_diff, 0.0) << name;
+    // Calibrating an int8 model again is refused.
+    CpuEngineOptions again{1};
+    again.int8 = Int8Options{};
+    EXPECT_FALSE(CreateCpuEngine(plan->model, again).ok());
+  }
+}
+
+// The check catches an engine whose int8 answers are not the build's (here:
+// the stored answers changed, as another CPU's saturating kernels would).
+TEST(Plan, Int8CheckRefusesAnEngineThatAnswersOtherwise) {
+  std::shared_ptr<const Model> quantized;
+  const std::string path = BuildInt8Plan("seq_cls", &quantized);
+  fs::remove(path);
+  auto engine = CreateCpuEngine(quantized, {1});
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  auto altered = std::make_shared<Int8Weights>(*quantized->int8);
+  for (float& v : altered->check_outputs.outputs[0].data) v = -v + 0.5f;
+  Model other = *quantized;
+  other.int8 = altered;
+  auto check = CheckInt8Reproduced(other, **engine);
+  ASSERT_FALSE(check.ok());
+  EXPECT_EQ(check.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(check.status().message().find("differ from those of the machine that quantized"),
+            std::string::npos)
+      << check.status().message();
+}
+
+// Hostile int8 plans: the reader checks the int8 metadata and sections.
+class HostileInt8Plan : public HostilePlan {
+ protected:
+  void SetUp() override {
+    std::shared_ptr<const Model> quantized;
+    const std::string path = BuildInt8Plan("seq_cls", &quantized);
+    bytes_ = ReadAll(path);
+    fs::remove(path);
+    weight_ = quantized->int8->linears.begin()->first;
+  }
+  // Overwrites a tensor section's bytes with `value`'s, repeated.
+  template <class T>
+  void Fill(const std::string& name, T value) {
+    const size_t i = Find(name);
+    plan::Entry e = plan::DecodeEntry(entry(i));
+    for (size_t off = 0; off + sizeof(T) <= e.length; off += sizeof(T))
+      std::memcpy(at(e.offset + off), &value, sizeof(T));
+    ResealSection(i);
+  }
+  std::string weight_;  // an int8 Linear's weight section
+};
+
+TEST_F(HostileInt8Plan, IntactPlanLoads) {
+  auto plan = FromBytes(bytes_);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_TRUE(plan->model->int8);
+}
+
+TEST_F(HostileInt8Plan, MetadataWithoutItsInt8Object) {
+  nlohmann::json meta = Meta();
+  meta.erase("int8");
+  SetMeta(meta.dump());
+  ExpectError("no int8 report");
+}
+
+TEST_F(HostileInt8Plan, Int8LinearThatIsNotAnEncoderLinear) {
+  nlohmann::json meta = Meta();
+  const nlohmann::json scale = meta["int8"]["linears"][weight_];
+  meta["int8"]["linears"].erase(weight_);
+  meta["int8"]["linears"]["classifier_w"] = scale;
+  SetMeta(meta.dump());
+  ExpectError("is not an encoder Linear's weight");
+}
+
+TEST_F(HostileInt8Plan, ReportWithWrongTypesOrRanges) {
+  nlohmann::json meta = Meta();
+  meta["int8"]["report"]["outputs"][0]["cosine_min"] = 7;
+  SetMeta(meta.dump());
+  ExpectError("cosine_min");
+  meta = Meta();
+  meta["int8"]["report"]["kept_fp32"] = "none";
+  SetMeta(meta.dump());
+  ExpectError("kept_fp32");
+}
+
+TEST_F(HostileInt8Plan, NonPositiveScales) {
+  Fill(plan::Int8ScalesSection(weight_), 0.0f);
+  ExpectError("not all positive");
+}
+
+TEST_F(HostileInt8Plan, CheckBatchThatIsNotItsSequences) {
+  Fill(plan::Int8CheckSection("cu_seqlens"), int32_t{3});
+  ExpectError("cu_seqlens");
+}
+
+TEST_F(HostileInt8Plan, CheckSizesThatDisagreeWithTheSections) {
+  nlohmann::json meta = Meta();
+  meta["int8"]["check"]["tokens"] = meta["int8"]["check"]["tokens"].get<int>() + 1;
+  SetMeta(meta.dump());
+  ExpectError("int8_check.input_ids");
 }
 
 TEST(Plan, IsPlanFileAndLoadModelAndTokenizerRouteByMagic) {

@@ -16,6 +16,7 @@
 #include "backends/cpu/cpu_encoder_ops.h"
 #include "bertrt/engine.h"
 #include "bertrt/head_outputs.h"
+#include "bertrt/int8_weights.h"
 #include "model/calibration.h"
 #include "model/encoder_forward.h"
 #include "model/model_check.h"
@@ -38,7 +39,11 @@ class CpuEngine final : public Engine {
   Status Init(const std::optional<Int8Options>& int8);
   StatusOr<BatchOutputs> Run(const RaggedBatch& batch, const RunOptions& options) override;
   std::optional<QuantizationReport> Quantization() const override { return quantization_; }
+  // The int8 operands of the encoder's Linears that run in int8, by their
+  // weight's plan name.
+  std::map<std::string, Int8Linear> Int8Linears() const;
   const ModelConfig& config() const override { return model_->config; }
+  const Model* model() const { return model_.get(); }
   std::string device() const override { return "cpu:" + std::to_string(threads_) + "t"; }
   size_t PeakMemoryBytes() const override { return peak_bytes_.load(); }
 
@@ -58,6 +63,15 @@ class CpuEngine final : public Engine {
     CpuEngine* engine;
     StatusOr<cpu::Linear> Linear(const std::vector<const Tensor*>& w,
                                  const std::vector<const Tensor*>& b, const std::string& name) {
+      if (const Int8Weights* int8 = engine->model_->int8.get()) {
+        // An int8 plan's Linear: its weights are the int8 operands.
+        auto it = int8->linears.find(name);
+        if (it != int8->linears.end()) {
+          std::vector<float> bias;
+          for (const Tensor* part : b) bias.insert(bias.end(), part->f32(), part->f32() + part->numel());
+          return cpu::Linear::FromInt8(it->second, std::move(bias), &engine->matmul_);
+        }
+      }
       ASSIGN_OR_RETURN(cpu::PackedLinear packed,
                        cpu::PackLinear(w, b, static_cast<int>(w[0]->dim(1)), name.c_str()));
       return cpu::Linear::Create(std::move(packed), &engine->matmul_);
@@ -109,6 +123,11 @@ Status CpuEngine::Init(const std::optional<Int8Options>& int8) {
     // The local layers' table only where they exist with a theta of their own.
     if (c.local_window > 0 && c.local_rope_theta != c.rope_theta)
       tables_.rotary_local = RotaryTable(c.local_rope_theta, c.head_dim(), c.max_positions());
+  }
+  if (model_->int8) {
+    if (int8) return InvalidArgument(model_->source + " is already int8");
+    quantization_ = model_->int8->report;
+    return Status::Ok();
   }
   return int8 ? QuantizeInt8(*int8) : Status::Ok();
 }
@@ -221,6 +240,7 @@ Status CpuEngine::QuantizeInt8(const Int8Options& int8) {
     report.calibration += alpha;
   }
   report.calibration_sequences = sequences;
+  report.budget = int8.budget;
   for (const RaggedBatch& b : int8.held_out) report.held_out_sequences += b.num_seqs();
   report.linears = static_cast<int>(linears.size());
   ASSIGN_OR_RETURN(report.outputs, measure());
@@ -251,6 +271,24 @@ Status CpuEngine::QuantizeInt8(const Int8Options& int8) {
   }
   quantization_ = std::move(report);
   return Status::Ok();
+}
+
+std::map<std::string, Int8Linear> CpuEngine::Int8Linears() const {
+  std::map<std::string, Int8Linear> out;
+  const ModelConfig& c = model_->config;
+  for (const model::WeightGroup& g :
+       model::WeightSchema(c, HeadUsesPooler(*model_), !model_->weights.mlm_decoder_w.empty())) {
+    if (g.index < 0 || size_t(g.index) >= weights_.layers.size()) continue;
+    const cpu::Layer& l = weights_.layers[g.index];
+    const cpu::Linear* linear = g.role == model::Role::kQkv       ? &l.qkv
+                                : g.role == model::Role::kAttnOut ? &l.attn_out
+                                : g.role == model::Role::kFfnIn   ? &l.ffn_in
+                                : g.role == model::Role::kFfnOut  ? &l.ffn_out
+                                                                  : nullptr;
+    if (const Int8Linear* q = linear ? linear->Int8Operands() : nullptr)
+      out.emplace(g.tensors[0].name, *q);
+  }
+  return out;
 }
 
 StatusOr<BatchOutputs> CpuEngine::Run(const RaggedBatch& batch, const RunOptions& options) {
@@ -289,8 +327,11 @@ StatusOr<BatchOutputs> CpuEngine::Forward(const RaggedBatch& batch, const RunOpt
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Engine>> CreateCpuEngine(std::shared_ptr<const Model> model,
-                                                  const CpuEngineOptions& options) {
+namespace {
+
+// The engine, its model's weights widened to fp32 (said through on_notice).
+StatusOr<std::unique_ptr<CpuEngine>> MakeCpuEngine(std::shared_ptr<const Model> model,
+                                                   const CpuEngineOptions& options) {
   if (!model) return InvalidArgument("cpu engine: no model");
   if (options.threads < 0)
     return InvalidArgument("cpu engine: threads must be >= 0 (0: all cores)");
@@ -303,7 +344,45 @@ StatusOr<std::unique_ptr<Engine>> CreateCpuEngine(std::shared_ptr<const Model> m
                       "fp32");
   auto engine = std::make_unique<CpuEngine>(std::move(widened), threads);
   RETURN_IF_ERROR(engine->Init(options.int8));
+  return engine;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Engine>> CreateCpuEngine(std::shared_ptr<const Model> model,
+                                                  const CpuEngineOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<CpuEngine> engine, MakeCpuEngine(std::move(model), options));
   return std::unique_ptr<Engine>(std::move(engine));
+}
+
+StatusOr<std::shared_ptr<const Model>> QuantizeToInt8(std::shared_ptr<const Model> model,
+                                                      const Int8Options& options, int threads,
+                                                      RaggedBatch check_batch) {
+  if (!model) return InvalidArgument("int8: no model");
+  if (check_batch.num_seqs() == 0) return InvalidArgument("int8: no inputs to check on");
+  CpuEngineOptions engine_options;
+  engine_options.threads = threads;
+  engine_options.int8 = options;
+  ASSIGN_OR_RETURN(std::unique_ptr<CpuEngine> engine, MakeCpuEngine(model, engine_options));
+  auto int8 = std::make_shared<Int8Weights>();
+  int8->linears = engine->Int8Linears();
+  int8->report = *engine->Quantization();
+  // What a run returns unasked; last_hidden_state where that is nothing.
+  RunOptions check_options;
+  const std::vector<OutputDescription> outputs = DescribeOutputs(*model);
+  check_options.last_hidden_state = std::none_of(
+      outputs.begin(), outputs.end(), [](const OutputDescription& o) { return !o.on_request; });
+  ASSIGN_OR_RETURN(int8->check_outputs, engine->Run(check_batch, check_options));
+  int8->check_batch = std::move(check_batch);
+  // The copy's int8 Linears have no fp32 weights: nothing reads them again.
+  auto quantized = std::make_shared<Model>(*model);
+  for (const model::WeightGroup& g :
+       model::WeightSchema(model->config, HeadUsesPooler(*model),
+                           !model->weights.mlm_decoder_w.empty()))
+    if (int8->linears.count(g.tensors[0].name))
+      for (const model::TensorRef& part : g.tensors[0].parts) part.In(quantized->weights) = Tensor();
+  quantized->int8 = std::move(int8);
+  return std::shared_ptr<const Model>(std::move(quantized));
 }
 
 }  // namespace bertrt

@@ -97,6 +97,34 @@ inline int8_t QuantizeValue(float x) {
   return static_cast<int8_t>(std::clamp(std::nearbyint(x), -127.0f, 127.0f));
 }
 
+// A tensor owning `data`.
+template <class T>
+Tensor Owned(bertrt::DType dtype, std::vector<int64_t> shape, std::vector<T> data) {
+  auto holder = std::make_shared<std::vector<T>>(std::move(data));
+  return Tensor(dtype, std::move(shape), holder->data(), holder);
+}
+
+// Whether `q` are an int8 GEMM's operands for `out` outputs (they may come
+// from a plan: its reader checks them too).
+Status CheckOperands(const Int8Linear& q, int out) {
+  const Tensor &w = q.weights, &scales = q.scales, &smoothing = q.smoothing;
+  if (w.dtype() != bertrt::DType::kI8 || w.rank() != 2 || w.dim(0) != out || w.dim(1) <= 0 ||
+      scales.dtype() != bertrt::DType::kF32 || scales.rank() != 1 || scales.dim(0) != out ||
+      smoothing.dtype() != bertrt::DType::kF32 || smoothing.rank() != 1 ||
+      smoothing.dim(0) != w.dim(1))
+    return InvalidArgument("cpu engine: int8 Linear operands of the wrong types or shapes");
+  auto positive = [](const Tensor& t) {
+    return std::all_of(t.f32(), t.f32() + t.numel(),
+                       [](float v) { return std::isfinite(v) && v > 0.0f; });
+  };
+  if (!positive(scales) || !positive(smoothing) || !std::isfinite(q.input_scale) ||
+      q.input_scale < 0.0f)
+    return InvalidArgument(
+        "cpu engine: int8 Linear scales and smoothing must be finite and positive, the input "
+        "scale finite and not negative");
+  return Status::Ok();
+}
+
 dnnl::matmul::primitive_desc MakeDesc(int m, int k, int n, Epilogue e, bool residual_apart,
                                       const memory::desc& w, const dnnl::engine& engine) {
   const memory::desc a({m, k}, DType::f32, Tag::ab), b({1, n}, DType::f32, Tag::ab),
@@ -179,47 +207,67 @@ StatusOr<Linear> Linear::Create(PackedLinear packed, MatmulContext* ctx, Kernel 
 // post-ops, so the bias it is given is divided by the output scale.
 class Int8Gemm {
  public:
-  // `w`: [out, in] fp32; `smoothing`: each input column's divisor (empty: 1).
-  static StatusOr<std::shared_ptr<const Int8Gemm>> Create(std::vector<float> w,
-                                                          const std::vector<float>& bias, int in,
-                                                          int out, float input_scale,
-                                                          const std::vector<float>& smoothing,
+  // The operands of `w` ([out, in] fp32, bias apart): each input column
+  // multiplied by its `smoothing` divisor (empty: 1), then each row
+  // symmetric onto [-127, 127].
+  static Int8Linear Quantize(std::vector<float> w, int in, int out,
+                             const std::vector<float>& smoothing, float input_scale) {
+    std::vector<float> divisors = smoothing;
+    if (divisors.size() != size_t(in)) divisors.assign(in, 1.0f);
+    std::vector<int8_t> q(size_t(in) * out);
+    std::vector<float> scales(out);
+    for (int n = 0; n < out; ++n) {
+      float* row = w.data() + size_t(n) * in;
+      float max = 0.0f;
+      for (int k = 0; k < in; ++k) max = std::max(max, std::abs(row[k] *= divisors[k]));
+      scales[n] = max > 0.0f ? max / 127.0f : 1.0f;
+      for (int k = 0; k < in; ++k) q[size_t(n) * in + k] = QuantizeValue(row[k] / scales[n]);
+    }
+    Int8Linear l;
+    l.weights = Owned(bertrt::DType::kI8, {out, in}, std::move(q));
+    l.scales = Owned(bertrt::DType::kF32, {out}, std::move(scales));
+    l.smoothing = Owned(bertrt::DType::kF32, {in}, std::move(divisors));
+    l.input_scale = input_scale;
+    return l;
+  }
+
+  // The GEMM on `q`'s operands (kept: its tensors may be views of a plan).
+  static StatusOr<std::shared_ptr<const Int8Gemm>> Create(Int8Linear q,
+                                                          const std::vector<float>& bias,
                                                           MatmulContext* ctx) {
+    RETURN_IF_ERROR(CheckOperands(q, static_cast<int>(bias.size())));
     auto g = std::make_shared<Int8Gemm>();
+    const int in = static_cast<int>(q.weights.dim(1)), out = static_cast<int>(q.weights.dim(0));
     g->in_ = in;
     g->out_ = out;
     // 0: each row's own scale, found as it is quantized (per token).
-    g->per_token_ = input_scale == 0.0f;
-    if (g->per_token_) input_scale = 1.0f;
-    // x_j / s_j / input_scale is what is rounded; w_j s_j is what is kept.
-    g->input_multipliers_.assign(in, 1.0f / input_scale);
-    if (smoothing.size() == size_t(in))
-      for (int k = 0; k < in; ++k) {
-        g->input_multipliers_[k] /= smoothing[k];
-        for (int n = 0; n < out; ++n) w[size_t(n) * in + k] *= smoothing[k];
-      }
-    g->plain_.resize(size_t(in) * out);
+    g->per_token_ = q.input_scale == 0.0f;
+    const float input_scale = g->per_token_ ? 1.0f : q.input_scale;
+    // x_j / s_j / input_scale is what is rounded.
+    const float* smoothing = q.smoothing.f32();
+    g->input_multipliers_.resize(in);
+    for (int k = 0; k < in; ++k) g->input_multipliers_[k] = 1.0f / input_scale / smoothing[k];
+    const auto* plain = static_cast<const int8_t*>(q.weights.raw());
+    const float* scales = q.scales.f32();
     g->output_scales_.resize(out);
     g->column_sums_.resize(out);
     g->bias_.resize(out);
     for (int n = 0; n < out; ++n) {
-      const float* row = w.data() + size_t(n) * in;
-      float max = 0.0f;
-      for (int k = 0; k < in; ++k) max = std::max(max, std::abs(row[k]));
-      const float scale = max > 0.0f ? max / 127.0f : 1.0f;
       float sum = 0.0f;
-      for (int k = 0; k < in; ++k) {
-        g->plain_[size_t(n) * in + k] = QuantizeValue(row[k] / scale);
-        sum += g->plain_[size_t(n) * in + k];
-      }
-      g->column_sums_[n] = sum * scale;
-      g->output_scales_[n] = input_scale * scale;
+      for (int k = 0; k < in; ++k) sum += plain[size_t(n) * in + k];
+      g->column_sums_[n] = sum * scales[n];
+      g->output_scales_[n] = input_scale * scales[n];
       g->bias_[n] = g->per_token_ ? bias[n] : bias[n] / g->output_scales_[n];
     }
+    g->operands_ = std::move(q);
     ASSIGN_OR_RETURN(const Prim* prim, g->Get(kReferenceRows, Epilogue::kNone, false, ctx));
     (void)prim;
     return std::shared_ptr<const Int8Gemm>(std::move(g));
   }
+
+  const Int8Linear& operands() const { return operands_; }
+  int in() const { return in_; }
+  int out() const { return out_; }
 
   Status Run(const float* a, int m, float* c, Epilogue epilogue, const float* residual,
              MatmulContext* ctx, int threads) const {
@@ -319,7 +367,8 @@ class Int8Gemm {
       for (const auto& [desc, mem] : layouts_)
         if (desc == pd.weights_desc()) weights = mem;
       if (!weights) {
-        memory plain({{in_, out_}, DType::s8, Tag::ba}, eng, const_cast<int8_t*>(plain_.data()));
+        memory plain({{in_, out_}, DType::s8, Tag::ba}, eng,
+                     const_cast<void*>(operands_.weights.raw()));
         weights = memory(pd.weights_desc(), eng);
         dnnl::reorder(plain, weights).execute(ctx->stream(), plain, weights);
         ctx->stream().wait();
@@ -334,7 +383,7 @@ class Int8Gemm {
   int in_ = 0, out_ = 0;
   bool per_token_ = false;
   std::vector<float> input_multipliers_;  // 1 / (smoothing divisor * input scale)
-  std::vector<int8_t> plain_;          // [out, in], quantized
+  Int8Linear operands_;                // the weights [out, in] among them
   std::vector<float> output_scales_;   // input_scale * each row's weight scale
   std::vector<float> column_sums_;     // each output's quantized weights' sum times their scale
   std::vector<float> bias_;            // the bias over output_scales_
@@ -381,11 +430,26 @@ Status Linear::QuantizeInt8(float input_scale, MatmulContext* ctx,
     return InvalidArgument("cpu engine: an int8 input scale must be finite and not negative");
   if (int8_) return Internal("cpu engine: a Linear quantized twice");
   ASSIGN_OR_RETURN(std::vector<float> w, PlainWeights(ctx));
-  ASSIGN_OR_RETURN(int8_, Int8Gemm::Create(std::move(w), bias_, packed_.in, packed_.out,
-                                           input_scale, smoothing, ctx));
+  ASSIGN_OR_RETURN(int8_, Int8Gemm::Create(Int8Gemm::Quantize(std::move(w), packed_.in,
+                                                              packed_.out, smoothing, input_scale),
+                                           bias_, ctx));
   use_int8_ = true;
   return Status::Ok();
 }
+
+StatusOr<Linear> Linear::FromInt8(Int8Linear operands, std::vector<float> bias,
+                                  MatmulContext* ctx) {
+  Linear l;
+  l.bias_ = std::move(bias);
+  ASSIGN_OR_RETURN(l.int8_, Int8Gemm::Create(std::move(operands), l.bias_, ctx));
+  l.packed_.in = l.int8_->in();
+  l.packed_.out = l.int8_->out();
+  l.kernel_ = Kernel::kMatmul;
+  l.use_int8_ = true;
+  return l;
+}
+
+const Int8Linear* Linear::Int8Operands() const { return use_int8_ ? &int8_->operands() : nullptr; }
 
 void Linear::DropUnusedWeights() {
   if (use_int8_) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_ops.h"
+#include "bertrt/int8_weights.h"
 #include "bertrt/status.h"
 
 namespace bertrt::cpu {
@@ -116,6 +117,12 @@ class Linear {
   // The fp32 weights stay until DropUnusedWeights.
   Status QuantizeInt8(float input_scale, MatmulContext* ctx,
                       const std::vector<float>& smoothing = {});
+  // A Linear that runs only the int8 GEMM on `operands` (an int8 plan's),
+  // with `bias` [out].
+  static StatusOr<Linear> FromInt8(Int8Linear operands, std::vector<float> bias,
+                                   MatmulContext* ctx);
+  // The int8 GEMM's operands when Run takes it; else null.
+  const Int8Linear* Int8Operands() const;
   // Whether Run takes the int8 GEMM (once quantized; true after QuantizeInt8).
   void UseInt8(bool use) { use_int8_ = use && int8_; }
   bool uses_int8() const { return use_int8_; }

@@ -299,6 +299,10 @@ StatusOr<BatchOutputs> CudaEngine::Run(const RaggedBatch& batch, const RunOption
 StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(std::shared_ptr<const Model> model,
                                                    const CudaEngineOptions& options) {
   if (!model) return InvalidArgument("cuda engine: no model");
+  if (model->int8)
+    return Unimplemented(model->source +
+                         " is int8, which runs on the CPU engine for now (--device cpu); for a "
+                         "GPU build an fp16 or bf16 plan");
   ASSIGN_OR_RETURN(std::vector<GpuInfo> gpus, ListGpus());
   if (options.device < 0 || options.device >= static_cast<int>(gpus.size()))
     return InvalidArgument("cuda engine: device " + std::to_string(options.device) +

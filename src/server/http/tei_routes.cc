@@ -723,6 +723,7 @@ std::string PoolingNames(const std::vector<Pooling>& modes) {
 const char* DtypeName(const std::string& precision) {
   if (precision == "fp16") return "float16";
   if (precision == "bf16") return "bfloat16";
+  if (precision == "int8") return "int8";
   return "float32";
 }
 
