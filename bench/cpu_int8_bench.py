@@ -1,11 +1,11 @@
-"""CPU int8 benchmark: bertrt's int8 GEMMs against its fp32, with ONNX Runtime's fp32 and its
+"""CPU int8 and bf16 benchmark: bertrt's int8 and bf16 GEMMs against its fp32, with ONNX Runtime's fp32 and its
 dynamic int8 quantization (its transformer optimizer, then quantize_dynamic: MatMulInteger,
 per-tensor dynamic activation scales) as the anchor, all in one run on the same CPU and
 thread count.
 
 Speed: `bertrt bench` (engine in-process, random ids, median ms) and ONNX Runtime's
 session.run on the same shapes, the variants interleaved over REPEATS rounds. Accuracy: each
-int8 against its own fp32 on real texts (tests/data/tokenizer/corpus.jsonl, tokenized by
+int8 (and bertrt's bf16) against its own fp32 on real texts (tests/data/tokenizer/corpus.jsonl, tokenized by
 `bertrt tokenize`), the sequence embedding (mean pooling, as the model's sentence-transformers
 config pools) compared by cosine. The ONNX graph is the BERT encoder written here with onnx's
 helper from the model's safetensors (post-norm, erf GELU; no exporter needed), checked against
@@ -253,13 +253,15 @@ def main():
         ort32, ort8 = ort_embed(sessions["ort fp32"], encodings), ort_embed(sessions["ort int8"], encodings)
         ours32, _ = bertrt_embed(args.bertrt, model, texts, "fp32", args.threads)
         ours8, report = bertrt_embed(args.bertrt, model, texts, "int8", args.threads)
+        ours16, _ = bertrt_embed(args.bertrt, model, texts, "bf16", args.threads)
         check = cosines(ort32, ours32).min()
         if check < 0.99999:
             sys.exit(f"{name}: the ONNX graph disagrees with bertrt fp32 (cosine {check:.6f})")
-        acc = {"bertrt": cosines(ours8, ours32), "ort": cosines(ort8, ort32)}
+        acc = {"bertrt": cosines(ours8, ours32), "ort": cosines(ort8, ort32),
+               "bf16": cosines(ours16, ours32)}
         summary = [l.strip() for l in report.splitlines() if "int8 GEMMs" in l or "cosine" in l]
         for batch, seq in cases:
-            times = {k: [] for k in ("bertrt fp32", "bertrt int8", "ort fp32", "ort int8")}
+            times = {k: [] for k in ("bertrt fp32", "bertrt int8", "bertrt bf16", "ort fp32", "ort int8")}
             for r in range(args.repeats):
                 order = list(times)
                 order = order[r % len(order):] + order[:r % len(order)]
@@ -272,21 +274,22 @@ def main():
             med = {k: statistics.median(v) for k, v in times.items()}
             rows.append((name, batch, seq, med, acc, summary))
             print(f"{name} b{batch} s{seq}: " + "  ".join(f"{k} {v:.2f} ms" for k, v in med.items()), flush=True)
-    table = ["| model | batch x seq | bertrt fp32 ms | bertrt int8 ms | int8 speed-up | ORT fp32 ms | ORT int8 ms | ORT int8 speed-up | bertrt int8 / ORT int8 time | cosine vs own fp32: bertrt int8 mean / min | ORT int8 mean / min |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+    table = ["| model | batch x seq | bertrt fp32 ms | bertrt int8 ms | int8 speed-up | bertrt bf16 ms | bf16 speed-up | ORT fp32 ms | ORT int8 ms | ORT int8 speed-up | bertrt int8 / ORT int8 time | cosine vs own fp32: bertrt int8 mean / min | bertrt bf16 mean / min | ORT int8 mean / min |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|"]
     for name, batch, seq, m, acc, _ in rows:
-        b, o = acc["bertrt"], acc["ort"]
+        b, o, h = acc["bertrt"], acc["ort"], acc["bf16"]
         table.append(f"| {name} | {batch}x{seq} | {m['bertrt fp32']:.2f} | {m['bertrt int8']:.2f} | "
-                     f"{m['bertrt fp32'] / m['bertrt int8']:.2f}x | {m['ort fp32']:.2f} | {m['ort int8']:.2f} | "
+                     f"{m['bertrt fp32'] / m['bertrt int8']:.2f}x | {m['bertrt bf16']:.2f} | "
+                     f"{m['bertrt fp32'] / m['bertrt bf16']:.2f}x | {m['ort fp32']:.2f} | {m['ort int8']:.2f} | "
                      f"{m['ort fp32'] / m['ort int8']:.2f}x | {m['bertrt int8'] / m['ort int8']:.2f} | "
-                     f"{b.mean():.5f} / {b.min():.5f} | {o.mean():.5f} / {o.min():.5f} |")
+                     f"{b.mean():.5f} / {b.min():.5f} | {h.mean():.6f} / {h.min():.6f} | {o.mean():.5f} / {o.min():.5f} |")
     reports = sorted({f"- {name}: " + "; ".join(s) for name, _, _, _, _, s in rows})
     print("\n".join(table))
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    section = [f"\n## CPU int8 against fp32 and ONNX Runtime's dynamic int8, {stamp}, {platform.node()}\n",
+    section = [f"\n## CPU int8 and bf16 against fp32 and ONNX Runtime's dynamic int8, {stamp}, {platform.node()}\n",
                f"`python {' '.join(sys.argv)}` on {cpu_name()}, {args.threads} threads, onnxruntime "
                f"{ort.__version__}; medians of {args.repeats} interleaved rounds of {args.iterations} runs "
-               f"(engine only, random ids); accuracy on {len(texts)} corpus texts, each int8 against its own "
+               f"(engine only, random ids); accuracy on {len(texts)} corpus texts, each int8 (and bf16) against its own "
                f"fp32 (mean-pooled last_hidden_state); onnxruntime's optimizer fused "
                f"{'; '.join(sorted(set(fusions)))}\n", *table, "", "bertrt's report at load (built-in corpus, every fifth held out):", *reports, ""]
     with open(args.results, "a", encoding="utf-8") as f:

@@ -47,7 +47,8 @@ StatusOr<LoadedModel> LoadForCli(const std::string& path, const ImportFlags& fla
 void AddEngineOptions(CLI::App* cmd, EngineFlags* flags, const std::string& threads_help) {
   cmd->add_option("--device", flags->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--precision", flags->precision,
-                  "fp32, fp16 or bf16 (default: fp32 on cpu, fp16 on cuda); int8 on cpu: the "
+                  "fp32, fp16 or bf16 (default: fp32 on cpu, fp16 on cuda; bf16 on cpu: the "
+                  "encoder's GEMMs in bf16 on AVX512_BF16, the rest fp32); int8 on cpu: the "
                   "encoder's GEMMs in int8 (VNNI), calibrated at load on --calibrate's texts "
                   "(default: a small built-in multilingual corpus), with an accuracy report "
                   "against fp32 on stderr; an int8 plan (bertrt build --precision int8) runs as "

@@ -161,10 +161,14 @@ int Bench(const BenchFlags& flags) {
   }
   const double seq_per_s = flags.batch_size / (median / 1000.0);
   const double tokens_per_s = batch.num_tokens() / (median / 1000.0);
+  // An int8 plan runs int8 whatever the default said.
+  const std::string precision = (*engine)->Quantization()
+                                    ? (*engine)->Quantization()->precision
+                                    : ResolvePrecision(flags.engine.device, flags.engine.precision);
   nlohmann::json result = {
       {"model", flags.model},
       {"device", (*engine)->device()},
-      {"precision", ResolvePrecision(flags.engine.device, flags.engine.precision)},
+      {"precision", precision},
       {"threads", flags.engine.threads},
       {"batch_size", flags.batch_size},
       {"iterations", flags.iterations},
@@ -201,7 +205,6 @@ int Bench(const BenchFlags& flags) {
   std::printf("%-*s %-6s %-9s %5s %9s %9s %9s %10s %11s %9s %10s\n", device_width, "device", "prec",
               "lengths", "batch", "median_ms", "p90_ms", "p99_ms", "seq/s", "tokens/s", "peak_MiB",
               "iterations");
-  const std::string precision = ResolvePrecision(flags.engine.device, flags.engine.precision);
   std::printf("%-*s %-6s %-9s %5d %9.3f %9.3f %9.3f %10.1f %11.0f %9.1f %10d\n", device_width,
               device.c_str(), precision.c_str(), len_text.c_str(), flags.batch_size, median, p90,
               p99, seq_per_s, tokens_per_s, (*engine)->PeakMemoryBytes() / 1048576.0,

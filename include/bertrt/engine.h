@@ -156,11 +156,15 @@ struct Int8Options {
 
 struct CpuEngineOptions {
   int threads = 0;  // 0: all cores
-  // Where the engine's notices go (nullptr: nowhere): it computes in fp32
-  // and says so when it widens a plan's fp16/bf16 weights.
+  // Where the engine's notices go (nullptr: nowhere): it widens a plan's
+  // fp16/bf16 weights to fp32 and says so.
   std::function<void(const std::string&)> on_notice;
   // Set: int8 GEMMs, calibrated at creation.
   std::optional<Int8Options> int8;
+  // The encoder's Linears (QKV, attention output, FFN in and out) in bf16:
+  // weights and each GEMM's input rounded to bf16, fp32 accumulation
+  // (AVX512_BF16 or AMX; refused without); the rest fp32. Not with int8.
+  bool bf16 = false;
 };
 
 StatusOr<std::unique_ptr<Engine>> CreateCpuEngine(std::shared_ptr<const Model> model,

@@ -438,11 +438,15 @@ StatusOr<Int8Weights> Int8FromJson(const json& j, const std::vector<TensorSpec>&
   Int8Weights int8;
   auto linears = j.find("linears");
   if (linears == j.end() || !linears->is_object()) return Missing("int8.linears", "an object");
-  for (const auto& [name, scale] : linears->items()) {
+  for (const auto& item : linears->items()) {
+    const std::string& name = item.key();
+    const json& scale = item.value();
     const bool known = std::any_of(specs.begin(), specs.end(), [&](const TensorSpec& s) {
       return s.encoder_linear_weight && s.name == name;
     });
-    if (!known) return InvalidArgument("metadata: int8 Linear " + name + " is not an encoder Linear's weight");
+    if (!known)
+      return InvalidArgument("metadata: int8 Linear " + name +
+                             " is not an encoder Linear's weight");
     if (!scale.is_number() || !(scale.get<double>() >= 0 && scale.get<double>() <= 1e30))
       return Missing("int8.linears." + name, "an input scale in [0, 1e30]");
     int8.linears[name].input_scale = static_cast<float>(scale.get<double>());

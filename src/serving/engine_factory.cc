@@ -62,16 +62,17 @@ StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> mode
                                                const Tokenizer& tokenizer,
                                                const InstanceSpec& spec, NoticeFn on_notice) {
   if (spec.precision == "int8" || model->int8) {
-    if (spec.device != "cpu")
-      return Unimplemented((model->int8 ? model->source + " is int8, which" : std::string("int8")) +
-                           " runs on the CPU engine for now (--device cpu); on --device cuda use "
-                           "fp16 or bf16" +
-                           (model->int8 ? std::string(" (build a plan in one of them)") : ""));
-    // An int8 plan's quantized Linears have no fp32 weights: it runs as built.
-    if (spec.precision != "int8" && spec.precision != "fp32" && !spec.precision.empty())
-      return InvalidArgument(model->source + " is an int8 plan; --precision " + spec.precision +
-                             " cannot apply to it (build a plan in that precision)");
     const bool from_plan = model->int8 != nullptr;
+    const std::string plan = from_plan ? model->source + " is an int8 plan: " : "";
+    if (spec.device != "cpu")
+      return Unimplemented(plan +
+                           "int8 runs on the CPU engine for now (--device cpu); on --device cuda "
+                           "use fp16 or bf16");
+    // An int8 plan's quantized Linears have no fp32 weights: it runs as built
+    // (fp32 is the CPU's default precision, not a request).
+    if (spec.precision != "int8" && spec.precision != "fp32" && !spec.precision.empty())
+      return InvalidArgument(plan + "--precision " + spec.precision +
+                             " cannot apply to it; build a plan in that precision");
     ASSIGN_OR_RETURN(model, QuantizeModel(std::move(model), tokenizer, spec, on_notice));
     CpuEngineOptions options;
     options.threads = spec.threads;
@@ -89,12 +90,13 @@ StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> mode
   ASSIGN_OR_RETURN(const Precision precision,
                    ParsePrecision(ResolvePrecision(spec.device, spec.precision)));
   if (spec.device == "cpu") {
-    if (precision != Precision::kFp32)
-      return InvalidArgument("--precision " + spec.precision +
-                             ": the CPU engine runs fp32 or int8; use --device cuda for fp16/bf16");
+    if (precision == Precision::kFp16)
+      return InvalidArgument(
+          "--precision fp16: the CPU engine runs fp32, bf16 or int8; use --device cuda for fp16");
     CpuEngineOptions options;
     options.threads = spec.threads;
     options.on_notice = std::move(on_notice);
+    options.bf16 = precision == Precision::kBf16;
     return CreateCpuEngine(std::move(model), options);
   }
   if (spec.device == "cuda") {

@@ -11,6 +11,7 @@
 
 #include "backends/cpu/cpu_linear.h"
 #include "backends/cpu/cpu_ops.h"
+#include "core/half.h"
 #include "model/relative_position.h"
 #include "op_reference.h"
 
@@ -231,6 +232,66 @@ TEST(CpuOps, AttentionAddsTheRelativePositionBiasByDistance) {
 // sums, then one float scaling), for every epilogue, at several row counts;
 // and within rounding's error of the fp32 result on the input clipped to
 // the calibrated bound.
+// A bf16 Linear is its operands rounded to bf16 (to nearest even), multiplied
+// and accumulated in fp32: within fp32's rounding of the float64 product of
+// the rounded operands, and clearly not the fp32 Linear.
+TEST(CpuOps, Bf16LinearIsItsRoundedOperandsProduct) {
+  std::mt19937 rng(23);
+  MatmulContext ctx;
+  ASSERT_TRUE(ctx.Init().ok());
+  const int k = 128, n = 96;
+  Tensor w = Tensor::ZerosF32({n, k}), b = Tensor::ZerosF32({n});
+  const std::vector<float> wv = Random(size_t(n) * k, &rng), bv = Random(n, &rng);
+  std::copy(wv.begin(), wv.end(), w.mutable_f32());
+  std::copy(bv.begin(), bv.end(), b.mutable_f32());
+  auto bf16 = [](const std::vector<float>& x) {
+    std::vector<uint16_t> narrow(x.size());
+    std::vector<float> back(x.size());
+    NarrowFromFloat(bertrt::DType::kBF16, x.data(), x.size(), narrow.data());
+    WidenToFloat(bertrt::DType::kBF16, narrow.data(), x.size(), back.data());
+    return back;
+  };
+  auto packed = PackLinear({&w}, {&b}, k, "test");
+  ASSERT_TRUE(packed.ok());
+  auto sgemm = Linear::Create(std::move(*packed), &ctx, Kernel::kSgemm);
+  ASSERT_TRUE(sgemm.ok());
+  EXPECT_EQ(sgemm->UseBf16(&ctx).code(), StatusCode::kUnimplemented);
+  packed = PackLinear({&w}, {&b}, k, "test");
+  auto linear = Linear::Create(std::move(*packed), &ctx, Kernel::kMatmul);
+  ASSERT_TRUE(linear.ok());
+  auto fp32 = PackLinear({&w}, {&b}, k, "test");
+  auto reference32 = Linear::Create(std::move(*fp32), &ctx, Kernel::kMatmul);
+  ASSERT_TRUE(reference32.ok());
+  if (Status s = linear->UseBf16(&ctx); !s.ok()) {
+    ASSERT_EQ(s.code(), StatusCode::kUnimplemented) << s.ToString();
+    GTEST_SKIP() << s.message();
+  }
+  const std::vector<float> wr = bf16(wv);
+  for (int m : {1, 13, 129}) {
+    const std::vector<float> a = Random(size_t(m) * k, &rng, -3.0f, 3.0f), ar = bf16(a);
+    const std::vector<float> c0 = Random(size_t(m) * n, &rng);
+    for (auto [e, apart] : {std::pair{Epilogue::kNone, false}, {Epilogue::kGelu, false},
+                            {Epilogue::kResidual, false}, {Epilogue::kResidual, true}}) {
+      std::vector<float> c = apart ? std::vector<float>(c0.size(), -3.0f) : c0, c32 = c;
+      const float* residual = e != Epilogue::kResidual ? nullptr : apart ? c0.data() : c.data();
+      const float* residual32 = e != Epilogue::kResidual ? nullptr : apart ? c0.data() : c32.data();
+      ASSERT_TRUE(linear->Run(a.data(), m, c.data(), &ctx, 2, e, residual).ok());
+      ASSERT_TRUE(reference32->Run(a.data(), m, c32.data(), &ctx, 2, e, residual32).ok());
+      std::vector<double> want(size_t(m) * n);
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) {
+          double s = bv[j];
+          for (int p = 0; p < k; ++p) s += double{ar[i * k + p]} * wr[j * k + p];
+          if (e == Epilogue::kGelu) s = test::RefGelu(s);
+          if (e == Epilogue::kResidual) s += c0[i * n + j];
+          want[i * n + j] = s;
+        }
+      EXPECT_LT(NormRelErr(c, want), 2e-6) << "m " << m << " epilogue " << int(e);
+      EXPECT_GT(NormRelErr(c32, want), 1e-4) << "the fp32 Linear is not the bf16 one";
+    }
+  }
+}
+
 TEST(CpuOps, Int8LinearIsItsQuantizedOperandsProduct) {
   std::mt19937 rng(21);
   MatmulContext ctx;

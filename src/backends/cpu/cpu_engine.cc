@@ -36,7 +36,7 @@ class CpuEngine final : public Engine {
   CpuEngine(std::shared_ptr<const Model> model, int threads)
       : model_(std::move(model)), outputs_(DescribeOutputs(*model_)), threads_(threads) {}
 
-  Status Init(const std::optional<Int8Options>& int8);
+  Status Init(const CpuEngineOptions& options);
   StatusOr<BatchOutputs> Run(const RaggedBatch& batch, const RunOptions& options) override;
   std::optional<QuantizationReport> Quantization() const override { return quantization_; }
   // The int8 operands of the encoder's Linears that run in int8, by their
@@ -99,7 +99,9 @@ class CpuEngine final : public Engine {
   std::optional<QuantizationReport> quantization_;
 };
 
-Status CpuEngine::Init(const std::optional<Int8Options>& int8) {
+Status CpuEngine::Init(const CpuEngineOptions& options) {
+  const std::optional<Int8Options>& int8 = options.int8;
+  if (int8 && options.bf16) return InvalidArgument("cpu engine: int8 or bf16, not both");
   RETURN_IF_ERROR(CheckModel(*model_));
   RETURN_IF_ERROR(matmul_.Init());
   const ModelConfig& c = model_->config;
@@ -123,6 +125,12 @@ Status CpuEngine::Init(const std::optional<Int8Options>& int8) {
     // The local layers' table only where they exist with a theta of their own.
     if (c.local_window > 0 && c.local_rope_theta != c.rope_theta)
       tables_.rotary_local = RotaryTable(c.local_rope_theta, c.head_dim(), c.max_positions());
+  }
+  if (options.bf16) {
+    if (model_->int8) return InvalidArgument(model_->source + " is int8; bf16 cannot apply");
+    for (cpu::Layer& l : weights_.layers)
+      for (cpu::Linear* linear : {&l.qkv, &l.attn_out, &l.ffn_in, &l.ffn_out})
+        RETURN_IF_ERROR(linear->UseBf16(&matmul_));
   }
   if (model_->int8) {
     if (int8) return InvalidArgument(model_->source + " is already int8");
@@ -343,7 +351,7 @@ StatusOr<std::unique_ptr<CpuEngine>> MakeCpuEngine(std::shared_ptr<const Model> 
                       ": fp16/bf16 weights widened to fp32 for the CPU engine, which computes in "
                       "fp32");
   auto engine = std::make_unique<CpuEngine>(std::move(widened), threads);
-  RETURN_IF_ERROR(engine->Init(options.int8));
+  RETURN_IF_ERROR(engine->Init(options));
   return engine;
 }
 

@@ -10,6 +10,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "core/half.h"
+
 namespace bertrt::cpu {
 
 using dnnl::memory;
@@ -125,9 +127,11 @@ Status CheckOperands(const Int8Linear& q, int out) {
   return Status::Ok();
 }
 
+// The input is in the weights' type (f32, or bf16 for Linear::UseBf16); the
+// output, bias and post-ops' tensors are f32.
 dnnl::matmul::primitive_desc MakeDesc(int m, int k, int n, Epilogue e, bool residual_apart,
                                       const memory::desc& w, const dnnl::engine& engine) {
-  const memory::desc a({m, k}, DType::f32, Tag::ab), b({1, n}, DType::f32, Tag::ab),
+  const memory::desc a({m, k}, w.data_type(), Tag::ab), b({1, n}, DType::f32, Tag::ab),
       c({m, n}, DType::f32, Tag::ab);
   return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, w, b, c),
                                       AttrFor(e, residual_apart, m, n), engine);
@@ -153,7 +157,8 @@ StatusOr<const MatmulContext::Prim*> MatmulContext::Get(int m, int k, int n, Epi
                                                         bool residual_apart,
                                                         const memory::desc& preferred) {
   residual_apart = residual_apart && e == Epilogue::kResidual;
-  const auto key = std::make_tuple(m, k, n, static_cast<int>(e), residual_apart);
+  const DType type = preferred.data_type();
+  const auto key = std::make_tuple(m, k, n, static_cast<int>(e), residual_apart, type);
   auto it = prims_.find(key);
   if (it != prims_.end()) return &it->second;
   // Serving sees many distinct token counts; a bounded cache keeps memory
@@ -165,8 +170,7 @@ StatusOr<const MatmulContext::Prim*> MatmulContext::Get(int m, int k, int n, Epi
     // rather than falling back to the slow reference kernel.
     dnnl::matmul::primitive_desc pd = MakeDesc(m, k, n, e, residual_apart, preferred, engine_);
     if (IsReference(pd))
-      pd = MakeDesc(m, k, n, e, residual_apart, memory::desc({k, n}, DType::f32, Tag::any),
-                    engine_);
+      pd = MakeDesc(m, k, n, e, residual_apart, memory::desc({k, n}, type, Tag::any), engine_);
     Prim prim{dnnl::matmul(pd), pd.weights_desc()};
     return &prims_.emplace(key, std::move(prim)).first->second;
   } catch (const dnnl::error& err) {
@@ -534,8 +538,50 @@ Status Linear::RunMatmul(const float* a, int m, float* c, MatmulContext* ctx, Ep
   ASSIGN_OR_RETURN(const MatmulContext::Prim* prim,
                    ctx->Get(m, in, out, epilogue, apart, weights_[0].first));
   ASSIGN_OR_RETURN(memory w, WeightsIn(prim->weights, ctx));
-  return Execute(ctx, prim->matmul, w, a, DType::f32, m, in, out, bias_.data(), c,
-                 apart ? residual : nullptr, "matmul");
+  const void* input = a;
+  if (bf16_) {
+    // The input rounded to bf16 (to nearest even), as the kernel reads it.
+    uint16_t* narrow = ctx->Bf16Scratch(size_t(m) * in);
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < m; ++r)
+      NarrowFromFloat(bertrt::DType::kBF16, a + size_t(r) * in, in, narrow + size_t(r) * in);
+    input = narrow;
+  }
+  return Execute(ctx, prim->matmul, w, input, bf16_ ? DType::bf16 : DType::f32, m, in, out,
+                 bias_.data(), c, apart ? residual : nullptr, bf16_ ? "bf16 matmul" : "matmul");
+}
+
+Status Linear::UseBf16(MatmulContext* ctx) {
+  if (bf16_ || int8_) return Internal("cpu engine: a Linear made bf16 twice, or after int8");
+  if (kernel_ != Kernel::kMatmul)
+    return Unimplemented(
+        "--precision bf16 on the CPU needs oneDNN's brgemm kernels (AVX-512 and up); this CPU "
+        "runs the sgemm path: use fp32");
+  ASSIGN_OR_RETURN(const std::vector<float> w, PlainWeights(ctx));
+  const int k = packed_.in, n = packed_.out;
+  try {
+    const dnnl::matmul::primitive_desc pd =
+        MakeDesc(kReferenceRows, k, n, Epilogue::kNone, false,
+                 memory::desc({k, n}, DType::bf16, Tag::any), ctx->engine());
+    // Without AVX512_BF16 (or AMX) oneDNN has only its reference kernel, or
+    // one that widens bf16 back to fp32: slower than fp32 itself.
+    if (std::strstr(pd.impl_info_str(), "bf16") == nullptr)
+      return Unimplemented(std::string("--precision bf16 on the CPU needs AVX512_BF16 or AMX "
+                                       "(oneDNN offers ") +
+                           pd.impl_info_str() + " here): use fp32, or int8");
+    memory plain({{k, n}, DType::f32, Tag::ba}, ctx->engine(), const_cast<float*>(w.data()));
+    memory dst(pd.weights_desc(), ctx->engine());
+    dnnl::reorder(plain, dst).execute(ctx->stream(), plain, dst);
+    ctx->stream().wait();
+    weights_.clear();
+    weights_.emplace_back(pd.weights_desc(), std::move(dst));
+  } catch (const dnnl::error& err) {
+    return DnnlError("bf16 weight reorder", err);
+  }
+  packed_.owned = {};
+  packed_.w = packed_.b = nullptr;
+  bf16_ = true;
+  return Status::Ok();
 }
 
 }  // namespace bertrt::cpu

@@ -59,14 +59,22 @@ class MatmulContext {
     if (float_scratch_.size() < n) float_scratch_.resize(n);
     return float_scratch_.data();
   }
-  size_t scratch_bytes() const { return int8_scratch_.size() + float_scratch_.size() * 4; }
+  // Room for `n` bf16 values: the input of a bf16 GEMM, rounded.
+  uint16_t* Bf16Scratch(size_t n) {
+    if (bf16_scratch_.size() < n) bf16_scratch_.resize(n);
+    return bf16_scratch_.data();
+  }
+  size_t scratch_bytes() const {
+    return int8_scratch_.size() + float_scratch_.size() * 4 + bf16_scratch_.size() * 2;
+  }
 
  private:
   std::vector<int8_t> int8_scratch_;
+  std::vector<uint16_t> bf16_scratch_;
   std::vector<float> float_scratch_;
   dnnl::engine engine_;
   dnnl::stream stream_;
-  std::map<std::tuple<int, int, int, int, bool>, Prim> prims_;
+  std::map<std::tuple<int, int, int, int, bool, dnnl::memory::data_type>, Prim> prims_;
 };
 
 // Which GEMM a Linear runs on; kAuto picks by the machine (see the top).
@@ -104,6 +112,12 @@ class Linear {
   int out() const { return packed_.out; }
   bool empty() const { return packed_.out == 0; }
   Kernel kernel() const { return kernel_; }
+
+  // From now on in bf16: the weights kept in bf16 (reordered once, the fp32
+  // copy dropped), each input rounded to bf16 as the GEMM reads it, fp32
+  // accumulation, bias and epilogue (oneDNN's AVX512_BF16 kernels; refused
+  // where this CPU has none).
+  Status UseBf16(MatmulContext* ctx);
 
   // SmoothQuant's divisors of this layer's input columns: s_j =
   // max|x_j|^alpha / max|w_j|^(1 - alpha) for the calibrated `input_max`
@@ -149,6 +163,7 @@ class Linear {
   mutable std::vector<std::pair<dnnl::memory::desc, dnnl::memory>> weights_;
   std::shared_ptr<const Int8Gemm> int8_;  // set once quantized
   bool use_int8_ = false;
+  bool bf16_ = false;  // UseBf16
 };
 
 }  // namespace bertrt::cpu

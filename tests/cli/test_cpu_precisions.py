@@ -1,11 +1,12 @@
-"""`--precision int8` on the CPU: the encoder's GEMMs in int8, calibrated at load on the
-built-in corpus or on --calibrate FILE, with an accuracy report against fp32 on stderr and
-embeddings close to fp32's (the default model, trained weights: what the report's budget
-holds it to)."""
+"""Reduced precision on the CPU. `--precision int8`: the encoder's GEMMs in int8, calibrated
+at load on the built-in corpus or on --calibrate FILE (or once, into an int8 plan), with an
+accuracy report against fp32 and embeddings close to fp32's (the default model, trained
+weights: what the report's budget holds it to). `--precision bf16`: the same GEMMs in bf16."""
 import json
 import subprocess
 
 import numpy as np
+import pytest
 
 from conftest import ROOT, run_jsonl
 
@@ -141,3 +142,20 @@ def test_accuracy_budget_puts_linears_back_to_fp32(bertrt_bin, default_model, tm
                                "--accuracy-budget", bad], input=b'{"text": "x"}\n',
                               capture_output=True, timeout=300)
         assert proc.returncode == 2 and "--accuracy-budget" in proc.stderr.decode(), (bad, proc.stderr)
+
+
+def test_bf16_gemms_stay_within_bf16_rounding_of_fp32(bertrt_bin, default_model):
+    """bf16 GEMMs (AVX512_BF16): embeddings within the bound a bf16 engine is held to
+    (cosine 0.999, CheckVerifyThresholds), and not fp32's own."""
+    records = [{"text": t} for t in CORPUS[:40]]
+    _, fp32, _ = run_jsonl(bertrt_bin, ["run", default_model], records)
+    proc = subprocess.run([bertrt_bin, "run", default_model, "--precision", "bf16"],
+                          input="".join(json.dumps(r) + "\n" for r in records).encode(),
+                          capture_output=True, timeout=300)
+    if proc.returncode != 0 and b"AVX512_BF16" in proc.stderr:
+        pytest.skip(proc.stderr.decode())
+    assert proc.returncode == 0, proc.stderr
+    bf16 = [json.loads(line) for line in proc.stdout.decode().splitlines()]
+    c = cosines([r["embedding"] for r in bf16], [r["embedding"] for r in fp32])
+    assert c.min() >= 0.999, c.min()
+    assert c.max() < 1.0 - 1e-7, "the bf16 GEMMs ran"
