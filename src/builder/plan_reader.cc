@@ -7,11 +7,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <tuple>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "bertrt/int8_weights.h"
 #include "bertrt/plan.h"
