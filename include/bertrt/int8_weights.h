@@ -41,6 +41,14 @@ struct Int8Weights {
   BatchOutputs check_outputs;
 };
 
+// The int8 form of the Linear whose weight is plan section `weight`, when
+// `int8` (null: not an int8 model) holds one; else null.
+inline const Int8Linear* FindInt8Linear(const Int8Weights* int8, const std::string& weight) {
+  if (!int8) return nullptr;
+  auto it = int8->linears.find(weight);
+  return it == int8->linears.end() ? nullptr : &it->second;
+}
+
 // A copy of `model` whose encoder Linears are int8 (Model::int8; their fp32
 // weights dropped), quantized as an int8 CPU engine does
 // (CpuEngineOptions::int8: calibration, the report, the fallback to fp32

@@ -332,10 +332,9 @@ Status Reader::BindTensors(const Container& c, const json& meta, const PlanInfo&
   model->weights.layers.resize(static_cast<size_t>(model->config.num_layers));
   model->weights.dense.resize(model->config.dense.size());
   for (const plan::TensorSpec& spec : specs) {
-    if (auto q = int8 ? int8->linears.find(spec.name) : decltype(int8->linears.end()){};
-        int8 && q != int8->linears.end()) {
+    if (FindInt8Linear(int8.get(), spec.name)) {
       // The int8 weights, as they are; their scales and smoothing beside them.
-      Int8Linear& l = q->second;
+      Int8Linear& l = int8->linears[spec.name];
       ASSIGN_OR_RETURN(l.weights, view(spec.name, DType::kI8, spec.shape));
       ASSIGN_OR_RETURN(l.scales, view(plan::Int8ScalesSection(spec.name), DType::kF32,
                                       {spec.shape[0]}));

@@ -182,11 +182,10 @@ std::vector<PendingSection> CollectSections(const Model& model, const TokenizerS
   for (const plan::TensorSpec& spec :
        plan::ExpectedTensors(model.config, !model.weights.pooler_w.empty(),
                              !model.weights.mlm_decoder_w.empty())) {
-    if (auto q = int8 ? int8->linears.find(spec.name) : decltype(int8->linears.end()){};
-        int8 && q != int8->linears.end()) {
-      add_tensor(spec.name, &q->second.weights);
-      add_tensor(plan::Int8ScalesSection(spec.name), &q->second.scales);
-      add_tensor(plan::Int8SmoothingSection(spec.name), &q->second.smoothing);
+    if (const Int8Linear* q = FindInt8Linear(int8, spec.name)) {
+      add_tensor(spec.name, &q->weights);
+      add_tensor(plan::Int8ScalesSection(spec.name), &q->scales);
+      add_tensor(plan::Int8SmoothingSection(spec.name), &q->smoothing);
       continue;
     }
     PendingSection s;

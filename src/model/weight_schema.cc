@@ -169,9 +169,8 @@ Status CheckWeights(const ModelWeights& weights, const std::vector<WeightGroup>&
     // An int8 Linear's weight: its operands instead (the CPU engine checks
     // their scales); its fp32 weight, if any (a model just quantized), is
     // not read.
-    const auto q = int8 ? int8->linears.find(t->name) : decltype(int8->linears.end()){};
-    if (int8 && q != int8->linears.end()) {
-      const Tensor& w = q->second.weights;
+    if (const Int8Linear* q = FindInt8Linear(int8, t->name)) {
+      const Tensor& w = q->weights;
       if (w.shape() != t->shape || w.dtype() != DType::kI8)
         return InvalidArgument("model: the int8 weight " + t->name + " is " +
                                DTypeName(w.dtype()) + ShapeToString(w.shape()) +

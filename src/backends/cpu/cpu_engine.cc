@@ -63,14 +63,11 @@ class CpuEngine final : public Engine {
     CpuEngine* engine;
     StatusOr<cpu::Linear> Linear(const std::vector<const Tensor*>& w,
                                  const std::vector<const Tensor*>& b, const std::string& name) {
-      if (const Int8Weights* int8 = engine->model_->int8.get()) {
-        // An int8 plan's Linear: its weights are the int8 operands.
-        auto it = int8->linears.find(name);
-        if (it != int8->linears.end()) {
-          std::vector<float> bias;
-          for (const Tensor* part : b) bias.insert(bias.end(), part->f32(), part->f32() + part->numel());
-          return cpu::Linear::FromInt8(it->second, std::move(bias), &engine->matmul_);
-        }
+      // An int8 model's Linear: its weights are the int8 operands.
+      if (const Int8Linear* q = FindInt8Linear(engine->model_->int8.get(), name)) {
+        std::vector<float> bias;
+        for (const Tensor* part : b) bias.insert(bias.end(), part->f32(), part->f32() + part->numel());
+        return cpu::Linear::FromInt8(*q, std::move(bias), &engine->matmul_);
       }
       ASSIGN_OR_RETURN(cpu::PackedLinear packed,
                        cpu::PackLinear(w, b, static_cast<int>(w[0]->dim(1)), name.c_str()));

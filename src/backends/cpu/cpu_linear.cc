@@ -430,8 +430,6 @@ StatusOr<std::vector<float>> Linear::SmoothingDivisors(const std::vector<float>&
 
 Status Linear::QuantizeInt8(float input_scale, MatmulContext* ctx,
                             const std::vector<float>& smoothing) {
-  if (!(input_scale >= 0.0f) || !std::isfinite(input_scale))
-    return InvalidArgument("cpu engine: an int8 input scale must be finite and not negative");
   if (int8_) return Internal("cpu engine: a Linear quantized twice");
   ASSIGN_OR_RETURN(std::vector<float> w, PlainWeights(ctx));
   ASSIGN_OR_RETURN(int8_, Int8Gemm::Create(Int8Gemm::Quantize(std::move(w), packed_.in,
@@ -538,8 +536,9 @@ Status Linear::RunMatmul(const float* a, int m, float* c, MatmulContext* ctx, Ep
   ASSIGN_OR_RETURN(const MatmulContext::Prim* prim,
                    ctx->Get(m, in, out, epilogue, apart, weights_[0].first));
   ASSIGN_OR_RETURN(memory w, WeightsIn(prim->weights, ctx));
+  const bool bf16 = Bf16();
   const void* input = a;
-  if (bf16_) {
+  if (bf16) {
     // The input rounded to bf16 (to nearest even), as the kernel reads it.
     uint16_t* narrow = ctx->Bf16Scratch(size_t(m) * in);
 #pragma omp parallel for schedule(static)
@@ -547,17 +546,16 @@ Status Linear::RunMatmul(const float* a, int m, float* c, MatmulContext* ctx, Ep
       NarrowFromFloat(bertrt::DType::kBF16, a + size_t(r) * in, in, narrow + size_t(r) * in);
     input = narrow;
   }
-  return Execute(ctx, prim->matmul, w, input, bf16_ ? DType::bf16 : DType::f32, m, in, out,
-                 bias_.data(), c, apart ? residual : nullptr, bf16_ ? "bf16 matmul" : "matmul");
+  return Execute(ctx, prim->matmul, w, input, bf16 ? DType::bf16 : DType::f32, m, in, out,
+                 bias_.data(), c, apart ? residual : nullptr, bf16 ? "bf16 matmul" : "matmul");
 }
 
 Status Linear::UseBf16(MatmulContext* ctx) {
-  if (bf16_ || int8_) return Internal("cpu engine: a Linear made bf16 twice, or after int8");
+  if (Bf16() || int8_) return Internal("cpu engine: a Linear made bf16 twice, or after int8");
   if (kernel_ != Kernel::kMatmul)
     return Unimplemented(
         "--precision bf16 on the CPU needs oneDNN's brgemm kernels (AVX-512 and up); this CPU "
         "runs the sgemm path: use fp32");
-  ASSIGN_OR_RETURN(const std::vector<float> w, PlainWeights(ctx));
   const int k = packed_.in, n = packed_.out;
   try {
     const dnnl::matmul::primitive_desc pd =
@@ -569,9 +567,9 @@ Status Linear::UseBf16(MatmulContext* ctx) {
       return Unimplemented(std::string("--precision bf16 on the CPU needs AVX512_BF16 or AMX "
                                        "(oneDNN offers ") +
                            pd.impl_info_str() + " here): use fp32, or int8");
-    memory plain({{k, n}, DType::f32, Tag::ba}, ctx->engine(), const_cast<float*>(w.data()));
+    // From the fp32 copy reordered at creation, narrowed as it is reordered.
     memory dst(pd.weights_desc(), ctx->engine());
-    dnnl::reorder(plain, dst).execute(ctx->stream(), plain, dst);
+    dnnl::reorder(weights_[0].second, dst).execute(ctx->stream(), weights_[0].second, dst);
     ctx->stream().wait();
     weights_.clear();
     weights_.emplace_back(pd.weights_desc(), std::move(dst));
@@ -580,7 +578,6 @@ Status Linear::UseBf16(MatmulContext* ctx) {
   }
   packed_.owned = {};
   packed_.w = packed_.b = nullptr;
-  bf16_ = true;
   return Status::Ok();
 }
 

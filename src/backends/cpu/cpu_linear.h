@@ -118,6 +118,10 @@ class Linear {
   // accumulation, bias and epilogue (oneDNN's AVX512_BF16 kernels; refused
   // where this CPU has none).
   Status UseBf16(MatmulContext* ctx);
+  // Whether it runs in bf16 (its weights are kept in bf16).
+  bool Bf16() const {
+    return !weights_.empty() && weights_[0].first.data_type() == dnnl::memory::data_type::bf16;
+  }
 
   // SmoothQuant's divisors of this layer's input columns: s_j =
   // max|x_j|^alpha / max|w_j|^(1 - alpha) for the calibrated `input_max`
@@ -163,7 +167,6 @@ class Linear {
   mutable std::vector<std::pair<dnnl::memory::desc, dnnl::memory>> weights_;
   std::shared_ptr<const Int8Gemm> int8_;  // set once quantized
   bool use_int8_ = false;
-  bool bf16_ = false;  // UseBf16
 };
 
 }  // namespace bertrt::cpu
