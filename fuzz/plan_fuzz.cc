@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "bertrt/int8_weights.h"
+#include "bertrt/quantized_weights.h"
 #include "bertrt/plan.h"
 #include "builder/plan_format.h"
 #include "core/crc32c.h"
@@ -56,7 +56,7 @@ void Read(std::string input) {
   if (!read.ok()) return;
   volatile uint8_t sink = 0;
   for (const bertrt::Tensor* t : read->model->weights.All()) Touch(*t, sink);
-  if (const bertrt::Int8Weights* int8 = read->model->int8.get()) {
+  if (const bertrt::QuantizedWeights* int8 = read->model->quantized.get()) {
     for (const auto& [name, l] : int8->linears)
       for (const bertrt::Tensor* t : {&l.weights, &l.scales, &l.smoothing}) Touch(*t, sink);
     for (const bertrt::NamedOutput& o : int8->check_outputs.outputs)

@@ -49,12 +49,14 @@ void AddEngineOptions(CLI::App* cmd, EngineFlags* flags, const std::string& thre
   cmd->add_option("--precision", flags->precision,
                   "fp32, fp16 or bf16 (default: fp32 on cpu, fp16 on cuda; bf16 on cpu: the "
                   "encoder's GEMMs in bf16 on AVX512_BF16, the rest fp32); int8 on cpu: the "
-                  "encoder's GEMMs in int8 (VNNI), calibrated at load on --calibrate's texts "
+                  "encoder's GEMMs in int8 (VNNI); fp8: the encoder's GEMMs in FP8 E4M3 on "
+                  "the GPU's tensor cores, the rest fp16 (on cpu emulated, slower than fp32: "
+                  "for checking). 8 bits are calibrated at load on --calibrate's texts "
                   "(default: a small built-in multilingual corpus), with an accuracy report "
-                  "against fp32 on stderr; an int8 plan (bertrt build --precision int8) runs as "
-                  "it was built, without calibrating")
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16", "int8"}));
-  AddCalibrationOptions(cmd, &flags->calibration, "With --precision int8");
+                  "against fp32 on stderr; an 8-bit plan (bertrt build --precision int8|fp8) "
+                  "runs as it was built, without calibrating")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16", "int8", "fp8"}));
+  AddCalibrationOptions(cmd, &flags->calibration, "With --precision int8 or fp8");
   cmd->add_option("--threads", flags->threads, threads_help)->check(CLI::NonNegativeNumber);
   cmd->add_option("--gelu", flags->gelu,
                   "Models with the erf GELU (hidden_act \"gelu\") on cuda fp16/bf16: exact "
@@ -83,11 +85,11 @@ void AddCalibrationOptions(CLI::App* cmd, serving::CalibrationSpec* spec, const 
                   when + ": use at most this many calibration inputs (0: all)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--calibration", spec->method,
-                  when + ": how each GEMM input is scaled: token (each row's own "
-                         "range, found as it runs: the default, the most accurate), or one "
-                         "calibrated scale per GEMM: max (the largest |x| seen), pNN (that "
-                         "percentile of |x|, e.g. p99.99; larger values clip) or mse (the least "
-                         "expected squared error)")
+                  when + ": how each GEMM input is scaled: token (int8's default: each "
+                         "row's own range, found as it runs, the most accurate), or one "
+                         "calibrated scale per GEMM: max (fp8's default: the largest |x| seen), "
+                         "pNN (that percentile of |x|, e.g. p99.99; larger values clip) or mse "
+                         "(the least expected squared error)")
       ->check([](const std::string& v) {
         auto m = serving::ParseCalibrationMethod(v);
         return m.ok() ? std::string() : m.status().message();
@@ -100,7 +102,7 @@ void AddCalibrationOptions(CLI::App* cmd, serving::CalibrationSpec* spec, const 
           throw CLI::ValidationError("--accuracy-budget", budget.status().message());
         spec->budget = *budget;
       },
-      when + ": what int8 must keep of fp32's accuracy on the held-out inputs, as "
+      when + ": what 8 bits must keep of fp32's accuracy on the held-out inputs, as "
              "key=value pairs (default cosine_mean=0.999,cosine_min=0.99,top10=0.95,"
              "argmax=0.995: embeddings' cosine mean and min and top-10 retrieval overlap, "
              "predictions' argmax agreement); past it, the Linears that cost most go back "

@@ -49,13 +49,13 @@ struct EngineFlags {
   std::string precision;       // empty: the device's default
   int threads = 0;             // 0: all cores
   std::string gelu = "exact";  // exact | tanh: CudaEngineOptions::approximate_erf_gelu
-  serving::CalibrationSpec calibration;  // for int8
+  serving::CalibrationSpec calibration;  // for int8 and fp8
 };
 void AddEngineOptions(CLI::App* cmd, EngineFlags* flags,
                       const std::string& threads_help = "CPU threads (0: all cores)");
-// int8's --calibrate FILE (texts; none: the built-in corpus), --calibrate-samples,
+// 8 bits' --calibrate FILE (texts; none: the built-in corpus), --calibrate-samples,
 // --calibration (the method) and --accuracy-budget; `when` starts their help
-// ("With --precision int8").
+// ("With --precision int8 or fp8").
 void AddCalibrationOptions(CLI::App* cmd, serving::CalibrationSpec* spec, const std::string& when);
 
 // How `bertrt serve` places and batches a model; `bertrt bench

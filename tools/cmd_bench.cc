@@ -161,10 +161,7 @@ int Bench(const BenchFlags& flags) {
   }
   const double seq_per_s = flags.batch_size / (median / 1000.0);
   const double tokens_per_s = batch.num_tokens() / (median / 1000.0);
-  // An int8 plan runs int8 whatever the default said.
-  const std::string precision = (*engine)->Quantization()
-                                    ? (*engine)->Quantization()->precision
-                                    : ResolvePrecision(flags.engine.device, flags.engine.precision);
+  const std::string precision = serving::EffectivePrecision(*loaded->model, Instance(flags.engine));
   nlohmann::json result = {
       {"model", flags.model},
       {"device", (*engine)->device()},

@@ -8,7 +8,7 @@
 #include "bertrt/cuda_engine.h"
 #include "bertrt/devices.h"
 #include "bertrt/plan.h"
-#include "bertrt/int8_weights.h"
+#include "bertrt/quantized_weights.h"
 #include "bertrt/self_check.h"
 #include "cli_util.h"
 #include "commands.h"
@@ -22,7 +22,7 @@ struct BuildFlags {
   std::string output;
   std::string precision;  // empty: fp32 for cpu, fp16 for cuda
   std::string device = "cpu";
-  serving::CalibrationSpec calibration;  // for int8
+  serving::CalibrationSpec calibration;  // for int8 and fp8
   std::string samples;
   int max_seq_len = 0;
   int max_batch_tokens = 0;
@@ -88,9 +88,9 @@ std::vector<GemmChoice> TuneGemms(const ModelConfig& config, Precision precision
   return std::move(choices).value();
 }
 
-// An int8 plan against fp32 on the samples, held to the plan's accuracy
+// An 8-bit plan against fp32 on the samples, held to the plan's accuracy
 // budget: embeddings' min cosine, argmax agreement (near ties aside).
-Status CheckInt8VerifyThresholds(const VerifyReport& r, const AccuracyBudget& budget) {
+Status CheckQuantizedVerifyThresholds(const VerifyReport& r, const AccuracyBudget& budget) {
   if (!(r.min_cosine_vectors >= budget.cosine_min))
     return FailedPrecondition("min cosine " + std::to_string(r.min_cosine_vectors) +
                               " is below the budget's " + std::to_string(budget.cosine_min));
@@ -105,7 +105,9 @@ Status CheckInt8VerifyThresholds(const VerifyReport& r, const AccuracyBudget& bu
 // Returns the exit code; prints the comparison on stdout.
 int Verify(const BuildFlags& flags, const Plan& plan, std::shared_ptr<const Model> reference,
            Precision precision, bool on_gpu) {
-  const bool int8 = plan.model->int8 != nullptr;
+  const QuantizedWeights* quantized = plan.model->quantized.get();
+  const std::string weights =
+      quantized ? QuantFormatName(quantized->format) : PrecisionName(precision);
   std::vector<VerifySample> samples = BuiltInVerifySamples();
   if (!flags.samples.empty()) {
     auto read = ReadVerifySamples(flags.samples);
@@ -119,7 +121,7 @@ int Verify(const BuildFlags& flags, const Plan& plan, std::shared_ptr<const Mode
   // The plan runs as serve runs it by default.
   EngineFlags plan_flags = ref_flags;
   plan_flags.device = on_gpu ? "cuda" : "cpu";
-  plan_flags.precision = int8 ? "int8" : on_gpu ? PrecisionName(precision) : "fp32";
+  plan_flags.precision = quantized ? weights : on_gpu ? PrecisionName(precision) : "fp32";
   auto plan_engine = CreateEngine(plan.model, *plan.tokenizer, plan_flags);
   if (!plan_engine.ok())
     return Fail(plan_engine.status(), EngineFailureCode(plan_engine.status().code()));
@@ -128,14 +130,13 @@ int Verify(const BuildFlags& flags, const Plan& plan, std::shared_ptr<const Mode
   if (!report.ok()) return Fail(report.status(), kExitRuntimeError);
   const VerifyReport& r = *report;
   std::printf("verify: %d samples, %s on %s (%s weights) vs fp32 reference on cpu\n", r.samples,
-              r.output_name.c_str(), (*plan_engine)->device().c_str(),
-              int8 ? "int8" : PrecisionName(precision));
+              r.output_name.c_str(), (*plan_engine)->device().c_str(), weights.c_str());
   std::printf("  max abs diff %.3g  mean abs diff %.3g  min cosine %.6f", r.max_abs_diff,
               r.mean_abs_diff, r.min_cosine);
   if (r.argmax_total > 0) std::printf("  argmax agreement %d/%d", r.argmax_equal, r.argmax_total);
   std::printf("\n");
-  Status within = int8 ? CheckInt8VerifyThresholds(r, plan.model->int8->report.budget)
-                       : CheckVerifyThresholds(r, precision);
+  Status within = quantized ? CheckQuantizedVerifyThresholds(r, quantized->report.budget)
+                            : CheckVerifyThresholds(r, precision);
   if (within.ok()) return kExitOk;
   if (flags.force) {
     std::fprintf(stderr, "warning: verification failed (%s); plan kept because of --force\n",
@@ -149,7 +150,8 @@ int Verify(const BuildFlags& flags, const Plan& plan, std::shared_ptr<const Mode
               kExitVerifyFailed);
 }
 
-// The quantize stage of an int8 build: the model's encoder Linears in int8,
+// The quantize stage of an 8-bit build: the model's encoder Linears in int8
+// or fp8 (quantized and measured on this machine's CPU: fp8 emulated),
 // calibrated on --calibrate's texts, those that cost the budget back in fp32;
 // its report printed on stdout. Null (after the failure is printed) when it
 // fails.
@@ -157,34 +159,37 @@ std::shared_ptr<const Model> Quantize(const BuildFlags& flags, std::shared_ptr<c
                                       const Tokenizer& tokenizer, Stages& stages, int* code) {
   stages.Begin("quantize");
   serving::InstanceSpec spec;
-  spec.precision = "int8";
+  spec.precision = flags.precision;
   spec.threads = flags.threads;
   spec.calibration = flags.calibration;
   auto quantized = serving::QuantizeModel(std::move(model), tokenizer, spec, PrintNotice);
+  const std::string& format = flags.precision;
   if (!quantized.ok()) {
     *code = Fail(quantized.status(), quantized.status().code() == StatusCode::kInvalidArgument
                                          ? kExitUsage
                                          : kExitRuntimeError);
     return nullptr;
   }
-  const QuantizationReport& report = (*quantized)->int8->report;
+  const QuantizationReport& report = (*quantized)->quantized->report;
   std::printf("quantize: %s\n", report.Summary().c_str());
   if (report.quantized_linears == 0)
-    PrintNotice("no Linear stays in int8 within the accuracy budget: the plan computes as fp32 "
-                "does (a looser --accuracy-budget, or calibration texts like your inputs, "
-                "keep some in int8)");
+    PrintNotice("no Linear stays in " + format +
+                " within the accuracy budget: the plan computes as fp32 does (a looser "
+                "--accuracy-budget, or calibration texts like your inputs, keep some in " +
+                format + ")");
   stages.End();
   return std::move(quantized).value();
 }
 
 int Build(const BuildFlags& flags) {
-  const bool int8 = flags.precision == "int8";
-  if (int8 && flags.device != "cpu")
+  const bool eight_bit = flags.precision == "int8" || flags.precision == "fp8";
+  if (flags.precision == "int8" && flags.device != "cpu")
     return Fail(InvalidArgument("--precision int8 builds a plan for the CPU engine "
-                                "(--device cpu); for a GPU build fp16 or bf16"),
+                                "(--device cpu); for a GPU build fp8, fp16 or bf16"),
                 kExitUsage);
-  // An int8 plan's other weights are fp32's.
-  auto precision = ParsePrecision(int8 ? "fp32" : ResolvePrecision(flags.device, flags.precision));
+  // An 8-bit plan's other weights are fp32's (a GPU engine narrows them).
+  auto precision =
+      ParsePrecision(eight_bit ? "fp32" : ResolvePrecision(flags.device, flags.precision));
   if (!precision.ok()) return Fail(precision.status(), kExitUsage);
   if (!PlanPath(flags.model).empty())
     return Fail(InvalidArgument(flags.model + " is already a plan; build from the Hugging Face "
@@ -229,11 +234,12 @@ int Build(const BuildFlags& flags) {
   auto checksum = SourceChecksum(model->weights_files);
   if (!checksum.ok()) return Fail(checksum.status(), kExitModelError);
   stages.End(*checksum + ", tokenizer from " + tokenizer->kind);
-  if (on_gpu)
+  // (An fp8 plan's GEMMs take cuBLASLt's heuristic: the tuning times fp16's.)
+  if (on_gpu && !eight_bit)
     options.gemm_choices = TuneGemms(model->config, *precision, flags.max_batch_tokens, stages);
   // The fp32 model stays the verification's reference.
   std::shared_ptr<const Model> stored = model;
-  if (int8) {
+  if (eight_bit) {
     int code = kExitOk;
     stored = Quantize(flags, model, *loaded->tokenizer, stages, &code);
     if (!stored) return code;
@@ -246,7 +252,8 @@ int Build(const BuildFlags& flags) {
   const auto size = std::filesystem::file_size(flags.output, ec);
   char mib[32];
   std::snprintf(mib, sizeof(mib), "%.1f MiB", static_cast<double>(size) / (1 << 20));
-  stages.End(flags.output + " (" + mib + ", " + (int8 ? "int8" : PrecisionName(*precision)) +
+  stages.End(flags.output + " (" + mib + ", " +
+             (eight_bit ? flags.precision : PrecisionName(*precision)) +
              " weights, for " + flags.device + ")");
 
   int code = kExitOk;
@@ -276,20 +283,21 @@ void RegisterBuildCommand(CLI::App& app, int& exit_code) {
       "the CPU and on any supported GPU; `run`, `tokenize`, `inspect` and `bench` take it in "
       "place of the directory. The build ends by running the plan on sample texts against the "
       "fp32 reference and fails above the thresholds (fp32: max abs diff 1e-4 relative; "
-      "fp16/bf16: cosine 0.999 and every argmax equal; int8: its accuracy budget's min cosine "
-      "and argmax agreement) unless --force.");
+      "fp16/bf16: cosine 0.999 and every argmax equal; int8/fp8: its accuracy budget's min "
+      "cosine and argmax agreement) unless --force.");
   cmd->add_option("MODEL", flags->model, kModelHelp)->required();
   AddImportOptions(cmd, &flags->import);
   cmd->add_option("-o,--output", flags->output, "The plan file to write")->required();
   cmd->add_option("--precision", flags->precision,
                   "Weight precision: fp32, fp16 or bf16 (default: fp32 for cpu, fp16 for cuda); "
-                  "int8 (cpu): the encoder's GEMM weights in int8, calibrated on --calibrate's "
-                  "texts (default: a built-in multilingual corpus), Linears put back to fp32 "
+                  "int8 (cpu) or fp8 (FP8 E4M3, for the GPU): the encoder's GEMM weights in 8 "
+                  "bits, calibrated on --calibrate's texts (default: a built-in multilingual "
+                  "corpus) on this machine's CPU (fp8 emulated), Linears put back to fp32 "
                   "until --accuracy-budget holds; the plan stores the 8-bit weights, their "
                   "scales and the accuracy report (`bertrt inspect` shows it), and an engine "
                   "loading it must reproduce this machine's answers")
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16", "int8"}));
-  AddCalibrationOptions(cmd, &flags->calibration, "With --precision int8");
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16", "int8", "fp8"}));
+  AddCalibrationOptions(cmd, &flags->calibration, "With --precision int8 or fp8");
   cmd->add_option("--device", flags->device,
                   "Backend the plan is laid out for: cpu or cuda (it serves on both); cuda also "
                   "times the GEMMs on GPU 0 and stores the fastest cuBLASLt algorithms in the "

@@ -173,9 +173,11 @@ void PrintText(const nlohmann::json& j, std::ostream& out) {
                             : str(p["tuned_on_gpu"]) + " (" +
                                   std::to_string(p["gemm_choices"].get<size_t>()) +
                                   " timed GEMM choices)");
-    if (p.contains("int8")) {
-      auto report = plan::ReportFromJson(p["int8"]);
-      if (report.ok()) row("int8", report->Summary());
+    // An 8-bit plan's report, under its precision's name ("int8" | "fp8").
+    const std::string precision = p.value("precision", "");
+    if (plan::QuantizedPlanFormat(precision) && p.contains(precision)) {
+      auto report = plan::ReportFromJson(p[precision]);
+      if (report.ok()) row(precision.c_str(), report->Summary());
     }
   }
   const nlohmann::json& t = j["tokenizer"];
@@ -214,7 +216,8 @@ int RunInspect(const InspectOptions& opts) {
                  {"max_batch_tokens", info->max_batch_tokens},
                  {"tokenizer", info->tokenizer_kind},
                  {"file_size", info->file_size}};
-    if (info->quantization) j["plan"]["int8"] = plan::ReportToJson(*info->quantization);
+    if (info->quantization)
+      j["plan"][info->precision] = plan::ReportToJson(*info->quantization);
   }
   if (opts.json)
     std::cout << j.dump(2) << "\n";

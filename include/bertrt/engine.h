@@ -135,21 +135,36 @@ class Engine {
 // has (max_positions), before any compute.
 Status ValidateBatch(const RaggedBatch& batch, const ModelConfig& config);
 
-// Int8 GEMMs for the encoder's Linears (QKV, attention output, FFN in and
-// out); embeddings, LayerNorm, attention, pooling and heads stay fp32.
-struct Int8Options {
+// The 8-bit formats of the encoder's Linears' GEMMs. int8: symmetric
+// integers, per output channel for the weights (the CPU's VNNI GEMMs). fp8:
+// FP8 E4M3 (core/half.h) with one scale per weight tensor and one per input
+// tensor, as Hopper's tensor cores take them through cuBLASLt; the CPU engine
+// runs the same arithmetic emulated (each operand rounded to E4M3, fp32
+// products: slower than fp32, the reference the GPU's FP8 GEMMs answer to).
+enum class QuantFormat { kInt8, kFp8 };
+const char* QuantFormatName(QuantFormat format);  // "int8" | "fp8"
+// The largest magnitude a format's scaled values take: 127 or 448.
+float QuantFormatMax(QuantFormat format);
+
+// 8-bit GEMMs for the encoder's Linears (QKV, attention output, FFN in and
+// out); embeddings, LayerNorm, attention, pooling and heads stay in their
+// engine's precision.
+struct QuantizeOptions {
+  QuantFormat format = QuantFormat::kInt8;
   // Representative inputs: the encoder's Linear inputs over these set
   // SmoothQuant's per-column factors and (per tensor) the scales.
   std::vector<RaggedBatch> calibration;
   // Inputs the accuracy report compares int8 with fp32 on (none: no report
   // and no fallback).
   std::vector<RaggedBatch> held_out;
+  // kPerToken is int8's alone (fp8's inputs take a scale per tensor).
   CalibrationMethod method = CalibrationMethod::kPerToken;
   double percentile = 99.99;  // kPercentile's
   // SmoothQuant's migration strength (0: none): each input column divided by
   // max|x|^alpha / max|w|^(1 - alpha), the weights' column multiplied by it.
+  // int8's alone: fp8's exponent spans the outliers (0 for fp8).
   float smoothing_alpha = 0.5f;
-  // Past the budget, the Linears whose int8 costs most accuracy go back to
+  // Past the budget, the Linears whose 8 bits cost most accuracy go back to
   // fp32, one at a time, until it holds (the report lists them).
   AccuracyBudget budget;
 };
@@ -159,11 +174,11 @@ struct CpuEngineOptions {
   // Where the engine's notices go (nullptr: nowhere): it widens a plan's
   // fp16/bf16 weights to fp32 and says so.
   std::function<void(const std::string&)> on_notice;
-  // Set: int8 GEMMs, calibrated at creation.
-  std::optional<Int8Options> int8;
+  // Set: 8-bit GEMMs (int8, or fp8 emulated), calibrated at creation.
+  std::optional<QuantizeOptions> quantize;
   // The encoder's Linears (QKV, attention output, FFN in and out) in bf16:
   // weights and each GEMM's input rounded to bf16, fp32 accumulation
-  // (AVX512_BF16 or AMX; refused without); the rest fp32. Not with int8.
+  // (AVX512_BF16 or AMX; refused without); the rest fp32. Not with 8 bits.
   bool bf16 = false;
 };
 

@@ -184,8 +184,8 @@ struct ModelWeights {
   std::vector<Tensor*> All();
 };
 
-// A model's encoder Linears quantized to int8 (bertrt/int8_weights.h).
-struct Int8Weights;
+// A model's encoder Linears quantized to 8 bits (bertrt/quantized_weights.h).
+struct QuantizedWeights;
 
 // One entry of a plan's GEMM tuning cache: the cuBLASLt algorithm timed
 // fastest for one GEMM, and what it was timed for:
@@ -224,9 +224,10 @@ struct Model {
   // A plan's GEMM tuning cache (empty when built without a GPU); nullopt for
   // a Hugging Face directory.
   std::optional<std::vector<GemmChoice>> gemm_choices;
-  // Set: the encoder Linears are int8 (an int8 plan, or QuantizeToInt8's
-  // result); the weights of those Linears in `weights` are then empty.
-  std::shared_ptr<const Int8Weights> int8;
+  // Set: the encoder Linears are 8-bit, int8 or fp8 (an 8-bit plan, or
+  // QuantizeTo8Bits's result); the weights of those Linears in `weights`
+  // are then empty.
+  std::shared_ptr<const QuantizedWeights> quantized;
   size_t ParameterCount() const;
 };
 

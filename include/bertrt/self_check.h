@@ -76,13 +76,14 @@ Status CheckVerifyThresholds(const VerifyReport& report, Precision precision);
 // "max abs diff 0.000812, mean 0.000131, min cosine 0.999998, argmax 7/7"
 std::string DescribeReport(const VerifyReport& report);
 
-// The check an engine made from an int8 model (an int8 plan) passes at load:
-// its answers on the model's check batch (Int8Weights) held to those of the
-// engine that quantized it, at bf16's thresholds (CheckVerifyThresholds): a
-// rounding apart, as another CPU's fp32 kernels give, where int8 kernels
-// that saturate or round otherwise land far outside. FailedPrecondition
-// with the numbers when not.
-StatusOr<VerifyReport> CheckInt8Reproduced(const Model& model, Engine& engine);
+// The check an engine made from an 8-bit model (an int8 or fp8 plan) passes
+// at load: its answers on the model's check batch (QuantizedWeights) held to
+// those of the engine that quantized it, at bf16's thresholds
+// (CheckVerifyThresholds): a rounding apart, as another CPU's fp32 kernels or
+// a GPU's fp16 arithmetic around the same FP8 products give, where 8-bit
+// kernels that saturate or round otherwise land far outside.
+// FailedPrecondition with the numbers when not.
+StatusOr<VerifyReport> CheckQuantizedReproduced(const Model& model, Engine& engine);
 
 // The check a GPU engine passes before `bertrt run` or `serve` uses it
 // (--skip-verify opts out): the built-in samples through the CPU engine in

@@ -11,7 +11,7 @@
 
 namespace bertrt {
 
-enum class DType { kF32, kF16, kBF16, kF64, kI64, kI32, kI16, kI8, kU8, kBool };
+enum class DType { kF32, kF16, kBF16, kF64, kI64, kI32, kI16, kI8, kU8, kBool, kF8E4M3 };
 
 size_t DTypeSize(DType dtype);
 const char* DTypeName(DType dtype);  // safetensors spelling: "F32", "BF16", ...

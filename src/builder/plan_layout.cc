@@ -322,9 +322,16 @@ StatusOr<TokenizerSettings> SettingsFromJson(const json& j) {
   return s;
 }
 
-std::string Int8ScalesSection(const std::string& weight) { return weight + ".scales"; }
-std::string Int8SmoothingSection(const std::string& weight) { return weight + ".smoothing"; }
-std::string Int8CheckSection(const std::string& what) { return "int8_check." + what; }
+std::optional<QuantFormat> QuantizedPlanFormat(const std::string& precision) {
+  if (precision == kInt8Precision) return QuantFormat::kInt8;
+  if (precision == kFp8Precision) return QuantFormat::kFp8;
+  return std::nullopt;
+}
+std::string ScalesSection(const std::string& weight) { return weight + ".scales"; }
+std::string SmoothingSection(const std::string& weight) { return weight + ".smoothing"; }
+std::string CheckSection(QuantFormat format, const std::string& what) {
+  return std::string(QuantFormatName(format)) + "_check." + what;
+}
 
 json ReportToJson(const QuantizationReport& r) {
   json kept = json::array(), outputs = json::array();
@@ -419,25 +426,30 @@ StatusOr<QuantizationReport> ReportFromJson(const json& j) {
   return r;
 }
 
-json Int8ToJson(const Int8Weights& int8) {
+json QuantizedToJson(const QuantizedWeights& q) {
   json linears = json::object(), outputs = json::array();
-  for (const auto& [name, linear] : int8.linears) linears[name] = linear.input_scale;
-  for (const NamedOutput& o : int8.check_outputs.outputs)
+  for (const auto& [name, linear] : q.linears) linears[name] = linear.input_scale;
+  for (const NamedOutput& o : q.check_outputs.outputs)
     outputs.push_back({{"name", o.name}, {"per_token", o.per_token}, {"width", o.width}});
   return json{{"linears", linears},
-              {"report", ReportToJson(int8.report)},
+              {"report", ReportToJson(q.report)},
               {"check",
-               {{"sequences", int8.check_batch.num_seqs()},
-                {"tokens", int8.check_batch.num_tokens()},
+               {{"sequences", q.check_batch.num_seqs()},
+                {"tokens", q.check_batch.num_tokens()},
                 {"outputs", outputs}}}};
 }
 
-StatusOr<Int8Weights> Int8FromJson(const json& j, const std::vector<TensorSpec>& specs,
-                                   int* check_sequences, int* check_tokens) {
-  if (!j.is_object()) return Missing("int8", "an object");
-  Int8Weights int8;
+StatusOr<QuantizedWeights> QuantizedFromJson(const json& j, QuantFormat format,
+                                             const std::vector<TensorSpec>& specs,
+                                             int* check_sequences, int* check_tokens) {
+  const std::string key = QuantFormatName(format);
+  if (!j.is_object()) return Missing(key, "an object");
+  QuantizedWeights q;
+  q.format = format;
   auto linears = j.find("linears");
-  if (linears == j.end() || !linears->is_object()) return Missing("int8.linears", "an object");
+  if (linears == j.end() || !linears->is_object()) return Missing(key + ".linears", "an object");
+  // fp8 inputs always have a calibrated scale; int8's 0 means per token.
+  const double least = format == QuantFormat::kFp8 ? 1e-30 : 0.0;
   for (const auto& item : linears->items()) {
     const std::string& name = item.key();
     const json& scale = item.value();
@@ -445,30 +457,32 @@ StatusOr<Int8Weights> Int8FromJson(const json& j, const std::vector<TensorSpec>&
       return s.encoder_linear_weight && s.name == name;
     });
     if (!known)
-      return InvalidArgument("metadata: int8 Linear " + name +
+      return InvalidArgument("metadata: " + key + " Linear " + name +
                              " is not an encoder Linear's weight");
-    if (!scale.is_number() || !(scale.get<double>() >= 0 && scale.get<double>() <= 1e30))
-      return Missing("int8.linears." + name, "an input scale in [0, 1e30]");
-    int8.linears[name].input_scale = static_cast<float>(scale.get<double>());
+    if (!scale.is_number() || !(scale.get<double>() >= least && scale.get<double>() <= 1e30))
+      return Missing(key + ".linears." + name,
+                     format == QuantFormat::kFp8 ? "an input scale in (0, 1e30]"
+                                                 : "an input scale in [0, 1e30]");
+    q.linears[name].input_scale = static_cast<float>(scale.get<double>());
   }
   auto report = j.find("report");
-  if (report == j.end()) return Missing("int8.report", "an object");
-  ASSIGN_OR_RETURN(int8.report, ReportFromJson(*report));
+  if (report == j.end()) return Missing(key + ".report", "an object");
+  ASSIGN_OR_RETURN(q.report, ReportFromJson(*report));
   auto check = j.find("check");
-  if (check == j.end() || !check->is_object()) return Missing("int8.check", "an object");
+  if (check == j.end() || !check->is_object()) return Missing(key + ".check", "an object");
   RETURN_IF_ERROR(GetInt(*check, "sequences", 1, 1 << 20, check_sequences));
   RETURN_IF_ERROR(GetInt(*check, "tokens", *check_sequences, 1 << 24, check_tokens));
   const json* outputs = nullptr;
   RETURN_IF_ERROR(GetArray(*check, "outputs", 64, &outputs));
   for (const json& o : *outputs) {
-    if (!o.is_object()) return Missing("int8.check.outputs", "a list of objects");
+    if (!o.is_object()) return Missing(key + ".check.outputs", "a list of objects");
     NamedOutput out;
     RETURN_IF_ERROR(GetString(o, "name", &out.name));
     RETURN_IF_ERROR(GetBool(o, "per_token", &out.per_token));
     RETURN_IF_ERROR(GetInt(o, "width", 1, 1 << 24, &out.width));
-    int8.check_outputs.outputs.push_back(std::move(out));
+    q.check_outputs.outputs.push_back(std::move(out));
   }
-  return int8;
+  return q;
 }
 
 }  // namespace bertrt::plan

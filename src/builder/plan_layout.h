@@ -3,12 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "bertrt/int8_weights.h"
+#include "bertrt/quantized_weights.h"
 #include "bertrt/model.h"
 #include "bertrt/precision.h"
 #include "bertrt/status.h"
@@ -31,7 +32,7 @@ struct TensorSpec {
   // hands out the parts as views.
   std::vector<model::TensorRef> parts;
   // The weight of an encoder Linear (QKV, attention output, FFN in and out):
-  // what an int8 plan may store in int8.
+  // what an 8-bit plan may store in 8 bits.
   bool encoder_linear_weight = false;
 };
 
@@ -42,25 +43,31 @@ std::vector<TensorSpec> ExpectedTensors(const ModelConfig& config, bool has_pool
 
 DType StoredDType(Precision precision, bool in_compute_precision);
 
-// An int8 plan (metadata precision "int8", built from a model with
-// Model::int8): its other tensors as an fp32 plan's; each int8 Linear's
-// weight section holds the I8 weights, followed by its scales and smoothing
-// sections; the check's batch and outputs come last.
+// An 8-bit plan (metadata precision "int8" or "fp8", built from a model with
+// Model::quantized): its other tensors as an fp32 plan's; each 8-bit Linear's
+// weight section holds its I8 (int8) or F8_E4M3 (fp8) weights, followed by
+// its scales and smoothing sections; the check's batch and outputs come
+// last. The metadata's object under the precision's name says the rest.
 inline constexpr const char* kInt8Precision = "int8";
-std::string Int8ScalesSection(const std::string& weight);     // "<weight>.scales"
-std::string Int8SmoothingSection(const std::string& weight);  // "<weight>.smoothing"
-// "int8_check.<what>": input_ids, token_type_ids, cu_seqlens, pool_start
-// (I32), then each output's rows (F32) under "int8_check.out.<name>".
-std::string Int8CheckSection(const std::string& what);
-// The metadata's "int8" object: each Linear's input scale, the report, the
-// check's sizes and outputs.
-nlohmann::json Int8ToJson(const Int8Weights& int8);
+inline constexpr const char* kFp8Precision = "fp8";
+// The 8-bit format a plan's precision names; none: not an 8-bit plan.
+std::optional<QuantFormat> QuantizedPlanFormat(const std::string& precision);
+std::string ScalesSection(const std::string& weight);     // "<weight>.scales"
+std::string SmoothingSection(const std::string& weight);  // "<weight>.smoothing"
+// "<int8|fp8>_check.<what>": input_ids, token_type_ids, cu_seqlens,
+// pool_start (I32), then each output's rows (F32) under
+// "<int8|fp8>_check.out.<name>".
+std::string CheckSection(QuantFormat format, const std::string& what);
+// The metadata's "int8" or "fp8" object: each Linear's input scale, the
+// report, the check's sizes and outputs.
+nlohmann::json QuantizedToJson(const QuantizedWeights& quantized);
 // Untrusted JSON: the Linears (each one of `specs`' encoder Linear weights)
-// with their input scales, the report, the check's outputs (names and
-// widths) and its sizes; the tensors and the check's arrays are left for the
-// reader to bind.
-StatusOr<Int8Weights> Int8FromJson(const nlohmann::json& j, const std::vector<TensorSpec>& specs,
-                                   int* check_sequences, int* check_tokens);
+// with their input scales (> 0 for fp8), the report, the check's outputs
+// (names and widths) and its sizes; the tensors and the check's arrays are
+// left for the reader to bind.
+StatusOr<QuantizedWeights> QuantizedFromJson(const nlohmann::json& j, QuantFormat format,
+                                             const std::vector<TensorSpec>& specs,
+                                             int* check_sequences, int* check_tokens);
 // The accuracy report as the metadata stores it (and `inspect --json` shows it).
 nlohmann::json ReportToJson(const QuantizationReport& report);
 StatusOr<QuantizationReport> ReportFromJson(const nlohmann::json& j);

@@ -13,7 +13,7 @@
 #include <set>
 #include <tuple>
 
-#include "bertrt/int8_weights.h"
+#include "bertrt/quantized_weights.h"
 #include "bertrt/plan.h"
 #include "core/crc32c.h"
 #include "builder/plan_format.h"
@@ -61,7 +61,7 @@ class Reader {
   StatusOr<std::shared_ptr<Tokenizer>> LoadTokenizer(const Container& c, const json& meta) const;
   StatusOr<std::vector<GemmChoice>> ReadGemmChoices(const Container& c) const;
   template <class View>
-  Status BindInt8Check(View& view, int sequences, int tokens, Int8Weights* int8) const;
+  Status BindQuantizationCheck(View& view, int sequences, int tokens, QuantizedWeights* q) const;
 
  private:
   Status CheckEntry(const Container& c, const Entry& e, size_t i) const;
@@ -147,10 +147,11 @@ Status Reader::CheckEntry(const Container& c, const Entry& e, size_t i) const {
                                               std::to_string(end) + ")");
   if (e.kind != SectionKind::kTensor) return Status::Ok();
   const DType dtype = static_cast<DType>(e.dtype);
-  if (e.dtype > static_cast<uint32_t>(DType::kBool) ||
-      !(IsWeightDType(dtype) || dtype == DType::kI8 || dtype == DType::kI32))
+  if (e.dtype > static_cast<uint32_t>(DType::kF8E4M3) ||
+      !(IsWeightDType(dtype) || dtype == DType::kI8 || dtype == DType::kF8E4M3 ||
+        dtype == DType::kI32))
     return Error(StatusCode::kDataLoss, what + " has dtype code " + std::to_string(e.dtype) +
-                                            "; plans hold F32, F16, BF16, I8 or I32");
+                                            "; plans hold F32, F16, BF16, I8, F8_E4M3 or I32");
   if (e.rank == 0 || e.rank > plan::kMaxRank)
     return Error(StatusCode::kDataLoss, what + " has rank " + std::to_string(e.rank));
   uint64_t bytes = DTypeSize(dtype);
@@ -250,11 +251,12 @@ Status Reader::ParseMeta(const Container& c, json* meta, PlanInfo* info) {
   RETURN_IF_ERROR(str("device", &info->device));
   RETURN_IF_ERROR(num("max_seq_len", &info->max_seq_len));
   RETURN_IF_ERROR(num("max_batch_tokens", &info->max_batch_tokens));
-  if (info->precision == plan::kInt8Precision) {
-    auto int8 = meta->find("int8");
-    if (int8 == meta->end() || !int8->is_object() || !int8->contains("report"))
-      return Error(StatusCode::kDataLoss, "an int8 plan's metadata has no int8 report");
-    auto parsed = plan::ReportFromJson((*int8)["report"]);
+  if (plan::QuantizedPlanFormat(info->precision)) {
+    auto object = meta->find(info->precision);
+    if (object == meta->end() || !object->is_object() || !object->contains("report"))
+      return Error(StatusCode::kDataLoss, "an " + info->precision + " plan's metadata has no " +
+                                              info->precision + " report");
+    auto parsed = plan::ReportFromJson((*object)["report"]);
     if (!parsed.ok()) return Error(StatusCode::kDataLoss, parsed.status().message());
     info->quantization = std::move(parsed).value();
   } else if (!ParsePrecision(info->precision).ok()) {
@@ -289,24 +291,26 @@ Status Reader::BindTensors(const Container& c, const json& meta, const PlanInfo&
   auto has_pooler = meta.find("has_pooler");
   if (has_pooler == meta.end() || !has_pooler->is_boolean())
     return Error(StatusCode::kDataLoss, "metadata field has_pooler is missing");
-  // An int8 plan's other tensors are an fp32 plan's.
-  const bool int8_plan = info.precision == plan::kInt8Precision;
-  const Precision precision = int8_plan ? Precision::kFp32 : *ParsePrecision(info.precision);
+  // An 8-bit plan's other tensors are an fp32 plan's.
+  const std::optional<QuantFormat> format = plan::QuantizedPlanFormat(info.precision);
+  const Precision precision = format ? Precision::kFp32 : *ParsePrecision(info.precision);
   // Absent in plans written before masked-LM heads.
   auto untied = meta.find("untied_mlm_decoder");
   if (untied != meta.end() && !untied->is_boolean())
     return Error(StatusCode::kDataLoss, "metadata field untied_mlm_decoder is not a boolean");
   const auto specs = plan::ExpectedTensors(model->config, has_pooler->get<bool>(),
                                            untied != meta.end() && untied->get<bool>());
-  std::shared_ptr<Int8Weights> int8;
+  std::shared_ptr<QuantizedWeights> quantized;
   int check_sequences = 0, check_tokens = 0;
   size_t expected_sections = specs.size();
-  if (int8_plan) {
-    auto parsed = plan::Int8FromJson(meta.at("int8"), specs, &check_sequences, &check_tokens);
+  if (format) {
+    auto parsed = plan::QuantizedFromJson(meta.at(info.precision), *format, specs,
+                                          &check_sequences, &check_tokens);
     if (!parsed.ok()) return Error(StatusCode::kDataLoss, parsed.status().message());
-    int8 = std::make_shared<Int8Weights>(std::move(parsed).value());
+    quantized = std::make_shared<QuantizedWeights>(std::move(parsed).value());
     // Scales and smoothing per Linear; the check's four arrays and outputs.
-    expected_sections += 2 * int8->linears.size() + 4 + int8->check_outputs.outputs.size();
+    expected_sections +=
+        2 * quantized->linears.size() + 4 + quantized->check_outputs.outputs.size();
   }
   size_t tensor_sections = 0;
   for (const Entry& e : c.entries) tensor_sections += e.kind == SectionKind::kTensor;
@@ -332,19 +336,26 @@ Status Reader::BindTensors(const Container& c, const json& meta, const PlanInfo&
   model->weights.layers.resize(static_cast<size_t>(model->config.num_layers));
   model->weights.dense.resize(model->config.dense.size());
   for (const plan::TensorSpec& spec : specs) {
-    if (FindInt8Linear(int8.get(), spec.name)) {
-      // The int8 weights, as they are; their scales and smoothing beside them.
-      Int8Linear& l = int8->linears[spec.name];
-      ASSIGN_OR_RETURN(l.weights, view(spec.name, DType::kI8, spec.shape));
-      ASSIGN_OR_RETURN(l.scales, view(plan::Int8ScalesSection(spec.name), DType::kF32,
-                                      {spec.shape[0]}));
-      ASSIGN_OR_RETURN(l.smoothing, view(plan::Int8SmoothingSection(spec.name), DType::kF32,
+    if (FindQuantizedLinear(quantized.get(), spec.name)) {
+      // The 8-bit weights, as they are; their scales and smoothing beside
+      // them: int8 a scale per output row, fp8 one.
+      const bool fp8 = *format == QuantFormat::kFp8;
+      QuantizedLinear& l = quantized->linears[spec.name];
+      ASSIGN_OR_RETURN(l.weights, view(spec.name, fp8 ? DType::kF8E4M3 : DType::kI8, spec.shape));
+      ASSIGN_OR_RETURN(l.scales, view(plan::ScalesSection(spec.name), DType::kF32,
+                                      {fp8 ? 1 : spec.shape[0]}));
+      ASSIGN_OR_RETURN(l.smoothing, view(plan::SmoothingSection(spec.name), DType::kF32,
                                          {spec.shape[1]}));
       for (const Tensor* t : {&l.scales, &l.smoothing})
         if (!std::all_of(t->f32(), t->f32() + t->numel(),
                          [](float v) { return std::isfinite(v) && v > 0.0f; }))
-          return Error(StatusCode::kDataLoss,
-                       "int8 scales or smoothing of " + spec.name + " are not all positive");
+          return Error(StatusCode::kDataLoss, info.precision + " scales or smoothing of " +
+                                                  spec.name + " are not all positive");
+      // E4M3 has one NaN code per sign (S.1111.111) and no infinities.
+      const auto* codes = static_cast<const uint8_t*>(l.weights.raw());
+      if (fp8 && std::any_of(codes, codes + l.weights.numel(),
+                             [](uint8_t c) { return (c & 0x7f) == 0x7f; }))
+        return Error(StatusCode::kDataLoss, "fp8 weights of " + spec.name + " hold NaN");
       continue;
     }
     const Entry* e = c.Find(spec.name);
@@ -376,24 +387,24 @@ Status Reader::BindTensors(const Container& c, const json& meta, const PlanInfo&
         return Error(StatusCode::kDataLoss, finite.message());
     }
   }
-  if (int8) {
-    RETURN_IF_ERROR(BindInt8Check(view, check_sequences, check_tokens, int8.get()));
-    model->int8 = std::move(int8);
+  if (quantized) {
+    RETURN_IF_ERROR(BindQuantizationCheck(view, check_sequences, check_tokens, quantized.get()));
+    model->quantized = std::move(quantized);
   }
   Status check = CheckModel(*model);
   if (!check.ok()) return Error(StatusCode::kDataLoss, check.message());
   return Status::Ok();
 }
 
-// The int8 check's batch and outputs, copied out of their sections; the
+// The 8-bit check's batch and outputs, copied out of their sections; the
 // batch's ids are checked when the engine runs it (ValidateBatch).
 template <class View>
-Status Reader::BindInt8Check(View& view, int sequences, int tokens, Int8Weights* int8) const {
-  RaggedBatch& b = int8->check_batch;
+Status Reader::BindQuantizationCheck(View& view, int sequences, int tokens, QuantizedWeights* q) const {
+  RaggedBatch& b = q->check_batch;
   for (const auto& [what, ids, n] :
        {std::tuple{"input_ids", &b.input_ids, tokens}, {"token_type_ids", &b.token_type_ids, tokens},
         {"cu_seqlens", &b.cu_seqlens, sequences + 1}, {"pool_start", &b.pool_start, sequences}}) {
-    ASSIGN_OR_RETURN(const Tensor t, view(plan::Int8CheckSection(what), DType::kI32, {n}));
+    ASSIGN_OR_RETURN(const Tensor t, view(plan::CheckSection(q->format, what), DType::kI32, {n}));
     const auto* data = static_cast<const int32_t*>(t.raw());
     ids->assign(data, data + n);
   }
@@ -401,11 +412,12 @@ Status Reader::BindInt8Check(View& view, int sequences, int tokens, Int8Weights*
   for (int s = 0; s < sequences; ++s) {
     const int64_t len = int64_t(b.cu_seqlens[s + 1]) - b.cu_seqlens[s];
     if (len <= 0 || b.cu_seqlens[0] != 0 || b.cu_seqlens.back() != tokens)
-      return Error(StatusCode::kDataLoss, "the int8 check's cu_seqlens are not its sequences'");
+      return Error(StatusCode::kDataLoss, std::string("the ") + QuantFormatName(q->format) +
+                                              " check's cu_seqlens are not its sequences'");
     b.max_len = std::max(b.max_len, static_cast<int>(len));
   }
-  for (NamedOutput& out : int8->check_outputs.outputs) {
-    const std::string name = plan::Int8CheckSection("out." + out.name);
+  for (NamedOutput& out : q->check_outputs.outputs) {
+    const std::string name = plan::CheckSection(q->format, "out." + out.name);
     ASSIGN_OR_RETURN(const Tensor t,
                      view(name, DType::kF32, {out.per_token ? tokens : sequences, out.width}));
     if (Status finite = CheckFinite(t, "tensor " + name); !finite.ok())

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bertrt/int8_weights.h"
+#include "bertrt/quantized_weights.h"
 #include "bertrt/self_check.h"
 
 namespace bertrt {
@@ -218,28 +218,30 @@ StatusOr<VerifyReport> EngineSelfCheck::Check(Engine& engine, Precision precisio
   return report;
 }
 
-StatusOr<VerifyReport> CheckInt8Reproduced(const Model& model, Engine& engine) {
-  if (!model.int8) return InvalidArgument(model.source + ": not an int8 model");
-  const Int8Weights& int8 = *model.int8;
+StatusOr<VerifyReport> CheckQuantizedReproduced(const Model& model, Engine& engine) {
+  if (!model.quantized) return InvalidArgument(model.source + ": not an 8-bit model");
+  const QuantizedWeights& q = *model.quantized;
+  const std::string format = QuantFormatName(q.format);
   // Every output the check holds (last_hidden_state when the model returns
   // nothing unasked) is compared.
   std::vector<OutputDescription> described = DescribeOutputs(model);
   RunOptions options;
   for (OutputDescription& d : described)
-    if (d.on_request && int8.check_outputs.Find(d.name)) {
+    if (d.on_request && q.check_outputs.Find(d.name)) {
       d.on_request = false;
       options.last_hidden_state = true;
     }
-  ASSIGN_OR_RETURN(const BatchOutputs outputs, engine.Run(int8.check_batch, options));
+  ASSIGN_OR_RETURN(const BatchOutputs outputs, engine.Run(q.check_batch, options));
   ASSIGN_OR_RETURN(const VerifyReport report,
-                   CompareOutputs(described, int8.check_batch, int8.check_outputs, outputs));
+                   CompareOutputs(described, q.check_batch, q.check_outputs, outputs));
   if (Status within = CheckVerifyThresholds(report, Precision::kBf16); !within.ok())
     return FailedPrecondition(
-        model.source + ": this CPU's int8 answers differ from those of the machine that "
-        "quantized the model (" + report.output_name + " on " + std::to_string(report.samples) +
+        model.source + ": this engine's (" + engine.device() + ") " + format +
+        " answers differ from those of the machine that quantized the model (" +
+        report.output_name + " on " + std::to_string(report.samples) +
         " samples: " + DescribeReport(report) + "): " + within.message() +
-        "; its accuracy report does not hold here. Build the int8 plan on this machine, or "
-        "serve the fp32 model");
+        "; its accuracy report does not hold here. Build the " + format +
+        " plan on this machine, or serve the fp32 model");
   return report;
 }
 

@@ -13,7 +13,7 @@
 #include <memory>
 #include <vector>
 
-#include "bertrt/int8_weights.h"
+#include "bertrt/quantized_weights.h"
 #include "bertrt/plan.h"
 #include "core/crc32c.h"
 #include "builder/plan_format.h"
@@ -119,7 +119,8 @@ json MetaJson(const Model& model, const TokenizerSource& tok, const PlanBuildOpt
       {"source_checksum", source_checksum},
       {"source_weights_format", model.weights_format},
       {"source_import_notes", model.import_notes},
-      {"precision", model.int8 ? plan::kInt8Precision : PrecisionName(o.precision)},
+      {"precision", model.quantized ? QuantFormatName(model.quantized->format)
+                                    : PrecisionName(o.precision)},
       {"device", o.device},
       {"gpu", gpu},
       {"max_seq_len", o.max_seq_len > 0 ? o.max_seq_len : model.config.max_seq_length},
@@ -129,7 +130,8 @@ json MetaJson(const Model& model, const TokenizerSource& tok, const PlanBuildOpt
       {"untied_mlm_decoder", !model.weights.mlm_decoder_w.empty()},
       {"tokenizer", {{"kind", tok.kind}, {"settings", plan::SettingsToJson(tok.settings)}}},
   };
-  if (model.int8) meta["int8"] = plan::Int8ToJson(*model.int8);
+  if (model.quantized)
+    meta[QuantFormatName(model.quantized->format)] = plan::QuantizedToJson(*model.quantized);
   return meta;
 }
 
@@ -145,7 +147,7 @@ json TuningJson(const PlanBuildOptions& o) {
   return json{{"key", key}, {"algorithms", algorithms}};
 }
 
-// `views` keeps the Tensors made over the int8 check's arrays.
+// `views` keeps the Tensors made over the 8-bit check's arrays.
 std::vector<PendingSection> CollectSections(const Model& model, const TokenizerSource& tok,
                                             const PlanBuildOptions& o,
                                             const std::string& source_checksum,
@@ -162,7 +164,7 @@ std::vector<PendingSection> CollectSections(const Model& model, const TokenizerS
   add_bytes("meta", SectionKind::kMeta, MetaJson(model, tok, o, source_checksum).dump());
   add_bytes("tokenizer", SectionKind::kTokenizer, tok.bytes);
   add_bytes("tuning", SectionKind::kTuning, TuningJson(o).dump());
-  // A tensor stored as it is (int8 weights and their scales, the check's arrays).
+  // A tensor stored as it is (8-bit weights and their scales, the check's arrays).
   auto add_tensor = [&](const std::string& name, const Tensor* t) {
     PendingSection s;
     s.entry.name = name;
@@ -174,18 +176,18 @@ std::vector<PendingSection> CollectSections(const Model& model, const TokenizerS
     s.parts = {t};
     sections.push_back(std::move(s));
   };
-  const Int8Weights* int8 = model.int8.get();
-  if (int8 && o.precision != Precision::kFp32) {
-    *status = InvalidArgument("plan writer: an int8 model's other weights are stored in fp32");
+  const QuantizedWeights* quantized = model.quantized.get();
+  if (quantized && o.precision != Precision::kFp32) {
+    *status = InvalidArgument("plan writer: an 8-bit model's other weights are stored in fp32");
     return {};
   }
   for (const plan::TensorSpec& spec :
        plan::ExpectedTensors(model.config, !model.weights.pooler_w.empty(),
                              !model.weights.mlm_decoder_w.empty())) {
-    if (const Int8Linear* q = FindInt8Linear(int8, spec.name)) {
+    if (const QuantizedLinear* q = FindQuantizedLinear(quantized, spec.name)) {
       add_tensor(spec.name, &q->weights);
-      add_tensor(plan::Int8ScalesSection(spec.name), &q->scales);
-      add_tensor(plan::Int8SmoothingSection(spec.name), &q->smoothing);
+      add_tensor(plan::ScalesSection(spec.name), &q->scales);
+      add_tensor(plan::SmoothingSection(spec.name), &q->smoothing);
       continue;
     }
     PendingSection s;
@@ -215,18 +217,19 @@ std::vector<PendingSection> CollectSections(const Model& model, const TokenizerS
     s.entry.length = static_cast<uint64_t>(expected) * DTypeSize(dtype);
     sections.push_back(std::move(s));
   }
-  if (int8) {
+  if (quantized) {
     // Views of the check's batch and outputs, alive as long as the model.
-    const RaggedBatch& b = int8->check_batch;
+    const QuantFormat format = quantized->format;
+    const RaggedBatch& b = quantized->check_batch;
     for (const auto& [what, ids] : {std::pair{"input_ids", &b.input_ids},
                                     {"token_type_ids", &b.token_type_ids},
                                     {"cu_seqlens", &b.cu_seqlens},
                                     {"pool_start", &b.pool_start}})
-      add_tensor(plan::Int8CheckSection(what),
+      add_tensor(plan::CheckSection(format, what),
                  &views->emplace_back(DType::kI32, std::vector<int64_t>{int64_t(ids->size())},
                                       ids->data(), nullptr));
-    for (const NamedOutput& out : int8->check_outputs.outputs)
-      add_tensor(plan::Int8CheckSection("out." + out.name),
+    for (const NamedOutput& out : quantized->check_outputs.outputs)
+      add_tensor(plan::CheckSection(format, "out." + out.name),
                  &views->emplace_back(DType::kF32,
                                       std::vector<int64_t>{int64_t(out.data.size()) / out.width,
                                                            out.width},

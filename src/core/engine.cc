@@ -85,6 +85,12 @@ Status ValidateBatch(const RaggedBatch& batch, const ModelConfig& config) {
 
 namespace bertrt {
 
+const char* QuantFormatName(QuantFormat format) {
+  return format == QuantFormat::kFp8 ? "fp8" : "int8";
+}
+
+float QuantFormatMax(QuantFormat format) { return format == QuantFormat::kFp8 ? 448.0f : 127.0f; }
+
 std::string QuantizationReport::Summary() const {
   std::string s = precision + " GEMMs in " + std::to_string(quantized_linears) + " of " +
                   std::to_string(linears) + " Linears, calibrated (" + calibration + ") on " +

@@ -120,4 +120,47 @@ void NarrowFromFloat(DType dtype, const float* src, size_t n, uint16_t* dst) {
   for (; i < n; ++i) dst[i] = dtype == DType::kF16 ? FloatToHalf(src[i]) : FloatToBFloat16(src[i]);
 }
 
+float E4M3ToFloat(uint8_t code) {
+  const float sign = (code & 0x80u) ? -1.0f : 1.0f;
+  const int exp = (code >> 3) & 0xf, mant = code & 0x7;
+  if (exp == 0xf && mant == 0x7) return std::nanf("");
+  // Subnormals are mant/8 * 2^-6; normals (1 + mant/8) * 2^(exp - 7).
+  if (exp == 0) return sign * std::ldexp(static_cast<float>(mant), -9);
+  return sign * std::ldexp(static_cast<float>(8 + mant), exp - 10);
+}
+
+float RoundToE4M3(float f) {
+  if (std::isnan(f)) return f;
+  const float a = std::fabs(f);
+  float r;
+  if (a < 0x1p-6f) {
+    // Subnormal range: multiples of 2^-9. Adding 2^14 (whose float ulp is
+    // 2^-9) rounds to one, ties to even, in the default rounding mode.
+    r = (a + 0x1p14f) - 0x1p14f;  // (no -ffast-math here to fold it away)
+  } else if (a >= kE4M3Max) {
+    r = kE4M3Max;
+  } else {
+    // Keep 3 of fp32's 23 mantissa bits, rounding the 20 dropped ones to
+    // nearest even (a carry moves into the exponent, as it should).
+    uint32_t bits;
+    std::memcpy(&bits, &a, sizeof bits);
+    bits += 0x7ffffu + ((bits >> 20) & 1u);
+    bits &= 0xfff00000u;
+    std::memcpy(&r, &bits, sizeof r);
+    r = std::fmin(r, kE4M3Max);  // 464 and up round past 448: saturate
+  }
+  return std::copysign(r, f);
+}
+
+uint8_t FloatToE4M3(float f) {
+  const uint8_t sign = std::signbit(f) ? 0x80u : 0u;
+  if (std::isnan(f)) return sign | 0x7fu;
+  const float r = std::fabs(RoundToE4M3(f));
+  if (r < 0x1p-6f) return sign | static_cast<uint8_t>(r * 512.0f);  // subnormal: mant = r / 2^-9
+  uint32_t bits;
+  std::memcpy(&bits, &r, sizeof bits);
+  const int exp = static_cast<int>(bits >> 23) - 127 + 7;
+  return sign | static_cast<uint8_t>(exp << 3) | static_cast<uint8_t>((bits >> 20) & 0x7u);
+}
+
 }  // namespace bertrt

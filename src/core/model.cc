@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "bertrt/int8_weights.h"
+#include "bertrt/quantized_weights.h"
 #include "core/half.h"
 
 namespace bertrt {
@@ -107,8 +107,8 @@ std::vector<Tensor*> ModelWeights::All() { return AllTensors<Tensor>(*this); }
 size_t Model::ParameterCount() const {
   size_t n = 0;
   for (const Tensor* t : weights.All()) n += t->empty() ? 0 : static_cast<size_t>(t->numel());
-  if (int8)
-    for (const auto& [name, linear] : int8->linears)
+  if (quantized)
+    for (const auto& [name, linear] : quantized->linears)
       n += static_cast<size_t>(linear.weights.numel());
   return n;
 }

@@ -36,7 +36,21 @@ void InputStatistics::SeeHistogram(const float* x, size_t rows, int cols) {
   count_ += rows * cols;
 }
 
-float InputStatistics::Bound(CalibrationMethod method, double percentile) const {
+namespace {
+
+// The spacing of a format's values around `x` (in its own units, |x| <= its
+// max): int8's are 1 apart; E4M3's 2^-9 apart below 2^-6, else 1/8 of x's
+// power of two.
+double GridStep(QuantFormat format, double x) {
+  if (format == QuantFormat::kInt8) return 1.0;
+  if (x < 0x1p-6) return 0x1p-9;
+  return std::ldexp(1.0, std::ilogb(x) - 3);
+}
+
+}  // namespace
+
+float InputStatistics::Bound(CalibrationMethod method, double percentile,
+                             QuantFormat format) const {
   if (max_ <= 0.0f) return 1.0f;  // an input that was always zero: any scale serves
   if (method == CalibrationMethod::kMax || method == CalibrationMethod::kPerToken || count_ == 0)
     return max_;
@@ -51,16 +65,23 @@ float InputStatistics::Bound(CalibrationMethod method, double percentile) const 
     return max_;
   }
   // kMse: the bound whose expected squared error is least: values below it
-  // rounded to one of 255 levels (uniform error, variance step^2 / 12), those
-  // above clipped to it. Candidates are the bins' upper edges.
+  // rounded to the format's grid scaled to it (uniform error over the step
+  // there, variance step^2 / 12), those above clipped to it. Candidates are
+  // the bins' upper edges.
+  const double top = QuantFormatMax(format);
   double best = max_, best_error = -1.0;
   for (int c = 1; c <= kBins; ++c) {
-    const double bound = c * width, step = bound / 127.0;
+    const double bound = c * width, scale = bound / top;
     double error = 0.0;
     for (int b = 0; b < kBins; ++b) {
       if (!bins_[b]) continue;
       const double v = (b + 0.5) * width;
-      error += bins_[b] * (v <= bound ? step * step / 12.0 : (v - bound) * (v - bound));
+      if (v <= bound) {
+        const double step = scale * GridStep(format, v / scale);
+        error += bins_[b] * step * step / 12.0;
+      } else {
+        error += bins_[b] * (v - bound) * (v - bound);
+      }
     }
     if (best_error < 0.0 || error < best_error) best_error = error, best = bound;
   }

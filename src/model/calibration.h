@@ -1,6 +1,7 @@
 // Calibration of 8-bit GEMM inputs: the statistics of one Linear's input
 // values over representative batches, and the clipping bound a method
-// chooses from them (the input scale is that bound over 127). Backend
+// chooses from them (the input scale is that bound over the format's largest
+// value: 127 for int8, 448 for fp8). Backend
 // independent: a backend feeds it the values its forward computes.
 #pragma once
 
@@ -31,9 +32,9 @@ class InputStatistics {
   // becomes the largest smoothed |x|).
   void SetSmoothing(std::vector<float> divisors);
 
-  // The clipping bound a per-tensor `method` picks (> 0; the largest |x|
-  // for kMax, or where the histogram is empty).
-  float Bound(CalibrationMethod method, double percentile) const;
+  // The clipping bound a per-tensor `method` picks for `format` (> 0; the
+  // largest |x| for kMax, or where the histogram is empty).
+  float Bound(CalibrationMethod method, double percentile, QuantFormat format) const;
 
  private:
   float max_ = 0.0f;

@@ -102,7 +102,7 @@ Status CheckModel(const Model& model) {
   // Every tensor the forward reads, with its shape (model/weight_schema.h).
   RETURN_IF_ERROR(model::CheckWeights(
       w, model::WeightSchema(c, HeadUsesPooler(model), !w.mlm_decoder_w.empty()),
-      model.int8.get()));
+      model.quantized.get()));
   // Sentence-transformers' pooling, Dense modules and truncation.
   if (c.head == HeadKind::kSentenceEmbedding && c.pooling_modes.empty())
     return InvalidArgument("model: a sentence-embedding head needs a pooling mode");

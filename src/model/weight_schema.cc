@@ -1,6 +1,6 @@
 #include "model/weight_schema.h"
 
-#include "bertrt/int8_weights.h"
+#include "bertrt/quantized_weights.h"
 #include "model/model_check.h"
 
 namespace bertrt::model {
@@ -164,17 +164,18 @@ std::vector<const WeightTensor*> Tensors(const std::vector<WeightGroup>& schema)
 }
 
 Status CheckWeights(const ModelWeights& weights, const std::vector<WeightGroup>& schema,
-                    const Int8Weights* int8) {
+                    const QuantizedWeights* quantized) {
   for (const WeightTensor* t : Tensors(schema)) {
-    // An int8 Linear's weight: its operands instead (the CPU engine checks
+    // An 8-bit Linear's weight: its operands instead (the engines check
     // their scales); its fp32 weight, if any (a model just quantized), is
     // not read.
-    if (const Int8Linear* q = FindInt8Linear(int8, t->name)) {
+    if (const QuantizedLinear* q = FindQuantizedLinear(quantized, t->name)) {
       const Tensor& w = q->weights;
-      if (w.shape() != t->shape || w.dtype() != DType::kI8)
-        return InvalidArgument("model: the int8 weight " + t->name + " is " +
-                               DTypeName(w.dtype()) + ShapeToString(w.shape()) +
-                               ", expected I8" + ShapeToString(t->shape));
+      const DType want = quantized->format == QuantFormat::kFp8 ? DType::kF8E4M3 : DType::kI8;
+      if (w.shape() != t->shape || w.dtype() != want)
+        return InvalidArgument("model: the 8-bit weight " + t->name + " is " +
+                               DTypeName(w.dtype()) + ShapeToString(w.shape()) + ", expected " +
+                               DTypeName(want) + ShapeToString(t->shape));
       continue;
     }
     // Q, K and V are equal row blocks of the whole.

@@ -88,10 +88,10 @@ std::vector<const WeightTensor*> Tensors(const std::vector<WeightGroup>& schema)
 
 // The parts of each tensor present with their shapes, in the compute
 // precision where the schema says so (else fp32): the model check's part.
-// The weight of a Linear `int8` holds is its int8 form of the same shape
-// (its fp32 weight may be absent).
+// The weight of a Linear `quantized` holds is its 8-bit form of the same
+// shape (its fp32 weight may be absent).
 Status CheckWeights(const ModelWeights& weights, const std::vector<WeightGroup>& schema,
-                    const Int8Weights* int8 = nullptr);
+                    const QuantizedWeights* quantized = nullptr);
 
 // The forward's weights in a backend's types: its layers (members qkv,
 // attn_out, ffn_in, ffn_out, attn_norm, ffn_norm), GEMM weights and small

@@ -53,18 +53,28 @@ StatusOr<AccuracyBudget> ParseAccuracyBudget(const std::string& text) {
   return budget;
 }
 
-StatusOr<Int8Options> MakeInt8Options(const CalibrationSpec& spec, const Tokenizer& tokenizer,
-                                      const ModelConfig& config) {
-  Int8Options options;
-  ASSIGN_OR_RETURN(auto method, ParseCalibrationMethod(spec.method));
+StatusOr<QuantizeOptions> MakeQuantizeOptions(QuantFormat format, const CalibrationSpec& spec,
+                                              const Tokenizer& tokenizer,
+                                              const ModelConfig& config) {
+  const std::string name = QuantFormatName(format);
+  QuantizeOptions options;
+  options.format = format;
+  const bool fp8 = format == QuantFormat::kFp8;
+  ASSIGN_OR_RETURN(auto method,
+                   ParseCalibrationMethod(fp8 && spec.method.empty() ? "max" : spec.method));
+  if (fp8 && method.first == CalibrationMethod::kPerToken)
+    return InvalidArgument(
+        "--calibration token is int8's: fp8 gives each GEMM input one calibrated scale (max, "
+        "the default, mse or pNN)");
   options.method = method.first;
   options.percentile = method.second;
+  if (fp8) options.smoothing_alpha = 0.0f;
   options.budget = spec.budget;
   std::vector<CalibrationText> texts = spec.texts;
   if (texts.empty())
     for (const std::string& t : BuiltInCalibrationTexts()) texts.push_back({t, ""});
   if (spec.samples > 0 && texts.size() > size_t(spec.samples)) texts.resize(spec.samples);
-  if (texts.empty()) return InvalidArgument("int8 calibration: no texts");
+  if (texts.empty()) return InvalidArgument(name + " calibration: no texts");
   EncodeLimits limits;
   limits.max_length = static_cast<size_t>(config.max_seq_length);
   constexpr int kBatch = 16;
@@ -82,8 +92,8 @@ StatusOr<Int8Options> MakeInt8Options(const CalibrationSpec& spec, const Tokeniz
     auto enc = tokenizer.Encode(
         texts[i].text, pair.empty() ? std::nullopt : std::optional<std::string_view>(pair), limits);
     if (!enc.ok())
-      return Status(enc.status().code(), "int8 calibration text " + std::to_string(i + 1) + ": " +
-                                             enc.status().message());
+      return Status(enc.status().code(), name + " calibration text " + std::to_string(i + 1) +
+                                             ": " + enc.status().message());
     const bool held = hold_out && i % 5 == 4;
     (held ? held_out : calibration).Add(enc->input_ids, enc->token_type_ids);
     flush(held ? &held_out : &calibration, held ? &options.held_out : &options.calibration, false);

@@ -41,10 +41,12 @@ StatusOr<std::pair<CalibrationMethod, double>> ParseCalibrationMethod(const std:
 // cosine_min, top10 and argmax, each value in [0, 1] ("argmax=0.99").
 StatusOr<AccuracyBudget> ParseAccuracyBudget(const std::string& text);
 
-// The engine's int8 options: the texts tokenized (truncated to the model's
-// limit), every fifth held out for the report (when there are ten or more),
-// in batches of 16.
-StatusOr<Int8Options> MakeInt8Options(const CalibrationSpec& spec, const Tokenizer& tokenizer,
-                                      const ModelConfig& config);
+// The engine's 8-bit options for `format`: the texts tokenized (truncated to
+// the model's limit), every fifth held out for the report (when there are
+// ten or more), in batches of 16. fp8 calibrates with max unless told
+// otherwise, per tensor, without SmoothQuant.
+StatusOr<QuantizeOptions> MakeQuantizeOptions(QuantFormat format, const CalibrationSpec& spec,
+                                              const Tokenizer& tokenizer,
+                                              const ModelConfig& config);
 
 }  // namespace bertrt::serving

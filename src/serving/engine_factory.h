@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "bertrt/cuda_engine.h"
@@ -20,10 +21,11 @@ namespace bertrt::serving {
 struct InstanceSpec {
   std::string device = "cpu";  // "cpu" | "cuda"
   int gpu = 0;                 // for "cuda"
-  std::string precision;       // fp32 | fp16 | bf16 | int8 (cpu); empty: the device's default
+  // fp32 | fp16 | bf16 | int8 (cpu) | fp8; empty: the device's default
+  std::string precision;
   int threads = 0;             // for "cpu"; 0: all cores
   std::string gelu = "exact";  // for "cuda": exact | tanh (CudaEngineOptions::approximate_erf_gelu)
-  CalibrationSpec calibration;  // for int8
+  CalibrationSpec calibration;  // for int8 and fp8
   // "cpu" or "cuda:N", as logs and metrics name it.
   std::string Name() const { return device == "cuda" ? "cuda:" + std::to_string(gpu) : device; }
 };
@@ -37,18 +39,28 @@ std::string ResolvePrecision(const std::string& device, const std::string& preci
 // BERTRT_* comparison switch turns off (README).
 StatusOr<CudaEngineOptions> CudaOptions(const InstanceSpec& spec, NoticeFn on_notice);
 
-// `model` with its encoder Linears quantized to int8 (QuantizeToInt8),
-// calibrated on spec.calibration's texts tokenized by `tokenizer`, checked
-// on the built-in verification samples; `model` itself when already int8.
+// The 8-bit format an instance runs in: its model's (an 8-bit plan's), or
+// spec.precision's ("int8" | "fp8"); none: a float precision.
+std::optional<QuantFormat> QuantizedFormat(const Model& model, const InstanceSpec& spec);
+// The precision an instance of `model` runs in, as /info, Triton's config
+// and `bench` name it: an 8-bit model's format whatever the device's default
+// said; else spec's, or the device's default.
+std::string EffectivePrecision(const Model& model, const InstanceSpec& spec);
+
+// `model` with its encoder Linears quantized to spec.precision's 8-bit format
+// (QuantizeTo8Bits, on the CPU), calibrated on spec.calibration's texts
+// tokenized by `tokenizer`, checked on the built-in verification samples;
+// `model` itself when already 8-bit.
 StatusOr<std::shared_ptr<const Model>> QuantizeModel(std::shared_ptr<const Model> model,
                                                      const Tokenizer& tokenizer,
                                                      const InstanceSpec& spec,
                                                      const NoticeFn& on_notice);
 
-// A CPU engine (fp32; int8 for an int8 model, or quantized by QuantizeModel
-// first for spec.precision int8, then held to the model's check by
-// CheckInt8Reproduced; fp16/bf16 are refused with what to use instead) or a
-// CUDA engine on spec.gpu. An int8 engine's accuracy report goes to
+// A CPU engine (fp32 or bf16; fp16 is refused with what to use instead) or
+// a CUDA engine on spec.gpu. 8-bit (an 8-bit model, or spec.precision int8
+// or fp8): the model quantized by QuantizeModel first unless it is, int8 on
+// the CPU, fp8 on the GPU (emulated on the CPU), the engine held to the
+// model's check by CheckQuantizedReproduced, its accuracy report sent to
 // `on_notice`.
 StatusOr<std::unique_ptr<Engine>> CreateEngine(std::shared_ptr<const Model> model,
                                                const Tokenizer& tokenizer,

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <optional>
 #include <cstdio>
 #include <random>
 #include <set>
@@ -237,11 +239,9 @@ StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(
   ImportOptions import_options = import;
   import_options.on_notice = ModelNotice(name);
   ASSIGN_OR_RETURN(LoadedModel loaded, LoadModelAndTokenizer(path, import_options));
-  // An int8 plan's CPU instances run int8 whatever the default said.
+  // An 8-bit plan's instances run in its format whatever the default said.
   ModelServing placed = serving;
-  if (loaded.model->int8)
-    for (InstanceSpec& i : placed.instances)
-      if (i.device == "cpu") i.precision = "int8";
+  for (InstanceSpec& i : placed.instances) i.precision = EffectivePrecision(*loaded.model, i);
   ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Engine>> engines,
                    CreateInstances(name, loaded, placed, defaults));
   return Create(name, version, path, std::move(loaded), std::move(engines), placed, defaults);
@@ -255,24 +255,31 @@ StatusOr<std::vector<std::unique_ptr<Engine>>> ServedModel::CreateInstances(
   // of them (each would otherwise widen its own copy); GPU instances take the
   // plan's tensors as they are.
   std::shared_ptr<const Model> cpu_model;
+  // 8-bit instances share one quantization per format: each would calibrate
+  // alike (on the CPU, from the fp32 weights).
+  std::map<QuantFormat, std::shared_ptr<const Model>> quantized;
   std::optional<EngineSelfCheck> self_check;  // made at the first GPU instance
   std::vector<std::unique_ptr<Engine>> engines;
   for (const InstanceSpec& spec : serving.instances) {
-    if (spec.device == "cpu" && !cpu_model) {
+    const std::optional<QuantFormat> format = QuantizedFormat(*loaded.model, spec);
+    if ((spec.device == "cpu" || format) && !cpu_model) {
       cpu_model = WithFloat32Weights(loaded.model);
-      if (cpu_model != loaded.model)
+      if (cpu_model != loaded.model && spec.device == "cpu")
         notice("fp16/bf16 weights widened to fp32 for the CPU instances");
-      // int8 instances share one quantization: each would calibrate alike.
-      if (spec.precision == "int8") {
-        ASSIGN_OR_RETURN(cpu_model, QuantizeModel(cpu_model, *loaded.tokenizer, spec, notice));
-      }
     }
-    auto engine = defaults.make_engine(spec.device == "cpu" ? cpu_model : loaded.model,
+    if (format && !quantized.count(*format)) {
+      ASSIGN_OR_RETURN(quantized[*format],
+                       QuantizeModel(cpu_model, *loaded.tokenizer, spec, notice));
+    }
+    auto engine = defaults.make_engine(format                  ? quantized[*format]
+                                       : spec.device == "cpu" ? cpu_model
+                                                              : loaded.model,
                                        *loaded.tokenizer, spec);
     if (!engine.ok())
       return Status(engine.status().code(),
                     "instance on " + spec.Name() + ": " + engine.status().message());
-    if (spec.device == "cuda" && defaults.self_check) {
+    // An 8-bit engine passed its model's check as it was made.
+    if (spec.device == "cuda" && defaults.self_check && !format) {
       if (!self_check) {
         auto created = EngineSelfCheck::Create(loaded.model, *loaded.tokenizer);
         if (!created.ok())

@@ -116,7 +116,7 @@ def test_each_failure_class_has_its_own_exit_code(bertrt_bin, default_model):
     lists the codes."""
     proc = subprocess.run([bertrt_bin, "run", default_model, "--precision", "fp16"],
                           input='{"text": "x"}\n', capture_output=True, text=True)
-    assert proc.returncode == 2 and "the CPU engine runs fp32, bf16 or int8" in proc.stderr
+    assert proc.returncode == 2 and "the CPU engine runs fp32, bf16, int8 or fp8 (emulated)" in proc.stderr
     import socket
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

@@ -393,14 +393,14 @@ TEST(CpuEngine, Int8CalibratesReportsAndFallsBackToMeetItsBudget) {
     for (const Seq& s : RandomSeqs(lens, seed)) b.Add(s.ids, s.types);
     return b;
   };
-  Int8Options int8;
+  QuantizeOptions int8;
   int8.calibration = {batch_of({5, 17, 30, 64}, 1), batch_of({3, 40}, 2)};
   int8.held_out = {batch_of({7, 12, 25, 50, 2, 9}, 3)};
   int8.budget.cosine_mean = 0.99;  // a tiny random model's; the real default is 0.999
   int8.budget.cosine_min = 0.98;
   int8.budget.top10_overlap = 0.0;
   CpuEngineOptions options{2};
-  options.int8 = int8;
+  options.quantize = int8;
   auto fp32 = CreateCpuEngine(model, {2});
   auto q8 = CreateCpuEngine(model, options);
   ASSERT_TRUE(fp32.ok() && q8.ok()) << q8.status().ToString();
@@ -422,7 +422,7 @@ TEST(CpuEngine, Int8CalibratesReportsAndFallsBackToMeetItsBudget) {
   EXPECT_GT(NormRelErr(y, Mat(x.begin(), x.end())), 1e-6) << "and not fp32 itself";
 
   // Out of reach for any int8 GEMM: back to fp32, one Linear at a time.
-  options.int8->budget.cosine_mean = 1.0 - 1e-9;
+  options.quantize->budget.cosine_mean = 1.0 - 1e-9;
   auto strict = CreateCpuEngine(model, options);
   ASSERT_TRUE(strict.ok());
   report = (*strict)->Quantization();

@@ -307,8 +307,8 @@ TEST(CpuOps, Int8LinearIsItsQuantizedOperandsProduct) {
     auto linear = Linear::Create(std::move(*packed), &ctx, kernel);
     ASSERT_TRUE(linear.ok());
     const float bound = 3.0f;  // |x| the input scale covers; beyond it values clip
-    ASSERT_TRUE(linear->QuantizeInt8(bound / 127.0f, &ctx).ok());
-    EXPECT_TRUE(linear->uses_int8());
+    ASSERT_TRUE(linear->Quantize(QuantFormat::kInt8, bound / 127.0f, &ctx).ok());
+    EXPECT_TRUE(linear->uses_quantized());
     // The operands as the GEMM sees them.
     std::vector<double> wq(wv.size()), w_scale(n);
     for (int j = 0; j < n; ++j) {
@@ -372,7 +372,7 @@ TEST(CpuOps, Int8LinearPerTokenIsItsQuantizedOperandsProduct) {
   for (float& v : column_max) v = std::uniform_real_distribution<float>(0.5f, 20.0f)(rng);
   auto smoothing = linear->SmoothingDivisors(column_max, 0.5f, &ctx);
   ASSERT_TRUE(smoothing.ok());
-  ASSERT_TRUE(linear->QuantizeInt8(0.0f, &ctx, *smoothing).ok());
+  ASSERT_TRUE(linear->Quantize(QuantFormat::kInt8, 0.0f, &ctx, *smoothing).ok());
   // The weights as the GEMM holds them: columns smoothed, rows quantized.
   std::vector<double> wq(wv.size());
   for (int j = 0; j < n; ++j) {
@@ -409,11 +409,84 @@ TEST(CpuOps, Int8LinearPerTokenIsItsQuantizedOperandsProduct) {
     EXPECT_LT(NormRelErr(c, want), 2e-6) << "rows " << m;
   }
   // Back to fp32 on request, with both GEMMs kept until dropped.
-  linear->UseInt8(false);
-  EXPECT_FALSE(linear->uses_int8());
+  linear->UseQuantized(false);
+  EXPECT_FALSE(linear->uses_quantized());
   std::vector<float> a = Random(size_t(3) * k, &rng), c(size_t(3) * n);
   ASSERT_TRUE(linear->Run(a.data(), 3, c.data(), &ctx, 2).ok());
   EXPECT_LT(NormRelErr(c, test::RefLinear(a, 3, k, wv, bv, n)), 2e-6);
+}
+
+// fp8, emulated: the weights onto E4M3 with one scale (max |w| to 448), the
+// input with its calibrated one (values beyond 448 steps saturate), fp32
+// products; exactly what those operands give, and within E4M3's rounding
+// (3 mantissa bits: half a step is 1/16 of a value) of the exact product.
+TEST(CpuOps, Fp8LinearIsItsRoundedOperandsProduct) {
+  std::mt19937 rng(23);
+  MatmulContext ctx;
+  ASSERT_TRUE(ctx.Init().ok());
+  const int k = 96, n = 80;
+  Tensor w = Tensor::ZerosF32({n, k}), b = Tensor::ZerosF32({n});
+  const std::vector<float> wv = Random(size_t(n) * k, &rng), bv = Random(n, &rng);
+  std::copy(wv.begin(), wv.end(), w.mutable_f32());
+  std::copy(bv.begin(), bv.end(), b.mutable_f32());
+  double w_max = 0;
+  for (float v : wv) w_max = std::max(w_max, std::abs(double{v}));
+  // (In fp32, as the GEMM scales: a tie flipped by rounding would move a
+  // value by a whole E4M3 step.)
+  const float w_scale = float(w_max) / 448.0f;
+  std::vector<double> wq(wv.size());
+  for (size_t i = 0; i < wv.size(); ++i)
+    wq[i] = double{E4M3ToFloat(FloatToE4M3(wv[i] / w_scale))} * w_scale;
+  auto packed = PackLinear({&w}, {&b}, k, "test");
+  ASSERT_TRUE(packed.ok());
+  auto linear = Linear::Create(std::move(*packed), &ctx);
+  ASSERT_TRUE(linear.ok());
+  const float bound = 3.0f;
+  EXPECT_FALSE(linear->Quantize(QuantFormat::kFp8, bound / 448.0f, &ctx, {1.0f}).ok())
+      << "fp8 takes no smoothing";
+  ASSERT_TRUE(linear->Quantize(QuantFormat::kFp8, bound / 448.0f, &ctx).ok());
+  const QuantizedLinear* q = linear->QuantizedOperands();
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(q->weights.dtype(), DType::kF8E4M3);
+  EXPECT_EQ(q->scales.numel(), 1);
+  for (int m : {1, 13, 129}) {
+    std::vector<float> a = Random(size_t(m) * k, &rng, -4.0f, 4.0f);
+    const std::vector<float> c0 = Random(size_t(m) * n, &rng);
+    for (Epilogue e : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kResidual}) {
+      std::vector<float> c = c0;
+      ASSERT_TRUE(
+          linear->Run(a.data(), m, c.data(), &ctx, 2, e, e == Epilogue::kResidual ? c.data() : nullptr)
+              .ok());
+      std::vector<double> want(size_t(m) * n), exact(size_t(m) * n);
+      const float a_scale = bound / 448.0f, a_inverse = 1.0f / a_scale;
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) {
+          double s = bv[j], t = bv[j];
+          for (int p = 0; p < k; ++p) {
+            const float x = a[i * k + p];
+            s += double{RoundToE4M3(x * a_inverse) * a_scale} * wq[j * k + p];
+            t += std::clamp(double{x}, -double{bound}, double{bound}) * wv[j * k + p];
+          }
+          if (e == Epilogue::kGelu) s = test::RefGelu(s), t = test::RefGelu(t);
+          if (e == Epilogue::kResidual) s += c0[i * n + j], t += c0[i * n + j];
+          want[i * n + j] = s;
+          exact[i * n + j] = t;
+        }
+      EXPECT_LT(NormRelErr(c, want), 2e-6) << "rows " << m << " epilogue " << int(e);
+      EXPECT_LT(NormRelErr(c, exact), 0.06) << "rows " << m << " epilogue " << int(e);
+    }
+  }
+  // An fp8 plan's operands make the same GEMM.
+  auto again = Linear::FromQuantized(*q, bv, &ctx);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  std::vector<float> a = Random(size_t(5) * k, &rng), c1(size_t(5) * n), c2(size_t(5) * n);
+  ASSERT_TRUE(linear->Run(a.data(), 5, c1.data(), &ctx, 2).ok());
+  ASSERT_TRUE(again->Run(a.data(), 5, c2.data(), &ctx, 2).ok());
+  EXPECT_EQ(c1, c2);
+  // A plan's operands with a NaN-free but zero input scale are refused.
+  QuantizedLinear bad = *q;
+  bad.input_scale = 0.0f;
+  EXPECT_FALSE(Linear::FromQuantized(bad, bv, &ctx).ok());
 }
 
 }  // namespace

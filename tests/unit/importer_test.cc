@@ -415,6 +415,64 @@ TEST(DTypeConversion, BFloat16) {
   EXPECT_EQ(BFloat16ToFloat(0x0001), std::ldexp(1.0f, -133));  // subnormal
 }
 
+// Every E4M3 code decodes to the format's definition, and re-encodes to itself.
+TEST(DTypeConversion, E4M3Exhaustive) {
+  for (int code = 0; code < 256; ++code) {
+    const int exp = (code >> 3) & 0xf, mant = code & 7;
+    const float sign = (code & 0x80) ? -1.0f : 1.0f;
+    const float got = E4M3ToFloat(static_cast<uint8_t>(code));
+    if (exp == 15 && mant == 7) {
+      EXPECT_TRUE(std::isnan(got)) << code;
+      EXPECT_EQ(FloatToE4M3(got) & 0x7f, 0x7f) << code;
+      continue;
+    }
+    const float want = exp == 0 ? sign * std::ldexp(static_cast<float>(mant), -9)
+                                : sign * std::ldexp(1.0f + mant / 8.0f, exp - 7);
+    ASSERT_EQ(got, want) << "code " << code;
+    ASSERT_EQ(FloatToE4M3(got), code) << "code " << code;
+    ASSERT_EQ(RoundToE4M3(got), got) << "code " << code;
+  }
+  EXPECT_EQ(E4M3ToFloat(0x7e), 448.0f);
+  EXPECT_EQ(E4M3ToFloat(0x01), std::ldexp(1.0f, -9));
+  EXPECT_EQ(E4M3ToFloat(0x08), std::ldexp(1.0f, -6));
+}
+
+// FloatToE4M3 is the nearest finite E4M3 value, ties to the even code,
+// saturating at +-448 (CUDA's __NV_SATFINITE): checked against a search over
+// all 254 finite values, on random floats and on every midpoint.
+TEST(DTypeConversion, E4M3RoundsToNearestEvenAndSaturates) {
+  std::vector<std::pair<float, int>> values;  // positive finite values, ascending
+  for (int code = 0; code < 0x7f; ++code) values.emplace_back(E4M3ToFloat(code), code);
+  auto nearest = [&](float f) {
+    const float a = std::fabs(f);
+    int best = 0;
+    for (size_t i = 1; i < values.size(); ++i) {
+      const double d = std::fabs(double(a) - values[i].first),
+                   b = std::fabs(double(a) - values[best].first);
+      if (d < b || (d == b && (values[i].second & 1) == 0)) best = static_cast<int>(i);
+    }
+    return static_cast<uint8_t>((std::signbit(f) ? 0x80 : 0) | values[best].second);
+  };
+  std::vector<float> probes;
+  for (size_t i = 0; i + 1 < values.size(); ++i) {
+    const float mid = (values[i].first + values[i + 1].first) / 2;  // exact in fp32
+    probes.insert(probes.end(), {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e9f), -mid});
+  }
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> log2(-12.0f, 9.5f);
+  for (int i = 0; i < 20000; ++i)
+    probes.push_back((i % 2 ? -1.0f : 1.0f) * std::exp2(log2(rng)));
+  for (float f : probes) {
+    ASSERT_EQ(FloatToE4M3(f), nearest(f)) << "float " << f;
+    ASSERT_EQ(RoundToE4M3(f), E4M3ToFloat(nearest(f))) << "float " << f;
+  }
+  EXPECT_EQ(FloatToE4M3(464.0f), 0x7e);  // the tie with 480 (not a value): saturates
+  EXPECT_EQ(FloatToE4M3(1e9f), 0x7e);
+  EXPECT_EQ(FloatToE4M3(-INFINITY), 0xfe);
+  EXPECT_EQ(FloatToE4M3(std::ldexp(1.0f, -11)), 0x00);  // a quarter of the smallest: 0
+  EXPECT_EQ(FloatToE4M3(std::ldexp(3.0f, -10)), 0x02);  // 1.5 subnormal steps: even, 2
+}
+
 // seq_cls_f16 / _bf16 hold seq_cls's weights rounded to nearest; the loaded
 // fp32 values must be exactly those roundings.
 // Below `min_normal` the format is subnormal with a fixed spacing.

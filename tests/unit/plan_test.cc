@@ -16,7 +16,7 @@
 
 #include "bertrt/engine.h"
 #include "bertrt/importer.h"
-#include "bertrt/int8_weights.h"
+#include "bertrt/quantized_weights.h"
 #include "core/crc32c.h"
 #include "builder/plan_format.h"
 #include "builder/plan_layout.h"
@@ -428,46 +428,56 @@ TEST_F(HostilePlan, UnknownTokenizerKind) {
 // An int8 plan of `model`: its encoder Linears quantized on the test texts
 // (calibrated and checked on them), with a budget loose enough for a tiny
 // random model that some stay in int8. Returns the quantized model too.
-std::string BuildInt8Plan(const std::string& model, std::shared_ptr<const Model>* quantized) {
+std::string BuildQuantizedPlan(const std::string& model, QuantFormat format,
+                               std::shared_ptr<const Model>* quantized) {
   auto loaded = LoadModelAndTokenizer(ModelDir(model));
   EXPECT_TRUE(loaded.ok()) << loaded.status().ToString();
   auto tok = ReadTokenizerSource(ModelDir(model));
   EXPECT_TRUE(tok.ok()) << tok.status().ToString();
   const RaggedBatch batch = Encode(*loaded->tokenizer);
-  Int8Options options;
+  QuantizeOptions options;
+  options.format = format;
+  if (format == QuantFormat::kFp8) {
+    options.method = CalibrationMethod::kMax;
+    options.smoothing_alpha = 0.0f;
+  }
   options.calibration = {batch};
   options.held_out = {batch};
   options.budget.cosine_mean = options.budget.cosine_min = 0.9;
   options.budget.top10_overlap = options.budget.argmax = 0.0;
-  auto int8 = QuantizeToInt8(loaded->model, options, 1, batch);
+  auto int8 = QuantizeTo8Bits(loaded->model, options, 1, batch);
   EXPECT_TRUE(int8.ok()) << int8.status().ToString();
   *quantized = *int8;
-  const std::string path = TempPath(model + "_int8");
+  const std::string path = TempPath(model + "_" + QuantFormatName(format));
   Status st = WritePlan(**int8, *tok, PlanBuildOptions{}, "crc32c:test", path);
   EXPECT_TRUE(st.ok()) << st.ToString();
   return path;
 }
 
-// An int8 plan holds the quantized weights and their scales, the report and
-// the check: read back, its engine answers bitwise as the engine that
-// quantized the model, without calibrating, and passes the check.
-TEST(Plan, Int8PlanAnswersAsTheQuantizedModel) {
+// An 8-bit plan (int8, fp8) holds the quantized weights and their scales,
+// the report and the check: read back, its engine answers bitwise as the
+// engine that quantized the model, without calibrating, and passes the check.
+TEST(Plan, QuantizedPlanAnswersAsTheQuantizedModel) {
+  for (QuantFormat format : {QuantFormat::kInt8, QuantFormat::kFp8})
   for (const char* name : {"seq_cls", "sentence_mean", "base"}) {
+    SCOPED_TRACE(std::string(name) + " " + QuantFormatName(format));
     std::shared_ptr<const Model> quantized;
-    const std::string path = BuildInt8Plan(name, &quantized);
+    const std::string path = BuildQuantizedPlan(name, format, &quantized);
     auto plan = ReadPlan(path);
     fs::remove(path);
     ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-    EXPECT_EQ(plan->info.precision, "int8");
+    EXPECT_EQ(plan->info.precision, QuantFormatName(format));
     ASSERT_TRUE(plan->info.quantization.has_value());
-    ASSERT_TRUE(plan->model->int8);
-    const Int8Weights &want = *quantized->int8, &got = *plan->model->int8;
+    ASSERT_TRUE(plan->model->quantized);
+    const QuantizedWeights &want = *quantized->quantized, &got = *plan->model->quantized;
     EXPECT_EQ(plan->info.quantization->Summary(), want.report.Summary());
     EXPECT_EQ(got.report.Summary(), want.report.Summary());
     EXPECT_EQ(got.report.quantized_linears, int(got.linears.size())) << name;
     EXPECT_GT(got.linears.size(), 0u) << name;
     for (const auto& [weight, linear] : got.linears) {
-      EXPECT_EQ(linear.weights.dtype(), DType::kI8) << weight;
+      EXPECT_EQ(linear.weights.dtype(),
+                format == QuantFormat::kFp8 ? DType::kF8E4M3 : DType::kI8)
+          << weight;
       EXPECT_EQ(linear.input_scale, want.linears.at(weight).input_scale) << weight;
       EXPECT_EQ(0, std::memcmp(linear.weights.raw(), want.linears.at(weight).weights.raw(),
                                linear.weights.nbytes()))
@@ -489,12 +499,12 @@ TEST(Plan, Int8PlanAnswersAsTheQuantizedModel) {
     auto engine = CreateCpuEngine(plan->model, {1});
     ASSERT_TRUE(engine.ok()) << engine.status().ToString();
     ASSERT_TRUE((*engine)->Quantization().has_value());
-    auto check = CheckInt8Reproduced(*plan->model, **engine);
+    auto check = CheckQuantizedReproduced(*plan->model, **engine);
     EXPECT_TRUE(check.ok()) << check.status().ToString();
     EXPECT_EQ(check->max_abs_diff, 0.0) << name;
-    // Calibrating an int8 model again is refused.
+    // Calibrating an 8-bit model again is refused.
     CpuEngineOptions again{1};
-    again.int8 = Int8Options{};
+    again.quantize = QuantizeOptions{};
     EXPECT_FALSE(CreateCpuEngine(plan->model, again).ok());
   }
 }
@@ -503,15 +513,15 @@ TEST(Plan, Int8PlanAnswersAsTheQuantizedModel) {
 // the stored answers changed, as another CPU's saturating kernels would).
 TEST(Plan, Int8CheckRefusesAnEngineThatAnswersOtherwise) {
   std::shared_ptr<const Model> quantized;
-  const std::string path = BuildInt8Plan("seq_cls", &quantized);
+  const std::string path = BuildQuantizedPlan("seq_cls", QuantFormat::kInt8, &quantized);
   fs::remove(path);
   auto engine = CreateCpuEngine(quantized, {1});
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
-  auto altered = std::make_shared<Int8Weights>(*quantized->int8);
+  auto altered = std::make_shared<QuantizedWeights>(*quantized->quantized);
   for (float& v : altered->check_outputs.outputs[0].data) v = -v + 0.5f;
   Model other = *quantized;
-  other.int8 = altered;
-  auto check = CheckInt8Reproduced(other, **engine);
+  other.quantized = altered;
+  auto check = CheckQuantizedReproduced(other, **engine);
   ASSERT_FALSE(check.ok());
   EXPECT_EQ(check.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(check.status().message().find("differ from those of the machine that quantized"),
@@ -519,15 +529,15 @@ TEST(Plan, Int8CheckRefusesAnEngineThatAnswersOtherwise) {
       << check.status().message();
 }
 
-// Hostile int8 plans: the reader checks the int8 metadata and sections.
+// Hostile 8-bit plans: the reader checks the 8-bit metadata and sections.
 class HostileInt8Plan : public HostilePlan {
  protected:
   void SetUp() override {
     std::shared_ptr<const Model> quantized;
-    const std::string path = BuildInt8Plan("seq_cls", &quantized);
+    const std::string path = BuildQuantizedPlan("seq_cls", format_, &quantized);
     bytes_ = ReadAll(path);
     fs::remove(path);
-    weight_ = quantized->int8->linears.begin()->first;
+    weight_ = quantized->quantized->linears.begin()->first;
   }
   // Overwrites a tensor section's bytes with `value`'s, repeated.
   template <class T>
@@ -538,13 +548,54 @@ class HostileInt8Plan : public HostilePlan {
       std::memcpy(at(e.offset + off), &value, sizeof(T));
     ResealSection(i);
   }
-  std::string weight_;  // an int8 Linear's weight section
+  std::string weight_;  // an 8-bit Linear's weight section
+  QuantFormat format_ = QuantFormat::kInt8;
 };
+
+class HostileFp8Plan : public HostileInt8Plan {
+ protected:
+  void SetUp() override {
+    format_ = QuantFormat::kFp8;
+    HostileInt8Plan::SetUp();
+  }
+};
+
+TEST_F(HostileFp8Plan, IntactPlanLoads) {
+  auto plan = FromBytes(bytes_);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_TRUE(plan->model->quantized);
+  EXPECT_EQ(plan->model->quantized->format, QuantFormat::kFp8);
+}
+
+// E4M3's NaN codes (S.1111.111) in the weights.
+TEST_F(HostileFp8Plan, NaNWeights) {
+  Fill(weight_, uint8_t{0xff});
+  ExpectError("hold NaN");
+}
+
+// fp8 inputs always have a calibrated scale (int8's 0 means per token).
+TEST_F(HostileFp8Plan, ZeroInputScale) {
+  nlohmann::json meta = Meta();
+  meta["fp8"]["linears"][weight_] = 0.0;
+  SetMeta(meta.dump());
+  ExpectError("an input scale in (0, 1e30]");
+}
+
+// An fp8 Linear has one weight scale.
+TEST_F(HostileFp8Plan, ScalesOfAnInt8Shape) {
+  nlohmann::json meta = Meta();
+  meta["precision"] = "int8";
+  meta["int8"] = meta["fp8"];
+  meta.erase("fp8");
+  meta["source"] = "x";  // room for the longer name in the metadata's section
+  SetMeta(meta.dump());
+  ExpectError("expected I8");
+}
 
 TEST_F(HostileInt8Plan, IntactPlanLoads) {
   auto plan = FromBytes(bytes_);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  EXPECT_TRUE(plan->model->int8);
+  EXPECT_TRUE(plan->model->quantized);
 }
 
 TEST_F(HostileInt8Plan, MetadataWithoutItsInt8Object) {
@@ -575,12 +626,12 @@ TEST_F(HostileInt8Plan, ReportWithWrongTypesOrRanges) {
 }
 
 TEST_F(HostileInt8Plan, NonPositiveScales) {
-  Fill(plan::Int8ScalesSection(weight_), 0.0f);
+  Fill(plan::ScalesSection(weight_), 0.0f);
   ExpectError("not all positive");
 }
 
 TEST_F(HostileInt8Plan, CheckBatchThatIsNotItsSequences) {
-  Fill(plan::Int8CheckSection("cu_seqlens"), int32_t{3});
+  Fill(plan::CheckSection(QuantFormat::kInt8, "cu_seqlens"), int32_t{3});
   ExpectError("cu_seqlens");
 }
 

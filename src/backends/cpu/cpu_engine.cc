@@ -16,7 +16,7 @@
 #include "backends/cpu/cpu_encoder_ops.h"
 #include "bertrt/engine.h"
 #include "bertrt/head_outputs.h"
-#include "bertrt/int8_weights.h"
+#include "bertrt/quantized_weights.h"
 #include "model/calibration.h"
 #include "model/encoder_forward.h"
 #include "model/model_check.h"
@@ -39,9 +39,9 @@ class CpuEngine final : public Engine {
   Status Init(const CpuEngineOptions& options);
   StatusOr<BatchOutputs> Run(const RaggedBatch& batch, const RunOptions& options) override;
   std::optional<QuantizationReport> Quantization() const override { return quantization_; }
-  // The int8 operands of the encoder's Linears that run in int8, by their
+  // The 8-bit operands of the encoder's Linears that run in 8 bits, by their
   // weight's plan name.
-  std::map<std::string, Int8Linear> Int8Linears() const;
+  std::map<std::string, QuantizedLinear> QuantizedLinears() const;
   const ModelConfig& config() const override { return model_->config; }
   const Model* model() const { return model_.get(); }
   std::string device() const override { return "cpu:" + std::to_string(threads_) + "t"; }
@@ -53,9 +53,9 @@ class CpuEngine final : public Engine {
   template <class OpsT, class... Extra>
   StatusOr<BatchOutputs> Forward(const RaggedBatch& batch, const RunOptions& options,
                                  Extra... extra);
-  // Calibrates the encoder's Linears on `int8`'s batches, quantizes them and
+  // Calibrates the encoder's Linears on `q`'s batches, quantizes them and
   // reports the accuracy on its held-out ones.
-  Status QuantizeInt8(const Int8Options& int8);
+  Status Quantize(const QuantizeOptions& q);
 
   // Makes the forward's weights for PrepareWeights: GEMM weights packed,
   // concatenated and reordered for oneDNN; LayerNorms read in place.
@@ -63,11 +63,11 @@ class CpuEngine final : public Engine {
     CpuEngine* engine;
     StatusOr<cpu::Linear> Linear(const std::vector<const Tensor*>& w,
                                  const std::vector<const Tensor*>& b, const std::string& name) {
-      // An int8 model's Linear: its weights are the int8 operands.
-      if (const Int8Linear* q = FindInt8Linear(engine->model_->int8.get(), name)) {
+      // An 8-bit model's Linear: its weights are the 8-bit operands.
+      if (const QuantizedLinear* q = FindQuantizedLinear(engine->model_->quantized.get(), name)) {
         std::vector<float> bias;
         for (const Tensor* part : b) bias.insert(bias.end(), part->f32(), part->f32() + part->numel());
-        return cpu::Linear::FromInt8(*q, std::move(bias), &engine->matmul_);
+        return cpu::Linear::FromQuantized(*q, std::move(bias), &engine->matmul_);
       }
       ASSIGN_OR_RETURN(cpu::PackedLinear packed,
                        cpu::PackLinear(w, b, static_cast<int>(w[0]->dim(1)), name.c_str()));
@@ -97,8 +97,8 @@ class CpuEngine final : public Engine {
 };
 
 Status CpuEngine::Init(const CpuEngineOptions& options) {
-  const std::optional<Int8Options>& int8 = options.int8;
-  if (int8 && options.bf16) return InvalidArgument("cpu engine: int8 or bf16, not both");
+  const std::optional<QuantizeOptions>& quantize = options.quantize;
+  if (quantize && options.bf16) return InvalidArgument("cpu engine: 8 bits or bf16, not both");
   RETURN_IF_ERROR(CheckModel(*model_));
   RETURN_IF_ERROR(matmul_.Init());
   const ModelConfig& c = model_->config;
@@ -124,17 +124,21 @@ Status CpuEngine::Init(const CpuEngineOptions& options) {
       tables_.rotary_local = RotaryTable(c.local_rope_theta, c.head_dim(), c.max_positions());
   }
   if (options.bf16) {
-    if (model_->int8) return InvalidArgument(model_->source + " is int8; bf16 cannot apply");
+    if (model_->quantized)
+      return InvalidArgument(model_->source + " is " +
+                             QuantFormatName(model_->quantized->format) + "; bf16 cannot apply");
     for (cpu::Layer& l : weights_.layers)
       for (cpu::Linear* linear : {&l.qkv, &l.attn_out, &l.ffn_in, &l.ffn_out})
         RETURN_IF_ERROR(linear->UseBf16(&matmul_));
   }
-  if (model_->int8) {
-    if (int8) return InvalidArgument(model_->source + " is already int8");
-    quantization_ = model_->int8->report;
+  if (model_->quantized) {
+    if (quantize)
+      return InvalidArgument(model_->source + " is already " +
+                             QuantFormatName(model_->quantized->format));
+    quantization_ = model_->quantized->report;
     return Status::Ok();
   }
-  return int8 ? QuantizeInt8(*int8) : Status::Ok();
+  return quantize ? Quantize(*quantize) : Status::Ok();
 }
 
 namespace {
@@ -153,7 +157,7 @@ bool WithinBudget(const std::vector<OutputAccuracy>& outputs, const AccuracyBudg
 }
 
 // The worst of the outputs' cosine means and argmax agreements: how much a
-// Linear in int8 costs, lower is worse.
+// Linear in 8 bits costs, lower is worse.
 double Worst(const std::vector<OutputAccuracy>& outputs) {
   double worst = 1.0;
   for (const OutputAccuracy& a : outputs) {
@@ -165,22 +169,32 @@ double Worst(const std::vector<OutputAccuracy>& outputs) {
 
 }  // namespace
 
-Status CpuEngine::QuantizeInt8(const Int8Options& int8) {
-  if (int8.calibration.empty())
-    return InvalidArgument("int8: no calibration inputs (give representative texts)");
+Status CpuEngine::Quantize(const QuantizeOptions& options) {
+  const QuantFormat format = options.format;
+  const char* name = QuantFormatName(format);
+  const bool fp8 = format == QuantFormat::kFp8;
+  if (fp8 && options.method == CalibrationMethod::kPerToken)
+    return InvalidArgument(
+        "fp8: each GEMM input takes one calibrated scale; calibrate with max, pNN or mse "
+        "(per token is int8's)");
+  if (fp8 && options.smoothing_alpha > 0.0f)
+    return InvalidArgument("fp8: no SmoothQuant (E4M3's exponent spans the outliers)");
+  if (options.calibration.empty())
+    return InvalidArgument(std::string(name) +
+                           ": no calibration inputs (give representative texts)");
   std::lock_guard<std::mutex> lock(mu_);
   const RunOptions plain;
-  for (const std::vector<RaggedBatch>* batches : {&int8.calibration, &int8.held_out})
+  for (const std::vector<RaggedBatch>* batches : {&options.calibration, &options.held_out})
     for (const RaggedBatch& b : *batches) RETURN_IF_ERROR(ValidateBatch(b, model_->config));
-  // fp32's outputs on the held-out inputs, and the int8 ones' accuracy.
+  // fp32's outputs on the held-out inputs, and the 8-bit ones' accuracy.
   std::vector<BatchOutputs> reference;
-  for (const RaggedBatch& b : int8.held_out) {
+  for (const RaggedBatch& b : options.held_out) {
     if (b.num_seqs() == 0) continue;
     ASSIGN_OR_RETURN(reference.emplace_back(), Forward<EncoderOps>(b, plain));
   }
   auto measure = [&]() -> StatusOr<std::vector<OutputAccuracy>> {
     std::vector<BatchOutputs> quantized;
-    for (const RaggedBatch& b : int8.held_out) {
+    for (const RaggedBatch& b : options.held_out) {
       if (b.num_seqs() == 0) continue;
       ASSIGN_OR_RETURN(quantized.emplace_back(), Forward<EncoderOps>(b, plain));
     }
@@ -215,7 +229,7 @@ Status CpuEngine::QuantizeInt8(const Int8Options& int8) {
       if (histogram) s.SeeHistogram(x, n / w.in(), w.in());
       else s.SeeMax(x, n / w.in(), w.in());
     };
-    for (const RaggedBatch& b : int8.calibration) {
+    for (const RaggedBatch& b : options.calibration) {
       if (b.num_seqs() == 0) continue;
       if (!histogram) sequences += b.num_seqs();
       RETURN_IF_ERROR(Forward<cpu::ObservingOps>(b, plain, cpu::ObservingOps::See(see)).status());
@@ -224,62 +238,64 @@ Status CpuEngine::QuantizeInt8(const Int8Options& int8) {
   };
   RETURN_IF_ERROR(observe(false));
   for (Quantized& q : linears) {
-    if (int8.smoothing_alpha <= 0.0f) continue;
+    if (options.smoothing_alpha <= 0.0f) continue;
     ASSIGN_OR_RETURN(q.smoothing, q.linear->SmoothingDivisors(q.stats.column_max(),
-                                                              int8.smoothing_alpha, &matmul_));
+                                                              options.smoothing_alpha, &matmul_));
     q.stats.SetSmoothing(q.smoothing);
   }
-  const bool per_tensor = int8.method != CalibrationMethod::kPerToken;
-  if (per_tensor && int8.method != CalibrationMethod::kMax) RETURN_IF_ERROR(observe(true));
+  const bool per_tensor = options.method != CalibrationMethod::kPerToken;
+  if (per_tensor && options.method != CalibrationMethod::kMax) RETURN_IF_ERROR(observe(true));
   for (Quantized& q : linears) {
-    const float scale = per_tensor ? q.stats.Bound(int8.method, int8.percentile) / 127.0f : 0.0f;
-    RETURN_IF_ERROR(q.linear->QuantizeInt8(scale, &matmul_, q.smoothing));
+    const float scale =
+        per_tensor ? q.stats.Bound(options.method, options.percentile, format) / QuantFormatMax(format)
+                   : 0.0f;
+    RETURN_IF_ERROR(q.linear->Quantize(format, scale, &matmul_, q.smoothing));
   }
 
   QuantizationReport report;
-  report.precision = "int8";
-  report.calibration = model::CalibrationName(int8.method, int8.percentile);
-  if (int8.smoothing_alpha > 0.0f) {
+  report.precision = name;
+  report.calibration = model::CalibrationName(options.method, options.percentile);
+  if (options.smoothing_alpha > 0.0f) {
     char alpha[32];
-    std::snprintf(alpha, sizeof(alpha), ", SmoothQuant %g", int8.smoothing_alpha);
+    std::snprintf(alpha, sizeof(alpha), ", SmoothQuant %g", options.smoothing_alpha);
     report.calibration += alpha;
   }
   report.calibration_sequences = sequences;
-  report.budget = int8.budget;
-  for (const RaggedBatch& b : int8.held_out) report.held_out_sequences += b.num_seqs();
+  report.budget = options.budget;
+  for (const RaggedBatch& b : options.held_out) report.held_out_sequences += b.num_seqs();
   report.linears = static_cast<int>(linears.size());
   ASSIGN_OR_RETURN(report.outputs, measure());
-  report.within_budget = reference.empty() || WithinBudget(report.outputs, int8.budget);
+  report.within_budget = reference.empty() || WithinBudget(report.outputs, options.budget);
   if (!report.within_budget) {
-    // Each Linear's cost alone in int8; then the costliest back to fp32, one
+    // Each Linear's cost alone in 8 bits; then the costliest back to fp32, one
     // at a time, until the budget holds.
-    for (Quantized& q : linears) q.linear->UseInt8(false);
+    for (Quantized& q : linears) q.linear->UseQuantized(false);
     std::vector<std::pair<double, size_t>> cost;
     for (size_t i = 0; i < linears.size(); ++i) {
-      linears[i].linear->UseInt8(true);
+      linears[i].linear->UseQuantized(true);
       ASSIGN_OR_RETURN(const std::vector<OutputAccuracy> alone, measure());
       cost.push_back({Worst(alone), i});
-      linears[i].linear->UseInt8(false);
+      linears[i].linear->UseQuantized(false);
     }
-    for (Quantized& q : linears) q.linear->UseInt8(true);
+    for (Quantized& q : linears) q.linear->UseQuantized(true);
     std::sort(cost.begin(), cost.end());
     for (const auto& [score, i] : cost) {
-      linears[i].linear->UseInt8(false);
+      linears[i].linear->UseQuantized(false);
       report.kept_fp32.push_back({linears[i].name, score});
       ASSIGN_OR_RETURN(report.outputs, measure());
-      if ((report.within_budget = WithinBudget(report.outputs, int8.budget))) break;
+      if ((report.within_budget = WithinBudget(report.outputs, options.budget))) break;
     }
   }
   for (Quantized& q : linears) {
-    report.quantized_linears += q.linear->uses_int8();
+    report.quantized_linears += q.linear->uses_quantized();
     q.linear->DropUnusedWeights();
   }
   quantization_ = std::move(report);
   return Status::Ok();
 }
 
-std::map<std::string, Int8Linear> CpuEngine::Int8Linears() const {
-  std::map<std::string, Int8Linear> out;
+std::map<std::string, QuantizedLinear> CpuEngine::QuantizedLinears() const {
+  std::map<std::string, QuantizedLinear> out;
   const ModelConfig& c = model_->config;
   for (const model::WeightGroup& g :
        model::WeightSchema(c, HeadUsesPooler(*model_), !model_->weights.mlm_decoder_w.empty())) {
@@ -290,7 +306,7 @@ std::map<std::string, Int8Linear> CpuEngine::Int8Linears() const {
                                 : g.role == model::Role::kFfnIn   ? &l.ffn_in
                                 : g.role == model::Role::kFfnOut  ? &l.ffn_out
                                                                   : nullptr;
-    if (const Int8Linear* q = linear ? linear->Int8Operands() : nullptr)
+    if (const QuantizedLinear* q = linear ? linear->QuantizedOperands() : nullptr)
       out.emplace(g.tensors[0].name, *q);
   }
   return out;
@@ -360,34 +376,36 @@ StatusOr<std::unique_ptr<Engine>> CreateCpuEngine(std::shared_ptr<const Model> m
   return std::unique_ptr<Engine>(std::move(engine));
 }
 
-StatusOr<std::shared_ptr<const Model>> QuantizeToInt8(std::shared_ptr<const Model> model,
-                                                      const Int8Options& options, int threads,
+StatusOr<std::shared_ptr<const Model>> QuantizeTo8Bits(std::shared_ptr<const Model> model,
+                                                      const QuantizeOptions& options, int threads,
                                                       RaggedBatch check_batch) {
-  if (!model) return InvalidArgument("int8: no model");
-  if (check_batch.num_seqs() == 0) return InvalidArgument("int8: no inputs to check on");
+  const std::string name = QuantFormatName(options.format);
+  if (!model) return InvalidArgument(name + ": no model");
+  if (check_batch.num_seqs() == 0) return InvalidArgument(name + ": no inputs to check on");
   CpuEngineOptions engine_options;
   engine_options.threads = threads;
-  engine_options.int8 = options;
+  engine_options.quantize = options;
   ASSIGN_OR_RETURN(std::unique_ptr<CpuEngine> engine, MakeCpuEngine(model, engine_options));
-  auto int8 = std::make_shared<Int8Weights>();
-  int8->linears = engine->Int8Linears();
-  int8->report = *engine->Quantization();
+  auto quantized = std::make_shared<QuantizedWeights>();
+  quantized->format = options.format;
+  quantized->linears = engine->QuantizedLinears();
+  quantized->report = *engine->Quantization();
   // What a run returns unasked; last_hidden_state where that is nothing.
   RunOptions check_options;
   const std::vector<OutputDescription> outputs = DescribeOutputs(*model);
   check_options.last_hidden_state = std::none_of(
       outputs.begin(), outputs.end(), [](const OutputDescription& o) { return !o.on_request; });
-  ASSIGN_OR_RETURN(int8->check_outputs, engine->Run(check_batch, check_options));
-  int8->check_batch = std::move(check_batch);
-  // The copy's int8 Linears have no fp32 weights: nothing reads them again.
-  auto quantized = std::make_shared<Model>(*model);
+  ASSIGN_OR_RETURN(quantized->check_outputs, engine->Run(check_batch, check_options));
+  quantized->check_batch = std::move(check_batch);
+  // The copy's 8-bit Linears have no fp32 weights: nothing reads them again.
+  auto copy = std::make_shared<Model>(*model);
   for (const model::WeightGroup& g :
        model::WeightSchema(model->config, HeadUsesPooler(*model),
                            !model->weights.mlm_decoder_w.empty()))
-    if (int8->linears.count(g.tensors[0].name))
-      for (const model::TensorRef& part : g.tensors[0].parts) part.In(quantized->weights) = Tensor();
-  quantized->int8 = std::move(int8);
-  return std::shared_ptr<const Model>(std::move(quantized));
+    if (quantized->linears.count(g.tensors[0].name))
+      for (const model::TensorRef& part : g.tensors[0].parts) part.In(copy->weights) = Tensor();
+  copy->quantized = std::move(quantized);
+  return std::shared_ptr<const Model>(std::move(copy));
 }
 
 }  // namespace bertrt

@@ -106,24 +106,26 @@ Tensor Owned(bertrt::DType dtype, std::vector<int64_t> shape, std::vector<T> dat
   return Tensor(dtype, std::move(shape), holder->data(), holder);
 }
 
-// Whether `q` are an int8 GEMM's operands for `out` outputs (they may come
-// from a plan: its reader checks them too).
-Status CheckOperands(const Int8Linear& q, int out) {
+// Whether `q` are an 8-bit GEMM's operands for `out` outputs (they may come
+// from a plan: its reader checks them too): int8 weights with a scale per
+// output row, or fp8 weights with one scale, whose input has a scale.
+Status CheckOperands(const QuantizedLinear& q, int out) {
   const Tensor &w = q.weights, &scales = q.scales, &smoothing = q.smoothing;
-  if (w.dtype() != bertrt::DType::kI8 || w.rank() != 2 || w.dim(0) != out || w.dim(1) <= 0 ||
-      scales.dtype() != bertrt::DType::kF32 || scales.rank() != 1 || scales.dim(0) != out ||
-      smoothing.dtype() != bertrt::DType::kF32 || smoothing.rank() != 1 ||
-      smoothing.dim(0) != w.dim(1))
-    return InvalidArgument("cpu engine: int8 Linear operands of the wrong types or shapes");
+  const bool fp8 = w.dtype() == bertrt::DType::kF8E4M3;
+  if ((w.dtype() != bertrt::DType::kI8 && !fp8) || w.rank() != 2 || w.dim(0) != out ||
+      w.dim(1) <= 0 || scales.dtype() != bertrt::DType::kF32 || scales.rank() != 1 ||
+      scales.dim(0) != (fp8 ? 1 : out) || smoothing.dtype() != bertrt::DType::kF32 ||
+      smoothing.rank() != 1 || smoothing.dim(0) != w.dim(1))
+    return InvalidArgument("cpu engine: 8-bit Linear operands of the wrong types or shapes");
   auto positive = [](const Tensor& t) {
     return std::all_of(t.f32(), t.f32() + t.numel(),
                        [](float v) { return std::isfinite(v) && v > 0.0f; });
   };
   if (!positive(scales) || !positive(smoothing) || !std::isfinite(q.input_scale) ||
-      q.input_scale < 0.0f)
+      q.input_scale < 0.0f || (fp8 && q.input_scale == 0.0f))
     return InvalidArgument(
-        "cpu engine: int8 Linear scales and smoothing must be finite and positive, the input "
-        "scale finite and not negative");
+        "cpu engine: 8-bit Linear scales and smoothing must be finite and positive, the input "
+        "scale finite and not negative (positive for fp8)");
   return Status::Ok();
 }
 
@@ -206,15 +208,29 @@ StatusOr<Linear> Linear::Create(PackedLinear packed, MatmulContext* ctx, Kernel 
   return l;
 }
 
-// The int8 GEMM (see cpu_linear.h). oneDNN (2.x) computes
+// An 8-bit GEMM with its operands (see cpu_linear.h).
+class QuantizedGemm {
+ public:
+  virtual ~QuantizedGemm() = default;
+  virtual Status Run(const float* a, int m, float* c, Epilogue epilogue, const float* residual,
+                     MatmulContext* ctx, int threads) const = 0;
+  const QuantizedLinear& operands() const { return operands_; }
+  int in() const { return static_cast<int>(operands_.weights.dim(1)); }
+  int out() const { return static_cast<int>(operands_.weights.dim(0)); }
+
+ protected:
+  QuantizedLinear operands_;  // kept: its tensors may be views of a plan
+};
+
+// The int8 GEMM. oneDNN (2.x) computes
 // dst = output_scale[n] * (sum_k a_q[m, k] w_q[k, n] + bias[n]) and then the
 // post-ops, so the bias it is given is divided by the output scale.
-class Int8Gemm {
+class Int8Gemm final : public QuantizedGemm {
  public:
   // The operands of `w` ([out, in] fp32, bias apart): each input column
   // multiplied by its `smoothing` divisor (empty: 1), then each row
   // symmetric onto [-127, 127].
-  static Int8Linear Quantize(std::vector<float> w, int in, int out,
+  static QuantizedLinear Quantize(std::vector<float> w, int in, int out,
                              const std::vector<float>& smoothing, float input_scale) {
     std::vector<float> divisors = smoothing;
     if (divisors.size() != size_t(in)) divisors.assign(in, 1.0f);
@@ -227,7 +243,7 @@ class Int8Gemm {
       scales[n] = max > 0.0f ? max / 127.0f : 1.0f;
       for (int k = 0; k < in; ++k) q[size_t(n) * in + k] = QuantizeValue(row[k] / scales[n]);
     }
-    Int8Linear l;
+    QuantizedLinear l;
     l.weights = Owned(bertrt::DType::kI8, {out, in}, std::move(q));
     l.scales = Owned(bertrt::DType::kF32, {out}, std::move(scales));
     l.smoothing = Owned(bertrt::DType::kF32, {in}, std::move(divisors));
@@ -236,10 +252,9 @@ class Int8Gemm {
   }
 
   // The GEMM on `q`'s operands (kept: its tensors may be views of a plan).
-  static StatusOr<std::shared_ptr<const Int8Gemm>> Create(Int8Linear q,
-                                                          const std::vector<float>& bias,
-                                                          MatmulContext* ctx) {
-    RETURN_IF_ERROR(CheckOperands(q, static_cast<int>(bias.size())));
+  static StatusOr<std::shared_ptr<const QuantizedGemm>> Create(QuantizedLinear q,
+                                                               const std::vector<float>& bias,
+                                                               MatmulContext* ctx) {
     auto g = std::make_shared<Int8Gemm>();
     const int in = static_cast<int>(q.weights.dim(1)), out = static_cast<int>(q.weights.dim(0));
     g->in_ = in;
@@ -266,15 +281,11 @@ class Int8Gemm {
     g->operands_ = std::move(q);
     ASSIGN_OR_RETURN(const Prim* prim, g->Get(kReferenceRows, Epilogue::kNone, false, ctx));
     (void)prim;
-    return std::shared_ptr<const Int8Gemm>(std::move(g));
+    return std::shared_ptr<const QuantizedGemm>(std::move(g));
   }
 
-  const Int8Linear& operands() const { return operands_; }
-  int in() const { return in_; }
-  int out() const { return out_; }
-
   Status Run(const float* a, int m, float* c, Epilogue epilogue, const float* residual,
-             MatmulContext* ctx, int threads) const {
+             MatmulContext* ctx, int threads) const override {
     if (per_token_) return RunPerToken(a, m, c, epilogue, residual, ctx, threads);
     // The input, smoothed per column and quantized per tensor.
     int8_t* q = ctx->Int8Scratch(size_t(m) * in_);
@@ -387,7 +398,6 @@ class Int8Gemm {
   int in_ = 0, out_ = 0;
   bool per_token_ = false;
   std::vector<float> input_multipliers_;  // 1 / (smoothing divisor * input scale)
-  Int8Linear operands_;                // the weights [out, in] among them
   std::vector<float> output_scales_;   // input_scale * each row's weight scale
   std::vector<float> column_sums_;     // each output's quantized weights' sum times their scale
   std::vector<float> bias_;            // the bias over output_scales_
@@ -395,6 +405,87 @@ class Int8Gemm {
   mutable std::map<std::tuple<int, int, bool>, Prim> prims_;
   mutable std::vector<std::pair<memory::desc, memory>> layouts_;
 };
+
+// The FP8 GEMM, emulated: y = s_x s_w (e4m3(x / s_x) . e4m3(W / s_w)) + bias,
+// then the epilogue, with the products and their sums in fp32: the
+// arithmetic of an FP8 tensor-core GEMM with fp32 accumulation (cuBLASLt's
+// on Hopper, as the CUDA engine runs it), so that a plan's fp8 accuracy can
+// be measured, and its GPU answers checked, on any machine. Each operand is
+// rounded to E4M3 and held as fp32; the product runs on the fp32 GEMM.
+class Fp8Gemm final : public QuantizedGemm {
+ public:
+  // `w` ([out, in] fp32, bias apart) onto E4M3 with one scale, its largest
+  // |w| to 448; the input's scale is `input_scale` (> 0).
+  static QuantizedLinear Quantize(const std::vector<float>& w, int in, int out,
+                                  float input_scale) {
+    float max = 0.0f;
+    for (float v : w) max = std::max(max, std::abs(v));
+    const float scale = max > 0.0f ? max / kE4M3Max : 1.0f;
+    std::vector<uint8_t> q(w.size());
+    for (size_t i = 0; i < w.size(); ++i) q[i] = FloatToE4M3(w[i] / scale);
+    QuantizedLinear l;
+    l.weights = Owned(bertrt::DType::kF8E4M3, {out, in}, std::move(q));
+    l.scales = Owned(bertrt::DType::kF32, {1}, std::vector<float>{scale});
+    l.smoothing = Owned(bertrt::DType::kF32, {in}, std::vector<float>(in, 1.0f));
+    l.input_scale = input_scale;
+    return l;
+  }
+
+  static StatusOr<std::shared_ptr<const QuantizedGemm>> Create(QuantizedLinear q,
+                                                               const std::vector<float>& bias,
+                                                               MatmulContext* ctx) {
+    const float* smoothing = q.smoothing.f32();
+    if (!std::all_of(smoothing, smoothing + q.smoothing.numel(), [](float v) { return v == 1.0f; }))
+      return InvalidArgument("cpu engine: an fp8 Linear has no smoothing (all ones)");
+    auto g = std::make_shared<Fp8Gemm>();
+    const int in = static_cast<int>(q.weights.dim(1)), out = static_cast<int>(q.weights.dim(0));
+    // The rounded weights times their scale, and the bias, on the fp32 GEMM.
+    PackedLinear packed;
+    packed.in = in;
+    packed.out = out;
+    packed.owned.resize(size_t(in) * out + out);
+    const auto* codes = static_cast<const uint8_t*>(q.weights.raw());
+    const float scale = q.scales.f32()[0];
+    for (size_t i = 0; i < size_t(in) * out; ++i) packed.owned[i] = E4M3ToFloat(codes[i]) * scale;
+    std::copy(bias.begin(), bias.end(), packed.owned.begin() + size_t(in) * out);
+    packed.w = packed.owned.data();
+    packed.b = packed.owned.data() + size_t(in) * out;
+    ASSIGN_OR_RETURN(g->rounded_, Linear::Create(std::move(packed), ctx));
+    g->operands_ = std::move(q);
+    return std::shared_ptr<const QuantizedGemm>(std::move(g));
+  }
+
+  Status Run(const float* a, int m, float* c, Epilogue epilogue, const float* residual,
+             MatmulContext* ctx, int threads) const override {
+    const int in = rounded_.in();
+    const float scale = operands_.input_scale, inverse = 1.0f / scale;
+    float* x = ctx->FloatScratch(size_t(m) * in);
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int r = 0; r < m; ++r)
+      for (int k = 0; k < in; ++k) {
+        const size_t i = size_t(r) * in + k;
+        x[i] = RoundToE4M3(a[i] * inverse) * scale;
+      }
+    return rounded_.Run(x, m, c, ctx, threads, epilogue, residual);
+  }
+
+ private:
+  Linear rounded_;  // fp32 GEMM over the weights as E4M3 rounded them
+};
+
+namespace {
+
+// The GEMM of `q`'s format (its weights' dtype), after checking its operands.
+StatusOr<std::shared_ptr<const QuantizedGemm>> MakeQuantizedGemm(QuantizedLinear q,
+                                                                const std::vector<float>& bias,
+                                                                MatmulContext* ctx) {
+  RETURN_IF_ERROR(CheckOperands(q, static_cast<int>(bias.size())));
+  if (q.weights.dtype() == bertrt::DType::kF8E4M3)
+    return Fp8Gemm::Create(std::move(q), bias, ctx);
+  return Int8Gemm::Create(std::move(q), bias, ctx);
+}
+
+}  // namespace
 
 StatusOr<std::vector<float>> Linear::PlainWeights(MatmulContext* ctx) const {
   const int k = packed_.in, n = packed_.out;
@@ -428,38 +519,46 @@ StatusOr<std::vector<float>> Linear::SmoothingDivisors(const std::vector<float>&
   return divisors;
 }
 
-Status Linear::QuantizeInt8(float input_scale, MatmulContext* ctx,
-                            const std::vector<float>& smoothing) {
-  if (int8_) return Internal("cpu engine: a Linear quantized twice");
+Status Linear::Quantize(QuantFormat format, float input_scale, MatmulContext* ctx,
+                        const std::vector<float>& smoothing) {
+  if (quantized_) return Internal("cpu engine: a Linear quantized twice");
+  if (format == QuantFormat::kFp8 && !smoothing.empty())
+    return Internal("cpu engine: fp8 takes no smoothing");
   ASSIGN_OR_RETURN(std::vector<float> w, PlainWeights(ctx));
-  ASSIGN_OR_RETURN(int8_, Int8Gemm::Create(Int8Gemm::Quantize(std::move(w), packed_.in,
-                                                              packed_.out, smoothing, input_scale),
-                                           bias_, ctx));
-  use_int8_ = true;
+  QuantizedLinear q =
+      format == QuantFormat::kFp8
+          ? Fp8Gemm::Quantize(w, packed_.in, packed_.out, input_scale)
+          : Int8Gemm::Quantize(std::move(w), packed_.in, packed_.out, smoothing, input_scale);
+  ASSIGN_OR_RETURN(quantized_, MakeQuantizedGemm(std::move(q), bias_, ctx));
+  use_quantized_ = true;
   return Status::Ok();
 }
 
-StatusOr<Linear> Linear::FromInt8(Int8Linear operands, std::vector<float> bias,
-                                  MatmulContext* ctx) {
+StatusOr<Linear> Linear::FromQuantized(QuantizedLinear operands, std::vector<float> bias,
+                                       MatmulContext* ctx) {
   Linear l;
   l.bias_ = std::move(bias);
-  ASSIGN_OR_RETURN(l.int8_, Int8Gemm::Create(std::move(operands), l.bias_, ctx));
-  l.packed_.in = l.int8_->in();
-  l.packed_.out = l.int8_->out();
+  ASSIGN_OR_RETURN(l.quantized_, MakeQuantizedGemm(std::move(operands), l.bias_, ctx));
+  l.packed_.in = l.quantized_->in();
+  l.packed_.out = l.quantized_->out();
   l.kernel_ = Kernel::kMatmul;
-  l.use_int8_ = true;
+  l.use_quantized_ = true;
   return l;
 }
 
-const Int8Linear* Linear::Int8Operands() const { return use_int8_ ? &int8_->operands() : nullptr; }
+const QuantizedLinear* Linear::QuantizedOperands() const {
+  return use_quantized_ ? &quantized_->operands() : nullptr;
+}
+
+void Linear::UseQuantized(bool use) { use_quantized_ = use && quantized_; }
 
 void Linear::DropUnusedWeights() {
-  if (use_int8_) {
+  if (use_quantized_) {
     weights_.clear();
     packed_.owned = {};
     packed_.w = packed_.b = nullptr;
   } else {
-    int8_.reset();
+    quantized_.reset();
   }
 }
 
@@ -481,7 +580,7 @@ Status Linear::Run(const float* a, int m, float* c, MatmulContext* ctx, int thre
   if (m <= 0 || packed_.out == 0) return Status::Ok();
   if ((epilogue == Epilogue::kResidual) != (residual != nullptr))
     return Internal("cpu engine: a Linear's residual comes with the residual epilogue alone");
-  if (use_int8_) return int8_->Run(a, m, c, epilogue, residual, ctx, threads);
+  if (use_quantized_) return quantized_->Run(a, m, c, epilogue, residual, ctx, threads);
   if (kernel_ == Kernel::kMatmul) return RunMatmul(a, m, c, ctx, epilogue, residual);
   RunSgemm(a, m, c, threads, epilogue, residual);
   return Status::Ok();
@@ -551,7 +650,8 @@ Status Linear::RunMatmul(const float* a, int m, float* c, MatmulContext* ctx, Ep
 }
 
 Status Linear::UseBf16(MatmulContext* ctx) {
-  if (Bf16() || int8_) return Internal("cpu engine: a Linear made bf16 twice, or after int8");
+  if (Bf16() || quantized_)
+    return Internal("cpu engine: a Linear made bf16 twice, or after 8 bits");
   if (kernel_ != Kernel::kMatmul)
     return Unimplemented(
         "--precision bf16 on the CPU needs oneDNN's brgemm kernels (AVX-512 and up); this CPU "

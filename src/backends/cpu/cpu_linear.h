@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_ops.h"
-#include "bertrt/int8_weights.h"
+#include "bertrt/quantized_weights.h"
 #include "bertrt/status.h"
 
 namespace bertrt::cpu {
@@ -54,7 +54,8 @@ class MatmulContext {
     if (int8_scratch_.size() < n) int8_scratch_.resize(n);
     return int8_scratch_.data();
   }
-  // Room for `n` floats: an int8 GEMM's product before its epilogue.
+  // Room for `n` floats: an int8 GEMM's product before its epilogue, or an
+  // fp8 GEMM's input rounded.
   float* FloatScratch(size_t n) {
     if (float_scratch_.size() < n) float_scratch_.resize(n);
     return float_scratch_.data();
@@ -80,14 +81,17 @@ class MatmulContext {
 // Which GEMM a Linear runs on; kAuto picks by the machine (see the top).
 enum class Kernel { kAuto, kMatmul, kSgemm };
 
-// A Linear's GEMM in int8 (QuantizeInt8): the weights symmetric per output
-// channel (max |w| of each row to 127); the input divided per column by
-// SmoothQuant's divisors (which multiply the weights' columns), then either
-// per token (each row's own scale and zero point, uint8: the default) or per
-// tensor (a calibrated scale, int8, values beyond 127 scales clipped); int32
-// accumulation on oneDNN's VNNI kernels, scaled back to fp32 with the bias
-// and the epilogue.
-class Int8Gemm;
+// A Linear's GEMM in 8 bits (Linear::Quantize), int8 or fp8.
+// int8 (Int8Gemm): the weights symmetric per output channel (max |w| of each
+// row to 127); the input divided per column by SmoothQuant's divisors (which
+// multiply the weights' columns), then either per token (each row's own
+// scale and zero point, uint8: the default) or per tensor (a calibrated
+// scale, int8, values beyond 127 scales clipped); int32 accumulation on
+// oneDNN's VNNI kernels, scaled back to fp32 with the bias and the epilogue.
+// fp8 (Fp8Gemm): the weights with one scale (max |w| to 448), the input with
+// a calibrated one, both rounded to E4M3 and multiplied in fp32: Hopper's
+// FP8 GEMM emulated, the reference for the CUDA engine's.
+class QuantizedGemm;
 
 // c[m, out] = epilogue(a[m, in] W^T + b), the epilogue chosen per call.
 class Linear {
@@ -129,21 +133,22 @@ class Linear {
   // spread their outliers between them.
   StatusOr<std::vector<float>> SmoothingDivisors(const std::vector<float>& input_max, float alpha,
                                                  MatmulContext* ctx) const;
-  // Makes the int8 GEMM (Int8Gemm) and runs on it from now on: its input
-  // divided by `smoothing` per column (when given), then quantized per token
-  // (`input_scale` 0) or with `input_scale` (a calibrated |x| bound / 127).
+  // Makes the 8-bit GEMM of `format` and runs on it from now on: for int8
+  // its input divided by `smoothing` per column (when given), then quantized
+  // per token (`input_scale` 0) or with `input_scale` (a calibrated |x| bound
+  // / 127); for fp8 with `input_scale` (the bound / 448; no smoothing).
   // The fp32 weights stay until DropUnusedWeights.
-  Status QuantizeInt8(float input_scale, MatmulContext* ctx,
-                      const std::vector<float>& smoothing = {});
-  // A Linear that runs only the int8 GEMM on `operands` (an int8 plan's),
-  // with `bias` [out].
-  static StatusOr<Linear> FromInt8(Int8Linear operands, std::vector<float> bias,
-                                   MatmulContext* ctx);
-  // The int8 GEMM's operands when Run takes it; else null.
-  const Int8Linear* Int8Operands() const;
-  // Whether Run takes the int8 GEMM (once quantized; true after QuantizeInt8).
-  void UseInt8(bool use) { use_int8_ = use && int8_; }
-  bool uses_int8() const { return use_int8_; }
+  Status Quantize(QuantFormat format, float input_scale, MatmulContext* ctx,
+                  const std::vector<float>& smoothing = {});
+  // A Linear that runs only the 8-bit GEMM on `operands` (a plan's; the
+  // format is their weights' dtype), with `bias` [out].
+  static StatusOr<Linear> FromQuantized(QuantizedLinear operands, std::vector<float> bias,
+                                        MatmulContext* ctx);
+  // The 8-bit GEMM's operands when Run takes it; else null.
+  const QuantizedLinear* QuantizedOperands() const;
+  // Whether Run takes the 8-bit GEMM (once quantized; true after Quantize).
+  void UseQuantized(bool use);
+  bool uses_quantized() const { return use_quantized_; }
   // Frees the weights of the GEMM Run does not take.
   void DropUnusedWeights();
 
@@ -165,8 +170,8 @@ class Linear {
   // made at creation, the others (rare: a row count whose kernel wants other
   // blocking) are reordered from it on first use: a cache, hence mutable.
   mutable std::vector<std::pair<dnnl::memory::desc, dnnl::memory>> weights_;
-  std::shared_ptr<const Int8Gemm> int8_;  // set once quantized
-  bool use_int8_ = false;
+  std::shared_ptr<const QuantizedGemm> quantized_;  // set once quantized
+  bool use_quantized_ = false;
 };
 
 }  // namespace bertrt::cpu

@@ -34,6 +34,7 @@
 #include "backends/cuda/linear.h"
 #include "backends/cuda/op_profiler.h"
 #include "bertrt/devices.h"
+#include "bertrt/quantized_weights.h"
 #include "core/startup_trace.h"
 #include "model/model_check.h"
 #include "model/outputs.h"
@@ -299,10 +300,14 @@ StatusOr<BatchOutputs> CudaEngine::Run(const RaggedBatch& batch, const RunOption
 StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(std::shared_ptr<const Model> model,
                                                    const CudaEngineOptions& options) {
   if (!model) return InvalidArgument("cuda engine: no model");
-  if (model->int8)
+  if (model->quantized && model->quantized->format != QuantFormat::kFp8)
+    return Unimplemented(model->source + " is " + QuantFormatName(model->quantized->format) +
+                         ", which runs on the CPU engine (--device cpu); for the GPU build an "
+                         "fp8, fp16 or bf16 plan");
+  if (model->quantized)
     return Unimplemented(model->source +
-                         " is int8, which runs on the CPU engine for now (--device cpu); for a "
-                         "GPU build an fp16 or bf16 plan");
+                         " is fp8: the CUDA engine's FP8 GEMMs are not in this build yet; run it "
+                         "with --device cpu (emulated), or build an fp16 or bf16 plan");
   ASSIGN_OR_RETURN(std::vector<GpuInfo> gpus, ListGpus());
   if (options.device < 0 || options.device >= static_cast<int>(gpus.size()))
     return InvalidArgument("cuda engine: device " + std::to_string(options.device) +
