@@ -1,5 +1,7 @@
 // Element-wise kernels: activations (plain and gated), rotary positions and
 // precision conversions.
+#include <cuda_fp8.h>
+
 #include <algorithm>
 
 #include "backends/cuda/cuda_check.h"
@@ -185,6 +187,18 @@ __global__ void ToFloatKernel(const T* in, float* out, size_t n) {
     out[i] = ToFloat(in[i]);
 }
 
+// x (the engine's precision) divided by its scale and rounded to E4M3
+// (nearest even, saturating at +-448: __NV_SATFINITE), as core/half.h's
+// FloatToE4M3 rounds the CPU's emulation.
+template <typename T>
+__global__ void QuantizeE4M3Kernel(const T* in, float inverse_scale, __nv_fp8_storage_t* out,
+                                   size_t n) {
+  AfterPreviousKernel();
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x)
+    out[i] = __nv_cvt_float_to_fp8(ToFloat(in[i]) * inverse_scale, __NV_SATFINITE, __NV_E4M3);
+}
+
 // One thread reads the GPU's global nanosecond timer, which every
 // multiprocessor shares (SM clocks are per multiprocessor and throttle).
 __global__ void StampKernel(uint64_t* slot) {
@@ -271,6 +285,19 @@ Status ConvertToFloat(Precision p, const void* in, float* out, size_t n, Stream 
   BERTRT_DISPATCH_PRECISION(p, Launch(ToFloatKernel<T>, BlocksFor(n), kThreads, 0, stream,
                                       static_cast<const T*>(in), out, n));
   CUDA_RETURN_IF_LAUNCH_FAILED("conversion kernel");
+  return Status::Ok();
+}
+
+Status QuantizeToE4M3(Precision p, const void* in, float scale, void* out, size_t n,
+                      Stream stream) {
+  if (n == 0) return Status::Ok();
+  if (!(scale > 0.0f)) return InvalidArgument("fp8 quantization: the scale must be positive");
+  // (As the CPU's emulation: a multiplication by the reciprocal.)
+  const float inverse = 1.0f / scale;
+  BERTRT_DISPATCH_PRECISION(p, Launch(QuantizeE4M3Kernel<T>, BlocksFor(n), kThreads, 0, stream,
+                                      static_cast<const T*>(in), inverse,
+                                      static_cast<__nv_fp8_storage_t*>(out), n));
+  CUDA_RETURN_IF_LAUNCH_FAILED("fp8 quantization kernel");
   return Status::Ok();
 }
 

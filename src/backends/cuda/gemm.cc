@@ -95,7 +95,8 @@ Status LtGemm::Init(Precision precision, size_t workspace_bytes, const std::stri
 
 std::string LtGemm::CacheKey(const Key& key) const {
   return key_prefix_ + std::to_string(key.m) + "," + std::to_string(key.n) + "," +
-         std::to_string(key.k) + "|" + std::to_string(static_cast<int>(key.epilogue));
+         std::to_string(key.k) + "|" + std::to_string(static_cast<int>(key.epilogue)) +
+         (key.fp8 ? "|e4m3" : "");
 }
 
 bool LtGemm::CachedChoice(const Key& key, Plan* plan) const {
@@ -206,14 +207,17 @@ Status LtGemm::Tune(const Key& key, Plan& plan, const void* x, const void* w, co
 // A = W with transa = T, B = x with transb = N, D with leading dimension m.
 Status LtGemm::MakeDescriptors(const Key& key, const void* bias, Plan* p) const {
   const cudaDataType_t dt = DataType(precision_);
+  // FP8: A (W) and B (x) in E4M3, transposed as below (the only layout
+  // cuBLASLt's FP8 kernels take: "TN"); C and D in the engine's precision.
+  const cudaDataType_t operands = key.fp8 ? CUDA_R_8F_E4M3 : dt;
   const CublasLtApi& lt = *lt_;
   CUBLAS_RETURN_IF_ERROR(lt.MatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   RETURN_IF_ERROR(SetDesc(lt, p->desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T));
   RETURN_IF_ERROR(SetDesc(lt, p->desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N));
   RETURN_IF_ERROR(SetDesc(lt, p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, LtEpilogue(key.epilogue)));
   RETURN_IF_ERROR(SetDesc(lt, p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias));
-  CUBLAS_RETURN_IF_ERROR(lt.MatrixLayoutCreate(&p->a, dt, key.k, key.m, key.k));
-  CUBLAS_RETURN_IF_ERROR(lt.MatrixLayoutCreate(&p->b, dt, key.k, key.n, key.k));
+  CUBLAS_RETURN_IF_ERROR(lt.MatrixLayoutCreate(&p->a, operands, key.k, key.m, key.k));
+  CUBLAS_RETURN_IF_ERROR(lt.MatrixLayoutCreate(&p->b, operands, key.k, key.n, key.k));
   CUBLAS_RETURN_IF_ERROR(lt.MatrixLayoutCreate(&p->c, dt, key.m, key.n, key.m));
   return Status::Ok();
 }
@@ -244,14 +248,31 @@ Status LtGemm::AskHeuristic(const Key& key, Plan* p) const {
 
 Status LtGemm::Linear(const void* x, int rows, int in, const void* w, const void* bias, int out,
                       Epilogue epilogue, const void* residual, void* y, cudaStream_t stream) {
-  if (epilogue == Epilogue::kBiasGelu)
-    return InvalidArgument("cuBLASLt has no erf GELU epilogue: run it through LinearLayers");
   if (rows == 0) return Status::Ok();
-  const Key key{out, rows, in, epilogue};
+  return Run(Key{out, rows, in, epilogue}, x, w, 1.0f, bias, residual, y, stream);
+}
+
+Status LtGemm::LinearFp8(const void* x, int rows, int in, const void* w, float scale,
+                         const void* bias, int out, Epilogue epilogue, const void* residual,
+                         void* y, cudaStream_t stream) {
+  if (precision_ == Precision::kFp32)
+    return InvalidArgument("FP8 GEMMs write fp16 or bf16; this engine computes in fp32");
+  if (in % 16 != 0)
+    return InvalidArgument("FP8 GEMMs need the input width to be a multiple of 16, not " +
+                           std::to_string(in));
+  if (!(scale > 0.0f)) return InvalidArgument("FP8 GEMM: the scale must be positive");
+  if (rows == 0) return Status::Ok();
+  return Run(Key{out, rows, in, epilogue, true}, x, w, scale, bias, residual, y, stream);
+}
+
+Status LtGemm::Run(const Key& key, const void* x, const void* w, float alpha, const void* bias,
+                   const void* residual, void* y, cudaStream_t stream) {
+  if (key.epilogue == Epilogue::kBiasGelu)
+    return InvalidArgument("cuBLASLt has no erf GELU epilogue: run it through LinearLayers");
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(Plan * plan, GetPlan(key, bias));
   RETURN_IF_ERROR(SetDesc(*lt_, plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias));
-  const float alpha = 1.0f, beta = residual ? 1.0f : 0.0f;
+  const float beta = residual ? 1.0f : 0.0f;
   // With beta = 0, C is not read; D stands in for it.
   const void* c = residual ? residual : y;
   if (!plan->tuned) {

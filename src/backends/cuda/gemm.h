@@ -54,6 +54,14 @@ class LtGemm {
   // capturing a CUDA graph, from its capture thread.
   Status Linear(const void* x, int rows, int in, const void* w, const void* bias, int out,
                 Epilogue epilogue, const void* residual, void* y, cudaStream_t stream);
+  // The same on FP8 tensor cores (sm_89 and newer): x and W in E4M3 (x
+  // quantized by QuantizeToE4M3, W by the plan), y = act(scale * (x W^T) +
+  // bias [+ residual]) with fp32 accumulation, `scale` the product of x's
+  // and W's scales; bias, residual and y in the engine's precision (fp16 or
+  // bf16). `in` a multiple of 16 (cuBLASLt's FP8 rule).
+  Status LinearFp8(const void* x, int rows, int in, const void* w, float scale, const void* bias,
+                   int out, Epilogue epilogue, const void* residual, void* y,
+                   cudaStream_t stream);
 
   size_t workspace_bytes() const { return workspace_bytes_; }
   // Shapes timed by this engine, and shapes whose choice came from the cache.
@@ -66,8 +74,12 @@ class LtGemm {
   struct Key {
     int m, n, k;
     Epilogue epilogue;
+    bool fp8 = false;  // E4M3 operands (LinearFp8)
     auto operator<=>(const Key&) const = default;
   };
+  // Linear's and LinearFp8's call once the key is made.
+  Status Run(const Key& key, const void* x, const void* w, float alpha, const void* bias,
+             const void* residual, void* y, cudaStream_t stream);
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;

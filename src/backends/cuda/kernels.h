@@ -96,6 +96,10 @@ Status StampTime(uint64_t* slot, cudaStream_t stream);
 
 Status ConvertFromFloat(Precision p, const float* in, void* out, size_t n, Stream stream);
 Status ConvertToFloat(Precision p, const void* in, float* out, size_t n, Stream stream);
+// out[i] = E4M3(in[i] / scale), one byte each, rounded to nearest even and
+// saturating at +-448: an FP8 GEMM's input (LtGemm::LinearFp8).
+Status QuantizeToE4M3(Precision p, const void* in, float scale, void* out, size_t n,
+                      Stream stream);
 
 // The compute capability this build's kernels run as on the current GPU
 // (90 for sm_90): the GPU's own where the build has code for it, lower where

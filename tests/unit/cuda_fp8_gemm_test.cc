@@ -1,0 +1,146 @@
+// The FP8 Linear on the GPU: QuantizeToE4M3 rounds as the CPU's emulation
+// (core/half.h's FloatToE4M3, which the CPU engine's fp8 GEMMs use), and
+// LtGemm::LinearFp8 is the float64 product of its E4M3 operands times their
+// scale, plus bias, epilogue and residual, to one fp16/bf16 rounding of the
+// output and fp32 accumulation: at BERT-base's and MiniLM's widths, row
+// counts off the kernels' tiles, each epilogue.
+#if BERTRT_HAVE_CUDA
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backends/cuda/gemm.h"
+#include "backends/cuda/kernels.h"
+#include "core/half.h"
+#include "cuda_test_util.h"
+
+namespace bertrt::cuda {
+namespace {
+
+using test_util::DeviceBuffer;
+using test_util::FromBits;
+
+using Matrix = test_util::RoundedMatrix;
+constexpr auto Random = test_util::RandomRounded;
+
+class CudaFp8GemmTest : public test_util::GpuTest {
+ protected:
+  void SetUp() override {
+    test_util::GpuTest::SetUp();
+    if (IsSkipped()) return;
+    if (gpu_.compute_capability < 89) GTEST_SKIP() << "FP8 tensor cores need sm_89 or newer";
+  }
+};
+
+// Every E4M3 code's neighbourhood and saturating values, in fp16 and bf16.
+TEST_F(CudaFp8GemmTest, QuantizeRoundsAsTheCpuEmulation) {
+  for (Precision p : {Precision::kFp16, Precision::kBf16}) {
+    std::mt19937 rng(3);
+    Matrix x = Random(65536, 40.0f, p, rng);
+    for (float v : {500.0f, -1e4f, 464.0f, 0.0f, -0.0f, 1e-5f})
+      x.bits.push_back(test_util::ToBits(v, p)), x.val.push_back(FromBits(x.bits.back(), p));
+    const float scale = 0.37f;
+    DeviceBuffer dx(x.bits.size() * 2), dq(x.bits.size());
+    cudaMemcpy(dx.ptr, x.bits.data(), x.bits.size() * 2, cudaMemcpyHostToDevice);
+    ASSERT_TRUE(QuantizeToE4M3(p, dx.ptr, scale, dq.ptr, x.bits.size(), {nullptr, false}).ok());
+    std::vector<uint8_t> q(x.bits.size());
+    cudaMemcpy(q.data(), dq.ptr, q.size(), cudaMemcpyDeviceToHost);
+    const float inverse = 1.0f / scale;
+    for (size_t i = 0; i < q.size(); ++i)
+      ASSERT_EQ(q[i], FloatToE4M3(static_cast<float>(x.val[i]) * inverse))
+          << PrecisionName(p) << " value " << x.val[i];
+  }
+}
+
+TEST_F(CudaFp8GemmTest, LinearIsItsE4M3OperandsProduct) {
+  struct Shape {
+    int rows, in, out;
+  };
+  const Shape shapes[] = {{1, 768, 2304}, {77, 768, 768}, {1000, 768, 3072}, {333, 3072, 768},
+                          {129, 384, 1536}};
+  for (Precision p : {Precision::kFp16, Precision::kBf16}) {
+    LtGemm gemm;
+    ASSERT_TRUE(gemm.Init(p, kGemmWorkspaceBytes, gpu_.name, false).ok());
+    std::mt19937 rng(7);
+    for (const Shape& s : shapes)
+      for (Epilogue e : {Epilogue::kBias, Epilogue::kBiasGeluTanh, Epilogue::kBiasRelu}) {
+        for (bool residual : {false, true}) {
+          if (residual && e != Epilogue::kBias) continue;
+          // E4M3 operands: codes drawn from the values x and W take.
+          const float x_scale = 4.0f / 448.0f, w_scale = 0.2f / 448.0f;
+          std::normal_distribution<float> xd(0.0f, 1.0f), wd(0.0f, 1.0f / std::sqrt(s.in));
+          std::vector<uint8_t> xq(size_t(s.rows) * s.in), wq(size_t(s.out) * s.in);
+          for (uint8_t& c : xq) c = FloatToE4M3(xd(rng) / x_scale);
+          for (uint8_t& c : wq) c = FloatToE4M3(wd(rng) / w_scale);
+          const Matrix bias = Random(s.out, 0.5f, p, rng);
+          const Matrix res = Random(size_t(s.rows) * s.out, 1.0f, p, rng);
+          const size_t out_n = size_t(s.rows) * s.out;
+          DeviceBuffer dx(xq.size()), dw(wq.size()), db(bias.bits.size() * 2),
+              dr(res.bits.size() * 2), dy(out_n * 2);
+          cudaMemcpy(dx.ptr, xq.data(), xq.size(), cudaMemcpyHostToDevice);
+          cudaMemcpy(dw.ptr, wq.data(), wq.size(), cudaMemcpyHostToDevice);
+          cudaMemcpy(db.ptr, bias.bits.data(), bias.bits.size() * 2, cudaMemcpyHostToDevice);
+          cudaMemcpy(dr.ptr, res.bits.data(), res.bits.size() * 2, cudaMemcpyHostToDevice);
+          cudaMemset(dy.ptr, 0xff, out_n * 2);  // NaN where nothing is written
+          const Status st = gemm.LinearFp8(dx.ptr, s.rows, s.in, dw.ptr, x_scale * w_scale,
+                                           db.ptr, s.out, e, residual ? dr.ptr : nullptr, dy.ptr,
+                                           nullptr);
+          ASSERT_TRUE(st.ok()) << st.ToString();
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          std::vector<uint16_t> y(out_n);
+          cudaMemcpy(y.data(), dy.ptr, out_n * 2, cudaMemcpyDeviceToHost);
+          double worst = 0;
+          const int block = std::min(s.rows, 24);
+          for (int first : {0, s.rows / 2, s.rows - block})
+            for (int r = std::max(0, first); r < std::min(s.rows, first + block); ++r)
+              for (int c = 0; c < s.out; ++c) {
+                double v = 0;
+                for (int k = 0; k < s.in; ++k)
+                  v += double{E4M3ToFloat(xq[size_t(r) * s.in + k])} *
+                       E4M3ToFloat(wq[size_t(c) * s.in + k]);
+                v = v * (double{x_scale} * w_scale) + bias.val[c];
+                if (e == Epilogue::kBiasGeluTanh)
+                  v = 0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+                if (e == Epilogue::kBiasRelu) v = std::max(v, 0.0);
+                if (residual) v += res.val[size_t(r) * s.out + c];
+                const double got = FromBits(y[size_t(r) * s.out + c], p);
+                // One rounding of the output (fp16: 2^-11, bf16: 2^-8
+                // relative) plus fp32 accumulation over `in` exact products;
+                // the tanh GELU's own approximation in cuBLASLt.
+                const double bound = (p == Precision::kFp16 ? 1e-3 : 8e-3) * std::abs(v) + 2e-3;
+                worst =
+                    std::max(worst, std::isfinite(got) ? std::abs(got - v) / bound : INFINITY);
+              }
+          EXPECT_LE(worst, 1.0) << PrecisionName(p) << " " << s.rows << " x " << s.in << " -> "
+                                << s.out << " epilogue " << int(e) << " residual " << residual;
+        }
+      }
+  }
+}
+
+TEST_F(CudaFp8GemmTest, RefusesWhatFp8GemmsCannotTake) {
+  LtGemm gemm;
+  ASSERT_TRUE(gemm.Init(Precision::kFp16, kGemmWorkspaceBytes, gpu_.name, false).ok());
+  DeviceBuffer buf(1 << 16);
+  EXPECT_FALSE(
+      gemm.LinearFp8(buf.ptr, 4, 100, buf.ptr, 1.0f, buf.ptr, 8, Epilogue::kBias, nullptr,
+                     buf.ptr, nullptr)
+          .ok())
+      << "an input width that is not a multiple of 16";
+  EXPECT_FALSE(gemm.LinearFp8(buf.ptr, 4, 64, buf.ptr, 0.0f, buf.ptr, 8, Epilogue::kBias,
+                              nullptr, buf.ptr, nullptr)
+                   .ok());
+  LtGemm fp32;
+  ASSERT_TRUE(fp32.Init(Precision::kFp32, kGemmWorkspaceBytes, gpu_.name, false).ok());
+  EXPECT_FALSE(fp32.LinearFp8(buf.ptr, 4, 64, buf.ptr, 1.0f, buf.ptr, 8, Epilogue::kBias,
+                              nullptr, buf.ptr, nullptr)
+                   .ok());
+}
+
+}  // namespace
+}  // namespace bertrt::cuda
+#endif  // BERTRT_HAVE_CUDA
