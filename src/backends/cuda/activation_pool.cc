@@ -42,7 +42,8 @@ std::vector<size_t> ActivationPool::Regions(size_t t, size_t seqs) const {
           config_.dense.empty() ? 0 : t * pooled * 4,
           std::min<size_t>(t, kMaskedLmChunkTokens) * vocab * e,
           IntCapacity(t) * 4,
-          config_.gated_ffn ? t * config_.intermediate_size * e : 0};
+          config_.gated_ffn ? t * config_.intermediate_size * e : 0,
+          fp8_inputs_ ? t * std::max<size_t>(h, config_.intermediate_size) : 0};
 }
 
 bool ActivationPool::Fits(int tokens, int seqs) const {
@@ -90,7 +91,8 @@ Status ActivationPool::Reserve(int tokens, int seqs, const std::string& hint) {
                   reinterpret_cast<int32_t*>(p[11]),
                   static_cast<int32_t*>(host_ints_.get()),
                   static_cast<float*>(host_floats_.get()),
-                  regions[12] ? p[12] : nullptr};
+                  regions[12] ? p[12] : nullptr,
+                  regions[13] ? p[13] : nullptr};
   capacity_tokens_ = t;
   capacity_sparse_seqs_ = s;
   return Status::Ok();

@@ -32,6 +32,9 @@ struct Workspace {
   int32_t* host_ints;  // pinned: the same, staged for one copy
   float* host_floats;  // pinned: the outputs coming back
   void* gated;
+  // An fp8 engine's GEMM input, quantized to E4M3 [tokens, max(hidden,
+  // intermediate)] bytes; null otherwise.
+  void* fp8_input;
 };
 
 // SPLADE's masked-LM head runs over at most this many tokens at a time, so
@@ -42,9 +45,14 @@ inline constexpr int kMaskedLmChunkTokens = 1024;
 class ActivationPool {
  public:
   // `element_size`: bytes per activation in the compute precision;
-  // `logits_width`: the classifier's outputs per row.
-  ActivationPool(const ModelConfig& config, size_t element_size, int logits_width)
-      : config_(config), element_size_(element_size), logits_width_(logits_width) {}
+  // `logits_width`: the classifier's outputs per row; `fp8_inputs`: room
+  // for the E4M3 inputs of an fp8 engine's GEMMs.
+  ActivationPool(const ModelConfig& config, size_t element_size, int logits_width,
+                 bool fp8_inputs = false)
+      : config_(config),
+        element_size_(element_size),
+        logits_width_(logits_width),
+        fp8_inputs_(fp8_inputs) {}
 
   // Makes room for batches of `tokens` tokens in `seqs` sequences, in steps
   // of 256 tokens and 64 sequences so that slowly growing batches do not
@@ -77,6 +85,7 @@ class ActivationPool {
   const ModelConfig& config_;
   size_t element_size_;
   int logits_width_;
+  bool fp8_inputs_;
   int capacity_tokens_ = 0;
   int capacity_sparse_seqs_ = 0;
   uint64_t generation_ = 0;

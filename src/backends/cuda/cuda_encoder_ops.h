@@ -111,6 +111,7 @@ class EncoderOps {
   const BatchInts ints_;
   const int t_, n_, h_;
   const size_t e_;  // bytes of one activation or weight element
+  void* const fp8_input_;  // the workspace's E4M3 GEMM input (fp8 engines)
   bool in_head_ = false;
 };
 

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -67,6 +68,12 @@ class CudaEngine final : public Engine {
     return graphs_->enabled() ? cuda::GraphCache::kMaxGraphs : 0;
   }
   const ModelConfig& config() const override { return model_->config; }
+  // An fp8 model's report, measured when it was quantized (on the CPU's
+  // emulation of these GEMMs; the model's check holds this engine to it).
+  std::optional<QuantizationReport> Quantization() const override {
+    if (!model_->quantized) return std::nullopt;
+    return model_->quantized->report;
+  }
   std::string device() const override {
     const std::string graphs_off = graphs_->off_reason();
     return "cuda:" + std::to_string(gpu_.index) + " (" + gpu_.name + ", " +
@@ -143,6 +150,14 @@ CudaEngine::~CudaEngine() {
 Status CudaEngine::Init() {
   RETURN_IF_ERROR(CheckModel(*model_));
   const ModelConfig& c = model_->config;
+  const bool fp8 = model_->quantized != nullptr;  // (int8 is refused at creation)
+  if (fp8 && gpu_.compute_capability < 89)
+    return Unimplemented(model_->source + " is fp8, whose GEMMs need FP8 tensor cores (sm_89 "
+                         "and newer); " + gpu_.name + " is sm_" +
+                         std::to_string(gpu_.compute_capability) + ": use an fp16 or bf16 plan");
+  if (fp8 && options_.precision == Precision::kFp32)
+    return InvalidArgument(model_->source + " is fp8: its other operations run in fp16 or "
+                                            "bf16, not fp32");
   if (c.head_dim() > cuda::kMaxAttentionHeadDim)
     return Unimplemented("cuda engine: head dim " + std::to_string(c.head_dim()) +
                          " is above the " + std::to_string(cuda::kMaxAttentionHeadDim) +
@@ -170,8 +185,9 @@ Status CudaEngine::Init() {
                                                  options_.fused_gelu_gemm, overlap_launch_);
   forward_ = std::make_unique<cuda::EncoderForward>(c, outputs_, options_, weights_, *linear_,
                                                     kernel_cc_, sm_count_, overlap_launch_);
-  pool_ = std::make_unique<cuda::ActivationPool>(c, DTypeSize(PrecisionDType(options_.precision)),
-                                                 std::max(weights_.forward.classifier ? weights_.forward.classifier->out : 0, 1));
+  pool_ = std::make_unique<cuda::ActivationPool>(
+      c, DTypeSize(PrecisionDType(options_.precision)),
+      std::max(weights_.forward.classifier ? weights_.forward.classifier->out : 0, 1), fp8);
   // A dummy sequence can be 64 tokens long; its positions must exist.
   const bool graphs = c.max_positions() >= cuda::kLenBucket && options_.cuda_graphs;
   graphs_ = std::make_unique<cuda::GraphCache>(
@@ -304,10 +320,6 @@ StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(std::shared_ptr<const Model> 
     return Unimplemented(model->source + " is " + QuantFormatName(model->quantized->format) +
                          ", which runs on the CPU engine (--device cpu); for the GPU build an "
                          "fp8, fp16 or bf16 plan");
-  if (model->quantized)
-    return Unimplemented(model->source +
-                         " is fp8: the CUDA engine's FP8 GEMMs are not in this build yet; run it "
-                         "with --device cpu (emulated), or build an fp16 or bf16 plan");
   ASSIGN_OR_RETURN(std::vector<GpuInfo> gpus, ListGpus());
   if (options.device < 0 || options.device >= static_cast<int>(gpus.size()))
     return InvalidArgument("cuda engine: device " + std::to_string(options.device) +

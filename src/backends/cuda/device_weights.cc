@@ -6,6 +6,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/kernels.h"
+#include "bertrt/quantized_weights.h"
 #include "core/half.h"
 #include "model/model_check.h"
 #include "model/relative_position.h"
@@ -76,6 +77,19 @@ class Uploader {
     return ptr;
   }
 
+  // A tensor's bytes as they are (an fp8 Linear's E4M3 weights).
+  StatusOr<void*> UploadBytes(const Tensor& t, const std::string& name) {
+    DeviceBuffer dst;
+    RETURN_IF_ERROR(dst.Allocate(t.nbytes(), "the weights (" + name + ")",
+                                 "use a smaller model, or a GPU with more memory"));
+    CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(dst.get(), t.raw(), t.nbytes(), cudaMemcpyHostToDevice, stream_));
+    out_->bytes += dst.size();
+    void* ptr = dst.get();
+    out_->storage.push_back(std::move(dst));
+    return ptr;
+  }
+
  private:
   Precision precision_;
   cudaStream_t stream_;
@@ -89,11 +103,22 @@ class Uploader {
 struct Maker {
   Uploader& up;
   const ModelWeights& model;
+  const QuantizedWeights* quantized;  // an 8-bit model's Linears; null: none
   const void* word;  // the uploaded word embeddings: a tied decoder reads them
 
   StatusOr<DeviceLinear> Linear(const std::vector<const Tensor*>& w,
                                 const std::vector<const Tensor*>& b, const std::string& name) {
     DeviceLinear l;
+    if (const QuantizedLinear* q = FindQuantizedLinear(quantized, name)) {
+      // fp8 alone reaches here (CreateCudaEngine refuses int8 models).
+      ASSIGN_OR_RETURN(l.w8, up.UploadBytes(q->weights, name));
+      l.weight_scale = q->scales.f32()[0];
+      l.input_scale = q->input_scale;
+      ASSIGN_OR_RETURN(l.b, up.Upload(b, true, name));
+      l.in = static_cast<int>(q->weights.dim(1));
+      l.out = static_cast<int>(q->weights.dim(0));
+      return l;
+    }
     if (w.size() == 1 && w[0] == &model.word_embeddings) {
       l.w = word;  // not uploaded twice
     } else {
@@ -123,6 +148,17 @@ struct Maker {
 };
 
 }  // namespace
+
+DeviceLinear DeviceLinear::Outputs(int first, int count, size_t element) const {
+  DeviceLinear part = *this;
+  part.out = count;
+  part.b = static_cast<const char*>(b) + size_t(first) * element;
+  if (w8)
+    part.w8 = static_cast<const char*>(w8) + size_t(first) * in;
+  else
+    part.w = static_cast<const char*>(w) + size_t(first) * in * element;
+  return part;
+}
 
 StatusOr<DeviceWeights> UploadWeights(const Model& model, Precision precision,
                                       cudaStream_t stream) {
@@ -163,7 +199,7 @@ StatusOr<DeviceWeights> UploadWeights(const Model& model, Precision precision,
     }
   }
   // The forward's weights, as the schema lists them.
-  Maker maker{up, w, dw.word};
+  Maker maker{up, w, model.quantized.get(), dw.word};
   ASSIGN_OR_RETURN(dw.forward,
                    model::PrepareWeights<DeviceForwardWeights>(
                        w, model::WeightSchema(c, HeadUsesPooler(model), !w.mlm_decoder_w.empty()),

@@ -17,11 +17,19 @@
 
 namespace bertrt::cuda {
 
-// A GEMM's weight [out, in] and bias [out], in the compute precision.
+// A GEMM's weight [out, in] and bias [out], in the compute precision; or
+// for an fp8 model's encoder Linear, its E4M3 weight `w8` [out, in] (w null)
+// with the weight's and the input's scales (QuantizedLinear).
 struct DeviceLinear {
   const void* w = nullptr;
   const void* b = nullptr;
   int in = 0, out = 0;
+  const void* w8 = nullptr;
+  float weight_scale = 0.0f, input_scale = 0.0f;
+  // Outputs [first, first + count) alone; `element` bytes per weight of `w`.
+  DeviceLinear Outputs(int first, int count, size_t element) const;
+  // Where the weight's bytes start on the device.
+  const void* weight() const { return w8 ? w8 : w; }
 };
 
 // A small head's weight [out, in] and bias [out] (null: none), fp32 (SmallLinear).
@@ -55,8 +63,8 @@ struct DeviceWeights {
   std::vector<DeviceBuffer> storage;  // owns everything above
 };
 
-// Uploads a model that passed CheckModel. `stream` orders the conversion
-// kernels.
+// Uploads a model that passed CheckModel (an fp8 model's quantized Linears
+// as their E4M3 bytes). `stream` orders the conversion kernels.
 StatusOr<DeviceWeights> UploadWeights(const Model& model, Precision precision, cudaStream_t stream);
 
 }  // namespace bertrt::cuda

@@ -64,7 +64,8 @@ EncoderOps::EncoderOps(const OpsContext& context, const Shape& shape, const Work
       t_(shape.tokens),
       n_(shape.seqs),
       h_(context.config.hidden_size),
-      e_(DTypeSize(PrecisionDType(p_))) {}
+      e_(DTypeSize(PrecisionDType(p_))),
+      fp8_input_(ws.fp8_input) {}
 
 Status EncoderOps::EmbedLayerNorm(void* out) {
   const DeviceWeights& w = c_.weights;
@@ -87,8 +88,17 @@ Status EncoderOps::LayerNorm(const void* in, void* out, int rows, ops::Norm norm
 Status EncoderOps::Linear(const char* name, const DeviceLinear& w, const void* x, int rows, void* y,
                           ops::Tail<const void*> tail) {
   const Epilogue epilogue = tail.act ? ActivationEpilogue(*tail.act, c_.options) : Epilogue::kBias;
-  RETURN_IF_ERROR(
-      c_.linear.Run(x, rows, w.in, w.w, w.b, w.out, epilogue, tail.residual, y, stream_));
+  if (w.w8) {
+    // fp8: the input onto E4M3 with its calibrated scale, then the FP8 GEMM.
+    if (!fp8_input_) return Internal("cuda engine: an fp8 Linear without room for its input");
+    RETURN_IF_ERROR(
+        QuantizeToE4M3(p_, x, w.input_scale, fp8_input_, size_t(rows) * w.in, kernels_));
+    RETURN_IF_ERROR(c_.linear.RunFp8(fp8_input_, rows, w.in, w.w8, w.input_scale * w.weight_scale,
+                                     w.b, w.out, epilogue, tail.residual, y, stream_));
+  } else {
+    RETURN_IF_ERROR(
+        c_.linear.Run(x, rows, w.in, w.w, w.b, w.out, epilogue, tail.residual, y, stream_));
+  }
   RETURN_IF_ERROR(Stamp(name, 2.0 * rows * w.in * w.out));
   if (!tail.act || epilogue != Epilogue::kBias) return Status::Ok();
   RETURN_IF_ERROR(ActivationInPlace(p_, *tail.act, y, size_t(rows) * w.out, kernels_));
@@ -97,8 +107,7 @@ Status EncoderOps::Linear(const char* name, const DeviceLinear& w, const void* x
 
 Status EncoderOps::LinearOutputs(const char* name, const DeviceLinear& w, int first, int count,
                                  const void* x, int rows, void* y) {
-  const DeviceLinear part{At(w.w, size_t(first) * w.in), At(w.b, size_t(first)), w.in, count};
-  return Linear(name, part, x, rows, y, {});
+  return Linear(name, w.Outputs(first, count, e_), x, rows, y, {});
 }
 
 Status EncoderOps::Rotary(void* qkv, bool local) {
@@ -112,10 +121,12 @@ PrefetchRanges EncoderOps::PrefetchFor(const DeviceLayer& l) const {
   PrefetchRanges prefetch;
   // See kPrefetchMaxTokens.
   if (t_ <= kPrefetchMaxTokens) {
+    // (A gated FFN's first weight is twice `inter` rows: its first half.)
     const size_t inter = config_.intermediate_size;
-    prefetch.Add(l.attn_out.w, size_t(h_) * h_ * e_);
-    prefetch.Add(l.ffn_in.w, inter * h_ * e_);
-    prefetch.Add(l.ffn_out.w, h_ * inter * e_);
+    auto bytes = [&](const DeviceLinear& w, size_t n) { return n * (w.w8 ? 1 : e_); };
+    prefetch.Add(l.attn_out.weight(), bytes(l.attn_out, size_t(h_) * h_));
+    prefetch.Add(l.ffn_in.weight(), bytes(l.ffn_in, inter * h_));
+    prefetch.Add(l.ffn_out.weight(), bytes(l.ffn_out, h_ * inter));
   }
   return prefetch;
 }

@@ -50,4 +50,16 @@ Status LinearLayers::Run(const void* x, int rows, int in, const void* w, const v
                            {stream, overlap_launch_});
 }
 
+Status LinearLayers::RunFp8(const void* x, int rows, int in, const void* w, float scale,
+                            const void* bias, int out, Epilogue epilogue, const void* residual,
+                            void* y, cudaStream_t stream) const {
+  if (epilogue != Epilogue::kBiasGelu)
+    return gemm_.LinearFp8(x, rows, in, w, scale, bias, out, epilogue, residual, y, stream);
+  if (residual) return InvalidArgument("the erf GELU epilogue takes no residual");
+  RETURN_IF_ERROR(
+      gemm_.LinearFp8(x, rows, in, w, scale, bias, out, Epilogue::kBias, nullptr, y, stream));
+  return ActivationInPlace(precision_, HiddenAct::kGelu, y, size_t(rows) * out,
+                           {stream, overlap_launch_});
+}
+
 }  // namespace bertrt::cuda

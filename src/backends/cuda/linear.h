@@ -47,6 +47,12 @@ class LinearLayers {
   // the activation kernel; cuBLASLt elsewhere.
   Status Run(const void* x, int rows, int in, const void* w, const void* bias, int out,
              Epilogue epilogue, const void* residual, void* y, cudaStream_t stream) const;
+  // The same for an fp8 Linear whose input `x` is already E4M3
+  // (QuantizeToE4M3), `scale` the input's times the weight's: cuBLASLt's FP8
+  // GEMM, the erf GELU as a kernel after it.
+  Status RunFp8(const void* x, int rows, int in, const void* w, float scale, const void* bias,
+                int out, Epilogue epilogue, const void* residual, void* y,
+                cudaStream_t stream) const;
 
  private:
   LtGemm& gemm_;
