@@ -98,6 +98,9 @@ struct QuantizationReport {
   // worst held-out score (cosine mean or argmax agreement) each alone in
   // 8 bits gave.
   std::vector<std::pair<std::string, double>> kept_fp32;
+  // Linears the format cannot take, kept in fp32 from the start: an fp8
+  // GEMM's input width must be a multiple of 16.
+  std::vector<std::string> unsupported;
   std::vector<OutputAccuracy> outputs;
   AccuracyBudget budget;  // what `outputs` were held to
   bool within_budget = true;

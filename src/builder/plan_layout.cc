@@ -352,6 +352,7 @@ json ReportToJson(const QuantizationReport& r) {
               {"quantized_linears", r.quantized_linears},
               {"linears", r.linears},
               {"kept_fp32", kept},
+              {"unsupported", r.unsupported},
               {"outputs", outputs},
               {"budget",
                {{"cosine_mean", b.cosine_mean},
@@ -401,6 +402,15 @@ StatusOr<QuantizationReport> ReportFromJson(const json& j) {
     if (!k.is_array() || k.size() != 2 || !k[0].is_string() || !k[1].is_number())
       return Missing("kept_fp32", "a list of [name, score] pairs");
     r.kept_fp32.emplace_back(k[0].get<std::string>(), k[1].get<double>());
+  }
+  // (Absent in the int8 plans written before fp8.)
+  if (j.contains("unsupported")) {
+    const json* unsupported = nullptr;
+    RETURN_IF_ERROR(GetArray(j, "unsupported", 1 << 20, &unsupported));
+    for (const json& u : *unsupported) {
+      if (!u.is_string()) return Missing("unsupported", "a list of Linear names");
+      r.unsupported.push_back(u.get<std::string>());
+    }
   }
   RETURN_IF_ERROR(GetArray(j, "outputs", 64, &outputs));
   for (const json& o : *outputs) {

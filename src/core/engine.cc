@@ -96,6 +96,11 @@ std::string QuantizationReport::Summary() const {
                   std::to_string(linears) + " Linears, calibrated (" + calibration + ") on " +
                   std::to_string(calibration_sequences) + " sequences";
   char line[256];
+  for (size_t i = 0; i < unsupported.size(); ++i)
+    s += (i == 0 ? "\n  kept in fp32, their input not a multiple of 16 wide as " + precision +
+                       " GEMMs need: "
+                 : ", ") +
+         unsupported[i];
   if (held_out_sequences == 0) return s + "; no held-out inputs to report accuracy on";
   for (const auto& [name, score] : kept_fp32) {
     std::snprintf(line, sizeof(line), "\n  kept in fp32 to meet the accuracy budget: %s (alone in %s: %.5f)",

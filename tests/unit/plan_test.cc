@@ -473,6 +473,12 @@ TEST(Plan, QuantizedPlanAnswersAsTheQuantizedModel) {
     EXPECT_EQ(plan->info.quantization->Summary(), want.report.Summary());
     EXPECT_EQ(got.report.Summary(), want.report.Summary());
     EXPECT_EQ(got.report.quantized_linears, int(got.linears.size())) << name;
+    // The tiny models' FFN is 37 wide: fp8 keeps its second GEMM (its input
+    // not a multiple of 16) in fp32, and says so.
+    const std::vector<std::string> unsupported =
+        format == QuantFormat::kFp8 ? std::vector<std::string>{"layer 0 ffn out", "layer 1 ffn out"}
+                                    : std::vector<std::string>{};
+    EXPECT_EQ(got.report.unsupported, unsupported);
     EXPECT_GT(got.linears.size(), 0u) << name;
     for (const auto& [weight, linear] : got.linears) {
       EXPECT_EQ(linear.weights.dtype(),

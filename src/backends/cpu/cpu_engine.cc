@@ -209,13 +209,19 @@ Status CpuEngine::Quantize(const QuantizeOptions& options) {
     std::vector<float> smoothing;
   };
   std::vector<Quantized> linears;
+  std::vector<std::string> unsupported;  // fp8: inputs not a multiple of 16 wide
   std::map<const cpu::Linear*, size_t> index;
   for (size_t i = 0; i < weights_.layers.size(); ++i) {
     cpu::Layer& l = weights_.layers[i];
     for (auto [linear, name] : {std::pair{&l.qkv, "qkv"}, {&l.attn_out, "attention output"},
                                 {&l.ffn_in, "ffn in"}, {&l.ffn_out, "ffn out"}}) {
+      std::string full = "layer " + std::to_string(i) + " " + name;
+      if (fp8 && linear->in() % 16 != 0) {
+        unsupported.push_back(std::move(full));
+        continue;
+      }
       index[linear] = linears.size();
-      linears.push_back({linear, "layer " + std::to_string(i) + " " + name, {}, {}});
+      linears.push_back({linear, std::move(full), {}, {}});
     }
   }
   // The largest |x| per column (SmoothQuant's and max's), then for the
@@ -263,7 +269,8 @@ Status CpuEngine::Quantize(const QuantizeOptions& options) {
   report.calibration_sequences = sequences;
   report.budget = options.budget;
   for (const RaggedBatch& b : options.held_out) report.held_out_sequences += b.num_seqs();
-  report.linears = static_cast<int>(linears.size());
+  report.linears = static_cast<int>(linears.size() + unsupported.size());
+  report.unsupported = std::move(unsupported);
   ASSIGN_OR_RETURN(report.outputs, measure());
   report.within_budget = reference.empty() || WithinBudget(report.outputs, options.budget);
   if (!report.within_budget) {
