@@ -10,32 +10,9 @@
 
 #include "bertrt/quantized_weights.h"
 #include "bertrt/self_check.h"
+#include "model/outputs.h"
 
 namespace bertrt {
-namespace {
-
-struct Row {
-  const float* data;
-  size_t n;
-};
-
-// Per-sequence outputs give one row per sequence; per-token outputs one row
-// per token, except width-1 ones (QA logits) whose row is the sequence.
-std::vector<Row> Rows(const NamedOutput& o, const RaggedBatch& batch) {
-  std::vector<Row> rows;
-  if (!o.per_token) {
-    for (int s = 0; s < batch.num_seqs(); ++s) rows.push_back({o.data.data() + size_t(s) * o.width, size_t(o.width)});
-  } else if (o.width == 1) {
-    for (int s = 0; s < batch.num_seqs(); ++s)
-      rows.push_back({o.data.data() + batch.cu_seqlens[s],
-                      size_t(batch.cu_seqlens[s + 1] - batch.cu_seqlens[s])});
-  } else {
-    for (int t = 0; t < batch.num_tokens(); ++t) rows.push_back({o.data.data() + size_t(t) * o.width, size_t(o.width)});
-  }
-  return rows;
-}
-
-}  // namespace
 
 std::vector<VerifySample> BuiltInVerifySamples() {
   std::string long_text;
@@ -103,7 +80,7 @@ StatusOr<VerifyReport> CompareOutputs(const std::vector<OutputDescription>& outp
     if (!a || !b || a->data.size() != b->data.size() || a->width != b->width)
       return Internal("verify: the engines disagree on the shape of output " + name);
     report.output_name += (report.output_name.empty() ? "" : "+") + name;
-    const std::vector<Row> ra = Rows(*a, batch), rb = Rows(*b, batch);
+    const std::vector<ComparedRow> ra = ComparedRows(*a, batch), rb = ComparedRows(*b, batch);
     for (size_t r = 0; r < ra.size(); ++r) {
       double dot = 0, na = 0, nb = 0, scale = 0, row_diff = 0;
       for (size_t i = 0; i < ra[r].n; ++i) {

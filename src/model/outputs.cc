@@ -52,6 +52,22 @@ std::vector<ArraySpan> ArraySpans(const std::vector<OutputDescription>& outputs,
   return spans;
 }
 
+std::vector<ComparedRow> ComparedRows(const NamedOutput& o, const RaggedBatch& batch) {
+  std::vector<ComparedRow> rows;
+  if (!o.per_token) {
+    for (int s = 0; s < batch.num_seqs(); ++s)
+      rows.push_back({o.data.data() + size_t(s) * o.width, size_t(o.width)});
+  } else if (o.width == 1) {
+    for (int s = 0; s < batch.num_seqs(); ++s)
+      rows.push_back({o.data.data() + batch.cu_seqlens[s],
+                      size_t(batch.cu_seqlens[s + 1] - batch.cu_seqlens[s])});
+  } else {
+    for (int t = 0; t < batch.num_tokens(); ++t)
+      rows.push_back({o.data.data() + size_t(t) * o.width, size_t(o.width)});
+  }
+  return rows;
+}
+
 std::vector<float> ClassScores(const float* logits, int n) {
   std::vector<float> p(logits, logits + n);
   if (n == 1) {

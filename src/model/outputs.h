@@ -45,6 +45,17 @@ struct ArraySpan {
 std::vector<ArraySpan> ArraySpans(const std::vector<OutputDescription>& outputs,
                                   bool last_hidden_state);
 
+// The rows an output is compared by (plan verification, the 8-bit accuracy
+// report): one per sequence for per-sequence outputs, one per token for
+// per-token ones, except width-1 ones (question answering's start and end
+// logits), whose row is the sequence: its argmax is where the span starts or
+// ends.
+struct ComparedRow {
+  const float* data;
+  size_t n;
+};
+std::vector<ComparedRow> ComparedRows(const NamedOutput& output, const RaggedBatch& batch);
+
 // A classifier's scores from its logits, as TEI and transformers' pipelines
 // give them: a softmax over several labels, a sigmoid of a single logit (a
 // cross-encoder's relevance).

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "model/outputs.h"
+
 namespace bertrt::model {
 namespace {
 
@@ -31,31 +33,39 @@ std::vector<int> Nearest(const std::vector<const float*>& rows, int width, int q
 }  // namespace
 
 std::vector<OutputAccuracy> CompareOutputs(const std::vector<OutputDescription>& outputs,
+                                           const std::vector<RaggedBatch>& batches,
                                            const std::vector<BatchOutputs>& reference,
                                            const std::vector<BatchOutputs>& quantized) {
   std::vector<OutputAccuracy> report;
+  // Question answering: whether each sequence's span ends (start and end
+  // logits' argmax) both agree, per sequence in batch order.
+  std::vector<std::vector<bool>> span_ends;
   for (const OutputDescription& o : outputs) {
     if (o.on_request) continue;  // last_hidden_state: not run for the report
     OutputAccuracy a;
     a.output = o.name;
     double cosine_sum = 0;
     int agree = 0;
+    std::vector<bool> agreed;  // per row, for the span
     std::vector<const float*> ref_rows, q_rows;  // every row, for retrieval
-    for (size_t b = 0; b < reference.size() && b < quantized.size(); ++b) {
+    for (size_t b = 0; b < batches.size() && b < reference.size() && b < quantized.size(); ++b) {
       const NamedOutput* r = reference[b].Find(o.name);
       const NamedOutput* q = quantized[b].Find(o.name);
       if (!r || !q || r->data.size() != q->data.size() || r->width != o.width) continue;
-      const int rows = static_cast<int>(r->data.size() / std::max(1, o.width));
-      for (int i = 0; i < rows; ++i) {
-        const float* x = r->data.data() + size_t(i) * o.width;
-        const float* y = q->data.data() + size_t(i) * o.width;
-        const double c = Cosine(x, y, o.width);
+      const std::vector<ComparedRow> rr = ComparedRows(*r, batches[b]),
+                                     qr = ComparedRows(*q, batches[b]);
+      for (size_t i = 0; i < rr.size() && i < qr.size(); ++i) {
+        const float *x = rr[i].data, *y = qr[i].data;
+        const int n = static_cast<int>(rr[i].n);
+        const double c = Cosine(x, y, n);
         cosine_sum += c;
         a.cosine_min = a.rows ? std::min(a.cosine_min, c) : c;
-        for (int k = 0; k < o.width; ++k)
+        for (int k = 0; k < n; ++k)
           a.max_abs_error = std::max(a.max_abs_error, double{std::abs(x[k] - y[k])});
-        if (o.argmax)
-          agree += std::max_element(x, x + o.width) - x == std::max_element(y, y + o.width) - y;
+        if (o.argmax) {
+          agreed.push_back(std::max_element(x, x + n) - x == std::max_element(y, y + n) - y);
+          agree += agreed.back();
+        }
         ref_rows.push_back(x);
         q_rows.push_back(y);
         ++a.rows;
@@ -64,6 +74,7 @@ std::vector<OutputAccuracy> CompareOutputs(const std::vector<OutputDescription>&
     if (a.rows == 0) continue;
     a.cosine_mean = cosine_sum / a.rows;
     if (o.argmax) a.argmax_agreement = double(agree) / a.rows;
+    if (o.per_token && o.width == 1 && o.argmax) span_ends.push_back(std::move(agreed));
     if (o.sequence_vector && !o.sparse && a.rows > 1) {
       double overlap = 0;
       const int k = std::min(10, a.rows - 1);
@@ -78,6 +89,22 @@ std::vector<OutputAccuracy> CompareOutputs(const std::vector<OutputDescription>&
       a.top10_overlap = overlap / a.rows;
     }
     report.push_back(a);
+  }
+  // The answer span: start and end both where fp32 put them. Its cosines are
+  // its ends' worst.
+  if (span_ends.size() == 2 && span_ends[0].size() == span_ends[1].size() &&
+      !span_ends[0].empty()) {
+    OutputAccuracy span;
+    span.output = "answer span";
+    span.rows = static_cast<int>(span_ends[0].size());
+    int agree = 0;
+    for (int i = 0; i < span.rows; ++i) agree += span_ends[0][i] && span_ends[1][i];
+    span.argmax_agreement = double(agree) / span.rows;
+    span.cosine_mean = std::min(report[report.size() - 2].cosine_mean, report.back().cosine_mean);
+    span.cosine_min = std::min(report[report.size() - 2].cosine_min, report.back().cosine_min);
+    span.max_abs_error =
+        std::max(report[report.size() - 2].max_abs_error, report.back().max_abs_error);
+    report.push_back(span);
   }
   return report;
 }

@@ -122,6 +122,18 @@ def test_int8_plan_of_a_classifier_keeps_the_heads_in_fp32(bertrt_bin, tmp_path)
     assert info["outputs"][0]["output"] == "logits" and info["outputs"][0]["argmax_agreement"] >= 0
 
 
+def test_int8_report_of_question_answering_compares_answer_spans(bertrt_bin):
+    """Question answering's start and end logits are one value per token: the report compares
+    them per sequence (where the span starts and ends), and how often the whole span agrees."""
+    model = str(ROOT / "tests/data/models/qa")
+    _, out, err = run_jsonl(bertrt_bin, ["run", model, "--precision", "int8"],
+                            [{"text": "who did it", "text_pair": "someone did it"}])
+    assert len(out) == 1 and "start_logits" in out[0], out
+    for line in ("start_logits: cosine", "end_logits: cosine", "answer span: cosine"):
+        assert line in err, err
+    assert "argmax agreement" in err and "of 18 rows" in err, err
+
+
 def test_accuracy_budget_puts_linears_back_to_fp32(bertrt_bin, default_model, tmp_path):
     """A budget tighter than int8 gives: the costliest Linears go back to fp32, one at a time,
     until it holds, and the report names them; a budget only fp32 meets keeps none in int8

@@ -187,18 +187,19 @@ Status CpuEngine::Quantize(const QuantizeOptions& options) {
   for (const std::vector<RaggedBatch>* batches : {&options.calibration, &options.held_out})
     for (const RaggedBatch& b : *batches) RETURN_IF_ERROR(ValidateBatch(b, model_->config));
   // fp32's outputs on the held-out inputs, and the 8-bit ones' accuracy.
+  std::vector<RaggedBatch> held_out;
+  for (const RaggedBatch& b : options.held_out)
+    if (b.num_seqs() > 0) held_out.push_back(b);
   std::vector<BatchOutputs> reference;
-  for (const RaggedBatch& b : options.held_out) {
-    if (b.num_seqs() == 0) continue;
+  for (const RaggedBatch& b : held_out) {
     ASSIGN_OR_RETURN(reference.emplace_back(), Forward<EncoderOps>(b, plain));
   }
   auto measure = [&]() -> StatusOr<std::vector<OutputAccuracy>> {
     std::vector<BatchOutputs> quantized;
-    for (const RaggedBatch& b : options.held_out) {
-      if (b.num_seqs() == 0) continue;
+    for (const RaggedBatch& b : held_out) {
       ASSIGN_OR_RETURN(quantized.emplace_back(), Forward<EncoderOps>(b, plain));
     }
-    return model::CompareOutputs(outputs_, reference, quantized);
+    return model::CompareOutputs(outputs_, held_out, reference, quantized);
   };
 
   // The encoder's Linears (the heads stay fp32) and their inputs' statistics.
