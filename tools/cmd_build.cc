@@ -122,10 +122,10 @@ int Verify(const BuildFlags& flags, const Plan& plan, std::shared_ptr<const Mode
   plan_flags.precision = int8 ? "int8" : on_gpu ? PrecisionName(precision) : "fp32";
   // The quantize stage printed the 8-bit report already; the load's other
   // notices (its check) still show.
-  const std::string report = int8 ? plan.model->quantized->report.Summary() : "";
+  const std::string printed = int8 ? plan.model->int8->report.Summary() : "";
   auto plan_engine = serving::CreateEngine(plan.model, *plan.tokenizer, Instance(plan_flags),
                                            [&](const std::string& notice) {
-                                             if (notice != report) PrintNotice(notice);
+                                             if (notice != printed) PrintNotice(notice);
                                            });
   if (!plan_engine.ok())
     return Fail(plan_engine.status(), EngineFailureCode(plan_engine.status().code()));
