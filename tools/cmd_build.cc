@@ -122,7 +122,13 @@ int Verify(const BuildFlags& flags, const Plan& plan, std::shared_ptr<const Mode
   EngineFlags plan_flags = ref_flags;
   plan_flags.device = on_gpu ? "cuda" : "cpu";
   plan_flags.precision = quantized ? weights : on_gpu ? PrecisionName(precision) : "fp32";
-  auto plan_engine = CreateEngine(plan.model, *plan.tokenizer, plan_flags);
+  // The quantize stage printed the 8-bit report already; the load's other
+  // notices (its check) still show.
+  const std::string printed = quantized ? quantized->report.Summary() : "";
+  auto plan_engine = serving::CreateEngine(plan.model, *plan.tokenizer, Instance(plan_flags),
+                                           [&](const std::string& notice) {
+                                             if (notice != printed) PrintNotice(notice);
+                                           });
   if (!plan_engine.ok())
     return Fail(plan_engine.status(), EngineFailureCode(plan_engine.status().code()));
   auto report = CompareEngines(DescribeOutputs(*reference), **ref_engine, **plan_engine,

@@ -296,7 +296,8 @@ TEST(CpuOps, Int8LinearIsItsQuantizedOperandsProduct) {
   std::mt19937 rng(21);
   MatmulContext ctx;
   ASSERT_TRUE(ctx.Init().ok());
-  const int k = 96, n = 80;
+  // (101: the vector quantizer's 32-wide steps and a remainder.)
+  const int k = 101, n = 80;
   Tensor w = Tensor::ZerosF32({n, k}), b = Tensor::ZerosF32({n});
   const std::vector<float> wv = Random(size_t(n) * k, &rng), bv = Random(n, &rng);
   std::copy(wv.begin(), wv.end(), w.mutable_f32());
@@ -359,7 +360,7 @@ TEST(CpuOps, Int8LinearPerTokenIsItsQuantizedOperandsProduct) {
   std::mt19937 rng(22);
   MatmulContext ctx;
   ASSERT_TRUE(ctx.Init().ok());
-  const int k = 64, n = 48;
+  const int k = 70, n = 48;  // 32-wide steps and a remainder
   Tensor w = Tensor::ZerosF32({n, k}), b = Tensor::ZerosF32({n});
   const std::vector<float> wv = Random(size_t(n) * k, &rng), bv = Random(n, &rng);
   std::copy(wv.begin(), wv.end(), w.mutable_f32());
