@@ -38,8 +38,9 @@ std::vector<OutputAccuracy> CompareOutputs(const std::vector<OutputDescription>&
                                            const std::vector<BatchOutputs>& quantized) {
   std::vector<OutputAccuracy> report;
   // Question answering: whether each sequence's span ends (start and end
-  // logits' argmax) both agree, per sequence in batch order.
+  // logits' argmax) agree, per sequence in batch order, and their entries.
   std::vector<std::vector<bool>> span_ends;
+  std::vector<size_t> span_entries;
   for (const OutputDescription& o : outputs) {
     if (o.on_request) continue;  // last_hidden_state: not run for the report
     OutputAccuracy a;
@@ -74,7 +75,10 @@ std::vector<OutputAccuracy> CompareOutputs(const std::vector<OutputDescription>&
     if (a.rows == 0) continue;
     a.cosine_mean = cosine_sum / a.rows;
     if (o.argmax) a.argmax_agreement = double(agree) / a.rows;
-    if (o.per_token && o.width == 1 && o.argmax) span_ends.push_back(std::move(agreed));
+    if (o.per_token && o.width == 1 && o.argmax) {
+      span_ends.push_back(std::move(agreed));
+      span_entries.push_back(report.size());
+    }
     if (o.sequence_vector && !o.sparse && a.rows > 1) {
       double overlap = 0;
       const int k = std::min(10, a.rows - 1);
@@ -100,10 +104,10 @@ std::vector<OutputAccuracy> CompareOutputs(const std::vector<OutputDescription>&
     int agree = 0;
     for (int i = 0; i < span.rows; ++i) agree += span_ends[0][i] && span_ends[1][i];
     span.argmax_agreement = double(agree) / span.rows;
-    span.cosine_mean = std::min(report[report.size() - 2].cosine_mean, report.back().cosine_mean);
-    span.cosine_min = std::min(report[report.size() - 2].cosine_min, report.back().cosine_min);
-    span.max_abs_error =
-        std::max(report[report.size() - 2].max_abs_error, report.back().max_abs_error);
+    const OutputAccuracy &start = report[span_entries[0]], &end = report[span_entries[1]];
+    span.cosine_mean = std::min(start.cosine_mean, end.cosine_mean);
+    span.cosine_min = std::min(start.cosine_min, end.cosine_min);
+    span.max_abs_error = std::max(start.max_abs_error, end.max_abs_error);
     report.push_back(span);
   }
   return report;

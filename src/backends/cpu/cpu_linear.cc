@@ -113,8 +113,9 @@ inline void StoreBytes(__m256i a, __m256i b, __m256i c, __m256i d, void* out) {
   const __m256i ab = kSigned ? _mm256_packs_epi32(a, b) : _mm256_packus_epi32(a, b);
   const __m256i cd = kSigned ? _mm256_packs_epi32(c, d) : _mm256_packus_epi32(c, d);
   const __m256i bytes = kSigned ? _mm256_packs_epi16(ab, cd) : _mm256_packus_epi16(ab, cd);
-  // The packs interleave 128-bit lanes: dword j of the result holds a, b, c,
-  // d's quarter j / 2 of lane j % 2.
+  // The packs work per 128-bit lane: dword j of `bytes` holds four values of
+  // a, b, c or d (j % 4), their first four in lane 0 (j < 4), their last four
+  // in lane 1; the permutation puts them back in order.
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   _mm256_storeu_si256(static_cast<__m256i*>(out), _mm256_permutevar8x32_epi32(bytes, order));
 }
