@@ -41,11 +41,11 @@ std::string Resealed(std::string bytes) {
       uint8_t* entry = table + size_t(i) * plan::kEntrySize;
       const plan::Entry e = plan::DecodeEntry(entry);
       if (e.offset <= bytes.size() && e.length <= bytes.size() - e.offset)
-        plan::PutU32(entry + 76, bertrt::Crc32c(p + e.offset, e.length));
+        plan::PutU32(entry + plan::kEntryCrcAt, bertrt::Crc32c(p + e.offset, e.length));
     }
-    plan::PutU32(p + 40, bertrt::Crc32c(table, table_bytes));
+    plan::PutU32(p + plan::kTableCrcAt, bertrt::Crc32c(table, table_bytes));
   }
-  plan::PutU32(p + 60, bertrt::Crc32c(p, 60));
+  plan::SealHeader(p);
   return bytes;
 }
 

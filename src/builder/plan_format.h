@@ -8,6 +8,8 @@
 #include <cstring>
 #include <string>
 
+#include "core/crc32c.h"
+
 namespace bertrt::plan {
 
 inline constexpr char kMagic[8] = {'B', 'E', 'R', 'T', 'R', 'T', 'P', 'L'};
@@ -25,6 +27,10 @@ inline constexpr uint64_t kMaxMetaBytes = 64ull << 20;
 // Header: magic[8] version:u32 header_size:u32 file_size:u64 table_offset:u64
 // section_count:u32 entry_size:u32 table_crc:u32 reserved[16] header_crc:u32
 // (CRC32C of bytes [0, 60)).
+// Where the checksums sit: the header's own (over the bytes before it), the
+// table's in the header, each section's in its entry.
+inline constexpr size_t kHeaderCrcAt = 60, kTableCrcAt = 40, kEntryCrcAt = 76;
+
 struct Header {
   uint32_t version = 0;
   uint32_t header_size = kHeaderSize;
@@ -76,9 +82,14 @@ inline void EncodeHeader(const Header& h, uint8_t* p) {
   PutU64(p + 24, h.table_offset);
   PutU32(p + 32, h.section_count);
   PutU32(p + 36, h.entry_size);
-  PutU32(p + 40, h.table_crc);
-  // The header CRC (at 60) is filled in by the writer over bytes [0, 60).
+  PutU32(p + kTableCrcAt, h.table_crc);
+  // The header CRC is SealHeader's, once the rest is written.
 }
+
+// The header's CRC32C over its bytes before kHeaderCrcAt, and where it is kept.
+inline uint32_t HeaderCrc(const uint8_t* p) { return Crc32c(p, kHeaderCrcAt); }
+inline void SealHeader(uint8_t* p) { PutU32(p + kHeaderCrcAt, HeaderCrc(p)); }
+inline bool HeaderSealed(const uint8_t* p) { return GetU32(p + kHeaderCrcAt) == HeaderCrc(p); }
 
 inline Header DecodeHeader(const uint8_t* p) {
   Header h;
@@ -88,7 +99,7 @@ inline Header DecodeHeader(const uint8_t* p) {
   h.table_offset = GetU64(p + 24);
   h.section_count = GetU32(p + 32);
   h.entry_size = GetU32(p + 36);
-  h.table_crc = GetU32(p + 40);
+  h.table_crc = GetU32(p + kTableCrcAt);
   return h;
 }
 
@@ -98,7 +109,7 @@ inline void EncodeEntry(const Entry& e, uint8_t* p) {
   PutU32(p + 64, static_cast<uint32_t>(e.kind));
   PutU32(p + 68, e.dtype);
   PutU32(p + 72, e.rank);
-  PutU32(p + 76, e.crc);
+  PutU32(p + kEntryCrcAt, e.crc);
   for (uint32_t d = 0; d < kMaxRank; ++d) PutU64(p + 80 + 8 * d, static_cast<uint64_t>(e.shape[d]));
   PutU64(p + 112, e.offset);
   PutU64(p + 120, e.length);
@@ -112,7 +123,7 @@ inline Entry DecodeEntry(const uint8_t* p) {
   e.kind = static_cast<SectionKind>(GetU32(p + 64));
   e.dtype = GetU32(p + 68);
   e.rank = GetU32(p + 72);
-  e.crc = GetU32(p + 76);
+  e.crc = GetU32(p + kEntryCrcAt);
   for (uint32_t d = 0; d < kMaxRank; ++d) e.shape[d] = static_cast<int64_t>(GetU64(p + 80 + 8 * d));
   e.offset = GetU64(p + 112);
   e.length = GetU64(p + 120);

@@ -85,7 +85,7 @@ Status Reader::ParseContainer(std::string_view bytes, Container* c) {
   if (bytes.size() < plan::kHeaderSize)
     return Error(StatusCode::kDataLoss, "truncated: " + std::to_string(bytes.size()) +
                                             " bytes, less than the 64-byte header");
-  if (Crc32c(p, 60) != plan::GetU32(p + 60))
+  if (!plan::HeaderSealed(p))
     return Error(StatusCode::kDataLoss, "header checksum mismatch (corrupted header)");
   plan::Header& h = c->header;
   h = plan::DecodeHeader(p);

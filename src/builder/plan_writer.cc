@@ -272,7 +272,7 @@ Status WriteAll(std::FILE* f, std::vector<PendingSection>& sections) {
   h.file_size = w.pos();
   uint8_t header[plan::kHeaderSize];
   plan::EncodeHeader(h, header);
-  plan::PutU32(header + 60, Crc32c(header, 60));
+  plan::SealHeader(header);
   if (std::fseek(f, 0, SEEK_SET) != 0) return Internal("seek failed");
   Writer hw(f);
   return hw.Write(header, sizeof(header));

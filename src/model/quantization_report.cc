@@ -47,6 +47,8 @@ std::vector<OutputAccuracy> CompareOutputs(const std::vector<OutputDescription>&
     a.output = o.name;
     double cosine_sum = 0;
     int agree = 0;
+    // Question answering's start or end logits: a row per sequence.
+    const bool span_end = o.per_token && o.width == 1 && o.argmax;
     std::vector<bool> agreed;  // per row, for the span
     std::vector<const float*> ref_rows, q_rows;  // every row, for retrieval
     for (size_t b = 0; b < batches.size() && b < reference.size() && b < quantized.size(); ++b) {
@@ -64,8 +66,9 @@ std::vector<OutputAccuracy> CompareOutputs(const std::vector<OutputDescription>&
         for (int k = 0; k < n; ++k)
           a.max_abs_error = std::max(a.max_abs_error, double{std::abs(x[k] - y[k])});
         if (o.argmax) {
-          agreed.push_back(std::max_element(x, x + n) - x == std::max_element(y, y + n) - y);
-          agree += agreed.back();
+          const bool same = std::max_element(x, x + n) - x == std::max_element(y, y + n) - y;
+          agree += same;
+          if (span_end) agreed.push_back(same);
         }
         ref_rows.push_back(x);
         q_rows.push_back(y);
@@ -75,7 +78,7 @@ std::vector<OutputAccuracy> CompareOutputs(const std::vector<OutputDescription>&
     if (a.rows == 0) continue;
     a.cosine_mean = cosine_sum / a.rows;
     if (o.argmax) a.argmax_agreement = double(agree) / a.rows;
-    if (o.per_token && o.width == 1 && o.argmax) {
+    if (span_end) {
       span_ends.push_back(std::move(agreed));
       span_entries.push_back(report.size());
     }

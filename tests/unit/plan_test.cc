@@ -233,12 +233,12 @@ class HostilePlan : public testing::Test {
     return 0;
   }
   void Reseal() {
-    plan::PutU32(at(40), Crc32c(at(table()), count() * plan::kEntrySize));
-    plan::PutU32(at(60), Crc32c(at(0), 60));
+    plan::PutU32(at(plan::kTableCrcAt), Crc32c(at(table()), count() * plan::kEntrySize));
+    plan::SealHeader(at(0));
   }
   void ResealSection(size_t i) {
     plan::Entry e = plan::DecodeEntry(entry(i));
-    plan::PutU32(entry(i) + 76, Crc32c(at(e.offset), e.length));
+    plan::PutU32(entry(i) + plan::kEntryCrcAt, Crc32c(at(e.offset), e.length));
     Reseal();
   }
   // Replaces the metadata JSON in place (padded with spaces).
