@@ -7,6 +7,11 @@
 #               (tests/cli/test_fp8_gpu.py) and the fp16 goldens (nothing else moved)
 #   STEP=parity bash scripts/device_fp8.sh   # the full parity suite (the CUDA code changed)
 #   STEP=bench  bash scripts/device_fp8.sh   # bench/fp8_bench.py: fp8 vs fp16 vs PyTorch
+#   STEP=gate   bash scripts/device_fp8.sh   # one call for a fix to the FP8 path, once the
+#               other CUDA tests passed on this build: the FP8 unit and CLI tests, the parity
+#               suite's quick cases (QUICK=1, no sanitizers), then the bench, as far as what
+#               was carried allows (below); each step under `timeout` so the call ends inside
+#               the device tool's 10 minutes
 # Results and logs go to $OUT.
 set -uo pipefail
 source scripts/device_env.sh
@@ -25,5 +30,28 @@ case "${STEP:-tests}" in
       ${FP8_BENCH_ARGS:-} 2>&1 | tee "$OUT/fp8_bench.log"
     cp bench/RESULTS.md "$OUT/RESULTS.md"
     ;;
-  *) echo "STEP must be tests, parity or bench" >&2; exit 2 ;;
+  gate)
+    # What was carried decides what runs: bertrt_tests (the FP8 unit tests),
+    # bertrt_parity_runner (the parity suite's quick cases, no sanitizers),
+    # .carry/parity/all-MiniLM-L6-v2 (the trained-weights test's model).
+    rc=0
+    if [ -x .carry/bin/bertrt_tests ]; then
+      timeout 150 .carry/bin/bertrt_tests --gtest_filter='CudaFp8*' 2>&1 | tee "$OUT/fp8_unit.log" |
+        grep -E '^\[ *(FAILED|PASSED|OK) *\]|Failure|Which is'
+      [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+    fi
+    [ -d .carry/parity/all-MiniLM-L6-v2 ] &&
+      export BERTRT_DEFAULT_MODEL_DIR=$PWD/.carry/parity/all-MiniLM-L6-v2
+    BERTRT_BIN=$PWD/.carry/bin/bertrt timeout "${TEST_SECONDS:-150}" python3 -m pytest -q -s \
+      -p no:cacheprovider tests/cli/test_fp8_gpu.py 2>&1 | tee "$OUT/fp8_tests.log" | tail -15
+    [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+    if [ -x .carry/bin/bertrt_parity_runner ]; then
+      QUICK=1 SANITIZE=0 timeout 150 bash scripts/device_parity.sh || rc=1
+    fi
+    timeout "${BENCH_SECONDS:-240}" python3 bench/fp8_bench.py --bertrt .carry/bin/bertrt \
+      --results bench/RESULTS.md ${FP8_BENCH_ARGS:-} 2>&1 | tee "$OUT/fp8_bench.log" || rc=1
+    cp bench/RESULTS.md "$OUT/RESULTS.md"
+    exit "$rc"
+    ;;
+  *) echo "STEP must be tests, parity, bench or gate" >&2; exit 2 ;;
 esac

@@ -68,10 +68,37 @@ for line in open(sys.argv[2], encoding="utf-8"):
             ids.update(tok.encode(rec[key]).ids)
 print("\n".join(map(str, sorted(ids))))
 PY
-  python3 scripts/safetensors_to_fp16.py "$src/model.safetensors" \
+  python3 scripts/shrink_safetensors.py "$src/model.safetensors" \
     .carry/parity/all-MiniLM-L6-v2/model.safetensors --keep-token-ids .carry/token_ids.txt
   rm .carry/token_ids.txt
   tar -cf - -C .carry parity | xz -6 -T"$(nproc)" > .carry/parity.tar.xz
+  rm -rf .carry/parity
+fi
+# FP8_DATA=1: tests/cli/test_fp8_gpu.py's trained model instead (its parity
+# data cannot travel beside the payload): all-MiniLM-L6-v2 in bf16, the word
+# embeddings of the first 96 corpus texts' tokens alone, positions past its
+# 256 zeroed, no vocab.txt (tokenizer.json serves), into .carry/parity.tar.xz,
+# which scripts/device_fp8.sh's gate step finds.
+if [ "${FP8_DATA:-0}" = 1 ]; then
+  src=models/all-MiniLM-L6-v2
+  [ -f "$src/model.safetensors" ] || bash scripts/fetch_default_model.sh
+  dst=.carry/parity/all-MiniLM-L6-v2
+  mkdir -p "$dst"
+  (cd "$src" && find . -type f ! -name model.safetensors ! -name vocab.txt -exec cp --parents {} \
+    "$OLDPWD/$dst/" \;)
+  python3 - "$src/tokenizer.json" tests/data/tokenizer/corpus.jsonl > .carry/token_ids.txt <<'PY'
+import json, sys
+from tokenizers import Tokenizer
+tok = Tokenizer.from_file(sys.argv[1])
+ids = set(range(104))  # [PAD], [unused*], [UNK], [CLS], [SEP], [MASK]
+for line in list(open(sys.argv[2], encoding="utf-8"))[:96]:
+    ids.update(tok.encode(json.loads(line)["text"]).ids)
+print("\n".join(map(str, sorted(ids))))
+PY
+  python3 scripts/shrink_safetensors.py "$src/model.safetensors" "$dst/model.safetensors" \
+    --keep-token-ids .carry/token_ids.txt --positions 256 --bf16
+  rm .carry/token_ids.txt
+  tar -cf - -C .carry parity | xz -9e -T"$(nproc)" > .carry/parity.tar.xz
   rm -rf .carry/parity
 fi
 du -sh .carry

@@ -148,6 +148,10 @@ enum class QuantFormat { kInt8, kFp8 };
 const char* QuantFormatName(QuantFormat format);  // "int8" | "fp8"
 // The largest magnitude a format's scaled values take: 127 or 448.
 float QuantFormatMax(QuantFormat format);
+// Whether FP8 GEMMs take a Linear of these widths: cuBLASLt's FP8 kernels
+// want both of the weight's dimensions a multiple of 16 (a Linear that is not
+// stays in the engine's precision, named in the report's `unsupported`).
+inline bool Fp8GemmTakes(int in, int out) { return in % 16 == 0 && out % 16 == 0; }
 
 // 8-bit GEMMs for the encoder's Linears (QKV, attention output, FFN in and
 // out); embeddings, LayerNorm, attention, pooling and heads stay in their

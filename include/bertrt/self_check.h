@@ -76,14 +76,27 @@ Status CheckVerifyThresholds(const VerifyReport& report, Precision precision);
 // "max abs diff 0.000812, mean 0.000131, min cosine 0.999998, argmax 7/7"
 std::string DescribeReport(const VerifyReport& report);
 
+// What an 8-bit model's check found (CheckQuantizedReproduced).
+struct QuantizedCheck {
+  VerifyReport reproduced;  // this engine against the engine that quantized the model
+  // fp8, where `reproduced` was beyond bf16's thresholds: this engine's and
+  // the emulation's answers against the fp32 model's.
+  std::optional<VerifyReport> ours_vs_fp32, theirs_vs_fp32;
+  // "the answers of the engine that quantized the model reproduced (max abs
+  // diff ...)" or, for fp8 on a GPU, how both stand against fp32.
+  std::string Describe() const;
+};
+
 // The check an engine made from an 8-bit model (an int8 or fp8 plan) passes
 // at load: its answers on the model's check batch (QuantizedWeights) held to
 // those of the engine that quantized it, at bf16's thresholds
-// (CheckVerifyThresholds): a rounding apart, as another CPU's fp32 kernels or
-// a GPU's fp16 arithmetic around the same FP8 products give, where 8-bit
-// kernels that saturate or round otherwise land far outside.
-// FailedPrecondition with the numbers when not.
-StatusOr<VerifyReport> CheckQuantizedReproduced(const Model& model, Engine& engine);
+// (CheckVerifyThresholds): a rounding apart, as another CPU's fp32 kernels
+// give, where 8-bit kernels that saturate or round otherwise land far
+// outside. fp8 where that fails (a GPU rounds fp16 activations onto E4M3, so
+// part of its roundings go the other way): this engine's answers must be
+// about as close to the fp32 model's (check_reference) as the emulation's
+// were, within twice their error. FailedPrecondition with the numbers when not.
+StatusOr<QuantizedCheck> CheckQuantizedReproduced(const Model& model, Engine& engine);
 
 // The check a GPU engine passes before `bertrt run` or `serve` uses it
 // (--skip-verify opts out): the built-in samples through the CPU engine in

@@ -446,7 +446,8 @@ json QuantizedToJson(const QuantizedWeights& q) {
               {"check",
                {{"sequences", q.check_batch.num_seqs()},
                 {"tokens", q.check_batch.num_tokens()},
-                {"outputs", outputs}}}};
+                {"outputs", outputs},
+                {"reference", !q.check_reference.outputs.empty()}}}};
 }
 
 StatusOr<QuantizedWeights> QuantizedFromJson(const json& j, QuantFormat format,
@@ -492,6 +493,12 @@ StatusOr<QuantizedWeights> QuantizedFromJson(const json& j, QuantFormat format,
     RETURN_IF_ERROR(GetInt(o, "width", 1, 1 << 24, &out.width));
     q.check_outputs.outputs.push_back(std::move(out));
   }
+  // fp8's check also holds the fp32 model's answers on the same outputs.
+  bool reference = false;
+  if (check->contains("reference")) RETURN_IF_ERROR(GetBool(*check, "reference", &reference));
+  if (format == QuantFormat::kFp8 && !reference)
+    return Missing(key + ".check.reference", "true (an fp8 check holds fp32's answers)");
+  if (reference) q.check_reference = q.check_outputs;
   return q;
 }
 

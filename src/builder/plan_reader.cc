@@ -308,9 +308,11 @@ Status Reader::BindTensors(const Container& c, const json& meta, const PlanInfo&
                                           &check_sequences, &check_tokens);
     if (!parsed.ok()) return Error(StatusCode::kDataLoss, parsed.status().message());
     quantized = std::make_shared<QuantizedWeights>(std::move(parsed).value());
-    // Scales and smoothing per Linear; the check's four arrays and outputs.
-    expected_sections +=
-        2 * quantized->linears.size() + 4 + quantized->check_outputs.outputs.size();
+    // Scales and smoothing per Linear; the check's four arrays, outputs and
+    // (fp8) the fp32 reference's.
+    expected_sections += 2 * quantized->linears.size() + 4 +
+                         quantized->check_outputs.outputs.size() +
+                         quantized->check_reference.outputs.size();
   }
   size_t tensor_sections = 0;
   for (const Entry& e : c.entries) tensor_sections += e.kind == SectionKind::kTensor;
@@ -416,13 +418,16 @@ Status Reader::BindQuantizationCheck(View& view, int sequences, int tokens, Quan
                                               " check's cu_seqlens are not its sequences'");
     b.max_len = std::max(b.max_len, static_cast<int>(len));
   }
-  for (NamedOutput& out : q->check_outputs.outputs) {
-    const std::string name = plan::CheckSection(q->format, "out." + out.name);
-    ASSIGN_OR_RETURN(const Tensor t,
-                     view(name, DType::kF32, {out.per_token ? tokens : sequences, out.width}));
-    if (Status finite = CheckFinite(t, "tensor " + name); !finite.ok())
-      return Error(StatusCode::kDataLoss, finite.message());
-    out.data.assign(t.f32(), t.f32() + t.numel());
+  for (const auto& [prefix, outputs] :
+       {std::pair{"out.", &q->check_outputs}, {"ref.", &q->check_reference}}) {
+    for (NamedOutput& out : outputs->outputs) {
+      const std::string name = plan::CheckSection(q->format, prefix + out.name);
+      ASSIGN_OR_RETURN(const Tensor t,
+                       view(name, DType::kF32, {out.per_token ? tokens : sequences, out.width}));
+      if (Status finite = CheckFinite(t, "tensor " + name); !finite.ok())
+        return Error(StatusCode::kDataLoss, finite.message());
+      out.data.assign(t.f32(), t.f32() + t.numel());
+    }
   }
   return Status::Ok();
 }

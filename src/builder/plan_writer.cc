@@ -228,12 +228,14 @@ std::vector<PendingSection> CollectSections(const Model& model, const TokenizerS
       add_tensor(plan::CheckSection(format, what),
                  &views->emplace_back(DType::kI32, std::vector<int64_t>{int64_t(ids->size())},
                                       ids->data(), nullptr));
-    for (const NamedOutput& out : quantized->check_outputs.outputs)
-      add_tensor(plan::CheckSection(format, "out." + out.name),
-                 &views->emplace_back(DType::kF32,
-                                      std::vector<int64_t>{int64_t(out.data.size()) / out.width,
-                                                           out.width},
-                                      out.data.data(), nullptr));
+    for (const auto& [prefix, outputs] : {std::pair{"out.", &quantized->check_outputs},
+                                          {"ref.", &quantized->check_reference}})
+      for (const NamedOutput& out : outputs->outputs)
+        add_tensor(plan::CheckSection(format, prefix + out.name),
+                   &views->emplace_back(DType::kF32,
+                                        std::vector<int64_t>{
+                                            int64_t(out.data.size()) / out.width, out.width},
+                                        out.data.data(), nullptr));
   }
   for (const PendingSection& s : sections)
     if (s.entry.name.size() >= plan::kNameSize) {

@@ -120,12 +120,11 @@ StatusOr<std::unique_ptr<Engine>> CreateQuantizedEngine(std::shared_ptr<const Mo
     options.on_notice = on_notice;
     ASSIGN_OR_RETURN(engine, CreateCpuEngine(model, options));
   }
-  ASSIGN_OR_RETURN(const VerifyReport check, CheckQuantizedReproduced(*model, *engine));
+  ASSIGN_OR_RETURN(const QuantizedCheck check, CheckQuantizedReproduced(*model, *engine));
   if (on_notice) {
     on_notice(model->quantized->report.Summary());
     if (from_plan || spec.device == "cuda")
-      on_notice(name + " check: the answers of the engine that quantized the model reproduced (" +
-                DescribeReport(check) + ")");
+      on_notice(name + " check: " + check.Describe());
   }
   return engine;
 }

@@ -473,11 +473,13 @@ TEST(Plan, QuantizedPlanAnswersAsTheQuantizedModel) {
     EXPECT_EQ(plan->info.quantization->Summary(), want.report.Summary());
     EXPECT_EQ(got.report.Summary(), want.report.Summary());
     EXPECT_EQ(got.report.quantized_linears, int(got.linears.size())) << name;
-    // The tiny models' FFN is 37 wide: fp8 keeps its second GEMM (its input
+    // The tiny models' FFN is 37 wide: fp8 keeps both its GEMMs (a width
     // not a multiple of 16) in fp32, and says so.
     const std::vector<std::string> unsupported =
-        format == QuantFormat::kFp8 ? std::vector<std::string>{"layer 0 ffn out", "layer 1 ffn out"}
-                                    : std::vector<std::string>{};
+        format == QuantFormat::kFp8
+            ? std::vector<std::string>{"layer 0 ffn in", "layer 0 ffn out", "layer 1 ffn in",
+                                       "layer 1 ffn out"}
+            : std::vector<std::string>{};
     EXPECT_EQ(got.report.unsupported, unsupported);
     EXPECT_GT(got.linears.size(), 0u) << name;
     for (const auto& [weight, linear] : got.linears) {
@@ -507,7 +509,8 @@ TEST(Plan, QuantizedPlanAnswersAsTheQuantizedModel) {
     ASSERT_TRUE((*engine)->Quantization().has_value());
     auto check = CheckQuantizedReproduced(*plan->model, **engine);
     EXPECT_TRUE(check.ok()) << check.status().ToString();
-    EXPECT_EQ(check->max_abs_diff, 0.0) << name;
+    EXPECT_EQ(check->reproduced.max_abs_diff, 0.0) << name;
+    EXPECT_FALSE(check->ours_vs_fp32.has_value()) << name;
     // Calibrating an 8-bit model again is refused.
     CpuEngineOptions again{1};
     again.quantize = QuantizeOptions{};
@@ -533,6 +536,45 @@ TEST(Plan, Int8CheckRefusesAnEngineThatAnswersOtherwise) {
   EXPECT_NE(check.status().message().find("differ from those of the machine that quantized"),
             std::string::npos)
       << check.status().message();
+}
+
+// fp8 on a machine whose activations are not the emulation's: answers beyond
+// bf16's thresholds of the emulation's pass when they are about as close to
+// fp32's as the emulation's were, and fail when much further. (The engine is
+// the emulation itself; the stored answers are moved instead. Adding one
+// constant to a row of logits moves its direction, not its argmax.)
+TEST(Plan, Fp8CheckHoldsAnEngineToFp32WhereItDoesNotReproduce) {
+  std::shared_ptr<const Model> quantized;
+  const std::string path = BuildQuantizedPlan("seq_cls", QuantFormat::kFp8, &quantized);
+  fs::remove(path);
+  ASSERT_EQ(quantized->quantized->check_reference.outputs.size(),
+            quantized->quantized->check_outputs.outputs.size());
+  auto engine = CreateCpuEngine(quantized, {1});
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  auto run = [&](float emulation_shift, float reference_shift) {
+    auto moved = std::make_shared<QuantizedWeights>(*quantized->quantized);
+    // The engine's own answers, the stored ones shifted from them.
+    moved->check_outputs.outputs[0].data = quantized->quantized->check_outputs.outputs[0].data;
+    for (float& v : moved->check_outputs.outputs[0].data) v += emulation_shift;
+    moved->check_reference.outputs[0].data = quantized->quantized->check_outputs.outputs[0].data;
+    for (float& v : moved->check_reference.outputs[0].data) v += reference_shift;
+    Model other = *quantized;
+    other.quantized = moved;
+    return CheckQuantizedReproduced(other, **engine);
+  };
+  // The emulation 1.0 from fp32, this engine 0.5: within fp8's error.
+  auto close = run(0.5f, -0.5f);
+  ASSERT_TRUE(close.ok()) << close.status().ToString();
+  ASSERT_TRUE(close->ours_vs_fp32.has_value()) << "beyond bf16's thresholds of the emulation's";
+  EXPECT_NE(close->Describe().find("as close to the fp32 model's answers as the emulation's"),
+            std::string::npos)
+      << close->Describe();
+  // The emulation 0.01 from fp32, this engine 0.51: a GEMM gone wrong.
+  auto far = run(0.5f, 0.51f);
+  ASSERT_FALSE(far.ok());
+  EXPECT_EQ(far.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(far.status().message().find("against fp32"), std::string::npos)
+      << far.status().message();
 }
 
 // Hostile 8-bit plans: the reader checks the 8-bit metadata and sections.
@@ -596,6 +638,14 @@ TEST_F(HostileFp8Plan, ScalesOfAnInt8Shape) {
   meta["source"] = "x";  // room for the longer name in the metadata's section
   SetMeta(meta.dump());
   ExpectError("expected I8");
+}
+
+// fp8's check carries the fp32 model's answers.
+TEST_F(HostileFp8Plan, CheckWithoutItsFp32Answers) {
+  nlohmann::json meta = Meta();
+  meta["fp8"]["check"].erase("reference");
+  SetMeta(meta.dump());
+  ExpectError("\"fp8.check.reference\" is missing");
 }
 
 TEST_F(HostileInt8Plan, IntactPlanLoads) {

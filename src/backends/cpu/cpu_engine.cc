@@ -210,14 +210,14 @@ Status CpuEngine::Quantize(const QuantizeOptions& options) {
     std::vector<float> smoothing;
   };
   std::vector<Quantized> linears;
-  std::vector<std::string> unsupported;  // fp8: inputs not a multiple of 16 wide
+  std::vector<std::string> unsupported;  // fp8: widths FP8 GEMMs do not take
   std::map<const cpu::Linear*, size_t> index;
   for (size_t i = 0; i < weights_.layers.size(); ++i) {
     cpu::Layer& l = weights_.layers[i];
     for (auto [linear, name] : {std::pair{&l.qkv, "qkv"}, {&l.attn_out, "attention output"},
                                 {&l.ffn_in, "ffn in"}, {&l.ffn_out, "ffn out"}}) {
       std::string full = "layer " + std::to_string(i) + " " + name;
-      if (fp8 && linear->in() % 16 != 0) {
+      if (fp8 && !Fp8GemmTakes(linear->in(), linear->out())) {
         unsupported.push_back(std::move(full));
         continue;
       }
@@ -404,6 +404,10 @@ StatusOr<std::shared_ptr<const Model>> QuantizeTo8Bits(std::shared_ptr<const Mod
   check_options.last_hidden_state = std::none_of(
       outputs.begin(), outputs.end(), [](const OutputDescription& o) { return !o.on_request; });
   ASSIGN_OR_RETURN(quantized->check_outputs, engine->Run(check_batch, check_options));
+  if (options.format == QuantFormat::kFp8) {
+    ASSIGN_OR_RETURN(std::unique_ptr<CpuEngine> fp32, MakeCpuEngine(model, {threads}));
+    ASSIGN_OR_RETURN(quantized->check_reference, fp32->Run(check_batch, check_options));
+  }
   quantized->check_batch = std::move(check_batch);
   // The copy's 8-bit Linears have no fp32 weights: nothing reads them again.
   auto copy = std::make_shared<Model>(*model);

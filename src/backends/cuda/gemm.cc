@@ -257,9 +257,9 @@ Status LtGemm::LinearFp8(const void* x, int rows, int in, const void* w, float s
                          void* y, cudaStream_t stream) {
   if (precision_ == Precision::kFp32)
     return InvalidArgument("FP8 GEMMs write fp16 or bf16; this engine computes in fp32");
-  if (in % 16 != 0)
-    return InvalidArgument("FP8 GEMMs need the input width to be a multiple of 16, not " +
-                           std::to_string(in));
+  if (!Fp8GemmTakes(in, out))
+    return InvalidArgument("FP8 GEMMs need both widths to be multiples of 16, not " +
+                           std::to_string(in) + " -> " + std::to_string(out));
   if (!(scale > 0.0f)) return InvalidArgument("FP8 GEMM: the scale must be positive");
   if (rows == 0) return Status::Ok();
   return Run(Key{out, rows, in, epilogue, true}, x, w, scale, bias, residual, y, stream);

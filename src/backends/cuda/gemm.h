@@ -58,7 +58,7 @@ class LtGemm {
   // quantized by QuantizeToE4M3, W by the plan), y = act(scale * (x W^T) +
   // bias [+ residual]) with fp32 accumulation, `scale` the product of x's
   // and W's scales; bias, residual and y in the engine's precision (fp16 or
-  // bf16). `in` a multiple of 16 (cuBLASLt's FP8 rule).
+  // bf16). `in` and `out` multiples of 16 (Fp8GemmTakes).
   Status LinearFp8(const void* x, int rows, int in, const void* w, float scale, const void* bias,
                    int out, Epilogue epilogue, const void* residual, void* y,
                    cudaStream_t stream);
