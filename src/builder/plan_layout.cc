@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <type_traits>
 
 #include "builder/plan_format.h"
 #include "model/model_check.h"
@@ -41,9 +43,8 @@ Status GetBool(const json& j, const std::string& key, bool* out) {
 }
 
 // Maps a name back to its enum value through the enum's own Name function.
-template <typename E, typename NameFn>
-Status GetEnum(const json& j, const std::string& key, std::initializer_list<E> values,
-               NameFn name, E* out) {
+template <typename E, typename Values, typename NameFn>
+Status GetEnum(const json& j, const std::string& key, const Values& values, NameFn name, E* out) {
   std::string s;
   RETURN_IF_ERROR(GetString(j, key, &s));
   for (E v : values)
@@ -90,65 +91,9 @@ json PoolingNames(const std::vector<Pooling>& modes) {
   return names;
 }
 
-constexpr std::initializer_list<Pooling> kPoolings = {
-    Pooling::kCls,         Pooling::kMean,         Pooling::kMax,
-    Pooling::kMeanSqrtLen, Pooling::kWeightedMean, Pooling::kLastToken};
-
-// "pooling": a name (plans written before concatenated modes) or a list.
-Status PoolingFromJson(const json& j, std::vector<Pooling>* modes) {
-  auto it = j.find("pooling");
-  if (it == j.end()) return Missing("pooling", "a pooling mode or a list of them");
-  const json list = it->is_string() ? json::array({*it}) : *it;
-  if (!list.is_array() || list.empty() || list.size() > 16)
-    return Missing("pooling", "a pooling mode or a list of 1 to 16");
-  modes->clear();
-  for (const json& name : list) {
-    Pooling p = Pooling::kMean;
-    RETURN_IF_ERROR(GetEnum(json{{"pooling", name}}, "pooling", kPoolings, PoolingName, &p));
-    modes->push_back(p);
-  }
-  return Status::Ok();
-}
-
-// The sentence-transformers fields newer plans carry; absent ones keep their
-// defaults (no Dense module, no truncation, no prompts).
-Status SentenceTransformersFromJson(const json& j, ModelConfig* c) {
-  RETURN_IF_ERROR(PoolingFromJson(j, &c->pooling_modes));
-  if (auto dense = j.find("dense"); dense != j.end()) {
-    if (!dense->is_array() || dense->size() > 16) return Missing("dense", "a list of 0 to 16");
-    int width = c->pooled_width();
-    for (const json& d : *dense) {
-      if (!d.is_object()) return Missing("dense", "a list of objects");
-      DenseSpec spec;
-      RETURN_IF_ERROR(GetInt(d, "in_features", width, width, &spec.in_features));
-      RETURN_IF_ERROR(GetInt(d, "out_features", 1, 1 << 20, &spec.out_features));
-      RETURN_IF_ERROR(GetBool(d, "bias", &spec.bias));
-      RETURN_IF_ERROR(GetEnum(d, "activation", kDenseActivations, DenseActivationName,
-                              &spec.activation));
-      width = spec.out_features;
-      c->dense.push_back(spec);
-    }
-  }
-  if (j.contains("truncate_dim")) {
-    RETURN_IF_ERROR(GetInt(j, "truncate_dim", 0, c->dense_output_width(), &c->truncate_dim));
-  }
-  if (auto prompts = j.find("prompts"); prompts != j.end()) {
-    if (!prompts->is_array()) return Missing("prompts", "a list of [name, text] pairs");
-    for (const json& p : *prompts) {
-      if (!p.is_array() || p.size() != 2 || !p[0].is_string() || !p[1].is_string())
-        return Missing("prompts", "a list of [name, text] pairs");
-      c->prompts.emplace_back(p[0].get<std::string>(), p[1].get<std::string>());
-    }
-  }
-  if (j.contains("default_prompt_name")) {
-    RETURN_IF_ERROR(GetString(j, "default_prompt_name", &c->default_prompt_name));
-    if (!c->default_prompt_name.empty() && !c->PromptText(std::nullopt).ok())
-      return InvalidArgument("metadata: default_prompt_name is not one of the prompts");
-  }
-  if (j.contains("include_prompt"))
-    RETURN_IF_ERROR(GetBool(j, "include_prompt", &c->include_prompt));
-  return Status::Ok();
-}
+constexpr std::initializer_list<Pooling> kPoolings = {Pooling::kCls,          Pooling::kMean,
+                                                      Pooling::kMax,          Pooling::kMeanSqrtLen,
+                                                      Pooling::kWeightedMean, Pooling::kLastToken};
 
 }  // namespace
 
@@ -162,126 +107,220 @@ json DenseToJson(const std::vector<DenseSpec>& dense) {
   return out;
 }
 
+namespace {
+
+// One field of ModelConfig as a plan's "config" object holds it: how it is
+// written, and how it is read back from untrusted JSON (presence, type,
+// range). ConfigFromJson reads the fields in the table's order: a field's
+// bounds may depend on those before it.
+struct ConfigField {
+  std::string key;
+  // Absent in plans written before the field existed: the default stays.
+  bool optional = false;
+  std::function<json(const ModelConfig&)> write;
+  std::function<Status(const json& config, const std::string& key, ModelConfig*)> read;
+};
+
+using Bound = std::function<int64_t(const ModelConfig&)>;
+constexpr bool kOptional = true;
+
+ConfigField Int(std::string key, int ModelConfig::*field, int64_t lo, Bound hi,
+                bool optional = false) {
+  return {std::move(key), optional, [field](const ModelConfig& c) { return json(c.*field); },
+          [field, lo, hi](const json& j, const std::string& key, ModelConfig* c) {
+            return GetInt(j, key, lo, hi(*c), &(c->*field));
+          }};
+}
+ConfigField Int(std::string key, int ModelConfig::*field, int64_t lo, int64_t hi,
+                bool optional = false) {
+  return Int(
+      std::move(key), field, lo, [hi](const ModelConfig&) { return hi; }, optional);
+}
+
+ConfigField Bool(std::string key, bool ModelConfig::*field, bool optional = false) {
+  return {std::move(key), optional, [field](const ModelConfig& c) { return json(c.*field); },
+          [field](const json& j, const std::string& key, ModelConfig* c) {
+            return GetBool(j, key, &(c->*field));
+          }};
+}
+
+ConfigField String(std::string key, std::string ModelConfig::*field, bool optional = false) {
+  return {std::move(key), optional, [field](const ModelConfig& c) { return json(c.*field); },
+          [field](const json& j, const std::string& key, ModelConfig* c) {
+            return GetString(j, key, &(c->*field));
+          }};
+}
+
+template <typename E, typename NameFn>
+ConfigField Enum(std::string key, E ModelConfig::*field,
+                 std::type_identity_t<std::vector<E>> values, NameFn name, bool optional = false) {
+  return {std::move(key), optional,
+          [field, name](const ModelConfig& c) { return json(name(c.*field)); },
+          [field, values, name](const json& j, const std::string& key, ModelConfig* c) {
+            return GetEnum(j, key, values, name, &(c->*field));
+          }};
+}
+
+// A float read as a double in range first (converting an out-of-range
+// double to float is undefined behaviour); `range` says which, e.g. "[0, 1]".
+ConfigField Float(std::string key, float ModelConfig::*field, bool (*in_range)(double),
+                  const char* range, bool optional = false) {
+  return {
+      std::move(key), optional, [field](const ModelConfig& c) { return json(c.*field); },
+      [field, in_range, range](const json& j, const std::string& key, ModelConfig* c) -> Status {
+        auto it = j.find(key);
+        if (it == j.end() || !it->is_number() || !in_range(it->get<double>()))
+          return Missing(key, (std::string("a number in ") + range).c_str());
+        c->*field = static_cast<float>(it->get<double>());
+        return Status::Ok();
+      }};
+}
+
+// "pooling": a name (plans written before concatenated modes) or a list.
+Status ReadPooling(const json& j, const std::string& key, ModelConfig* c) {
+  auto it = j.find(key);
+  if (it == j.end()) return Missing(key, "a pooling mode or a list of them");
+  const json& value = *it;
+  const json list = value.is_string() ? json::array({value}) : value;
+  if (!list.is_array() || list.empty() || list.size() > 16)
+    return Missing(key, "a pooling mode or a list of 1 to 16");
+  c->pooling_modes.clear();
+  for (const json& name : list) {
+    Pooling p = Pooling::kMean;
+    RETURN_IF_ERROR(GetEnum(json{{key, name}}, key, kPoolings, PoolingName, &p));
+    c->pooling_modes.push_back(p);
+  }
+  return Status::Ok();
+}
+
+// Each Dense module's input is the width before it (the pooled width first).
+Status ReadDense(const json& j, const std::string& key, ModelConfig* c) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_array() || it->size() > 16) return Missing(key, "a list of 0 to 16");
+  const json& dense = *it;
+  int width = c->pooled_width();
+  for (const json& d : dense) {
+    if (!d.is_object()) return Missing(key, "a list of objects");
+    DenseSpec spec;
+    RETURN_IF_ERROR(GetInt(d, "in_features", width, width, &spec.in_features));
+    RETURN_IF_ERROR(GetInt(d, "out_features", 1, 1 << 20, &spec.out_features));
+    RETURN_IF_ERROR(GetBool(d, "bias", &spec.bias));
+    RETURN_IF_ERROR(
+        GetEnum(d, "activation", kDenseActivations, DenseActivationName, &spec.activation));
+    width = spec.out_features;
+    c->dense.push_back(spec);
+  }
+  return Status::Ok();
+}
+
+Status ReadPrompts(const json& j, const std::string& key, ModelConfig* c) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_array()) return Missing(key, "a list of [name, text] pairs");
+  const json& prompts = *it;
+  for (const json& p : prompts) {
+    if (!p.is_array() || p.size() != 2 || !p[0].is_string() || !p[1].is_string())
+      return Missing(key, "a list of [name, text] pairs");
+    c->prompts.emplace_back(p[0].get<std::string>(), p[1].get<std::string>());
+  }
+  return Status::Ok();
+}
+
+Status ReadLabels(const json& j, const std::string& key, ModelConfig* c) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_array()) return Missing(key, "an array");
+  const json& labels = *it;
+  if (!labels.empty() && labels.size() != static_cast<size_t>(c->num_labels))
+    return InvalidArgument("metadata: " + std::to_string(labels.size()) + " labels for " +
+                           std::to_string(c->num_labels) + " classes");
+  for (const json& l : labels) {
+    if (!l.is_string()) return Missing(key, "an array of strings");
+    c->labels.push_back(l.get<std::string>());
+  }
+  return Status::Ok();
+}
+
+// Every field a plan stores, in reading order. The optional ones arrived
+// with a family or a feature (RoBERTa's position offset, SPLADE, ModernBERT,
+// sentence-transformers' Dense modules and prompts); plans written before
+// them are read with the defaults, which are what those plans ran.
+const std::vector<ConfigField>& ConfigFields() {
+  using C = ModelConfig;
+  constexpr auto kThetaRange = [](double v) { return v >= 0 && v < 1e12; };
+  static const std::vector<ConfigField> fields = {
+      String("architecture", &C::architecture),
+      String("model_type", &C::model_type),
+      // Bounds keep every size product far from int64 overflow; the
+      // sections' lengths (checked against the file) are what really bound
+      // the memory.
+      Int("vocab_size", &C::vocab_size, 1, 1 << 24),
+      Int("hidden_size", &C::hidden_size, 1, 1 << 16),
+      Int("num_layers", &C::num_layers, 1, 1024),
+      Int("num_heads", &C::num_heads, 1, [](const C& c) { return c.hidden_size; }),
+      Int("intermediate_size", &C::intermediate_size, 1, 1 << 20),
+      Int("max_position_embeddings", &C::max_position_embeddings, 1, 1 << 20),
+      Int("type_vocab_size", &C::type_vocab_size, 1, 1 << 16),
+      Int("pad_token_id", &C::pad_token_id, -(1 << 30), 1 << 30),
+      Int("num_labels", &C::num_labels, 0, 1 << 20),
+      Int(
+          "position_offset", &C::position_offset, 0,
+          [](const C& c) { return c.max_position_embeddings - 1; }, kOptional),
+      Bool("takes_token_types", &C::takes_token_types, kOptional),
+      Enum("pooler_activation", &C::pooler_activation, kDenseActivations, DenseActivationName,
+           kOptional),
+      Int("relative_attention_buckets", &C::relative_attention_buckets, 0, 1 << 16, kOptional),
+      Enum("mlm_activation", &C::mlm_activation, kHiddenActs, HiddenActName, kOptional),
+      Bool("splade_sum", &C::splade_sum, kOptional),
+      Bool("splade_log1p_twice", &C::splade_log1p_twice, kOptional),
+      Bool("pre_norm", &C::pre_norm, kOptional),
+      Bool("gated_ffn", &C::gated_ffn, kOptional),
+      Bool("classifier_mean_pooling", &C::classifier_mean_pooling, kOptional),
+      Bool("prediction_head", &C::prediction_head, kOptional),
+      Float("rope_theta", &C::rope_theta, kThetaRange, "[0, 1e12)", kOptional),
+      Float("local_rope_theta", &C::local_rope_theta, kThetaRange, "[0, 1e12)", kOptional),
+      Int("local_window", &C::local_window, 0, 1 << 20, kOptional),
+      Int("global_attention_every", &C::global_attention_every, 1, 1 << 20, kOptional),
+      Int("max_seq_length", &C::max_seq_length, 1, [](const C& c) { return c.max_positions(); }),
+      Float(
+          "layer_norm_eps", &C::layer_norm_eps, [](double v) { return v >= 0 && v <= 1; },
+          "[0, 1]"),
+      Enum("hidden_act", &C::hidden_act, kHiddenActs, HiddenActName),
+      Enum("head", &C::head,
+           {HeadKind::kBase, HeadKind::kSequenceClassification, HeadKind::kTokenClassification,
+            HeadKind::kQuestionAnswering, HeadKind::kSentenceEmbedding, HeadKind::kSparseEmbedding},
+           HeadKindName),
+      {"pooling", false, [](const C& c) { return PoolingNames(c.pooling_modes); }, ReadPooling},
+      {"dense", kOptional, [](const C& c) { return DenseToJson(c.dense); }, ReadDense},
+      Int(
+          "truncate_dim", &C::truncate_dim, 0, [](const C& c) { return c.dense_output_width(); },
+          kOptional),
+      {"prompts", kOptional, [](const C& c) { return json(c.prompts); }, ReadPrompts},
+      String("default_prompt_name", &C::default_prompt_name, kOptional),
+      Bool("include_prompt", &C::include_prompt, kOptional),
+      Bool("normalize", &C::normalize),
+      {"labels", false, [](const C& c) { return json(c.labels); }, ReadLabels},
+  };
+  return fields;
+}
+
+}  // namespace
+
 json ConfigToJson(const ModelConfig& c) {
-  return json{{"architecture", c.architecture},
-              {"model_type", c.model_type},
-              {"vocab_size", c.vocab_size},
-              {"hidden_size", c.hidden_size},
-              {"num_layers", c.num_layers},
-              {"num_heads", c.num_heads},
-              {"intermediate_size", c.intermediate_size},
-              {"max_position_embeddings", c.max_position_embeddings},
-              {"type_vocab_size", c.type_vocab_size},
-              {"layer_norm_eps", c.layer_norm_eps},
-              {"hidden_act", HiddenActName(c.hidden_act)},
-              {"pad_token_id", c.pad_token_id},
-              {"position_offset", c.position_offset},
-              {"takes_token_types", c.takes_token_types},
-              {"pooler_activation", DenseActivationName(c.pooler_activation)},
-              {"relative_attention_buckets", c.relative_attention_buckets},
-              {"mlm_activation", HiddenActName(c.mlm_activation)},
-              {"splade_sum", c.splade_sum},
-              {"splade_log1p_twice", c.splade_log1p_twice},
-              {"pre_norm", c.pre_norm},
-              {"gated_ffn", c.gated_ffn},
-              {"rope_theta", c.rope_theta},
-              {"local_rope_theta", c.local_rope_theta},
-              {"local_window", c.local_window},
-              {"global_attention_every", c.global_attention_every},
-              {"classifier_mean_pooling", c.classifier_mean_pooling},
-              {"prediction_head", c.prediction_head},
-              {"head", HeadKindName(c.head)},
-              {"num_labels", c.num_labels},
-              {"labels", c.labels},
-              {"pooling", PoolingNames(c.pooling_modes)},
-              {"dense", DenseToJson(c.dense)},
-              {"normalize", c.normalize},
-              {"truncate_dim", c.truncate_dim},
-              {"prompts", c.prompts},
-              {"default_prompt_name", c.default_prompt_name},
-              {"include_prompt", c.include_prompt},
-              {"max_seq_length", c.max_seq_length}};
+  json j = json::object();
+  for (const ConfigField& f : ConfigFields()) j[f.key] = f.write(c);
+  return j;
 }
 
 StatusOr<ModelConfig> ConfigFromJson(const json& j) {
   if (!j.is_object()) return InvalidArgument("metadata: \"config\" is not an object");
   ModelConfig c;
-  RETURN_IF_ERROR(GetString(j, "architecture", &c.architecture));
-  RETURN_IF_ERROR(GetString(j, "model_type", &c.model_type));
-  // Bounds keep every size product far from int64 overflow; the sections'
-  // lengths (checked against the file) are what really bound the memory.
-  RETURN_IF_ERROR(GetInt(j, "vocab_size", 1, 1 << 24, &c.vocab_size));
-  RETURN_IF_ERROR(GetInt(j, "hidden_size", 1, 1 << 16, &c.hidden_size));
-  RETURN_IF_ERROR(GetInt(j, "num_layers", 1, 1024, &c.num_layers));
-  RETURN_IF_ERROR(GetInt(j, "num_heads", 1, c.hidden_size, &c.num_heads));
-  RETURN_IF_ERROR(GetInt(j, "intermediate_size", 1, 1 << 20, &c.intermediate_size));
-  RETURN_IF_ERROR(GetInt(j, "max_position_embeddings", 1, 1 << 20, &c.max_position_embeddings));
-  RETURN_IF_ERROR(GetInt(j, "type_vocab_size", 1, 1 << 16, &c.type_vocab_size));
-  RETURN_IF_ERROR(GetInt(j, "pad_token_id", -(1 << 30), 1 << 30, &c.pad_token_id));
-  RETURN_IF_ERROR(GetInt(j, "num_labels", 0, 1 << 20, &c.num_labels));
-  // The family's structure; plans written before families existed are BERT's.
-  if (j.contains("position_offset"))
-    RETURN_IF_ERROR(GetInt(j, "position_offset", 0, c.max_position_embeddings - 1,
-                           &c.position_offset));
-  if (j.contains("takes_token_types"))
-    RETURN_IF_ERROR(GetBool(j, "takes_token_types", &c.takes_token_types));
-  if (j.contains("pooler_activation"))
-    RETURN_IF_ERROR(GetEnum(j, "pooler_activation", kDenseActivations, DenseActivationName,
-                            &c.pooler_activation));
-  if (j.contains("relative_attention_buckets"))
-    RETURN_IF_ERROR(GetInt(j, "relative_attention_buckets", 0, 1 << 16,
-                           &c.relative_attention_buckets));
-  // SPLADE's, in plans of a sparse-embedding head (absent before it existed).
-  if (j.contains("mlm_activation"))
-    RETURN_IF_ERROR(GetEnum(j, "mlm_activation", kHiddenActs, HiddenActName, &c.mlm_activation));
-  if (j.contains("splade_sum")) RETURN_IF_ERROR(GetBool(j, "splade_sum", &c.splade_sum));
-  if (j.contains("splade_log1p_twice"))
-    RETURN_IF_ERROR(GetBool(j, "splade_log1p_twice", &c.splade_log1p_twice));
-  // ModernBERT's structure (absent in plans of the families before it).
-  for (const auto& [key, flag] :
-       {std::pair{"pre_norm", &c.pre_norm}, std::pair{"gated_ffn", &c.gated_ffn},
-        std::pair{"classifier_mean_pooling", &c.classifier_mean_pooling},
-        std::pair{"prediction_head", &c.prediction_head}})
-    if (j.contains(key)) RETURN_IF_ERROR(GetBool(j, key, flag));
-  for (const auto& [key, theta] : {std::pair{"rope_theta", &c.rope_theta},
-                                   std::pair{"local_rope_theta", &c.local_rope_theta}}) {
-    if (!j.contains(key)) continue;
-    if (!j[key].is_number() || !(j[key].get<double>() >= 0 && j[key].get<double>() < 1e12))
-      return Missing(key, "a number in [0, 1e12)");
-    *theta = static_cast<float>(j[key].get<double>());
-  }
-  if (j.contains("local_window"))
-    RETURN_IF_ERROR(GetInt(j, "local_window", 0, 1 << 20, &c.local_window));
-  if (j.contains("global_attention_every"))
-    RETURN_IF_ERROR(GetInt(j, "global_attention_every", 1, 1 << 20, &c.global_attention_every));
-  RETURN_IF_ERROR(GetInt(j, "max_seq_length", 1, c.max_positions(), &c.max_seq_length));
+  // A required field that is absent: its reader says what it takes.
+  for (const ConfigField& f : ConfigFields())
+    if (!f.optional || j.contains(f.key)) RETURN_IF_ERROR(f.read(j, f.key, &c));
+  // What no one field decides.
   if (c.hidden_size % c.num_heads != 0)
     return InvalidArgument("metadata: hidden_size is not divisible by num_heads");
-  auto eps = j.find("layer_norm_eps");
-  if (eps == j.end() || !eps->is_number()) return Missing("layer_norm_eps", "a number");
-  // Range-checked as a double first: converting an out-of-range double to
-  // float is undefined behaviour.
-  const double eps_value = eps->get<double>();
-  if (!(eps_value >= 0 && eps_value <= 1))
-    return OutOfRange("metadata: layer_norm_eps must be in [0, 1]");
-  c.layer_norm_eps = static_cast<float>(eps_value);
-  RETURN_IF_ERROR(GetEnum(j, "hidden_act", kHiddenActs, HiddenActName, &c.hidden_act));
-  RETURN_IF_ERROR(GetEnum(j, "head",
-                          {HeadKind::kBase, HeadKind::kSequenceClassification,
-                           HeadKind::kTokenClassification, HeadKind::kQuestionAnswering,
-                           HeadKind::kSentenceEmbedding, HeadKind::kSparseEmbedding},
-                          HeadKindName, &c.head));
-  RETURN_IF_ERROR(SentenceTransformersFromJson(j, &c));
-  RETURN_IF_ERROR(GetBool(j, "normalize", &c.normalize));
-  auto labels = j.find("labels");
-  if (labels == j.end() || !labels->is_array()) return Missing("labels", "an array");
-  if (!labels->empty() && labels->size() != static_cast<size_t>(c.num_labels))
-    return InvalidArgument("metadata: " + std::to_string(labels->size()) + " labels for " +
-                           std::to_string(c.num_labels) + " classes");
-  for (const json& l : *labels) {
-    if (!l.is_string()) return Missing("labels", "an array of strings");
-    c.labels.push_back(l.get<std::string>());
-  }
+  if (!c.default_prompt_name.empty() && !c.PromptText(std::nullopt).ok())
+    return InvalidArgument("metadata: default_prompt_name is not one of the prompts");
   if (HasClassifier(c.head) && c.head != HeadKind::kQuestionAnswering && c.num_labels == 0)
     return InvalidArgument("metadata: a classification head needs num_labels > 0");
   return c;

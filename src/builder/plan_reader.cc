@@ -360,20 +360,12 @@ Status Reader::BindTensors(const Container& c, const json& meta, const PlanInfo&
         return Error(StatusCode::kDataLoss, "fp8 weights of " + spec.name + " hold NaN");
       continue;
     }
-    const Entry* e = c.Find(spec.name);
     const DType want = plan::StoredDType(precision, spec.in_compute_precision);
-    if (!e || e->kind != SectionKind::kTensor)
-      return Error(StatusCode::kDataLoss, "tensor " + spec.name + " is missing");
-    const std::vector<int64_t> shape(e->shape, e->shape + e->rank);
-    if (static_cast<DType>(e->dtype) != want || shape != spec.shape)
-      return Error(StatusCode::kDataLoss, "tensor " + spec.name + " is " +
-                                              DTypeName(static_cast<DType>(e->dtype)) +
-                                              ShapeToString(shape) + ", expected " +
-                                              DTypeName(want) + ShapeToString(spec.shape));
+    ASSIGN_OR_RETURN(const Tensor stored, view(spec.name, want, spec.shape));
     // Views of the mapping in the stored dtype (the buffer is 8-byte aligned
     // and sections 64-byte aligned): the CUDA engine uploads fp16/bf16 as
     // they are, the CPU engine widens its own copy.
-    const uint8_t* whole = base + e->offset;
+    const auto* whole = static_cast<const uint8_t*>(stored.raw());
     std::vector<Tensor*> parts;
     for (const model::TensorRef& ref : spec.parts) parts.push_back(&ref.In(model->weights));
     // Q, K and V are equal row blocks of the packed tensor.

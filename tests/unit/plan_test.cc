@@ -129,6 +129,84 @@ INSTANTIATE_TEST_SUITE_P(EveryHead, PlanRoundTrip,
                          testing::Values("base", "seq_cls", "token_cls", "qa", "sentence_mean",
                                          "sentence_cls", "sentence_max", "seq_cls_f16", "sharded"));
 
+// Every config field a plan stores comes back as written (each set away from
+// its default here, so a field written under one key and read from another,
+// or not read, shows); and a plan from before the optional fields existed
+// reads with their defaults.
+TEST(PlanLayout, ConfigRoundTripsEveryField) {
+  ModelConfig c;
+  c.architecture = "XForTest";
+  c.model_type = "x";
+  c.vocab_size = 1001;
+  c.hidden_size = 96;
+  c.num_layers = 3;
+  c.num_heads = 6;
+  c.intermediate_size = 200;
+  c.max_position_embeddings = 130;
+  c.type_vocab_size = 3;
+  c.layer_norm_eps = 1e-5f;
+  c.hidden_act = HiddenAct::kGeluTanh;
+  c.pad_token_id = 1;
+  c.position_offset = 2;
+  c.takes_token_types = false;
+  c.pooler_activation = DenseActivation::kSigmoid;
+  c.relative_attention_buckets = 32;
+  c.pre_norm = c.gated_ffn = c.classifier_mean_pooling = c.prediction_head = true;
+  c.rope_theta = 160000.0f;
+  c.local_rope_theta = 10000.0f;
+  c.local_window = 64;
+  c.global_attention_every = 3;
+  c.mlm_activation = HiddenAct::kRelu;
+  c.head = HeadKind::kSentenceEmbedding;
+  c.num_labels = 2;
+  c.labels = {"no", "yes"};
+  c.pooling_modes = {Pooling::kCls, Pooling::kMax};
+  c.dense = {{192, 50, false, DenseActivation::kGelu}};
+  c.normalize = true;
+  c.truncate_dim = 40;
+  c.prompts = {{"query", "query: "}, {"doc", "passage: "}};
+  c.default_prompt_name = "doc";
+  c.include_prompt = false;
+  c.splade_sum = c.splade_log1p_twice = true;
+  c.max_seq_length = 100;
+  const nlohmann::json written = plan::ConfigToJson(c);
+  auto read = plan::ConfigFromJson(written);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(plan::ConfigToJson(*read), written);
+  EXPECT_EQ(read->rope_theta, c.rope_theta);
+  EXPECT_EQ(read->dense.size(), 1u);
+  EXPECT_EQ(read->prompts, c.prompts);
+
+  // The first plans' fields alone.
+  nlohmann::json first = written;
+  for (const char* later :
+       {"position_offset", "takes_token_types", "pooler_activation", "relative_attention_buckets",
+        "mlm_activation", "splade_sum", "splade_log1p_twice", "pre_norm", "gated_ffn",
+        "classifier_mean_pooling", "prediction_head", "rope_theta", "local_rope_theta",
+        "local_window", "global_attention_every", "dense", "truncate_dim", "prompts",
+        "default_prompt_name", "include_prompt"})
+    first.erase(later);
+  auto old = plan::ConfigFromJson(first);
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  const ModelConfig defaults;
+  EXPECT_EQ(old->position_offset, defaults.position_offset);
+  EXPECT_EQ(old->takes_token_types, defaults.takes_token_types);
+  EXPECT_EQ(old->pre_norm, defaults.pre_norm);
+  EXPECT_EQ(old->rope_theta, defaults.rope_theta);
+  EXPECT_TRUE(old->dense.empty());
+  EXPECT_TRUE(old->prompts.empty());
+  EXPECT_EQ(old->include_prompt, defaults.include_prompt);
+  // A field every plan has is required.
+  for (const char* always : {"hidden_size", "layer_norm_eps", "pooling", "labels", "normalize"}) {
+    nlohmann::json without = written;
+    without.erase(always);
+    auto missing = plan::ConfigFromJson(without);
+    ASSERT_FALSE(missing.ok()) << always;
+    EXPECT_NE(missing.status().message().find(always), std::string::npos)
+        << missing.status().message();
+  }
+}
+
 TEST(Plan, Fp32TensorsAreViewsOfTheFile) {
   const std::string path = BuildPlan("seq_cls");
   const std::string bytes = ReadAll(path);
