@@ -11,7 +11,8 @@
 #               other CUDA tests passed on this build: the FP8 unit and CLI tests, the parity
 #               suite's quick cases (QUICK=1, no sanitizers), then the bench, as far as what
 #               was carried allows (below); each step under `timeout` so the call ends inside
-#               the device tool's 10 minutes
+#               the device tool's 10 minutes. With the trained-model test's data:
+#               `BUILD_DIR=... SLIM=1 FP8_DATA=1 bash scripts/pack_for_device.sh`
 # Results and logs go to $OUT.
 set -uo pipefail
 source scripts/device_env.sh
@@ -35,6 +36,8 @@ case "${STEP:-tests}" in
     # bertrt_parity_runner (the parity suite's quick cases, no sanitizers),
     # .carry/parity/all-MiniLM-L6-v2 (the trained-weights test's model).
     rc=0
+    # A SLIM payload counts on the machine's own OpenSSL, zlib and libgomp.
+    ldd .carry/bin/bertrt | grep "not found" && exit 1
     if [ -x .carry/bin/bertrt_tests ]; then
       timeout 150 .carry/bin/bertrt_tests --gtest_filter='CudaFp8*' 2>&1 | tee "$OUT/fp8_unit.log" |
         grep -E '^\[ *(FAILED|PASSED|OK) *\]|Failure|Which is'

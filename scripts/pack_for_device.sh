@@ -10,13 +10,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
 rm -rf .carry && mkdir -p .carry/bin .carry/lib
-for bin in bertrt bertrt_tests bertrt_parity_runner; do
+# SLIM=1: bertrt alone, stripped, and without the libraries Ubuntu 24.04's
+# base has (OpenSSL, zlib, libgomp): 2 MB less, for when the payload must
+# travel beside a model (FP8_DATA=1).
+bins="bertrt bertrt_tests bertrt_parity_runner"
+[ "${SLIM:-0}" = 1 ] && bins=bertrt
+for bin in $bins; do
   [ -x "$build/$bin" ] || continue
   cp "$build/$bin" .carry/bin/
+  [ "${SLIM:-0}" = 1 ] && strip ".carry/bin/$bin"
   ldd "$build/$bin" | awk '/=> \//{print $3}' | while read -r lib; do
     case "$(basename "$lib")" in
       libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|libstdc++.so*|libgcc_s.so*|ld-linux*) ;;
       libcuda.so*|libcudart.so*|libcublas*|libnvidia*) ;;
+      libssl.so*|libcrypto.so*|libz.so*|libgomp.so*) [ "${SLIM:-0}" = 1 ] || cp -L "$lib" .carry/lib/ ;;
       *) cp -L "$lib" .carry/lib/ ;;
     esac
   done
