@@ -48,8 +48,8 @@ class Reader {
   // A failure, with what to do about it.
   Status Error(StatusCode code, const std::string& what) const {
     return Status(code, name_ + ": " + what + "; rebuild with: bertrt build " +
-                            (source_.empty() ? std::string("MODEL_DIR") : source_) + " -o " +
-                            name_);
+                            (source_.empty() ? std::string("MODEL_DIR") : source_) + build_flags_ +
+                            " -o " + name_);
   }
 
   Status ParseContainer(std::string_view bytes, Container* c);
@@ -67,6 +67,8 @@ class Reader {
   Status CheckEntry(const Container& c, const Entry& e, size_t i) const;
   std::string name_;
   std::string source_;  // from the metadata, once read
+  // " --precision P [--device cuda]": how the plan was built, once read.
+  std::string build_flags_;
 };
 
 Status Reader::ParseContainer(std::string_view bytes, Container* c) {
@@ -262,6 +264,8 @@ Status Reader::ParseMeta(const Container& c, json* meta, PlanInfo* info) {
   } else if (!ParsePrecision(info->precision).ok()) {
     return Error(StatusCode::kDataLoss, "unknown precision " + info->precision);
   }
+  build_flags_ =
+      " --precision " + info->precision + (info->device == "cuda" ? " --device cuda" : "");
   auto gpu = meta->find("gpu");
   if (gpu != meta->end() && gpu->is_object()) {
     auto name = gpu->find("name");

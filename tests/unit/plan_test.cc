@@ -353,6 +353,17 @@ TEST_F(HostilePlan, OtherFormatVersionNamesBothAndTheRebuildCommand) {
   EXPECT_NE(plan.status().message().find("rebuild with: bertrt build"), std::string::npos);
 }
 
+// Once the metadata is read, the command to rebuild says how the plan was built.
+TEST_F(HostilePlan, RebuildCommandKeepsThePrecision) {
+  nlohmann::json meta = Meta();
+  meta["config"]["hidden_size"] = 0;
+  SetMeta(meta.dump());
+  auto plan = FromBytes(bytes_);
+  ASSERT_FALSE(plan.ok());
+  const std::string want = "--precision " + meta["precision"].get<std::string>() + " -o ";
+  EXPECT_NE(plan.status().message().find(want), std::string::npos) << plan.status().message();
+}
+
 TEST_F(HostilePlan, EveryTruncationIsRejected) {
   const std::string whole = bytes_;
   for (size_t n : {size_t{0}, size_t{7}, size_t{11}, size_t{63}, size_t{64}, whole.size() / 2,
