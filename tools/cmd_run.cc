@@ -286,7 +286,7 @@ void ProcessChunk(const RunContext& ctx, Chunk& chunk) {
   chunk.lines = {};
   InferResult result;
   if (!sequences.empty() && !RunChunk(ctx, chunk, result, [&](serving::Infer& infer) {
-        return infer.Run(std::move(sequences), ctx.hidden_states);
+        return infer.Run(std::move(sequences), {.last_hidden_state = ctx.hidden_states});
       }))
     return;
   int seq = 0;

@@ -44,6 +44,9 @@ struct NamedOutput {
 struct RunOptions {
   // Also return last_hidden_state (per token, hidden_size wide).
   bool last_hidden_state = false;
+  // false: a sentence-embedding model's vector as it is before the model's
+  // Normalize module (TEI's `normalize: false`); no effect on other models.
+  bool normalize = true;
 };
 
 struct BatchOutputs {

@@ -137,18 +137,20 @@ ConfigField Int(std::string key, int ModelConfig::*field, int64_t lo, int64_t hi
       std::move(key), field, lo, [hi](const ModelConfig&) { return hi; }, optional);
 }
 
-ConfigField Bool(std::string key, bool ModelConfig::*field, bool optional = false) {
+// A field stored as its own JSON value, read back by `get` (GetBool, GetString).
+template <typename T>
+ConfigField Plain(std::string key, T ModelConfig::*field,
+                  Status (*get)(const json&, const std::string&, T*), bool optional) {
   return {std::move(key), optional, [field](const ModelConfig& c) { return json(c.*field); },
-          [field](const json& j, const std::string& key, ModelConfig* c) {
-            return GetBool(j, key, &(c->*field));
+          [field, get](const json& j, const std::string& key, ModelConfig* c) {
+            return get(j, key, &(c->*field));
           }};
 }
-
+ConfigField Bool(std::string key, bool ModelConfig::*field, bool optional = false) {
+  return Plain(std::move(key), field, GetBool, optional);
+}
 ConfigField String(std::string key, std::string ModelConfig::*field, bool optional = false) {
-  return {std::move(key), optional, [field](const ModelConfig& c) { return json(c.*field); },
-          [field](const json& j, const std::string& key, ModelConfig* c) {
-            return GetString(j, key, &(c->*field));
-          }};
+  return Plain(std::move(key), field, GetString, optional);
 }
 
 template <typename E, typename NameFn>

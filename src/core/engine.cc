@@ -23,6 +23,7 @@ const NamedOutput* BatchOutputs::Find(const std::string& name) const {
 
 std::string Engine::ShapeKey(const RaggedBatch& batch, const RunOptions& options) const {
   std::string key = options.last_hidden_state ? "hidden:" : "";
+  if (!options.normalize) key += "unnormalized:";
   for (int s = 0; s < batch.num_seqs(); ++s)
     key += std::to_string(batch.cu_seqlens[s + 1] - batch.cu_seqlens[s]) + ",";
   return key;

@@ -261,7 +261,8 @@ class EncoderForward {
   }
 
   // Pooled rows, through the Dense modules (pooled to dense and back:
-  // EmbeddingRows), normalized where the model normalizes.
+  // EmbeddingRows), normalized where the model normalizes and the run does
+  // not ask for the vector before it.
   Status SentenceEmbedding() {
     int width = c_.pooled_width();
     if (batch_.first_tokens_only) {  // CLS pooling alone, of the compacted rows
@@ -278,7 +279,8 @@ class EncoderForward {
       RETURN_IF_ERROR(ops_.DenseActivation(out, size_t(n_) * d.out_features, d.activation));
       width = d.out_features;
     }
-    if (c_.normalize) RETURN_IF_ERROR(ops_.L2Normalize(EmbeddingRows(c_, b_), n_, width));
+    if (c_.normalize && batch_.normalize)
+      RETURN_IF_ERROR(ops_.L2Normalize(EmbeddingRows(c_, b_), n_, width));
     return Status::Ok();
   }
 

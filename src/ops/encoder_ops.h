@@ -89,6 +89,8 @@ struct Batch {
   // layer (OutputsReadOnlyFirstTokens): its layer runs after attention on
   // those rows alone.
   bool first_tokens_only = false;
+  // RunOptions::normalize: false leaves out the model's Normalize module.
+  bool normalize = true;
 };
 
 // The signatures of the ops every backend implements (see the top).

@@ -245,6 +245,7 @@ std::vector<Scheduler::PendingPtr> Scheduler::TakeBatch() {
   std::vector<PendingPtr> batch;
   if (queue_.empty()) return batch;
   const int head_len = queue_.front()->max_len;
+  const bool normalize = queue_.front()->job->request.run.normalize;
   std::vector<size_t> order(queue_.size());
   std::iota(order.begin(), order.end(), 0);
   // Stable: among equal distances the older request goes first.
@@ -259,8 +260,10 @@ std::vector<Scheduler::PendingPtr> Scheduler::TakeBatch() {
   for (size_t i : order) {
     const Pending& p = *queue_[i];
     const int n = p.count;
-    // The head always goes, even alone over the budgets.
-    if (!batch.empty() && (tokens + p.tokens > options_.max_batch_tokens || seqs + n > max_seqs))
+    // The head always goes, even alone over the budgets; what runs with
+    // another RunOptions::normalize waits for a batch of its own.
+    if (!batch.empty() && (tokens + p.tokens > options_.max_batch_tokens || seqs + n > max_seqs ||
+                           p.job->request.run.normalize != normalize))
       continue;
     tokens += p.tokens;
     seqs += n;
@@ -306,7 +309,8 @@ void Scheduler::RunBatch(int instance, std::vector<PendingPtr>& batch) {
       const SequenceInput& s = request.sequences[i];
       ragged.Add(s.input_ids, s.token_type_ids, s.pool_start);
     }
-    run_options.last_hidden_state |= request.last_hidden_state;
+    run_options.last_hidden_state |= request.run.last_hidden_state;
+    run_options.normalize = request.run.normalize;  // the same in the batch (TakeBatch)
   }
   auto outputs = engines_[instance]->Run(ragged, run_options);
   const double compute = Seconds(Clock::now() - start);
@@ -319,7 +323,7 @@ void Scheduler::RunBatch(int instance, std::vector<PendingPtr>& batch) {
       Finish(*p, outputs.status());
       continue;
     }
-    InferResult r = Slice(*outputs, ragged, first, p->count, p->job->request.last_hidden_state);
+    InferResult r = Slice(*outputs, ragged, first, p->count, p->job->request.run.last_hidden_state);
     r.queue_seconds = Seconds(start - p->enqueued);
     r.compute_seconds = compute;
     r.batch_requests = static_cast<int>(batch.size());

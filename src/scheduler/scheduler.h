@@ -39,7 +39,9 @@ struct SequenceInput {
 // all of it (round robin between requests, part by part).
 struct InferRequest {
   std::vector<SequenceInput> sequences;
-  bool last_hidden_state = false;
+  // last_hidden_state: a batch returns it when one of its requests asks.
+  // normalize: requests that differ never share a batch.
+  RunOptions run;
   // Polled just before compute; true drops the request (the client went away).
   std::function<bool()> is_cancelled;
 };

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backends/cpu/cpu_ops.h"
-
 namespace bertrt::serving {
 
 void L2Normalize(std::vector<float>& row) {
@@ -29,15 +27,14 @@ StatusOr<EmbeddingRequest> EmbeddingRequest::Make(const ModelConfig& config,
   r.config_ = &config;
   r.output_ = &output;
   r.options_ = options;
-  // The engine's embedding went through Normalize: TEI's normalize: false
-  // wants the vector from before it.
+  // TEI's normalize: false on a model with a Normalize module wants the
+  // vector from before it: the engine runs without the module.
   r.before_normalize_ =
       !options.normalize && config.head == HeadKind::kSentenceEmbedding && config.normalize;
   return r;
 }
 
-StatusOr<std::vector<std::vector<float>>> EmbeddingRequest::Rows(
-    const InferResult& r, const std::vector<int32_t>& pool_start) const {
+StatusOr<std::vector<std::vector<float>>> EmbeddingRequest::Rows(const InferResult& r) const {
   const ModelConfig& c = *config_;
   const NamedOutput* out = r.outputs.Find(output_->name);
   if (!out) return Internal("the engine gave no " + output_->name);
@@ -46,31 +43,6 @@ StatusOr<std::vector<std::vector<float>>> EmbeddingRequest::Rows(
   for (int i = 0; i < n; ++i)
     rows.emplace_back(out->data.begin() + size_t(i) * out->width,
                       out->data.begin() + size_t(i + 1) * out->width);
-  if (before_normalize_) {
-    // Pooled again from last_hidden_state by the CPU engine's own op, and
-    // checked against the engine's normalized vector: a model whose vector
-    // cannot be recomputed from the states is refused, not answered wrong.
-    const Status unavailable = FailedPrecondition(
-        "normalize: false is not available for this model: its pooled vector before the "
-        "Normalize module cannot be recovered from its hidden states (Dense modules or "
-        "truncate_dim)");
-    const NamedOutput* h = r.outputs.Find(kLastHiddenState);
-    const int w = c.pooled_width();
-    if (!h || !c.dense.empty() || out->width != w) return unavailable;
-    std::vector<float> pooled(static_cast<size_t>(n) * w);
-    for (size_t k = 0; k < c.pooling_modes.size(); ++k)
-      cpu::PoolSequences(h->data.data(), r.cu_seqlens.data(), pool_start.data(), n, h->width,
-                         c.pooling_modes[k], pooled.data() + k * h->width, w);
-    for (int i = 0; i < n; ++i) {
-      std::vector<float> raw(pooled.begin() + size_t(i) * w, pooled.begin() + size_t(i + 1) * w);
-      std::vector<float> unit = raw;
-      L2Normalize(unit);
-      double dot = 0;
-      for (int k = 0; k < w; ++k) dot += double(unit[k]) * rows[i][k];
-      if (!(dot > 0.999)) return unavailable;
-      rows[i] = std::move(raw);
-    }
-  }
   // A vector the model's Normalize made a unit one stays as it is; one cut
   // (dimensions, or the model's truncate_dim after its Normalize) is
   // normalized again.

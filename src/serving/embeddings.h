@@ -1,6 +1,7 @@
 // Pooled embeddings as TEI's embed_pooled returns them, from what a run gave:
 // the model's vector, or with normalize false its vector before the model's
-// own Normalize module; the first `dimensions` values (Matryoshka); then
+// own Normalize module (the engine leaves the module out:
+// RunOptions::normalize); the first `dimensions` values (Matryoshka); then
 // L2-normalized unless normalize is false (and not again where the model's
 // Normalize already made the vector a unit one). Knows no HTTP or JSON.
 #pragma once
@@ -26,15 +27,12 @@ class EmbeddingRequest {
   // normalized), InvalidArgument for dimensions wider than the vector.
   static StatusOr<EmbeddingRequest> Make(const ModelConfig& config, const OutputDescription& output,
                                          EmbeddingOptions options);
-  // The run must also return last_hidden_state (normalize false on a model
-  // with a Normalize module: the vector before it is pooled from the states).
-  bool needs_hidden_states() const { return before_normalize_; }
-  // One row per sequence of `result`; pool_start: each sequence's
-  // (RaggedBatch::pool_start). FailedPrecondition when the vector before
-  // Normalize cannot be recomputed from the states (Dense modules,
-  // truncate_dim).
-  StatusOr<std::vector<std::vector<float>>> Rows(const InferResult& result,
-                                                 const std::vector<int32_t>& pool_start) const;
+  // How the engine runs it: without the model's Normalize module where the
+  // request wants the vector before it (only then, so that the scheduler
+  // keeps such requests apart only where it matters).
+  RunOptions run_options() const { return {.normalize = !before_normalize_}; }
+  // One row per sequence of `result`.
+  StatusOr<std::vector<std::vector<float>>> Rows(const InferResult& result) const;
 
  private:
   const ModelConfig* config_ = nullptr;

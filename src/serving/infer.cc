@@ -115,11 +115,11 @@ StatusOr<std::vector<SequenceInput>> Infer::Encode(const std::vector<TextInput>&
   return out;
 }
 
-StatusOr<InferResult> Infer::Run(std::vector<SequenceInput> sequences, bool hidden_states) {
+StatusOr<InferResult> Infer::Run(std::vector<SequenceInput> sequences, RunOptions options) {
   InferRequest request;
   request.is_cancelled = is_cancelled_;
   request.sequences = std::move(sequences);
-  request.last_hidden_state = hidden_states;
+  request.run = options;
   auto result = timer_.Infer(std::move(request));
   if (result.ok() && !result->cu_seqlens.empty()) tokens_ += result->cu_seqlens.back();
   return result;
@@ -140,11 +140,8 @@ StatusOr<std::vector<std::vector<float>>> Infer::Embed(const EmbeddingRequest& r
                                                        std::vector<ModelInput> inputs,
                                                        const EncodeOptions& options) {
   ASSIGN_OR_RETURN(auto seqs, Encode(std::move(inputs), options));
-  std::vector<int32_t> pool_start;
-  pool_start.reserve(seqs.size());
-  for (const SequenceInput& s : seqs) pool_start.push_back(s.pool_start);
-  ASSIGN_OR_RETURN(InferResult r, Run(std::move(seqs), request.needs_hidden_states()));
-  return request.Rows(r, pool_start);
+  ASSIGN_OR_RETURN(InferResult r, Run(std::move(seqs), request.run_options()));
+  return request.Rows(r);
 }
 
 StatusOr<std::vector<float>> Infer::Similarity(std::string source,
@@ -169,7 +166,7 @@ StatusOr<std::vector<TokenVectors>> Infer::EmbedAll(std::vector<ModelInput> inpu
                                                     const EncodeOptions& options) {
   RETURN_IF_ERROR(NotEmbedding(model_));
   ASSIGN_OR_RETURN(auto seqs, Encode(std::move(inputs), options));
-  ASSIGN_OR_RETURN(InferResult r, Run(std::move(seqs), true));
+  ASSIGN_OR_RETURN(InferResult r, Run(std::move(seqs), {.last_hidden_state = true}));
   ASSIGN_OR_RETURN(const NamedOutput* h, Output(r, kLastHiddenState));
   std::vector<TokenVectors> out;
   for (size_t i = 0; i + 1 < r.cu_seqlens.size(); ++i) {

@@ -102,7 +102,7 @@ class Infer {
                                               const EncodeOptions& options) const;
   // Runs `sequences` in one batcher request (with last_hidden_state when
   // asked): the raw outputs KServe and `bertrt run` answer with.
-  StatusOr<InferResult> Run(std::vector<SequenceInput> sequences, bool hidden_states = false);
+  StatusOr<InferResult> Run(std::vector<SequenceInput> sequences, RunOptions options = {});
 
   // Pooled embeddings (TEI's embed_pooled, OpenAI's embeddings): first what
   // the options ask of this model (FailedPrecondition: not an embedding

@@ -27,7 +27,7 @@ Status WarmUpAndCheckOutputs(Scheduler& scheduler, const Tokenizer& tokenizer,
   ASSIGN_OR_RETURN(Encoding enc, tokenizer.Encode("warm up"));
   InferRequest request;
   request.sequences.push_back({enc.input_ids, enc.token_type_ids});
-  request.last_hidden_state = true;
+  request.run.last_hidden_state = true;
   ASSIGN_OR_RETURN(InferResult result, scheduler.Infer(std::move(request)));
   auto layout = [](const std::string& name, bool per_token, int width) {
     return name + (per_token ? " per token" : "") + " [" + std::to_string(width) + "]";

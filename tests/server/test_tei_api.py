@@ -251,13 +251,25 @@ def test_prompt_that_fills_the_input(started, bertrt_bin, tmp_path):
 
 
 def test_normalize_false_with_concatenated_pooling(started, bertrt_bin):
-    """normalize: false on a model whose Normalize follows concatenated pooling, and a 424 on
-    one whose vector goes through Dense modules (it cannot be recovered from the states)."""
+    """normalize: false on a model whose Normalize follows concatenated pooling, and on one
+    whose vector goes through a Dense module before it: the vector as the Dense module gave
+    it, against numpy's weighted mean of the states and Dense over the module's own weights."""
+    from safetensors.numpy import load_file
     s = started("st_legacy_concat")  # cls + max + mean, Dense, no Normalize
     want = run_outputs(bertrt_bin, str(MODELS / "st_legacy_concat"), ["hello world"])[0]["embedding"]
     assert close(ok(s, "/embed", {"inputs": "hello world", "normalize": False})[0], want)
-    d = started("st_weightedmean_dense")  # Dense then Normalize
-    error(d, "/embed", {"inputs": "hello world", "normalize": False}, 424, valid_request=True)
+    model = MODELS / "st_weightedmean_dense"  # weightedmean, Dense (tanh), Normalize
+    d = started("st_weightedmean_dense")
+    dense = load_file(str(model / "2_Dense" / "model.safetensors"))
+    texts = ["hello world", "a longer sentence about dense modules and their vectors"]
+    for text, states in zip(texts, ok(d, "/embed_all", {"inputs": texts})):
+        pooled = pool_from(states, 0, ("weightedmean",))
+        want = np.tanh(dense["linear.weight"].astype(np.float64) @ pooled + dense["linear.bias"])
+        got = np.asarray(ok(d, "/embed", {"inputs": text, "normalize": False})[0])
+        assert close(got, want) and abs(np.linalg.norm(got) - 1) > 0.05, text
+        assert close(ok(d, "/embed", {"inputs": text})[0], unit(want)), text
+        assert close(ok(d, "/embed", {"inputs": text, "normalize": False, "dimensions": 5})[0],
+                     want[:5]), text
 
 
 def test_truncation_direction(started):

@@ -334,19 +334,22 @@ TEST_P(CudaParityTest, MatchesCpuEngineAndSingleRuns) {
   const RaggedBatch short_batch = MakeBatch(short_lengths, 12, starts);
   // Each batch with and without hidden states: without them, a head that
   // reads only first tokens (pooler, CLS pooling) has the last layer run on
-  // those rows alone. The first batch's outputs are kept for the single runs.
+  // those rows alone. And without the model's Normalize module (a sentence
+  // embedding's vector before it; the same run for other heads). The first
+  // batch's outputs are kept for the single runs.
   BatchOutputs got, heads;
   const std::pair<const RaggedBatch*, const char*> batches[] = {{&batch, "batched"},
                                                                 {&short_batch, "short sequences"}};
   for (const auto& [b, name] : batches)
-    for (const RunOptions& o : {opts, RunOptions{}}) {
+    for (const RunOptions& o : {opts, RunOptions{}, RunOptions{.normalize = false}}) {
       auto want = (*cpu)->Run(*b, o);
       ASSERT_TRUE(want.ok()) << want.status().ToString();
       auto out = (*gpu)->Run(*b, o);
       ASSERT_TRUE(out.ok()) << out.status().ToString();
       ExpectClose(*out, *want, c.precision,
-                  std::string(name) + " vs cpu" + (o.last_hidden_state ? "" : ", heads only"));
-      if (b == &batch) (o.last_hidden_state ? got : heads) = std::move(*out);
+                  std::string(name) + " vs cpu" + (o.last_hidden_state ? "" : ", heads only") +
+                      (o.normalize ? "" : ", before Normalize"));
+      if (b == &batch && o.normalize) (o.last_hidden_state ? got : heads) = std::move(*out);
     }
 
   // Each sequence alone gives its rows of the batch, with and without hidden states.

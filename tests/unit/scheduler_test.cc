@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <thread>
 
 #include "bertrt/importer.h"
@@ -135,6 +136,47 @@ TEST_F(SchedulerTest, PreferredBatchSizeLeavesWithoutWaiting) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
   EXPECT_EQ(engine->batches_, 1);
   EXPECT_EQ(engine->max_seqs_, 4);
+}
+
+TEST_F(SchedulerTest, RequestsWithAndWithoutTheModelsNormalizeNeverShareABatch) {
+  // A model whose vector goes through Dense and Normalize modules: a run
+  // without the Normalize gives each request its vector before it.
+  auto loaded = LoadModelAndTokenizer(std::string(BERTRT_TEST_DATA_DIR) +
+                                      "/models/st_weightedmean_dense");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  loaded_ = *loaded;
+  SchedulerOptions options;
+  options.max_queue_delay = std::chrono::milliseconds(200);
+  RecordingEngine* engine = nullptr;
+  auto scheduler = Make(options, std::chrono::milliseconds(0), &engine);
+  constexpr int kRequests = 8;
+  auto request = [&](int i) {
+    InferRequest r = Request(Text(i));
+    r.run.normalize = i % 2 == 0;
+    return r;
+  };
+  std::vector<std::vector<float>> alone(kRequests);
+  for (int i = 0; i < kRequests; ++i) {
+    auto r = scheduler->Infer(request(i));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    alone[i] = r->outputs.Find("embedding")->data;
+  }
+  engine->max_seqs_ = 0;
+  std::vector<std::future<StatusOr<InferResult>>> futures;
+  for (int i = 0; i < kRequests; ++i) futures.push_back(scheduler->Submit(request(i)));
+  for (int i = 0; i < kRequests; ++i) {
+    auto r = futures[i].get();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const std::vector<float>& got = r->outputs.Find("embedding")->data;
+    double norm = 0;
+    for (float v : got) norm += double(v) * v;
+    // Each as it was alone: unit vectors where normalized, others not.
+    EXPECT_EQ(std::abs(std::sqrt(norm) - 1) < 1e-4, i % 2 == 0) << i << ": norm " << std::sqrt(norm);
+    ASSERT_EQ(got.size(), alone[i].size());
+    for (size_t k = 0; k < got.size(); ++k) EXPECT_NEAR(got[k], alone[i][k], 1e-5f) << i;
+  }
+  // Queued together, they still ran in batches of one kind each.
+  EXPECT_LE(engine->max_seqs_, kRequests / 2);
 }
 
 TEST_F(SchedulerTest, FullQueueRejectsAtOnce) {

@@ -1,4 +1,5 @@
-// serving::EmbeddingRequest: which vectors are normalized (once), cut, or refused.
+// serving::EmbeddingRequest: which vectors are normalized (once), cut, or refused, and
+// which runs leave the model's Normalize out.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -34,14 +35,14 @@ TEST(ServingEmbeddings, NormalizedOnceCutThenNormalizedAgain) {
   const std::vector<float> engine = {0.5f, 0.5f, 0.5f, 0.5001f};
   auto whole = EmbeddingRequest::Make(c, out, {true, std::nullopt});
   ASSERT_TRUE(whole.ok());
-  EXPECT_FALSE(whole->needs_hidden_states());
-  auto rows = whole->Rows(OneRow("embedding", engine), {0});
+  EXPECT_TRUE(whole->run_options().normalize);
+  auto rows = whole->Rows(OneRow("embedding", engine));
   ASSERT_TRUE(rows.ok());
   EXPECT_EQ((*rows)[0], engine);
   // Cut to 2 values: a unit vector again.
   auto cut = EmbeddingRequest::Make(c, out, {true, 2});
   ASSERT_TRUE(cut.ok());
-  rows = cut->Rows(OneRow("embedding", engine), {0});
+  rows = cut->Rows(OneRow("embedding", engine));
   ASSERT_TRUE(rows.ok());
   ASSERT_EQ((*rows)[0].size(), 2u);
   EXPECT_NEAR(Norm((*rows)[0]), 1.0, 1e-6);
@@ -50,17 +51,38 @@ TEST(ServingEmbeddings, NormalizedOnceCutThenNormalizedAgain) {
   truncated.array_width = 8;
   auto t = EmbeddingRequest::Make(c, truncated, {true, std::nullopt});
   ASSERT_TRUE(t.ok());
-  rows = t->Rows(OneRow("embedding", {3, 4, 0, 0}), {0});
+  rows = t->Rows(OneRow("embedding", {3, 4, 0, 0}));
   ASSERT_TRUE(rows.ok());
   EXPECT_NEAR((*rows)[0][0], 0.6, 1e-6);
   // A model without Normalize: normalized when asked, as it is when not.
   c.normalize = false;
   auto plain = EmbeddingRequest::Make(c, out, {true, std::nullopt});
-  rows = plain->Rows(OneRow("embedding", {3, 4, 0, 0}), {0});
+  rows = plain->Rows(OneRow("embedding", {3, 4, 0, 0}));
   EXPECT_NEAR((*rows)[0][1], 0.8, 1e-6);
   auto raw = EmbeddingRequest::Make(c, out, {false, std::nullopt});
-  rows = raw->Rows(OneRow("embedding", {3, 4, 0, 0}), {0});
+  // Nothing for the engine to leave out: the run is the usual one (one batch with the rest).
+  EXPECT_TRUE(raw->run_options().normalize);
+  rows = raw->Rows(OneRow("embedding", {3, 4, 0, 0}));
   EXPECT_EQ((*rows)[0], (std::vector<float>{3, 4, 0, 0}));
+}
+
+TEST(ServingEmbeddings, BeforeTheModelsNormalizeTheEngineLeavesItOut) {
+  ModelConfig c;
+  c.head = HeadKind::kSentenceEmbedding;
+  c.normalize = true;
+  OutputDescription out{.name = "embedding", .width = 4, .array_width = 4, .sequence_vector = true};
+  auto before = EmbeddingRequest::Make(c, out, {false, std::nullopt});
+  ASSERT_TRUE(before.ok());
+  EXPECT_FALSE(before->run_options().normalize);
+  EXPECT_FALSE(before->run_options().last_hidden_state);
+  // What the engine gave without the module is the answer, cut or whole, never normalized.
+  auto rows = before->Rows(OneRow("embedding", {3, 4, 0, 0}));
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ((*rows)[0], (std::vector<float>{3, 4, 0, 0}));
+  auto cut = EmbeddingRequest::Make(c, out, {false, 2});
+  rows = cut->Rows(OneRow("embedding", {3, 4, 0, 0}));
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ((*rows)[0], (std::vector<float>{3, 4}));
 }
 
 TEST(ServingEmbeddings, RefusesWhatTheModelCannotGive) {
@@ -76,16 +98,6 @@ TEST(ServingEmbeddings, RefusesWhatTheModelCannotGive) {
   EXPECT_TRUE(EmbeddingRequest::Make(c, sparse, {false, std::nullopt}).ok());
   EXPECT_EQ(EmbeddingRequest::Make(c, sparse, {false, 9}).status().code(),
             StatusCode::kInvalidArgument);
-  // normalize false on a model with a Normalize module reads the hidden states, and
-  // without them (or with Dense modules) it cannot.
-  c.head = HeadKind::kSentenceEmbedding;
-  c.normalize = true;
-  OutputDescription out{.name = "embedding", .width = 4, .array_width = 4, .sequence_vector = true};
-  auto before = EmbeddingRequest::Make(c, out, {false, std::nullopt});
-  ASSERT_TRUE(before.ok());
-  EXPECT_TRUE(before->needs_hidden_states());
-  EXPECT_EQ(before->Rows(OneRow("embedding", {1, 0, 0, 0}), {0}).status().code(),
-            StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

@@ -338,9 +338,13 @@ StatusOr<BatchOutputs> CpuEngine::Forward(const RaggedBatch& batch, const RunOpt
   const int caller_threads = omp_get_max_threads();
   omp_set_num_threads(threads_);
   OpsT ops(c, tables_, batch, workspace_, &matmul_, threads_, std::move(extra)...);
-  const ops::Batch shape{batch.num_tokens(), batch.num_seqs(), batch.max_len,
-                         options.last_hidden_state,
-                         OutputsReadOnlyFirstTokens(outputs_, options.last_hidden_state)};
+  const ops::Batch shape{
+      .tokens = batch.num_tokens(),
+      .seqs = batch.num_seqs(),
+      .max_len = batch.max_len,
+      .hidden_state = options.last_hidden_state,
+      .first_tokens_only = OutputsReadOnlyFirstTokens(outputs_, options.last_hidden_state),
+      .normalize = options.normalize};
   Status status = model::EncoderForward<OpsT>(c, weights_, ops, shape).Run();
   omp_set_num_threads(caller_threads);
   // The buffers kept across runs (the int8 GEMMs' scratch grows as they run).

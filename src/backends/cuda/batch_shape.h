@@ -31,7 +31,12 @@ int SeqBucket(int seqs);
 struct Shape {
   int tokens, seqs, max_len;
   bool hidden_state;
-  std::tuple<int, int, int, bool> Key() const { return {tokens, seqs, max_len, hidden_state}; }
+  // RunOptions::normalize: a run without the model's Normalize module is a
+  // graph of its own.
+  bool normalize = true;
+  std::tuple<int, int, int, bool, bool> Key() const {
+    return {tokens, seqs, max_len, hidden_state, normalize};
+  }
   friend bool operator==(const Shape& a, const Shape& b) { return a.Key() == b.Key(); }
   friend bool operator<(const Shape& a, const Shape& b) { return a.Key() < b.Key(); }
 };

@@ -62,7 +62,8 @@ class CudaEngine final : public Engine {
     std::lock_guard<std::mutex> lock(mu_);  // the pool's capacity
     const Shape s = ShapeFor(batch, options);
     return std::to_string(s.tokens) + "/" + std::to_string(s.seqs) + "/" +
-           std::to_string(s.max_len) + (s.hidden_state ? "/hidden" : "");
+           std::to_string(s.max_len) + (s.hidden_state ? "/hidden" : "") +
+           (s.normalize ? "" : "/unnormalized");
   }
   size_t KeptShapes() const override {
     return graphs_->enabled() ? cuda::GraphCache::kMaxGraphs : 0;
@@ -219,9 +220,10 @@ Shape CudaEngine::ShapeFor(const RaggedBatch& batch, const RunOptions& options) 
   int max_len = 0;
   for (int s = 0; s < n; ++s)
     max_len = std::max(max_len, batch.cu_seqlens[s + 1] - batch.cu_seqlens[s]);
-  const Shape exact{t, n, max_len, options.last_hidden_state};
+  const Shape exact{t, n, max_len, options.last_hidden_state, options.normalize};
   if (!graphs_->enabled()) return exact;
-  const Shape padded = cuda::PaddedShape(t, n, max_len, options.last_hidden_state);
+  Shape padded = cuda::PaddedShape(t, n, max_len, options.last_hidden_state);
+  padded.normalize = options.normalize;
   // A fixed reservation is never grown for padding.
   if (options_.max_batch_tokens > 0 && !pool_->Fits(padded.tokens, padded.seqs)) return exact;
   return padded;

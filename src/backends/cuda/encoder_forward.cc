@@ -224,8 +224,13 @@ Status EncoderForward::Run(const Shape& shape, const Workspace& ws, cudaStream_t
                            OpTrace* trace) const {
   const AttentionArgs attention = AttentionArgsFor(shape, ws);
   EncoderOps ops(ops_context_, shape, ws, attention, stream, trace);
-  const ops::Batch batch{shape.tokens, shape.seqs, shape.max_len, shape.hidden_state,
-                         OutputsReadOnlyFirstTokens(outputs_, shape.hidden_state)};
+  const ops::Batch batch{
+      .tokens = shape.tokens,
+      .seqs = shape.seqs,
+      .max_len = shape.max_len,
+      .hidden_state = shape.hidden_state,
+      .first_tokens_only = OutputsReadOnlyFirstTokens(outputs_, shape.hidden_state),
+      .normalize = shape.normalize};
   return model::EncoderForward<EncoderOps>(config_, weights_.forward, ops, batch).Run();
 }
 
