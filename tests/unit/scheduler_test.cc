@@ -171,7 +171,8 @@ TEST_F(SchedulerTest, RequestsWithAndWithoutTheModelsNormalizeNeverShareABatch) 
     double norm = 0;
     for (float v : got) norm += double(v) * v;
     // Each as it was alone: unit vectors where normalized, others not.
-    EXPECT_EQ(std::abs(std::sqrt(norm) - 1) < 1e-4, i % 2 == 0) << i << ": norm " << std::sqrt(norm);
+    EXPECT_EQ(std::abs(std::sqrt(norm) - 1) < 1e-4, i % 2 == 0)
+        << i << ": norm " << std::sqrt(norm);
     ASSERT_EQ(got.size(), alone[i].size());
     for (size_t k = 0; k < got.size(); ++k) EXPECT_NEAR(got[k], alone[i][k], 1e-5f) << i;
   }

@@ -417,7 +417,8 @@ StatusOr<std::vector<OutputTensor>> InferKServe(serving::Infer& infer, KServeReq
   bool hidden_states = false;
   for (const RequestedOutput& o : request.outputs)
     hidden_states |= model.FindOutput(o.name)->on_request;
-  ASSIGN_OR_RETURN(InferResult result, infer.Run(std::move(sequences), {.last_hidden_state = hidden_states}));
+  ASSIGN_OR_RETURN(InferResult result,
+                   infer.Run(std::move(sequences), {.last_hidden_state = hidden_states}));
   return SelectOutputs(request, model, result);
 }
 
