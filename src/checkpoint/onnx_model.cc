@@ -248,8 +248,9 @@ class Reader {
       bool transposed_in_graph = false;
       if (!initializers_.count(weight)) {
         auto p = producer_.find(weight);
+        // (A Transpose without its input, in a file made to crash readers, is no weight.)
         if (p == producer_.end() || p->second->op_type() != "Transpose" ||
-            !initializers_.count(p->second->input(0)))
+            p->second->input_size() < 1 || !initializers_.count(p->second->input(0)))
           continue;  // activations times activations: attention's own MatMuls
         weight = p->second->input(0);
         transposed_in_graph = true;

@@ -15,6 +15,7 @@
 #include "importer/hf_config.h"
 #include "core/json_util.h"
 #include "importer_test_util.h"
+#include "onnx_model.pb.h"
 
 namespace bertrt::checkpoint {
 namespace {
@@ -57,6 +58,37 @@ TEST(OnnxModel, FilesCutShortAreErrorsNotCrashes) {
     // A cut at a field boundary can parse; it then lacks the weights after it.
     if (got.ok()) EXPECT_LT(got->tensors.size(), 40u) << n;
   }
+}
+
+// A MatMul whose weight is the output of a Transpose node that has no input
+// (the ONNX fuzzer's find: the reader indexed the Transpose's first input
+// unchecked, a read through a null pointer): the file is read as far as it
+// makes sense: the initializer comes back as it is in the file.
+TEST(OnnxModel, ANodeWithoutItsInputsIsReadWithoutCrashing) {
+  onnx::Model model;
+  onnx::Graph* g = model.mutable_graph();
+  onnx::Tensor* w = g->add_initializer();
+  w->set_name("dense.weight");
+  w->set_data_type(1);  // float
+  w->add_dims(2);
+  w->add_dims(2);
+  for (int i = 0; i < 4; ++i) w->add_float_data(static_cast<float>(i + 1));
+  onnx::Node* transpose = g->add_node();
+  transpose->set_op_type("Transpose");
+  transpose->add_output("dense.weight_t");
+  onnx::Node* matmul = g->add_node();
+  matmul->set_op_type("MatMul");
+  matmul->add_input("x");
+  matmul->add_input("dense.weight_t");
+  matmul->add_output("y");
+  std::string bytes;
+  ASSERT_TRUE(model.SerializeToString(&bytes));
+  auto got = ParseOnnxModel(bytes, "", "crafted.onnx");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->tensors.size(), 1u);
+  const Tensor& t = got->tensors[0].data;
+  ASSERT_EQ(t.shape(), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(std::vector<float>(t.f32(), t.f32() + 4), (std::vector<float>{1, 2, 3, 4}));
 }
 
 // What the graph implies is what the exporter's config.json said: sizes,
