@@ -102,7 +102,7 @@ struct QuantizationReport {
   // 8 bits gave.
   std::vector<std::pair<std::string, double>> kept_fp32;
   // Linears the format cannot take, kept in fp32 from the start: an fp8
-  // GEMM's input width must be a multiple of 16.
+  // GEMM's input and output widths must be multiples of 16 (Fp8GemmTakes).
   std::vector<std::string> unsupported;
   std::vector<OutputAccuracy> outputs;
   AccuracyBudget budget;  // what `outputs` were held to

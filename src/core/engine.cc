@@ -98,7 +98,7 @@ std::string QuantizationReport::Summary() const {
                   std::to_string(calibration_sequences) + " sequences";
   char line[256];
   for (size_t i = 0; i < unsupported.size(); ++i)
-    s += (i == 0 ? "\n  kept in fp32, their input not a multiple of 16 wide as " + precision +
+    s += (i == 0 ? "\n  kept in fp32, their widths not multiples of 16 as " + precision +
                        " GEMMs need: "
                  : ", ") +
          unsupported[i];

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <optional>
-#include <cstdio>
 #include <random>
 #include <set>
 #include <sstream>

@@ -34,6 +34,21 @@ double RefAct(double x, Act act) {
   return x;
 }
 
+// A Linear's weights [n, k] and bias [n] of normal random values (drawn in
+// that order), as tensors for PackLinear and as values for the references.
+struct RandomLinear {
+  Tensor w, b;
+  std::vector<float> wv, bv;
+};
+
+RandomLinear MakeRandomLinear(int n, int k, std::mt19937* rng) {
+  RandomLinear l{Tensor::ZerosF32({n, k}), Tensor::ZerosF32({n}), Random(size_t(n) * k, rng),
+                 Random(n, rng)};
+  std::copy(l.wv.begin(), l.wv.end(), l.w.mutable_f32());
+  std::copy(l.bv.begin(), l.bv.end(), l.b.mutable_f32());
+  return l;
+}
+
 // The AVX2 erf/tanh/exp behind the activations, swept densely; tanh is also
 // held to a relative bound near zero, where a naive formula cancels.
 TEST(CpuOps, ActivationsAccurateOverWideRange) {
@@ -65,10 +80,7 @@ TEST(CpuOps, LinearMatchesReferenceForEveryEpilogue) {
       for (auto [e, apart] : {std::pair{Epilogue::kNone, false}, {Epilogue::kGelu, false},
                               {Epilogue::kGeluTanh, false}, {Epilogue::kRelu, false},
                               {Epilogue::kResidual, false}, {Epilogue::kResidual, true}}) {
-        Tensor w = Tensor::ZerosF32({n, k}), b = Tensor::ZerosF32({n});
-        std::vector<float> wv = Random(size_t(n) * k, &rng), bv = Random(n, &rng);
-        std::copy(wv.begin(), wv.end(), w.mutable_f32());
-        std::copy(bv.begin(), bv.end(), b.mutable_f32());
+        auto [w, b, wv, bv] = MakeRandomLinear(n, k, &rng);
         auto packed = PackLinear({&w}, {&b}, k, "test");
         ASSERT_TRUE(packed.ok());
         auto linear = Linear::Create(std::move(*packed), &ctx, kernel);
@@ -228,10 +240,6 @@ TEST(CpuOps, AttentionAddsTheRelativePositionBiasByDistance) {
   EXPECT_GT(NormRelErr(ctx, RefAttention(qkv, cu, h, heads)), 1e-2);
 }
 
-// The int8 GEMM: exactly what its quantized input and weights give (int32
-// sums, then one float scaling), for every epilogue, at several row counts;
-// and within rounding's error of the fp32 result on the input clipped to
-// the calibrated bound.
 // A bf16 Linear is its operands rounded to bf16 (to nearest even), multiplied
 // and accumulated in fp32: within fp32's rounding of the float64 product of
 // the rounded operands, and clearly not the fp32 Linear.
@@ -240,10 +248,7 @@ TEST(CpuOps, Bf16LinearIsItsRoundedOperandsProduct) {
   MatmulContext ctx;
   ASSERT_TRUE(ctx.Init().ok());
   const int k = 128, n = 96;
-  Tensor w = Tensor::ZerosF32({n, k}), b = Tensor::ZerosF32({n});
-  const std::vector<float> wv = Random(size_t(n) * k, &rng), bv = Random(n, &rng);
-  std::copy(wv.begin(), wv.end(), w.mutable_f32());
-  std::copy(bv.begin(), bv.end(), b.mutable_f32());
+  auto [w, b, wv, bv] = MakeRandomLinear(n, k, &rng);
   auto bf16 = [](const std::vector<float>& x) {
     std::vector<uint16_t> narrow(x.size());
     std::vector<float> back(x.size());
@@ -292,16 +297,17 @@ TEST(CpuOps, Bf16LinearIsItsRoundedOperandsProduct) {
   }
 }
 
+// The int8 GEMM: exactly what its quantized input and weights give (int32
+// sums, then one float scaling), for every epilogue, at several row counts;
+// and within rounding's error of the fp32 result on the input clipped to
+// the calibrated bound.
 TEST(CpuOps, Int8LinearIsItsQuantizedOperandsProduct) {
   std::mt19937 rng(21);
   MatmulContext ctx;
   ASSERT_TRUE(ctx.Init().ok());
   // (101: the vector quantizer's 32-wide steps and a remainder.)
   const int k = 101, n = 80;
-  Tensor w = Tensor::ZerosF32({n, k}), b = Tensor::ZerosF32({n});
-  const std::vector<float> wv = Random(size_t(n) * k, &rng), bv = Random(n, &rng);
-  std::copy(wv.begin(), wv.end(), w.mutable_f32());
-  std::copy(bv.begin(), bv.end(), b.mutable_f32());
+  auto [w, b, wv, bv] = MakeRandomLinear(n, k, &rng);
   for (Kernel kernel : {Kernel::kMatmul, Kernel::kSgemm}) {
     auto packed = PackLinear({&w}, {&b}, k, "test");
     ASSERT_TRUE(packed.ok());
@@ -361,10 +367,7 @@ TEST(CpuOps, Int8LinearPerTokenIsItsQuantizedOperandsProduct) {
   MatmulContext ctx;
   ASSERT_TRUE(ctx.Init().ok());
   const int k = 70, n = 48;  // 32-wide steps and a remainder
-  Tensor w = Tensor::ZerosF32({n, k}), b = Tensor::ZerosF32({n});
-  const std::vector<float> wv = Random(size_t(n) * k, &rng), bv = Random(n, &rng);
-  std::copy(wv.begin(), wv.end(), w.mutable_f32());
-  std::copy(bv.begin(), bv.end(), b.mutable_f32());
+  auto [w, b, wv, bv] = MakeRandomLinear(n, k, &rng);
   auto packed = PackLinear({&w}, {&b}, k, "test");
   ASSERT_TRUE(packed.ok());
   auto linear = Linear::Create(std::move(*packed), &ctx);
@@ -426,10 +429,7 @@ TEST(CpuOps, Fp8LinearIsItsRoundedOperandsProduct) {
   MatmulContext ctx;
   ASSERT_TRUE(ctx.Init().ok());
   const int k = 96, n = 80;
-  Tensor w = Tensor::ZerosF32({n, k}), b = Tensor::ZerosF32({n});
-  const std::vector<float> wv = Random(size_t(n) * k, &rng), bv = Random(n, &rng);
-  std::copy(wv.begin(), wv.end(), w.mutable_f32());
-  std::copy(bv.begin(), bv.end(), b.mutable_f32());
+  auto [w, b, wv, bv] = MakeRandomLinear(n, k, &rng);
   double w_max = 0;
   for (float v : wv) w_max = std::max(w_max, std::abs(double{v}));
   // (In fp32, as the GEMM scales: a tie flipped by rounding would move a
