@@ -75,7 +75,7 @@ StatusOr<nlohmann::json> ProfileOps(std::shared_ptr<const Model> model, const Be
   return nlohmann::json{
       {"ops", ops},
       {"runs", kRuns},
-      {"in_graph", options.cuda_graphs},
+      {"in_graph", engine->KeptShapes() > 0},
       {"sum_of_ops_ms", total_ms},
       {"gemm_ms", gemm_ms},
       {"attention_ms", attention_ms},

@@ -1,21 +1,11 @@
 #include "serving/engine_factory.h"
 
-#include <cstdlib>
 #include <optional>
 
 #include "bertrt/quantized_weights.h"
 #include "bertrt/self_check.h"
 
 namespace bertrt::serving {
-namespace {
-
-// Whether environment variable `name` is set to `value`.
-bool EnvIs(const char* name, const char* value) {
-  const char* set = std::getenv(name);
-  return set && std::string(set) == value;
-}
-
-}  // namespace
 
 std::string ResolvePrecision(const std::string& device, const std::string& precision) {
   if (!precision.empty()) return precision;
@@ -31,17 +21,6 @@ StatusOr<CudaEngineOptions> CudaOptions(const InstanceSpec& spec, NoticeFn on_no
                                       ? "fp16"
                                       : ResolvePrecision("cuda", spec.precision)));
   options.approximate_erf_gelu = spec.gelu == "tanh";
-  // Timing at first use for every model, not only for plans without this
-  // GPU's choices: for comparisons against cuBLASLt's heuristic.
-  options.time_gemms = EnvIs("BERTRT_GEMM_TUNING", "1");
-  // Optimizations on by default, each off with its variable at 0 (README).
-  options.cuda_graphs = !EnvIs("BERTRT_CUDA_GRAPHS", "0");
-  options.overlap_kernel_launches = !EnvIs("BERTRT_PDL", "0");
-  options.splitk_gemms = !EnvIs("BERTRT_SPLITK_GEMM", "0");
-  options.fused_gelu_gemm = !EnvIs("BERTRT_FUSED_GELU_GEMM", "0");
-  options.tma_attention = !EnvIs("BERTRT_TMA_ATTENTION", "0");
-  options.attention_windows = !EnvIs("BERTRT_ATTENTION_WINDOWS", "0");
-  options.first_query_attention = !EnvIs("BERTRT_FIRST_QUERY_ATTENTION", "0");
   options.on_notice = std::move(on_notice);
   return options;
 }

@@ -84,7 +84,7 @@ SHAPES = {
 TORCH_DEVICE = "cuda"
 ENGINE_DEVICE = "cuda"
 
-# The engine switches (CudaEngineOptions; BERTRT_* in the command-line tools).
+# The engine switches (cuda::Tuning; BERTRT_* in the command-line tools).
 SWITCHES = ["pdl", "cuda_graphs", "splitk_gemm", "fused_gelu_gemm", "tma_attention",
             "attention_windows", "first_query_attention"]
 

@@ -11,7 +11,7 @@
 //                 "alone": bool}],
 //    "configs": [{"name": ..., "device": "cuda"|"cpu", "precision": "fp16",
 //                 "hidden_state": bool, "repeats": N, "gelu": "exact"|"tanh",
-//                 and any of the CudaEngineOptions switches below}]}
+//                 and any of the cuda::Tuning switches below}]}
 // Each batch runs `repeats` times on each configuration (the first run
 // eager, the later ones from the captured CUDA graph) and, with "alone",
 // each of its sequences by itself. Written: OUT/<config>.<batch>.<output>.f32
@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/tuning.h"
 #include "bertrt/cuda_engine.h"
 #include "bertrt/engine.h"
 #include "bertrt/importer.h"
@@ -69,15 +70,16 @@ StatusOr<std::unique_ptr<Engine>> MakeEngine(std::shared_ptr<const Model> model,
   if (c.value("device", "cuda") == "cpu") return CreateCpuEngine(std::move(model), {});
   CudaEngineOptions o;
   ASSIGN_OR_RETURN(o.precision, ParsePrecision(c.value("precision", "fp16")));
-  o.cuda_graphs = c.value("cuda_graphs", true);
-  o.overlap_kernel_launches = c.value("pdl", true);
-  o.splitk_gemms = c.value("splitk_gemm", true);
-  o.fused_gelu_gemm = c.value("fused_gelu_gemm", true);
-  o.tma_attention = c.value("tma_attention", true);
-  o.attention_windows = c.value("attention_windows", true);
-  o.first_query_attention = c.value("first_query_attention", true);
   o.approximate_erf_gelu = c.value("gelu", "exact") == "tanh";
-  return CreateCudaEngine(std::move(model), o);
+  cuda::Tuning t;
+  t.cuda_graphs = c.value("cuda_graphs", true);
+  t.overlap_kernel_launches = c.value("pdl", true);
+  t.splitk_gemms = c.value("splitk_gemm", true);
+  t.fused_gelu_gemm = c.value("fused_gelu_gemm", true);
+  t.tma_attention = c.value("tma_attention", true);
+  t.attention_windows = c.value("attention_windows", true);
+  t.first_query_attention = c.value("first_query_attention", true);
+  return cuda::CreateCudaEngine(std::move(model), o, t);
 }
 
 Status Main(const json& request) {

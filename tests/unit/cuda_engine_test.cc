@@ -17,6 +17,7 @@
 
 #include "backends/cuda/batch_shape.h"
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/tuning.h"
 #include "bertrt/devices.h"
 #include "bertrt/engine.h"
 #include "bertrt/plan.h"
@@ -500,10 +501,9 @@ TEST(CudaEngineTest, OverlappedLaunchesGiveTheSameBitsAsPlainOnes) {
     auto model = MakeModel(spec, 71);
     std::unique_ptr<Engine> engines[2];
     for (bool overlap : {false, true}) {
-      CudaEngineOptions o;
-      o.approximate_erf_gelu = false;
-      o.overlap_kernel_launches = overlap;
-      auto e = CreateCudaEngine(model, o);
+      cuda::Tuning t;
+      t.overlap_kernel_launches = overlap;
+      auto e = cuda::CreateCudaEngine(model, CudaEngineOptions{}, t);
       ASSERT_TRUE(e.ok()) << e.status().ToString();
       engines[overlap] = std::move(e).value();
     }
@@ -567,8 +567,9 @@ TEST(CudaEngineTest, LayerNormsOverManyRowsMatchTheCpuEngine) {
     for (bool exact : {false, true}) {
       CudaEngineOptions o;
       o.precision = p;
-      o.cuda_graphs = !exact;
-      auto gpu = CreateCudaEngine(model, o);
+      cuda::Tuning t;
+      t.cuda_graphs = !exact;
+      auto gpu = cuda::CreateCudaEngine(model, o, t);
       ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
       auto got = (*gpu)->Run(batch, opts);
       ASSERT_TRUE(got.ok()) << got.status().ToString();

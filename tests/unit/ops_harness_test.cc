@@ -159,9 +159,9 @@ class CudaHarness {
     options_.precision = p;
     gemm_ = std::make_unique<cuda::LtGemm>();
     ASSERT_TRUE(gemm_->Init(p, cuda::kGemmWorkspaceBytes, gpu_.name, false).ok());
-    const bool overlap = options_.overlap_kernel_launches && cc_ >= 90;
-    linear_ = std::make_unique<cuda::LinearLayers>(*gemm_, p, cc_, sm_count_, options_.splitk_gemms,
-                                                   options_.fused_gelu_gemm, overlap);
+    const bool overlap = tuning_.overlap_kernel_launches && cc_ >= 90;
+    linear_ = std::make_unique<cuda::LinearLayers>(*gemm_, p, cc_, sm_count_, tuning_.splitk_gemms,
+                                                   tuning_.fused_gelu_gemm, overlap);
     weights_ = {};
     if (!tables.word.empty()) {
       weights_.word = Alloc(tables.word);
@@ -175,7 +175,7 @@ class CudaHarness {
       weights_.rotary_local =
           tables.rotary_local.empty() ? weights_.rotary_global : AllocFloat(tables.rotary_local);
     }
-    context_.emplace(cuda::OpsContext{config_, options_, weights_, *linear_, overlap});
+    context_.emplace(cuda::OpsContext{config_, options_, tuning_, weights_, *linear_, overlap});
     shape_ = {batch.num_tokens(), batch.num_seqs(), batch.max_len, false};
     std::vector<int32_t> host(cuda::IntCount(shape_), 0);
     const cuda::BatchInts at = cuda::LayOutInts(host.data(), shape_);
@@ -194,7 +194,7 @@ class CudaHarness {
         nullptr,           device.by_length, shape_.seqs, shape_.max_len, config_.hidden_size,
         config_.num_heads, nullptr,          cc_,         sm_count_};
     attention_.tokens = shape_.tokens;
-    attention_.allow_tma = options_.tma_attention;
+    attention_.allow_tma = tuning_.tma_attention;
     attention_.position_bias = weights_.relative_bias;
     attention_.bias_span = config_.max_positions();
     ops_.emplace(*context_, shape_, workspace_, attention_, stream_, nullptr);
@@ -266,6 +266,7 @@ class CudaHarness {
   Precision p_ = Precision::kFp32;
   ModelConfig config_;
   CudaEngineOptions options_;
+  cuda::Tuning tuning_;
   std::unique_ptr<cuda::LtGemm> gemm_;
   std::unique_ptr<cuda::LinearLayers> linear_;
   cuda::DeviceWeights weights_;

@@ -15,6 +15,7 @@
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/linear.h"
 #include "backends/cuda/op_profiler.h"
+#include "backends/cuda/tuning.h"
 #include "bertrt/cuda_engine.h"
 #include "bertrt/model.h"
 #include "bertrt/status.h"
@@ -26,6 +27,7 @@ namespace bertrt::cuda {
 struct OpsContext {
   const ModelConfig& config;
   const CudaEngineOptions& options;
+  const Tuning& tuning;
   const DeviceWeights& weights;
   const LinearLayers& linear;
   bool overlap_launch;
@@ -69,7 +71,7 @@ class EncoderOps {
   // layer whose weights the kernel pulls into L2 for the GEMMs after it.
   Status FirstQueryAttention(const DeviceLayer* prefetch_for, const void* q, int q_ld,
                              bool q_by_sequence, const void* kv, int kv_ld, void* out);
-  bool FirstQueryAttentionOn() const { return c_.options.first_query_attention; }
+  bool FirstQueryAttentionOn() const { return c_.tuning.first_query_attention; }
   bool SplitQueryPays() const;
   Status GatedActivation(const void* in, int rows, void* out);
   Status GatherFirstTokens(const void* in, void* out);

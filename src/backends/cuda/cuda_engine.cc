@@ -34,6 +34,7 @@
 #include "backends/cuda/graph_cache.h"
 #include "backends/cuda/linear.h"
 #include "backends/cuda/op_profiler.h"
+#include "backends/cuda/tuning.h"
 #include "bertrt/devices.h"
 #include "bertrt/quantized_weights.h"
 #include "core/startup_trace.h"
@@ -48,10 +49,12 @@ using cuda::Workspace;
 
 class CudaEngine final : public Engine {
  public:
-  CudaEngine(std::shared_ptr<const Model> model, const CudaEngineOptions& options, GpuInfo gpu)
+  CudaEngine(std::shared_ptr<const Model> model, const CudaEngineOptions& options,
+             const cuda::Tuning& tuning, GpuInfo gpu)
       : model_(std::move(model)),
         outputs_(DescribeOutputs(*model_)),
         options_(options),
+        tuning_(tuning),
         gpu_(std::move(gpu)) {}
   ~CudaEngine() override;
 
@@ -83,7 +86,7 @@ class CudaEngine final : public Engine {
            (kernel_cc_ < gpu_.compute_capability
                 ? ", kernels built for sm_" + std::to_string(kernel_cc_)
                 : "") +
-           (options_.time_gemms ? ", GEMMs timed at first use" : "") + ")" +
+           (tuning_.time_gemms ? ", GEMMs timed at first use" : "") + ")" +
            (graphs_off.empty() ? "" : " [CUDA graphs off: " + graphs_off + "]");
   }
   size_t PeakMemoryBytes() const override {
@@ -111,12 +114,13 @@ class CudaEngine final : public Engine {
   std::shared_ptr<const Model> model_;
   const std::vector<OutputDescription> outputs_;  // what Run returns
   CudaEngineOptions options_;
+  cuda::Tuning tuning_;
   GpuInfo gpu_;
   int sm_count_ = 0;
   // The compute capability the kernels run as (KernelComputeCapability):
   // what every choice of kernel rests on, not the GPU's own.
   int kernel_cc_ = 0;
-  // CudaEngineOptions::overlap_kernel_launches, where the kernels have them.
+  // Tuning::overlap_kernel_launches, where the kernels have them.
   bool overlap_launch_ = false;
   cudaStream_t stream_ = nullptr;
   cuda::DeviceWeights weights_;
@@ -175,22 +179,23 @@ Status CudaEngine::Init() {
                        std::to_string(kernel_cc_) +
                        " code, on the paths of older GPUs (slower); build with the default "
                        "CMAKE_CUDA_ARCHITECTURES, or one that names this GPU's");
-  overlap_launch_ = options_.overlap_kernel_launches && kernel_cc_ >= 90;
+  overlap_launch_ = tuning_.overlap_kernel_launches && kernel_cc_ >= 90;
   RETURN_IF_ERROR(gemm_.Init(options_.precision, cuda::kGemmWorkspaceBytes, gpu_.name,
-                             options_.time_gemms));
+                             tuning_.time_gemms));
   TraceStartup("cuda engine: cuBLASLt handle created");
   ASSIGN_OR_RETURN(weights_, cuda::UploadWeights(*model_, options_.precision, stream_));
   TraceStartup("cuda engine: weights uploaded");
   linear_ = std::make_unique<cuda::LinearLayers>(gemm_, options_.precision, kernel_cc_,
-                                                 sm_count_, options_.splitk_gemms,
-                                                 options_.fused_gelu_gemm, overlap_launch_);
-  forward_ = std::make_unique<cuda::EncoderForward>(c, outputs_, options_, weights_, *linear_,
-                                                    kernel_cc_, sm_count_, overlap_launch_);
+                                                 sm_count_, tuning_.splitk_gemms,
+                                                 tuning_.fused_gelu_gemm, overlap_launch_);
+  forward_ = std::make_unique<cuda::EncoderForward>(c, outputs_, options_, tuning_, weights_,
+                                                    *linear_, kernel_cc_, sm_count_,
+                                                    overlap_launch_);
   pool_ = std::make_unique<cuda::ActivationPool>(
       c, DTypeSize(PrecisionDType(options_.precision)),
       std::max(weights_.forward.classifier ? weights_.forward.classifier->out : 0, 1), fp8);
   // A dummy sequence can be 64 tokens long; its positions must exist.
-  const bool graphs = c.max_positions() >= cuda::kLenBucket && options_.cuda_graphs;
+  const bool graphs = c.max_positions() >= cuda::kLenBucket && tuning_.cuda_graphs;
   graphs_ = std::make_unique<cuda::GraphCache>(
       gpu_.index, graphs, [this](const Shape& shape, const Workspace& ws, cudaStream_t stream) {
         return Compute(shape, ws, stream, /*remember_ops=*/false);
@@ -315,8 +320,11 @@ StatusOr<BatchOutputs> CudaEngine::Run(const RaggedBatch& batch, const RunOption
 
 }  // namespace
 
+namespace cuda {
+
 StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(std::shared_ptr<const Model> model,
-                                                   const CudaEngineOptions& options) {
+                                                   const CudaEngineOptions& options,
+                                                   const Tuning& tuning) {
   if (!model) return InvalidArgument("cuda engine: no model");
   if (model->quantized && model->quantized->format != QuantFormat::kFp8)
     return Unimplemented(model->source + " is " + QuantFormatName(model->quantized->format) +
@@ -330,6 +338,7 @@ StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(std::shared_ptr<const Model> 
   if (options.max_batch_tokens < 0)
     return InvalidArgument("cuda engine: max_batch_tokens must be >= 0 (0: grow on demand)");
   CudaEngineOptions resolved = options;
+  Tuning resolved_tuning = tuning;
   // A plan's limit applies unless the caller set its own.
   if (resolved.max_batch_tokens == 0) resolved.max_batch_tokens = model->max_batch_tokens;
   if (model->gemm_choices) {
@@ -348,8 +357,8 @@ StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(std::shared_ptr<const Model> 
       notice =
           "the plan holds no GEMM choices (built without a GPU, or their timing failed): "
           "cuBLASLt's heuristic picks each GEMM's algorithm";
-    } else if (!covered && !resolved.time_gemms) {
-      resolved.time_gemms = true;
+    } else if (!covered && !resolved_tuning.time_gemms) {
+      resolved_tuning.time_gemms = true;
       notice = "the plan's " + std::to_string(model->gemm_choices->size()) +
                " GEMM choices were timed for other GPUs, cuBLASLt versions or precisions, not " +
                prefix + ": re-timing each GEMM at its batch shape's first use";
@@ -358,9 +367,17 @@ StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(std::shared_ptr<const Model> 
       resolved.on_notice(model->source + ": " + notice +
                          "; `bertrt build --device cuda` on this GPU stores timed choices");
   }
-  auto engine = std::make_unique<CudaEngine>(std::move(model), resolved, gpus[options.device]);
+  auto engine = std::make_unique<CudaEngine>(std::move(model), resolved, resolved_tuning,
+                                             gpus[options.device]);
   RETURN_IF_ERROR(engine->Init());
   return std::unique_ptr<Engine>(std::move(engine));
+}
+
+}  // namespace cuda
+
+StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(std::shared_ptr<const Model> model,
+                                                   const CudaEngineOptions& options) {
+  return cuda::CreateCudaEngine(std::move(model), options, cuda::Tuning::FromEnvironment());
 }
 
 }  // namespace bertrt

@@ -30,14 +30,15 @@ constexpr int kSplitQueryMinTokens = 4096;
 
 EncoderForward::EncoderForward(const ModelConfig& config,
                                const std::vector<OutputDescription>& outputs,
-                               const CudaEngineOptions& options, const DeviceWeights& weights,
-                               const LinearLayers& linear, int compute_capability, int sm_count,
-                               bool overlap_launch)
+                               const CudaEngineOptions& options, const Tuning& tuning,
+                               const DeviceWeights& weights, const LinearLayers& linear,
+                               int compute_capability, int sm_count, bool overlap_launch)
     : config_(config),
       outputs_(outputs),
       options_(options),
+      tuning_(tuning),
       weights_(weights),
-      ops_context_{config, options, weights, linear, overlap_launch},
+      ops_context_{config, options, tuning, weights, linear, overlap_launch},
       compute_capability_(compute_capability),
       sm_count_(sm_count),
       ffn_epilogue_(FfnEpilogue(config, options)) {}
@@ -240,12 +241,12 @@ AttentionArgs EncoderForward::AttentionArgsFor(const Shape& shape, const Workspa
                   shape.max_len, config_.hidden_size, config_.num_heads,
                   ws.ctx,        compute_capability_, sm_count_};
   a.tokens = shape.tokens;
-  a.allow_tma = options_.tma_attention;
+  a.allow_tma = tuning_.tma_attention;
   a.position_bias = weights_.relative_bias;
   a.bias_span = config_.max_positions();
   // Packed windows bound each row's keys by its sequence alone, which a
   // local window would also have to.
-  if (options_.attention_windows && config_.local_window == 0 &&
+  if (tuning_.attention_windows && config_.local_window == 0 &&
       AttentionTakesWindows(options_.precision, a))
     a.row_bounds = ints.row_bounds;
   return a;

@@ -17,6 +17,7 @@
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/linear.h"
 #include "backends/cuda/op_profiler.h"
+#include "backends/cuda/tuning.h"
 #include "bertrt/cuda_engine.h"
 #include "bertrt/head_outputs.h"
 #include "bertrt/model.h"
@@ -29,7 +30,8 @@ class EncoderForward {
  public:
   // Everything given outlives this; `outputs`: the model's (DescribeOutputs).
   EncoderForward(const ModelConfig& config, const std::vector<OutputDescription>& outputs,
-                 const CudaEngineOptions& options, const DeviceWeights& weights,
+                 const CudaEngineOptions& options, const Tuning& tuning,
+                 const DeviceWeights& weights,
                  const LinearLayers& linear, int compute_capability, int sm_count,
                  bool overlap_launch);
 
@@ -64,6 +66,7 @@ class EncoderForward {
   const ModelConfig& config_;
   const std::vector<OutputDescription>& outputs_;
   const CudaEngineOptions& options_;
+  const Tuning& tuning_;
   const DeviceWeights& weights_;
   const OpsContext ops_context_;
   const int compute_capability_, sm_count_;

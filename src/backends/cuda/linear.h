@@ -28,8 +28,8 @@ inline Epilogue LtPartOf(Epilogue e) { return e == Epilogue::kBiasGelu ? Epilogu
 
 class LinearLayers {
  public:
-  // `gemm` outlives this; `splitk` and `fused_gelu` are CudaEngineOptions::
-  // splitk_gemms and fused_gelu_gemm.
+  // `gemm` outlives this; `splitk` and `fused_gelu` are Tuning::splitk_gemms
+  // and fused_gelu_gemm.
   LinearLayers(LtGemm& gemm, Precision precision, int compute_capability, int sm_count, bool splitk,
                bool fused_gelu, bool overlap_launch)
       : gemm_(gemm),
