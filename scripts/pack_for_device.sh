@@ -13,7 +13,9 @@ rm -rf .carry && mkdir -p .carry/bin .carry/lib
 # SLIM=1: bertrt alone, stripped, and without the libraries Ubuntu 24.04's
 # base has (OpenSSL, zlib, libgomp): 2 MB less, for when the payload must
 # travel beside a model (FP8_DATA=1).
-bins="bertrt bertrt_tests bertrt_parity_runner"
+# BINS: which binaries (default all three), e.g. "bertrt bertrt_parity_runner"
+# for a parity call that carries the QA pipeline's wheels (.whl/) too.
+bins=${BINS:-"bertrt bertrt_tests bertrt_parity_runner"}
 [ "${SLIM:-0}" = 1 ] && bins=bertrt
 for bin in $bins; do
   [ -x "$build/$bin" ] || continue
