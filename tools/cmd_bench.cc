@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "bench.h"
-#include "bertrt/cuda_engine.h"
 #include "commands.h"
 #include "loadgen/load_stats.h"
 
@@ -34,16 +33,17 @@ RaggedBatch RandomBatch(const ModelConfig& config, int batch_size, int min_len, 
   return batch;
 }
 
-// --profile: the same batch on a CUDA engine that stamps the GPU's timer
-// between operations inside its CUDA graph (CudaEngineOptions::profile), per
-// forward pass; with the unprofiled graph-run median, what lies outside the
-// GEMMs and attention.
-StatusOr<nlohmann::json> ProfileOps(std::shared_ptr<const Model> model, const BenchFlags& flags,
-                                    const RaggedBatch& batch, double graph_median_ms) {
-  ASSIGN_OR_RETURN(CudaEngineOptions options,
-                   serving::CudaOptions(Instance(flags.engine), PrintNotice));
-  options.profile = true;
-  ASSIGN_OR_RETURN(auto engine, CreateCudaEngine(std::move(model), options));
+// --profile: the same batch on a CUDA engine (the same placement and
+// precision, 8 bits included) that stamps the GPU's timer between operations
+// inside its CUDA graph (InstanceSpec::profile), per forward pass; with the
+// unprofiled graph-run median, what lies outside the GEMMs and attention.
+StatusOr<nlohmann::json> ProfileOps(std::shared_ptr<const Model> model, const Tokenizer& tokenizer,
+                                    const BenchFlags& flags, const RaggedBatch& batch,
+                                    double graph_median_ms) {
+  serving::InstanceSpec spec = Instance(flags.engine);
+  spec.profile = true;
+  ASSIGN_OR_RETURN(auto engine,
+                   serving::CreateEngine(std::move(model), tokenizer, spec, PrintNotice));
   // The first run is eager and has the graph captured; the runs counted
   // replay it.
   constexpr int kWarmup = 3, kRuns = 20;
@@ -155,7 +155,7 @@ int Bench(const BenchFlags& flags) {
   const double p90 = loadgen::Percentile(ms, 0.9), p99 = loadgen::Percentile(ms, 0.99);
   nlohmann::json profile;
   if (flags.profile) {
-    auto profiled = ProfileOps(loaded->model, flags, batch, median);
+    auto profiled = ProfileOps(loaded->model, *loaded->tokenizer, flags, batch, median);
     if (!profiled.ok()) return Fail(profiled.status(), kExitRuntimeError);
     profile = std::move(*profiled);
   }

@@ -68,8 +68,7 @@ std::vector<TensorSpec> ExpectedTensors(const ModelConfig& c, bool has_pooler,
   const std::vector<model::WeightGroup> schema = model::WeightSchema(c, has_pooler, untied_decoder);
   std::vector<TensorSpec> specs;
   for (const model::WeightGroup& g : schema) {
-    const bool linear = g.role == model::Role::kQkv || g.role == model::Role::kAttnOut ||
-                        g.role == model::Role::kFfnIn || g.role == model::Role::kFfnOut;
+    const bool linear = model::IsEncoderLinear(g.role);
     for (size_t i = 0; i < g.tensors.size(); ++i) {
       const model::WeightTensor& t = g.tensors[i];
       if (t.stored)

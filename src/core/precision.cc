@@ -1,6 +1,6 @@
 #include <string>
 
-#include "bertrt/cuda_engine.h"
+#include "bertrt/precision.h"
 
 namespace bertrt {
 

@@ -100,9 +100,8 @@ Status CheckModel(const Model& model) {
     return InvalidArgument("model: config has " + std::to_string(c.dense.size()) +
                            " Dense modules but the weights have " + std::to_string(w.dense.size()));
   // Every tensor the forward reads, with its shape (model/weight_schema.h).
-  RETURN_IF_ERROR(model::CheckWeights(
-      w, model::WeightSchema(c, HeadUsesPooler(model), !w.mlm_decoder_w.empty()),
-      model.quantized.get()));
+  RETURN_IF_ERROR(
+      model::CheckWeights(w, model::ForwardWeightSchema(model), model.quantized.get()));
   // Sentence-transformers' pooling, Dense modules and truncation.
   if (c.head == HeadKind::kSentenceEmbedding && c.pooling_modes.empty())
     return InvalidArgument("model: a sentence-embedding head needs a pooling mode");

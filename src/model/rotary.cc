@@ -22,4 +22,13 @@ std::vector<float> RotaryTable(float theta, int head_dim, int positions) {
   return table;
 }
 
+RotaryTables RotaryTablesFor(const ModelConfig& c) {
+  RotaryTables tables;
+  if (c.rope_theta <= 0.0f) return tables;
+  tables.global = RotaryTable(c.rope_theta, c.head_dim(), c.max_positions());
+  if (c.local_window > 0 && c.local_rope_theta != c.rope_theta)
+    tables.local = RotaryTable(c.local_rope_theta, c.head_dim(), c.max_positions());
+  return tables;
+}
+
 }  // namespace bertrt

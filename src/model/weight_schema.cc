@@ -156,6 +156,25 @@ std::vector<WeightGroup> WeightSchema(const ModelConfig& c, bool has_pooler, boo
   return s.Done();
 }
 
+std::vector<WeightGroup> ForwardWeightSchema(const bertrt::Model& model) {
+  return WeightSchema(model.config, HeadUsesPooler(model), !model.weights.mlm_decoder_w.empty());
+}
+
+const char* EncoderLinearName(Role role) {
+  switch (role) {
+    case Role::kQkv:
+      return "qkv";
+    case Role::kAttnOut:
+      return "attention output";
+    case Role::kFfnIn:
+      return "ffn in";
+    case Role::kFfnOut:
+      return "ffn out";
+    default:
+      return "";
+  }
+}
+
 std::vector<const WeightTensor*> Tensors(const std::vector<WeightGroup>& schema) {
   std::vector<const WeightTensor*> all;
   for (const WeightGroup& g : schema)

@@ -83,8 +83,42 @@ struct WeightGroup {
 std::vector<WeightGroup> WeightSchema(const ModelConfig& config, bool has_pooler,
                                       bool untied_decoder);
 
+// The weights `model`'s forward reads: WeightSchema with the pooler where its
+// head uses one (HeadUsesPooler) and the decoder as its weights have it.
+std::vector<WeightGroup> ForwardWeightSchema(const Model& model);
+
 // Every tensor of the schema, in order.
 std::vector<const WeightTensor*> Tensors(const std::vector<WeightGroup>& schema);
+
+// The encoder's four GEMMs of a layer (QKV, attention output, FFN in and
+// out): the Linears 8 bits and bf16 apply to, the GEMMs the GPU's plan
+// builder times.
+inline bool IsEncoderLinear(Role role) {
+  return role == Role::kQkv || role == Role::kAttnOut || role == Role::kFfnIn ||
+         role == Role::kFfnOut;
+}
+
+// What reports call encoder Linear `role` ("layer 3 " + this): "qkv",
+// "attention output", "ffn in", "ffn out".
+const char* EncoderLinearName(Role role);
+
+// A backend layer's Linear of encoder Linear `role` (its members qkv,
+// attn_out, ffn_in, ffn_out); nullptr for any other role.
+template <class Layer>
+auto EncoderLinearOf(Layer& layer, Role role) -> decltype(&layer.qkv) {
+  switch (role) {
+    case Role::kQkv:
+      return &layer.qkv;
+    case Role::kAttnOut:
+      return &layer.attn_out;
+    case Role::kFfnIn:
+      return &layer.ffn_in;
+    case Role::kFfnOut:
+      return &layer.ffn_out;
+    default:
+      return nullptr;
+  }
+}
 
 // The parts of each tensor present with their shapes, in the compute
 // precision where the schema says so (else fp32): the model check's part.

@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "bertrt/cuda_engine.h"
 #include "bertrt/quantized_weights.h"
 #include "bertrt/self_check.h"
 
@@ -10,19 +11,6 @@ namespace bertrt::serving {
 std::string ResolvePrecision(const std::string& device, const std::string& precision) {
   if (!precision.empty()) return precision;
   return device == "cuda" ? "fp16" : "fp32";
-}
-
-StatusOr<CudaEngineOptions> CudaOptions(const InstanceSpec& spec, NoticeFn on_notice) {
-  CudaEngineOptions options;
-  options.device = spec.gpu;
-  // fp8 engines compute the rest in fp16.
-  ASSIGN_OR_RETURN(options.precision,
-                   ParsePrecision(spec.precision == "fp8" || spec.precision == "int8"
-                                      ? "fp16"
-                                      : ResolvePrecision("cuda", spec.precision)));
-  options.approximate_erf_gelu = spec.gelu == "tanh";
-  options.on_notice = std::move(on_notice);
-  return options;
 }
 
 std::optional<QuantFormat> QuantizedFormat(const Model& model, const InstanceSpec& spec) {
@@ -58,6 +46,21 @@ StatusOr<std::shared_ptr<const Model>> QuantizeModel(std::shared_ptr<const Model
 }
 
 namespace {
+
+// The CUDA engine options `spec` asks for.
+StatusOr<CudaEngineOptions> CudaOptions(const InstanceSpec& spec, NoticeFn on_notice) {
+  CudaEngineOptions options;
+  options.device = spec.gpu;
+  // fp8 engines compute the rest in fp16.
+  ASSIGN_OR_RETURN(options.precision,
+                   ParsePrecision(spec.precision == "fp8" || spec.precision == "int8"
+                                      ? "fp16"
+                                      : ResolvePrecision("cuda", spec.precision)));
+  options.approximate_erf_gelu = spec.gelu == "tanh";
+  options.profile = spec.profile;
+  options.on_notice = std::move(on_notice);
+  return options;
+}
 
 // An engine whose encoder Linears run in 8 bits: int8 on the CPU; fp8 on
 // the GPU's tensor cores, or emulated on the CPU. The model is quantized

@@ -9,7 +9,6 @@
 #include <optional>
 #include <string>
 
-#include "bertrt/cuda_engine.h"
 #include "bertrt/engine.h"
 #include "bertrt/model.h"
 #include "bertrt/status.h"
@@ -26,6 +25,9 @@ struct InstanceSpec {
   int threads = 0;             // for "cpu"; 0: all cores
   std::string gelu = "exact";  // for "cuda": exact | tanh (CudaEngineOptions::approximate_erf_gelu)
   CalibrationSpec calibration;  // for int8 and fp8
+  // For "cuda": the engine times each operation of its forwards
+  // (CudaEngineOptions::profile; `bench --profile`), never for serving.
+  bool profile = false;
   // "cpu" or "cuda:N", as logs and metrics name it.
   std::string Name() const { return device == "cuda" ? "cuda:" + std::to_string(gpu) : device; }
 };
@@ -34,10 +36,6 @@ using NoticeFn = std::function<void(const std::string&)>;
 
 // `precision`, or the device's default when empty: fp32 on the CPU, fp16 on CUDA.
 std::string ResolvePrecision(const std::string& device, const std::string& precision);
-
-// The CUDA engine options `spec` asks for, with the optimizations each
-// BERTRT_* comparison switch turns off (README).
-StatusOr<CudaEngineOptions> CudaOptions(const InstanceSpec& spec, NoticeFn on_notice);
 
 // The 8-bit format an instance runs in: its model's (an 8-bit plan's), or
 // spec.precision's ("int8" | "fp8"); none: a float precision.

@@ -607,6 +607,28 @@ TEST(CudaEngineTest, BackgroundCapturesSurviveAPoolThatGrowsUnderThem) {
   EXPECT_EQ(e.gpu->device().find("graphs off"), std::string::npos) << e.gpu->device();
 }
 
+// The plan builder times the GEMMs the forward runs, widths from the weight
+// schema: a gated FFN's first GEMM gives both halves (2 x intermediate wide;
+// ModernBERT's), and that is the shape timed.
+TEST(CudaEngineTest, GemmTimingTakesTheSchemasWidths) {
+  SKIP_WITHOUT_GPU();
+  ModelConfig c = MakeModel(kSpecs[0], 71)->config;
+  c.gated_ffn = true;
+  auto choices = TimeGemms(c, CudaEngineOptions{}, 64, nullptr);
+  ASSERT_TRUE(choices.ok()) << choices.status().ToString();
+  // A choice's key: prefix, then "out,rows,in|epilogue".
+  const std::string gated_ffn_in = "|" + std::to_string(2 * c.intermediate_size) + ",64," +
+                                   std::to_string(c.hidden_size) + "|";
+  const std::string plain_ffn_in = "|" + std::to_string(c.intermediate_size) + ",64," +
+                                   std::to_string(c.hidden_size) + "|";
+  int gated = 0;
+  for (const GemmChoice& choice : *choices) {
+    gated += choice.gemm.find(gated_ffn_in) != std::string::npos;
+    EXPECT_EQ(choice.gemm.find(plain_ffn_in), std::string::npos) << choice.gemm;
+  }
+  EXPECT_EQ(gated, 1);
+}
+
 // `bertrt build --device cuda` times the GEMMs of every batch size
 // (TimeGemms) and the plan carries the choices: an engine on the same GPU
 // uses them as they are; one whose plan holds only other GPUs' choices times

@@ -71,8 +71,7 @@ class CpuHarness {
                           tables.position.empty() ? nullptr : tables.position.data(),
                           tables.type.data(), tables.gamma.data(), tables.beta.data()};
     tables_.relative_bias = tables.relative_bias;
-    tables_.rotary_global = tables.rotary_global;
-    tables_.rotary_local = tables.rotary_local;
+    tables_.rotary = {tables.rotary_global, tables.rotary_local};
     if (!matmul_ready_) {
       ASSERT_TRUE(matmul_.Init().ok());
       matmul_ready_ = true;

@@ -108,7 +108,7 @@ Status EncoderOps::Linear(const char* /*name*/, const cpu::Linear& w, const floa
 
 Status EncoderOps::Rotary(float* qkv, bool local) {
   const std::vector<float>& table =
-      local && !tables_.rotary_local.empty() ? tables_.rotary_local : tables_.rotary_global;
+      local && !tables_.rotary.local.empty() ? tables_.rotary.local : tables_.rotary.global;
   cpu::ApplyRotary(qkv, cu(), seqs(), c_.hidden_size, c_.num_heads, table.data(), threads_);
   return Status::Ok();
 }

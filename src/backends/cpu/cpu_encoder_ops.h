@@ -13,6 +13,7 @@
 #include "bertrt/engine.h"
 #include "bertrt/model.h"
 #include "bertrt/status.h"
+#include "model/rotary.h"
 #include "ops/encoder_ops.h"
 
 namespace bertrt::cpu {
@@ -27,10 +28,7 @@ struct Layer {
 struct ModelTables {
   EmbeddingTables embeddings;
   std::vector<float> relative_bias;  // MPNet's (RelativePositionBiasTable); empty: none
-  // ModernBERT's rotary tables (RotaryTable) of the global and the local
-  // layers' thetas; empty: no rotary positions (the local one: the local
-  // layers use the global one).
-  std::vector<float> rotary_global, rotary_local;
+  RotaryTables rotary;  // ModernBERT's (RotaryTablesFor)
 };
 
 // A forward's buffers (ops::Buffers) carved out of one host allocation that

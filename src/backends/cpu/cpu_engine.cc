@@ -104,10 +104,9 @@ Status CpuEngine::Init(const CpuEngineOptions& options) {
   const ModelConfig& c = model_->config;
   const ModelWeights& w = model_->weights;
   Maker maker{this};
-  ASSIGN_OR_RETURN(weights_, model::PrepareWeights<model::Weights<EncoderOps>>(
-                                 w, model::WeightSchema(c, HeadUsesPooler(*model_),
-                                                        !w.mlm_decoder_w.empty()),
-                                 maker));
+  const std::vector<model::WeightGroup> schema = model::ForwardWeightSchema(*model_);
+  ASSIGN_OR_RETURN(weights_,
+                   model::PrepareWeights<model::Weights<EncoderOps>>(w, schema, maker));
   // Token i reads position row position_offset + i (RoBERTa-family); rotary
   // models have no table.
   const float* positions =
@@ -117,19 +116,15 @@ Status CpuEngine::Init(const CpuEngineOptions& options) {
   tables_.embeddings = {w.word_embeddings.f32(), positions, w.token_type_embeddings.f32(),
                         weights_.embedding_norm.gamma, weights_.embedding_norm.beta};
   tables_.relative_bias = RelativePositionBiasTable(c, w);
-  if (c.rope_theta > 0.0f) {
-    tables_.rotary_global = RotaryTable(c.rope_theta, c.head_dim(), c.max_positions());
-    // The local layers' table only where they exist with a theta of their own.
-    if (c.local_window > 0 && c.local_rope_theta != c.rope_theta)
-      tables_.rotary_local = RotaryTable(c.local_rope_theta, c.head_dim(), c.max_positions());
-  }
+  tables_.rotary = RotaryTablesFor(c);
   if (options.bf16) {
     if (model_->quantized)
       return InvalidArgument(model_->source + " is " +
                              QuantFormatName(model_->quantized->format) + "; bf16 cannot apply");
-    for (cpu::Layer& l : weights_.layers)
-      for (cpu::Linear* linear : {&l.qkv, &l.attn_out, &l.ffn_in, &l.ffn_out})
-        RETURN_IF_ERROR(linear->UseBf16(&matmul_));
+    for (const model::WeightGroup& g : schema)
+      if (model::IsEncoderLinear(g.role))
+        RETURN_IF_ERROR(
+            model::EncoderLinearOf(weights_.layers[g.index], g.role)->UseBf16(&matmul_));
   }
   if (model_->quantized) {
     if (quantize)
@@ -212,18 +207,17 @@ Status CpuEngine::Quantize(const QuantizeOptions& options) {
   std::vector<Quantized> linears;
   std::vector<std::string> unsupported;  // fp8: widths FP8 GEMMs do not take
   std::map<const cpu::Linear*, size_t> index;
-  for (size_t i = 0; i < weights_.layers.size(); ++i) {
-    cpu::Layer& l = weights_.layers[i];
-    for (auto [linear, name] : {std::pair{&l.qkv, "qkv"}, {&l.attn_out, "attention output"},
-                                {&l.ffn_in, "ffn in"}, {&l.ffn_out, "ffn out"}}) {
-      std::string full = "layer " + std::to_string(i) + " " + name;
-      if (fp8 && !Fp8GemmTakes(linear->in(), linear->out())) {
-        unsupported.push_back(std::move(full));
-        continue;
-      }
-      index[linear] = linears.size();
-      linears.push_back({linear, std::move(full), {}, {}});
+  for (const model::WeightGroup& g : model::ForwardWeightSchema(*model_)) {
+    if (!model::IsEncoderLinear(g.role)) continue;
+    cpu::Linear* linear = model::EncoderLinearOf(weights_.layers[g.index], g.role);
+    std::string name =
+        "layer " + std::to_string(g.index) + " " + model::EncoderLinearName(g.role);
+    if (fp8 && !Fp8GemmTakes(linear->in(), linear->out())) {
+      unsupported.push_back(std::move(name));
+      continue;
     }
+    index[linear] = linears.size();
+    linears.push_back({linear, std::move(name), {}, {}});
   }
   // The largest |x| per column (SmoothQuant's and max's), then for the
   // other per-tensor methods the histogram of the smoothed values.
@@ -304,17 +298,10 @@ Status CpuEngine::Quantize(const QuantizeOptions& options) {
 
 std::map<std::string, QuantizedLinear> CpuEngine::QuantizedLinears() const {
   std::map<std::string, QuantizedLinear> out;
-  const ModelConfig& c = model_->config;
-  for (const model::WeightGroup& g :
-       model::WeightSchema(c, HeadUsesPooler(*model_), !model_->weights.mlm_decoder_w.empty())) {
-    if (g.index < 0 || size_t(g.index) >= weights_.layers.size()) continue;
-    const cpu::Layer& l = weights_.layers[g.index];
-    const cpu::Linear* linear = g.role == model::Role::kQkv       ? &l.qkv
-                                : g.role == model::Role::kAttnOut ? &l.attn_out
-                                : g.role == model::Role::kFfnIn   ? &l.ffn_in
-                                : g.role == model::Role::kFfnOut  ? &l.ffn_out
-                                                                  : nullptr;
-    if (const QuantizedLinear* q = linear ? linear->QuantizedOperands() : nullptr)
+  for (const model::WeightGroup& g : model::ForwardWeightSchema(*model_)) {
+    if (!model::IsEncoderLinear(g.role)) continue;
+    const cpu::Linear* linear = model::EncoderLinearOf(weights_.layers[g.index], g.role);
+    if (const QuantizedLinear* q = linear->QuantizedOperands())
       out.emplace(g.tensors[0].name, *q);
   }
   return out;
@@ -415,9 +402,7 @@ StatusOr<std::shared_ptr<const Model>> QuantizeTo8Bits(std::shared_ptr<const Mod
   quantized->check_batch = std::move(check_batch);
   // The copy's 8-bit Linears have no fp32 weights: nothing reads them again.
   auto copy = std::make_shared<Model>(*model);
-  for (const model::WeightGroup& g :
-       model::WeightSchema(model->config, HeadUsesPooler(*model),
-                           !model->weights.mlm_decoder_w.empty()))
+  for (const model::WeightGroup& g : model::ForwardWeightSchema(*model))
     if (quantized->linears.count(g.tensors[0].name))
       for (const model::TensorRef& part : g.tensors[0].parts) part.In(copy->weights) = Tensor();
   copy->quantized = std::move(quantized);

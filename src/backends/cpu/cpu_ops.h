@@ -68,7 +68,7 @@ void EmbedLayerNorm(const int32_t* ids, const int32_t* types, const int32_t* cu_
 // Floats of scratch Attention needs.
 size_t AttentionScratchFloats(int max_len, int threads);
 
-// A relative position bias added to the scores (runtime/relative_position.h's
+// A relative position bias added to the scores (model/relative_position.h's
 // table: [heads][2 * span - 1]); table null: none.
 struct RelativeBias {
   const float* table = nullptr;

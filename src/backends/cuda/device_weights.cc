@@ -8,7 +8,6 @@
 #include "backends/cuda/kernels.h"
 #include "bertrt/quantized_weights.h"
 #include "core/half.h"
-#include "model/model_check.h"
 #include "model/relative_position.h"
 #include "model/rotary.h"
 #include "model/weight_schema.h"
@@ -182,28 +181,20 @@ StatusOr<DeviceWeights> UploadWeights(const Model& model, Precision precision,
     ASSIGN_OR_RETURN(void* t, up.Upload({&bias}, false, "relative position bias"));
     dw.relative_bias = static_cast<const float*>(t);
   }
-  if (c.rope_theta > 0.0f) {
-    // The local layers' table only where they exist with a theta of their own.
-    const bool own_local = c.local_window > 0 && c.local_rope_theta != c.rope_theta;
-    for (const bool local : {false, true}) {
-      if (local && !own_local) {
-        dw.rotary_local = dw.rotary_global;
-        break;
-      }
-      const std::vector<float> table =
-          RotaryTable(local ? c.local_rope_theta : c.rope_theta, c.head_dim(), c.max_positions());
-      const Tensor t(DType::kF32, {static_cast<int64_t>(table.size())}, table.data(), nullptr);
-      ASSIGN_OR_RETURN(void* d, up.Upload({&t}, false, "rotary position table"));
-      // The upload has read `table` when Upload returns (a pageable copy).
-      (local ? dw.rotary_local : dw.rotary_global) = static_cast<const float*>(d);
-    }
+  // The upload has read each table when Upload returns (a pageable copy).
+  const RotaryTables rotary = RotaryTablesFor(c);
+  for (const bool local : {false, true}) {
+    const std::vector<float>& table = local ? rotary.local : rotary.global;
+    if (table.empty()) continue;
+    const Tensor t(DType::kF32, {static_cast<int64_t>(table.size())}, table.data(), nullptr);
+    ASSIGN_OR_RETURN(void* d, up.Upload({&t}, false, "rotary position table"));
+    (local ? dw.rotary_local : dw.rotary_global) = static_cast<const float*>(d);
   }
+  if (!dw.rotary_local) dw.rotary_local = dw.rotary_global;
   // The forward's weights, as the schema lists them.
   Maker maker{up, w, model.quantized.get(), dw.word};
-  ASSIGN_OR_RETURN(dw.forward,
-                   model::PrepareWeights<DeviceForwardWeights>(
-                       w, model::WeightSchema(c, HeadUsesPooler(model), !w.mlm_decoder_w.empty()),
-                       maker));
+  ASSIGN_OR_RETURN(dw.forward, model::PrepareWeights<DeviceForwardWeights>(
+                                   w, model::ForwardWeightSchema(model), maker));
   // The staging buffer is freed on return; everything queued must be done.
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   return dw;

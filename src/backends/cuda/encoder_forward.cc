@@ -18,8 +18,9 @@ namespace {
 constexpr int kPrefetchMaxTokens = 128;
 
 // From this many tokens the last layer of a model whose head reads only
-// first tokens computes Q for those alone (Pass::SplitQueryAttentionBlock):
-// a third of that layer's QKV GEMM, for one more GEMM launch and a gather.
+// first tokens computes Q for those alone (model::EncoderForward's
+// SplitQueryAttentionBlock): a third of that layer's QKV GEMM, for one more
+// GEMM launch and a gather.
 // On the H200 (bench/RESULTS.md, 2026-12-03) BERT-base at 4,096 tokens
 // (batch 32) came out even, at 16,384 0.7% faster, BERT-large at 98,304
 // 0.3 ms of 111 faster; below 4,096 the launch would cost about what the

@@ -195,7 +195,7 @@ struct AttentionArgs {
   // of the token's sequence within a window of several. nullptr: by_length
   // lists sequences.
   const int32_t* row_bounds = nullptr;
-  // MPNet's relative position bias (runtime/relative_position.h's table,
+  // MPNet's relative position bias (model/relative_position.h's table,
   // [heads][2 * bias_span - 1]), added to every score; the general and the
   // mma.sync kernels take it. nullptr: none.
   const float* position_bias = nullptr;
