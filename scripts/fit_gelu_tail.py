@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Fits the polynomial of the erf GELU that the sm90 GEMM epilogue computes
-(src/backends/cuda/gelu_erf.h) and prints its coefficients.
+(src/backends/cuda/gemm/gelu_erf.h) and prints its coefficients.
 
 The epilogue computes GELU(x) = max(x, 0) - a 2^p(a) for a = |x|, where
 2^p(a) stands for the tail 1 - Phi(a). Each instruction per output element

@@ -38,7 +38,7 @@ __device__ __forceinline__ void TraceEvent(int event, int unit) {
 }
 #define BERTRT_ATTENTION_TRACE(event, unit) TraceEvent(event, unit)
 
-#include "backends/cuda/attention_tma.cuh"
+#include "backends/cuda/ops/attention_tma.cuh"
 
 using namespace bertrt::cuda;
 

@@ -1,10 +1,10 @@
 // Probe (not part of the build): the FFN's first GEMM with the exact GELU,
 // fp16, at BERT-base's, BERT-large's and MiniLM's shapes, three ways:
 //   lt+erf    cuBLASLt's bias epilogue, then an erf GELU kernel over the
-//             output (what the engine ran before src/backends/cuda/
+//             output (what the engine ran before src/backends/cuda/gemm/
 //             bias_gelu_gemm.h);
 //   lt-tanh   cuBLASLt's GELU epilogue (tanh form: the speed to reach);
-//   cutlass   sm90/bias_gelu_gemm.cuh in each tiling below, with its GeluErf
+//   cutlass   gemm/sm90/bias_gelu_gemm.cuh in each tiling below, with its GeluErf
 //             (and, for one tiling, CUTLASS's erff GELU and no activation);
 //   lt, no act  cuBLASLt's bias epilogue alone (the GEMM without any GELU).
 // Each result is checked against an fp32 reference (a plain kernel) on its
@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "../../src/core/status.cc"
-#include "backends/cuda/sm90/bias_gelu_gemm.cuh"
+#include "backends/cuda/gemm/sm90/bias_gelu_gemm.cuh"
 #include "gelu_gemm_check.cuh"
 #include "probe_util.h"
 

@@ -8,7 +8,7 @@
 //   lt tanh         cuBLASLt's GELU epilogue (tanh form: the cost to reach);
 //   lt, no act      cuBLASLt's bias epilogue alone;
 //   cutlass, none   the engine's tiling with no activation;
-//   cutlass, gelu   the engine's GeluErf (sm90/bias_gelu_gemm.cuh, gelu_erf.h);
+//   cutlass, gelu   the engine's GeluErf (gemm/sm90/bias_gelu_gemm.cuh, gelu_erf.h);
 //   cutlass, gelu degree 7 clamped  the form before 2026-12-03's second change
 //                   (a degree-7 polynomial over a clamped |x|);
 //   cutlass, gelu, ...      GeluErf in other tilings and schedules;
@@ -42,7 +42,7 @@
 #include <vector>
 
 #include "../../src/core/status.cc"
-#include "backends/cuda/sm90/bias_gelu_gemm.cuh"
+#include "backends/cuda/gemm/sm90/bias_gelu_gemm.cuh"
 #include "gelu_gemm_check.cuh"
 #include "probe_util.h"
 

@@ -1,6 +1,6 @@
 // Probe (not part of the build): BERT-base's four GEMMs (fp16) at 32 to 256
 // rows through cuBLASLt (the heuristic's algorithm, bias epilogue, residual
-// as C) and through the split-K kernel (src/backends/cuda/splitk_gemm.cu,
+// as C) and through the split-K kernel (src/backends/cuda/gemm/splitk_gemm.cu,
 // compiled into this file) at 1-8 ways under programmatic dependent launch
 // (as the engine launches it); CUDA graph of kReps runs, weights L2-warm
 // (one buffer) and cold (a different buffer each run, kBufs of them), us.
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "../../src/backends/cuda/splitk_gemm.cu"
+#include "../../src/backends/cuda/gemm/splitk_gemm.cu"
 #include "../../src/core/status.cc"
 #include "probe_util.h"
 

@@ -44,12 +44,13 @@
 #include <mutex>
 #include <utility>
 
-#include "backends/cuda/attention_wgmma.cuh"
-#include "backends/cuda/cuda_check.h"
-#include "backends/cuda/device_util.cuh"
-#include "backends/cuda/kernels.h"
-#include "backends/cuda/tma.cuh"
-#include "backends/cuda/wgmma.cuh"
+#include "backends/cuda/gemm/epilogue.h"
+#include "backends/cuda/ops/attention_wgmma.cuh"
+#include "backends/cuda/ops/launch.h"
+#include "backends/cuda/util/cuda_check.h"
+#include "backends/cuda/util/device_util.cuh"
+#include "backends/cuda/util/tma.cuh"
+#include "backends/cuda/util/wgmma.cuh"
 
 namespace bertrt::cuda {
 namespace {

@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/cuda/tuning.h"
+#include "backends/cuda/engine/tuning.h"
 #include "bertrt/cuda_engine.h"
 #include "bertrt/engine.h"
 #include "bertrt/importer.h"

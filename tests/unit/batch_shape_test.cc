@@ -1,6 +1,6 @@
 // The CUDA engine's buckets and dummy sequences (plain arithmetic: no GPU).
 #if defined(BERTRT_HAVE_CUDA)
-#include "backends/cuda/batch_shape.h"
+#include "backends/cuda/engine/batch_shape.h"
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,7 @@
 // vocabulary: sized by tokens, 16,384 tokens of BERT's 30,522 entries took
 // 2 GB of device memory and 2 GB pinned), and grow with the sequences.
 #if BERTRT_HAVE_CUDA
-#include "backends/cuda/activation_pool.h"
+#include "backends/cuda/engine/activation_pool.h"
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>

@@ -14,8 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "backends/cuda/batch_shape.h"
-#include "backends/cuda/kernels.h"
+#include "backends/cuda/engine/batch_shape.h"
+#include "backends/cuda/ops/attention.h"
+#include "backends/cuda/ops/launch.h"
 #include "bertrt/devices.h"
 #include "cuda_test_util.h"
 

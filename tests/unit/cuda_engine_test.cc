@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "backends/cuda/batch_shape.h"
-#include "backends/cuda/kernels.h"
-#include "backends/cuda/tuning.h"
+#include "backends/cuda/engine/batch_shape.h"
+#include "backends/cuda/engine/tuning.h"
+#include "backends/cuda/ops/elementwise.h"
 #include "bertrt/devices.h"
 #include "bertrt/engine.h"
 #include "bertrt/plan.h"

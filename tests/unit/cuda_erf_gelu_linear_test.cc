@@ -14,8 +14,9 @@
 #include <random>
 #include <vector>
 
-#include "backends/cuda/bias_gelu_gemm.h"
-#include "backends/cuda/linear.h"
+#include "backends/cuda/gemm/bias_gelu_gemm.h"
+#include "backends/cuda/gemm/linear.h"
+#include "backends/cuda/ops/attention.h"
 #include "cuda_test_util.h"
 
 namespace bertrt::cuda {

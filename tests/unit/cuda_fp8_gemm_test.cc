@@ -13,8 +13,9 @@
 #include <random>
 #include <vector>
 
-#include "backends/cuda/gemm.h"
-#include "backends/cuda/kernels.h"
+#include "backends/cuda/gemm/epilogue.h"
+#include "backends/cuda/gemm/gemm.h"
+#include "backends/cuda/ops/elementwise.h"
 #include "core/half.h"
 #include "cuda_test_util.h"
 

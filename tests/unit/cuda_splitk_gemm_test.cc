@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/cuda/splitk_gemm.h"
+#include "backends/cuda/gemm/splitk_gemm.h"
 #include "cuda_test_util.h"
 
 namespace bertrt::cuda {

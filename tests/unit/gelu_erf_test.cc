@@ -1,8 +1,8 @@
-// The erf GELU of the sm90 GEMM epilogue (ErfGelu, backends/cuda/gelu_erf.h),
+// The erf GELU of the sm90 GEMM epilogue (ErfGelu, backends/cuda/gemm/gelu_erf.h),
 // the same source compiled for the host, against float64's
 // x Phi(x) over every range a GEMM's accumulator can give: a dense grid of
 // [-40, 40] and each power of two up to the largest float. Runs without a GPU.
-#include "backends/cuda/gelu_erf.h"
+#include "backends/cuda/gemm/gelu_erf.h"
 
 #include <gtest/gtest.h>
 

@@ -26,9 +26,11 @@
 #if BERTRT_HAVE_CUDA
 #include <memory>
 
-#include "backends/cuda/cuda_check.h"
-#include "backends/cuda/cuda_encoder_ops.h"
-#include "backends/cuda/gemm.h"
+#include "backends/cuda/engine/cuda_encoder_ops.h"
+#include "backends/cuda/gemm/gemm.h"
+#include "backends/cuda/ops/attention.h"
+#include "backends/cuda/ops/elementwise.h"
+#include "backends/cuda/util/cuda_check.h"
 #include "cuda_test_util.h"
 #endif
 

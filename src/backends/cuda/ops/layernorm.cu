@@ -1,0 +1,329 @@
+// LayerNorm kernels. Rows whose width splits into 16-byte vectors across a
+// warp (BERT-base/large: 768, 1024) take one warp per row: the row stays in
+// registers, the statistics take two exact passes over them (mean, then
+// variance) with shuffles only, and every load and store is 16 bytes wide.
+// Other widths take one block per row, staged in shared memory as fp32.
+#include <algorithm>
+#include <type_traits>
+
+#include "backends/cuda/ops/launch.h"
+#include "backends/cuda/ops/layernorm.h"
+#include "backends/cuda/util/cuda_check.h"
+#include "backends/cuda/util/device_util.cuh"
+
+namespace bertrt::cuda {
+namespace {
+
+constexpr int kMaxThreads = 256;
+// The warp path holds up to this many 16-byte vectors of a row per lane:
+// rows up to 2048 wide in fp16/bf16, 1024 in fp32.
+constexpr int kMaxVecsPerLane = 8;
+constexpr int kWarpRowsPerBlock = 4;
+// From this many rows a LayerNorm's warps take two rows each (BERT-large at
+// 98,304 rows: 105 us per LayerNorm against 154 us with one row per warp, on
+// the H200).
+constexpr int kTwoRowsPerWarpFrom = 8192;
+
+int ThreadsFor(int hidden) { return std::min(kMaxThreads, (hidden + 31) / 32 * 32); }
+
+// Vectors per lane for the warp path, or 0 when the row does not split evenly.
+int WarpVecsFor(Precision p, int hidden) {
+  const int per_warp = 32 * (p == Precision::kFp32 ? 4 : 8);
+  if (hidden % per_warp != 0 || hidden / per_warp > kMaxVecsPerLane) return 0;
+  return hidden / per_warp;
+}
+
+// ---- warp per row ----
+
+// The lane's share of a row: vector i of lane l covers columns
+// (i * 32 + l) * kSize onwards, so a warp's loads are contiguous.
+template <typename T>
+__device__ __forceinline__ int VecColumn(int i) {
+  return (i * 32 + (threadIdx.x & 31)) * Vec16<T>::kSize;
+}
+
+template <typename T>
+__device__ __forceinline__ void AddVec(const T* src, int col, float* x) {
+  const Vec16<T> v = *reinterpret_cast<const Vec16<T>*>(src + col);
+#pragma unroll
+  for (int j = 0; j < Vec16<T>::kSize; ++j) x[j] += ToFloat(v.v[j]);
+}
+
+// The lane's kVecs vectors of a row in fp32: x[i * kSize + j] is element j
+// of vector i.
+template <typename T, int kVecs>
+__device__ __forceinline__ void RowToFloats(const Vec16<T> (&v)[kVecs],
+                                            float (&x)[kVecs * Vec16<T>::kSize]) {
+#pragma unroll
+  for (int i = 0; i < kVecs; ++i)
+#pragma unroll
+    for (int j = 0; j < Vec16<T>::kSize; ++j) x[i * Vec16<T>::kSize + j] = ToFloat(v[i].v[j]);
+}
+
+// Loads the lane's gamma and beta for vector i (kSize floats each).
+template <typename T>
+__device__ __forceinline__ void LoadAffineVec(const float* gamma, const float* beta, int i,
+                                              float* g, float* b) {
+  const int col = VecColumn<T>(i);
+#pragma unroll
+  for (int j = 0; j < Vec16<T>::kSize; j += 4) {
+    *reinterpret_cast<float4*>(g + j) = *reinterpret_cast<const float4*>(gamma + col + j);
+    *reinterpret_cast<float4*>(b + j) = *reinterpret_cast<const float4*>(beta + col + j);
+  }
+}
+
+// The lane's gamma and beta, loaded up front. They are weights, which no
+// kernel writes: a latency-bound LayerNorm (few rows) loads them before
+// waiting for the previous kernel (programmatic dependent launch), so that
+// their round trip overlaps that kernel's end instead of following the
+// row's statistics.
+template <typename T, int kVecs>
+struct LaneAffine {
+  static constexpr int kSize = Vec16<T>::kSize;
+  float g[kVecs * kSize], b[kVecs * kSize];
+  __device__ __forceinline__ void Load(const float* gamma, const float* beta) {
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) LoadAffineVec<T>(gamma, beta, i, g + i * kSize, b + i * kSize);
+  }
+  // NormalizeWarpRow's `affine`.
+  __device__ __forceinline__ void operator()(int i, float* gi, float* bi) const {
+#pragma unroll
+    for (int j = 0; j < kSize; ++j) gi[j] = g[i * kSize + j], bi[j] = b[i * kSize + j];
+  }
+};
+
+// Writes the normalized row; x(k) is the lane's k-th value of it in fp32, k
+// over its kVecs vectors (vector k / kSize, element k % kSize); affine(i, g,
+// b) gives vector i's gamma and beta.
+template <typename T, int kVecs, typename Values, typename Affine>
+__device__ __forceinline__ void NormalizeWarpRow(Values x, Affine affine, float eps, T* out) {
+  constexpr int kSize = Vec16<T>::kSize;
+  // The row's width: the warp path's rows are exactly kVecs vectors per lane.
+  constexpr float kWidth = 32 * kVecs * kSize;
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kVecs * kSize; ++k) sum += x(k);
+  const float mean = WarpSum(sum) / kWidth;
+  float sq = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kVecs * kSize; ++k) {
+    const float d = x(k) - mean;
+    sq += d * d;
+  }
+  const float inv_std = 1.0f / sqrtf(WarpSum(sq) / kWidth + eps);
+#pragma unroll
+  for (int i = 0; i < kVecs; ++i) {
+    float g[kSize], b[kSize];
+    affine(i, g, b);
+    Vec16<T> y;
+#pragma unroll
+    for (int j = 0; j < kSize; ++j)
+      y.v[j] = FromFloat<T>((x(i * kSize + j) - mean) * inv_std * g[j] + b[j]);
+    *reinterpret_cast<Vec16<T>*>(out + VecColumn<T>(i)) = y;
+  }
+}
+
+// The vector count is a template argument so that the row takes exactly the
+// registers it needs (a runtime count sized every row for the widest).
+template <typename T, int kVecs>
+__global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
+    EmbedLayerNormWarpKernel(EmbeddingArgs a) {
+  constexpr int kSize = Vec16<T>::kSize;
+  const int t = blockIdx.x * kWarpRowsPerBlock + (threadIdx.x >> 5);
+  LaneAffine<T, kVecs> affine;
+  if (t < a.num_tokens) affine.Load(a.gamma, a.beta);
+  AfterPreviousKernel();
+  if (t >= a.num_tokens) return;  // the whole warp: no block barrier follows
+  const int s = SequenceOf(a.cu_seqlens, a.num_seqs, t);
+  const size_t h = a.hidden;
+  const T* word = static_cast<const T*>(a.word) + static_cast<size_t>(a.ids[t]) * h;
+  const T* pos = a.position ? static_cast<const T*>(a.position) +
+                                 static_cast<size_t>(t - a.cu_seqlens[s]) * h
+                           : nullptr;
+  const T* type = static_cast<const T*>(a.type) + static_cast<size_t>(a.types[t]) * h;
+  float x[kVecs * kSize];
+#pragma unroll
+  for (int i = 0; i < kVecs; ++i) {
+    float* xi = x + i * kSize;
+#pragma unroll
+    for (int j = 0; j < kSize; ++j) xi[j] = 0.0f;
+    const int col = VecColumn<T>(i);
+    AddVec(word, col, xi);
+    if (pos) AddVec(pos, col, xi);
+    AddVec(type, col, xi);
+  }
+  NormalizeWarpRow<T, kVecs>([&](int k) { return x[k]; }, affine, a.eps,
+                             static_cast<T*>(a.out) + t * h);
+}
+
+// Each warp normalizes kRows rows. One row is converted to fp32 as it is
+// loaded: a small batch's LayerNorm is latency-bound, and holding the row as
+// loaded bought it nothing (batch 8 on the H200 was 0.3-0.9% slower so,
+// within spread). Two rows, for LayerNorms over many rows, are loaded
+// together (16-byte vectors: twice the bytes in flight, which stream from
+// memory) and each is converted to fp32 once, when its turn comes. (Converted
+// at each of the statistics' and the output's passes instead, they took ~17
+// instructions per element against ~11; at BERT-large's batch 256 x 384 the
+// H200 runs at its power cap, where instructions cost time through energy.)
+template <typename T, int kVecs, int kRows>
+__global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
+    LayerNormWarpKernel(const T* in, T* out, int rows, int hidden, const float* gamma,
+                        const float* beta, float eps) {
+  constexpr int kSize = Vec16<T>::kSize;
+  const int first = (blockIdx.x * kWarpRowsPerBlock + (threadIdx.x >> 5)) * kRows;
+  if constexpr (kRows == 1) {
+    LaneAffine<T, kVecs> affine;
+    if (first < rows) affine.Load(gamma, beta);
+    AfterPreviousKernel();
+    if (first >= rows) return;  // the whole warp: no block barrier follows
+    const T* row = in + static_cast<size_t>(first) * hidden;
+    Vec16<T> v[kVecs];
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i)
+      v[i] = *reinterpret_cast<const Vec16<T>*>(row + VecColumn<T>(i));
+    float x[kVecs * kSize];
+    RowToFloats(v, x);
+    NormalizeWarpRow<T, kVecs>([&](int k) { return x[k]; }, affine, eps,
+                               out + static_cast<size_t>(first) * hidden);
+  } else {
+    AfterPreviousKernel();
+    Vec16<T> v[kRows][kVecs];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      if (first + r >= rows) break;
+      const T* row = in + static_cast<size_t>(first + r) * hidden;
+#pragma unroll
+      for (int i = 0; i < kVecs; ++i)
+        v[r][i] = *reinterpret_cast<const Vec16<T>*>(row + VecColumn<T>(i));
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      if (first + r >= rows) break;  // the whole warp: no block barrier follows
+      float x[kVecs * kSize];
+      RowToFloats(v[r], x);
+      // gamma and beta as each vector is written: this path streams, and
+      // its registers go to the rows.
+      NormalizeWarpRow<T, kVecs>(
+          [&](int k) { return x[k]; },
+          [&](int i, float* g, float* b) { LoadAffineVec<T>(gamma, beta, i, g, b); }, eps,
+          out + static_cast<size_t>(first + r) * hidden);
+    }
+  }
+}
+
+// ---- block per row (widths the warp path does not split) ----
+
+// Normalizes row[0, hidden) (shared memory) into out.
+template <typename T>
+__device__ void NormalizeRow(const float* row, int hidden, const float* gamma, const float* beta,
+                             float eps, float* scratch, T* out) {
+  float sum = 0.0f;
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) sum += row[i];
+  const float mean = BlockSum(sum, scratch) / hidden;
+  float sq = 0.0f;
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+    const float d = row[i] - mean;
+    sq += d * d;
+  }
+  const float inv_std = 1.0f / sqrtf(BlockSum(sq, scratch) / hidden + eps);
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x)
+    out[i] = FromFloat<T>((row[i] - mean) * inv_std * gamma[i] + beta[i]);
+}
+
+template <typename T>
+__global__ void EmbedLayerNormKernel(EmbeddingArgs a) {
+  AfterPreviousKernel();
+  extern __shared__ float row[];
+  __shared__ float scratch[32];
+  const int t = blockIdx.x;
+  const int s = SequenceOf(a.cu_seqlens, a.num_seqs, t);
+  const size_t h = a.hidden;
+  const T* word = static_cast<const T*>(a.word) + static_cast<size_t>(a.ids[t]) * h;
+  const T* pos = a.position ? static_cast<const T*>(a.position) +
+                                 static_cast<size_t>(t - a.cu_seqlens[s]) * h
+                           : nullptr;
+  const T* type = static_cast<const T*>(a.type) + static_cast<size_t>(a.types[t]) * h;
+  for (int i = threadIdx.x; i < a.hidden; i += blockDim.x)
+    row[i] = ToFloat(word[i]) + (pos ? ToFloat(pos[i]) : 0.0f) + ToFloat(type[i]);
+  __syncthreads();
+  NormalizeRow(row, a.hidden, a.gamma, a.beta, a.eps, scratch, static_cast<T*>(a.out) + t * h);
+}
+
+template <typename T>
+__global__ void LayerNormKernel(const T* in, T* out, int hidden, const float* gamma,
+                                const float* beta, float eps) {
+  AfterPreviousKernel();
+  extern __shared__ float row[];
+  __shared__ float scratch[32];
+  const size_t offset = static_cast<size_t>(blockIdx.x) * hidden;
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) row[i] = ToFloat(in[offset + i]);
+  __syncthreads();
+  NormalizeRow(row, hidden, gamma, beta, eps, scratch, out + offset);
+}
+
+// The warp path's blocks for `rows` rows, `per_warp` rows to a warp.
+unsigned WarpBlocks(int rows, int per_warp = 1) {
+  const int rows_per_block = kWarpRowsPerBlock * per_warp;
+  return static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
+}
+
+// Calls launch(std::integral_constant<int, V>{}) for V = vecs (1..kMaxVecsPerLane).
+template <typename Launch>
+void WithVecs(int vecs, Launch&& launch) {
+  switch (vecs) {
+    case 1: return launch(std::integral_constant<int, 1>{});
+    case 2: return launch(std::integral_constant<int, 2>{});
+    case 3: return launch(std::integral_constant<int, 3>{});
+    case 4: return launch(std::integral_constant<int, 4>{});
+    case 5: return launch(std::integral_constant<int, 5>{});
+    case 6: return launch(std::integral_constant<int, 6>{});
+    case 7: return launch(std::integral_constant<int, 7>{});
+    default: return launch(std::integral_constant<int, 8>{});
+  }
+}
+static_assert(kMaxVecsPerLane == 8, "WithVecs covers 1..8");
+
+}  // namespace
+
+Status EmbedLayerNorm(Precision p, const EmbeddingArgs& a, Stream stream) {
+  if (a.num_tokens == 0) return Status::Ok();
+  if (const int vecs = WarpVecsFor(p, a.hidden)) {
+    BERTRT_DISPATCH_PRECISION(p, WithVecs(vecs, [&](auto v) {
+                                Launch(EmbedLayerNormWarpKernel<T, decltype(v)::value>,
+                                       WarpBlocks(a.num_tokens), 32 * kWarpRowsPerBlock, 0, stream,
+                                       a);
+                              }));
+  } else {
+    const size_t smem = a.hidden * sizeof(float);
+    BERTRT_DISPATCH_PRECISION(
+        p, Launch(EmbedLayerNormKernel<T>, a.num_tokens, ThreadsFor(a.hidden), smem, stream, a));
+  }
+  CUDA_RETURN_IF_LAUNCH_FAILED("embedding + LayerNorm kernel");
+  return Status::Ok();
+}
+
+Status LayerNorm(Precision p, const void* in, void* out, int rows, int hidden, const float* gamma,
+                 const float* beta, float eps, Stream stream) {
+  if (rows == 0) return Status::Ok();
+  if (const int vecs = WarpVecsFor(p, hidden)) {
+    // Two rows to a warp double the bytes each has in flight; a small batch
+    // keeps one, for the latency of its few rows.
+    const bool two = rows >= kTwoRowsPerWarpFrom;
+    BERTRT_DISPATCH_PRECISION(
+        p, WithVecs(vecs, [&](auto v) {
+          constexpr int kVecs = decltype(v)::value;
+          Launch(two ? LayerNormWarpKernel<T, kVecs, 2> : LayerNormWarpKernel<T, kVecs, 1>,
+                 WarpBlocks(rows, two ? 2 : 1), 32 * kWarpRowsPerBlock, 0, stream,
+                 static_cast<const T*>(in), static_cast<T*>(out), rows, hidden, gamma, beta, eps);
+        }));
+  } else {
+    const size_t smem = hidden * sizeof(float);
+    BERTRT_DISPATCH_PRECISION(
+        p, Launch(LayerNormKernel<T>, rows, ThreadsFor(hidden), smem, stream,
+                  static_cast<const T*>(in), static_cast<T*>(out), hidden, gamma, beta, eps));
+  }
+  CUDA_RETURN_IF_LAUNCH_FAILED("LayerNorm kernel");
+  return Status::Ok();
+}
+
+}  // namespace bertrt::cuda
