@@ -10,13 +10,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
 rm -rf .carry && mkdir -p .carry/bin .carry/lib
-# SLIM=1: bertrt alone, stripped, and without the libraries Ubuntu 24.04's
+# SLIM=1: bertrt alone (or BINS), stripped, and without the libraries Ubuntu 24.04's
 # base has (OpenSSL, zlib, libgomp): 2 MB less, for when the payload must
 # travel beside a model (FP8_DATA=1).
-# BINS: which binaries (default all three), e.g. "bertrt bertrt_parity_runner"
-# for a parity call that carries the QA pipeline's wheels (.whl/) too.
+# BINS: which binaries (default all three; with SLIM=1, bertrt), e.g.
+# SLIM=1 BINS="bertrt bertrt_parity_runner" for a parity call that carries the
+# QA pipeline's wheels (.whl/) too.
 bins=${BINS:-"bertrt bertrt_tests bertrt_parity_runner"}
-[ "${SLIM:-0}" = 1 ] && bins=bertrt
+[ "${SLIM:-0}" = 1 ] && bins=${BINS:-bertrt}
 for bin in $bins; do
   [ -x "$build/$bin" ] || continue
   cp "$build/$bin" .carry/bin/
