@@ -609,12 +609,16 @@ TEST(CudaEngineTest, BackgroundCapturesSurviveAPoolThatGrowsUnderThem) {
 
 // The plan builder times the GEMMs the forward runs, widths from the weight
 // schema: a gated FFN's first GEMM gives both halves (2 x intermediate wide;
-// ModernBERT's), and that is the shape timed.
+// ModernBERT's), and that is the shape timed. In bf16: the timed choices
+// join a process-wide cache that TimeGemms answers from by precision, and
+// the fp16 test below counts its own.
 TEST(CudaEngineTest, GemmTimingTakesTheSchemasWidths) {
   SKIP_WITHOUT_GPU();
   ModelConfig c = MakeModel(kSpecs[0], 71)->config;
   c.gated_ffn = true;
-  auto choices = TimeGemms(c, CudaEngineOptions{}, 64, nullptr);
+  CudaEngineOptions bf16;
+  bf16.precision = Precision::kBf16;
+  auto choices = TimeGemms(c, bf16, 64, nullptr);
   ASSERT_TRUE(choices.ok()) << choices.status().ToString();
   // A choice's key: prefix, then "out,rows,in|epilogue".
   const std::string gated_ffn_in = "|" + std::to_string(2 * c.intermediate_size) + ",64," +
