@@ -13,7 +13,11 @@
 // (the output's rounding and, for attention, the probabilities').
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <deque>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -105,6 +109,8 @@ class CpuHarness {
     return std::move(*linear);
   }
   cpu::Linear MakeSmallLinear(const HostLinear& l) { return MakeLinear(l); }
+  // For the CPU's other GEMM precisions (bf16, int8, fp8: a Linear's own).
+  cpu::MatmulContext* matmul() { return &matmul_; }
   ops::Norm MakeNorm(const std::vector<float>& gamma, const std::vector<float>& beta) {
     return {AllocFloat(gamma), AllocFloat(beta)};
   }
@@ -754,6 +760,58 @@ TYPED_TEST(OpsHarness, FastPathsFirstQueryAttentionAndLinearOutputs) {
       EXPECT_LT(NormRelErr(hr.Read(y, part.size()), part), Bound(p, 4))
           << PrecisionName(p) << " outputs h..3h";
     }
+  }
+}
+
+// The CPU engine's encoder Linears in the precisions it runs them in besides
+// fp32 (--precision bf16, int8, fp8), through the op interface, against the
+// float64 product of the fp32 operands; each the normwise bound of its
+// operands' rounding: 4 unit roundoffs of the format (bf16's and int8's
+// 2^-8, E4M3's 2^-4). Skipped where this CPU has no bf16 kernels.
+TEST(OpsHarnessCpu, LinearInBf16AndEightBits) {
+  CpuHarness hr;
+  std::mt19937 rng(23);
+  const ModelConfig config = SmallConfig();
+  const RaggedBatch batch = SmallBatch(&rng, config.vocab_size);
+  hr.Start(config, batch, {}, Precision::kFp32);
+  const int rows = batch.num_tokens(), in = 128, out = 192;
+  const HostLinear host = RandomLinear(in, out, &rng);
+  const std::vector<float> x = Random(size_t(rows) * in, &rng);
+  const std::vector<double> want = test::RefLinear(x, rows, in, host.w, host.b, out);
+  float x_max = 0;
+  for (float v : x) x_max = std::max(x_max, std::abs(v));
+  struct Case {
+    const char* name;
+    std::function<Status(cpu::Linear*)> convert;
+    double bound;
+  };
+  const Case cases[] = {
+      {"bf16", [&](cpu::Linear* l) { return l->UseBf16(hr.matmul()); }, 4 * 0x1p-8},
+      {"int8 per token",
+       [&](cpu::Linear* l) { return l->Quantize(QuantFormat::kInt8, 0.0f, hr.matmul()); },
+       4 * 0x1p-8},
+      {"int8 per tensor",
+       [&](cpu::Linear* l) {
+         return l->Quantize(QuantFormat::kInt8, x_max / 127, hr.matmul());
+       },
+       4 * 0x1p-8},
+      {"fp8",
+       [&](cpu::Linear* l) { return l->Quantize(QuantFormat::kFp8, x_max / 448, hr.matmul()); },
+       4 * 0x1p-4}};
+  for (const Case& c : cases) {
+    cpu::Linear linear = hr.MakeLinear(host);
+    const Status converted = c.convert(&linear);
+    if (converted.code() == StatusCode::kUnimplemented) {
+      std::printf("[ SKIPPED  ] %s: %s\n", c.name, converted.ToString().c_str());
+      continue;
+    }
+    ASSERT_TRUE(converted.ok()) << c.name << ": " << converted.ToString();
+    float* y = hr.Alloc(size_t(rows) * out);
+    ASSERT_TRUE(hr.ops().Linear("test", linear, hr.Alloc(x), rows, y, {}).ok()) << c.name;
+    const double err = NormRelErr(hr.Read(y, want.size()), want);
+    EXPECT_LT(err, c.bound) << c.name;
+    // Not the fp32 GEMM's answer: the conversion took effect.
+    EXPECT_GT(err, 1e-5) << c.name;
   }
 }
 
