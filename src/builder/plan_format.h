@@ -130,9 +130,4 @@ inline Entry DecodeEntry(const uint8_t* p) {
   return e;
 }
 
-// Section names in bertrt's ModelWeights naming.
-inline std::string LayerName(size_t layer, const char* field) {
-  return "layers." + std::to_string(layer) + "." + field;
-}
-
 }  // namespace bertrt::plan
