@@ -127,7 +127,18 @@ int Bench(const BenchFlags& flags) {
                         " is more than the model's " +
                         std::to_string(config.max_positions()) + " position embeddings"),
         kExitUsage);
-  auto engine = CreateEngine(loaded->model, *loaded->tokenizer, flags.engine);
+  // --profile (CUDA alone) makes a second engine of the model: an fp8 one is
+  // quantized once, here, for both (as the server shares one quantization).
+  std::shared_ptr<const Model> model = loaded->model;
+  if (flags.profile &&
+      serving::QuantizedFormat(*model, Instance(flags.engine)) == QuantFormat::kFp8) {
+    auto quantized =
+        serving::QuantizeModel(model, *loaded->tokenizer, Instance(flags.engine), PrintNotice);
+    if (!quantized.ok())
+      return Fail(quantized.status(), EngineFailureCode(quantized.status().code()));
+    model = std::move(quantized).value();
+  }
+  auto engine = CreateEngine(model, *loaded->tokenizer, flags.engine);
   if (!engine.ok()) return Fail(engine.status(), EngineFailureCode(engine.status().code()));
 
   std::mt19937 rng(flags.seed);
@@ -155,7 +166,7 @@ int Bench(const BenchFlags& flags) {
   const double p90 = loadgen::Percentile(ms, 0.9), p99 = loadgen::Percentile(ms, 0.99);
   nlohmann::json profile;
   if (flags.profile) {
-    auto profiled = ProfileOps(loaded->model, *loaded->tokenizer, flags, batch, median);
+    auto profiled = ProfileOps(model, *loaded->tokenizer, flags, batch, median);
     if (!profiled.ok()) return Fail(profiled.status(), kExitRuntimeError);
     profile = std::move(*profiled);
   }

@@ -786,7 +786,8 @@ TEST(OpsHarnessCpu, LinearInBf16AndEightBits) {
     double bound;
   };
   const Case cases[] = {
-      {"bf16", [&](cpu::Linear* l) { return l->UseBf16(hr.matmul()); }, 4 * 0x1p-8},
+      {"bf16", [&](cpu::Linear* l) { return l->UseBf16(hr.matmul()); },
+       Bound(Precision::kBf16, 4)},
       {"int8 per token",
        [&](cpu::Linear* l) { return l->Quantize(QuantFormat::kInt8, 0.0f, hr.matmul()); },
        4 * 0x1p-8},

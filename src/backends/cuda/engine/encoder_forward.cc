@@ -39,8 +39,6 @@ EncoderForward::EncoderForward(const ModelConfig& config,
                                int compute_capability, int sm_count, bool overlap_launch)
     : config_(config),
       outputs_(outputs),
-      options_(options),
-      tuning_(tuning),
       weights_(weights),
       ops_context_{config, options, tuning, weights, linear, overlap_launch},
       compute_capability_(compute_capability),
@@ -245,13 +243,13 @@ AttentionArgs EncoderForward::AttentionArgsFor(const Shape& shape, const Workspa
                   shape.max_len, config_.hidden_size, config_.num_heads,
                   ws.ctx,        compute_capability_, sm_count_};
   a.tokens = shape.tokens;
-  a.allow_tma = tuning_.tma_attention;
+  a.allow_tma = ops_context_.tuning.tma_attention;
   a.position_bias = weights_.relative_bias;
   a.bias_span = config_.max_positions();
   // Packed windows bound each row's keys by its sequence alone, which a
   // local window would also have to.
-  if (tuning_.attention_windows && config_.local_window == 0 &&
-      AttentionTakesWindows(options_.precision, a))
+  if (ops_context_.tuning.attention_windows && config_.local_window == 0 &&
+      AttentionTakesWindows(ops_context_.options.precision, a))
     a.row_bounds = ints.row_bounds;
   return a;
 }

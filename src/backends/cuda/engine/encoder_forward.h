@@ -66,9 +66,8 @@ class EncoderForward {
 
   const ModelConfig& config_;
   const std::vector<OutputDescription>& outputs_;
-  const CudaEngineOptions& options_;
-  const Tuning& tuning_;
   const DeviceWeights& weights_;
+  // The options and tuning switches too (ops_context_.options, .tuning).
   const OpsContext ops_context_;
   const int compute_capability_, sm_count_;
   const Epilogue ffn_epilogue_;  // for ErfGeluAsTanh
