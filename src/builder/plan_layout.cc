@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "builder/plan_format.h"
+#include "model/config_bounds.h"
 #include "model/model_check.h"
 
 namespace bertrt::plan {
@@ -120,20 +121,15 @@ struct ConfigField {
   std::function<Status(const json& config, const std::string& key, ModelConfig*)> read;
 };
 
-using Bound = std::function<int64_t(const ModelConfig&)>;
 constexpr bool kOptional = true;
 
-ConfigField Int(std::string key, int ModelConfig::*field, int64_t lo, Bound hi,
-                bool optional = false) {
-  return {std::move(key), optional, [field](const ModelConfig& c) { return json(c.*field); },
-          [field, lo, hi](const json& j, const std::string& key, ModelConfig* c) {
-            return GetInt(j, key, lo, hi(*c), &(c->*field));
+// An int field, read within its bounds (model/config_bounds.h).
+ConfigField Int(const char* key, bool optional = false) {
+  const model::IntBound& b = model::IntBoundOf(key);
+  return {key, optional, [&b](const ModelConfig& c) { return json(c.*b.field); },
+          [&b](const json& j, const std::string& key, ModelConfig* c) {
+            return GetInt(j, key, b.lo, b.hi(*c), &(c->*b.field));
           }};
-}
-ConfigField Int(std::string key, int ModelConfig::*field, int64_t lo, int64_t hi,
-                bool optional = false) {
-  return Int(
-      std::move(key), field, lo, [hi](const ModelConfig&) { return hi; }, optional);
 }
 
 // A field stored as its own JSON value, read back by `get` (GetBool, GetString).
@@ -162,19 +158,18 @@ ConfigField Enum(std::string key, E ModelConfig::*field,
           }};
 }
 
-// A float read as a double in range first (converting an out-of-range
-// double to float is undefined behaviour); `range` says which, e.g. "[0, 1]".
-ConfigField Float(std::string key, float ModelConfig::*field, bool (*in_range)(double),
-                  const char* range, bool optional = false) {
-  return {
-      std::move(key), optional, [field](const ModelConfig& c) { return json(c.*field); },
-      [field, in_range, range](const json& j, const std::string& key, ModelConfig* c) -> Status {
-        auto it = j.find(key);
-        if (it == j.end() || !it->is_number() || !in_range(it->get<double>()))
-          return Missing(key, (std::string("a number in ") + range).c_str());
-        c->*field = static_cast<float>(it->get<double>());
-        return Status::Ok();
-      }};
+// A float field, read as a double within its bounds first (converting an
+// out-of-range double to float is undefined behaviour).
+ConfigField Float(const char* key, bool optional = false) {
+  const model::FloatBound& b = model::FloatBoundOf(key);
+  return {key, optional, [&b](const ModelConfig& c) { return json(c.*b.field); },
+          [&b](const json& j, const std::string& key, ModelConfig* c) -> Status {
+            auto it = j.find(key);
+            if (it == j.end() || !it->is_number() || !b.in_range(it->get<double>()))
+              return Missing(key, (std::string("a number in ") + b.range).c_str());
+            c->*b.field = static_cast<float>(it->get<double>());
+            return Status::Ok();
+          }};
 }
 
 // "pooling": a name (plans written before concatenated modes) or a list.
@@ -246,29 +241,23 @@ Status ReadLabels(const json& j, const std::string& key, ModelConfig* c) {
 // them are read with the defaults, which are what those plans ran.
 const std::vector<ConfigField>& ConfigFields() {
   using C = ModelConfig;
-  constexpr auto kThetaRange = [](double v) { return v >= 0 && v < 1e12; };
   static const std::vector<ConfigField> fields = {
       String("architecture", &C::architecture),
       String("model_type", &C::model_type),
-      // Bounds keep every size product far from int64 overflow; the
-      // sections' lengths (checked against the file) are what really bound
-      // the memory.
-      Int("vocab_size", &C::vocab_size, 1, 1 << 24),
-      Int("hidden_size", &C::hidden_size, 1, 1 << 16),
-      Int("num_layers", &C::num_layers, 1, 1024),
-      Int("num_heads", &C::num_heads, 1, [](const C& c) { return c.hidden_size; }),
-      Int("intermediate_size", &C::intermediate_size, 1, 1 << 20),
-      Int("max_position_embeddings", &C::max_position_embeddings, 1, 1 << 20),
-      Int("type_vocab_size", &C::type_vocab_size, 1, 1 << 16),
-      Int("pad_token_id", &C::pad_token_id, -(1 << 30), 1 << 30),
-      Int("num_labels", &C::num_labels, 0, 1 << 20),
-      Int(
-          "position_offset", &C::position_offset, 0,
-          [](const C& c) { return c.max_position_embeddings - 1; }, kOptional),
+      Int("vocab_size"),
+      Int("hidden_size"),
+      Int("num_layers"),
+      Int("num_heads"),
+      Int("intermediate_size"),
+      Int("max_position_embeddings"),
+      Int("type_vocab_size"),
+      Int("pad_token_id"),
+      Int("num_labels"),
+      Int("position_offset", kOptional),
       Bool("takes_token_types", &C::takes_token_types, kOptional),
       Enum("pooler_activation", &C::pooler_activation, kDenseActivations, DenseActivationName,
            kOptional),
-      Int("relative_attention_buckets", &C::relative_attention_buckets, 0, 1 << 16, kOptional),
+      Int("relative_attention_buckets", kOptional),
       Enum("mlm_activation", &C::mlm_activation, kHiddenActs, HiddenActName, kOptional),
       Bool("splade_sum", &C::splade_sum, kOptional),
       Bool("splade_log1p_twice", &C::splade_log1p_twice, kOptional),
@@ -276,14 +265,12 @@ const std::vector<ConfigField>& ConfigFields() {
       Bool("gated_ffn", &C::gated_ffn, kOptional),
       Bool("classifier_mean_pooling", &C::classifier_mean_pooling, kOptional),
       Bool("prediction_head", &C::prediction_head, kOptional),
-      Float("rope_theta", &C::rope_theta, kThetaRange, "[0, 1e12)", kOptional),
-      Float("local_rope_theta", &C::local_rope_theta, kThetaRange, "[0, 1e12)", kOptional),
-      Int("local_window", &C::local_window, 0, 1 << 20, kOptional),
-      Int("global_attention_every", &C::global_attention_every, 1, 1 << 20, kOptional),
-      Int("max_seq_length", &C::max_seq_length, 1, [](const C& c) { return c.max_positions(); }),
-      Float(
-          "layer_norm_eps", &C::layer_norm_eps, [](double v) { return v >= 0 && v <= 1; },
-          "[0, 1]"),
+      Float("rope_theta", kOptional),
+      Float("local_rope_theta", kOptional),
+      Int("local_window", kOptional),
+      Int("global_attention_every", kOptional),
+      Int("max_seq_length"),
+      Float("layer_norm_eps"),
       Enum("hidden_act", &C::hidden_act, kHiddenActs, HiddenActName),
       Enum("head", &C::head,
            {HeadKind::kBase, HeadKind::kSequenceClassification, HeadKind::kTokenClassification,
@@ -291,9 +278,7 @@ const std::vector<ConfigField>& ConfigFields() {
            HeadKindName),
       {"pooling", false, [](const C& c) { return PoolingNames(c.pooling_modes); }, ReadPooling},
       {"dense", kOptional, [](const C& c) { return DenseToJson(c.dense); }, ReadDense},
-      Int(
-          "truncate_dim", &C::truncate_dim, 0, [](const C& c) { return c.dense_output_width(); },
-          kOptional),
+      Int("truncate_dim", kOptional),
       {"prompts", kOptional, [](const C& c) { return json(c.prompts); }, ReadPrompts},
       String("default_prompt_name", &C::default_prompt_name, kOptional),
       Bool("include_prompt", &C::include_prompt, kOptional),
@@ -318,8 +303,7 @@ StatusOr<ModelConfig> ConfigFromJson(const json& j) {
   for (const ConfigField& f : ConfigFields())
     if (!f.optional || j.contains(f.key)) RETURN_IF_ERROR(f.read(j, f.key, &c));
   // What no one field decides.
-  if (c.hidden_size % c.num_heads != 0)
-    return InvalidArgument("metadata: hidden_size is not divisible by num_heads");
+  RETURN_IF_ERROR(model::CheckConfigBounds(c, "metadata"));
   if (!c.default_prompt_name.empty() && !c.PromptText(std::nullopt).ok())
     return InvalidArgument("metadata: default_prompt_name is not one of the prompts");
   if (HasClassifier(c.head) && c.head != HeadKind::kQuestionAnswering && c.num_labels == 0)

@@ -5,19 +5,14 @@
 #include <utility>
 #include <vector>
 
+#include "model/config_bounds.h"
 #include "model/weight_schema.h"
 
 namespace bertrt {
 namespace {
 
 Status CheckConfig(const ModelConfig& c, size_t num_layer_weights) {
-  if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.num_layers <= 0 || c.num_heads <= 0 ||
-      c.intermediate_size <= 0 || c.max_position_embeddings <= 0 || c.type_vocab_size <= 0)
-    return InvalidArgument("model: vocab, hidden, layer, head, intermediate, position and "
-                           "type-vocab sizes must all be positive");
-  if (c.hidden_size % c.num_heads != 0)
-    return InvalidArgument("model: hidden_size " + std::to_string(c.hidden_size) +
-                           " is not divisible by num_heads " + std::to_string(c.num_heads));
+  RETURN_IF_ERROR(model::CheckConfigBounds(c, "model"));
   if (num_layer_weights != static_cast<size_t>(c.num_layers))
     return InvalidArgument("model: config has " + std::to_string(c.num_layers) +
                            " layers but the weights have " + std::to_string(num_layer_weights));

@@ -447,6 +447,20 @@ TEST(CpuEngine, RejectsInconsistentModels) {
   EXPECT_NE(bad.message().find("layer 1 output weight is F32[48, 36], expected"),
             std::string::npos)
       << bad.ToString();
+  // The config's bounds are the ones a plan's reader holds its metadata to
+  // (model/config_bounds.h), named by field, whatever the model was read from.
+  auto long_inputs = MakeModel({});
+  long_inputs->config.max_seq_length = long_inputs->config.max_positions() + 1;
+  const Status too_long = CreateCpuEngine(long_inputs, {1}).status();
+  EXPECT_NE(too_long.message().find("model: max_seq_length " +
+                                    std::to_string(long_inputs->config.max_positions() + 1) +
+                                    " is outside [1, "),
+            std::string::npos)
+      << too_long.ToString();
+  auto bad_eps = MakeModel({});
+  bad_eps->config.layer_norm_eps = -1.0f;
+  EXPECT_NE(CreateCpuEngine(bad_eps, {1}).status().message().find("layer_norm_eps"),
+            std::string::npos);
 }
 
 }  // namespace
