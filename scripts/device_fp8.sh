@@ -12,7 +12,10 @@
 #               suite's quick cases (QUICK=1, no sanitizers), then the bench, as far as what
 #               was carried allows (below); each step under `timeout` so the call ends inside
 #               the device tool's 10 minutes. With the trained-model test's data:
-#               `BUILD_DIR=... SLIM=1 FP8_DATA=1 bash scripts/pack_for_device.sh`
+#               `BUILD_DIR=... SLIM=1 FP8_DATA=1 bash scripts/pack_for_device.sh`; UNIT_FILTER
+#               (default CudaFp8*) and UNIT_SECONDS pick the unit tests; PROFILE=0 skips the
+#               per-operation profiles of BERT-base b128 in fp8 (fused quantization off and
+#               on: BERTRT_FUSED_FP8_QUANTIZATION) and fp16 after the bench.
 # Results and logs go to $OUT.
 set -uo pipefail
 source scripts/device_env.sh
@@ -39,7 +42,8 @@ case "${STEP:-tests}" in
     # A SLIM payload counts on the machine's own OpenSSL, zlib and libgomp.
     ldd .carry/bin/bertrt | grep "not found" && exit 1
     if [ -x .carry/bin/bertrt_tests ]; then
-      timeout 150 .carry/bin/bertrt_tests --gtest_filter='CudaFp8*' 2>&1 | tee "$OUT/fp8_unit.log" |
+      timeout "${UNIT_SECONDS:-150}" .carry/bin/bertrt_tests \
+        --gtest_filter="${UNIT_FILTER:-CudaFp8*}" 2>&1 | tee "$OUT/fp8_unit.log" |
         grep -E '^\[ *(FAILED|PASSED|OK) *\]|Failure|Which is'
       [ "${PIPESTATUS[0]}" = 0 ] || rc=1
     fi
@@ -54,6 +58,17 @@ case "${STEP:-tests}" in
     timeout "${BENCH_SECONDS:-240}" python3 bench/fp8_bench.py --bertrt .carry/bin/bertrt \
       --results bench/RESULTS.md ${FP8_BENCH_ARGS:-} 2>&1 | tee "$OUT/fp8_bench.log" || rc=1
     cp bench/RESULTS.md "$OUT/RESULTS.md"
+    # Where fp8's time goes against fp16's: BERT-base b128 s128, per operation.
+    if [ "${PROFILE:-1}" = 1 ]; then
+      for v in fp8 fp8_fused fp16; do
+        m=/tmp/bertrt-bench/bert-base-seqcls precision=$v
+        [ $v != fp16 ] && m=/tmp/bertrt-bench/bert-base.fp8.plan precision=fp8
+        BERTRT_FUSED_FP8_QUANTIZATION=$([ $v = fp8_fused ] && echo 1 || echo 0) timeout 60 \
+          .carry/bin/bertrt bench $m --device cuda --precision $precision --batch-size 128 \
+          --seq-len 128 --iterations 50 --profile > "$OUT/profile_$v.txt" 2>&1
+        grep -A14 '^per operation' "$OUT/profile_$v.txt"
+      done
+    fi
     exit "$rc"
     ;;
   *) echo "STEP must be tests, parity, bench or gate" >&2; exit 2 ;;

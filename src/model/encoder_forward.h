@@ -56,7 +56,7 @@ class EncoderForward {
   using Buf = typename Ops::Buf;
   using ConstBuf = typename Ops::ConstBuf;
   using Layer = typename Ops::Layer;
-  using Tail = ops::Tail<ConstBuf>;
+  using Tail = ops::Tail<ConstBuf, typename Ops::LinearWeights>;
 
   EncoderForward(const ModelConfig& config, const Weights<Ops>& weights, Ops& ops,
                  const ops::Batch& batch)
@@ -177,7 +177,7 @@ class EncoderForward {
       activated = b_.gated;
     } else {
       RETURN_IF_ERROR(ops_.Linear("gemm ffn_in", l.ffn_in, in, rows, b_.inter,
-                                  Tail::Activation(c_.hidden_act)));
+                                  Tail::Activation(c_.hidden_act, &l.ffn_out)));
     }
     return ops_.Linear("gemm ffn_out", l.ffn_out, activated, rows, out, Tail::Residual(residual));
   }

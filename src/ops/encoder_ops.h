@@ -19,7 +19,7 @@
 //   buffers  buffers(): the workspace's Buffers; At(buf, elements): the
 //            element that many past buf.
 //   encoder  EmbedLayerNorm, LayerNorm, Linear (bias, then an activation or a
-//            residual), Rotary, Attention, GatedActivation, GatherFirstTokens.
+//            residual: a Tail), Rotary, Attention, GatedActivation, GatherFirstTokens.
 //   heads    PoolSequences, ConvertToFloat, ConvertFromFloat, ActivateToFloat,
 //            LayerNormFloat, SmallLinear (from activations or fp32 rows),
 //            DenseActivation, L2Normalize, ZeroFloat, SpladePool; BeginHead and
@@ -52,13 +52,20 @@ struct Norm {
 
 // What a Linear applies to x W^T + b before it writes y: an activation, or
 // the residual [rows, out] added (never both: no layer has both).
-template <class ConstBuf>
+// `feeds`, with an activation: the one Linear that reads y next, where
+// nothing else reads y. A backend may then hand y to that Linear in its own
+// input form and leave y itself unfinished (the CUDA engine, where that
+// Linear is FP8: y's E4M3 at its input scale, made in the activation's pass).
+template <class ConstBuf, class LinearWeights = void>
 struct Tail {
   std::optional<HiddenAct> act;
   ConstBuf residual = nullptr;
+  const LinearWeights* feeds = nullptr;
 
-  static Tail Activation(HiddenAct a) { return {a, nullptr}; }
-  static Tail Residual(ConstBuf r) { return {std::nullopt, r}; }
+  static Tail Activation(HiddenAct a, const LinearWeights* feeds = nullptr) {
+    return {a, nullptr, feeds};
+  }
+  static Tail Residual(ConstBuf r) { return {std::nullopt, r, nullptr}; }
 };
 
 // The workspace of one forward, in the backend's memory. Compute precision
@@ -107,7 +114,8 @@ concept EncoderOps = requires(B& o, const B& co, typename B::Buf buf, typename B
   { B::kMaskedLmChunkTokens } -> std::convertible_to<int>;
   { o.EmbedLayerNorm(buf) } -> std::same_as<Status>;
   { o.LayerNorm(in, buf, n, norm) } -> std::same_as<Status>;
-  { o.Linear(name, linear, in, n, buf, Tail<typename B::ConstBuf>{}) } -> std::same_as<Status>;
+  { o.Linear(name, linear, in, n, buf, Tail<typename B::ConstBuf, typename B::LinearWeights>{}) }
+      -> std::same_as<Status>;
   { o.Rotary(buf, true) } -> std::same_as<Status>;
   { o.Attention(layer, n, in, buf) } -> std::same_as<Status>;  // layer, its index
   { o.GatedActivation(in, n, buf) } -> std::same_as<Status>;

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -55,6 +56,53 @@ TEST_F(CudaFp8GemmTest, QuantizeRoundsAsTheCpuEmulation) {
       ASSERT_EQ(q[i], FloatToE4M3(static_cast<float>(x.val[i]) * inverse))
           << PrecisionName(p) << " value " << x.val[i];
   }
+}
+
+// The vectorized pass without an activation rounds as QuantizeToE4M3, 16
+// bytes at a time and, off that alignment, one element at a time.
+TEST_F(CudaFp8GemmTest, VectorizedQuantizationRoundsAsTheCpuEmulation) {
+  std::mt19937 rng(5);
+  for (Precision p : {Precision::kFp16, Precision::kBf16})
+    for (size_t offset : {0, 1}) {
+      const Matrix x = Random(4099, 40.0f, p, rng);
+      DeviceBuffer dx(x.bits.size() * 2), dq(x.bits.size());
+      cudaMemcpy(dx.ptr, x.bits.data(), x.bits.size() * 2, cudaMemcpyHostToDevice);
+      const size_t n = x.bits.size() - offset;
+      ASSERT_TRUE(ActivateToE4M3(p, std::nullopt, static_cast<uint16_t*>(dx.ptr) + offset, 0.5f,
+                                 static_cast<uint8_t*>(dq.ptr) + offset, n, {nullptr, false})
+                      .ok());
+      std::vector<uint8_t> q(x.bits.size());
+      cudaMemcpy(q.data(), dq.ptr, q.size(), cudaMemcpyDeviceToHost);
+      for (size_t i = offset; i < q.size(); ++i)
+        ASSERT_EQ(q[i], FloatToE4M3(static_cast<float>(x.val[i]) * 2.0f))
+            << PrecisionName(p) << " offset " << offset << " element " << i;
+    }
+}
+
+// The activation's pass that also makes the next FP8 GEMM's input gives the
+// bytes of the activation kernel and the quantization after it.
+TEST_F(CudaFp8GemmTest, ActivateToE4M3IsTheActivationThenTheQuantization) {
+  for (Precision p : {Precision::kFp16, Precision::kBf16})
+    for (HiddenAct act : {HiddenAct::kGelu, HiddenAct::kGeluTanh, HiddenAct::kRelu}) {
+      std::mt19937 rng(11);
+      const Matrix x = Random(3 * 3072 + 5, 6.0f, p, rng);  // a tail past the 16-byte vectors
+      const size_t n = x.bits.size();
+      const float scale = 5.0f / 448.0f;
+      DeviceBuffer dx(n * 2), dq(n), fused(n);
+      cudaMemcpy(dx.ptr, x.bits.data(), n * 2, cudaMemcpyHostToDevice);
+      ASSERT_TRUE(ActivateToE4M3(p, act, dx.ptr, scale, fused.ptr, n, {nullptr, false}).ok());
+      ASSERT_TRUE(ActivationInPlace(p, act, dx.ptr, n, {nullptr, false}).ok());
+      ASSERT_TRUE(QuantizeToE4M3(p, dx.ptr, scale, dq.ptr, n, {nullptr, false}).ok());
+      std::vector<uint8_t> want(n), got(n);
+      cudaMemcpy(want.data(), dq.ptr, n, cudaMemcpyDeviceToHost);
+      cudaMemcpy(got.data(), fused.ptr, n, cudaMemcpyDeviceToHost);
+      ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+      size_t differ = 0;
+      for (size_t i = 0; i < n; ++i) differ += got[i] != want[i];
+      EXPECT_EQ(differ, 0u) << PrecisionName(p) << " activation " << static_cast<int>(act);
+      // And the activation ran: GELU and ReLU move negative inputs.
+      EXPECT_NE(got, std::vector<uint8_t>(n)) << "all zero";
+    }
 }
 
 TEST_F(CudaFp8GemmTest, LinearIsItsE4M3OperandsProduct) {

@@ -405,7 +405,8 @@ TYPED_TEST(OpsHarness, LinearWithEachTail) {
     // The reference reads the weights as the backend holds them.
     const std::vector<double> xw =
         test::RefLinear(x, rows, in, this->Rounded(host.w), this->Rounded(host.b), out);
-    using Tail = ops::Tail<typename TypeParam::Ops::ConstBuf>;
+    using Tail =
+        ops::Tail<typename TypeParam::Ops::ConstBuf, typename TypeParam::Ops::LinearWeights>;
     struct Case {
       const char* name;
       std::optional<HiddenAct> act;

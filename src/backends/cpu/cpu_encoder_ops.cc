@@ -99,7 +99,7 @@ Status EncoderOps::LayerNorm(const float* in, float* out, int rows, ops::Norm no
 }
 
 Status EncoderOps::Linear(const char* /*name*/, const cpu::Linear& w, const float* x, int rows,
-                          float* y, ops::Tail<const float*> tail) {
+                          float* y, ops::Tail<const float*, LinearWeights> tail) {
   const Epilogue e = tail.residual ? Epilogue::kResidual
                      : tail.act    ? EpilogueFor(*tail.act)
                                    : Epilogue::kNone;

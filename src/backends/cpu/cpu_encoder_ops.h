@@ -81,7 +81,7 @@ class EncoderOps {
   Status EmbedLayerNorm(float* out);
   Status LayerNorm(const float* in, float* out, int rows, ops::Norm norm);
   Status Linear(const char* name, const cpu::Linear& w, const float* x, int rows, float* y,
-                ops::Tail<const float*> tail);
+                ops::Tail<const float*, LinearWeights> tail);
   Status Rotary(float* qkv, bool local);
   Status Attention(const Layer& layer, int index, const float* qkv, float* ctx);
   Status GatedActivation(const float* in, int rows, float* out);
@@ -125,7 +125,7 @@ class ObservingOps : public EncoderOps {
       : EncoderOps(config, tables, batch, workspace, matmul, threads), see_(std::move(see)) {}
 
   Status Linear(const char* name, const cpu::Linear& w, const float* x, int rows, float* y,
-                ops::Tail<const float*> tail) {
+                ops::Tail<const float*, LinearWeights> tail) {
     see_(w, x, size_t(rows) * w.in());
     return EncoderOps::Linear(name, w, x, rows, y, tail);
   }

@@ -62,7 +62,7 @@ class EncoderOps {
   Status EmbedLayerNorm(void* out);
   Status LayerNorm(const void* in, void* out, int rows, ops::Norm norm);
   Status Linear(const char* name, const DeviceLinear& w, const void* x, int rows, void* y,
-                ops::Tail<const void*> tail);
+                ops::Tail<const void*, DeviceLinear> tail);
   // Linear over outputs [first, first + count) of `w` alone.
   Status LinearOutputs(const char* name, const DeviceLinear& w, int first, int count, const void* x,
                        int rows, void* y);
@@ -115,6 +115,12 @@ class EncoderOps {
   const int t_, n_, h_;
   const size_t e_;  // bytes of one activation or weight element
   void* const fp8_input_;  // the workspace's E4M3 GEMM input (fp8 engines)
+  // What fp8_input_ holds when a Linear handed its output over (Tail::feeds):
+  // the E4M3 of `of` for `linear`.
+  struct {
+    const void* of = nullptr;
+    const DeviceLinear* linear = nullptr;
+  } fp8_image_;
   bool in_head_ = false;
 };
 

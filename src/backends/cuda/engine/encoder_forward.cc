@@ -89,13 +89,26 @@ Status EncoderOps::LayerNorm(const void* in, void* out, int rows, ops::Norm norm
 // y = x W^T + b, then the activation (in the GEMM's epilogue where it can
 // be, else a kernel after it) or + residual. FLOPs counted 2 per multiply-add.
 Status EncoderOps::Linear(const char* name, const DeviceLinear& w, const void* x, int rows, void* y,
-                          ops::Tail<const void*> tail) {
-  const Epilogue epilogue = tail.act ? ActivationEpilogue(*tail.act, c_.options) : Epilogue::kBias;
+                          ops::Tail<const void*, DeviceLinear> tail) {
+  Epilogue epilogue = tail.act ? ActivationEpilogue(*tail.act, c_.options) : Epilogue::kBias;
+  // An erf GELU (a pass of its own after the GEMM) whose output only an FP8
+  // Linear reads (Tail::feeds): that Linear's E4M3 input is made from y in
+  // the GELU's pass, and y is left before the GELU, instead of a GELU pass
+  // over y and a quantization pass over it again.
+  const bool fused = c_.tuning.fused_fp8_quantization;
+  const bool hand_over =
+      fused && epilogue == Epilogue::kBiasGelu && tail.feeds && tail.feeds->w8 && fp8_input_;
+  if (hand_over) epilogue = Epilogue::kBias;
   if (w.w8) {
-    // fp8: the input onto E4M3 with its calibrated scale, then the FP8 GEMM.
+    // fp8: the input onto E4M3 with its calibrated scale (unless the Linear
+    // before made it), then the FP8 GEMM.
     if (!fp8_input_) return Internal("cuda engine: an fp8 Linear without room for its input");
-    RETURN_IF_ERROR(
-        QuantizeToE4M3(p_, x, w.input_scale, fp8_input_, size_t(rows) * w.in, kernels_));
+    const size_t n = size_t(rows) * w.in;
+    if (fp8_image_.of != x || fp8_image_.linear != &w)
+      RETURN_IF_ERROR(fused ? ActivateToE4M3(p_, std::nullopt, x, w.input_scale, fp8_input_, n,
+                                             kernels_)
+                            : QuantizeToE4M3(p_, x, w.input_scale, fp8_input_, n, kernels_));
+    fp8_image_ = {};
     RETURN_IF_ERROR(c_.linear.RunFp8(fp8_input_, rows, w.in, w.w8, w.input_scale * w.weight_scale,
                                      w.b, w.out, epilogue, tail.residual, y, stream_));
   } else {
@@ -103,6 +116,12 @@ Status EncoderOps::Linear(const char* name, const DeviceLinear& w, const void* x
         c_.linear.Run(x, rows, w.in, w.w, w.b, w.out, epilogue, tail.residual, y, stream_));
   }
   RETURN_IF_ERROR(Stamp(name, 2.0 * rows * w.in * w.out));
+  if (hand_over) {
+    RETURN_IF_ERROR(ActivateToE4M3(p_, tail.act, y, tail.feeds->input_scale, fp8_input_,
+                                   size_t(rows) * w.out, kernels_));
+    fp8_image_ = {y, tail.feeds};
+    return Stamp("activation", 0);
+  }
   if (!tail.act || epilogue != Epilogue::kBias) return Status::Ok();
   RETURN_IF_ERROR(ActivationInPlace(p_, *tail.act, y, size_t(rows) * w.out, kernels_));
   return Stamp("activation", 0);

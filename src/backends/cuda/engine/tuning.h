@@ -59,9 +59,16 @@ struct Tuning {
   // (FirstQueryAttention) instead of for every query with the rest
   // discarded (BERTRT_FIRST_QUERY_ATTENTION=0).
   bool first_query_attention = true;
+  // fp8 engines: each FP8 GEMM's input is made by the vectorized pass
+  // (ActivateToE4M3), and an erf GELU whose output only an FP8 Linear reads
+  // makes that Linear's E4M3 input in its own pass (Tail::feeds) instead of
+  // a GELU pass and a quantization pass after it; the same bytes either way.
+  // Off until measured on a GPU (BERTRT_FUSED_FP8_QUANTIZATION=1 turns it on).
+  bool fused_fp8_quantization = false;
 
   // The switches as the BERTRT_* variables set them: each on unless its
-  // variable is 0 (time_gemms: off unless BERTRT_GEMM_TUNING is 1).
+  // variable is 0 (time_gemms and fused_fp8_quantization: off unless
+  // BERTRT_GEMM_TUNING or BERTRT_FUSED_FP8_QUANTIZATION is 1).
   static Tuning FromEnvironment();
 };
 

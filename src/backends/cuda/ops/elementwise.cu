@@ -200,6 +200,55 @@ __global__ void QuantizeE4M3Kernel(const T* in, float inverse_scale, __nv_fp8_st
     out[i] = __nv_cvt_float_to_fp8(ToFloat(in[i]) * inverse_scale, __NV_SATFINITE, __NV_E4M3);
 }
 
+// QuantizeE4M3Kernel 16 bytes of x at a time where in and out are aligned
+// for it (kVectors), else one element at a time; kActivate: act(x) first,
+// rounded to T as ActivationKernel writes it, so that the one pass gives the
+// bytes the activation kernel and the quantization would give in two.
+template <typename T, bool kActivate, HiddenAct kAct, bool kVectors>
+__global__ void ToE4M3Kernel(const T* in, float inverse_scale, __nv_fp8_storage_t* out,
+                             size_t n) {
+  AfterPreviousKernel();
+  auto convert = [&](T v) {
+    float f = ToFloat(v);
+    if constexpr (kActivate) f = ToFloat(FromFloat<T>(Activate<kAct>(f)));
+    return __nv_cvt_float_to_fp8(f * inverse_scale, __NV_SATFINITE, __NV_E4M3);
+  };
+  constexpr int kSize = Vec16<T>::kSize;
+  struct alignas(kSize) Bytes {
+    __nv_fp8_storage_t b[kSize];
+  };
+  const size_t stride = size_t{gridDim.x} * blockDim.x;
+  const size_t first = blockIdx.x * size_t{blockDim.x} + threadIdx.x;
+  size_t done = 0;
+  if constexpr (kVectors) {
+    const size_t vecs = n / kSize;
+    for (size_t i = first; i < vecs; i += stride) {
+      const Vec16<T> v = reinterpret_cast<const Vec16<T>*>(in)[i];
+      Bytes b;
+#pragma unroll
+      for (int j = 0; j < kSize; ++j) b.b[j] = convert(v.v[j]);
+      reinterpret_cast<Bytes*>(out)[i] = b;
+    }
+    done = vecs * kSize;
+  }
+  for (size_t i = done + first; i < n; i += stride) out[i] = convert(in[i]);
+}
+
+template <typename T, bool kActivate, HiddenAct kAct>
+void LaunchToE4M3(const T* in, float inverse_scale, __nv_fp8_storage_t* out, size_t n,
+                  Stream stream) {
+  constexpr int kSize = Vec16<T>::kSize;
+  const bool vectors = reinterpret_cast<uintptr_t>(in) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(out) % kSize == 0;
+  if (vectors) {
+    Launch(ToE4M3Kernel<T, kActivate, kAct, true>, BlocksFor((n + kSize - 1) / kSize), kThreads,
+           0, stream, in, inverse_scale, out, n);
+  } else {
+    Launch(ToE4M3Kernel<T, kActivate, kAct, false>, BlocksFor(n), kThreads, 0, stream, in,
+           inverse_scale, out, n);
+  }
+}
+
 // One thread reads the GPU's global nanosecond timer, which every
 // multiprocessor shares (SM clocks are per multiprocessor and throttle).
 __global__ void StampKernel(uint64_t* slot) {
@@ -299,6 +348,30 @@ Status QuantizeToE4M3(Precision p, const void* in, float scale, void* out, size_
                                       static_cast<const T*>(in), inverse,
                                       static_cast<__nv_fp8_storage_t*>(out), n));
   CUDA_RETURN_IF_LAUNCH_FAILED("fp8 quantization kernel");
+  return Status::Ok();
+}
+
+Status ActivateToE4M3(Precision p, std::optional<HiddenAct> act, const void* in, float scale,
+                      void* out, size_t n, Stream stream) {
+  if (n == 0) return Status::Ok();
+  if (!(scale > 0.0f)) return InvalidArgument("fp8 quantization: the scale must be positive");
+  // (As the CPU's emulation: a multiplication by the reciprocal.)
+  const float inverse = 1.0f / scale;
+  auto* bytes = static_cast<__nv_fp8_storage_t*>(out);
+  BERTRT_DISPATCH_PRECISION(p, {
+    const T* x = static_cast<const T*>(in);
+    if (!act) {
+      LaunchToE4M3<T, false, HiddenAct::kRelu>(x, inverse, bytes, n, stream);  // (act unused)
+    } else if (*act == HiddenAct::kGelu) {
+      LaunchToE4M3<T, true, HiddenAct::kGelu>(x, inverse, bytes, n, stream);
+    } else if (*act == HiddenAct::kGeluTanh) {
+      LaunchToE4M3<T, true, HiddenAct::kGeluTanh>(x, inverse, bytes, n, stream);
+    } else {
+      LaunchToE4M3<T, true, HiddenAct::kRelu>(x, inverse, bytes, n, stream);
+    }
+  });
+  CUDA_RETURN_IF_LAUNCH_FAILED(act ? "activation and fp8 quantization kernel"
+                                   : "fp8 quantization kernel");
   return Status::Ok();
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "backends/cuda/ops/launch.h"
 #include "bertrt/model.h"
@@ -44,6 +45,13 @@ Status ConvertToFloat(Precision p, const void* in, float* out, size_t n, Stream 
 // saturating at +-448: an FP8 GEMM's input (LtGemm::LinearFp8).
 Status QuantizeToE4M3(Precision p, const void* in, float scale, void* out, size_t n,
                       Stream stream);
+// out[i] = E4M3(act(in[i]) / scale), act(in[i]) rounded to the engine's
+// precision first: QuantizeToE4M3 of what ActivationInPlace would leave, in
+// one pass (an FP8 GEMM's input straight from the activation before it),
+// 16 bytes of `in` at a time where it is 16-byte aligned. No act: the same
+// bytes as QuantizeToE4M3. (Tuning::fused_fp8_quantization: its A/B.)
+Status ActivateToE4M3(Precision p, std::optional<HiddenAct> act, const void* in, float scale,
+                      void* out, size_t n, Stream stream);
 
 // The compute capability this build's kernels run as on the current GPU
 // (90 for sm_90): the GPU's own where the build has code for it, lower where
