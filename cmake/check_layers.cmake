@@ -18,9 +18,13 @@ set(allowed_builder "core;model;ops;checkpoint;importer;families")
 set(allowed_serving "core;tokenizer;model;ops;backends;scheduler")
 set(allowed_server "core;serving")
 set(allowed_loadgen "core")
-# Libraries a layer must not include directly: the serving core knows no
-# HTTP, JSON or protobuf (its front ends translate).
+# Headers a layer must not include directly: the serving core knows no
+# HTTP, JSON or protobuf (its front ends translate); below the builder, no one
+# reads or writes plans (the public plan.h is the builder's).
 set(forbidden_serving "nlohmann/;google/protobuf/;boost/;grpc;grpcpp/;nghttp2/")
+set(forbidden_checkpoint "bertrt/plan.h")
+set(forbidden_families "bertrt/plan.h")
+set(forbidden_importer "bertrt/plan.h")
 
 if(NOT SRC_DIR)
   message(FATAL_ERROR "check_layers: pass -DSRC_DIR=<the src/ folder>")
@@ -40,7 +44,7 @@ foreach(layer ${layers})
        "${SRC_DIR}/${layer}/*.cu" "${SRC_DIR}/${layer}/*.cuh")
   foreach(source ${sources})
     foreach(library ${forbidden_${layer}})
-      file(STRINGS "${source}" uses REGEX "^[ \t]*#[ \t]*include[ \t]*<${library}")
+      file(STRINGS "${source}" uses REGEX "^[ \t]*#[ \t]*include[ \t]*[<\"]${library}")
       foreach(line ${uses})
         file(RELATIVE_PATH where "${SRC_DIR}/.." "${source}")
         string(STRIP "${line}" line)

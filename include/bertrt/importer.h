@@ -41,7 +41,8 @@ StatusOr<ModelSource> ResolveModelSource(const std::string& path);
 StatusOr<std::shared_ptr<Model>> LoadHfModel(const std::string& path,
                                              const ImportOptions& options = {});
 
-// A model plus its tokenizer: what every command needs.
+// A model plus its tokenizer: what every command needs, from a model
+// directory (as above) or a plan file (src/builder/ defines it).
 struct LoadedModel {
   std::shared_ptr<Model> model;
   std::shared_ptr<Tokenizer> tokenizer;

@@ -1,5 +1,8 @@
-// Kept apart from importer.cc so that code needing only the model does not
-// pull the tokenizer into its link.
+// Declared with the importer (bertrt/importer.h), defined here with the plan
+// reader: it takes a plan file as well as a model directory, and the builder
+// is the layer above both (the importer calls nothing of the builder's).
+// Kept apart from the plan reader so that code needing only plans does not
+// pull the tokenizer directory reading into its link.
 #include "bertrt/importer.h"
 #include "bertrt/plan.h"
 #include "importer/hf_config.h"
