@@ -564,6 +564,24 @@ def test_slow_and_vanishing_clients_do_not_hold_up_others(bertrt_bin):
         s.stop()
 
 
+def test_every_exported_metric_is_in_the_readme(servers):
+    """Each metric family /metrics types is named in README's metrics table (a row's name,
+    or a `prefix_*` row), so that an operator reading the table finds every one."""
+    import re
+    from conftest import ROOT
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("### Metrics"):readme.index("### Tokenizers")]
+    names = set(re.findall(r"`([a-z_]+)(?:\{[^}]*\})?`", table))
+    prefixes = re.findall(r"`([a-z_]+)\*`", table)
+    s = servers("seq_cls")
+    assert s.post("/v2/models/seq_cls/infer", {"inputs": [
+        {"name": "text", "datatype": "BYTES", "shape": [1], "data": ["a"]}]}).status_code == 200
+    exported = re.findall(r"^# TYPE (\S+) ", requests.get(s.url + "/metrics").text, re.M)
+    assert len(exported) > 30, exported
+    missing = [n for n in exported if n not in names and not any(n.startswith(p) for p in prefixes)]
+    assert not missing, f"exported but not in README's metrics table: {missing}"
+
+
 def test_metrics_read_by_the_prometheus_client_parser(servers):
     """/metrics as Prometheus scrapes it, read by the official client's parser:
     every family typed, each histogram whole (cumulative buckets up to +Inf,

@@ -434,6 +434,36 @@ def test_cohere_and_jina_rerank_with_the_cohere_client(started, reranker):
         assert r.status_code == 422 and r.json()["error_type"] == "Validation", r.text
 
 
+def test_infinity_client_rerank(started, reranker):
+    """Infinity's own client (infinity_client from PyPI) posts {query, documents} to /rerank:
+    it gets TEI's /rerank scores best first in Infinity's answer (results, model, usage), cut
+    to top_n, documents when asked; TEI's body on the same path answers as before."""
+    from infinity_client import Client
+    from infinity_client.api.default import rerank
+    from infinity_client.models import RerankInput
+    s = started("reranker")
+    docs = ["first passage", "second one here", "third", "a fourth, much longer passage " * 200]
+    want = ok(s, "/rerank", {"query": "query", "texts": docs, "truncate": True})
+    got = rerank.sync(client=Client(base_url=s.url),
+                      body=RerankInput(query="query", documents=docs, top_n=3,
+                                       return_documents=True))
+    assert [(r.index, r.relevance_score) for r in got.results] == \
+        [(w["index"], w["score"]) for w in want[:3]]
+    assert [r.document for r in got.results] == [docs[w["index"]] for w in want[:3]]
+    assert got.model == "reranker" and got.usage.prompt_tokens > 0
+    # (Infinity's body is not in TEI's API document: plain requests.)
+    raw = s.post("/rerank", {"query": "query", "documents": docs[:2], "raw_scores": True}).json()
+    want_raw = ok(s, "/rerank", {"query": "query", "texts": docs[:2], "raw_scores": True})
+    assert [(r["index"], r["relevance_score"], r["document"]) for r in raw["results"]] == \
+        [(w["index"], w["score"], None) for w in want_raw]
+    for body in ({"query": "q", "documents": "a"}, {"query": "q", "documents": [3]},
+                 {"query": "q", "documents": ["a"], "top_n": 0}):
+        r = s.post("/rerank", body)
+        assert r.status_code == 422 and r.json()["error_type"] == "Validation", r.text
+    r = s.post("/rerank", {"query": "q", "documents": []})
+    assert r.status_code == 400 and r.json()["error_type"] == "Empty", r.text
+
+
 # --- Families beyond BERT, served -----------------------------------------------------
 
 def golden_inputs(model):

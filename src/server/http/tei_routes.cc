@@ -459,6 +459,21 @@ Result<json> Predict(const Call& c) {
   return batch ? all : all[0];
 }
 
+// An answer as Infinity's API gives one: `payload` under `key`, with the
+// object's kind, the model, the request's tokens as usage, an id and the time.
+json InfinityAnswer(const Call& c, const std::string& object, const char* key, json payload) {
+  const int tokens = c.infer.tokens();
+  static std::atomic<uint64_t> next_id{0};
+  return json{{"object", object},
+              {key, std::move(payload)},
+              {"model", c.model().name()},
+              {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}},
+              {"id", object + "-" + std::to_string(next_id.fetch_add(1))},
+              {"created", std::chrono::duration_cast<std::chrono::seconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count()}};
+}
+
 // Infinity's /classify: {"input": [texts], "raw_scores", "model"} answered as
 // Infinity does, each text's labels best first (as /predict's), with usage.
 Result<json> InfinityClassify(const Call& c) {
@@ -477,16 +492,7 @@ Result<json> InfinityClassify(const Call& c) {
   EncodeOptions o;
   o.truncate_field = false;
   ASSIGN_OR_RETURN(json all, Classify(c, inputs, o, raw));
-  const int tokens = c.infer.tokens();
-  static std::atomic<uint64_t> next_id{0};
-  return json{{"object", "classify"},
-              {"data", std::move(all)},
-              {"model", c.model().name()},
-              {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}},
-              {"id", "classify-" + std::to_string(next_id.fetch_add(1))},
-              {"created", std::chrono::duration_cast<std::chrono::seconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count()}};
+  return InfinityAnswer(c, "classify", "data", std::move(all));
 }
 
 // TEI's /rerank: {"query", "texts", "raw_scores", "return_text", "truncate"}
@@ -520,6 +526,15 @@ Result<json> Rerank(const Call& c) {
   return out;
 }
 
+// A rerank body's "top_n": how many results at most (absent or null: all).
+Result<std::optional<size_t>> TopN(const json& body) {
+  auto n = body.find("top_n");
+  if (n == body.end() || n->is_null()) return std::optional<size_t>();
+  if (!n->is_number_integer() || n->get<int64_t>() < 1)
+    return Validation("`top_n` should be a positive integer", "top_n");
+  return std::optional<size_t>(std::min<int64_t>(n->get<int64_t>(), INT32_MAX));
+}
+
 // Cohere's and Jina's rerank (`POST /v1/rerank`, `/v2/rerank`): {"query",
 // "documents": [str | {"text": str}], "top_n", "return_documents"} ->
 // {"id", "results": [{"index", "relevance_score", "document"?}], "meta"},
@@ -539,12 +554,7 @@ Result<json> CohereRerank(const Call& c) {
       return Validation("\"documents\" must hold strings or {\"text\": str} objects", "documents");
     texts.push_back(*text);
   }
-  std::optional<size_t> top_n;
-  if (auto n = body.find("top_n"); n != body.end() && !n->is_null()) {
-    if (!n->is_number_integer() || n->get<int64_t>() < 1)
-      return Validation("`top_n` should be a positive integer", "top_n");
-    top_n = static_cast<size_t>(std::min<int64_t>(n->get<int64_t>(), INT32_MAX));
-  }
+  ASSIGN_OR_RETURN(std::optional<size_t> top_n, TopN(body));
   ASSIGN_OR_RETURN(bool return_documents, Bool(body, "return_documents", false));
   const json tei_body{{"query", body.value("query", json())}, {"texts", texts}, {"truncate", true}};
   ASSIGN_OR_RETURN(json ranked, Rerank(Call{c.server, tei_body, c.req, c.infer}));
@@ -559,6 +569,41 @@ Result<json> CohereRerank(const Call& c) {
   return json{{"id", "rerank-" + std::to_string(next_id.fetch_add(1))},
               {"results", std::move(results)},
               {"meta", {{"billed_units", {{"search_units", 1}}}}}};
+}
+
+// Infinity's rerank, on TEI's path: {"query", "documents": [str], "top_n",
+// "return_documents", "raw_scores", "model"} -> {"object": "rerank",
+// "results": [{"relevance_score", "index", "document"}], "model", "usage",
+// ...}, best first; the scores are /rerank's (raw_scores as there).
+Result<json> InfinityRerank(const Call& c) {
+  const json& body = c.body;
+  auto docs = body.find("documents");
+  if (docs == body.end() || !docs->is_array())
+    return Validation("expected {\"query\": str, \"documents\": [str, ...]}: \"documents\" "
+                      "must be a list",
+                      "documents");
+  if (docs->empty()) return Empty("`documents` cannot be empty", "documents");
+  for (const json& d : *docs)
+    if (!d.is_string()) return Validation("\"documents\" must hold strings", "documents");
+  ASSIGN_OR_RETURN(std::optional<size_t> top_n, TopN(body));
+  ASSIGN_OR_RETURN(bool return_documents, Bool(body, "return_documents", false));
+  json tei_body{{"query", body.value("query", json())}, {"texts", *docs}, {"truncate", true}};
+  if (body.contains("raw_scores")) tei_body["raw_scores"] = body["raw_scores"];
+  ASSIGN_OR_RETURN(json ranked, Rerank(Call{c.server, tei_body, c.req, c.infer}));
+  json results = json::array();
+  for (json& r : ranked) {
+    if (top_n && results.size() == *top_n) break;
+    const size_t index = r["index"].get<size_t>();
+    results.push_back({{"relevance_score", r["score"]},
+                       {"index", index},
+                       {"document", return_documents ? (*docs)[index] : json()}});
+  }
+  return InfinityAnswer(c, "rerank", "results", std::move(results));
+}
+
+// POST /rerank: TEI's body ("texts"), or Infinity's ("documents" alone).
+Result<json> TeiOrInfinityRerank(const Call& c) {
+  return c.body.contains("documents") && !c.body.contains("texts") ? InfinityRerank(c) : Rerank(c);
 }
 
 // --- Tokenizer routes -------------------------------------------------------------
@@ -946,7 +991,7 @@ void HttpServer::AddTeiRoutes() {
   post("/embed_all", EmbedAll);
   post("/embed_sparse", EmbedSparse);
   post("/predict", Predict);
-  post("/rerank", Rerank);
+  post("/rerank", TeiOrInfinityRerank, false, true);
   post("/v1/rerank", CohereRerank, false, true);
   post("/v2/rerank", CohereRerank, false, true);
   post("/classify", InfinityClassify, false, true);
