@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "bertrt/status.h"
 
@@ -51,6 +52,8 @@ struct InferenceRecord {
   double parse_seconds = 0;
   // The batcher returned its result: queue_seconds and infer_seconds are its.
   bool computed = false;
+  // Each sequence's tokens, as the request gave them to the batcher.
+  std::vector<int> input_tokens;
 };
 
 // Triton's failure reason for a request that failed with `code`.

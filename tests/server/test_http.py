@@ -612,6 +612,9 @@ def test_metrics_read_by_the_prometheus_client_parser(servers):
     failed = family("bertrt_request_failure_total", "counter")
     assert value(failed, "bertrt_request_failure_total", endpoint="kserve_infer", error="validation") >= 1
     family("bertrt_inflight_requests", "gauge")
+    # TEI's input lengths: one observation per input that reached the batcher.
+    lengths = family("te_request_input_length", "histogram")
+    assert value(lengths, "te_request_input_length_count", model="seq_cls") >= 3
     family("bertrt_instance_batches_total", "counter")
     # TEI's names for the same traffic: its counters (written without _total, which the
     # parser adds to the samples) and failures by class.

@@ -215,6 +215,7 @@ void Metrics::ObserveInference(const std::string& model, const InferenceRecord& 
   std::lock_guard lock(mu_);
   PerModel& m = Model(model);
   m.request.Observe(r.request_seconds);
+  for (int tokens : r.input_tokens) m.input_tokens.Observe(tokens);
   if (r.computed) {
     m.queue.Observe(r.queue_seconds);
     m.compute.Observe(r.infer_seconds);
@@ -289,7 +290,9 @@ std::string Metrics::RenderCounters() const {
       {"te_request_duration", "Successful inference requests, arrival to answer (TEI's name).",
        &PerModel::te_request},
       {"te_batch_next_size", "Sequences per engine batch (TEI's name).", &PerModel::batch_size},
-      {"te_batch_next_tokens", "Tokens per engine batch (TEI's name).", &PerModel::batch_tokens}};
+      {"te_batch_next_tokens", "Tokens per engine batch (TEI's name).", &PerModel::batch_tokens},
+      {"te_request_input_length", "Tokens of each input given to the batcher (TEI's name).",
+       &PerModel::input_tokens}};
   for (const auto& [name, help, member] : hists) {
     Header(out, name, "histogram", help);
     for (const auto& [model, m] : models_)

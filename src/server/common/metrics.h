@@ -102,6 +102,10 @@ class Metrics : public serving::MetricsSink {
     Histogram compute{{1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}};
     Histogram batch_size{{1, 2, 4, 8, 16, 32, 64, 128, 256}};
     Histogram batch_tokens{{16, 64, 256, 1024, 4096, 16384, 65536}};
+    // TEI's te_request_input_length: each input's tokens, in its buckets
+    // (powers of two).
+    Histogram input_tokens{{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192,
+                            16384, 32768}};
   };
   PerModel& Model(const std::string& model);
 
