@@ -44,6 +44,20 @@ def test_a_hub_id_as_model_says_to_download_it(bertrt_bin):
     assert "hf download BAAI/bge-small-en-v1.5 --local-dir models/bge-small-en-v1.5" in proc.stderr
 
 
+@pytest.mark.parametrize("command", ["run", "tokenize", "inspect", "bench"])
+def test_every_command_words_a_bad_model_path_alike(bertrt_bin, command):
+    """A missing path and a file that is no model get the same one-line error from every
+    command that reads a model, and exit 3 (a model error)."""
+    for path, words in (("/no/such/model", "error: /no/such/model: no such file or directory"),
+                        (str(ROOT / "README.md"), "README.md is a file, not a model: expected a "
+                         "Hugging Face model folder, a plan file")):
+        proc = subprocess.run([bertrt_bin, command, path], input="hello\n", capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 3, (command, path, proc.returncode, proc.stderr)
+        assert words in proc.stderr, (command, proc.stderr)
+        assert proc.stderr.startswith("error: "), (command, proc.stderr)
+
+
 def test_plain_text_piped_into_run_gets_the_hint_once(bertrt_bin, default_model):
     code, out, _ = run_jsonl(bertrt_bin, ["run", default_model], ["hello world", "second text"], check_exit=1)
     assert out[0]["error"].endswith("if INPUT holds one text per line, add --input-format text")

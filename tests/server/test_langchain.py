@@ -147,6 +147,27 @@ def test_wrappers_on_the_bare_routes(single, langchain):
         assert "batch size 17" in error(answer, 413) and "16" in answer["error"]["message"]
 
 
+def test_openai_wrapper_with_its_default_chunk_size(bertrt_bin, default_model, langchain):
+    """OpenAIEmbeddings as LangChain makes it, its chunk_size left at 1,000 texts a request,
+    against `bertrt serve` with its own defaults (the per-request cap 2,048): 1,100 texts go
+    as two requests and come back in order, as /embed embeds them."""
+    s = Server(bertrt_bin, [default_model], grpc=False)
+    try:
+        name = os.path.basename(default_model.rstrip("/"))
+        texts = [f"passage {i}: " + "word " * (i % 7) for i in range(1100)]
+        done = f'bertrt_request_success_total{{model="{name}",endpoint="/v1/embeddings"}}'
+        before = s.metric(done)
+        [answer] = langchain([call(openai(s.url + "/v1"), "embed_documents", texts)])
+        assert s.metric(done) - before == 2
+        got = vectors(answer)
+        assert len(got) == len(texts)
+        for at in (0, 999, 1000, 1099):
+            want = requests.post(s.url + "/embed", json={"inputs": texts[at]}, timeout=60).json()
+            assert close([got[at]], want)
+    finally:
+        s.stop()
+
+
 def test_wrappers_under_models_name_with_an_api_key(bertrt_bin, tmp_path, langchain):
     """A repository of two models: a wrapper's base URL (/models/{name}) picks one, the bare
     routes serve --default-model, OpenAIEmbeddings' `model` picks one on the bare route;
