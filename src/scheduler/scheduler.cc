@@ -41,9 +41,12 @@ InferResult Slice(const BatchOutputs& all, const RaggedBatch& batch, int first, 
 }
 
 // A split request's result: its parts' outputs (each its sequences in
-// order) joined in part order. Queue and compute times add up: the request
-// spent them all.
-InferResult Join(std::vector<InferResult>& parts) {
+// order) joined in part order. Its compute time is its parts' (the engine
+// spent them all on it); its queue time the rest of its `seconds` in the
+// scheduler. (A part is queued once the one before it is taken, so it waits
+// while that one computes: its own queue time overlaps the compute before it,
+// and the parts' queue times do not add up to the request's.)
+InferResult Join(std::vector<InferResult>& parts, double seconds) {
   InferResult r = std::move(parts.front());
   for (size_t i = 1; i < parts.size(); ++i) {
     InferResult& part = parts[i];
@@ -55,10 +58,10 @@ InferResult Join(std::vector<InferResult>& parts) {
       const std::vector<float>& more = part.outputs.outputs[o].data;
       data.insert(data.end(), more.begin(), more.end());
     }
-    r.queue_seconds += part.queue_seconds;
     r.compute_seconds += part.compute_seconds;
     r.batch_requests = std::max(r.batch_requests, part.batch_requests);
   }
+  r.queue_seconds = std::max(0.0, seconds - r.compute_seconds);
   return r;
 }
 
@@ -163,7 +166,7 @@ void Scheduler::Finish(const Pending& p, StatusOr<InferResult> result) {
   job.results[p.part] = std::move(*result);
   if (--job.remaining > 0) return;
   job.finished = true;
-  job.promise.set_value(Join(job.results));
+  job.promise.set_value(Join(job.results, Seconds(Clock::now() - job.submitted)));
 }
 
 std::future<StatusOr<InferResult>> Scheduler::Submit(InferRequest request) {
@@ -176,6 +179,7 @@ std::future<StatusOr<InferResult>> Scheduler::Submit(InferRequest request) {
   if (Status st = ValidateBatch(check, config()); !st.ok()) return Ready(st);
 
   auto job = std::make_shared<Job>();
+  job->submitted = Clock::now();
   job->cuts = PartCuts(request);
   job->request = std::move(request);
   job->remaining = job->parts();

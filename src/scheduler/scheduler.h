@@ -139,6 +139,7 @@ class Scheduler {
     std::mutex mu;                      // guards results and remaining
     std::vector<InferResult> results;   // by part
     int remaining = 0;                  // parts not yet computed
+    Clock::time_point submitted;        // when its first part was queued
     int parts() const { return static_cast<int>(cuts.size()) - 1; }
   };
   // One part of a job in the queue or in a batch.

@@ -262,6 +262,24 @@ TEST_F(SchedulerTest, ARequestLargerThanABatchRunsInPartsAndGetsItsWholeOutputs)
   }
 }
 
+// A split request's queue and compute times are its own time in the
+// scheduler, parted: each part is queued once the one before is taken and
+// waits while it computes, so the parts' queue times overlap their computes
+// (summed, the stages came to about twice the request's time).
+TEST_F(SchedulerTest, ASplitRequestsStagesAddUpToItsTime) {
+  SchedulerOptions options;
+  options.max_batch_size = 1;
+  options.max_client_batch_size = 6;
+  auto scheduler = Make(options, std::chrono::milliseconds(20));  // 20 ms a part at least
+  const auto start = std::chrono::steady_clock::now();
+  auto result = scheduler->Infer(Request(Texts(6)));
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_GE(result->compute_seconds, 6 * 0.020);
+  EXPECT_GE(result->queue_seconds, 0.0);
+  EXPECT_LE(result->queue_seconds + result->compute_seconds, wall);
+}
+
 TEST_F(SchedulerTest, ASmallRequestDoesNotWaitForAllOfALargeOne) {
   SchedulerOptions options;
   options.max_batch_size = 1;
