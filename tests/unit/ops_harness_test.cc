@@ -322,9 +322,10 @@ ModelConfig SmallConfig() {
   return c;
 }
 
-RaggedBatch SmallBatch(std::mt19937* rng, int vocab) {
+RaggedBatch SmallBatch(std::mt19937* rng, int vocab,
+                       const std::vector<int>& lengths = {1, 2, 7, 64}) {
   RaggedBatch b;
-  for (int len : {1, 2, 7, 64}) {
+  for (int len : lengths) {
     std::vector<int32_t> ids(len), types(len);
     for (int i = 0; i < len; ++i) ids[i] = (*rng)() % vocab, types[i] = i >= len / 2;
     b.Add(ids, types);
@@ -341,9 +342,9 @@ class OpsHarness : public ::testing::Test {
   }
   // Starts the backend's ops on the small batch in precision p.
   void Start(Precision p, const ModelConfig& config = SmallConfig(),
-             const HostTables& tables = {}) {
+             const HostTables& tables = {}, const std::vector<int>& lengths = {1, 2, 7, 64}) {
     config_ = config;
-    batch_ = SmallBatch(&rng_, config.vocab_size);
+    batch_ = SmallBatch(&rng_, config.vocab_size, lengths);
     tables_ = tables;
     harness_.Start(config_, batch_, tables_, p);
   }
@@ -507,6 +508,31 @@ TYPED_TEST(OpsHarness, AttentionPlainBiasedAndWindowed) {
       EXPECT_LT(NormRelErr(hr.Read(ctx, want.size()), want), Bound(p, 8))
           << PrecisionName(p) << " " << k.name;
     }
+  }
+}
+
+// BERT's head size (64) over a batch large enough that the CUDA engine's
+// own choice (AttentionKernel::kAuto) is the wgmma kernel fed by TMA on an
+// sm_90 GPU (the small batch above takes mma.sync): sequences of 1 to 300.
+TYPED_TEST(OpsHarness, AttentionAtBertsHeadSizeOverLongSequences) {
+  for (Precision p : TypeParam::Precisions()) {
+    ModelConfig c = SmallConfig();
+    c.hidden_size = 768;
+    c.num_heads = 12;
+    c.max_position_embeddings = 512;
+    this->Start(p, c, {}, {1, 37, 200, 300});
+    auto& hr = this->harness_;
+    const int h = c.hidden_size;
+    const std::vector<float> qkv =
+        this->Rounded(Random(size_t(this->tokens()) * 3 * h, &this->rng_, -2, 2));
+    auto* q = hr.Alloc(qkv);
+    auto* ctx = hr.Alloc(size_t(this->tokens()) * h);
+    typename TypeParam::Ops::Layer layer{};
+    ASSERT_TRUE(hr.ops().Attention(layer, 0, q, ctx).ok());
+    ASSERT_TRUE(hr.Finish().ok());
+    const std::vector<double> want =
+        test::RefAttention(qkv, this->batch_.cu_seqlens, h, c.num_heads);
+    EXPECT_LT(NormRelErr(hr.Read(ctx, want.size()), want), Bound(p, 8)) << PrecisionName(p);
   }
 }
 
