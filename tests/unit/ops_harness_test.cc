@@ -35,6 +35,7 @@
 #include "backends/cuda/ops/attention.h"
 #include "backends/cuda/ops/elementwise.h"
 #include "backends/cuda/util/cuda_check.h"
+#include "core/half.h"
 #include "cuda_test_util.h"
 #endif
 
@@ -147,6 +148,10 @@ class CudaHarness {
     if (stream_) cudaStreamDestroy(stream_);
   }
 
+  // Before Start: Tuning::fused_fp8_quantization for the ops made there.
+  void UseFusedFp8Quantization(bool on) { tuning_.fused_fp8_quantization = on; }
+  int compute_capability() const { return cc_; }
+
   void Start(const ModelConfig& config, const RaggedBatch& batch, const HostTables& tables,
              Precision p) {
     if (!stream_) {
@@ -196,6 +201,8 @@ class CudaHarness {
               cudaSuccess);
     workspace_ = {};
     workspace_.ints = ints;
+    // Room for an FP8 Linear's E4M3 input, as an fp8 engine's pool makes.
+    workspace_.fp8_input = Bytes(size_t(shape_.tokens) * kMaxFp8InputWidth);
     const cuda::BatchInts device = cuda::LayOutInts(ints, shape_);
     attention_ = cuda::AttentionArgs{
         nullptr,           device.by_length, shape_.seqs, shape_.max_len, config_.hidden_size,
@@ -249,6 +256,21 @@ class CudaHarness {
   cuda::DeviceLinear MakeLinear(const HostLinear& l) {
     return {Alloc(l.w), Alloc(l.b), l.in, l.out};
   }
+  // An fp8 model's Linear: the weight in E4M3 with one scale (its largest |w|
+  // to 448), its input's calibrated scale given.
+  cuda::DeviceLinear MakeFp8Linear(const HostLinear& l, float input_scale) {
+    float w_max = 0;
+    for (float v : l.w) w_max = std::max(w_max, std::abs(v));
+    const float scale = w_max / 448;
+    std::vector<uint8_t> codes(l.w.size());
+    for (size_t i = 0; i < codes.size(); ++i) codes[i] = FloatToE4M3(l.w[i] / scale);
+    void* w8 = Bytes(codes.size());
+    EXPECT_EQ(cudaMemcpy(w8, codes.data(), codes.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    cuda::DeviceLinear d{nullptr, Alloc(l.b), l.in, l.out};
+    d.w8 = w8, d.weight_scale = scale, d.input_scale = input_scale;
+    return d;
+  }
+  static constexpr int kMaxFp8InputWidth = 4096;
   cuda::DeviceSmallLinear MakeSmallLinear(const HostLinear& l) {
     return {AllocFloat(l.w), l.b.empty() ? nullptr : AllocFloat(l.b), l.in, l.out};
   }
@@ -842,6 +864,56 @@ TEST(OpsHarnessCpu, LinearInBf16AndEightBits) {
     EXPECT_GT(err, 1e-5) << c.name;
   }
 }
+
+#if BERTRT_HAVE_CUDA
+// An fp8 engine's FFN through the ops: the first Linear with the erf GELU,
+// handing its output to the second (Tail::feeds), both in FP8. With
+// Tuning::fused_fp8_quantization the GELU's pass makes the second's E4M3
+// input: the same bytes reach its GEMM, so the same answers bit for bit as
+// the separate passes; both near the float64 product of the fp32 operands
+// (each GEMM within 4 of E4M3's unit roundoffs, 2^-4).
+TEST(OpsHarnessCuda, Fp8FfnWithTheGelusPassMakingTheNextInput) {
+  if (!CudaHarness::Available()) GTEST_SKIP() << "no usable GPU";
+  std::mt19937 rng(29);
+  const ModelConfig config = SmallConfig();
+  const RaggedBatch batch = SmallBatch(&rng, config.vocab_size);
+  const int rows = batch.num_tokens(), h = 128, inter = 256;
+  const HostLinear in_host = RandomLinear(h, inter, &rng), out_host = RandomLinear(inter, h, &rng);
+  const std::vector<float> x = Random(size_t(rows) * h, &rng, -2, 2);
+  // The float64 FFN, and the calibrated scales of the two inputs (max / 448).
+  std::vector<double> act = test::RefLinear(x, rows, h, in_host.w, in_host.b, inter);
+  for (double& v : act) v = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+  const std::vector<float> act_f(act.begin(), act.end());
+  const std::vector<double> want = test::RefLinear(act_f, rows, inter, out_host.w, out_host.b, h);
+  double x_max = 0, act_max = 0;
+  for (float v : x) x_max = std::max<double>(x_max, std::abs(v));
+  for (double v : act) act_max = std::max(act_max, std::abs(v));
+  for (Precision p : {Precision::kFp16, Precision::kBf16}) {
+    std::vector<float> answers[2];
+    for (bool fused : {false, true}) {
+      CudaHarness hr;
+      hr.UseFusedFp8Quantization(fused);
+      hr.Start(config, batch, {}, p);
+      if (hr.compute_capability() < 89) GTEST_SKIP() << "FP8 GEMMs need sm_89 or newer";
+      const cuda::DeviceLinear ffn_in = hr.MakeFp8Linear(in_host, float(x_max / 448));
+      const cuda::DeviceLinear ffn_out = hr.MakeFp8Linear(out_host, float(act_max / 448));
+      using Tail = ops::Tail<const void*, cuda::DeviceLinear>;
+      void* between = hr.Alloc(size_t(rows) * inter);
+      void* y = hr.Alloc(size_t(rows) * h);
+      ASSERT_TRUE(hr.ops()
+                      .Linear("ffn in", ffn_in, hr.Alloc(x), rows, between,
+                              Tail::Activation(HiddenAct::kGelu, &ffn_out))
+                      .ok());
+      ASSERT_TRUE(hr.ops().Linear("ffn out", ffn_out, between, rows, y, {}).ok());
+      ASSERT_TRUE(hr.Finish().ok());
+      answers[fused] = hr.Read(y, want.size());
+      EXPECT_LT(NormRelErr(answers[fused], want), 8 * 0x1p-4)
+          << PrecisionName(p) << (fused ? " fused" : "");
+    }
+    EXPECT_EQ(answers[0], answers[1]) << PrecisionName(p);
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace bertrt
