@@ -201,9 +201,30 @@ StatusOr<std::vector<std::vector<SparseEntry>>> Infer::EmbedSparse(std::vector<M
   return vectors;
 }
 
+namespace {
+
+// One input's label scores from its logits.
+std::vector<float> LabelScoresOf(const float* logits, int n, ScoreFunction f) {
+  std::vector<float> p(logits, logits + n);
+  switch (f) {
+    case ScoreFunction::kDefault:
+      return ClassScores(logits, n);
+    case ScoreFunction::kSoftmax:
+      return n == 1 ? std::vector<float>{1.0f} : ClassScores(logits, n);
+    case ScoreFunction::kSigmoid:
+      for (float& v : p) v = 1.0f / (1.0f + std::exp(-v));
+      return p;
+    case ScoreFunction::kNone:
+      return p;
+  }
+  return p;
+}
+
+}  // namespace
+
 StatusOr<std::vector<std::vector<LabelScore>>> Infer::Predict(const std::vector<TextInput>& inputs,
                                                               const EncodeOptions& options,
-                                                              bool raw) {
+                                                              const PredictOptions& predict) {
   if (KindOf(model_) == ModelKind::kEmbedding)
     return FailedPrecondition(
         "Model is not a classifier model: this embedding model answers /embed");
@@ -213,14 +234,14 @@ StatusOr<std::vector<std::vector<LabelScore>>> Infer::Predict(const std::vector<
   std::vector<std::vector<LabelScore>> all;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const float* row = logits->data.data() + i * logits->width;
-    const std::vector<float> scores =
-        raw ? std::vector<float>(row, row + logits->width) : ClassScores(row, logits->width);
+    const std::vector<float> scores = LabelScoresOf(row, logits->width, predict.function);
     if (std::any_of(scores.begin(), scores.end(), [](float s) { return std::isnan(s); }))
       return Internal("score is NaN");
     std::vector<LabelScore> ranked;
     for (size_t k = 0; k < scores.size(); ++k) ranked.push_back({static_cast<int>(k), scores[k]});
     std::stable_sort(ranked.begin(), ranked.end(),
                      [](const LabelScore& a, const LabelScore& b) { return a.score > b.score; });
+    if (predict.top_k > 0 && ranked.size() > predict.top_k) ranked.resize(predict.top_k);
     all.push_back(std::move(ranked));
   }
   return all;

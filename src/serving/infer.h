@@ -43,6 +43,16 @@ struct LabelScore {
   float score = 0;
 };
 
+// How a classifier's logits become its label scores (the HF pipelines'
+// function_to_apply): softmax over several labels and a sigmoid of one
+// (kDefault, TEI's and the pipelines' choice), either of them, or the logits.
+enum class ScoreFunction { kDefault, kSoftmax, kSigmoid, kNone };
+
+struct PredictOptions {
+  ScoreFunction function = ScoreFunction::kDefault;
+  size_t top_k = 0;  // the best this many labels of each input; 0: every label
+};
+
 struct RankedText {
   size_t index = 0;  // of the texts given
   float score = 0;
@@ -121,10 +131,11 @@ class Infer {
   // A SPLADE model's vectors: each input's non-zero entries in id order.
   StatusOr<std::vector<std::vector<SparseEntry>>> EmbedSparse(std::vector<ModelInput> inputs,
                                                               const EncodeOptions& options);
-  // A classifier's (or re-ranker's) label scores per input, best first:
-  // softmax (sigmoid for one label), or the logits when `raw`.
+  // A classifier's (or re-ranker's) label scores per input, best first, as
+  // `predict` asks (the function, how many).
   StatusOr<std::vector<std::vector<LabelScore>>> Predict(const std::vector<TextInput>& inputs,
-                                                         const EncodeOptions& options, bool raw);
+                                                         const EncodeOptions& options,
+                                                         const PredictOptions& predict);
   // A re-ranker's scores of (query, text) pairs, best first.
   StatusOr<std::vector<RankedText>> Rerank(const std::string& query,
                                            const std::vector<std::string>& texts,

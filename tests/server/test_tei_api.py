@@ -755,10 +755,28 @@ def test_huggingface_hub_inference_client(started, bertrt_bin, default_model):
     assert close(sims, ok(s, "/similarity", {"inputs": {"source_sentence": "How do I bake bread?",
                                                         "sentences": ["Baking bread", "Stocks fell"]}}))
     cls = started("seq_cls")
-    top = ok(cls, "/predict", {"inputs": "a sentence"})[0]
-    # Against TEI as against bertrt, the client takes the first (best) prediction.
-    got = InferenceClient(base_url=cls.url).text_classification("a sentence")
-    assert got.label == top["label"] and close(got.score, top["score"])
+    # text_classification posts the HF Inference API's task body (a "parameters" object, empty
+    # by default) to the model's URL: it gets that API's answer, every label best first as
+    # /predict ranks them, or top_k of them, through function_to_apply's function.
+    client = InferenceClient(base_url=cls.url)
+    ranked = ok(cls, "/predict", {"inputs": "a sentence"})
+    got = client.text_classification("a sentence")
+    assert [g.label for g in got] == [r["label"] for r in ranked]
+    assert close([g.score for g in got], [r["score"] for r in ranked])
+    assert [g.label for g in client.text_classification("a sentence", top_k=1)] == [ranked[0]["label"]]
+    logits = ok(cls, "/predict", {"inputs": "a sentence", "raw_scores": True})
+    raw = client.text_classification("a sentence", function_to_apply="none")
+    assert [g.label for g in raw] == [r["label"] for r in logits]
+    assert close([g.score for g in raw], [r["score"] for r in logits])
+    sigmoid = client.text_classification("a sentence", function_to_apply="sigmoid")
+    assert close([g.score for g in sigmoid], [1 / (1 + np.exp(-r["score"])) for r in logits])
+    for params, field in (({"function_to_apply": "tanh"}, "function_to_apply"),
+                          ({"top_k": 0}, "top_k"), ([], "parameters")):
+        r = requests.post(cls.url + "/", json={"inputs": "a sentence", "parameters": params},
+                          timeout=10)
+        assert r.status_code == 422 and field in r.text, r.text
+    # A TEI body on the same route (no "parameters") keeps /predict's answer.
+    assert requests.post(cls.url + "/", json={"inputs": "a sentence"}, timeout=10).json() == ranked
 
 
 # --- Several models in one server ------------------------------------------------------

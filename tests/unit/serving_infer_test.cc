@@ -3,6 +3,7 @@
 // refuses, and the encoding errors it reports.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -55,7 +56,7 @@ TEST(ServingInfer, PredictRanksTheSoftmaxOfTheRunsLogits) {
   const NamedOutput& logits = *run->outputs.Find(LabelScores(*m)->name);
 
   Request r(*m);
-  auto predicted = r.infer.Predict(inputs, {}, /*raw=*/false);
+  auto predicted = r.infer.Predict(inputs, {}, {});
   ASSERT_TRUE(predicted.ok()) << predicted.status().ToString();
   ASSERT_EQ(predicted->size(), 2u);
   EXPECT_EQ(r.infer.tokens(), run->cu_seqlens.back());
@@ -69,9 +70,21 @@ TEST(ServingInfer, PredictRanksTheSoftmaxOfTheRunsLogits) {
     }
   }
   Request raw(*m);
-  auto logits_back = raw.infer.Predict(inputs, {}, /*raw=*/true);
+  auto logits_back = raw.infer.Predict(inputs, {}, {.function = serving::ScoreFunction::kNone});
   ASSERT_TRUE(logits_back.ok());
   for (const LabelScore& s : (*logits_back)[0]) EXPECT_FLOAT_EQ(s.score, logits.data[s.label]);
+  // The best label alone, its logit through a sigmoid (the HF pipelines' top_k and
+  // function_to_apply).
+  Request best(*m);
+  auto top = best.infer.Predict(inputs, {}, {.function = ScoreFunction::kSigmoid, .top_k = 1});
+  ASSERT_TRUE(top.ok()) << top.status().ToString();
+  for (size_t i = 0; i < 2; ++i) {
+    const float* row = logits.data.data() + i * logits.width;
+    const int argmax = static_cast<int>(std::max_element(row, row + logits.width) - row);
+    ASSERT_EQ((*top)[i].size(), 1u);
+    EXPECT_EQ((*top)[i][0].label, argmax);
+    EXPECT_FLOAT_EQ((*top)[i][0].score, 1.0f / (1.0f + std::exp(-row[argmax])));
+  }
 
   // A classifier is neither an embedder nor a re-ranker.
   Request wrong(*m);
@@ -123,7 +136,7 @@ TEST(ServingInfer, EmbedGivesTheModelsVectorsCutAndNormalized) {
 
   // An embedder has no labels to score and no sparse vector.
   Request wrong(*m);
-  EXPECT_EQ(wrong.infer.Predict({{"x", std::nullopt}}, {}, false).status().code(),
+  EXPECT_EQ(wrong.infer.Predict({{"x", std::nullopt}}, {}, {}).status().code(),
             StatusCode::kFailedPrecondition);
   EXPECT_EQ(wrong.infer.EmbedSparse({{"x", {}, {}}}, {}).status().code(),
             StatusCode::kFailedPrecondition);

@@ -434,10 +434,17 @@ Result<std::vector<TextInput>> ReadPredictInputs(const json& body, bool* batch) 
   return out;
 }
 
+// raw_scores: the logits, else the model's default function.
+serving::PredictOptions RawScores(bool raw) {
+  serving::PredictOptions predict;
+  if (raw) predict.function = serving::ScoreFunction::kNone;
+  return predict;
+}
+
 // Each input's [{score, label}], best first.
 Result<json> Classify(const Call& c, const std::vector<TextInput>& inputs, const EncodeOptions& o,
-                      bool raw) {
-  ASSIGN_OR_RETURN(auto all, c.infer.Predict(inputs, o, raw));
+                      const serving::PredictOptions& predict) {
+  ASSIGN_OR_RETURN(auto all, c.infer.Predict(inputs, o, predict));
   json out = json::array();
   for (const auto& ranked : all) {
     json preds = json::array();
@@ -455,7 +462,7 @@ Result<json> Predict(const Call& c) {
   if (batch) RETURN_IF_API_ERROR(CheckBatch(c.model(), inputs.size(), "inputs"));
   ASSIGN_OR_RETURN(EncodeOptions o, ReadEncodeOptions(c.body));
   ASSIGN_OR_RETURN(bool raw, Bool(c.body, "raw_scores", false));
-  ASSIGN_OR_RETURN(json all, Classify(c, inputs, o, raw));
+  ASSIGN_OR_RETURN(json all, Classify(c, inputs, o, RawScores(raw)));
   return batch ? all : all[0];
 }
 
@@ -491,7 +498,7 @@ Result<json> InfinityClassify(const Call& c) {
   ASSIGN_OR_RETURN(bool raw, Bool(c.body, "raw_scores", false));
   EncodeOptions o;
   o.truncate_field = false;
-  ASSIGN_OR_RETURN(json all, Classify(c, inputs, o, raw));
+  ASSIGN_OR_RETURN(json all, Classify(c, inputs, o, RawScores(raw)));
   return InfinityAnswer(c, "classify", "data", std::move(all));
 }
 
@@ -526,12 +533,13 @@ Result<json> Rerank(const Call& c) {
   return out;
 }
 
-// A rerank body's "top_n": how many results at most (absent or null: all).
-Result<std::optional<size_t>> TopN(const json& body) {
-  auto n = body.find("top_n");
+// How many results at most (a rerank body's "top_n", a task's "top_k"):
+// absent or null, all.
+Result<std::optional<size_t>> TopN(const json& body, const char* field = "top_n") {
+  auto n = body.find(field);
   if (n == body.end() || n->is_null()) return std::optional<size_t>();
   if (!n->is_number_integer() || n->get<int64_t>() < 1)
-    return Validation("`top_n` should be a positive integer", "top_n");
+    return Validation("`" + std::string(field) + "` should be a positive integer", field);
   return std::optional<size_t>(std::min<int64_t>(n->get<int64_t>(), INT32_MAX));
 }
 
@@ -856,6 +864,49 @@ Result<json> PipelineTaskRoute(const Call& c) {
 // shaped for /similarity (huggingface_hub's sentence_similarity) or /rerank
 // goes there; a token classifier's or question answerer's is the HF
 // Inference API's task request.
+// The HF Inference API's text-classification task on POST / (what
+// huggingface_hub's text_classification posts: a "parameters" object, maybe
+// empty): {"inputs": a text or {"text", "text_pair"}, "parameters": {"top_k",
+// "function_to_apply"}} -> [[{label, score}, ...]], best first, top_k of them
+// (default all); function_to_apply "softmax", "sigmoid" or "none" (default:
+// softmax, a sigmoid for one label).
+Result<json> HfTextClassification(const Call& c) {
+  const json& params = c.body["parameters"];
+  if (!params.is_object()) return Validation("\"parameters\" must be an object", "parameters");
+  serving::PredictOptions predict;
+  ASSIGN_OR_RETURN(std::optional<size_t> top_k, TopN(params, "top_k"));
+  predict.top_k = top_k.value_or(0);
+  if (auto f = params.find("function_to_apply"); f != params.end() && !f->is_null()) {
+    static const std::pair<const char*, serving::ScoreFunction> kFunctions[] = {
+        {"softmax", serving::ScoreFunction::kSoftmax},
+        {"sigmoid", serving::ScoreFunction::kSigmoid},
+        {"none", serving::ScoreFunction::kNone}};
+    auto it = std::find_if(std::begin(kFunctions), std::end(kFunctions), [&](const auto& k) {
+      return f->is_string() && f->get<std::string>() == k.first;
+    });
+    if (it == std::end(kFunctions))
+      return Validation("`function_to_apply` must be \"softmax\", \"sigmoid\" or \"none\"",
+                        "function_to_apply");
+    predict.function = it->second;
+  }
+  const json& in = c.body.value("inputs", json());
+  TextInput input;
+  if (in.is_string()) {
+    input = {in.get<std::string>(), std::nullopt};
+  } else if (in.is_object() && in.contains("text") && in["text"].is_string() &&
+             (!in.contains("text_pair") || in["text_pair"].is_string())) {
+    input = {in["text"].get<std::string>(),
+             in.contains("text_pair") ? std::optional(in["text_pair"].get<std::string>())
+                                      : std::nullopt};
+  } else {
+    return Validation("expected {\"inputs\": str or {\"text\": str, \"text_pair\": str}, "
+                      "\"parameters\": {...}}",
+                      "inputs");
+  }
+  ASSIGN_OR_RETURN(EncodeOptions o, ReadEncodeOptions(c.body));
+  return Classify(c, {input}, o, predict);
+}
+
 Result<Answer> Root(const Call& c) {
   if (*PipelineTask(c.model().config())) return AsAnswer(PipelineTaskRoute(c));
   switch (KindOf(c.model())) {
@@ -867,8 +918,9 @@ Result<Answer> Root(const Call& c) {
     }
     case ModelKind::kReranker:
       if (c.body.contains("query") && c.body.contains("texts")) return AsAnswer(Rerank(c));
-      return AsAnswer(Predict(c));
+      [[fallthrough]];
     case ModelKind::kClassifier:
+      if (c.body.contains("parameters")) return AsAnswer(HfTextClassification(c));
       return AsAnswer(Predict(c));
   }
   return AsAnswer(Predict(c));
