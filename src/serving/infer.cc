@@ -205,18 +205,13 @@ namespace {
 
 // One input's label scores from its logits.
 std::vector<float> LabelScoresOf(const float* logits, int n, ScoreFunction f) {
+  // ClassScores: a softmax over several labels, a sigmoid of one.
+  if (f == ScoreFunction::kDefault || (f == ScoreFunction::kSoftmax && n > 1))
+    return ClassScores(logits, n);
+  if (f == ScoreFunction::kSoftmax) return {1.0f};
   std::vector<float> p(logits, logits + n);
-  switch (f) {
-    case ScoreFunction::kDefault:
-      return ClassScores(logits, n);
-    case ScoreFunction::kSoftmax:
-      return n == 1 ? std::vector<float>{1.0f} : ClassScores(logits, n);
-    case ScoreFunction::kSigmoid:
-      for (float& v : p) v = 1.0f / (1.0f + std::exp(-v));
-      return p;
-    case ScoreFunction::kNone:
-      return p;
-  }
+  if (f == ScoreFunction::kSigmoid)
+    for (float& v : p) v = 1.0f / (1.0f + std::exp(-v));
   return p;
 }
 

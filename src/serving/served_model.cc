@@ -461,6 +461,7 @@ StatusOr<InferResult> RequestTimer::Infer(InferRequest request) {
     return std::chrono::duration<double>(Clock::now() - t).count();
   };
   record_.sequences += static_cast<int>(request.sequences.size());
+  record_.input_tokens.reserve(record_.input_tokens.size() + request.sequences.size());
   for (const SequenceInput& s : request.sequences)
     record_.input_tokens.push_back(static_cast<int>(s.input_ids.size()));
   record_.input_seconds = since(start_);

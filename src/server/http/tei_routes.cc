@@ -543,34 +543,55 @@ Result<std::optional<size_t>> TopN(const json& body, const char* field = "top_n"
   return std::optional<size_t>(std::min<int64_t>(n->get<int64_t>(), INT32_MAX));
 }
 
-// Cohere's and Jina's rerank (`POST /v1/rerank`, `/v2/rerank`): {"query",
-// "documents": [str | {"text": str}], "top_n", "return_documents"} ->
-// {"id", "results": [{"index", "relevance_score", "document"?}], "meta"},
-// best first. The scores are /rerank's; a document longer than the model
-// takes is cut to it, as Cohere's API cuts (max_tokens_per_doc).
-Result<json> CohereRerank(const Call& c) {
+// The documents of a Cohere-, Jina- or Infinity-style rerank body ({"query",
+// "documents", "top_n", "return_documents"}), ranked by /rerank's scores
+// (the logits with `raw`), best first, at most top_n; a document longer than
+// the model takes is cut to it, as Cohere's API cuts (max_tokens_per_doc).
+// `objects`: a document may also be {"text": str} (Cohere's v1).
+struct RankedDocuments {
+  std::vector<std::string> texts;
+  std::vector<serving::RankedText> ranked;
+  bool return_documents = false;
+};
+Result<RankedDocuments> RankDocuments(const Call& c, bool objects, bool raw) {
   const json& body = c.body;
+  const std::string expected = objects ? "expected {\"query\": str, \"documents\": [str or "
+                                         "{\"text\": str}, ...]}"
+                                       : "expected {\"query\": str, \"documents\": [str, ...]}";
+  auto query = body.find("query");
+  if (query == body.end() || !query->is_string())
+    return Validation(expected + ": \"query\" must be a string", "query");
   auto docs = body.find("documents");
   if (docs == body.end() || !docs->is_array())
-    return Validation("expected {\"query\": str, \"documents\": [str or {\"text\": str}, ...]}: "
-                      "\"documents\" must be a list",
-                      "documents");
-  json texts = json::array();
+    return Validation(expected + ": \"documents\" must be a list", "documents");
+  if (docs->empty()) return Empty("`documents` cannot be empty", "documents");
+  RankedDocuments out;
   for (const json& d : *docs) {
-    const json* text = d.is_object() && d.contains("text") ? &d["text"] : &d;
+    const json* text = objects && d.is_object() && d.contains("text") ? &d["text"] : &d;
     if (!text->is_string())
-      return Validation("\"documents\" must hold strings or {\"text\": str} objects", "documents");
-    texts.push_back(*text);
+      return Validation(objects ? "\"documents\" must hold strings or {\"text\": str} objects"
+                                : "\"documents\" must hold strings",
+                        "documents");
+    out.texts.push_back(text->get<std::string>());
   }
+  RETURN_IF_API_ERROR(CheckBatch(c.model(), out.texts.size(), "documents"));
   ASSIGN_OR_RETURN(std::optional<size_t> top_n, TopN(body));
-  ASSIGN_OR_RETURN(bool return_documents, Bool(body, "return_documents", false));
-  const json tei_body{{"query", body.value("query", json())}, {"texts", texts}, {"truncate", true}};
-  ASSIGN_OR_RETURN(json ranked, Rerank(Call{c.server, tei_body, c.req, c.infer}));
+  ASSIGN_OR_RETURN(out.return_documents, Bool(body, "return_documents", false));
+  EncodeOptions o;
+  o.truncate = true;
+  ASSIGN_OR_RETURN(out.ranked, c.infer.Rerank(query->get<std::string>(), out.texts, o, raw));
+  if (top_n && out.ranked.size() > *top_n) out.ranked.resize(*top_n);
+  return out;
+}
+
+// Cohere's and Jina's rerank (`POST /v1/rerank`, `/v2/rerank`) -> {"id",
+// "results": [{"index", "relevance_score", "document"?}], "meta"}.
+Result<json> CohereRerank(const Call& c) {
+  ASSIGN_OR_RETURN(const RankedDocuments docs, RankDocuments(c, true, false));
   json results = json::array();
-  for (json& r : ranked) {
-    if (top_n && results.size() == *top_n) break;
-    json e{{"index", r["index"]}, {"relevance_score", r["score"]}};
-    if (return_documents) e["document"] = {{"text", texts[r["index"].get<size_t>()]}};
+  for (const serving::RankedText& r : docs.ranked) {
+    json e{{"index", r.index}, {"relevance_score", FloatJson(r.score)}};
+    if (docs.return_documents) e["document"] = {{"text", docs.texts[r.index]}};
     results.push_back(std::move(e));
   }
   static std::atomic<uint64_t> next_id{0};
@@ -579,33 +600,17 @@ Result<json> CohereRerank(const Call& c) {
               {"meta", {{"billed_units", {{"search_units", 1}}}}}};
 }
 
-// Infinity's rerank, on TEI's path: {"query", "documents": [str], "top_n",
-// "return_documents", "raw_scores", "model"} -> {"object": "rerank",
-// "results": [{"relevance_score", "index", "document"}], "model", "usage",
-// ...}, best first; the scores are /rerank's (raw_scores as there).
+// Infinity's rerank, on TEI's path (its body also takes "raw_scores" and
+// "model") -> {"object": "rerank", "results": [{"relevance_score", "index",
+// "document"}], "model", "usage", ...}.
 Result<json> InfinityRerank(const Call& c) {
-  const json& body = c.body;
-  auto docs = body.find("documents");
-  if (docs == body.end() || !docs->is_array())
-    return Validation("expected {\"query\": str, \"documents\": [str, ...]}: \"documents\" "
-                      "must be a list",
-                      "documents");
-  if (docs->empty()) return Empty("`documents` cannot be empty", "documents");
-  for (const json& d : *docs)
-    if (!d.is_string()) return Validation("\"documents\" must hold strings", "documents");
-  ASSIGN_OR_RETURN(std::optional<size_t> top_n, TopN(body));
-  ASSIGN_OR_RETURN(bool return_documents, Bool(body, "return_documents", false));
-  json tei_body{{"query", body.value("query", json())}, {"texts", *docs}, {"truncate", true}};
-  if (body.contains("raw_scores")) tei_body["raw_scores"] = body["raw_scores"];
-  ASSIGN_OR_RETURN(json ranked, Rerank(Call{c.server, tei_body, c.req, c.infer}));
+  ASSIGN_OR_RETURN(bool raw, Bool(c.body, "raw_scores", false));
+  ASSIGN_OR_RETURN(const RankedDocuments docs, RankDocuments(c, false, raw));
   json results = json::array();
-  for (json& r : ranked) {
-    if (top_n && results.size() == *top_n) break;
-    const size_t index = r["index"].get<size_t>();
-    results.push_back({{"relevance_score", r["score"]},
-                       {"index", index},
-                       {"document", return_documents ? (*docs)[index] : json()}});
-  }
+  for (const serving::RankedText& r : docs.ranked)
+    results.push_back({{"relevance_score", FloatJson(r.score)},
+                       {"index", r.index},
+                       {"document", docs.return_documents ? json(docs.texts[r.index]) : json()}});
   return InfinityAnswer(c, "rerank", "results", std::move(results));
 }
 
