@@ -455,10 +455,11 @@ def hf_pipeline(spec, dtype, task, inputs, parameters):
     return [ask(pipe, q, parameters) for q in inputs]
 
 
-def answer_cut_gaps(spec, inputs, parameters):
-    """Per question, the smallest gap (over its windows) between the last span
-    score the float64 pipeline keeps as a candidate and the first it drops.
-    The pipeline sums the scores of candidates that widen to the same text, so
+def answers_and_cut_gaps(spec, inputs, parameters):
+    """The float64 QA pipeline's answers (as hf_pipeline's) and, per question,
+    the smallest gap (over its windows) between the last span score it keeps
+    as a candidate and the first it drops, recorded in the same run. The
+    pipeline sums the scores of candidates that widen to the same text, so
     where that gap is within a precision's error, which spans are summed, and
     the answer's score with them, may change by a whole span's score."""
     import transformers.pipelines.question_answering as qa
@@ -473,12 +474,13 @@ def answer_cut_gaps(spec, inputs, parameters):
 
     qa.decode_spans = recording
     try:
-        pipe, per_question = make_pipeline(spec, torch.float64, "question-answering"), []
+        pipe = make_pipeline(spec, torch.float64, "question-answering")
+        answers, per_question = [], []
         for q in inputs:
             gaps.clear()
-            ask(pipe, q, parameters)
+            answers.append(ask(pipe, q, parameters))
             per_question.append(min(gaps, default=float("inf")))
-        return per_question
+        return answers, per_question
     finally:
         qa.decode_spans = decode_spans
 
@@ -553,7 +555,7 @@ def answer_case(args, spec, precision, questions, ref, theirs, cut_gaps):
     within the bound where the reference's candidate cut is clear too (the
     pipeline sums the scores of the candidates that widen to one text: a
     candidate within 2x the bound of the cut may be summed or not, changing
-    the score by a span's score in any precision; see answer_cut_gaps). The
+    the score by a span's score in any precision; see answers_and_cut_gaps). The
     bound: 2x PyTorch's own error on the best answer's score (fp32: at least
     1e-5)."""
     got, error = bertrt_task(args, spec, precision, "question-answering", questions,
@@ -608,12 +610,14 @@ def pipeline_reference_main(request_path, out_path):
         req = json.load(f)
     TORCH_DEVICE = req["torch_device"]
     spec, task, inputs, parameters = req["spec"], req["task"], req["inputs"], req["parameters"]
-    out = {p: hf_pipeline(spec, DTYPES[p], task, inputs, parameters)
-           for p in ["fp64"] + req["precisions"]}
+    out = {}
     if task == "token-classification":
+        out["fp64"] = hf_pipeline(spec, torch.float64, task, inputs, parameters)
         out["margins"] = [m.tolist() for m in token_margins(spec, inputs)]
     else:
-        out["cut_gaps"] = answer_cut_gaps(spec, inputs, parameters)
+        out["fp64"], out["cut_gaps"] = answers_and_cut_gaps(spec, inputs, parameters)
+    for p in req["precisions"]:
+        out[p] = hf_pipeline(spec, DTYPES[p], task, inputs, parameters)
     with open(out_path, "w") as f:
         json.dump(out, f, default=float)  # numpy scalars as numbers
 
