@@ -82,6 +82,10 @@ struct OutputAccuracy {
   std::string output;
   int rows = 0;
   double cosine_mean = 1.0, cosine_min = 1.0;  // per row
+  // The standard error of cosine_mean (the rows' standard deviation over
+  // the square root of their number): how far the mean over other texts
+  // like these may be from it.
+  double cosine_mean_stderr = 0.0;
   double max_abs_error = 0.0;
   // Outputs whose row's largest value is the prediction: the share of rows
   // whose argmax agrees; -1: not such an output.

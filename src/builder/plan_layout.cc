@@ -364,6 +364,7 @@ json ReportToJson(const QuantizationReport& r) {
     outputs.push_back({{"output", a.output},
                        {"rows", a.rows},
                        {"cosine_mean", a.cosine_mean},
+                       {"cosine_mean_stderr", a.cosine_mean_stderr},
                        {"cosine_min", a.cosine_min},
                        {"max_abs_error", a.max_abs_error},
                        {"argmax_agreement", a.argmax_agreement},
@@ -443,6 +444,9 @@ StatusOr<QuantizationReport> ReportFromJson(const json& j) {
     RETURN_IF_ERROR(GetString(o, "output", &a.output));
     RETURN_IF_ERROR(GetInt(o, "rows", 0, 1 << 30, &a.rows));
     RETURN_IF_ERROR(GetDouble(o, "cosine_mean", -1, 1, &a.cosine_mean));
+    // (Absent in the plans written before the fallback's margin.)
+    if (o.contains("cosine_mean_stderr"))
+      RETURN_IF_ERROR(GetDouble(o, "cosine_mean_stderr", 0, 2, &a.cosine_mean_stderr));
     RETURN_IF_ERROR(GetDouble(o, "cosine_min", -1, 1, &a.cosine_min));
     RETURN_IF_ERROR(GetDouble(o, "max_abs_error", 0, 1e300, &a.max_abs_error));
     RETURN_IF_ERROR(GetDouble(o, "argmax_agreement", -1, 1, &a.argmax_agreement));

@@ -111,8 +111,10 @@ std::string QuantizationReport::Summary() const {
   s += "\n  against fp32 on " + std::to_string(held_out_sequences) + " held-out sequences" +
        (within_budget ? " (within the budget):" : " (OUTSIDE the budget):");
   for (const OutputAccuracy& a : outputs) {
-    std::snprintf(line, sizeof(line), "\n  %s: cosine mean %.5f min %.5f, max |diff| %.3g",
-                  a.output.c_str(), a.cosine_mean, a.cosine_min, a.max_abs_error);
+    std::snprintf(line, sizeof(line),
+                  "\n  %s: cosine mean %.5f (standard error %.5f) min %.5f, max |diff| %.3g",
+                  a.output.c_str(), a.cosine_mean, a.cosine_mean_stderr, a.cosine_min,
+                  a.max_abs_error);
     s += line;
     if (a.argmax_agreement >= 0) {
       // Rows say the resolution: over 100 rows one disagreement is 1%.

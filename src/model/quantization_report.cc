@@ -45,7 +45,7 @@ std::vector<OutputAccuracy> CompareOutputs(const std::vector<OutputDescription>&
     if (o.on_request) continue;  // last_hidden_state: not run for the report
     OutputAccuracy a;
     a.output = o.name;
-    double cosine_sum = 0;
+    double cosine_sum = 0, cosine_squares = 0;
     int agree = 0;
     // Question answering's start or end logits: a row per sequence.
     const bool span_end = o.per_token && o.width == 1 && o.argmax;
@@ -62,6 +62,7 @@ std::vector<OutputAccuracy> CompareOutputs(const std::vector<OutputDescription>&
         const int n = static_cast<int>(rr[i].n);
         const double c = Cosine(x, y, n);
         cosine_sum += c;
+        cosine_squares += c * c;
         a.cosine_min = a.rows ? std::min(a.cosine_min, c) : c;
         for (int k = 0; k < n; ++k)
           a.max_abs_error = std::max(a.max_abs_error, double{std::abs(x[k] - y[k])});
@@ -77,6 +78,11 @@ std::vector<OutputAccuracy> CompareOutputs(const std::vector<OutputDescription>&
     }
     if (a.rows == 0) continue;
     a.cosine_mean = cosine_sum / a.rows;
+    if (a.rows > 1) {
+      const double variance =
+          std::max(0.0, (cosine_squares - a.rows * a.cosine_mean * a.cosine_mean) / (a.rows - 1));
+      a.cosine_mean_stderr = std::sqrt(variance / a.rows);
+    }
     if (o.argmax) a.argmax_agreement = double(agree) / a.rows;
     if (span_end) {
       span_ends.push_back(std::move(agreed));
@@ -108,7 +114,9 @@ std::vector<OutputAccuracy> CompareOutputs(const std::vector<OutputDescription>&
     for (int i = 0; i < span.rows; ++i) agree += span_ends[0][i] && span_ends[1][i];
     span.argmax_agreement = double(agree) / span.rows;
     const OutputAccuracy &start = report[span_entries[0]], &end = report[span_entries[1]];
-    span.cosine_mean = std::min(start.cosine_mean, end.cosine_mean);
+    const OutputAccuracy& lower = start.cosine_mean <= end.cosine_mean ? start : end;
+    span.cosine_mean = lower.cosine_mean;
+    span.cosine_mean_stderr = lower.cosine_mean_stderr;
     span.cosine_min = std::min(start.cosine_min, end.cosine_min);
     span.max_abs_error = std::max(start.max_abs_error, end.max_abs_error);
     report.push_back(span);

@@ -32,7 +32,7 @@ def test_int8_instances_share_one_calibration(bertrt_bin, default_model):
     finally:
         err = stop(server)
     assert err.count("calibrating on bertrt's built-in corpus") == 1, err
-    assert err.count("int8 GEMMs in 24 of 24 Linears") == 2, err  # each instance's report
+    assert err.count("int8 GEMMs in 22 of 24 Linears") == 2, err  # each instance's report
     _, want, _ = run_jsonl(bertrt_bin, ["run", default_model, "--precision", "int8"],
                            [{"text": t} for t in TEXTS])
     np.testing.assert_allclose(got, [r["embedding"] for r in want], rtol=0, atol=1e-6)

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 namespace bertrt::model {
@@ -86,6 +87,27 @@ TEST(QuantizationReport, TokenRowsAndSequenceVectors) {
   EXPECT_GT(report[0].cosine_min, 0.99);
   EXPECT_DOUBLE_EQ(report[0].argmax_agreement, -1.0);
   EXPECT_DOUBLE_EQ(report[0].top10_overlap, 1.0);
+}
+
+// The cosine mean's standard error (the budget's margin reads it): the
+// rows' sample standard deviation over the square root of their number; 0
+// where the rows agree.
+TEST(QuantizationReport, CosineMeanStandardError) {
+  RaggedBatch batch = TwoSequences();
+  batch.Add({101, 9, 102}, {0, 0, 0});
+  const OutputDescription vectors{.name = "embedding", .width = 2, .sequence_vector = true};
+  BatchOutputs fp32, int8;
+  fp32.outputs = {Output("embedding", false, 2, {1, 0, 1, 0, 1, 0})};
+  int8.outputs = {Output("embedding", false, 2, {1, 0, 3, 4, 0, 1})};  // cosines 1, 0.6, 0
+  std::vector<OutputAccuracy> report = CompareOutputs({vectors}, {batch}, {fp32}, {int8});
+  ASSERT_EQ(report.size(), 1u);
+  EXPECT_NEAR(report[0].cosine_mean, 1.6 / 3, 1e-12);
+  const double mean = 1.6 / 3;
+  const double variance =
+      ((1 - mean) * (1 - mean) + (0.6 - mean) * (0.6 - mean) + mean * mean) / 2;
+  EXPECT_NEAR(report[0].cosine_mean_stderr, std::sqrt(variance / 3), 1e-7);
+  report = CompareOutputs({vectors}, {batch}, {fp32}, {fp32});
+  EXPECT_NEAR(report[0].cosine_mean_stderr, 0.0, 1e-7);
 }
 
 }  // namespace

@@ -139,11 +139,21 @@ Status CpuEngine::Init(const CpuEngineOptions& options) {
 namespace {
 
 // Whether `outputs` keep `budget`: embeddings their cosine and retrieval
-// agreement, predictions their argmax; other outputs are only reported.
+// agreement, predictions their argmax; other outputs are only reported. The
+// cosine mean with a margin: the budget is for the texts the engine will
+// serve, and the held-out rows are a small sample of them (18 of the
+// built-in corpus), so the mean must hold at the lower end of its one-sided
+// 95% confidence interval (kMeanMarginZ standard errors below it). Without
+// it, all-MiniLM-L6-v2's fp8 fallback met the mean on its held-out rows with
+// 12 of 24 Linears in fp8 and gave 0.99885 on 96 other texts; with it, 10 of
+// 24 and 0.99921 (the CPU's emulation; README, 8-bit).
+constexpr double kMeanMarginZ = 1.645;
+
 bool WithinBudget(const std::vector<OutputAccuracy>& outputs, const AccuracyBudget& budget) {
   for (const OutputAccuracy& a : outputs) {
     if (a.top10_overlap >= 0 &&
-        (a.cosine_mean < budget.cosine_mean || a.cosine_min < budget.cosine_min ||
+        (a.cosine_mean - kMeanMarginZ * a.cosine_mean_stderr < budget.cosine_mean ||
+         a.cosine_min < budget.cosine_min ||
          a.top10_overlap < budget.top10_overlap))
       return false;
     if (a.argmax_agreement >= 0 && a.argmax_agreement < budget.argmax) return false;
