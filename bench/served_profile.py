@@ -7,8 +7,9 @@ For each text length and texts-per-request, at --concurrency closed-loop clients
 1. In-process (`bertrt bench --serve-inprocess`): the model's tokenization and dynamic
    batcher without the network, the anchor measured in the same run.
 2. Served (`bertrt serve`, then `bertrt bench --url`): TEI's /embed over HTTP, KServe v2
-   over HTTP and over gRPC. The server's own histogram bertrt_request_stage_seconds
-   (scraped before and after each step) splits its requests' time into parse (the body
+   over HTTP and over gRPC, each after a warmup as long as its window. The server's own
+   histogram bertrt_request_stage_seconds (read by the load generator at the window's
+   edges) splits its requests' time into parse (the body
    read into inputs), tokenize, queue, compute (the batch's engine time) and respond (the
    outputs picked and the answer's body written); the client's mean latency less those
    is the rest: HTTP/gRPC framing, the connection's I/O threads, the hand-offs between
@@ -173,24 +174,30 @@ def main():
             for w in words:
                 for n in per_request:
                     load = ["--lengths", f"{w}:{w}", "--sequences-per-request", str(n)]
+                    # Warmed up as the served steps are (below).
                     inproc = bench(args, ["--serve-inprocess", args.model, *device, *shlex.split(args.batching)],
-                                   load, tmp, f"in{w}x{n}")
+                                   load, tmp, f"in{w}x{n}", warmup=max(2, args.seconds))
                     for label, target in (
                             ("TEI /embed (HTTP)", ["--url", server.url, "--endpoint", "embed"]),
                             ("KServe HTTP", ["--url", server.url, "--endpoint", "kserve"]),
                             ("KServe gRPC", ["--url", f"grpc://127.0.0.1:{server.grpc_port}",
                                              "--metrics-url", server.url])):
-                        # Warmed up first, so that the stages scraped around the measured
-                        # step are its requests' alone.
-                        bench(args, target, load, tmp, "warmup", seconds=2, warmup=0, cpus=client_cpus)
+                        # The load generator's own warmup (as long as the window) first
+                        # brings the clients to their steady queue, and it reads the
+                        # server's stages at the window's edges itself: the window's
+                        # answers on both sides. (Started cold, every client's first
+                        # request lands in the window, answered sooner than a steady
+                        # queue answers, so the client's mean fell below the server's
+                        # stages: the "rest" came out negative at 8 and 32 texts.)
                         before, server_cpu = scrape(server.url), process_cpu_s(server.proc.pid)
-                        step = bench(args, target, load, tmp, f"{label.split()[0]}{len(rows)}", warmup=0,
-                                     cpus=client_cpus)
+                        step = bench(args, target, load, tmp, f"{label.split()[0]}{len(rows)}",
+                                     warmup=max(2, args.seconds), cpus=client_cpus)
                         server_cpu_after = process_cpu_s(server.proc.pid)
                         server_cpu = {k: server_cpu_after[k] - server_cpu[k] for k in server_cpu}
+                        # The CPU's requests: all of the run's, warmup included, as the CPU is.
                         after = scrape(server.url)
                         requests = after["parse"][1] - before["parse"][1]
-                        stage_us = {s: 1e6 * (after[s][0] - before[s][0]) / max(requests, 1) for s in STAGES}
+                        stage_us = {s: 1e3 * step["server"]["stages_ms"].get(s, 0.0) for s in STAGES}
                         rest = 1e3 * step["latency_ms"]["mean"] - sum(stage_us.values())
                         # CPU per request: the server's over its requests in the step; the
                         # client's whole process (its start and connections included).

@@ -218,6 +218,14 @@ StatusOr<StepResult> RunStep(Target& target, const TextPool& pool, const StepOpt
     step.server_requests = n;
     step.server_queue_ms = 1000 * (after->queue_seconds - before->queue_seconds) / n;
     step.server_compute_ms = 1000 * (after->compute_seconds - before->compute_seconds) / n;
+    for (const auto& [stage, totals] : after->stages) {
+      auto was = before->stages.find(stage);
+      const std::pair<double, double> start =
+          was == before->stages.end() ? std::pair{0.0, 0.0} : was->second;
+      if (totals.second > start.second)
+        step.server_stage_ms[stage] =
+            1000 * (totals.first - start.first) / (totals.second - start.second);
+    }
   }
   return step;
 }

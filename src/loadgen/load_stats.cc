@@ -115,11 +115,13 @@ double Percentile(std::vector<double> values, double q) {
   return values[std::min(index, values.size() - 1)];
 }
 
-StatusOr<double> SumMetric(const std::string& text, const std::string& metric,
-                           const std::string& model) {
+// Calls on_sample(labels, value) for each sample of `metric` (for `model`
+// where one is named); returns whether there was one.
+template <class OnSample>
+StatusOr<bool> ForEachSample(const std::string& text, const std::string& metric,
+                             const std::string& model, OnSample on_sample) {
   std::istringstream in(text);
   std::string line;
-  double sum = 0;
   bool found = false;
   while (std::getline(in, line)) {
     if (line.empty() || line[0] == '#') continue;
@@ -140,9 +142,17 @@ StatusOr<double> SumMetric(const std::string& text, const std::string& metric,
     char* end = nullptr;
     const double v = std::strtod(line.c_str() + i, &end);
     if (end == line.c_str() + i) return InvalidArgument("metrics line without a value: " + line);
-    sum += v;
+    on_sample(labels, v);
     found = true;
   }
+  return found;
+}
+
+StatusOr<double> SumMetric(const std::string& text, const std::string& metric,
+                           const std::string& model) {
+  double sum = 0;
+  ASSIGN_OR_RETURN(const bool found, ForEachSample(text, metric, model,
+                                                   [&](const auto&, double v) { sum += v; }));
   if (!found)
     return NotFound("no " + metric + (model.empty() ? "" : " for model " + model) +
                     " in the metrics");
@@ -158,6 +168,18 @@ StatusOr<ServerTotals> ParseServerTotals(const std::string& metrics_text,
                    SumMetric(metrics_text, "bertrt_compute_duration_seconds_sum", model));
   ASSIGN_OR_RETURN(t.requests,
                    SumMetric(metrics_text, "bertrt_compute_duration_seconds_count", model));
+  for (const auto& [suffix, part] : {std::pair{"_sum", 0}, std::pair{"_count", 1}}) {
+    auto add = [&](const std::map<std::string, std::string>& labels, double v) {
+      auto stage = labels.find("stage");
+      if (stage == labels.end()) return;
+      auto& [seconds, count] = t.stages[stage->second];
+      (part == 0 ? seconds : count) += v;
+    };
+    RETURN_IF_ERROR(
+        ForEachSample(metrics_text, std::string("bertrt_request_stage_seconds") + suffix, model,
+                      add)
+            .status());
+  }
   return t;
 }
 
@@ -302,7 +324,8 @@ nlohmann::json StepToJson(const StepResult& s) {
   if (s.has_server_split)
     j["server"] = {{"queue_ms", s.server_queue_ms},
                    {"compute_ms", s.server_compute_ms},
-                   {"requests", s.server_requests}};
+                   {"requests", s.server_requests},
+                   {"stages_ms", s.server_stage_ms}};
   else
     j["server"] = nullptr;
   return j;
@@ -344,6 +367,8 @@ StatusOr<StepResult> StepFromJson(const nlohmann::json& j) {
       s.server_queue_ms = j["server"].at("queue_ms").get<double>();
       s.server_compute_ms = j["server"].at("compute_ms").get<double>();
       s.server_requests = j["server"].at("requests").get<double>();
+      s.server_stage_ms =
+          j["server"].value("stages_ms", std::map<std::string, double>{});
     }
   } catch (const nlohmann::json::exception& e) {
     return InvalidArgument(std::string("not a bench step: ") + e.what());

@@ -32,8 +32,13 @@ struct ServerTotals {
   double queue_seconds = 0;
   double compute_seconds = 0;
   double requests = 0;
+  // bertrt_request_stage_seconds by stage ("parse", "tokenize", "queue",
+  // "compute", "respond"): {sum of seconds, count}; empty from a server
+  // without it.
+  std::map<std::string, std::pair<double, double>> stages;
 };
-// From bertrt's /metrics: the bertrt_{queue,compute}_duration_seconds histograms.
+// From bertrt's /metrics: the bertrt_{queue,compute}_duration_seconds
+// histograms and bertrt_request_stage_seconds.
 StatusOr<ServerTotals> ParseServerTotals(const std::string& metrics_text, const std::string& model);
 
 // `count` texts of MIN..MAX words each (uniform), drawn from a fixed list of
@@ -85,6 +90,9 @@ struct StepResult {
   bool has_server_split = false;
   double server_queue_ms = 0, server_compute_ms = 0;
   double server_requests = 0;
+  // Each request stage's mean over the requests that passed it in the
+  // window, ms (ServerTotals::stages).
+  std::map<std::string, double> server_stage_ms;
 
   int64_t error_count() const;
   std::string label() const;  // "c=4" or "r=50"

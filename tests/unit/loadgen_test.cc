@@ -53,6 +53,12 @@ bertrt_compute_duration_seconds_count{model="a"} 4
 bertrt_compute_duration_seconds_sum{model="b \"x\", y"} 2e-1
 bertrt_compute_duration_seconds_count{model="b \"x\", y"} 2
 bertrt_inflight_requests 3
+bertrt_request_stage_seconds_sum{model="a",stage="parse"} 0.002
+bertrt_request_stage_seconds_count{model="a",stage="parse"} 4
+bertrt_request_stage_seconds_sum{model="a",stage="queue"} 0.5
+bertrt_request_stage_seconds_count{model="a",stage="queue"} 4
+bertrt_request_stage_seconds_sum{model="b \"x\", y",stage="queue"} 9
+bertrt_request_stage_seconds_count{model="b \"x\", y",stage="queue"} 9
 )";
 
 TEST(SumMetric, ByModelAndOverAll) {
@@ -74,6 +80,11 @@ TEST(ParseServerTotals, QueueComputeAndCount) {
   EXPECT_DOUBLE_EQ(t->queue_seconds, 0.5);
   EXPECT_DOUBLE_EQ(t->compute_seconds, 1.5);
   EXPECT_DOUBLE_EQ(t->requests, 4);
+  // Each request stage's sum and count, the model's alone.
+  ASSERT_EQ(t->stages.size(), 2u);
+  EXPECT_DOUBLE_EQ(t->stages["parse"].first, 0.002);
+  EXPECT_DOUBLE_EQ(t->stages["queue"].first, 0.5);
+  EXPECT_DOUBLE_EQ(t->stages["queue"].second, 4);
   EXPECT_FALSE(ParseServerTotals("# nothing\n", "").ok());
 }
 
