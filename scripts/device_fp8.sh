@@ -14,8 +14,7 @@
 #               the device tool's 10 minutes. With the trained-model test's data:
 #               `BUILD_DIR=... SLIM=1 FP8_DATA=1 bash scripts/pack_for_device.sh`; UNIT_FILTER
 #               (default CudaFp8*) and UNIT_SECONDS pick the unit tests; PROFILE=0 skips the
-#               per-operation profiles of BERT-base b128 in fp8 (fused quantization off and
-#               on: BERTRT_FUSED_FP8_QUANTIZATION) and fp16 after the bench.
+#               per-operation profiles of BERT-base b128 in fp8 and fp16 after the bench.
 # Results and logs go to $OUT.
 set -uo pipefail
 source scripts/device_env.sh
@@ -60,11 +59,10 @@ case "${STEP:-tests}" in
     cp bench/RESULTS.md "$OUT/RESULTS.md"
     # Where fp8's time goes against fp16's: BERT-base b128 s128, per operation.
     if [ "${PROFILE:-1}" = 1 ]; then
-      for v in fp8 fp8_fused fp16; do
-        m=/tmp/bertrt-bench/bert-base-seqcls precision=$v
-        [ $v != fp16 ] && m=/tmp/bertrt-bench/bert-base.fp8.plan precision=fp8
-        BERTRT_FUSED_FP8_QUANTIZATION=$([ $v = fp8_fused ] && echo 1 || echo 0) timeout 60 \
-          .carry/bin/bertrt bench $m --device cuda --precision $precision --batch-size 128 \
+      for v in fp8 fp16; do
+        m=/tmp/bertrt-bench/bert-base-seqcls
+        [ $v = fp8 ] && m=/tmp/bertrt-bench/bert-base.fp8.plan
+        timeout 60 .carry/bin/bertrt bench $m --device cuda --precision $v --batch-size 128 \
           --seq-len 128 --iterations 50 --profile > "$OUT/profile_$v.txt" 2>&1
         grep -A14 '^per operation' "$OUT/profile_$v.txt"
       done

@@ -96,9 +96,13 @@ class EncoderForward {
       RETURN_IF_ERROR(ops_.Linear("gemm qkv", l.qkv, b_.x, t_, b_.qkv, {}));
       ASSIGN_OR_RETURN(sum, AttentionBlock(l, index, compact));
     }
-    RETURN_IF_ERROR(ops_.LayerNorm(sum, b_.x, rows, l.attn_norm));
+    RETURN_IF_ERROR(ops_.LayerNorm(sum, b_.x, rows, l.attn_norm, &l.ffn_in));
     RETURN_IF_ERROR(Ffn(l, b_.x, rows, b_.x, b_.tmp));
-    return ops_.LayerNorm(b_.tmp, b_.x, rows, l.ffn_norm);
+    // The next layer's QKV reads x (a compact one through LinearOutputs: its
+    // own weights' views, which the backend then quantizes for itself).
+    const bool last = index + 1 == static_cast<int>(w_.layers.size());
+    return ops_.LayerNorm(b_.tmp, b_.x, rows, l.ffn_norm,
+                          last ? nullptr : &w_.layers[index + 1].qkv);
   }
 
   // x is the residual stream: x += Attention(LayerNorm(x)) (the first
@@ -108,7 +112,7 @@ class EncoderForward {
     const int rows = compact ? n_ : t_;
     ConstBuf in = b_.x;
     if (l.attn_norm) {
-      RETURN_IF_ERROR(ops_.LayerNorm(b_.x, b_.tmp, t_, l.attn_norm));
+      RETURN_IF_ERROR(ops_.LayerNorm(b_.x, b_.tmp, t_, l.attn_norm, &l.qkv));
       in = b_.tmp;
     }
     RETURN_IF_ERROR(ops_.Linear("gemm qkv", l.qkv, in, t_, b_.qkv, {}));
@@ -117,7 +121,7 @@ class EncoderForward {
     // The residual stream is now `sum`; the other of tmp and ctx is free for
     // the FFN's LayerNorm.
     Buf normed = sum == b_.tmp ? b_.ctx : b_.tmp;
-    RETURN_IF_ERROR(ops_.LayerNorm(sum, normed, rows, l.ffn_norm));
+    RETURN_IF_ERROR(ops_.LayerNorm(sum, normed, rows, l.ffn_norm, &l.ffn_in));
     return Ffn(l, normed, rows, sum, b_.x);
   }
 
@@ -133,7 +137,8 @@ class EncoderForward {
         RETURN_IF_ERROR(ops_.FirstQueryAttention(&l, b_.qkv, 3 * h_, false, ops_.At(b_.qkv, h_),
                                                  3 * h_, b_.tmp));
     } else {
-      RETURN_IF_ERROR(ops_.Attention(l, index, b_.qkv, b_.ctx));
+      RETURN_IF_ERROR(ops_.Attention(l, c_.local_layer(index) ? c_.local_window : 0, b_.qkv,
+                                     b_.ctx));
       if (compact) RETURN_IF_ERROR(ops_.GatherFirstTokens(b_.ctx, b_.tmp));
     }
     if (compact) {

@@ -43,7 +43,12 @@
 namespace bertrt::ops {
 
 // A LayerNorm's parameters (fp32, on the backend's device); gamma null: the
-// norm is absent (a pre-norm model's first layer reads x itself).
+// norm is absent (a pre-norm model's first layer reads x itself). A
+// LayerNorm's `feeds` (LayerNorm's last argument, may be null): the Linear
+// that reads its output next; the output is written all the same (others
+// read it too: the residual), and a backend may also make that Linear's
+// input form of it in the same pass (the CUDA engine's E4M3 for an FP8
+// Linear).
 struct Norm {
   const float* gamma = nullptr;
   const float* beta = nullptr;
@@ -54,8 +59,9 @@ struct Norm {
 // the residual [rows, out] added (never both: no layer has both).
 // `feeds`, with an activation: the one Linear that reads y next, where
 // nothing else reads y. A backend may then hand y to that Linear in its own
-// input form and leave y itself unfinished (the CUDA engine, where that
-// Linear is FP8: y's E4M3 at its input scale, made in the activation's pass).
+// input form and leave y itself unfinished or holding that form (the CUDA
+// engine, where that Linear is FP8: y's E4M3 at its input scale, made in the
+// GEMM's epilogue or the activation's pass).
 template <class ConstBuf, class LinearWeights = void>
 struct Tail {
   std::optional<HiddenAct> act;
@@ -113,11 +119,13 @@ concept EncoderOps = requires(B& o, const B& co, typename B::Buf buf, typename B
   { co.At(in, count) } -> std::same_as<typename B::ConstBuf>;
   { B::kMaskedLmChunkTokens } -> std::convertible_to<int>;
   { o.EmbedLayerNorm(buf) } -> std::same_as<Status>;
-  { o.LayerNorm(in, buf, n, norm) } -> std::same_as<Status>;
+  { o.LayerNorm(in, buf, n, norm, &linear) } -> std::same_as<Status>;
   { o.Linear(name, linear, in, n, buf, Tail<typename B::ConstBuf, typename B::LinearWeights>{}) }
       -> std::same_as<Status>;
   { o.Rotary(buf, true) } -> std::same_as<Status>;
-  { o.Attention(layer, n, in, buf) } -> std::same_as<Status>;  // layer, its index
+  // The layer (its weights, for a backend's prefetch); its local window each
+  // side (0: global attention; the forward reads it from the config).
+  { o.Attention(layer, n, in, buf) } -> std::same_as<Status>;
   { o.GatedActivation(in, n, buf) } -> std::same_as<Status>;
   { o.GatherFirstTokens(in, buf) } -> std::same_as<Status>;
   { o.PoolSequences(in, pooling, f, n) } -> std::same_as<Status>;

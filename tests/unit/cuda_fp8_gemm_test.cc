@@ -14,9 +14,11 @@
 #include <random>
 #include <vector>
 
+#include "backends/cuda/gemm/bias_gelu_gemm.h"
 #include "backends/cuda/gemm/epilogue.h"
 #include "backends/cuda/gemm/gemm.h"
 #include "backends/cuda/ops/elementwise.h"
+#include "backends/cuda/ops/layernorm.h"
 #include "core/half.h"
 #include "cuda_test_util.h"
 
@@ -105,6 +107,49 @@ TEST_F(CudaFp8GemmTest, ActivateToE4M3IsTheActivationThenTheQuantization) {
     }
 }
 
+// A LayerNorm that also writes the next FP8 GEMM's input: the bytes
+// QuantizeToE4M3 makes of its output, and that output unchanged, on the
+// warp path (768: one row a warp, and two from 8,192 rows) and off it (384:
+// the quantization as a pass after).
+TEST_F(CudaFp8GemmTest, LayerNormWritesTheQuantizationOfItsOutput) {
+  for (Precision p : {Precision::kFp16, Precision::kBf16})
+    for (int hidden : {768, 384})
+      for (int rows : {5, 9000}) {
+        std::mt19937 rng(17);
+        const Matrix x = Random(size_t(rows) * hidden, 8.0f, p, rng);
+        std::vector<float> gamma(hidden), beta(hidden);
+        std::normal_distribution<float> d(0.0f, 1.0f);
+        for (int i = 0; i < hidden; ++i) gamma[i] = 1.0f + 0.3f * d(rng), beta[i] = 0.2f * d(rng);
+        const size_t n = x.bits.size();
+        DeviceBuffer dx(n * 2), plain(n * 2), out(n * 2), bytes(n), want(n),
+            dg(hidden * sizeof(float)), db(hidden * sizeof(float));
+        cudaMemcpy(dx.ptr, x.bits.data(), n * 2, cudaMemcpyHostToDevice);
+        cudaMemcpy(dg.ptr, gamma.data(), hidden * sizeof(float), cudaMemcpyHostToDevice);
+        cudaMemcpy(db.ptr, beta.data(), hidden * sizeof(float), cudaMemcpyHostToDevice);
+        const auto* g = static_cast<const float*>(dg.ptr);
+        const auto* b = static_cast<const float*>(db.ptr);
+        const float scale = 6.0f / 448.0f;
+        ASSERT_TRUE(LayerNorm(p, dx.ptr, plain.ptr, rows, hidden, g, b, 1e-12f, {nullptr, false})
+                        .ok());
+        ASSERT_TRUE(LayerNorm(p, dx.ptr, out.ptr, rows, hidden, g, b, 1e-12f, {nullptr, false},
+                              {bytes.ptr, scale})
+                        .ok());
+        ASSERT_TRUE(QuantizeToE4M3(p, plain.ptr, scale, want.ptr, n, {nullptr, false}).ok());
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        std::vector<uint16_t> y0(n), y1(n);
+        std::vector<uint8_t> q0(n), q1(n);
+        cudaMemcpy(y0.data(), plain.ptr, n * 2, cudaMemcpyDeviceToHost);
+        cudaMemcpy(y1.data(), out.ptr, n * 2, cudaMemcpyDeviceToHost);
+        cudaMemcpy(q0.data(), want.ptr, n, cudaMemcpyDeviceToHost);
+        cudaMemcpy(q1.data(), bytes.ptr, n, cudaMemcpyDeviceToHost);
+        const std::string what = std::string(PrecisionName(p)) + " " + std::to_string(rows) +
+                                 " x " + std::to_string(hidden);
+        EXPECT_EQ(y1, y0) << what;
+        EXPECT_EQ(q1, q0) << what;
+        EXPECT_NE(q1, std::vector<uint8_t>(n)) << what << ": all zero";
+      }
+}
+
 TEST_F(CudaFp8GemmTest, LinearIsItsE4M3OperandsProduct) {
   struct Shape {
     int rows, in, out;
@@ -168,6 +213,85 @@ TEST_F(CudaFp8GemmTest, LinearIsItsE4M3OperandsProduct) {
                                 << s.out << " epilogue " << int(e) << " residual " << residual;
         }
       }
+  }
+}
+
+// Fp8BiasGeluGemm (the FP8 FFN's first GEMM with the bias, the erf GELU and
+// the second GEMM's input quantization in its epilogue) against the two
+// kernels it replaces, cuBLASLt's FP8 GEMM writing 16 bits and
+// ActivateToE4M3 after it: the same E4M3 codes but where the two GEMMs' fp32
+// sums (summed in other orders) round to neighbouring 16-bit values, which
+// is rare; and against float64: E4M3's own rounding (2^-4 relative, 2^-10
+// absolute among its subnormals, saturating at 448) plus the 16-bit
+// roundings of the sum and of the GELU before it, at BERT-base's and
+// MiniLM's FFN widths and row counts off the 128-row tiles.
+TEST_F(CudaFp8GemmTest, Fp8BiasGeluGemmIsTheGemmThenTheGeluPass) {
+  auto cc = KernelComputeCapability(nullptr);
+  ASSERT_TRUE(cc.ok());
+  if (!Fp8BiasGeluGemmApplies(Precision::kFp16, *cc, 768, 3072))
+    GTEST_SKIP() << "no sm_90a CUTLASS kernels in this build, or not an sm_90 GPU";
+  struct Shape {
+    int rows, in, out;
+  };
+  for (Precision p : {Precision::kFp16, Precision::kBf16}) {
+    LtGemm gemm;
+    ASSERT_TRUE(gemm.Init(p, kGemmWorkspaceBytes, gpu_.name, false).ok());
+    std::mt19937 rng(13);
+    for (const Shape& s : {Shape{128, 768, 3072}, Shape{300, 384, 1536}, Shape{1001, 768, 3072}}) {
+      const float x_scale = 4.0f / 448.0f, w_scale = 0.2f / 448.0f, next_scale = 3.0f / 448.0f;
+      std::normal_distribution<float> xd(0.0f, 1.0f), wd(0.0f, 1.0f / std::sqrt(s.in));
+      std::vector<uint8_t> xq(size_t(s.rows) * s.in), wq(size_t(s.out) * s.in);
+      for (uint8_t& c : xq) c = FloatToE4M3(xd(rng) / x_scale);
+      for (uint8_t& c : wq) c = FloatToE4M3(wd(rng) / w_scale);
+      const Matrix bias = Random(s.out, 0.5f, p, rng);
+      const size_t n = size_t(s.rows) * s.out;
+      DeviceBuffer dx(xq.size()), dw(wq.size()), db(bias.bits.size() * 2), dy(n * 2), fused(n),
+          passes(n);
+      cudaMemcpy(dx.ptr, xq.data(), xq.size(), cudaMemcpyHostToDevice);
+      cudaMemcpy(dw.ptr, wq.data(), wq.size(), cudaMemcpyHostToDevice);
+      cudaMemcpy(db.ptr, bias.bits.data(), bias.bits.size() * 2, cudaMemcpyHostToDevice);
+      const float scale = x_scale * w_scale;
+      const Status st = Fp8BiasGeluGemm(
+          p, {dx.ptr, s.rows, s.in, dw.ptr, scale, db.ptr, s.out, next_scale, fused.ptr,
+              sm_count_},
+          nullptr);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      ASSERT_TRUE(gemm.LinearFp8(dx.ptr, s.rows, s.in, dw.ptr, scale, db.ptr, s.out,
+                                 Epilogue::kBias, nullptr, dy.ptr, nullptr)
+                      .ok());
+      ASSERT_TRUE(
+          ActivateToE4M3(p, HiddenAct::kGelu, dy.ptr, next_scale, passes.ptr, n, {nullptr, false})
+              .ok());
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<uint8_t> got(n), want(n);
+      cudaMemcpy(got.data(), fused.ptr, n, cudaMemcpyDeviceToHost);
+      cudaMemcpy(want.data(), passes.ptr, n, cudaMemcpyDeviceToHost);
+      size_t differ = 0;
+      for (size_t i = 0; i < n; ++i) differ += got[i] != want[i];
+      const std::string what = std::string(PrecisionName(p)) + " " + std::to_string(s.rows) +
+                               " x " + std::to_string(s.in) + " -> " + std::to_string(s.out);
+      EXPECT_LE(differ, n / 500) << what << ": codes unlike the two kernels'";
+      const double eps16 = p == Precision::kFp16 ? 0x1p-11 : 0x1p-8;
+      double worst = 0;
+      const int block = 24;
+      for (int first : {0, s.rows / 2, s.rows - block})
+        for (int r = first; r < first + block; ++r)
+          for (int c = 0; c < s.out; ++c) {
+            double v = 0;
+            for (int k = 0; k < s.in; ++k)
+              v += double{E4M3ToFloat(xq[size_t(r) * s.in + k])} *
+                   E4M3ToFloat(wq[size_t(c) * s.in + k]);
+            v = v * scale + bias.val[c];
+            const double g = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+            const double code = std::clamp(g / next_scale, -448.0, 448.0);
+            const double bound =
+                0x1p-4 * std::abs(code) + 0x1p-10 + 1.2 * eps16 * (std::abs(v) + std::abs(g)) /
+                                                        next_scale;
+            const double e = E4M3ToFloat(got[size_t(r) * s.out + c]);
+            worst = std::max(worst, std::isfinite(e) ? std::abs(e - code) / bound : INFINITY);
+          }
+      EXPECT_LE(worst, 1.0) << what;
+    }
   }
 }
 

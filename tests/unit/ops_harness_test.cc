@@ -148,8 +148,10 @@ class CudaHarness {
     if (stream_) cudaStreamDestroy(stream_);
   }
 
-  // Before Start: Tuning::fused_fp8_quantization for the ops made there.
+  // Before Start: Tuning's fused_fp8_quantization and fused_gelu_gemm for
+  // the ops made there.
   void UseFusedFp8Quantization(bool on) { tuning_.fused_fp8_quantization = on; }
+  void UseFusedGeluGemm(bool on) { tuning_.fused_gelu_gemm = on; }
   int compute_capability() const { return cc_; }
 
   void Start(const ModelConfig& config, const RaggedBatch& batch, const HostTables& tables,
@@ -512,10 +514,6 @@ TYPED_TEST(OpsHarness, AttentionPlainBiasedAndWindowed) {
         c.relative_attention_buckets = 32;
         t.relative_bias = Random(size_t(heads) * (2 * span - 1), &this->rng_, -2, 2);
       }
-      if (k.window) {
-        c.local_window = k.window;
-        c.global_attention_every = 2;  // layer 1 is local
-      }
       this->Start(p, c, t);
       auto& hr = this->harness_;
       const std::vector<float> qkv =
@@ -523,7 +521,7 @@ TYPED_TEST(OpsHarness, AttentionPlainBiasedAndWindowed) {
       auto* q = hr.Alloc(qkv);
       auto* ctx = hr.Alloc(size_t(this->tokens()) * h);
       typename TypeParam::Ops::Layer layer{};
-      ASSERT_TRUE(hr.ops().Attention(layer, k.window ? 1 : 0, q, ctx).ok()) << k.name;
+      ASSERT_TRUE(hr.ops().Attention(layer, k.window, q, ctx).ok()) << k.name;
       ASSERT_TRUE(hr.Finish().ok());
       const std::vector<double> want = test::RefAttention(qkv, this->batch_.cu_seqlens, h, heads,
                                                           t.relative_bias, span, k.window);
@@ -870,8 +868,10 @@ TEST(OpsHarnessCpu, LinearInBf16AndEightBits) {
 // handing its output to the second (Tail::feeds), both in FP8. With
 // Tuning::fused_fp8_quantization the GELU's pass makes the second's E4M3
 // input: the same bytes reach its GEMM, so the same answers bit for bit as
-// the separate passes; both near the float64 product of the fp32 operands
-// (each GEMM within 4 of E4M3's unit roundoffs, 2^-4).
+// the separate passes; with fused_gelu_gemm too (sm_90), the first GEMM's
+// epilogue makes it (Fp8BiasGeluGemm: its own sums, so not bit for bit). All
+// near the float64 product of the fp32 operands (each GEMM within 4 of
+// E4M3's unit roundoffs, 2^-4).
 TEST(OpsHarnessCuda, Fp8FfnWithTheGelusPassMakingTheNextInput) {
   if (!CudaHarness::Available()) GTEST_SKIP() << "no usable GPU";
   std::mt19937 rng(29);
@@ -889,10 +889,12 @@ TEST(OpsHarnessCuda, Fp8FfnWithTheGelusPassMakingTheNextInput) {
   for (float v : x) x_max = std::max<double>(x_max, std::abs(v));
   for (double v : act) act_max = std::max(act_max, std::abs(v));
   for (Precision p : {Precision::kFp16, Precision::kBf16}) {
-    std::vector<float> answers[2];
-    for (bool fused : {false, true}) {
+    // Separate passes; the GELU's pass quantizing; the GEMM's epilogue.
+    std::vector<float> answers[3];
+    for (int fused : {0, 1, 2}) {
       CudaHarness hr;
-      hr.UseFusedFp8Quantization(fused);
+      hr.UseFusedFp8Quantization(fused > 0);
+      hr.UseFusedGeluGemm(fused == 2);
       hr.Start(config, batch, {}, p);
       if (hr.compute_capability() < 89) GTEST_SKIP() << "FP8 GEMMs need sm_89 or newer";
       const cuda::DeviceLinear ffn_in = hr.MakeFp8Linear(in_host, float(x_max / 448));
@@ -908,9 +910,13 @@ TEST(OpsHarnessCuda, Fp8FfnWithTheGelusPassMakingTheNextInput) {
       ASSERT_TRUE(hr.Finish().ok());
       answers[fused] = hr.Read(y, want.size());
       EXPECT_LT(NormRelErr(answers[fused], want), 8 * 0x1p-4)
-          << PrecisionName(p) << (fused ? " fused" : "");
+          << PrecisionName(p) << " variant " << fused;
     }
     EXPECT_EQ(answers[0], answers[1]) << PrecisionName(p);
+    // The epilogue's codes differ from the passes' only where its sums round
+    // to a neighbouring 16-bit value: far less than one E4M3 rounding apart.
+    const std::vector<double> passes(answers[0].begin(), answers[0].end());
+    EXPECT_LT(NormRelErr(answers[2], passes), 0x1p-5) << PrecisionName(p);
   }
 }
 #endif

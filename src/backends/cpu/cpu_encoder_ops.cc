@@ -93,7 +93,8 @@ Status EncoderOps::EmbedLayerNorm(float* out) {
   return Status::Ok();
 }
 
-Status EncoderOps::LayerNorm(const float* in, float* out, int rows, ops::Norm norm) {
+Status EncoderOps::LayerNorm(const float* in, float* out, int rows, ops::Norm norm,
+                             const LinearWeights* /*feeds*/) {
   cpu::LayerNorm(in, out, rows, c_.hidden_size, norm.gamma, norm.beta, c_.layer_norm_eps, threads_);
   return Status::Ok();
 }
@@ -113,11 +114,12 @@ Status EncoderOps::Rotary(float* qkv, bool local) {
   return Status::Ok();
 }
 
-Status EncoderOps::Attention(const Layer& /*layer*/, int index, const float* qkv, float* ctx) {
+Status EncoderOps::Attention(const Layer& /*layer*/, int local_window, const float* qkv,
+                             float* ctx) {
   const std::vector<float>& bias = tables_.relative_bias;
   cpu::Attention(qkv, cu(), seqs(), batch_.max_len, c_.hidden_size, c_.num_heads,
                  {bias.empty() ? nullptr : bias.data(), c_.max_positions()}, ctx, scratch_,
-                 threads_, {c_.local_layer(index) ? c_.local_window : 0});
+                 threads_, {local_window});
   return Status::Ok();
 }
 

@@ -79,11 +79,13 @@ class EncoderOps {
   const float* At(const float* b, size_t elements) const { return b + elements; }
 
   Status EmbedLayerNorm(float* out);
-  Status LayerNorm(const float* in, float* out, int rows, ops::Norm norm);
+  // (feeds: no input form of its own to make.)
+  Status LayerNorm(const float* in, float* out, int rows, ops::Norm norm,
+                   const LinearWeights* feeds = nullptr);
   Status Linear(const char* name, const cpu::Linear& w, const float* x, int rows, float* y,
                 ops::Tail<const float*, LinearWeights> tail);
   Status Rotary(float* qkv, bool local);
-  Status Attention(const Layer& layer, int index, const float* qkv, float* ctx);
+  Status Attention(const Layer& layer, int local_window, const float* qkv, float* ctx);
   Status GatedActivation(const float* in, int rows, float* out);
   Status GatherFirstTokens(const float* in, float* out);
   Status PoolSequences(const float* x, Pooling pooling, float* out, int out_stride);

@@ -60,14 +60,17 @@ class EncoderOps {
   }
 
   Status EmbedLayerNorm(void* out);
-  Status LayerNorm(const void* in, void* out, int rows, ops::Norm norm);
+  // With `feeds` an FP8 Linear: its E4M3 input made in the same pass
+  // (Tuning::fused_fp8_quantization).
+  Status LayerNorm(const void* in, void* out, int rows, ops::Norm norm,
+                   const DeviceLinear* feeds = nullptr);
   Status Linear(const char* name, const DeviceLinear& w, const void* x, int rows, void* y,
                 ops::Tail<const void*, DeviceLinear> tail);
   // Linear over outputs [first, first + count) of `w` alone.
   Status LinearOutputs(const char* name, const DeviceLinear& w, int first, int count, const void* x,
                        int rows, void* y);
   Status Rotary(void* qkv, bool local);
-  Status Attention(const DeviceLayer& layer, int index, const void* qkv, void* ctx);
+  Status Attention(const DeviceLayer& layer, int local_window, const void* qkv, void* ctx);
   // FirstQueryAttentionArgs' q/kv layout; `prefetch_for` (null: none) the
   // layer whose weights the kernel pulls into L2 for the GEMMs after it.
   Status FirstQueryAttention(const DeviceLayer* prefetch_for, const void* q, int q_ld,
@@ -115,11 +118,13 @@ class EncoderOps {
   const int t_, n_, h_;
   const size_t e_;  // bytes of one activation or weight element
   void* const fp8_input_;  // the workspace's E4M3 GEMM input (fp8 engines)
-  // What fp8_input_ holds when a Linear handed its output over (Tail::feeds):
-  // the E4M3 of `of` for `linear`.
+  // When a Linear handed its output over (Tail::feeds): `bytes` holds the
+  // E4M3 of `of` (fp8_input_, or `of`'s own memory where its GEMM wrote
+  // E4M3 instead) for `linear`.
   struct {
     const void* of = nullptr;
     const DeviceLinear* linear = nullptr;
+    const void* bytes = nullptr;
   } fp8_image_;
   bool in_head_ = false;
 };

@@ -80,9 +80,15 @@ Status EncoderOps::EmbedLayerNorm(void* out) {
   return Stamp("embedding+layernorm", 0);
 }
 
-Status EncoderOps::LayerNorm(const void* in, void* out, int rows, ops::Norm norm) {
+Status EncoderOps::LayerNorm(const void* in, void* out, int rows, ops::Norm norm,
+                             const DeviceLinear* feeds) {
+  E4M3Output e4m3;
+  if (c_.tuning.fused_fp8_quantization && feeds && feeds->w8 && fp8_input_)
+    e4m3 = {fp8_input_, feeds->input_scale};
   RETURN_IF_ERROR(cuda::LayerNorm(p_, in, out, rows, h_, norm.gamma, norm.beta,
-                                  config_.layer_norm_eps, kernels_));
+                                  config_.layer_norm_eps, kernels_, e4m3));
+  fp8_image_ = {};  // out rewritten (and fp8_input_, where e4m3.bytes)
+  if (e4m3.bytes) fp8_image_ = {out, feeds, fp8_input_};
   return Stamp("layernorm", 0);
 }
 
@@ -90,38 +96,52 @@ Status EncoderOps::LayerNorm(const void* in, void* out, int rows, ops::Norm norm
 // be, else a kernel after it) or + residual. FLOPs counted 2 per multiply-add.
 Status EncoderOps::Linear(const char* name, const DeviceLinear& w, const void* x, int rows, void* y,
                           ops::Tail<const void*, DeviceLinear> tail) {
-  Epilogue epilogue = tail.act ? ActivationEpilogue(*tail.act, c_.options) : Epilogue::kBias;
-  // An erf GELU (a pass of its own after the GEMM) whose output only an FP8
-  // Linear reads (Tail::feeds): that Linear's E4M3 input is made from y in
-  // the GELU's pass, and y is left before the GELU, instead of a GELU pass
-  // over y and a quantization pass over it again.
-  const bool fused = c_.tuning.fused_fp8_quantization;
-  const bool hand_over =
-      fused && epilogue == Epilogue::kBiasGelu && tail.feeds && tail.feeds->w8 && fp8_input_;
-  if (hand_over) epilogue = Epilogue::kBias;
-  if (w.w8) {
-    // fp8: the input onto E4M3 with its calibrated scale (unless the Linear
-    // before made it), then the FP8 GEMM.
-    if (!fp8_input_) return Internal("cuda engine: an fp8 Linear without room for its input");
-    const size_t n = size_t(rows) * w.in;
-    if (fp8_image_.of != x || fp8_image_.linear != &w)
-      RETURN_IF_ERROR(fused ? ActivateToE4M3(p_, std::nullopt, x, w.input_scale, fp8_input_, n,
-                                             kernels_)
-                            : QuantizeToE4M3(p_, x, w.input_scale, fp8_input_, n, kernels_));
-    fp8_image_ = {};
-    RETURN_IF_ERROR(c_.linear.RunFp8(fp8_input_, rows, w.in, w.w8, w.input_scale * w.weight_scale,
-                                     w.b, w.out, epilogue, tail.residual, y, stream_));
-  } else {
+  const Epilogue epilogue = tail.act ? ActivationEpilogue(*tail.act, c_.options) : Epilogue::kBias;
+  const double flops = 2.0 * rows * w.in * w.out;
+  if (!w.w8) {
     RETURN_IF_ERROR(
         c_.linear.Run(x, rows, w.in, w.w, w.b, w.out, epilogue, tail.residual, y, stream_));
-  }
-  RETURN_IF_ERROR(Stamp(name, 2.0 * rows * w.in * w.out));
-  if (hand_over) {
-    RETURN_IF_ERROR(ActivateToE4M3(p_, tail.act, y, tail.feeds->input_scale, fp8_input_,
-                                   size_t(rows) * w.out, kernels_));
-    fp8_image_ = {y, tail.feeds};
+    RETURN_IF_ERROR(Stamp(name, flops));
+    if (!tail.act || epilogue != Epilogue::kBias) return Status::Ok();
+    RETURN_IF_ERROR(ActivationInPlace(p_, *tail.act, y, size_t(rows) * w.out, kernels_));
     return Stamp("activation", 0);
   }
+  // fp8: the input onto E4M3 with its calibrated scale, unless the Linear
+  // before made it (fp8_image_), then the FP8 GEMM.
+  if (!fp8_input_) return Internal("cuda engine: an fp8 Linear without room for its input");
+  const void* x8 = fp8_image_.of == x && fp8_image_.linear == &w ? fp8_image_.bytes : nullptr;
+  fp8_image_ = {};
+  if (!x8) {
+    RETURN_IF_ERROR(QuantizeToE4M3(p_, x, w.input_scale, fp8_input_, size_t(rows) * w.in,
+                                   kernels_));
+    x8 = fp8_input_;
+  }
+  const float scale = w.input_scale * w.weight_scale;
+  // An erf GELU (never in cuBLASLt's FP8 epilogue) whose output only an FP8
+  // Linear reads (Tail::feeds): that Linear's E4M3 input is made from the
+  // GEMM's accumulators in its epilogue (Fp8BiasGeluGemm, written over y's
+  // memory) or else in the GELU's pass (into fp8_input_), and y is never
+  // written in 16 bits after the GELU (Tuning::fused_fp8_quantization).
+  if (c_.tuning.fused_fp8_quantization && epilogue == Epilogue::kBiasGelu && tail.feeds &&
+      tail.feeds->w8) {
+    const float next_scale = tail.feeds->input_scale;
+    if (c_.linear.Fp8GeluApplies(w.in, w.out)) {
+      RETURN_IF_ERROR(c_.linear.RunFp8Gelu(x8, rows, w.in, w.w8, scale, w.b, w.out, next_scale,
+                                           y, stream_));
+      fp8_image_ = {y, tail.feeds, y};
+      return Stamp(name, flops);
+    }
+    RETURN_IF_ERROR(c_.linear.RunFp8(x8, rows, w.in, w.w8, scale, w.b, w.out, Epilogue::kBias,
+                                     nullptr, y, stream_));
+    RETURN_IF_ERROR(Stamp(name, flops));
+    RETURN_IF_ERROR(ActivateToE4M3(p_, *tail.act, y, next_scale, fp8_input_,
+                                   size_t(rows) * w.out, kernels_));
+    fp8_image_ = {y, tail.feeds, fp8_input_};
+    return Stamp("activation", 0);
+  }
+  RETURN_IF_ERROR(c_.linear.RunFp8(x8, rows, w.in, w.w8, scale, w.b, w.out, epilogue,
+                                   tail.residual, y, stream_));
+  RETURN_IF_ERROR(Stamp(name, flops));
   if (!tail.act || epilogue != Epilogue::kBias) return Status::Ok();
   RETURN_IF_ERROR(ActivationInPlace(p_, *tail.act, y, size_t(rows) * w.out, kernels_));
   return Stamp("activation", 0);
@@ -154,16 +174,16 @@ PrefetchRanges EncoderOps::PrefetchFor(const DeviceLayer& l) const {
 }
 
 // Its FLOPs count QK^T and PV over the padded longest length: an upper bound.
-Status EncoderOps::Attention(const DeviceLayer& l, int index, const void* qkv, void* ctx) {
+Status EncoderOps::Attention(const DeviceLayer& l, int local_window, const void* qkv,
+                             void* ctx) {
   AttentionArgs a = attention_;
   a.qkv = qkv;
   a.ctx = ctx;
-  const bool local = config_.local_layer(index);
-  if (local) a.local_window = config_.local_window;
+  a.local_window = local_window;
   a.prefetch = PrefetchFor(l);
   RETURN_IF_ERROR(cuda::Attention(p_, a, kernels_));
   const double keys =
-      local ? std::min(shape_.max_len, 2 * config_.local_window + 1) : shape_.max_len;
+      local_window > 0 ? std::min(shape_.max_len, 2 * local_window + 1) : shape_.max_len;
   return Stamp("attention", 4.0 * n_ * shape_.max_len * keys * h_);
 }
 

@@ -40,8 +40,9 @@ struct Tuning {
   // (BERTRT_SPLITK_GEMM=0).
   bool splitk_gemms = true;
   // sm_90 fp16/bf16, erf GELU: the FFN's first GEMM applies bias and GELU in
-  // its epilogue (bias_gelu_gemm.h, from 2,432 rows) instead of cuBLASLt's
-  // GEMM and then a pass of the activation kernel (BERTRT_FUSED_GELU_GEMM=0).
+  // its epilogue (bias_gelu_gemm.h, from 2,432 rows; in FP8 at any row
+  // count, with fused_fp8_quantization) instead of cuBLASLt's GEMM and then
+  // a pass of the activation kernel (BERTRT_FUSED_GELU_GEMM=0).
   bool fused_gelu_gemm = true;
   // sm_90 fp16/bf16: attention runs on the kernel fed by a TMA producer warp
   // (attention_tma.cuh) rather than the wgmma kernel whose threads all copy
@@ -59,16 +60,15 @@ struct Tuning {
   // (FirstQueryAttention) instead of for every query with the rest
   // discarded (BERTRT_FIRST_QUERY_ATTENTION=0).
   bool first_query_attention = true;
-  // fp8 engines: each FP8 GEMM's input is made by the vectorized pass
-  // (ActivateToE4M3), and an erf GELU whose output only an FP8 Linear reads
-  // makes that Linear's E4M3 input in its own pass (Tail::feeds) instead of
-  // a GELU pass and a quantization pass after it; the same bytes either way.
-  // Off until measured on a GPU (BERTRT_FUSED_FP8_QUANTIZATION=1 turns it on).
-  bool fused_fp8_quantization = false;
+  // fp8 engines: an FP8 Linear's erf GELU whose output only an FP8 Linear
+  // reads makes that Linear's E4M3 input itself, in the GEMM's epilogue
+  // (Fp8BiasGeluGemm, where fused_gelu_gemm and it apply) or in the GELU's
+  // pass, instead of the GELU writing 16 bits that a quantization pass reads
+  // again (BERTRT_FUSED_FP8_QUANTIZATION=0).
+  bool fused_fp8_quantization = true;
 
   // The switches as the BERTRT_* variables set them: each on unless its
-  // variable is 0 (time_gemms and fused_fp8_quantization: off unless
-  // BERTRT_GEMM_TUNING or BERTRT_FUSED_FP8_QUANTIZATION is 1).
+  // variable is 0 (time_gemms: off unless BERTRT_GEMM_TUNING is 1).
   static Tuning FromEnvironment();
 };
 

@@ -63,4 +63,15 @@ Status LinearLayers::RunFp8(const void* x, int rows, int in, const void* w, floa
                            {stream, overlap_launch_});
 }
 
+bool LinearLayers::Fp8GeluApplies(int in, int out) const {
+  return fused_gelu_ && Fp8BiasGeluGemmApplies(precision_, compute_capability_, in, out);
+}
+
+Status LinearLayers::RunFp8Gelu(const void* x, int rows, int in, const void* w, float scale,
+                                const void* bias, int out, float next_scale, void* y8,
+                                cudaStream_t stream) const {
+  return Fp8BiasGeluGemm(precision_, {x, rows, in, w, scale, bias, out, next_scale, y8, sm_count_},
+                         stream);
+}
+
 }  // namespace bertrt::cuda

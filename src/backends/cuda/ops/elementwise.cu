@@ -190,20 +190,11 @@ __global__ void ToFloatKernel(const T* in, float* out, size_t n) {
 
 // x (the engine's precision) divided by its scale and rounded to E4M3
 // (nearest even, saturating at +-448: __NV_SATFINITE), as core/half.h's
-// FloatToE4M3 rounds the CPU's emulation.
-template <typename T>
-__global__ void QuantizeE4M3Kernel(const T* in, float inverse_scale, __nv_fp8_storage_t* out,
-                                   size_t n) {
-  AfterPreviousKernel();
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
-       i += size_t{gridDim.x} * blockDim.x)
-    out[i] = __nv_cvt_float_to_fp8(ToFloat(in[i]) * inverse_scale, __NV_SATFINITE, __NV_E4M3);
-}
-
-// QuantizeE4M3Kernel 16 bytes of x at a time where in and out are aligned
-// for it (kVectors), else one element at a time; kActivate: act(x) first,
-// rounded to T as ActivationKernel writes it, so that the one pass gives the
-// bytes the activation kernel and the quantization would give in two.
+// FloatToE4M3 rounds the CPU's emulation; 16 bytes of x at a time where in
+// and out are aligned for it (kVectors), else one element at a time.
+// kActivate: act(x) first, rounded to T as ActivationKernel writes it, so
+// that the one pass gives the bytes the activation kernel and the
+// quantization would give in two.
 template <typename T, bool kActivate, HiddenAct kAct, bool kVectors>
 __global__ void ToE4M3Kernel(const T* in, float inverse_scale, __nv_fp8_storage_t* out,
                              size_t n) {
@@ -340,15 +331,7 @@ Status ConvertToFloat(Precision p, const void* in, float* out, size_t n, Stream 
 
 Status QuantizeToE4M3(Precision p, const void* in, float scale, void* out, size_t n,
                       Stream stream) {
-  if (n == 0) return Status::Ok();
-  if (!(scale > 0.0f)) return InvalidArgument("fp8 quantization: the scale must be positive");
-  // (As the CPU's emulation: a multiplication by the reciprocal.)
-  const float inverse = 1.0f / scale;
-  BERTRT_DISPATCH_PRECISION(p, Launch(QuantizeE4M3Kernel<T>, BlocksFor(n), kThreads, 0, stream,
-                                      static_cast<const T*>(in), inverse,
-                                      static_cast<__nv_fp8_storage_t*>(out), n));
-  CUDA_RETURN_IF_LAUNCH_FAILED("fp8 quantization kernel");
-  return Status::Ok();
+  return ActivateToE4M3(p, std::nullopt, in, scale, out, n, stream);
 }
 
 Status ActivateToE4M3(Precision p, std::optional<HiddenAct> act, const void* in, float scale,

@@ -42,14 +42,14 @@ Status StampTime(uint64_t* slot, cudaStream_t stream);
 Status ConvertFromFloat(Precision p, const float* in, void* out, size_t n, Stream stream);
 Status ConvertToFloat(Precision p, const void* in, float* out, size_t n, Stream stream);
 // out[i] = E4M3(in[i] / scale), one byte each, rounded to nearest even and
-// saturating at +-448: an FP8 GEMM's input (LtGemm::LinearFp8).
+// saturating at +-448: an FP8 GEMM's input (LtGemm::LinearFp8). 16 bytes of
+// `in` at a time where it is 16-byte aligned.
 Status QuantizeToE4M3(Precision p, const void* in, float scale, void* out, size_t n,
                       Stream stream);
 // out[i] = E4M3(act(in[i]) / scale), act(in[i]) rounded to the engine's
 // precision first: QuantizeToE4M3 of what ActivationInPlace would leave, in
-// one pass (an FP8 GEMM's input straight from the activation before it),
-// 16 bytes of `in` at a time where it is 16-byte aligned. No act: the same
-// bytes as QuantizeToE4M3. (Tuning::fused_fp8_quantization: its A/B.)
+// one pass (an FP8 GEMM's input straight from the activation before it;
+// Tuning::fused_fp8_quantization). No act: QuantizeToE4M3.
 Status ActivateToE4M3(Precision p, std::optional<HiddenAct> act, const void* in, float scale,
                       void* out, size_t n, Stream stream);
 

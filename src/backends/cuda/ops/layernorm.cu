@@ -3,9 +3,12 @@
 // registers, the statistics take two exact passes over them (mean, then
 // variance) with shuffles only, and every load and store is 16 bytes wide.
 // Other widths take one block per row, staged in shared memory as fp32.
+#include <cuda_fp8.h>
+
 #include <algorithm>
 #include <type_traits>
 
+#include "backends/cuda/ops/elementwise.h"
 #include "backends/cuda/ops/launch.h"
 #include "backends/cuda/ops/layernorm.h"
 #include "backends/cuda/util/cuda_check.h"
@@ -92,11 +95,20 @@ struct LaneAffine {
   }
 };
 
-// Writes the normalized row; x(k) is the lane's k-th value of it in fp32, k
-// over its kVecs vectors (vector k / kSize, element k % kSize); affine(i, g,
-// b) gives vector i's gamma and beta.
+// Where a LayerNorm also writes its row as the next FP8 GEMM's input:
+// E4M3(y * inverse_scale) of each value y it writes, y as written (rounded
+// to T), so the bytes QuantizeToE4M3 would make of the row; bytes null: not.
+struct E4M3Row {
+  __nv_fp8_storage_t* bytes = nullptr;
+  float inverse_scale = 0.0f;
+};
+
+// Writes the normalized row (and its E4M3, where e8.bytes); x(k) is the
+// lane's k-th value of it in fp32, k over its kVecs vectors (vector k /
+// kSize, element k % kSize); affine(i, g, b) gives vector i's gamma and beta.
 template <typename T, int kVecs, typename Values, typename Affine>
-__device__ __forceinline__ void NormalizeWarpRow(Values x, Affine affine, float eps, T* out) {
+__device__ __forceinline__ void NormalizeWarpRow(Values x, Affine affine, float eps, T* out,
+                                                 E4M3Row e8 = {}) {
   constexpr int kSize = Vec16<T>::kSize;
   // The row's width: the warp path's rows are exactly kVecs vectors per lane.
   constexpr float kWidth = 32 * kVecs * kSize;
@@ -120,6 +132,16 @@ __device__ __forceinline__ void NormalizeWarpRow(Values x, Affine affine, float 
     for (int j = 0; j < kSize; ++j)
       y.v[j] = FromFloat<T>((x(i * kSize + j) - mean) * inv_std * g[j] + b[j]);
     *reinterpret_cast<Vec16<T>*>(out + VecColumn<T>(i)) = y;
+    if (e8.bytes) {
+      struct alignas(kSize) Bytes {
+        __nv_fp8_storage_t b[kSize];
+      } q;
+#pragma unroll
+      for (int j = 0; j < kSize; ++j)
+        q.b[j] = __nv_cvt_float_to_fp8(ToFloat(y.v[j]) * e8.inverse_scale, __NV_SATFINITE,
+                                       __NV_E4M3);
+      *reinterpret_cast<Bytes*>(e8.bytes + VecColumn<T>(i)) = q;
+    }
   }
 }
 
@@ -156,6 +178,12 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
                              static_cast<T*>(a.out) + t * h);
 }
 
+// e8 at row `row` of a [rows, hidden] output.
+__device__ __forceinline__ E4M3Row RowOf(E4M3Row e8, int row, int hidden) {
+  if (e8.bytes) e8.bytes += static_cast<size_t>(row) * hidden;
+  return e8;
+}
+
 // Each warp normalizes kRows rows. One row is converted to fp32 as it is
 // loaded: a small batch's LayerNorm is latency-bound, and holding the row as
 // loaded bought it nothing (batch 8 on the H200 was 0.3-0.9% slower so,
@@ -168,7 +196,7 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
 template <typename T, int kVecs, int kRows>
 __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
     LayerNormWarpKernel(const T* in, T* out, int rows, int hidden, const float* gamma,
-                        const float* beta, float eps) {
+                        const float* beta, float eps, E4M3Row e8) {
   constexpr int kSize = Vec16<T>::kSize;
   const int first = (blockIdx.x * kWarpRowsPerBlock + (threadIdx.x >> 5)) * kRows;
   if constexpr (kRows == 1) {
@@ -184,7 +212,7 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
     float x[kVecs * kSize];
     RowToFloats(v, x);
     NormalizeWarpRow<T, kVecs>([&](int k) { return x[k]; }, affine, eps,
-                               out + static_cast<size_t>(first) * hidden);
+                               out + static_cast<size_t>(first) * hidden, RowOf(e8, first, hidden));
   } else {
     AfterPreviousKernel();
     Vec16<T> v[kRows][kVecs];
@@ -206,7 +234,7 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
       NormalizeWarpRow<T, kVecs>(
           [&](int k) { return x[k]; },
           [&](int i, float* g, float* b) { LoadAffineVec<T>(gamma, beta, i, g, b); }, eps,
-          out + static_cast<size_t>(first + r) * hidden);
+          out + static_cast<size_t>(first + r) * hidden, RowOf(e8, first + r, hidden));
     }
   }
 }
@@ -303,9 +331,15 @@ Status EmbedLayerNorm(Precision p, const EmbeddingArgs& a, Stream stream) {
 }
 
 Status LayerNorm(Precision p, const void* in, void* out, int rows, int hidden, const float* gamma,
-                 const float* beta, float eps, Stream stream) {
+                 const float* beta, float eps, Stream stream, E4M3Output e4m3) {
   if (rows == 0) return Status::Ok();
-  if (const int vecs = WarpVecsFor(p, hidden)) {
+  if (e4m3.bytes && !(e4m3.scale > 0.0f))
+    return InvalidArgument("LayerNorm: the E4M3 output's scale must be positive");
+  const int vecs = WarpVecsFor(p, hidden);
+  if (vecs) {
+    // (As QuantizeToE4M3: a multiplication by the reciprocal.)
+    const E4M3Row e8{static_cast<__nv_fp8_storage_t*>(e4m3.bytes),
+                     e4m3.bytes ? 1.0f / e4m3.scale : 0.0f};
     // Two rows to a warp double the bytes each has in flight; a small batch
     // keeps one, for the latency of its few rows.
     const bool two = rows >= kTwoRowsPerWarpFrom;
@@ -314,7 +348,8 @@ Status LayerNorm(Precision p, const void* in, void* out, int rows, int hidden, c
           constexpr int kVecs = decltype(v)::value;
           Launch(two ? LayerNormWarpKernel<T, kVecs, 2> : LayerNormWarpKernel<T, kVecs, 1>,
                  WarpBlocks(rows, two ? 2 : 1), 32 * kWarpRowsPerBlock, 0, stream,
-                 static_cast<const T*>(in), static_cast<T*>(out), rows, hidden, gamma, beta, eps);
+                 static_cast<const T*>(in), static_cast<T*>(out), rows, hidden, gamma, beta, eps,
+                 e8);
         }));
   } else {
     const size_t smem = hidden * sizeof(float);
@@ -323,6 +358,9 @@ Status LayerNorm(Precision p, const void* in, void* out, int rows, int hidden, c
                   static_cast<const T*>(in), static_cast<T*>(out), hidden, gamma, beta, eps));
   }
   CUDA_RETURN_IF_LAUNCH_FAILED("LayerNorm kernel");
+  // Widths off the warp path: the E4M3 in a pass of its own.
+  if (e4m3.bytes && !vecs)
+    return QuantizeToE4M3(p, out, e4m3.scale, e4m3.bytes, size_t(rows) * hidden, stream);
   return Status::Ok();
 }
 

@@ -29,8 +29,18 @@ struct EmbeddingArgs {
 // without the position term where there is no table.
 Status EmbedLayerNorm(Precision p, const EmbeddingArgs& a, Stream stream);
 
+// Where a LayerNorm also writes its output as an FP8 GEMM's input:
+// QuantizeToE4M3(out, scale) into `bytes` ([rows, hidden]), made from the
+// values as they are written: in the same pass where one warp takes a row
+// (fp16/bf16 widths that are multiples of 256 up to 2048: BERT-base's and
+// large's), else in a pass after it; bytes null: not.
+struct E4M3Output {
+  void* bytes = nullptr;
+  float scale = 0.0f;
+};
+
 // out[r] = LayerNorm(in[r]) * gamma + beta; in may equal out.
 Status LayerNorm(Precision p, const void* in, void* out, int rows, int hidden, const float* gamma,
-                 const float* beta, float eps, Stream stream);
+                 const float* beta, float eps, Stream stream, E4M3Output e4m3 = {});
 
 }  // namespace bertrt::cuda

@@ -54,6 +54,43 @@ struct GeluErf<cutlass::Array<T, N>> {
   }
 };
 
+// Runs CUTLASS kernel `Kernel` (a GemmUniversal) with `args` on `stream`
+// across `sm_count` multiprocessors; `name` for the errors.
+template <class Kernel>
+Status Launch(typename Kernel::Arguments& args, int sm_count, const char* name,
+              cudaStream_t stream) {
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  const auto& problem = args.problem_shape;
+  args.hw_info.device_id = 0;
+  args.hw_info.sm_count = sm_count;
+  if (Kernel::get_workspace_size(args) != 0)
+    return Internal(std::string(name) +
+                    ": this tiling asks for a workspace, which the engine has none of");
+  if (Gemm::can_implement(args) != cutlass::Status::kSuccess)
+    return InvalidArgument(std::string(name) + ": CUTLASS cannot take " +
+                           std::to_string(cute::get<0>(problem)) + " x " +
+                           std::to_string(cute::get<2>(problem)) + " -> " +
+                           std::to_string(cute::get<1>(problem)));
+  // The kernel's shared memory is above the 48 KB default: allowed once,
+  // outside any stream capture's concern.
+  static std::once_flag smem_set;
+  static cudaError_t smem_err = cudaSuccess;
+  std::call_once(smem_set, [] {
+    const int smem = int(Kernel::SharedStorageSize);
+    if (smem >= (48 << 10))
+      smem_err = cudaFuncSetAttribute(cutlass::device_kernel<Kernel>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  });
+  if (smem_err != cudaSuccess)
+    return Internal(std::string(name) + ": cudaFuncSetAttribute: " + cudaGetErrorString(smem_err));
+  typename Kernel::Params params = Kernel::to_underlying_arguments(args, nullptr);
+  if (Gemm::run(params, stream) != cutlass::Status::kSuccess) {
+    const cudaError_t err = cudaGetLastError();
+    return Internal(std::string(name) + ": launch failed: " + cudaGetErrorString(err));
+  }
+  return Status::Ok();
+}
+
 // y[rows, out] = act(x[rows, in] W[out, in]^T + bias[out] [+ residual[rows,
 // out]]). In CUTLASS's terms M = rows, N = out, K = in; x is A, row-major
 // (M x K); W is B, column-major (K x N: element (k, n) at n * K + k, HF's
@@ -126,33 +163,93 @@ struct BiasGeluGemmKernel {
       // Act's own (none).
       args.epilogue.thread = {{{}, {static_cast<const T*>(a.bias), T(0), {}}, {}}, {}};
     }
-    args.hw_info.device_id = 0;
-    args.hw_info.sm_count = a.sm_count;
-    if (Kernel::get_workspace_size(args) != 0)
-      return Internal(
-          "BiasGeluGemm: this tiling asks for a workspace, which the engine has none of");
-    if (Gemm::can_implement(args) != cutlass::Status::kSuccess)
-      return InvalidArgument("BiasGeluGemm: CUTLASS cannot take " + std::to_string(m) + " x " +
-                             std::to_string(k) + " -> " + std::to_string(n));
-    // The kernel's shared memory is above the 48 KB default: allowed once,
-    // outside any stream capture's concern.
-    static std::once_flag smem_set;
-    static cudaError_t smem_err = cudaSuccess;
-    std::call_once(smem_set, [] {
-      const int smem = int(Kernel::SharedStorageSize);
-      if (smem >= (48 << 10))
-        smem_err = cudaFuncSetAttribute(cutlass::device_kernel<Kernel>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    });
-    if (smem_err != cudaSuccess)
-      return Internal(std::string("BiasGeluGemm: cudaFuncSetAttribute: ") +
-                      cudaGetErrorString(smem_err));
-    typename Kernel::Params params = Kernel::to_underlying_arguments(args, nullptr);
-    if (Gemm::run(params, stream) != cutlass::Status::kSuccess) {
-      const cudaError_t err = cudaGetLastError();
-      return Internal(std::string("BiasGeluGemm: launch failed: ") + cudaGetErrorString(err));
+    return Launch<Kernel>(args, a.sm_count, "BiasGeluGemm", stream);
+  }
+};
+
+// The FP8 FFN's epilogue (Fp8BiasGeluGemm): from each accumulator, v =
+// scale acc + bias rounded to T (what the FP8 GEMM writes without it), its
+// erf GELU rounded to T (what the activation kernel writes), times the next
+// GEMM's inverse input scale: the value ActivateToE4M3 rounds to E4M3 after
+// those two, computed from the same accumulators without leaving the
+// multiprocessor. Sm90Compute hands it the accumulator and bias fragments
+// and its Arguments.
+struct Fp8GeluArguments {
+  float scale = 1.0f;               // the input's scale times the weight's
+  float inverse_next_scale = 1.0f;  // 1 / the next FP8 GEMM's input scale
+};
+
+template <class T>
+struct Fp8GeluOf {
+  template <class A>
+  struct Fn {
+    using Arguments = Fp8GeluArguments;
+    template <class V>
+    CUTLASS_DEVICE V operator()(V const& acc, V const& bias, Arguments const& a) const {
+      V y;
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < int(V::kElements); ++i) {
+        const float v = float(T(fmaf(a.scale, acc[i], bias[i])));
+        y[i] = float(T(ErfGelu(v))) * a.inverse_next_scale;
+      }
+      return y;
     }
-    return Status::Ok();
+  };
+};
+
+// y8[rows, out] = E4M3(gelu(scale x8[rows, in] W8[out, in]^T + bias[out]) /
+// next scale), bias in T (fp16/bf16), x8 and W8 E4M3: the layout of
+// BiasGeluGemmKernel, 16-byte alignment being 16 elements. The mainloop
+// promotes its partial sums to fp32 every few k-blocks (CUTLASS's FP8
+// mainloop, not its FastAccum schedules), as cuBLASLt's FP8 GEMM does by
+// default.
+template <class T, class TileShape, class ClusterShape, class MainloopSchedule,
+          class EpilogueSchedule>
+struct Fp8BiasGeluGemmKernel {
+  using E4M3 = cutlass::float_e4m3_t;
+  static constexpr int kAlignment = 16;  // elements: 16 bytes of E4M3
+  static constexpr int kBiasAlignment = 8;
+  using Fusion = cutlass::epilogue::fusion::Sm90EVT<
+      cutlass::epilogue::fusion::Sm90Compute<Fp8GeluOf<T>::template Fn, E4M3, float,
+                                             cutlass::FloatRoundStyle::round_to_nearest>,
+      cutlass::epilogue::fusion::Sm90AccFetch,
+      cutlass::epilogue::fusion::Sm90RowBroadcast<
+          0, TileShape, T, float, cute::Stride<cute::_0, cute::_1, int64_t>, kBiasAlignment>>;
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void,
+      cutlass::layout::RowMajor, kAlignment, E4M3, cutlass::layout::RowMajor, kAlignment,
+      EpilogueSchedule, Fusion>::CollectiveOp;
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, E4M3, cutlass::layout::RowMajor,
+      kAlignment, E4M3, cutlass::layout::ColumnMajor, kAlignment, float, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename Epilogue::SharedStorage))>,
+      MainloopSchedule>::CollectiveOp;
+  using Kernel =
+      cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue>;
+
+  static Status Run(const Fp8BiasGeluGemmArgs& a, cudaStream_t stream) {
+    using StrideA = typename Kernel::StrideA;
+    using StrideB = typename Kernel::StrideB;
+    using StrideC = typename Kernel::StrideC;
+    using StrideD = typename Kernel::StrideD;
+    const int m = a.rows, n = a.out, k = a.in;
+    typename Kernel::Arguments args{
+        cutlass::gemm::GemmUniversalMode::kGemm,
+        {m, n, k, 1},
+        {static_cast<const E4M3*>(a.x8), cutlass::make_cute_packed_stride(StrideA{}, {m, k, 1}),
+         static_cast<const E4M3*>(a.w8), cutlass::make_cute_packed_stride(StrideB{}, {n, k, 1})},
+        {{},
+         nullptr,
+         cutlass::make_cute_packed_stride(StrideC{}, {m, n, 1}),
+         static_cast<E4M3*>(a.y8),
+         cutlass::make_cute_packed_stride(StrideD{}, {m, n, 1})}};
+    // The tree's arguments, children first: the accumulators (none), the
+    // bias row (0 where none is given), then the epilogue's own.
+    args.epilogue.thread = {
+        {}, {static_cast<const T*>(a.bias), T(0), {}}, {a.scale, 1.0f / a.next_scale}};
+    return Launch<Kernel>(args, a.sm_count, "Fp8BiasGeluGemm", stream);
   }
 };
 
