@@ -24,8 +24,15 @@ def cosines(a, b):
     return (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
 
 
+# The fp8 engine as it runs, and with every quantization fused into the kernel before it
+# (Tuning::fused_fp8_quantization: the LayerNorm's pass, the FFN-in GEMM's epilogue).
+FUSIONS = pytest.mark.parametrize("fused", ["0", "1"])
+
+
+@FUSIONS
 @pytest.mark.parametrize("model,output", [("sentence_mean", "embedding"), ("seq_cls", "logits")])
-def test_gpu_fp8_answers_as_the_cpu_emulation(bertrt_bin, model, output):
+def test_gpu_fp8_answers_as_the_cpu_emulation(bertrt_bin, monkeypatch, model, output, fused):
+    monkeypatch.setenv("BERTRT_FUSED_FP8_QUANTIZATION", fused)
     records = [{"text": t} for t in TEXTS]
     path = str(MODELS / model)
     _, cpu, _ = run_jsonl(bertrt_bin, ["run", path, "--precision", "fp8"], records)
@@ -38,12 +45,14 @@ def test_gpu_fp8_answers_as_the_cpu_emulation(bertrt_bin, model, output):
     assert c.min() >= 0.999, c.min()
 
 
-def test_gpu_fp8_on_trained_weights_is_as_close_to_fp32_as_the_emulation(bertrt_bin,
-                                                                          default_model):
+@FUSIONS
+def test_gpu_fp8_on_trained_weights_is_as_close_to_fp32_as_the_emulation(bertrt_bin, monkeypatch,
+                                                                          default_model, fused):
     """all-MiniLM-L6-v2 on the tokenizer corpus's texts (every GEMM of its 6 layers in FP8 at
     its real width): the GPU rounds fp16 activations onto E4M3 where the emulation rounded
     fp32 ones, so the two part by a fraction of fp8's own error, not by a rounding; each is held
     against fp32 at twice the emulation's angle (the load check's bound)."""
+    monkeypatch.setenv("BERTRT_FUSED_FP8_QUANTIZATION", fused)
     corpus = ROOT / "tests/data/tokenizer/corpus.jsonl"
     # The first 96 (the texts whose tokens the GPU machine's shrunk copy keeps), less the
     # empty one, which `bertrt run` refuses.
@@ -70,8 +79,8 @@ def test_fused_fp8_quantization_answers_the_same(bertrt_bin, request, model):
     """BERTRT_FUSED_FP8_QUANTIZATION (the erf GELU's pass making the FFN-out GEMM's E4M3 input)
     puts the same bytes into every FP8 GEMM as the GELU pass and the quantization pass after
     it: the same answers, bit for bit (all-MiniLM-L6-v2 at its real width too). With the GELU
-    in the FFN-in GEMM's epilogue (the default, BERTRT_FUSED_GELU_GEMM) the sums are that
-    kernel's own, so it is off here: the other tests hold the default to the emulation."""
+    in the FFN-in GEMM's epilogue (BERTRT_FUSED_GELU_GEMM) the sums are that kernel's own, so
+    it is off here: the other tests hold every fusion to the emulation's bound."""
     path = (request.getfixturevalue("default_model") if model == "default"
             else str(MODELS / model))
     stdin = "".join(json.dumps({"text": t}) + "\n" for t in TEXTS).encode()
