@@ -168,17 +168,16 @@ StatusOr<ServerTotals> ParseServerTotals(const std::string& metrics_text,
                    SumMetric(metrics_text, "bertrt_compute_duration_seconds_sum", model));
   ASSIGN_OR_RETURN(t.requests,
                    SumMetric(metrics_text, "bertrt_compute_duration_seconds_count", model));
-  for (const auto& [suffix, part] : {std::pair{"_sum", 0}, std::pair{"_count", 1}}) {
+  for (const bool sums : {true, false}) {
     auto add = [&](const std::map<std::string, std::string>& labels, double v) {
       auto stage = labels.find("stage");
       if (stage == labels.end()) return;
-      auto& [seconds, count] = t.stages[stage->second];
-      (part == 0 ? seconds : count) += v;
+      std::pair<double, double>& totals = t.stages[stage->second];
+      (sums ? totals.first : totals.second) += v;
     };
-    RETURN_IF_ERROR(
-        ForEachSample(metrics_text, std::string("bertrt_request_stage_seconds") + suffix, model,
-                      add)
-            .status());
+    const std::string metric =
+        std::string("bertrt_request_stage_seconds") + (sums ? "_sum" : "_count");
+    RETURN_IF_ERROR(ForEachSample(metrics_text, metric, model, add).status());
   }
   return t;
 }
