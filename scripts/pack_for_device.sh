@@ -88,12 +88,18 @@ fi
 # data cannot travel beside the payload): all-MiniLM-L6-v2 in bf16, the word
 # embeddings of the first 96 corpus texts' tokens alone, positions past its
 # 256 zeroed, no vocab.txt (tokenizer.json serves), into .carry/parity.tar.xz,
-# which scripts/device_fp8.sh's gate step finds.
+# which scripts/device_fp8.sh's gate step finds; with the default model's
+# tokenizer beside it (parity/tokenizer, as PARITY_DATA's), so that
+# scripts/device_parity.sh runs on the same carry (its real-model cases on
+# this model, the fp8 budget case among them).
 if [ "${FP8_DATA:-0}" = 1 ]; then
   src=models/all-MiniLM-L6-v2
   [ -f "$src/model.safetensors" ] || bash scripts/fetch_default_model.sh
   dst=.carry/parity/all-MiniLM-L6-v2
-  mkdir -p "$dst"
+  mkdir -p "$dst" .carry/parity/tokenizer
+  for f in tokenizer.json vocab.txt tokenizer_config.json special_tokens_map.json; do
+    cp "$src/$f" .carry/parity/tokenizer/
+  done
   (cd "$src" && find . -type f ! -name model.safetensors ! -name vocab.txt -exec cp --parents {} \
     "$OLDPWD/$dst/" \;)
   python3 - "$src/tokenizer.json" tests/data/tokenizer/corpus.jsonl > .carry/token_ids.txt <<'PY'
