@@ -62,8 +62,9 @@ case "${STEP:-tests}" in
       for v in fp8 fp16; do
         m=/tmp/bertrt-bench/bert-base-seqcls
         [ $v = fp8 ] && m=/tmp/bertrt-bench/bert-base.fp8.plan
-        BERTRT_FUSED_FP8_QUANTIZATION=1 timeout 60 .carry/bin/bertrt bench $m --device cuda --precision $v --batch-size 128 \
-          --seq-len 128 --iterations 50 --profile > "$OUT/profile_$v.txt" 2>&1
+        BERTRT_FUSED_FP8_QUANTIZATION=1 timeout 60 .carry/bin/bertrt bench $m --device cuda \
+          --precision $v --batch-size 128 --seq-len 128 --iterations 50 --profile \
+          > "$OUT/profile_$v.txt" 2>&1
         grep -A14 '^per operation' "$OUT/profile_$v.txt"
       done
     fi

@@ -52,6 +52,14 @@ fi
 # scripts/device_unpack.sh opens it there.
 tar -cf - -C .carry bin lib | xz -9 -T"$(nproc)" > .carry/payload.tar.xz
 rm -rf .carry/bin .carry/lib
+# The default model's tokenizer into .carry/parity/tokenizer (the parity
+# suite's --tokenizer: a real vocabulary for its random models).
+copy_tokenizer() {
+  mkdir -p .carry/parity/tokenizer
+  for f in tokenizer.json vocab.txt tokenizer_config.json special_tokens_map.json; do
+    cp "$1/$f" .carry/parity/tokenizer/
+  done
+}
 # PARITY_DATA=1: what scripts/device_parity.sh needs besides the binaries: the
 # default model's tokenizer (a real 30,522-token vocabulary for the random
 # models) and the model itself, a trained one, with its weights in fp16 and
@@ -60,10 +68,8 @@ rm -rf .carry/bin .carry/lib
 if [ "${PARITY_DATA:-0}" = 1 ]; then
   src=models/all-MiniLM-L6-v2
   [ -f "$src/model.safetensors" ] || bash scripts/fetch_default_model.sh
-  mkdir -p .carry/parity/tokenizer .carry/parity/all-MiniLM-L6-v2
-  for f in tokenizer.json vocab.txt tokenizer_config.json special_tokens_map.json; do
-    cp "$src/$f" .carry/parity/tokenizer/
-  done
+  mkdir -p .carry/parity/all-MiniLM-L6-v2
+  copy_tokenizer "$src"
   (cd "$src" && find . -type f ! -name model.safetensors -exec cp --parents {} \
     "$OLDPWD/.carry/parity/all-MiniLM-L6-v2/" \;)
   python3 - "$src/tokenizer.json" tests/data/tokenizer/corpus.jsonl > .carry/token_ids.txt <<'PY'
@@ -96,10 +102,8 @@ if [ "${FP8_DATA:-0}" = 1 ]; then
   src=models/all-MiniLM-L6-v2
   [ -f "$src/model.safetensors" ] || bash scripts/fetch_default_model.sh
   dst=.carry/parity/all-MiniLM-L6-v2
-  mkdir -p "$dst" .carry/parity/tokenizer
-  for f in tokenizer.json vocab.txt tokenizer_config.json special_tokens_map.json; do
-    cp "$src/$f" .carry/parity/tokenizer/
-  done
+  mkdir -p "$dst"
+  copy_tokenizer "$src"
   (cd "$src" && find . -type f ! -name model.safetensors ! -name vocab.txt -exec cp --parents {} \
     "$OLDPWD/$dst/" \;)
   python3 - "$src/tokenizer.json" tests/data/tokenizer/corpus.jsonl > .carry/token_ids.txt <<'PY'

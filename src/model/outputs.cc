@@ -71,7 +71,7 @@ std::vector<ComparedRow> ComparedRows(const NamedOutput& o, const RaggedBatch& b
 std::vector<float> ClassScores(const float* logits, int n) {
   std::vector<float> p(logits, logits + n);
   if (n == 1) {
-    p[0] = 1.0f / (1.0f + std::exp(-p[0]));
+    p[0] = Sigmoid(p[0]);
     return p;
   }
   const float top = *std::max_element(p.begin(), p.end());

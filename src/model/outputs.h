@@ -2,6 +2,7 @@
 // lays them out, copied out of the head's arrays the backend computed.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <vector>
 
@@ -55,6 +56,8 @@ struct ComparedRow {
   size_t n;
 };
 std::vector<ComparedRow> ComparedRows(const NamedOutput& output, const RaggedBatch& batch);
+
+inline float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 // A classifier's scores from its logits, as TEI and transformers' pipelines
 // give them: a softmax over several labels, a sigmoid of a single logit (a

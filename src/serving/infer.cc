@@ -211,7 +211,7 @@ std::vector<float> LabelScoresOf(const float* logits, int n, ScoreFunction f) {
   if (f == ScoreFunction::kSoftmax) return {1.0f};
   std::vector<float> p(logits, logits + n);
   if (f == ScoreFunction::kSigmoid)
-    for (float& v : p) v = 1.0f / (1.0f + std::exp(-v));
+    for (float& v : p) v = Sigmoid(v);
   return p;
 }
 

@@ -266,10 +266,14 @@ def read_corpus():
         return [json.loads(line) for line in f if line.strip()]
 
 
+# How many of the corpus's (non-empty) records the `bertrt run` cases send.
+CLI_RECORDS = 96
+
+
 def cli_records():
     """The JSON Lines records the `bertrt run` cases send: 96 texts and pairs."""
     return [{k: v for k, v in c.items() if k in ("text", "text_pair")}
-            for c in read_corpus() if c["text"].strip()][:96]
+            for c in read_corpus() if c["text"].strip()][:CLI_RECORDS]
 
 
 def make_batches(tokenizer_path, names):
@@ -1016,7 +1020,7 @@ def calibration_file(args):
     """The corpus's texts after cli_records()'s, one per line: calibration
     texts like the suite's own, none of them among those it checks."""
     path = os.path.join(args.work, "calibration.txt")
-    texts = [c["text"] for c in read_corpus() if c["text"].strip()][96:]
+    texts = [c["text"] for c in read_corpus() if c["text"].strip()][CLI_RECORDS:]
     with open(path, "w", encoding="utf-8") as f:
         f.write("".join(t.replace("\n", " ") + "\n" for t in texts))
     return path

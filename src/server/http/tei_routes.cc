@@ -865,10 +865,6 @@ Result<json> PipelineTaskRoute(const Call& c) {
   return request->Answer(answers);
 }
 
-// POST / and /invocations, by the model's type as TEI routes them; a body
-// shaped for /similarity (huggingface_hub's sentence_similarity) or /rerank
-// goes there; a token classifier's or question answerer's is the HF
-// Inference API's task request.
 // The HF Inference API's text-classification task on POST / (what
 // huggingface_hub's text_classification posts: a "parameters" object, maybe
 // empty): {"inputs": a text or {"text", "text_pair"}, "parameters": {"top_k",
@@ -912,6 +908,10 @@ Result<json> HfTextClassification(const Call& c) {
   return Classify(c, {input}, o, predict);
 }
 
+// POST / and /invocations, by the model's type as TEI routes them; a body
+// shaped for /similarity (huggingface_hub's sentence_similarity) or /rerank
+// goes there; a token classifier's or question answerer's is the HF
+// Inference API's task request.
 Result<Answer> Root(const Call& c) {
   if (*PipelineTask(c.model().config())) return AsAnswer(PipelineTaskRoute(c));
   switch (KindOf(c.model())) {

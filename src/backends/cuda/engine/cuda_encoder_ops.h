@@ -102,6 +102,9 @@ class EncoderOps {
   Status Stamp(const char* name, double flops) {
     return trace_ && !in_head_ ? trace_->After(name, flops, stream_) : Status::Ok();
   }
+  // Linear's FP8 GEMM with the erf GELU, making `next`'s E4M3 input from it.
+  Status Fp8GeluFeedingFp8(const char* name, const DeviceLinear& w, const void* x8, float scale,
+                           int rows, void* y, const DeviceLinear& next);
   // Weights prefetched by the attention before `layer`'s GEMMs (small batches).
   PrefetchRanges PrefetchFor(const DeviceLayer& layer) const;
 

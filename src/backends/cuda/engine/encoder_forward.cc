@@ -98,52 +98,53 @@ Status EncoderOps::Linear(const char* name, const DeviceLinear& w, const void* x
                           ops::Tail<const void*, DeviceLinear> tail) {
   const Epilogue epilogue = tail.act ? ActivationEpilogue(*tail.act, c_.options) : Epilogue::kBias;
   const double flops = 2.0 * rows * w.in * w.out;
-  if (!w.w8) {
+  if (w.w8) {
+    // fp8: the input onto E4M3 with its calibrated scale, unless the op
+    // before made it (fp8_image_), then the FP8 GEMM.
+    if (!fp8_input_) return Internal("cuda engine: an fp8 Linear without room for its input");
+    const void* x8 = fp8_image_.of == x && fp8_image_.linear == &w ? fp8_image_.bytes : nullptr;
+    fp8_image_ = {};
+    if (!x8) {
+      RETURN_IF_ERROR(QuantizeToE4M3(p_, x, w.input_scale, fp8_input_, size_t(rows) * w.in,
+                                     kernels_));
+      x8 = fp8_input_;
+    }
+    const float scale = w.input_scale * w.weight_scale;
+    if (c_.tuning.fused_fp8_quantization && epilogue == Epilogue::kBiasGelu && tail.feeds &&
+        tail.feeds->w8)
+      return Fp8GeluFeedingFp8(name, w, x8, scale, rows, y, *tail.feeds);
+    RETURN_IF_ERROR(c_.linear.RunFp8(x8, rows, w.in, w.w8, scale, w.b, w.out, epilogue,
+                                     tail.residual, y, stream_));
+  } else {
     RETURN_IF_ERROR(
         c_.linear.Run(x, rows, w.in, w.w, w.b, w.out, epilogue, tail.residual, y, stream_));
-    RETURN_IF_ERROR(Stamp(name, flops));
-    if (!tail.act || epilogue != Epilogue::kBias) return Status::Ok();
-    RETURN_IF_ERROR(ActivationInPlace(p_, *tail.act, y, size_t(rows) * w.out, kernels_));
-    return Stamp("activation", 0);
   }
-  // fp8: the input onto E4M3 with its calibrated scale, unless the Linear
-  // before made it (fp8_image_), then the FP8 GEMM.
-  if (!fp8_input_) return Internal("cuda engine: an fp8 Linear without room for its input");
-  const void* x8 = fp8_image_.of == x && fp8_image_.linear == &w ? fp8_image_.bytes : nullptr;
-  fp8_image_ = {};
-  if (!x8) {
-    RETURN_IF_ERROR(QuantizeToE4M3(p_, x, w.input_scale, fp8_input_, size_t(rows) * w.in,
-                                   kernels_));
-    x8 = fp8_input_;
-  }
-  const float scale = w.input_scale * w.weight_scale;
-  // An erf GELU (never in cuBLASLt's FP8 epilogue) whose output only an FP8
-  // Linear reads (Tail::feeds): that Linear's E4M3 input is made from the
-  // GEMM's accumulators in its epilogue (Fp8BiasGeluGemm, written over y's
-  // memory) or else in the GELU's pass (into fp8_input_), and y is never
-  // written in 16 bits after the GELU (Tuning::fused_fp8_quantization).
-  if (c_.tuning.fused_fp8_quantization && epilogue == Epilogue::kBiasGelu && tail.feeds &&
-      tail.feeds->w8) {
-    const float next_scale = tail.feeds->input_scale;
-    if (c_.linear.Fp8GeluApplies(w.in, w.out)) {
-      RETURN_IF_ERROR(c_.linear.RunFp8Gelu(x8, rows, w.in, w.w8, scale, w.b, w.out, next_scale,
-                                           y, stream_));
-      fp8_image_ = {y, tail.feeds, y};
-      return Stamp(name, flops);
-    }
-    RETURN_IF_ERROR(c_.linear.RunFp8(x8, rows, w.in, w.w8, scale, w.b, w.out, Epilogue::kBias,
-                                     nullptr, y, stream_));
-    RETURN_IF_ERROR(Stamp(name, flops));
-    RETURN_IF_ERROR(ActivateToE4M3(p_, *tail.act, y, next_scale, fp8_input_,
-                                   size_t(rows) * w.out, kernels_));
-    fp8_image_ = {y, tail.feeds, fp8_input_};
-    return Stamp("activation", 0);
-  }
-  RETURN_IF_ERROR(c_.linear.RunFp8(x8, rows, w.in, w.w8, scale, w.b, w.out, epilogue,
-                                   tail.residual, y, stream_));
   RETURN_IF_ERROR(Stamp(name, flops));
   if (!tail.act || epilogue != Epilogue::kBias) return Status::Ok();
   RETURN_IF_ERROR(ActivationInPlace(p_, *tail.act, y, size_t(rows) * w.out, kernels_));
+  return Stamp("activation", 0);
+}
+
+// An erf GELU (never in cuBLASLt's FP8 epilogue) whose output only an FP8
+// Linear reads (Tail::feeds): that Linear's E4M3 input is made from the
+// GEMM's accumulators in its epilogue (Fp8BiasGeluGemm, written over y's
+// memory) or else in the GELU's pass (into fp8_input_), and y is never
+// written in 16 bits after the GELU (Tuning::fused_fp8_quantization).
+Status EncoderOps::Fp8GeluFeedingFp8(const char* name, const DeviceLinear& w, const void* x8,
+                                     float scale, int rows, void* y, const DeviceLinear& next) {
+  const double flops = 2.0 * rows * w.in * w.out;
+  if (c_.linear.Fp8GeluApplies(w.in, w.out)) {
+    RETURN_IF_ERROR(c_.linear.RunFp8Gelu(x8, rows, w.in, w.w8, scale, w.b, w.out,
+                                         next.input_scale, y, stream_));
+    fp8_image_ = {y, &next, y};
+    return Stamp(name, flops);
+  }
+  RETURN_IF_ERROR(c_.linear.RunFp8(x8, rows, w.in, w.w8, scale, w.b, w.out, Epilogue::kBias,
+                                   nullptr, y, stream_));
+  RETURN_IF_ERROR(Stamp(name, flops));
+  RETURN_IF_ERROR(ActivateToE4M3(p_, HiddenAct::kGelu, y, next.input_scale, fp8_input_,
+                                 size_t(rows) * w.out, kernels_));
+  fp8_image_ = {y, &next, fp8_input_};
   return Stamp("activation", 0);
 }
 

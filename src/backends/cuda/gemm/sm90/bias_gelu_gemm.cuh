@@ -91,6 +91,29 @@ Status Launch(typename Kernel::Arguments& args, int sm_count, const char* name,
   return Status::Ok();
 }
 
+// A GemmUniversal's arguments for y[m, n] from x[m, k], w[n, k] (HF's [out,
+// in]: column-major K x N to CUTLASS) and, where the epilogue reads one,
+// c[m, n] (null otherwise); x, c and y row-major. The epilogue's own
+// arguments (`thread`) are the caller's.
+template <class Kernel>
+typename Kernel::Arguments GemmArguments(const void* x, const void* w, const void* c, void* y,
+                                         int m, int n, int k) {
+  typename Kernel::Arguments args{};
+  args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
+  args.problem_shape = typename Kernel::ProblemShape{m, n, k, 1};
+  auto& in = args.mainloop;
+  in.ptr_A = static_cast<decltype(in.ptr_A)>(x);
+  in.dA = cutlass::make_cute_packed_stride(typename Kernel::StrideA{}, {m, k, 1});
+  in.ptr_B = static_cast<decltype(in.ptr_B)>(w);
+  in.dB = cutlass::make_cute_packed_stride(typename Kernel::StrideB{}, {n, k, 1});
+  auto& out = args.epilogue;
+  out.ptr_C = static_cast<decltype(out.ptr_C)>(c);
+  out.dC = cutlass::make_cute_packed_stride(typename Kernel::StrideC{}, {m, n, 1});
+  out.ptr_D = static_cast<decltype(out.ptr_D)>(y);
+  out.dD = cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, {m, n, 1});
+  return args;
+}
+
 // y[rows, out] = act(x[rows, in] W[out, in]^T + bias[out] [+ residual[rows,
 // out]]). In CUTLASS's terms M = rows, N = out, K = in; x is A, row-major
 // (M x K); W is B, column-major (K x N: element (k, n) at n * K + k, HF's
@@ -135,24 +158,12 @@ struct BiasGeluGemmKernel {
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 
   static Status Run(const BiasGeluGemmArgs& a, cudaStream_t stream) {
-    using StrideA = typename Kernel::StrideA;
-    using StrideB = typename Kernel::StrideB;
-    using StrideC = typename Kernel::StrideC;
-    using StrideD = typename Kernel::StrideD;
-    const int m = a.rows, n = a.out, k = a.in;
     if (kResidual != (a.residual != nullptr))
       return Internal(kResidual ? "BiasGeluGemm: this kernel adds a residual, and none was given"
                                 : "BiasGeluGemm: this kernel adds no residual");
-    typename Kernel::Arguments args{
-        cutlass::gemm::GemmUniversalMode::kGemm,
-        {m, n, k, 1},
-        {static_cast<const T*>(a.x), cutlass::make_cute_packed_stride(StrideA{}, {m, k, 1}),
-         static_cast<const T*>(a.w), cutlass::make_cute_packed_stride(StrideB{}, {n, k, 1})},
-        {{},
-         static_cast<const T*>(a.residual),  // nullptr without kResidual
-         cutlass::make_cute_packed_stride(StrideC{}, {m, n, 1}),
-         static_cast<T*>(a.y),
-         cutlass::make_cute_packed_stride(StrideD{}, {m, n, 1})}};
+    // (The residual null without kResidual.)
+    typename Kernel::Arguments args =
+        GemmArguments<Kernel>(a.x, a.w, a.residual, a.y, a.rows, a.out, a.in);
     if constexpr (kResidual) {
       args.epilogue.thread.alpha = 1.0f;
       args.epilogue.thread.beta = 1.0f;
@@ -230,21 +241,8 @@ struct Fp8BiasGeluGemmKernel {
       cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue>;
 
   static Status Run(const Fp8BiasGeluGemmArgs& a, cudaStream_t stream) {
-    using StrideA = typename Kernel::StrideA;
-    using StrideB = typename Kernel::StrideB;
-    using StrideC = typename Kernel::StrideC;
-    using StrideD = typename Kernel::StrideD;
-    const int m = a.rows, n = a.out, k = a.in;
-    typename Kernel::Arguments args{
-        cutlass::gemm::GemmUniversalMode::kGemm,
-        {m, n, k, 1},
-        {static_cast<const E4M3*>(a.x8), cutlass::make_cute_packed_stride(StrideA{}, {m, k, 1}),
-         static_cast<const E4M3*>(a.w8), cutlass::make_cute_packed_stride(StrideB{}, {n, k, 1})},
-        {{},
-         nullptr,
-         cutlass::make_cute_packed_stride(StrideC{}, {m, n, 1}),
-         static_cast<E4M3*>(a.y8),
-         cutlass::make_cute_packed_stride(StrideD{}, {m, n, 1})}};
+    typename Kernel::Arguments args =
+        GemmArguments<Kernel>(a.x8, a.w8, nullptr, a.y8, a.rows, a.out, a.in);
     // The tree's arguments, children first: the accumulators (none), the
     // bias row (0 where none is given), then the epilogue's own.
     args.epilogue.thread = {
