@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
-"""FP8 on the GPU against our fp16 and PyTorch fp16, in one run on the GPU machine (issue 46).
+"""FP8 and INT8 on the GPU against our fp16 and PyTorch fp16, in one run on the GPU machine
+(issue 46).
 
 Random BERT-base and BERT-large (seq-cls) from scripts/make_random_model.py. For each, an fp8
-plan is built once (`bertrt build --precision fp8 --device cuda`: calibrated on the CPU on the
-built-in corpus, max per tensor, every Linear in fp8, the accuracy report stored), and the
-fp8 plan and the fp16 model are timed with `bertrt bench --device cuda --json` in
-interleaved rounds (each round
+and an int8 plan are built once (`bertrt build --precision fp8|int8 --device cuda`: calibrated
+on the CPU on the built-in corpus, fp8 max per tensor, int8 per token, every Linear in 8 bits,
+the accuracy report stored), and the plans and the fp16 model are timed with `bertrt bench
+--device cuda --json` in interleaved rounds (each round
 runs every variant; --rounds of them; the median of the rounds' medians), beside PyTorch eager
 fp16 (bench/cuda_bench.py's anchor) in the same run. Cases: the issue's goals: BERT-base s128
 at batch 1 and 128, BERT-large s384 at batch 256.
 
-Also prints each fp8 plan's load check (its GPU answers against the CPU emulation its report
-was measured on) and the report itself. Appends the table to --results.
+Also prints each plan's load check (its GPU answers against the CPU engine its report was
+measured on) and the report itself. Appends the table to --results.
 
   python3 bench/fp8_bench.py --bertrt .carry/bin/bertrt --results bench/RESULTS.md
 """
@@ -29,17 +30,14 @@ from cuda_bench import Torch, log, make_model  # noqa: E402
 CASES = [("bert-base", 1, 128), ("bert-base", 128, 128), ("bert-large", 256, 384)]
 
 
-# The variants timed: (name, precision, environment). "fp8" is the engine with every
-# quantization fused (Tuning::fused_fp8_quantization, off by default until measured); the
-# others are its A/B: "fp8 GELU pass" with the FFN-in GEMM's GELU in a pass of its own that
-# also makes the FFN-out GEMM's E4M3 input (no Fp8BiasGeluGemm), "fp8 unfused" with a
-# GELU pass and a quantization pass after it (Tuning::fused_fp8_quantization off).
-FUSED = {"BERTRT_FUSED_FP8_QUANTIZATION": "1"}  # (off by default until measured)
-VARIANTS = [("fp16", "fp16", {}), ("fp8", "fp8", FUSED),
-            ("fp8 GELU pass", "fp8", {**FUSED, "BERTRT_FUSED_GELU_GEMM": "0"}),
-            ("fp8 unfused", "fp8", {"BERTRT_FUSED_GELU_GEMM": "0",
-                                    "BERTRT_FUSED_FP8_QUANTIZATION": "0"})]
-A_B = [name for name, _, _ in VARIANTS[2:]]
+# The variants timed: (name, precision, environment). "fp8" is the engine as it runs (the
+# LayerNorm's and the GELU's passes making the next FP8 GEMM's E4M3 input); "fp8 unfused" its
+# A/B, a quantization pass before each FP8 GEMM (BERTRT_FUSED_FP8_QUANTIZATION=0).
+VARIANTS = [("fp16", "fp16", {}), ("fp8", "fp8", {}),
+            ("fp8 unfused", "fp8", {"BERTRT_FUSED_FP8_QUANTIZATION": "0"}),
+            ("int8", "int8", {})]
+A_B = ["fp8 unfused"]
+FORMATS = ("fp8", "int8")
 
 
 def bench(binary, model, precision, batch, seq, iterations, env=None):
@@ -67,34 +65,38 @@ def main():
     models, plans, reports = {}, {}, {}
     for preset in presets:
         models[preset] = make_model(preset, args.workdir)
-        plans[preset] = os.path.join(args.workdir, f"{preset}.fp8.plan")
-        log(f"{preset}: building the fp8 plan")
-        # Random weights' logits are ill-conditioned: fp8's own error on them fails the
-        # default accuracy budget, which would keep some Linears in 16 bits (and the build's
-        # verification, printed, kept by --force). A budget of zeros keeps every GEMM in fp8,
-        # the path whose speed this measures.
-        proc = subprocess.run([args.bertrt, "build", models[preset], "--precision", "fp8",
-                               "--device", "cuda", "--force", "--accuracy-budget",
-                               "cosine_mean=0,cosine_min=0,top10=0,argmax=0", "-o", plans[preset]],
-                              capture_output=True,
-                              text=True, timeout=1200)
-        if proc.returncode != 0:
-            sys.exit(f"fp8 build of {preset} failed: {proc.stderr[-3000:]}")
-        reports[preset] = [l for l in (proc.stdout + proc.stderr).splitlines()
-                           if l.startswith(("quantize", "verify", "  ", "warning"))]
-        print("\n".join(reports[preset]), flush=True)
+        for fmt in FORMATS:
+            plans[preset, fmt] = os.path.join(args.workdir, f"{preset}.{fmt}.plan")
+            log(f"{preset}: building the {fmt} plan")
+            # Random weights' logits are ill-conditioned: 8 bits' own error on them fails the
+            # default accuracy budget, which would keep some Linears in 16 bits (and the
+            # build's verification, printed, kept by --force). A budget of zeros keeps every
+            # GEMM in 8 bits, the path whose speed this measures.
+            proc = subprocess.run([args.bertrt, "build", models[preset], "--precision", fmt,
+                                   "--device", "cuda", "--force", "--accuracy-budget",
+                                   "cosine_mean=0,cosine_min=0,top10=0,argmax=0", "-o",
+                                   plans[preset, fmt]], capture_output=True, text=True,
+                                  timeout=1200)
+            if proc.returncode != 0:
+                sys.exit(f"{fmt} build of {preset} failed: {proc.stderr[-3000:]}")
+            reports[preset, fmt] = [l for l in (proc.stdout + proc.stderr).splitlines()
+                                    if l.startswith(("quantize", "verify", "  ", "warning"))]
+            print("\n".join(reports[preset, fmt]), flush=True)
     rows = []
     for preset, batch, seq in CASES:
         if preset not in models:
             continue
         times = {name: [] for name, _, _ in VARIANTS}
-        check = ""
+        checks = {}
         for r in range(args.rounds):
             for name, precision, env in (VARIANTS if r % 2 == 0 else VARIANTS[::-1]):
-                target = plans[preset] if precision == "fp8" else models[preset]
+                target = plans[preset, precision] if precision in FORMATS else models[preset]
                 ms, err = bench(args.bertrt, target, precision, batch, seq, args.iterations, env)
                 times[name].append(ms)
-                check = next((l for l in err.splitlines() if "check:" in l), check)
+                for line in err.splitlines():
+                    if "check:" in line:
+                        checks[precision] = line
+        check = " / ".join(checks[f] for f in FORMATS if f in checks)
         torch = Torch(models[preset])
         torch_ms, _ = torch.time(torch.model, torch.inputs(batch, seq), 10, args.iterations)
         del torch
@@ -105,28 +107,31 @@ def main():
             + f", PyTorch {torch_ms:.3f} ms; {check}")
     table = ["| model | batch x seq | bertrt fp16 ms | bertrt fp8 ms | fp8 / fp16 speed-up | "
              + "".join(f"{name} ms | " for name in A_B)
-             + "fp8 seq/s | PyTorch eager fp16 ms | fp8 vs PyTorch |",
-             "|---|---|" + "---:|" * (6 + len(A_B))]
+             + "fp8 seq/s | bertrt int8 ms | int8 / fp16 speed-up | PyTorch eager fp16 ms | "
+             "fp8 vs PyTorch |",
+             "|---|---|" + "---:|" * (8 + len(A_B))]
     for preset, batch, seq, med, torch_ms, _ in rows:
         table.append(f"| {preset} | {batch}x{seq} | {med['fp16']:.3f} | {med['fp8']:.3f} | "
                      f"{med['fp16'] / med['fp8']:.2f}x | "
                      + "".join(f"{med[name]:.3f} | " for name in A_B)
-                     + f"{batch / med['fp8'] * 1000:,.0f} | "
+                     + f"{batch / med['fp8'] * 1000:,.0f} | {med['int8']:.3f} | "
+                     f"{med['fp16'] / med['int8']:.2f}x | "
                      f"{torch_ms:.3f} | {torch_ms / med['fp8']:.2f}x |")
     print("\n".join(table))
     if args.results:
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
                              capture_output=True, text=True).stdout.strip()
-        section = [f"\n## FP8 on the GPU against fp16 and PyTorch (issue 46), {stamp}, {gpu}\n",
-                   f"`python {' '.join(sys.argv)}`: random weights, fp8 plans built with the "
-                   f"default calibration (built-in corpus, max per tensor) and every Linear "
-                   f"in fp8 (a budget of zeros: no fallback); medians of "
+        section = [f"\n## FP8 and INT8 on the GPU against fp16 and PyTorch (issue 46), {stamp}, "
+                   f"{gpu}\n",
+                   f"`python {' '.join(sys.argv)}`: random weights, 8-bit plans built with the "
+                   f"default calibration (built-in corpus; fp8 max per tensor, int8 per token) "
+                   f"and every Linear in 8 bits (a budget of zeros: no fallback); medians of "
                    f"{args.rounds} interleaved rounds of {args.iterations} runs (ids in host "
                    f"memory to logits in host memory); PyTorch eager fp16 (SDPA) in the same run.\n",
-                   *table, "", "fp8 plans' reports and load checks:"]
-        for preset in presets:
-            section += [f"- {preset}: " + " / ".join(l.strip() for l in reports[preset])]
+                   *table, "", "8-bit plans' reports and load checks:"]
+        for (preset, fmt), report in reports.items():
+            section += [f"- {preset} {fmt}: " + " / ".join(l.strip() for l in report)]
         section += [f"- {p} b{b}: {c}" for p, b, _, _, _, c in rows if c]
         with open(args.results, "a", encoding="utf-8") as f:
             f.write("\n".join(section) + "\n")

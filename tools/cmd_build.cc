@@ -189,10 +189,6 @@ std::shared_ptr<const Model> Quantize(const BuildFlags& flags, std::shared_ptr<c
 
 int Build(const BuildFlags& flags) {
   const bool eight_bit = flags.precision == "int8" || flags.precision == "fp8";
-  if (flags.precision == "int8" && flags.device != "cpu")
-    return Fail(InvalidArgument("--precision int8 builds a plan for the CPU engine "
-                                "(--device cpu); for a GPU build fp8, fp16 or bf16"),
-                kExitUsage);
   // An 8-bit plan's other weights are fp32's (a GPU engine narrows them).
   auto precision =
       ParsePrecision(eight_bit ? "fp32" : ResolvePrecision(flags.device, flags.precision));
@@ -296,7 +292,8 @@ void RegisterBuildCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("-o,--output", flags->output, "The plan file to write")->required();
   cmd->add_option("--precision", flags->precision,
                   "Weight precision: fp32, fp16 or bf16 (default: fp32 for cpu, fp16 for cuda); "
-                  "int8 (cpu) or fp8 (FP8 E4M3, for the GPU): the encoder's GEMM weights in 8 "
+                  "int8 (CPU, or Hopper GPUs) or fp8 (FP8 E4M3, GPUs from sm_89): the encoder's "
+                  "GEMM weights in 8 "
                   "bits, calibrated on --calibrate's texts (default: a built-in multilingual "
                   "corpus) on this machine's CPU (fp8 emulated), Linears put back to fp32 "
                   "until --accuracy-budget holds; the plan stores the 8-bit weights, their "

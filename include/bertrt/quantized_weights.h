@@ -45,11 +45,12 @@ struct QuantizedWeights {
   // stray from the arithmetic they were measured in.
   RaggedBatch check_batch;
   BatchOutputs check_outputs;
-  // fp8 alone: what the fp32 model answers on check_batch. A GPU rounds its
-  // fp16 activations onto E4M3, where the emulation rounded fp32 ones: a
-  // fraction of the roundings land on the other neighbour, so the two part
-  // by up to fp8's own error, not by a rounding of the output. The check
-  // then asks that the GPU's answers be as close to these as the emulation's.
+  // What the fp32 model answers on check_batch (empty in int8 plans from
+  // before 2026-12-06). A GPU rounds its fp16 activations onto E4M3 or the
+  // int8 grid where the CPU rounded fp32 ones: a fraction of the roundings
+  // land on the other neighbour, so the two part by up to the 8-bit error
+  // itself, not by a rounding of the output. The check then asks that the
+  // GPU's answers be as close to these as the quantizing engine's.
   BatchOutputs check_reference;
 };
 
@@ -66,8 +67,8 @@ inline const QuantizedLinear* FindQuantizedLinear(const QuantizedWeights* quanti
 // fp32 weights dropped), quantized as an 8-bit CPU engine does
 // (CpuEngineOptions::quantize: calibration, the report, the fallback to fp32
 // until the budget holds; fp8 emulated) on `threads` CPU threads (0: all
-// cores), with what that engine answers on `check_batch` as its check (fp8:
-// and what the fp32 model answers, check_reference).
+// cores), with what that engine answers on `check_batch` as its check, and
+// what the fp32 model answers (check_reference).
 StatusOr<std::shared_ptr<const Model>> QuantizeTo8Bits(std::shared_ptr<const Model> model,
                                                       const QuantizeOptions& options, int threads,
                                                       RaggedBatch check_batch);

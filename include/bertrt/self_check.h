@@ -79,11 +79,11 @@ std::string DescribeReport(const VerifyReport& report);
 // What an 8-bit model's check found (CheckQuantizedReproduced).
 struct QuantizedCheck {
   VerifyReport reproduced;  // this engine against the engine that quantized the model
-  // fp8, where `reproduced` was beyond bf16's thresholds: this engine's and
-  // the emulation's answers against the fp32 model's.
+  // Where `reproduced` was beyond bf16's thresholds: this engine's and the
+  // quantizing engine's answers against the fp32 model's.
   std::optional<VerifyReport> ours_vs_fp32, theirs_vs_fp32;
   // "the answers of the engine that quantized the model reproduced (max abs
-  // diff ...)" or, for fp8 on a GPU, how both stand against fp32.
+  // diff ...)" or, for a GPU's 8-bit GEMMs, how both stand against fp32.
   std::string Describe() const;
 };
 
@@ -92,10 +92,12 @@ struct QuantizedCheck {
 // those of the engine that quantized it, at bf16's thresholds
 // (CheckVerifyThresholds): a rounding apart, as another CPU's fp32 kernels
 // give, where 8-bit kernels that saturate or round otherwise land far
-// outside. fp8 where that fails (a GPU rounds fp16 activations onto E4M3, so
-// part of its roundings go the other way): this engine's answers must be
-// about as close to the fp32 model's (check_reference) as the emulation's
-// were, within twice their error. FailedPrecondition with the numbers when not.
+// outside. Where that fails (a GPU rounds fp16 activations onto E4M3 or the
+// int8 grid where the CPU rounded fp32 ones, so part of its roundings go the
+// other way) and the model holds the fp32 answers (check_reference): this
+// engine's answers must be about as close to them as the quantizing
+// engine's were, within twice their error. FailedPrecondition with the
+// numbers when not.
 StatusOr<QuantizedCheck> CheckQuantizedReproduced(const Model& model, Engine& engine);
 
 // The check a GPU engine passes before `bertrt run` or `serve` uses it

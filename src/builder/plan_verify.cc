@@ -197,14 +197,15 @@ StatusOr<VerifyReport> EngineSelfCheck::Check(Engine& engine, Precision precisio
 
 namespace {
 
-// fp8 where the activations are not the emulation's (a GPU's fp16): `ours`
-// and `theirs` are this engine's and the emulation's answers against fp32's
-// on the same samples. Each is one draw of fp8's error, as the two round
-// different neighbours of the same activations; this engine may err twice as
+// 8 bits where the activations are not the quantizing engine's (a GPU's
+// fp16): `ours` and `theirs` are this engine's and the quantizing engine's
+// answers against fp32's on the same samples. Each is one draw of the 8-bit
+// error, as the two round different neighbours of the same activations (the
+// CPU's fp32 ones, the GPU's fp16 ones); this engine may err twice as
 // much (twice the angle, the largest difference, the argmax flips) and never
 // need be closer than bf16's thresholds. A GEMM that computes something else
 // (a wrong scale, layout or operand) lands far outside.
-Status WithinFp8Error(const VerifyReport& ours, const VerifyReport& theirs) {
+Status WithinQuantizationError(const VerifyReport& ours, const VerifyReport& theirs) {
   auto twice_the_angle = [](double cosine) {
     return std::min(0.999, cosine > 0 ? 2 * cosine * cosine - 1 : -1.0);
   };
@@ -212,7 +213,7 @@ Status WithinFp8Error(const VerifyReport& ours, const VerifyReport& theirs) {
   const double vectors = twice_the_angle(theirs.min_cosine_vectors);
   if (!(ours.min_cosine_vectors >= vectors))
     return FailedPrecondition("against fp32, min cosine " + text(ours.min_cosine_vectors) +
-                              " is below " + text(vectors) + " (the emulation's " +
+                              " is below " + text(vectors) + " (the quantizing engine's " +
                               text(theirs.min_cosine_vectors) + ", twice the angle)");
   const double scores = twice_the_angle(theirs.min_cosine_scores);
   const double scores_limit = std::max(16 * 0x1p-8 * std::max(1.0, ours.max_abs_reference_scores),
@@ -221,13 +222,13 @@ Status WithinFp8Error(const VerifyReport& ours, const VerifyReport& theirs) {
     return FailedPrecondition("against fp32, min cosine " + text(ours.min_cosine_scores) +
                               " is below " + text(scores) + " and max abs diff " +
                               text(ours.max_abs_diff_scores) + " above " + text(scores_limit) +
-                              " (the emulation's " + text(theirs.min_cosine_scores) + " and " +
+                              " (the quantizing engine's " + text(theirs.min_cosine_scores) + " and " +
                               text(theirs.max_abs_diff_scores) + ")");
   const int flips = ours.argmax_total - ours.argmax_equal,
             allowed = 2 * (theirs.argmax_total - theirs.argmax_equal);
   if (flips > allowed)
     return FailedPrecondition("against fp32, argmax differs on " + std::to_string(flips) + " of " +
-                              std::to_string(ours.argmax_total) + " rows (the emulation's " +
+                              std::to_string(ours.argmax_total) + " rows (the quantizing engine's " +
                               std::to_string(allowed / 2) + ")");
   return Status::Ok();
 }
@@ -238,9 +239,9 @@ std::string QuantizedCheck::Describe() const {
   if (!ours_vs_fp32)
     return "the answers of the engine that quantized the model reproduced (" +
            DescribeReport(reproduced) + ")";
-  return "as close to the fp32 model's answers as the emulation's (this engine: " +
-         DescribeReport(*ours_vs_fp32) + "; the emulation: " + DescribeReport(*theirs_vs_fp32) +
-         "; the two: " + DescribeReport(reproduced) + ")";
+  return "as close to the fp32 model's answers as the quantizing engine's (this engine: " +
+         DescribeReport(*ours_vs_fp32) + "; the quantizing engine: " +
+         DescribeReport(*theirs_vs_fp32) + "; the two: " + DescribeReport(reproduced) + ")";
 }
 
 StatusOr<QuantizedCheck> CheckQuantizedReproduced(const Model& model, Engine& engine) {
@@ -260,14 +261,14 @@ StatusOr<QuantizedCheck> CheckQuantizedReproduced(const Model& model, Engine& en
   ASSIGN_OR_RETURN(const VerifyReport report,
                    CompareOutputs(described, q.check_batch, q.check_outputs, outputs));
   Status within = CheckVerifyThresholds(report, Precision::kBf16);
-  if (!within.ok() && q.format == QuantFormat::kFp8 && !q.check_reference.outputs.empty()) {
+  if (!within.ok() && !q.check_reference.outputs.empty()) {
     ASSIGN_OR_RETURN(const VerifyReport ours,
                      CompareOutputs(described, q.check_batch, q.check_reference, outputs));
     ASSIGN_OR_RETURN(const VerifyReport theirs, CompareOutputs(described, q.check_batch,
                                                                q.check_reference, q.check_outputs));
-    const Status fp8 = WithinFp8Error(ours, theirs);
-    if (fp8.ok()) return QuantizedCheck{report, ours, theirs};
-    within = FailedPrecondition(within.message() + "; " + fp8.message());
+    const Status error = WithinQuantizationError(ours, theirs);
+    if (error.ok()) return QuantizedCheck{report, ours, theirs};
+    within = FailedPrecondition(within.message() + "; " + error.message());
   }
   if (!within.ok())
     return FailedPrecondition(

@@ -51,7 +51,7 @@ namespace {
 StatusOr<CudaEngineOptions> CudaOptions(const InstanceSpec& spec, NoticeFn on_notice) {
   CudaEngineOptions options;
   options.device = spec.gpu;
-  // fp8 engines compute the rest in fp16.
+  // 8-bit engines compute the rest in fp16.
   ASSIGN_OR_RETURN(options.precision,
                    ParsePrecision(spec.precision == "fp8" || spec.precision == "int8"
                                       ? "fp16"
@@ -62,8 +62,9 @@ StatusOr<CudaEngineOptions> CudaOptions(const InstanceSpec& spec, NoticeFn on_no
   return options;
 }
 
-// An engine whose encoder Linears run in 8 bits: int8 on the CPU; fp8 on
-// the GPU's tensor cores, or emulated on the CPU. The model is quantized
+// An engine whose encoder Linears run in 8 bits: int8 on the CPU or on
+// Hopper's integer tensor cores; fp8 on the GPU's tensor cores, or
+// emulated on the CPU. The model is quantized
 // here (on the CPU) unless it is an 8-bit plan, and the engine is held to
 // the model's check.
 StatusOr<std::unique_ptr<Engine>> CreateQuantizedEngine(std::shared_ptr<const Model> model,
@@ -74,10 +75,6 @@ StatusOr<std::unique_ptr<Engine>> CreateQuantizedEngine(std::shared_ptr<const Mo
   const std::string name = QuantFormatName(format);
   const bool from_plan = model->quantized != nullptr;
   const std::string plan = from_plan ? model->source + " is an " + name + " plan: " : "";
-  if (format == QuantFormat::kInt8 && spec.device != "cpu")
-    return Unimplemented(plan +
-                         "int8 runs on the CPU engine (--device cpu); on --device cuda use fp8, "
-                         "fp16 or bf16");
   // An 8-bit plan's quantized Linears have no fp32 weights: it runs as built
   // (the device's default precision is not a request).
   if (spec.precision != name && spec.precision != ResolvePrecision(spec.device, "") &&

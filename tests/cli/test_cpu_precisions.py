@@ -97,11 +97,9 @@ def test_int8_plan_runs_as_built_and_says_so(bertrt_bin, default_model, tmp_path
     text = subprocess.run([bertrt_bin, "inspect", str(plan)], check=True, capture_output=True,
                           timeout=300).stdout.decode()
     assert "int8 GEMMs in 22 of 24 Linears" in text and "top-10 overlap" in text, text
-    for args, says in ((["--device", "cuda"], "runs on the CPU engine"),
-                       (["--precision", "fp16"], "is an int8 plan")):
-        proc = subprocess.run([bertrt_bin, "run", str(plan), *args], input=b'{"text": "x"}\n',
-                              capture_output=True, timeout=300)
-        assert proc.returncode != 0 and says in proc.stderr.decode(), (args, proc.stderr)
+    proc = subprocess.run([bertrt_bin, "run", str(plan), "--precision", "fp16"],
+                          input=b'{"text": "x"}\n', capture_output=True, timeout=300)
+    assert proc.returncode != 0 and "is an int8 plan" in proc.stderr.decode(), proc.stderr
 
 
 def test_int8_plan_of_a_classifier_keeps_the_heads_in_fp32(bertrt_bin, tmp_path):

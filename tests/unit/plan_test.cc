@@ -616,7 +616,9 @@ TEST(Plan, Int8CheckRefusesAnEngineThatAnswersOtherwise) {
   auto engine = CreateCpuEngine(quantized, {1});
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
   auto altered = std::make_shared<QuantizedWeights>(*quantized->quantized);
+  // (An engine far from both the stored answers and fp32's.)
   for (float& v : altered->check_outputs.outputs[0].data) v = -v + 0.5f;
+  for (float& v : altered->check_reference.outputs[0].data) v = -v + 0.5f;
   Model other = *quantized;
   other.quantized = altered;
   auto check = CheckQuantizedReproduced(other, **engine);
@@ -627,43 +629,49 @@ TEST(Plan, Int8CheckRefusesAnEngineThatAnswersOtherwise) {
       << check.status().message();
 }
 
-// fp8 on a machine whose activations are not the emulation's: answers beyond
-// bf16's thresholds of the emulation's pass when they are about as close to
-// fp32's as the emulation's were, and fail when much further. (The engine is
-// the emulation itself; the stored answers are moved instead. Adding one
-// constant to a row of logits moves its direction, not its argmax.)
-TEST(Plan, Fp8CheckHoldsAnEngineToFp32WhereItDoesNotReproduce) {
-  std::shared_ptr<const Model> quantized;
-  const std::string path = BuildQuantizedPlan("seq_cls", QuantFormat::kFp8, &quantized);
-  fs::remove(path);
-  ASSERT_EQ(quantized->quantized->check_reference.outputs.size(),
-            quantized->quantized->check_outputs.outputs.size());
-  auto engine = CreateCpuEngine(quantized, {1});
-  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
-  auto run = [&](float emulation_shift, float reference_shift) {
-    auto moved = std::make_shared<QuantizedWeights>(*quantized->quantized);
-    // The engine's own answers, the stored ones shifted from them.
-    moved->check_outputs.outputs[0].data = quantized->quantized->check_outputs.outputs[0].data;
-    for (float& v : moved->check_outputs.outputs[0].data) v += emulation_shift;
-    moved->check_reference.outputs[0].data = quantized->quantized->check_outputs.outputs[0].data;
-    for (float& v : moved->check_reference.outputs[0].data) v += reference_shift;
-    Model other = *quantized;
-    other.quantized = moved;
-    return CheckQuantizedReproduced(other, **engine);
-  };
-  // The emulation 1.0 from fp32, this engine 0.5: within fp8's error.
-  auto close = run(0.5f, -0.5f);
-  ASSERT_TRUE(close.ok()) << close.status().ToString();
-  ASSERT_TRUE(close->ours_vs_fp32.has_value()) << "beyond bf16's thresholds of the emulation's";
-  EXPECT_NE(close->Describe().find("as close to the fp32 model's answers as the emulation's"),
-            std::string::npos)
-      << close->Describe();
-  // The emulation 0.01 from fp32, this engine 0.51: a GEMM gone wrong.
-  auto far = run(0.5f, 0.51f);
-  ASSERT_FALSE(far.ok());
-  EXPECT_EQ(far.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(far.status().message().find("against fp32"), std::string::npos)
-      << far.status().message();
+// 8 bits on a machine whose activations are not the quantizing engine's (a
+// GPU's fp16): answers beyond bf16's thresholds of the quantizing engine's
+// pass when they are about as close to fp32's as that engine's were, and
+// fail when much further. (The engine is the quantizing one itself; the
+// stored answers are moved instead. Adding one constant to a row of logits
+// moves its direction, not its argmax.)
+TEST(Plan, EightBitCheckHoldsAnEngineToFp32WhereItDoesNotReproduce) {
+  for (QuantFormat format : {QuantFormat::kInt8, QuantFormat::kFp8}) {
+    SCOPED_TRACE(QuantFormatName(format));
+    std::shared_ptr<const Model> quantized;
+    const std::string path = BuildQuantizedPlan("seq_cls", format, &quantized);
+    fs::remove(path);
+    ASSERT_EQ(quantized->quantized->check_reference.outputs.size(),
+              quantized->quantized->check_outputs.outputs.size());
+    auto engine = CreateCpuEngine(quantized, {1});
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    auto run = [&](float quantizer_shift, float reference_shift) {
+      auto moved = std::make_shared<QuantizedWeights>(*quantized->quantized);
+      // The engine's own answers, the stored ones shifted from them.
+      const std::vector<float>& own = quantized->quantized->check_outputs.outputs[0].data;
+      moved->check_outputs.outputs[0].data = own;
+      for (float& v : moved->check_outputs.outputs[0].data) v += quantizer_shift;
+      moved->check_reference.outputs[0].data = own;
+      for (float& v : moved->check_reference.outputs[0].data) v += reference_shift;
+      Model other = *quantized;
+      other.quantized = moved;
+      return CheckQuantizedReproduced(other, **engine);
+    };
+    // The quantizing engine 1.0 from fp32, this engine 0.5: within the error.
+    auto close = run(0.5f, -0.5f);
+    ASSERT_TRUE(close.ok()) << close.status().ToString();
+    ASSERT_TRUE(close->ours_vs_fp32.has_value()) << "beyond bf16's thresholds of the quantizer's";
+    EXPECT_NE(close->Describe().find(
+                  "as close to the fp32 model's answers as the quantizing engine's"),
+              std::string::npos)
+        << close->Describe();
+    // The quantizing engine 0.01 from fp32, this engine 0.51: a GEMM gone wrong.
+    auto far = run(0.5f, 0.51f);
+    ASSERT_FALSE(far.ok());
+    EXPECT_EQ(far.status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(far.status().message().find("against fp32"), std::string::npos)
+        << far.status().message();
+  }
 }
 
 // Hostile 8-bit plans: the reader checks the 8-bit metadata and sections.

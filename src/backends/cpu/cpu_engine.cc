@@ -405,10 +405,10 @@ StatusOr<std::shared_ptr<const Model>> QuantizeTo8Bits(std::shared_ptr<const Mod
   check_options.last_hidden_state = std::none_of(
       outputs.begin(), outputs.end(), [](const OutputDescription& o) { return !o.on_request; });
   ASSIGN_OR_RETURN(quantized->check_outputs, engine->Run(check_batch, check_options));
-  if (options.format == QuantFormat::kFp8) {
-    ASSIGN_OR_RETURN(std::unique_ptr<CpuEngine> fp32, MakeCpuEngine(model, {threads}));
-    ASSIGN_OR_RETURN(quantized->check_reference, fp32->Run(check_batch, check_options));
-  }
+  CpuEngineOptions fp32_options;
+  fp32_options.threads = threads;
+  ASSIGN_OR_RETURN(std::unique_ptr<CpuEngine> fp32, MakeCpuEngine(model, fp32_options));
+  ASSIGN_OR_RETURN(quantized->check_reference, fp32->Run(check_batch, check_options));
   quantized->check_batch = std::move(check_batch);
   // The copy's 8-bit Linears have no fp32 weights: nothing reads them again.
   auto copy = std::make_shared<Model>(*model);

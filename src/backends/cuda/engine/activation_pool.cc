@@ -43,7 +43,9 @@ std::vector<size_t> ActivationPool::Regions(size_t t, size_t seqs) const {
           std::min<size_t>(t, kMaskedLmChunkTokens) * vocab * e,
           IntCapacity(t) * 4,
           config_.gated_ffn ? t * config_.intermediate_size * e : 0,
-          fp8_inputs_ ? t * std::max<size_t>(h, config_.intermediate_size) : 0};
+          input8_ ? t * std::max<size_t>(h, config_.intermediate_size) : 0,
+          input8_ ? t * 4 : 0,
+          input8_ ? t * 4 : 0};
 }
 
 bool ActivationPool::Fits(int tokens, int seqs) const {
@@ -92,7 +94,9 @@ Status ActivationPool::Reserve(int tokens, int seqs, const std::string& hint) {
                   static_cast<int32_t*>(host_ints_.get()),
                   static_cast<float*>(host_floats_.get()),
                   regions[12] ? p[12] : nullptr,
-                  regions[13] ? p[13] : nullptr};
+                  regions[13] ? p[13] : nullptr,
+                  regions[14] ? reinterpret_cast<float*>(p[14]) : nullptr,
+                  regions[15] ? reinterpret_cast<int32_t*>(p[15]) : nullptr};
   capacity_tokens_ = t;
   capacity_sparse_seqs_ = s;
   return Status::Ok();

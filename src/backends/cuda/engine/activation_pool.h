@@ -32,9 +32,12 @@ struct Workspace {
   int32_t* host_ints;  // pinned: the same, staged for one copy
   float* host_floats;  // pinned: the outputs coming back
   void* gated;
-  // An fp8 engine's GEMM input, quantized to E4M3 [tokens, max(hidden,
-  // intermediate)] bytes; null otherwise.
-  void* fp8_input;
+  // An 8-bit engine's GEMM input, quantized [tokens, max(hidden,
+  // intermediate)] bytes (E4M3, or uint8 with each row's scale and zero
+  // point in input8_scales and input8_zeros [tokens]); null otherwise.
+  void* input8;
+  float* input8_scales;
+  int32_t* input8_zeros;
 };
 
 // SPLADE's masked-LM head runs over at most this many tokens at a time, so
@@ -45,14 +48,14 @@ inline constexpr int kMaskedLmChunkTokens = 1024;
 class ActivationPool {
  public:
   // `element_size`: bytes per activation in the compute precision;
-  // `logits_width`: the classifier's outputs per row; `fp8_inputs`: room
-  // for the E4M3 inputs of an fp8 engine's GEMMs.
+  // `logits_width`: the classifier's outputs per row; `input8`: room
+  // for the 8-bit inputs of an 8-bit engine's GEMMs.
   ActivationPool(const ModelConfig& config, size_t element_size, int logits_width,
-                 bool fp8_inputs = false)
+                 bool input8 = false)
       : config_(config),
         element_size_(element_size),
         logits_width_(logits_width),
-        fp8_inputs_(fp8_inputs) {}
+        input8_(input8) {}
 
   // Makes room for batches of `tokens` tokens in `seqs` sequences, in steps
   // of 256 tokens and 64 sequences so that slowly growing batches do not
@@ -85,7 +88,7 @@ class ActivationPool {
   const ModelConfig& config_;
   size_t element_size_;
   int logits_width_;
-  bool fp8_inputs_;
+  bool input8_;
   int capacity_tokens_ = 0;
   int capacity_sparse_seqs_ = 0;
   uint64_t generation_ = 0;

@@ -60,7 +60,7 @@ class EncoderOps {
   }
 
   Status EmbedLayerNorm(void* out);
-  // With `feeds` an FP8 Linear: its E4M3 input made in the same pass
+  // With `feeds` an fp8 Linear: its E4M3 input made in the same pass
   // (Tuning::fused_fp8_quantization).
   Status LayerNorm(const void* in, void* out, int rows, ops::Norm norm,
                    const DeviceLinear* feeds = nullptr);
@@ -120,10 +120,14 @@ class EncoderOps {
   const BatchInts ints_;
   const int t_, n_, h_;
   const size_t e_;  // bytes of one activation or weight element
-  void* const fp8_input_;  // the workspace's E4M3 GEMM input (fp8 engines)
-  // When a Linear handed its output over (Tail::feeds): `bytes` holds the
-  // E4M3 of `of` (fp8_input_, or `of`'s own memory where its GEMM wrote
-  // E4M3 instead) for `linear`.
+  // The workspace's 8-bit GEMM input (8-bit engines; the rows' scales and
+  // zero points: int8).
+  void* const input8_;
+  float* const input8_scales_;
+  int32_t* const input8_zeros_;
+  // When an fp8 Linear's input was made by the op before (Tail::feeds):
+  // `bytes` holds the E4M3 of `of` (input8_, or `of`'s own memory where its
+  // GEMM wrote E4M3 instead) for `linear`.
   struct {
     const void* of = nullptr;
     const DeviceLinear* linear = nullptr;

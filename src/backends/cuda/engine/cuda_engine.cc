@@ -33,6 +33,7 @@
 #include "backends/cuda/engine/op_profiler.h"
 #include "backends/cuda/engine/tuning.h"
 #include "backends/cuda/gemm/gemm.h"
+#include "backends/cuda/gemm/int8_gemm.h"
 #include "backends/cuda/gemm/linear.h"
 #include "backends/cuda/ops/attention.h"
 #include "backends/cuda/ops/elementwise.h"
@@ -74,8 +75,9 @@ class CudaEngine final : public Engine {
     return graphs_->enabled() ? cuda::GraphCache::kMaxGraphs : 0;
   }
   const ModelConfig& config() const override { return model_->config; }
-  // An fp8 model's report, measured when it was quantized (on the CPU's
-  // emulation of these GEMMs; the model's check holds this engine to it).
+  // An 8-bit model's report, measured when it was quantized (on the CPU:
+  // its int8 GEMMs, or its emulation of the FP8 ones; the model's check
+  // holds this engine to it).
   std::optional<QuantizationReport> Quantization() const override {
     if (!model_->quantized) return std::nullopt;
     return model_->quantized->report;
@@ -157,14 +159,18 @@ CudaEngine::~CudaEngine() {
 Status CudaEngine::Init() {
   RETURN_IF_ERROR(CheckModel(*model_));
   const ModelConfig& c = model_->config;
-  const bool fp8 = model_->quantized != nullptr;  // (int8 is refused at creation)
-  if (fp8 && gpu_.compute_capability < 89)
+  const QuantizedWeights* quantized = model_->quantized.get();
+  const std::string format = quantized ? QuantFormatName(quantized->format) : "";
+  const bool int8 = quantized && quantized->format == QuantFormat::kInt8;
+  if (quantized && !int8 && gpu_.compute_capability < 89)
     return Unimplemented(model_->source + " is fp8, whose GEMMs need FP8 tensor cores (sm_89 "
                          "and newer); " + gpu_.name + " is sm_" +
                          std::to_string(gpu_.compute_capability) + ": use an fp16 or bf16 plan");
-  if (fp8 && options_.precision == Precision::kFp32)
-    return InvalidArgument(model_->source + " is fp8: its other operations run in fp16 or "
-                                            "bf16, not fp32");
+  if (quantized && options_.precision == Precision::kFp32)
+    return InvalidArgument(model_->source + " is " + format +
+                           ": its other operations run in fp16 or bf16, not fp32");
+  if (int8 && options_.precision != Precision::kFp16)
+    return InvalidArgument(model_->source + " is int8: its other operations run in fp16");
   if (c.head_dim() > cuda::kMaxAttentionHeadDim)
     return Unimplemented("cuda engine: head dim " + std::to_string(c.head_dim()) +
                          " is above the " + std::to_string(cuda::kMaxAttentionHeadDim) +
@@ -181,6 +187,13 @@ Status CudaEngine::Init() {
                        std::to_string(kernel_cc_) +
                        " code, on the paths of older GPUs (slower); build with the default "
                        "CMAKE_CUDA_ARCHITECTURES, or one that names this GPU's");
+  if (int8 && !cuda::Int8GemmApplies(options_.precision, kernel_cc_, 16, 16))
+    return Unimplemented(model_->source + " is int8, whose GEMMs run on Hopper's integer tensor "
+                         "cores (bertrt's sm_90a kernel; " +
+                         (cuda::Int8GemmBuilt() ? gpu_.name + " runs sm_" +
+                                                      std::to_string(kernel_cc_) + " code"
+                                                : std::string("not in this build")) +
+                         "): serve it with --device cpu, or build an fp8, fp16 or bf16 plan");
   overlap_launch_ = tuning_.overlap_kernel_launches && kernel_cc_ >= 90;
   RETURN_IF_ERROR(gemm_.Init(options_.precision, cuda::kGemmWorkspaceBytes, gpu_.name,
                              tuning_.time_gemms));
@@ -195,7 +208,8 @@ Status CudaEngine::Init() {
                                                     overlap_launch_);
   pool_ = std::make_unique<cuda::ActivationPool>(
       c, DTypeSize(PrecisionDType(options_.precision)),
-      std::max(weights_.forward.classifier ? weights_.forward.classifier->out : 0, 1), fp8);
+      std::max(weights_.forward.classifier ? weights_.forward.classifier->out : 0, 1),
+      quantized != nullptr);
   // A dummy sequence can be 64 tokens long; its positions must exist.
   const bool graphs = c.max_positions() >= cuda::kLenBucket && tuning_.cuda_graphs;
   graphs_ = std::make_unique<cuda::GraphCache>(
@@ -328,10 +342,6 @@ StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(std::shared_ptr<const Model> 
                                                    const CudaEngineOptions& options,
                                                    const Tuning& tuning) {
   if (!model) return InvalidArgument("cuda engine: no model");
-  if (model->quantized && model->quantized->format != QuantFormat::kFp8)
-    return Unimplemented(model->source + " is " + QuantFormatName(model->quantized->format) +
-                         ", which runs on the CPU engine (--device cpu); for the GPU build an "
-                         "fp8, fp16 or bf16 plan");
   ASSIGN_OR_RETURN(std::vector<GpuInfo> gpus, ListGpus());
   if (options.device < 0 || options.device >= static_cast<int>(gpus.size()))
     return InvalidArgument("cuda engine: device " + std::to_string(options.device) +

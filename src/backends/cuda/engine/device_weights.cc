@@ -76,13 +76,16 @@ class Uploader {
     return ptr;
   }
 
-  // A tensor's bytes as they are (an fp8 Linear's E4M3 weights).
+  // A tensor's bytes as they are (an 8-bit Linear's weights and scales).
   StatusOr<void*> UploadBytes(const Tensor& t, const std::string& name) {
+    return UploadBytes(t.raw(), t.nbytes(), name);
+  }
+  StatusOr<void*> UploadBytes(const void* data, size_t size, const std::string& name) {
     DeviceBuffer dst;
-    RETURN_IF_ERROR(dst.Allocate(t.nbytes(), "the weights (" + name + ")",
+    RETURN_IF_ERROR(dst.Allocate(size, "the weights (" + name + ")",
                                  "use a smaller model, or a GPU with more memory"));
-    CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(dst.get(), t.raw(), t.nbytes(), cudaMemcpyHostToDevice, stream_));
+    // (From pageable memory: `data` has been read when this returns.)
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst.get(), data, size, cudaMemcpyHostToDevice, stream_));
     out_->bytes += dst.size();
     void* ptr = dst.get();
     out_->storage.push_back(std::move(dst));
@@ -109,13 +112,17 @@ struct Maker {
                                 const std::vector<const Tensor*>& b, const std::string& name) {
     DeviceLinear l;
     if (const QuantizedLinear* q = FindQuantizedLinear(quantized, name)) {
-      // fp8 alone reaches here (CreateCudaEngine refuses int8 models).
       ASSIGN_OR_RETURN(l.w8, up.UploadBytes(q->weights, name));
-      l.weight_scale = q->scales.f32()[0];
+      l.format = quantized->format;
       l.input_scale = q->input_scale;
       ASSIGN_OR_RETURN(l.b, up.Upload(b, true, name));
       l.in = static_cast<int>(q->weights.dim(1));
       l.out = static_cast<int>(q->weights.dim(0));
+      if (l.format == QuantFormat::kFp8) {
+        l.weight_scale = q->scales.f32()[0];
+        return l;
+      }
+      RETURN_IF_ERROR(Int8Operands(*q, name, &l));
       return l;
     }
     if (w.size() == 1 && w[0] == &model.word_embeddings) {
@@ -127,6 +134,31 @@ struct Maker {
     l.in = static_cast<int>(w[0]->dim(1));
     for (const Tensor* t : w) l.out += static_cast<int>(t->dim(0));
     return l;
+  }
+  // An int8 Linear's vectors (DeviceLinear), computed as the CPU engine's
+  // Int8Gemm computes them.
+  Status Int8Operands(const QuantizedLinear& q, const std::string& name, DeviceLinear* l) {
+    if (l->in % 16 || l->out % 16)
+      return Unimplemented(name + " is an int8 Linear of " + std::to_string(l->in) + " -> " +
+                           std::to_string(l->out) +
+                           ": the GPU's int8 GEMM takes widths that are multiples of 16; run "
+                           "this model's int8 on --device cpu, or fp8 or fp16 on the GPU");
+    const auto* weights = static_cast<const int8_t*>(q.weights.raw());
+    std::vector<int32_t> sums(l->out, 0);
+    for (int o = 0; o < l->out; ++o)
+      for (int i = 0; i < l->in; ++i) sums[o] += weights[size_t(o) * l->in + i];
+    const float input_scale = q.input_scale == 0.0f ? 1.0f : q.input_scale;
+    std::vector<float> multipliers(l->in);
+    for (int i = 0; i < l->in; ++i)
+      multipliers[i] = 1.0f / input_scale / q.smoothing.f32()[i];
+    ASSIGN_OR_RETURN(void* scales, up.UploadBytes(q.scales, name));
+    ASSIGN_OR_RETURN(void* device_sums, up.UploadBytes(sums.data(), sums.size() * 4, name));
+    ASSIGN_OR_RETURN(void* device_multipliers,
+                     up.UploadBytes(multipliers.data(), multipliers.size() * 4, name));
+    l->weight_scales = static_cast<const float*>(scales);
+    l->weight_sums = static_cast<const int32_t*>(device_sums);
+    l->input_multipliers = static_cast<const float*>(device_multipliers);
+    return Status::Ok();
   }
   StatusOr<DeviceSmallLinear> SmallLinear(const Tensor& w, const Tensor* b,
                                           const std::string& name) {
@@ -152,9 +184,11 @@ DeviceLinear DeviceLinear::Outputs(int first, int count, size_t element) const {
   DeviceLinear part = *this;
   part.out = count;
   part.b = static_cast<const char*>(b) + size_t(first) * element;
-  if (w8)
+  if (w8) {
     part.w8 = static_cast<const char*>(w8) + size_t(first) * in;
-  else
+    if (weight_scales) part.weight_scales = weight_scales + first;
+    if (weight_sums) part.weight_sums = weight_sums + first;
+  } else
     part.w = static_cast<const char*>(w) + size_t(first) * in * element;
   return part;
 }

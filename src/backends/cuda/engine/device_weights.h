@@ -6,6 +6,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <vector>
 
 #include "backends/cuda/util/device_memory.h"
@@ -17,15 +18,25 @@
 
 namespace bertrt::cuda {
 
-// A GEMM's weight [out, in] and bias [out], in the compute precision; or
-// for an fp8 model's encoder Linear, its E4M3 weight `w8` [out, in] (w null)
-// with the weight's and the input's scales (QuantizedLinear).
+// A GEMM's weight [out, in] and bias [out], in the compute precision; or,
+// for an 8-bit model's encoder Linear, its 8-bit weight `w8` [out, in] (w
+// null) in `format` with its scales (QuantizedLinear): fp8, E4M3 with one
+// weight scale and the input's; int8, int8 with a scale per output, each
+// output's weight sum (int8_gemm.h) and the multipliers that take an input
+// column onto the integer grid (1 / (smoothing divisor * input scale),
+// the input scale 1 per token).
 struct DeviceLinear {
   const void* w = nullptr;
   const void* b = nullptr;
   int in = 0, out = 0;
   const void* w8 = nullptr;
-  float weight_scale = 0.0f, input_scale = 0.0f;
+  QuantFormat format = QuantFormat::kFp8;
+  float weight_scale = 0.0f, input_scale = 0.0f;  // fp8; int8: input_scale 0 per token
+  const float* weight_scales = nullptr;           // int8 [out]
+  const int32_t* weight_sums = nullptr;           // int8 [out]
+  const float* input_multipliers = nullptr;       // int8 [in]
+  bool fp8() const { return w8 && format == QuantFormat::kFp8; }
+  bool int8() const { return w8 && format == QuantFormat::kInt8; }
   // Outputs [first, first + count) alone; `element` bytes per weight of `w`.
   DeviceLinear Outputs(int first, int count, size_t element) const;
   // Where the weight's bytes start on the device.
@@ -63,8 +74,8 @@ struct DeviceWeights {
   std::vector<DeviceBuffer> storage;  // owns everything above
 };
 
-// Uploads a model that passed CheckModel (an fp8 model's quantized Linears
-// as their E4M3 bytes). `stream` orders the conversion kernels.
+// Uploads a model that passed CheckModel (an 8-bit model's quantized
+// Linears as their 8-bit bytes and scales). `stream` orders the conversion kernels.
 StatusOr<DeviceWeights> UploadWeights(const Model& model, Precision precision, cudaStream_t stream);
 
 }  // namespace bertrt::cuda

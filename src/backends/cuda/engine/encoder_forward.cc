@@ -68,7 +68,9 @@ EncoderOps::EncoderOps(const OpsContext& context, const Shape& shape, const Work
       n_(shape.seqs),
       h_(context.config.hidden_size),
       e_(DTypeSize(PrecisionDType(p_))),
-      fp8_input_(ws.fp8_input) {}
+      input8_(ws.input8),
+      input8_scales_(ws.input8_scales),
+      input8_zeros_(ws.input8_zeros) {}
 
 Status EncoderOps::EmbedLayerNorm(void* out) {
   const DeviceWeights& w = c_.weights;
@@ -83,12 +85,12 @@ Status EncoderOps::EmbedLayerNorm(void* out) {
 Status EncoderOps::LayerNorm(const void* in, void* out, int rows, ops::Norm norm,
                              const DeviceLinear* feeds) {
   E4M3Output e4m3;
-  if (c_.tuning.fused_fp8_quantization && feeds && feeds->w8 && fp8_input_)
-    e4m3 = {fp8_input_, feeds->input_scale};
+  if (c_.tuning.fused_fp8_quantization && feeds && feeds->fp8() && input8_)
+    e4m3 = {input8_, feeds->input_scale};
   RETURN_IF_ERROR(cuda::LayerNorm(p_, in, out, rows, h_, norm.gamma, norm.beta,
                                   config_.layer_norm_eps, kernels_, e4m3));
-  fp8_image_ = {};  // out rewritten (and fp8_input_, where e4m3.bytes)
-  if (e4m3.bytes) fp8_image_ = {out, feeds, fp8_input_};
+  fp8_image_ = {};  // out rewritten (and input8_, where e4m3.bytes)
+  if (e4m3.bytes) fp8_image_ = {out, feeds, input8_};
   return Stamp("layernorm", 0);
 }
 
@@ -98,20 +100,37 @@ Status EncoderOps::Linear(const char* name, const DeviceLinear& w, const void* x
                           ops::Tail<const void*, DeviceLinear> tail) {
   const Epilogue epilogue = tail.act ? ActivationEpilogue(*tail.act, c_.options) : Epilogue::kBias;
   const double flops = 2.0 * rows * w.in * w.out;
-  if (w.w8) {
+  if (w.int8()) {
+    // int8: the input onto uint8, each row with its scale and zero point,
+    // then the int8 GEMM.
+    if (!input8_) return Internal("cuda engine: an int8 Linear without room for its input");
+    fp8_image_ = {};
+    RETURN_IF_ERROR(QuantizeRowsToUint8(p_, x, rows, w.in, w.input_multipliers, w.input_scale,
+                                        input8_, input8_scales_, input8_zeros_, kernels_));
+    RETURN_IF_ERROR(c_.linear.RunInt8(
+        {.x = static_cast<const uint8_t*>(input8_), .row_scales = input8_scales_,
+         .row_zeros = input8_zeros_, .rows = rows, .in = w.in,
+         .w = static_cast<const int8_t*>(w.w8), .weight_scales = w.weight_scales,
+         .weight_sums = w.weight_sums, .bias = w.b, .out = w.out, .residual = tail.residual,
+         .y = y},
+        epilogue, stream_));
+    // (The activation, where not the erf GELU, ran after the GEMM.)
+    return Stamp(name, flops);
+  }
+  if (w.fp8()) {
     // fp8: the input onto E4M3 with its calibrated scale, unless the op
     // before made it (fp8_image_), then the FP8 GEMM.
-    if (!fp8_input_) return Internal("cuda engine: an fp8 Linear without room for its input");
+    if (!input8_) return Internal("cuda engine: an fp8 Linear without room for its input");
     const void* x8 = fp8_image_.of == x && fp8_image_.linear == &w ? fp8_image_.bytes : nullptr;
     fp8_image_ = {};
     if (!x8) {
-      RETURN_IF_ERROR(QuantizeToE4M3(p_, x, w.input_scale, fp8_input_, size_t(rows) * w.in,
+      RETURN_IF_ERROR(QuantizeToE4M3(p_, x, w.input_scale, input8_, size_t(rows) * w.in,
                                      kernels_));
-      x8 = fp8_input_;
+      x8 = input8_;
     }
     const float scale = w.input_scale * w.weight_scale;
     if (c_.tuning.fused_fp8_quantization && epilogue == Epilogue::kBiasGelu && tail.feeds &&
-        tail.feeds->w8)
+        tail.feeds->fp8())
       return Fp8GeluFeedingFp8(name, w, x8, scale, rows, y, *tail.feeds);
     RETURN_IF_ERROR(c_.linear.RunFp8(x8, rows, w.in, w.w8, scale, w.b, w.out, epilogue,
                                      tail.residual, y, stream_));
@@ -126,25 +145,18 @@ Status EncoderOps::Linear(const char* name, const DeviceLinear& w, const void* x
 }
 
 // An erf GELU (never in cuBLASLt's FP8 epilogue) whose output only an FP8
-// Linear reads (Tail::feeds): that Linear's E4M3 input is made from the
-// GEMM's accumulators in its epilogue (Fp8BiasGeluGemm, written over y's
-// memory) or else in the GELU's pass (into fp8_input_), and y is never
-// written in 16 bits after the GELU (Tuning::fused_fp8_quantization).
+// Linear reads (Tail::feeds): the GELU's pass makes that Linear's E4M3
+// input (into input8_), and y is never written in 16 bits after the GELU
+// (Tuning::fused_fp8_quantization).
 Status EncoderOps::Fp8GeluFeedingFp8(const char* name, const DeviceLinear& w, const void* x8,
                                      float scale, int rows, void* y, const DeviceLinear& next) {
   const double flops = 2.0 * rows * w.in * w.out;
-  if (c_.linear.Fp8GeluApplies(w.in, w.out)) {
-    RETURN_IF_ERROR(c_.linear.RunFp8Gelu(x8, rows, w.in, w.w8, scale, w.b, w.out,
-                                         next.input_scale, y, stream_));
-    fp8_image_ = {y, &next, y};
-    return Stamp(name, flops);
-  }
   RETURN_IF_ERROR(c_.linear.RunFp8(x8, rows, w.in, w.w8, scale, w.b, w.out, Epilogue::kBias,
                                    nullptr, y, stream_));
   RETURN_IF_ERROR(Stamp(name, flops));
-  RETURN_IF_ERROR(ActivateToE4M3(p_, HiddenAct::kGelu, y, next.input_scale, fp8_input_,
+  RETURN_IF_ERROR(ActivateToE4M3(p_, HiddenAct::kGelu, y, next.input_scale, input8_,
                                  size_t(rows) * w.out, kernels_));
-  fp8_image_ = {y, &next, fp8_input_};
+  fp8_image_ = {y, &next, input8_};
   return Stamp("activation", 0);
 }
 

@@ -48,31 +48,4 @@ bool BiasGeluGemmApplies(Precision p, int kernel_compute_capability, int in, int
 // InvalidArgument on a shape it cannot take.
 Status BiasGeluGemm(Precision p, const BiasGeluGemmArgs& a, cudaStream_t stream);
 
-// The FP8 engine's FFN: its first GEMM, in FP8, with the bias, the erf GELU
-// and the second FP8 GEMM's input quantization in the epilogue:
-// y8 = E4M3(T(gelu_erf(T(scale x8 W8^T + bias))) / next_scale), T the
-// engine's precision, one kernel. Otherwise (cuBLASLt's FP8 GEMM writing T,
-// then one pass of ActivateToE4M3) the intermediate is written in 16 bits
-// and read back: ~150 MB a layer at BERT-base b128, 16% of its fp8 forward
-// (bench/RESULTS.md, 2026-12-05).
-struct Fp8BiasGeluGemmArgs {
-  const void* x8;  // [rows, in] E4M3, 16-byte aligned rows
-  int rows, in;
-  const void* w8;    // [out, in] E4M3, HF's layout
-  float scale;       // x8's scale times w8's
-  const void* bias;  // [out], T
-  int out;
-  float next_scale;  // the input scale of the FP8 GEMM that reads y8
-  void* y8;          // [rows, out] E4M3; may not alias x8
-  int sm_count;
-};
-
-// Whether the engine runs an FP8 Linear with the erf GELU whose output an
-// FP8 Linear alone reads through Fp8BiasGeluGemm: built, code for sm_90,
-// fp16/bf16, `in` and `out` multiples of 16.
-bool Fp8BiasGeluGemmApplies(Precision p, int kernel_compute_capability, int in, int out);
-
-// Unavailable where not built, InvalidArgument on a shape it cannot take.
-Status Fp8BiasGeluGemm(Precision p, const Fp8BiasGeluGemmArgs& a, cudaStream_t stream);
-
 }  // namespace bertrt::cuda

@@ -63,15 +63,16 @@ Status LinearLayers::RunFp8(const void* x, int rows, int in, const void* w, floa
                            {stream, overlap_launch_});
 }
 
-bool LinearLayers::Fp8GeluApplies(int in, int out) const {
-  return fused_gelu_ && Fp8BiasGeluGemmApplies(precision_, compute_capability_, in, out);
-}
-
-Status LinearLayers::RunFp8Gelu(const void* x, int rows, int in, const void* w, float scale,
-                                const void* bias, int out, float next_scale, void* y8,
-                                cudaStream_t stream) const {
-  return Fp8BiasGeluGemm(precision_, {x, rows, in, w, scale, bias, out, next_scale, y8, sm_count_},
-                         stream);
+Status LinearLayers::RunInt8(Int8GemmArgs a, Epilogue epilogue, cudaStream_t stream) const {
+  a.gelu = epilogue == Epilogue::kBiasGelu;
+  a.sm_count = sm_count_;
+  if (a.residual && epilogue != Epilogue::kBias)
+    return InvalidArgument("an activation epilogue takes no residual");
+  RETURN_IF_ERROR(Int8Gemm(precision_, a, stream));
+  if (epilogue == Epilogue::kBias || a.gelu) return Status::Ok();
+  const HiddenAct act = epilogue == Epilogue::kBiasRelu ? HiddenAct::kRelu : HiddenAct::kGeluTanh;
+  return ActivationInPlace(precision_, act, a.y, size_t(a.rows) * a.out,
+                           {stream, overlap_launch_});
 }
 
 }  // namespace bertrt::cuda

@@ -7,6 +7,7 @@
 
 #include "backends/cuda/gemm/epilogue.h"
 #include "backends/cuda/gemm/gemm.h"
+#include "backends/cuda/gemm/int8_gemm.h"
 #include "bertrt/cuda_engine.h"
 #include "bertrt/model.h"
 #include "bertrt/status.h"
@@ -53,15 +54,11 @@ class LinearLayers {
   Status RunFp8(const void* x, int rows, int in, const void* w, float scale, const void* bias,
                 int out, Epilogue epilogue, const void* residual, void* y,
                 cudaStream_t stream) const;
-  // Whether RunFp8Gelu takes an FP8 Linear of these widths: Fp8BiasGeluGemm
-  // applies (sm_90, fp16/bf16) and the fused GELU GEMMs are on.
-  bool Fp8GeluApplies(int in, int out) const;
-  // An FP8 Linear with the erf GELU whose output only another FP8 Linear
-  // reads, that Linear's input made in the GEMM's epilogue: y8 =
-  // E4M3(gelu_erf(scale x W^T + bias) / next_scale) (Fp8BiasGeluGemm).
-  Status RunFp8Gelu(const void* x, int rows, int in, const void* w, float scale,
-                    const void* bias, int out, float next_scale, void* y8,
-                    cudaStream_t stream) const;
+  // An int8 Linear (Int8Gemm; `a` but for its gelu and sm_count) whose
+  // input is already uint8 with its rows' scales and zero points
+  // (QuantizeRowsToUint8): the erf GELU in the GEMM's epilogue, the other
+  // activations a kernel after it.
+  Status RunInt8(Int8GemmArgs a, Epilogue epilogue, cudaStream_t stream) const;
 
  private:
   LtGemm& gemm_;

@@ -240,6 +240,61 @@ void LaunchToE4M3(const T* in, float inverse_scale, __nv_fp8_storage_t* out, siz
   }
 }
 
+// Each row of `in` [rows, width] onto uint8 (int8_gemm.h), as the CPU
+// engine's Int8Gemm quantizes it, one warp a row, 16 bytes of the row at a
+// time (width a multiple of 16). v = x * mult (the smoothing divisor and,
+// per tensor, the input scale); per token the row's range over v and 0 goes
+// onto 0..255 (scale (hi - lo) / 255, zero point nearbyint(-lo / scale));
+// per tensor v rounds onto [-127, 127] and 128 is added (zero point 128,
+// scale the input's). Rounding to nearest even, as the CPU's.
+template <typename T, bool kPerToken>
+__global__ void ToUint8RowsKernel(const T* in, int rows, int width, const float* mult,
+                                  float input_scale, uint8_t* out, float* row_scales,
+                                  int32_t* row_zeros) {
+  AfterPreviousKernel();
+  constexpr int kSize = Vec16<T>::kSize;
+  struct alignas(kSize) Bytes {
+    uint8_t b[kSize];
+  };
+  const int warps = blockDim.x / 32, lane = threadIdx.x % 32, vecs = width / kSize;
+  // x[k] * mult[k] of vector `v` of the row, element j.
+  auto scaled = [&](const Vec16<T>& x, int v, int j) {
+    return __fmul_rn(ToFloat(x.v[j]), mult[v * kSize + j]);
+  };
+  for (int r = blockIdx.x * warps + threadIdx.x / 32; r < rows; r += gridDim.x * warps) {
+    const auto* x = reinterpret_cast<const Vec16<T>*>(in + size_t(r) * width);
+    auto* q = reinterpret_cast<Bytes*>(out + size_t(r) * width);
+    float scale = input_scale, inverse = 1.0f, zero = 128.0f;
+    if constexpr (kPerToken) {
+      float lo = 0.0f, hi = 0.0f;
+      for (int v = lane; v < vecs; v += 32) {
+        const Vec16<T> xv = x[v];
+#pragma unroll
+        for (int j = 0; j < kSize; ++j) {
+          const float f = scaled(xv, v, j);
+          lo = fminf(lo, f), hi = fmaxf(hi, f);
+        }
+      }
+      lo = -WarpMax(-lo), hi = WarpMax(hi);
+      scale = hi > lo ? __fdiv_rn(hi - lo, 255.0f) : 1.0f;
+      inverse = __fdiv_rn(1.0f, scale);
+      zero = rintf(-lo * inverse);
+    }
+    for (int v = lane; v < vecs; v += 32) {
+      const Vec16<T> xv = x[v];
+      Bytes b;
+#pragma unroll
+      for (int j = 0; j < kSize; ++j) {
+        const float f = rintf(__fmul_rn(scaled(xv, v, j), inverse));
+        b.b[j] = static_cast<uint8_t>(kPerToken ? fminf(fmaxf(f + zero, 0.0f), 255.0f)
+                                                : fminf(fmaxf(f, -127.0f), 127.0f) + 128.0f);
+      }
+      q[v] = b;
+    }
+    if (lane == 0) row_scales[r] = scale, row_zeros[r] = static_cast<int32_t>(zero);
+  }
+}
+
 // One thread reads the GPU's global nanosecond timer, which every
 // multiprocessor shares (SM clocks are per multiprocessor and throttle).
 __global__ void StampKernel(uint64_t* slot) {
@@ -355,6 +410,32 @@ Status ActivateToE4M3(Precision p, std::optional<HiddenAct> act, const void* in,
   });
   CUDA_RETURN_IF_LAUNCH_FAILED(act ? "activation and fp8 quantization kernel"
                                    : "fp8 quantization kernel");
+  return Status::Ok();
+}
+
+Status QuantizeRowsToUint8(Precision p, const void* in, int rows, int width, const float* mult,
+                           float input_scale, void* out, float* row_scales, int32_t* row_zeros,
+                           Stream stream) {
+  if (rows == 0) return Status::Ok();
+  if (width % 16 || reinterpret_cast<uintptr_t>(in) % 16 || reinterpret_cast<uintptr_t>(out) % 16)
+    return InvalidArgument("int8 quantization: rows of a multiple of 16 elements, 16-byte "
+                           "aligned, expected");
+  if (input_scale < 0.0f) return InvalidArgument("int8 quantization: negative input scale");
+  constexpr int kRowsPerBlock = kThreads / 32;
+  const unsigned blocks =
+      static_cast<unsigned>(std::min<int>((rows + kRowsPerBlock - 1) / kRowsPerBlock, 8192));
+  auto* bytes = static_cast<uint8_t*>(out);
+  BERTRT_DISPATCH_PRECISION(p, {
+    const T* x = static_cast<const T*>(in);
+    if (input_scale == 0.0f) {
+      Launch(ToUint8RowsKernel<T, true>, blocks, kThreads, 0, stream, x, rows, width, mult, 1.0f,
+             bytes, row_scales, row_zeros);
+    } else {
+      Launch(ToUint8RowsKernel<T, false>, blocks, kThreads, 0, stream, x, rows, width, mult,
+             input_scale, bytes, row_scales, row_zeros);
+    }
+  });
+  CUDA_RETURN_IF_LAUNCH_FAILED("int8 quantization kernel");
   return Status::Ok();
 }
 

@@ -53,6 +53,17 @@ Status QuantizeToE4M3(Precision p, const void* in, float scale, void* out, size_
 Status ActivateToE4M3(Precision p, std::optional<HiddenAct> act, const void* in, float scale,
                       void* out, size_t n, Stream stream);
 
+// Each row of `in` [rows, width] (width a multiple of 16, 16-byte aligned)
+// onto uint8 for the int8 GEMM (int8_gemm.h) with its scale and zero point,
+// as the CPU engine's int8 GEMM quantizes its input: x[k] * mult[k] (the
+// smoothing divisor's and the input scale's reciprocals), then per token
+// (`input_scale` 0) the row's range (0 included) onto 0..255, or per tensor
+// the signed value on [-127, 127] plus 128 (zero point 128, scale
+// `input_scale`). out [rows, width] bytes, row_scales and row_zeros [rows].
+Status QuantizeRowsToUint8(Precision p, const void* in, int rows, int width, const float* mult,
+                           float input_scale, void* out, float* row_scales, int32_t* row_zeros,
+                           Stream stream);
+
 // The compute capability this build's kernels run as on the current GPU
 // (90 for sm_90): the GPU's own where the build has code for it, lower where
 // the driver compiles an older architecture's PTX for it (a build for

@@ -16,14 +16,6 @@ using EngineKernel = sm90::BiasGeluGemmKernel<
     T, cute::Shape<cute::_128, cute::_128, cute::_64>, cute::Shape<cute::_1, cute::_2, cute::_1>,
     cutlass::gemm::KernelTmaWarpSpecializedPingpong, cutlass::epilogue::TmaWarpSpecialized>;
 
-// FP8: 128 x 128 tiles 128 deep (a 128-byte row of E4M3 per k-block, the
-// TMA's widest swizzle), otherwise the fp16 kernel's choice; not yet timed
-// against other tilings.
-template <class T>
-using Fp8EngineKernel = sm90::Fp8BiasGeluGemmKernel<
-    T, cute::Shape<cute::_128, cute::_128, cute::_128>, cute::Shape<cute::_1, cute::_2, cute::_1>,
-    cutlass::gemm::KernelTmaWarpSpecializedPingpong, cutlass::epilogue::TmaWarpSpecialized>;
-
 }  // namespace
 
 bool BiasGeluGemmBuilt() { return true; }
@@ -39,26 +31,6 @@ Status BiasGeluGemm(Precision p, const BiasGeluGemmArgs& a, cudaStream_t stream)
       return EngineKernel<cutlass::bfloat16_t>::Run(a, stream);
     default:
       return InvalidArgument("BiasGeluGemm: fp16 or bf16 only");
-  }
-}
-
-}  // namespace bertrt::cuda
-
-namespace bertrt::cuda {
-
-Status Fp8BiasGeluGemm(Precision p, const Fp8BiasGeluGemmArgs& a, cudaStream_t stream) {
-  if (a.in % 16 || a.out % 16)
-    return InvalidArgument("Fp8BiasGeluGemm: in and out must be multiples of 16");
-  if (!(a.scale > 0.0f) || !(a.next_scale > 0.0f))
-    return InvalidArgument("Fp8BiasGeluGemm: the scales must be positive");
-  if (a.rows == 0) return Status::Ok();
-  switch (p) {
-    case Precision::kFp16:
-      return Fp8EngineKernel<cutlass::half_t>::Run(a, stream);
-    case Precision::kBf16:
-      return Fp8EngineKernel<cutlass::bfloat16_t>::Run(a, stream);
-    default:
-      return InvalidArgument("Fp8BiasGeluGemm: fp16 or bf16 only");
   }
 }
 
