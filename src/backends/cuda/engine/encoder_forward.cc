@@ -107,6 +107,7 @@ Status EncoderOps::Linear(const char* name, const DeviceLinear& w, const void* x
     fp8_image_ = {};
     RETURN_IF_ERROR(QuantizeRowsToUint8(p_, x, rows, w.in, w.input_multipliers, w.input_scale,
                                         input8_, input8_scales_, input8_zeros_, kernels_));
+    RETURN_IF_ERROR(Stamp("int8 quantization", 0));
     RETURN_IF_ERROR(c_.linear.RunInt8(
         {.x = static_cast<const uint8_t*>(input8_), .row_scales = input8_scales_,
          .row_zeros = input8_zeros_, .rows = rows, .in = w.in,
