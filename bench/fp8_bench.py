@@ -35,11 +35,8 @@ CASES = [("bert-base", 1, 128), ("bert-base", 128, 128), ("bert-large", 256, 384
 # A/B, a quantization pass before each FP8 GEMM (BERTRT_FUSED_FP8_QUANTIZATION=0).
 VARIANTS = [("fp16", "fp16", {}), ("fp8", "fp8", {}),
             ("fp8 unfused", "fp8", {"BERTRT_FUSED_FP8_QUANTIZATION": "0"}),
-            ("int8", "int8", {}),
-            ("int8 coop 256x128", "int8", {"BERTRT_INT8_GEMM_TILING": "coop256x128"}),
-            ("int8 coop 128x256", "int8", {"BERTRT_INT8_GEMM_TILING": "coop128x256"})]
+            ("int8", "int8", {})]
 A_B = ["fp8 unfused"]
-INT8_A_B = ["int8 coop 256x128", "int8 coop 128x256"]
 FORMATS = ("fp8", "int8")
 
 
@@ -111,17 +108,15 @@ def main():
     table = ["| model | batch x seq | bertrt fp16 ms | bertrt fp8 ms | fp8 / fp16 speed-up | "
              + "".join(f"{name} ms | " for name in A_B)
              + "fp8 seq/s | bertrt int8 ms | int8 / fp16 speed-up | "
-             + "".join(f"{name} ms | " for name in INT8_A_B)
              + "PyTorch eager fp16 ms | fp8 vs PyTorch |",
-             "|---|---|" + "---:|" * (8 + len(A_B) + len(INT8_A_B))]
+             "|---|---|" + "---:|" * (8 + len(A_B))]
     for preset, batch, seq, med, torch_ms, _ in rows:
         table.append(f"| {preset} | {batch}x{seq} | {med['fp16']:.3f} | {med['fp8']:.3f} | "
                      f"{med['fp16'] / med['fp8']:.2f}x | "
                      + "".join(f"{med[name]:.3f} | " for name in A_B)
                      + f"{batch / med['fp8'] * 1000:,.0f} | {med['int8']:.3f} | "
                      f"{med['fp16'] / med['int8']:.2f}x | "
-                     + "".join(f"{med[name]:.3f} | " for name in INT8_A_B)
-                     + f"{torch_ms:.3f} | {torch_ms / med['fp8']:.2f}x |")
+                     f"{torch_ms:.3f} | {torch_ms / med['fp8']:.2f}x |")
     print("\n".join(table))
     if args.results:
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
