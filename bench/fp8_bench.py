@@ -128,7 +128,8 @@ def main():
                    f"default calibration (built-in corpus; fp8 max per tensor, int8 per token) "
                    f"and every Linear in 8 bits (a budget of zeros: no fallback); medians of "
                    f"{args.rounds} interleaved rounds of {args.iterations} runs (ids in host "
-                   f"memory to logits in host memory); PyTorch eager fp16 (SDPA) in the same run.\n",
+                   f"memory to logits in host memory); PyTorch eager fp16 (SDPA) in the same "
+                   f"run.\n",
                    *table, "", "8-bit plans' reports and load checks:"]
         for (preset, fmt), report in reports.items():
             section += [f"- {preset} {fmt}: " + " / ".join(l.strip() for l in report)]

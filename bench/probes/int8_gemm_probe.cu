@@ -124,7 +124,8 @@ int main() {
     std::vector<float> row_scales(c.rows), weight_scales(c.out);
     std::vector<int32_t> row_zeros(c.rows), weight_sums(c.out, 0);
     std::vector<__half> bias(c.out), residual(n);
-    for (int r = 0; r < c.rows; ++r) row_scales[r] = 0.01f + 0.001f * (r % 7), row_zeros[r] = r % 256;
+    for (int r = 0; r < c.rows; ++r)
+      row_scales[r] = 0.01f + 0.001f * (r % 7), row_zeros[r] = r % 256;
     for (int o = 0; o < c.out; ++o) {
       weight_scales[o] = 1e-4f * (1 + o % 5);
       for (int k = 0; k < c.in; ++k) weight_sums[o] += w[size_t(o) * c.in + k];

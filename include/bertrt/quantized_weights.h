@@ -4,9 +4,11 @@
 // made, and the check an engine made from them passes at load.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "bertrt/engine.h"
 #include "bertrt/tensor.h"
@@ -29,6 +31,27 @@ struct QuantizedLinear {
   // zero point).
   float input_scale = 0.0f;
 };
+
+// An int8 Linear's input, column k, is multiplied by this before it is
+// rounded: 1 / (smoothing[k] * input_scale), the input scale 1 per token.
+// What every int8 GEMM (the CPU's, the GPU's) computes it from.
+inline std::vector<float> Int8InputMultipliers(const QuantizedLinear& q) {
+  const float input_scale = q.input_scale == 0.0f ? 1.0f : q.input_scale;
+  std::vector<float> m(static_cast<size_t>(q.smoothing.numel()));
+  for (size_t k = 0; k < m.size(); ++k) m[k] = 1.0f / input_scale / q.smoothing.f32()[k];
+  return m;
+}
+
+// Each output's sum of its int8 weights: a zero point z contributes
+// z * sum to that output's integer product, which the GEMM takes out.
+inline std::vector<int32_t> Int8WeightSums(const QuantizedLinear& q) {
+  const int64_t out = q.weights.dim(0), in = q.weights.dim(1);
+  const auto* w = static_cast<const int8_t*>(q.weights.raw());
+  std::vector<int32_t> sums(static_cast<size_t>(out), 0);
+  for (int64_t o = 0; o < out; ++o)
+    for (int64_t k = 0; k < in; ++k) sums[o] += w[o * in + k];
+  return sums;
+}
 
 struct QuantizedWeights {
   QuantFormat format = QuantFormat::kInt8;

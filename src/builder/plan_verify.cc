@@ -222,14 +222,15 @@ Status WithinQuantizationError(const VerifyReport& ours, const VerifyReport& the
     return FailedPrecondition("against fp32, min cosine " + text(ours.min_cosine_scores) +
                               " is below " + text(scores) + " and max abs diff " +
                               text(ours.max_abs_diff_scores) + " above " + text(scores_limit) +
-                              " (the quantizing engine's " + text(theirs.min_cosine_scores) + " and " +
-                              text(theirs.max_abs_diff_scores) + ")");
+                              " (the quantizing engine's " + text(theirs.min_cosine_scores) +
+                              " and " + text(theirs.max_abs_diff_scores) + ")");
   const int flips = ours.argmax_total - ours.argmax_equal,
             allowed = 2 * (theirs.argmax_total - theirs.argmax_equal);
   if (flips > allowed)
-    return FailedPrecondition("against fp32, argmax differs on " + std::to_string(flips) + " of " +
-                              std::to_string(ours.argmax_total) + " rows (the quantizing engine's " +
-                              std::to_string(allowed / 2) + ")");
+    return FailedPrecondition("against fp32, argmax differs on " + std::to_string(flips) +
+                              " of " + std::to_string(ours.argmax_total) +
+                              " rows (the quantizing engine's " + std::to_string(allowed / 2) +
+                              ")");
   return Status::Ok();
 }
 

@@ -273,24 +273,18 @@ class CudaHarness {
     d.w8 = w8, d.weight_scale = scale, d.input_scale = input_scale;
     return d;
   }
-  // An int8 model's Linear from the CPU engine's int8 operands (`q`), its
-  // vectors derived here as the int8 GEMM defines them (int8_gemm.h).
+  // An int8 model's Linear from the CPU engine's int8 operands (`q`).
   cuda::DeviceLinear MakeInt8Linear(const QuantizedLinear& q, const std::vector<float>& bias) {
     const int in = static_cast<int>(q.weights.dim(1)), out = static_cast<int>(q.weights.dim(0));
-    const auto* w = static_cast<const int8_t*>(q.weights.raw());
-    std::vector<int32_t> sums(out, 0);
-    for (int o = 0; o < out; ++o)
-      for (int i = 0; i < in; ++i) sums[o] += w[size_t(o) * in + i];
-    std::vector<float> mult(in);
-    for (int i = 0; i < in; ++i)
-      mult[i] = 1.0f / (q.input_scale == 0.0f ? 1.0f : q.input_scale) / q.smoothing.f32()[i];
+    const std::vector<int32_t> sums = Int8WeightSums(q);
+    const std::vector<float> mult = Int8InputMultipliers(q);
     auto copy = [&](const void* host, size_t bytes) {
       void* d = Bytes(bytes);
       EXPECT_EQ(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice), cudaSuccess);
       return d;
     };
     cuda::DeviceLinear d{nullptr, Alloc(bias), in, out};
-    d.w8 = copy(w, q.weights.nbytes());
+    d.w8 = copy(q.weights.raw(), q.weights.nbytes());
     d.format = QuantFormat::kInt8;
     d.input_scale = q.input_scale;
     d.weight_scales = static_cast<const float*>(copy(q.scales.f32(), size_t(out) * 4));

@@ -327,19 +327,14 @@ class Int8Gemm final : public QuantizedGemm {
     // 0: each row's own scale, found as it is quantized (per token).
     g->per_token_ = q.input_scale == 0.0f;
     const float input_scale = g->per_token_ ? 1.0f : q.input_scale;
-    // x_j / s_j / input_scale is what is rounded.
-    const float* smoothing = q.smoothing.f32();
-    g->input_multipliers_.resize(in);
-    for (int k = 0; k < in; ++k) g->input_multipliers_[k] = 1.0f / input_scale / smoothing[k];
-    const auto* plain = static_cast<const int8_t*>(q.weights.raw());
+    g->input_multipliers_ = Int8InputMultipliers(q);
+    const std::vector<int32_t> sums = Int8WeightSums(q);
     const float* scales = q.scales.f32();
     g->output_scales_.resize(out);
     g->column_sums_.resize(out);
     g->bias_.resize(out);
     for (int n = 0; n < out; ++n) {
-      float sum = 0.0f;
-      for (int k = 0; k < in; ++k) sum += plain[size_t(n) * in + k];
-      g->column_sums_[n] = sum * scales[n];
+      g->column_sums_[n] = static_cast<float>(sums[n]) * scales[n];
       g->output_scales_[n] = input_scale * scales[n];
       g->bias_[n] = g->per_token_ ? bias[n] : bias[n] / g->output_scales_[n];
     }

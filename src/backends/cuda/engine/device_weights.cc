@@ -135,22 +135,15 @@ struct Maker {
     for (const Tensor* t : w) l.out += static_cast<int>(t->dim(0));
     return l;
   }
-  // An int8 Linear's vectors (DeviceLinear), computed as the CPU engine's
-  // Int8Gemm computes them.
+  // An int8 Linear's vectors (DeviceLinear).
   Status Int8Operands(const QuantizedLinear& q, const std::string& name, DeviceLinear* l) {
     if (l->in % 16 || l->out % 16)
       return Unimplemented(name + " is an int8 Linear of " + std::to_string(l->in) + " -> " +
                            std::to_string(l->out) +
                            ": the GPU's int8 GEMM takes widths that are multiples of 16; run "
                            "this model's int8 on --device cpu, or fp8 or fp16 on the GPU");
-    const auto* weights = static_cast<const int8_t*>(q.weights.raw());
-    std::vector<int32_t> sums(l->out, 0);
-    for (int o = 0; o < l->out; ++o)
-      for (int i = 0; i < l->in; ++i) sums[o] += weights[size_t(o) * l->in + i];
-    const float input_scale = q.input_scale == 0.0f ? 1.0f : q.input_scale;
-    std::vector<float> multipliers(l->in);
-    for (int i = 0; i < l->in; ++i)
-      multipliers[i] = 1.0f / input_scale / q.smoothing.f32()[i];
+    const std::vector<int32_t> sums = Int8WeightSums(q);
+    const std::vector<float> multipliers = Int8InputMultipliers(q);
     ASSIGN_OR_RETURN(void* scales, up.UploadBytes(q.scales, name));
     ASSIGN_OR_RETURN(void* device_sums, up.UploadBytes(sums.data(), sums.size() * 4, name));
     ASSIGN_OR_RETURN(void* device_multipliers,

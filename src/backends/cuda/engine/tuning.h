@@ -62,8 +62,8 @@ struct Tuning {
   bool first_query_attention = true;
   // fp8 engines: the op before an FP8 Linear makes its E4M3 input in its
   // own pass (the erf GELU's pass, the LayerNorm's) instead of writing 16
-  // bits that a quantization pass reads again (BERTRT_FUSED_FP8_QUANTIZATION
-  // =0). On the H100, BERT-base b128 s128 4.87 ms against 5.53 without it,
+  // bits that a quantization pass reads again
+  // (BERTRT_FUSED_FP8_QUANTIZATION=0). On the H100, BERT-base b128 s128 4.87 ms against 5.53 without it,
   // BERT-large b256 s384 90.1 against 101.1 (bench/RESULTS.md, 2026-12-06).
   bool fused_fp8_quantization = true;
 
