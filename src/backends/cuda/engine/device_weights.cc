@@ -137,11 +137,13 @@ struct Maker {
   }
   // An int8 Linear's vectors (DeviceLinear).
   Status Int8Operands(const QuantizedLinear& q, const std::string& name, DeviceLinear* l) {
-    if (l->in % 16 || l->out % 16)
+    // (The input's quantization holds a row of up to 4,096 in registers.)
+    if (l->in % 16 || l->out % 16 || l->in > 4096)
       return Unimplemented(name + " is an int8 Linear of " + std::to_string(l->in) + " -> " +
                            std::to_string(l->out) +
-                           ": the GPU's int8 GEMM takes widths that are multiples of 16; run "
-                           "this model's int8 on --device cpu, or fp8 or fp16 on the GPU");
+                           ": the GPU's int8 GEMM takes widths that are multiples of 16 and "
+                           "inputs of at most 4,096; run this model's int8 on --device cpu, or "
+                           "fp8 or fp16 on the GPU");
     const std::vector<int32_t> sums = Int8WeightSums(q);
     const std::vector<float> multipliers = Int8InputMultipliers(q);
     ASSIGN_OR_RETURN(void* scales, up.UploadBytes(q.scales, name));

@@ -246,8 +246,10 @@ void LaunchToE4M3(const T* in, float inverse_scale, __nv_fp8_storage_t* out, siz
 // per tensor, the input scale); per token the row's range over v and 0 goes
 // onto 0..255 (scale (hi - lo) / 255, zero point nearbyint(-lo / scale));
 // per tensor v rounds onto [-127, 127] and 128 is added (zero point 128,
-// scale the input's). Rounding to nearest even, as the CPU's.
-template <typename T, bool kPerToken>
+// scale the input's). Rounding to nearest even, as the CPU's. The row is
+// read once: each lane keeps its kVecs vectors of it in registers between
+// the range and the rounding (rows up to 32 * kVecs vectors wide).
+template <typename T, bool kPerToken, int kVecs>
 __global__ void ToUint8RowsKernel(const T* in, int rows, int width, const float* mult,
                                   float input_scale, uint8_t* out, float* row_scales,
                                   int32_t* row_zeros) {
@@ -264,14 +266,20 @@ __global__ void ToUint8RowsKernel(const T* in, int rows, int width, const float*
   for (int r = blockIdx.x * warps + threadIdx.x / 32; r < rows; r += gridDim.x * warps) {
     const auto* x = reinterpret_cast<const Vec16<T>*>(in + size_t(r) * width);
     auto* q = reinterpret_cast<Bytes*>(out + size_t(r) * width);
+    Vec16<T> held[kVecs];
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i)
+      if (lane + 32 * i < vecs) held[i] = x[lane + 32 * i];
     float scale = input_scale, inverse = 1.0f, zero = 128.0f;
     if constexpr (kPerToken) {
       float lo = 0.0f, hi = 0.0f;
-      for (int v = lane; v < vecs; v += 32) {
-        const Vec16<T> xv = x[v];
+#pragma unroll
+      for (int i = 0; i < kVecs; ++i) {
+        const int v = lane + 32 * i;
+        if (v >= vecs) break;
 #pragma unroll
         for (int j = 0; j < kSize; ++j) {
-          const float f = scaled(xv, v, j);
+          const float f = scaled(held[i], v, j);
           lo = fminf(lo, f), hi = fmaxf(hi, f);
         }
       }
@@ -280,12 +288,14 @@ __global__ void ToUint8RowsKernel(const T* in, int rows, int width, const float*
       inverse = __fdiv_rn(1.0f, scale);
       zero = rintf(-lo * inverse);
     }
-    for (int v = lane; v < vecs; v += 32) {
-      const Vec16<T> xv = x[v];
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      const int v = lane + 32 * i;
+      if (v >= vecs) break;
       Bytes b;
 #pragma unroll
       for (int j = 0; j < kSize; ++j) {
-        const float f = rintf(__fmul_rn(scaled(xv, v, j), inverse));
+        const float f = rintf(__fmul_rn(scaled(held[i], v, j), inverse));
         b.b[j] = static_cast<uint8_t>(kPerToken ? fminf(fmaxf(f + zero, 0.0f), 255.0f)
                                                 : fminf(fmaxf(f, -127.0f), 127.0f) + 128.0f);
       }
@@ -293,6 +303,26 @@ __global__ void ToUint8RowsKernel(const T* in, int rows, int width, const float*
     }
     if (lane == 0) row_scales[r] = scale, row_zeros[r] = static_cast<int32_t>(zero);
   }
+}
+
+// ToUint8RowsKernel with room for `width`'s vectors in each lane's registers.
+template <typename T, bool kPerToken>
+Status LaunchToUint8Rows(const T* in, int rows, int width, const float* mult, float input_scale,
+                         uint8_t* out, float* row_scales, int32_t* row_zeros, Stream stream) {
+  constexpr int kRowsPerBlock = kThreads / 32;
+  const unsigned blocks =
+      static_cast<unsigned>(std::min<int>((rows + kRowsPerBlock - 1) / kRowsPerBlock, 8192));
+  const int lane_vecs = (width / Vec16<T>::kSize + 31) / 32;
+  auto launch = [&](auto kernel) {
+    Launch(kernel, blocks, kThreads, 0, stream, in, rows, width, mult, input_scale, out,
+           row_scales, row_zeros);
+    return Status::Ok();
+  };
+  if (lane_vecs <= 4) return launch(ToUint8RowsKernel<T, kPerToken, 4>);
+  if (lane_vecs <= 8) return launch(ToUint8RowsKernel<T, kPerToken, 8>);
+  if (lane_vecs <= 16) return launch(ToUint8RowsKernel<T, kPerToken, 16>);
+  return InvalidArgument("int8 quantization: rows of at most " +
+                         std::to_string(32 * 16 * Vec16<T>::kSize) + " elements");
 }
 
 // One thread reads the GPU's global nanosecond timer, which every
@@ -421,20 +451,16 @@ Status QuantizeRowsToUint8(Precision p, const void* in, int rows, int width, con
     return InvalidArgument("int8 quantization: rows of a multiple of 16 elements, 16-byte "
                            "aligned, expected");
   if (input_scale < 0.0f) return InvalidArgument("int8 quantization: negative input scale");
-  constexpr int kRowsPerBlock = kThreads / 32;
-  const unsigned blocks =
-      static_cast<unsigned>(std::min<int>((rows + kRowsPerBlock - 1) / kRowsPerBlock, 8192));
+  // (Only fp16 runs it: the int8 engine's other operations run in fp16.)
+  if (p != Precision::kFp16) return InvalidArgument("int8 quantization: fp16 input expected");
+  const auto* x = static_cast<const __half*>(in);
   auto* bytes = static_cast<uint8_t*>(out);
-  BERTRT_DISPATCH_PRECISION(p, {
-    const T* x = static_cast<const T*>(in);
-    if (input_scale == 0.0f) {
-      Launch(ToUint8RowsKernel<T, true>, blocks, kThreads, 0, stream, x, rows, width, mult, 1.0f,
-             bytes, row_scales, row_zeros);
-    } else {
-      Launch(ToUint8RowsKernel<T, false>, blocks, kThreads, 0, stream, x, rows, width, mult,
-             input_scale, bytes, row_scales, row_zeros);
-    }
-  });
+  const Status launched =
+      input_scale == 0.0f ? LaunchToUint8Rows<__half, true>(x, rows, width, mult, 1.0f, bytes,
+                                                             row_scales, row_zeros, stream)
+                          : LaunchToUint8Rows<__half, false>(x, rows, width, mult, input_scale,
+                                                              bytes, row_scales, row_zeros, stream);
+  RETURN_IF_ERROR(launched);
   CUDA_RETURN_IF_LAUNCH_FAILED("int8 quantization kernel");
   return Status::Ok();
 }

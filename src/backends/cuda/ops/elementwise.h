@@ -53,8 +53,8 @@ Status QuantizeToE4M3(Precision p, const void* in, float scale, void* out, size_
 Status ActivateToE4M3(Precision p, std::optional<HiddenAct> act, const void* in, float scale,
                       void* out, size_t n, Stream stream);
 
-// Each row of `in` [rows, width] (width a multiple of 16, 16-byte aligned)
-// onto uint8 for the int8 GEMM (int8_gemm.h) with its scale and zero point,
+// Each row of `in` [rows, width] (fp16; width a multiple of 16 and at most
+// 4,096, 16-byte aligned) onto uint8 for the int8 GEMM (int8_gemm.h) with its scale and zero point,
 // as the CPU engine's int8 GEMM quantizes its input: x[k] * mult[k] (the
 // smoothing divisor's and the input scale's reciprocals), then per token
 // (`input_scale` 0) the row's range (0 included) onto 0..255, or per tensor
