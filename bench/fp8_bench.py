@@ -30,13 +30,14 @@ from cuda_bench import Torch, log, make_model  # noqa: E402
 CASES = [("bert-base", 1, 128), ("bert-base", 128, 128), ("bert-large", 256, 384)]
 
 
-# The variants timed: (name, precision, environment). "fp8" is the engine as it runs (the
-# LayerNorm's and the GELU's passes making the next FP8 GEMM's E4M3 input); "fp8 unfused" its
-# A/B, a quantization pass before each FP8 GEMM (BERTRT_FUSED_FP8_QUANTIZATION=0).
-VARIANTS = [("fp16", "fp16", {}), ("fp8", "fp8", {}),
-            ("fp8 unfused", "fp8", {"BERTRT_FUSED_FP8_QUANTIZATION": "0"}),
-            ("int8", "int8", {})]
-A_B = ["fp8 unfused"]
+# The variants timed: (name, precision, environment). "fp8" and "int8" are the engines as they
+# run (the LayerNorm's and, fp8, the GELU's passes making the next 8-bit GEMM's input); the
+# "unfused" ones their A/B, a quantization pass before each 8-bit GEMM
+# (BERTRT_FUSED_QUANTIZATION=0).
+UNFUSED = {"BERTRT_FUSED_QUANTIZATION": "0"}
+VARIANTS = [("fp16", "fp16", {}), ("fp8", "fp8", {}), ("fp8 unfused", "fp8", UNFUSED),
+            ("int8", "int8", {}), ("int8 unfused", "int8", UNFUSED)]
+A_B = ["fp8 unfused", "int8 unfused"]
 FORMATS = ("fp8", "int8")
 
 

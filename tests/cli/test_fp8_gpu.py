@@ -25,7 +25,7 @@ def cosines(a, b):
 
 
 # The fp8 engine as it runs (every quantization made by the pass before it:
-# Tuning::fused_fp8_quantization, the LayerNorm's and the GELU's), and with a quantization pass
+# Tuning::fused_quantization, the LayerNorm's and the GELU's), and with a quantization pass
 # of its own before each FP8 GEMM.
 FUSIONS = pytest.mark.parametrize("fused", ["0", "1"])
 
@@ -33,7 +33,7 @@ FUSIONS = pytest.mark.parametrize("fused", ["0", "1"])
 @FUSIONS
 @pytest.mark.parametrize("model,output", [("sentence_mean", "embedding"), ("seq_cls", "logits")])
 def test_gpu_fp8_answers_as_the_cpu_emulation(bertrt_bin, monkeypatch, model, output, fused):
-    monkeypatch.setenv("BERTRT_FUSED_FP8_QUANTIZATION", fused)
+    monkeypatch.setenv("BERTRT_FUSED_QUANTIZATION", fused)
     records = [{"text": t} for t in TEXTS]
     path = str(MODELS / model)
     _, cpu, _ = run_jsonl(bertrt_bin, ["run", path, "--precision", "fp8"], records)
@@ -53,7 +53,7 @@ def test_gpu_fp8_on_trained_weights_is_as_close_to_fp32_as_the_emulation(bertrt_
     its real width): the GPU rounds fp16 activations onto E4M3 where the emulation rounded
     fp32 ones, so the two part by a fraction of fp8's own error, not by a rounding; each is held
     against fp32 at twice the emulation's angle (the load check's bound)."""
-    monkeypatch.setenv("BERTRT_FUSED_FP8_QUANTIZATION", fused)
+    monkeypatch.setenv("BERTRT_FUSED_QUANTIZATION", fused)
     corpus = ROOT / "tests/data/tokenizer/corpus.jsonl"
     # The first 96 (the texts whose tokens the GPU machine's shrunk copy keeps), less the
     # empty one, which `bertrt run` refuses.
@@ -75,19 +75,21 @@ def test_gpu_fp8_on_trained_weights_is_as_close_to_fp32_as_the_emulation(bertrt_
     assert gpu_c.min() >= 2 * emu_c.min() ** 2 - 1, (gpu_c.min(), emu_c.min())
 
 
-@pytest.mark.parametrize("model", ["sentence_mean", "seq_cls", "default"])
-def test_fused_fp8_quantization_answers_the_same(bertrt_bin, request, model):
-    """BERTRT_FUSED_FP8_QUANTIZATION (the LayerNorm's and the erf GELU's passes making the next
-    FP8 GEMM's E4M3 input) puts the same bytes into every FP8 GEMM as a quantization pass of
-    its own: the same answers, bit for bit (all-MiniLM-L6-v2 at its real width too)."""
+@pytest.mark.parametrize("model,precision", [("sentence_mean", "fp8"), ("seq_cls", "fp8"),
+                                             ("default", "fp8"), ("default", "int8")])
+def test_fused_quantization_answers_the_same(bertrt_bin, request, model, precision):
+    """BERTRT_FUSED_QUANTIZATION (the LayerNorm's and, fp8, the erf GELU's passes making the
+    next 8-bit GEMM's input) puts the same bytes into every 8-bit GEMM as a quantization pass
+    of its own: the same answers, bit for bit (all-MiniLM-L6-v2 at its real width too; the
+    tiny models' widths are not the int8 GEMM's)."""
     path = (request.getfixturevalue("default_model") if model == "default"
             else str(MODELS / model))
     stdin = "".join(json.dumps({"text": t}) + "\n" for t in TEXTS).encode()
     answers = []
     for fused in ("0", "1"):
-        env = dict(os.environ, BERTRT_FUSED_FP8_QUANTIZATION=fused)
-        proc = subprocess.run([bertrt_bin, "run", path, "--device", "cuda", "--precision", "fp8"],
-                              input=stdin, capture_output=True, timeout=600, env=env)
+        env = dict(os.environ, BERTRT_FUSED_QUANTIZATION=fused)
+        proc = subprocess.run([bertrt_bin, "run", path, "--device", "cuda", "--precision",
+                               precision], input=stdin, capture_output=True, timeout=600, env=env)
         assert proc.returncode == 0, proc.stderr.decode()
         answers.append(proc.stdout)
     assert answers[0] == answers[1]

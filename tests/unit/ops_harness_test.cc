@@ -149,8 +149,8 @@ class CudaHarness {
     if (stream_) cudaStreamDestroy(stream_);
   }
 
-  // Before Start: Tuning's fused_fp8_quantization for the ops made there.
-  void UseFusedFp8Quantization(bool on) { tuning_.fused_fp8_quantization = on; }
+  // Before Start: Tuning's fused_quantization for the ops made there.
+  void UseFusedQuantization(bool on) { tuning_.fused_quantization = on; }
   int compute_capability() const { return cc_; }
 
   void Start(const ModelConfig& config, const RaggedBatch& batch, const HostTables& tables,
@@ -886,7 +886,7 @@ TEST(OpsHarnessCpu, LinearInBf16AndEightBits) {
 #if BERTRT_HAVE_CUDA
 // An fp8 engine's FFN through the ops: the first Linear with the erf GELU,
 // handing its output to the second (Tail::feeds), both in FP8. With
-// Tuning::fused_fp8_quantization the GELU's pass makes the second's E4M3
+// Tuning::fused_quantization the GELU's pass makes the second's E4M3
 // input: the same bytes reach its GEMM, so the same answers bit for bit as
 // the separate passes. Both near the float64 product of the fp32 operands
 // (each GEMM within 4 of E4M3's unit roundoffs, 2^-4).
@@ -911,7 +911,7 @@ TEST(OpsHarnessCuda, Fp8FfnWithTheGelusPassMakingTheNextInput) {
     std::vector<float> answers[2];
     for (int fused : {0, 1}) {
       CudaHarness hr;
-      hr.UseFusedFp8Quantization(fused > 0);
+      hr.UseFusedQuantization(fused > 0);
       hr.Start(config, batch, {}, p);
       if (hr.compute_capability() < 89) GTEST_SKIP() << "FP8 GEMMs need sm_89 or newer";
       const cuda::DeviceLinear ffn_in = hr.MakeFp8Linear(in_host, float(x_max / 448));

@@ -60,8 +60,8 @@ class EncoderOps {
   }
 
   Status EmbedLayerNorm(void* out);
-  // With `feeds` an fp8 Linear: its E4M3 input made in the same pass
-  // (Tuning::fused_fp8_quantization).
+  // With `feeds` an 8-bit Linear: its 8-bit input made in the same pass
+  // (Tuning::fused_quantization).
   Status LayerNorm(const void* in, void* out, int rows, ops::Norm norm,
                    const DeviceLinear* feeds = nullptr);
   Status Linear(const char* name, const DeviceLinear& w, const void* x, int rows, void* y,
@@ -125,14 +125,16 @@ class EncoderOps {
   void* const input8_;
   float* const input8_scales_;
   int32_t* const input8_zeros_;
-  // When an fp8 Linear's input was made by the op before (Tail::feeds):
-  // `bytes` holds the E4M3 of `of` (input8_, or `of`'s own memory where its
-  // GEMM wrote E4M3 instead) for `linear`.
+  // When an 8-bit Linear's input was made by the op before (Tail::feeds):
+  // input8_ (with input8_scales_ and input8_zeros_: int8) holds `of` in
+  // `linear`'s 8-bit format.
   struct {
     const void* of = nullptr;
     const DeviceLinear* linear = nullptr;
-    const void* bytes = nullptr;
-  } fp8_image_;
+  } input8_image_;
+  bool Input8MadeFor(const void* x, const DeviceLinear& w) const {
+    return input8_image_.of == x && input8_image_.linear == &w;
+  }
   bool in_head_ = false;
 };
 

@@ -85,12 +85,16 @@ Status EncoderOps::EmbedLayerNorm(void* out) {
 Status EncoderOps::LayerNorm(const void* in, void* out, int rows, ops::Norm norm,
                              const DeviceLinear* feeds) {
   E4M3Output e4m3;
-  if (c_.tuning.fused_fp8_quantization && feeds && feeds->fp8() && input8_)
-    e4m3 = {input8_, feeds->input_scale};
+  Uint8Output u8;
+  if (c_.tuning.fused_quantization && feeds && input8_) {
+    if (feeds->fp8()) e4m3 = {input8_, feeds->input_scale};
+    if (feeds->int8())
+      u8 = {input8_, feeds->input_multipliers, feeds->input_scale, input8_scales_, input8_zeros_};
+  }
   RETURN_IF_ERROR(cuda::LayerNorm(p_, in, out, rows, h_, norm.gamma, norm.beta,
-                                  config_.layer_norm_eps, kernels_, e4m3));
-  fp8_image_ = {};  // out rewritten (and input8_, where e4m3.bytes)
-  if (e4m3.bytes) fp8_image_ = {out, feeds, input8_};
+                                  config_.layer_norm_eps, kernels_, e4m3, u8));
+  input8_image_ = {};  // out rewritten (and input8_, where e4m3.bytes or u8.bytes)
+  if (e4m3.bytes || u8.bytes) input8_image_ = {out, feeds};
   return Stamp("layernorm", 0);
 }
 
@@ -102,12 +106,15 @@ Status EncoderOps::Linear(const char* name, const DeviceLinear& w, const void* x
   const double flops = 2.0 * rows * w.in * w.out;
   if (w.int8()) {
     // int8: the input onto uint8, each row with its scale and zero point,
-    // then the int8 GEMM.
+    // unless the op before made it, then the int8 GEMM.
     if (!input8_) return Internal("cuda engine: an int8 Linear without room for its input");
-    fp8_image_ = {};
-    RETURN_IF_ERROR(QuantizeRowsToUint8(p_, x, rows, w.in, w.input_multipliers, w.input_scale,
-                                        input8_, input8_scales_, input8_zeros_, kernels_));
-    RETURN_IF_ERROR(Stamp("int8 quantization", 0));
+    const bool made = Input8MadeFor(x, w);
+    input8_image_ = {};
+    if (!made) {
+      RETURN_IF_ERROR(QuantizeRowsToUint8(p_, x, rows, w.in, w.input_multipliers, w.input_scale,
+                                          input8_, input8_scales_, input8_zeros_, kernels_));
+      RETURN_IF_ERROR(Stamp("int8 quantization", 0));
+    }
     RETURN_IF_ERROR(c_.linear.RunInt8(
         {.x = static_cast<const uint8_t*>(input8_), .row_scales = input8_scales_,
          .row_zeros = input8_zeros_, .rows = rows, .in = w.in,
@@ -120,17 +127,16 @@ Status EncoderOps::Linear(const char* name, const DeviceLinear& w, const void* x
   }
   if (w.fp8()) {
     // fp8: the input onto E4M3 with its calibrated scale, unless the op
-    // before made it (fp8_image_), then the FP8 GEMM.
+    // before made it, then the FP8 GEMM.
     if (!input8_) return Internal("cuda engine: an fp8 Linear without room for its input");
-    const void* x8 = fp8_image_.of == x && fp8_image_.linear == &w ? fp8_image_.bytes : nullptr;
-    fp8_image_ = {};
-    if (!x8) {
+    const void* x8 = input8_;
+    const bool made = Input8MadeFor(x, w);
+    input8_image_ = {};
+    if (!made)
       RETURN_IF_ERROR(QuantizeToE4M3(p_, x, w.input_scale, input8_, size_t(rows) * w.in,
                                      kernels_));
-      x8 = input8_;
-    }
     const float scale = w.input_scale * w.weight_scale;
-    if (c_.tuning.fused_fp8_quantization && epilogue == Epilogue::kBiasGelu && tail.feeds &&
+    if (c_.tuning.fused_quantization && epilogue == Epilogue::kBiasGelu && tail.feeds &&
         tail.feeds->fp8())
       return Fp8GeluFeedingFp8(name, w, x8, scale, rows, y, *tail.feeds);
     RETURN_IF_ERROR(c_.linear.RunFp8(x8, rows, w.in, w.w8, scale, w.b, w.out, epilogue,
@@ -148,7 +154,7 @@ Status EncoderOps::Linear(const char* name, const DeviceLinear& w, const void* x
 // An erf GELU (never in cuBLASLt's FP8 epilogue) whose output only an FP8
 // Linear reads (Tail::feeds): the GELU's pass makes that Linear's E4M3
 // input (into input8_), and y is never written in 16 bits after the GELU
-// (Tuning::fused_fp8_quantization).
+// (Tuning::fused_quantization).
 Status EncoderOps::Fp8GeluFeedingFp8(const char* name, const DeviceLinear& w, const void* x8,
                                      float scale, int rows, void* y, const DeviceLinear& next) {
   const double flops = 2.0 * rows * w.in * w.out;
@@ -157,7 +163,7 @@ Status EncoderOps::Fp8GeluFeedingFp8(const char* name, const DeviceLinear& w, co
   RETURN_IF_ERROR(Stamp(name, flops));
   RETURN_IF_ERROR(ActivateToE4M3(p_, HiddenAct::kGelu, y, next.input_scale, input8_,
                                  size_t(rows) * w.out, kernels_));
-  fp8_image_ = {y, &next, input8_};
+  input8_image_ = {y, &next};
   return Stamp("activation", 0);
 }
 

@@ -23,7 +23,7 @@ Tuning Tuning::FromEnvironment() {
   t.tma_attention = !EnvIs("BERTRT_TMA_ATTENTION", "0");
   t.attention_windows = !EnvIs("BERTRT_ATTENTION_WINDOWS", "0");
   t.first_query_attention = !EnvIs("BERTRT_FIRST_QUERY_ATTENTION", "0");
-  t.fused_fp8_quantization = !EnvIs("BERTRT_FUSED_FP8_QUANTIZATION", "0");
+  t.fused_quantization = !EnvIs("BERTRT_FUSED_QUANTIZATION", "0");
   return t;
 }
 

@@ -60,12 +60,14 @@ struct Tuning {
   // (FirstQueryAttention) instead of for every query with the rest
   // discarded (BERTRT_FIRST_QUERY_ATTENTION=0).
   bool first_query_attention = true;
-  // fp8 engines: the op before an FP8 Linear makes its E4M3 input in its
-  // own pass (the erf GELU's pass, the LayerNorm's) instead of writing 16
-  // bits that a quantization pass reads again
-  // (BERTRT_FUSED_FP8_QUANTIZATION=0). On the H100, BERT-base b128 s128 4.87 ms against 5.53 without it,
-  // BERT-large b256 s384 90.1 against 101.1 (bench/RESULTS.md, 2026-12-06).
-  bool fused_fp8_quantization = true;
+  // 8-bit engines: the op before an 8-bit Linear makes its 8-bit input in
+  // its own pass (fp8: the erf GELU's pass and the LayerNorm's; int8: the
+  // LayerNorm's, with the rows' scales and zero points) instead of writing
+  // 16 bits that a quantization pass reads again
+  // (BERTRT_FUSED_QUANTIZATION=0). fp8 on the H100: BERT-base b128 s128
+  // 4.87 ms against 5.53 without it, BERT-large b256 s384 90.1 against
+  // 101.1 (bench/RESULTS.md, 2026-12-06).
+  bool fused_quantization = true;
 
   // The switches as the BERTRT_* variables set them: each on unless its
   // variable is 0 (time_gemms: off unless BERTRT_GEMM_TUNING is 1).

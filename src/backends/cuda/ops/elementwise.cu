@@ -6,6 +6,7 @@
 
 #include "backends/cuda/ops/elementwise.h"
 #include "backends/cuda/ops/launch.h"
+#include "backends/cuda/ops/uint8_grid.cuh"
 #include "backends/cuda/util/cuda_check.h"
 #include "backends/cuda/util/device_memory.h"
 #include "backends/cuda/util/device_util.cuh"
@@ -241,14 +242,10 @@ void LaunchToE4M3(const T* in, float inverse_scale, __nv_fp8_storage_t* out, siz
 }
 
 // Each row of `in` [rows, width] onto uint8 (int8_gemm.h), as the CPU
-// engine's Int8Gemm quantizes it, one warp a row, 16 bytes of the row at a
-// time (width a multiple of 16). v = x * mult (the smoothing divisor and,
-// per tensor, the input scale); per token the row's range over v and 0 goes
-// onto 0..255 (scale (hi - lo) / 255, zero point nearbyint(-lo / scale));
-// per tensor v rounds onto [-127, 127] and 128 is added (zero point 128,
-// scale the input's). Rounding to nearest even, as the CPU's. The row is
-// read once: each lane keeps its kVecs vectors of it in registers between
-// the range and the rounding (rows up to 32 * kVecs vectors wide).
+// engine's Int8Gemm quantizes it (Uint8Grid), one warp a row, 16 bytes of
+// the row at a time (width a multiple of 16). The row is read once: each
+// lane keeps its kVecs vectors of it in registers between the range and the
+// rounding (rows up to 32 * kVecs vectors wide).
 template <typename T, bool kPerToken, int kVecs>
 __global__ void ToUint8RowsKernel(const T* in, int rows, int width, const float* mult,
                                   float input_scale, uint8_t* out, float* row_scales,
@@ -270,7 +267,7 @@ __global__ void ToUint8RowsKernel(const T* in, int rows, int width, const float*
 #pragma unroll
     for (int i = 0; i < kVecs; ++i)
       if (lane + 32 * i < vecs) held[i] = x[lane + 32 * i];
-    float scale = input_scale, inverse = 1.0f, zero = 128.0f;
+    Uint8Grid grid = Uint8Grid::PerTensor(input_scale);
     if constexpr (kPerToken) {
       float lo = 0.0f, hi = 0.0f;
 #pragma unroll
@@ -283,10 +280,7 @@ __global__ void ToUint8RowsKernel(const T* in, int rows, int width, const float*
           lo = fminf(lo, f), hi = fmaxf(hi, f);
         }
       }
-      lo = -WarpMax(-lo), hi = WarpMax(hi);
-      scale = hi > lo ? __fdiv_rn(hi - lo, 255.0f) : 1.0f;
-      inverse = __fdiv_rn(1.0f, scale);
-      zero = rintf(-lo * inverse);
+      grid = Uint8Grid::PerTokenOfWarp(lo, hi);
     }
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) {
@@ -294,14 +288,10 @@ __global__ void ToUint8RowsKernel(const T* in, int rows, int width, const float*
       if (v >= vecs) break;
       Bytes b;
 #pragma unroll
-      for (int j = 0; j < kSize; ++j) {
-        const float f = rintf(__fmul_rn(scaled(held[i], v, j), inverse));
-        b.b[j] = static_cast<uint8_t>(kPerToken ? fminf(fmaxf(f + zero, 0.0f), 255.0f)
-                                                : fminf(fmaxf(f, -127.0f), 127.0f) + 128.0f);
-      }
+      for (int j = 0; j < kSize; ++j) b.b[j] = grid.Code(scaled(held[i], v, j));
       q[v] = b;
     }
-    if (lane == 0) row_scales[r] = scale, row_zeros[r] = static_cast<int32_t>(zero);
+    if (lane == 0) row_scales[r] = grid.scale, row_zeros[r] = static_cast<int32_t>(grid.zero);
   }
 }
 

@@ -49,7 +49,7 @@ Status QuantizeToE4M3(Precision p, const void* in, float scale, void* out, size_
 // out[i] = E4M3(act(in[i]) / scale), act(in[i]) rounded to the engine's
 // precision first: QuantizeToE4M3 of what ActivationInPlace would leave, in
 // one pass (an FP8 GEMM's input straight from the activation before it;
-// Tuning::fused_fp8_quantization). No act: QuantizeToE4M3.
+// Tuning::fused_quantization). No act: QuantizeToE4M3.
 Status ActivateToE4M3(Precision p, std::optional<HiddenAct> act, const void* in, float scale,
                       void* out, size_t n, Stream stream);
 

@@ -11,6 +11,7 @@
 #include "backends/cuda/ops/elementwise.h"
 #include "backends/cuda/ops/launch.h"
 #include "backends/cuda/ops/layernorm.h"
+#include "backends/cuda/ops/uint8_grid.cuh"
 #include "backends/cuda/util/cuda_check.h"
 #include "backends/cuda/util/device_util.cuh"
 
@@ -103,12 +104,56 @@ struct E4M3Row {
   float inverse_scale = 0.0f;
 };
 
-// Writes the normalized row (and its E4M3, where e8.bytes); x(k) is the
-// lane's k-th value of it in fp32, k over its kVecs vectors (vector k /
-// kSize, element k % kSize); affine(i, g, b) gives vector i's gamma and beta.
-template <typename T, int kVecs, typename Values, typename Affine>
+// Where a LayerNorm also writes its row as the int8 GEMM's input
+// (Uint8Output), at the row: its bytes, scale and zero point.
+struct Uint8Row {
+  uint8_t* bytes = nullptr;
+  const float* mult = nullptr;
+  float input_scale = 0.0f;  // 0: per token
+  float* scale = nullptr;
+  int32_t* zero = nullptr;
+};
+
+// Writes the uint8 image of the row whose lane's vectors are y, as written
+// (rounded to T), on the grid QuantizeRowsToUint8 takes (Uint8Grid).
+template <typename T, int kVecs>
+__device__ __forceinline__ void WriteUint8Row(const Vec16<T> (&y)[kVecs], const Uint8Row& u8) {
+  constexpr int kSize = Vec16<T>::kSize;
+  auto scaled = [&](int i, int j) {
+    return __fmul_rn(ToFloat(y[i].v[j]), u8.mult[VecColumn<T>(i) + j]);
+  };
+  Uint8Grid grid = Uint8Grid::PerTensor(u8.input_scale);
+  if (u8.input_scale == 0.0f) {
+    float lo = 0.0f, hi = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i)
+#pragma unroll
+      for (int j = 0; j < kSize; ++j) {
+        const float f = scaled(i, j);
+        lo = fminf(lo, f), hi = fmaxf(hi, f);
+      }
+    grid = Uint8Grid::PerTokenOfWarp(lo, hi);
+  }
+  struct alignas(kSize) Bytes {
+    uint8_t b[kSize];
+  };
+#pragma unroll
+  for (int i = 0; i < kVecs; ++i) {
+    Bytes q;
+#pragma unroll
+    for (int j = 0; j < kSize; ++j) q.b[j] = grid.Code(scaled(i, j));
+    *reinterpret_cast<Bytes*>(u8.bytes + VecColumn<T>(i)) = q;
+  }
+  if ((threadIdx.x & 31) == 0) *u8.scale = grid.scale, *u8.zero = static_cast<int32_t>(grid.zero);
+}
+
+// Writes the normalized row (and its E4M3, where e8.bytes, or with kUint8
+// its uint8 image); x(k) is the lane's k-th value of it in fp32, k over its
+// kVecs vectors (vector k / kSize, element k % kSize); affine(i, g, b) gives
+// vector i's gamma and beta.
+template <typename T, int kVecs, bool kUint8 = false, typename Values, typename Affine>
 __device__ __forceinline__ void NormalizeWarpRow(Values x, Affine affine, float eps, T* out,
-                                                 E4M3Row e8 = {}) {
+                                                 E4M3Row e8 = {}, Uint8Row u8 = {}) {
   constexpr int kSize = Vec16<T>::kSize;
   // The row's width: the warp path's rows are exactly kVecs vectors per lane.
   constexpr float kWidth = 32 * kVecs * kSize;
@@ -123,6 +168,8 @@ __device__ __forceinline__ void NormalizeWarpRow(Values x, Affine affine, float 
     sq += d * d;
   }
   const float inv_std = 1.0f / sqrtf(WarpSum(sq) / kWidth + eps);
+  // (The row as written, held for its uint8 image's range.)
+  Vec16<T> written[kUint8 ? kVecs : 1];
 #pragma unroll
   for (int i = 0; i < kVecs; ++i) {
     float g[kSize], b[kSize];
@@ -132,6 +179,7 @@ __device__ __forceinline__ void NormalizeWarpRow(Values x, Affine affine, float 
     for (int j = 0; j < kSize; ++j)
       y.v[j] = FromFloat<T>((x(i * kSize + j) - mean) * inv_std * g[j] + b[j]);
     *reinterpret_cast<Vec16<T>*>(out + VecColumn<T>(i)) = y;
+    if constexpr (kUint8) written[i] = y;
     if (e8.bytes) {
       struct alignas(kSize) Bytes {
         __nv_fp8_storage_t b[kSize];
@@ -143,6 +191,7 @@ __device__ __forceinline__ void NormalizeWarpRow(Values x, Affine affine, float 
       *reinterpret_cast<Bytes*>(e8.bytes + VecColumn<T>(i)) = q;
     }
   }
+  if constexpr (kUint8) WriteUint8Row<T, kVecs>(written, u8);
 }
 
 // The vector count is a template argument so that the row takes exactly the
@@ -183,6 +232,10 @@ __device__ __forceinline__ E4M3Row RowOf(E4M3Row e8, int row, int hidden) {
   if (e8.bytes) e8.bytes += static_cast<size_t>(row) * hidden;
   return e8;
 }
+__device__ __forceinline__ Uint8Row RowOf(Uint8Row u8, int row, int hidden) {
+  if (u8.bytes) u8.bytes += static_cast<size_t>(row) * hidden, u8.scale += row, u8.zero += row;
+  return u8;
+}
 
 // Each warp normalizes kRows rows. One row is converted to fp32 as it is
 // loaded: a small batch's LayerNorm is latency-bound, and holding the row as
@@ -193,10 +246,10 @@ __device__ __forceinline__ E4M3Row RowOf(E4M3Row e8, int row, int hidden) {
 // at each of the statistics' and the output's passes instead, they took ~17
 // instructions per element against ~11; at BERT-large's batch 256 x 384 the
 // H200 runs at its power cap, where instructions cost time through energy.)
-template <typename T, int kVecs, int kRows>
+template <typename T, int kVecs, int kRows, bool kUint8>
 __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
     LayerNormWarpKernel(const T* in, T* out, int rows, int hidden, const float* gamma,
-                        const float* beta, float eps, E4M3Row e8) {
+                        const float* beta, float eps, E4M3Row e8, Uint8Row u8) {
   constexpr int kSize = Vec16<T>::kSize;
   const int first = (blockIdx.x * kWarpRowsPerBlock + (threadIdx.x >> 5)) * kRows;
   if constexpr (kRows == 1) {
@@ -211,8 +264,9 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
       v[i] = *reinterpret_cast<const Vec16<T>*>(row + VecColumn<T>(i));
     float x[kVecs * kSize];
     RowToFloats(v, x);
-    NormalizeWarpRow<T, kVecs>([&](int k) { return x[k]; }, affine, eps,
-                               out + static_cast<size_t>(first) * hidden, RowOf(e8, first, hidden));
+    NormalizeWarpRow<T, kVecs, kUint8>([&](int k) { return x[k]; }, affine, eps,
+                                       out + static_cast<size_t>(first) * hidden,
+                                       RowOf(e8, first, hidden), RowOf(u8, first, hidden));
   } else {
     AfterPreviousKernel();
     Vec16<T> v[kRows][kVecs];
@@ -231,10 +285,11 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
       RowToFloats(v[r], x);
       // gamma and beta as each vector is written: this path streams, and
       // its registers go to the rows.
-      NormalizeWarpRow<T, kVecs>(
+      NormalizeWarpRow<T, kVecs, kUint8>(
           [&](int k) { return x[k]; },
           [&](int i, float* g, float* b) { LoadAffineVec<T>(gamma, beta, i, g, b); }, eps,
-          out + static_cast<size_t>(first + r) * hidden, RowOf(e8, first + r, hidden));
+          out + static_cast<size_t>(first + r) * hidden, RowOf(e8, first + r, hidden),
+          RowOf(u8, first + r, hidden));
     }
   }
 }
@@ -331,10 +386,12 @@ Status EmbedLayerNorm(Precision p, const EmbeddingArgs& a, Stream stream) {
 }
 
 Status LayerNorm(Precision p, const void* in, void* out, int rows, int hidden, const float* gamma,
-                 const float* beta, float eps, Stream stream, E4M3Output e4m3) {
+                 const float* beta, float eps, Stream stream, E4M3Output e4m3, Uint8Output u8) {
   if (rows == 0) return Status::Ok();
   if (e4m3.bytes && !(e4m3.scale > 0.0f))
     return InvalidArgument("LayerNorm: the E4M3 output's scale must be positive");
+  if (u8.bytes && (e4m3.bytes || p != Precision::kFp16))
+    return InvalidArgument("LayerNorm: a uint8 output is written from fp16, and not beside E4M3");
   const int vecs = WarpVecsFor(p, hidden);
   if (vecs) {
     // (As QuantizeToE4M3: a multiplication by the reciprocal.)
@@ -343,14 +400,28 @@ Status LayerNorm(Precision p, const void* in, void* out, int rows, int hidden, c
     // Two rows to a warp double the bytes each has in flight; a small batch
     // keeps one, for the latency of its few rows.
     const bool two = rows >= kTwoRowsPerWarpFrom;
-    BERTRT_DISPATCH_PRECISION(
-        p, WithVecs(vecs, [&](auto v) {
-          constexpr int kVecs = decltype(v)::value;
-          Launch(two ? LayerNormWarpKernel<T, kVecs, 2> : LayerNormWarpKernel<T, kVecs, 1>,
-                 WarpBlocks(rows, two ? 2 : 1), 32 * kWarpRowsPerBlock, 0, stream,
-                 static_cast<const T*>(in), static_cast<T*>(out), rows, hidden, gamma, beta, eps,
-                 e8);
-        }));
+    auto launch = [&](auto kernel, const auto* x, auto* y, Uint8Row q) {
+      Launch(kernel, WarpBlocks(rows, two ? 2 : 1), 32 * kWarpRowsPerBlock, 0, stream, x, y, rows,
+             hidden, gamma, beta, eps, e8, q);
+    };
+    if (u8.bytes) {
+      const Uint8Row q{static_cast<uint8_t*>(u8.bytes), u8.mult, u8.input_scale, u8.row_scales,
+                       u8.row_zeros};
+      WithVecs(vecs, [&](auto v) {
+        constexpr int kVecs = decltype(v)::value;
+        launch(two ? LayerNormWarpKernel<__half, kVecs, 2, true>
+                   : LayerNormWarpKernel<__half, kVecs, 1, true>,
+               static_cast<const __half*>(in), static_cast<__half*>(out), q);
+      });
+    } else {
+      BERTRT_DISPATCH_PRECISION(p, WithVecs(vecs, [&](auto v) {
+                                  constexpr int kVecs = decltype(v)::value;
+                                  launch(two ? LayerNormWarpKernel<T, kVecs, 2, false>
+                                             : LayerNormWarpKernel<T, kVecs, 1, false>,
+                                         static_cast<const T*>(in), static_cast<T*>(out),
+                                         Uint8Row{});
+                                }));
+    }
   } else {
     const size_t smem = hidden * sizeof(float);
     BERTRT_DISPATCH_PRECISION(
@@ -358,9 +429,12 @@ Status LayerNorm(Precision p, const void* in, void* out, int rows, int hidden, c
                   static_cast<const T*>(in), static_cast<T*>(out), hidden, gamma, beta, eps));
   }
   CUDA_RETURN_IF_LAUNCH_FAILED("LayerNorm kernel");
-  // Widths off the warp path: the E4M3 in a pass of its own.
+  // Widths off the warp path: the 8-bit input in a pass of its own.
   if (e4m3.bytes && !vecs)
     return QuantizeToE4M3(p, out, e4m3.scale, e4m3.bytes, size_t(rows) * hidden, stream);
+  if (u8.bytes && !vecs)
+    return QuantizeRowsToUint8(p, out, rows, hidden, u8.mult, u8.input_scale, u8.bytes,
+                               u8.row_scales, u8.row_zeros, stream);
   return Status::Ok();
 }
 

@@ -39,8 +39,23 @@ struct E4M3Output {
   float scale = 0.0f;
 };
 
-// out[r] = LayerNorm(in[r]) * gamma + beta; in may equal out.
+// Where a LayerNorm also writes its output as the int8 GEMM's input: what
+// QuantizeRowsToUint8(out, mult, input_scale) makes of it (the rows' bytes,
+// scales and zero points), from the values as they are written; in the same
+// pass on the warp path (fp16 only: the int8 engine's), else in a pass after
+// it; bytes null: not.
+struct Uint8Output {
+  void* bytes = nullptr;        // [rows, hidden]
+  const float* mult = nullptr;  // [hidden]
+  float input_scale = 0.0f;     // 0: per token
+  float* row_scales = nullptr;  // [rows]
+  int32_t* row_zeros = nullptr;  // [rows]
+};
+
+// out[r] = LayerNorm(in[r]) * gamma + beta; in may equal out. At most one
+// of e4m3 and u8 is given.
 Status LayerNorm(Precision p, const void* in, void* out, int rows, int hidden, const float* gamma,
-                 const float* beta, float eps, Stream stream, E4M3Output e4m3 = {});
+                 const float* beta, float eps, Stream stream, E4M3Output e4m3 = {},
+                 Uint8Output u8 = {});
 
 }  // namespace bertrt::cuda
