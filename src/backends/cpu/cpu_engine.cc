@@ -46,6 +46,9 @@ class CpuEngine final : public Engine {
   const Model* model() const { return model_.get(); }
   std::string device() const override { return "cpu:" + std::to_string(threads_) + "t"; }
   size_t PeakMemoryBytes() const override { return peak_bytes_.load(); }
+  // Calibrates the encoder's Linears on `q`'s batches, quantizes them and
+  // reports the accuracy on its held-out ones (once, on an fp32 engine).
+  Status Quantize(const QuantizeOptions& q);
 
  private:
   // The forward of a validated, non-empty batch on ops of type OpsT (made
@@ -53,10 +56,6 @@ class CpuEngine final : public Engine {
   template <class OpsT, class... Extra>
   StatusOr<BatchOutputs> Forward(const RaggedBatch& batch, const RunOptions& options,
                                  Extra... extra);
-  // Calibrates the encoder's Linears on `q`'s batches, quantizes them and
-  // reports the accuracy on its held-out ones.
-  Status Quantize(const QuantizeOptions& q);
-
   // Makes the forward's weights for PrepareWeights: GEMM weights packed,
   // concatenated and reordered for oneDNN; LayerNorms read in place.
   struct Maker {
@@ -393,22 +392,21 @@ StatusOr<std::shared_ptr<const Model>> QuantizeTo8Bits(std::shared_ptr<const Mod
   if (check_batch.num_seqs() == 0) return InvalidArgument(name + ": no inputs to check on");
   CpuEngineOptions engine_options;
   engine_options.threads = threads;
-  engine_options.quantize = options;
   ASSIGN_OR_RETURN(std::unique_ptr<CpuEngine> engine, MakeCpuEngine(model, engine_options));
-  auto quantized = std::make_shared<QuantizedWeights>();
-  quantized->format = options.format;
-  quantized->linears = engine->QuantizedLinears();
-  quantized->report = *engine->Quantization();
   // What a run returns unasked; last_hidden_state where that is nothing.
   RunOptions check_options;
   const std::vector<OutputDescription> outputs = DescribeOutputs(*model);
   check_options.last_hidden_state = std::none_of(
       outputs.begin(), outputs.end(), [](const OutputDescription& o) { return !o.on_request; });
+  // The check samples' fp32 answers from the engine before it quantizes:
+  // one engine, not a second fp32 one beside the 8-bit one.
+  auto quantized = std::make_shared<QuantizedWeights>();
+  ASSIGN_OR_RETURN(quantized->check_reference, engine->Run(check_batch, check_options));
+  RETURN_IF_ERROR(engine->Quantize(options));
+  quantized->format = options.format;
+  quantized->linears = engine->QuantizedLinears();
+  quantized->report = *engine->Quantization();
   ASSIGN_OR_RETURN(quantized->check_outputs, engine->Run(check_batch, check_options));
-  CpuEngineOptions fp32_options;
-  fp32_options.threads = threads;
-  ASSIGN_OR_RETURN(std::unique_ptr<CpuEngine> fp32, MakeCpuEngine(model, fp32_options));
-  ASSIGN_OR_RETURN(quantized->check_reference, fp32->Run(check_batch, check_options));
   quantized->check_batch = std::move(check_batch);
   // The copy's 8-bit Linears have no fp32 weights: nothing reads them again.
   auto copy = std::make_shared<Model>(*model);
