@@ -256,10 +256,6 @@ __global__ void ToUint8RowsKernel(const T* in, int rows, int width, const float*
     uint8_t b[kSize];
   };
   const int warps = blockDim.x / 32, lane = threadIdx.x % 32, vecs = width / kSize;
-  // x[k] * mult[k] of vector `v` of the row, element j.
-  auto scaled = [&](const Vec16<T>& x, int v, int j) {
-    return __fmul_rn(ToFloat(x.v[j]), mult[v * kSize + j]);
-  };
   for (int r = blockIdx.x * warps + threadIdx.x / 32; r < rows; r += gridDim.x * warps) {
     const auto* x = reinterpret_cast<const Vec16<T>*>(in + size_t(r) * width);
     auto* q = reinterpret_cast<Bytes*>(out + size_t(r) * width);
@@ -274,9 +270,11 @@ __global__ void ToUint8RowsKernel(const T* in, int rows, int width, const float*
       for (int i = 0; i < kVecs; ++i) {
         const int v = lane + 32 * i;
         if (v >= vecs) break;
+        float m[kSize];
+        LoadMultipliers(mult, v * kSize, m);
 #pragma unroll
         for (int j = 0; j < kSize; ++j) {
-          const float f = scaled(held[i], v, j);
+          const float f = __fmul_rn(ToFloat(held[i].v[j]), m[j]);
           lo = fminf(lo, f), hi = fmaxf(hi, f);
         }
       }
@@ -286,9 +284,11 @@ __global__ void ToUint8RowsKernel(const T* in, int rows, int width, const float*
     for (int i = 0; i < kVecs; ++i) {
       const int v = lane + 32 * i;
       if (v >= vecs) break;
+      float m[kSize];
+      LoadMultipliers(mult, v * kSize, m);
       Bytes b;
 #pragma unroll
-      for (int j = 0; j < kSize; ++j) b.b[j] = grid.Code(scaled(held[i], v, j));
+      for (int j = 0; j < kSize; ++j) b.b[j] = grid.Code(__fmul_rn(ToFloat(held[i].v[j]), m[j]));
       q[v] = b;
     }
     if (lane == 0) row_scales[r] = grid.scale, row_zeros[r] = static_cast<int32_t>(grid.zero);
@@ -437,9 +437,10 @@ Status QuantizeRowsToUint8(Precision p, const void* in, int rows, int width, con
                            float input_scale, void* out, float* row_scales, int32_t* row_zeros,
                            Stream stream) {
   if (rows == 0) return Status::Ok();
-  if (width % 16 || reinterpret_cast<uintptr_t>(in) % 16 || reinterpret_cast<uintptr_t>(out) % 16)
-    return InvalidArgument("int8 quantization: rows of a multiple of 16 elements, 16-byte "
-                           "aligned, expected");
+  auto aligned = [](const void* a) { return reinterpret_cast<uintptr_t>(a) % 16 == 0; };
+  if (width % 16 || !aligned(in) || !aligned(out) || !aligned(mult))
+    return InvalidArgument("int8 quantization: rows of a multiple of 16 elements and "
+                           "multipliers, 16-byte aligned, expected");
   if (input_scale < 0.0f) return InvalidArgument("int8 quantization: negative input scale");
   // (Only fp16 runs it: the int8 engine's other operations run in fp16.)
   if (p != Precision::kFp16) return InvalidArgument("int8 quantization: fp16 input expected");

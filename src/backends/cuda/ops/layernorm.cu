@@ -119,19 +119,21 @@ struct Uint8Row {
 template <typename T, int kVecs>
 __device__ __forceinline__ void WriteUint8Row(const Vec16<T> (&y)[kVecs], const Uint8Row& u8) {
   constexpr int kSize = Vec16<T>::kSize;
-  auto scaled = [&](int i, int j) {
-    return __fmul_rn(ToFloat(y[i].v[j]), u8.mult[VecColumn<T>(i) + j]);
-  };
+  // v = y * mult of the lane's vector i (m: its multipliers).
+  auto scaled = [&](int i, const float* m, int j) { return __fmul_rn(ToFloat(y[i].v[j]), m[j]); };
   Uint8Grid grid = Uint8Grid::PerTensor(u8.input_scale);
   if (u8.input_scale == 0.0f) {
     float lo = 0.0f, hi = 0.0f;
 #pragma unroll
-    for (int i = 0; i < kVecs; ++i)
+    for (int i = 0; i < kVecs; ++i) {
+      float m[kSize];
+      LoadMultipliers(u8.mult, VecColumn<T>(i), m);
 #pragma unroll
       for (int j = 0; j < kSize; ++j) {
-        const float f = scaled(i, j);
+        const float f = scaled(i, m, j);
         lo = fminf(lo, f), hi = fmaxf(hi, f);
       }
+    }
     grid = Uint8Grid::PerTokenOfWarp(lo, hi);
   }
   struct alignas(kSize) Bytes {
@@ -139,9 +141,11 @@ __device__ __forceinline__ void WriteUint8Row(const Vec16<T> (&y)[kVecs], const 
   };
 #pragma unroll
   for (int i = 0; i < kVecs; ++i) {
+    float m[kSize];
+    LoadMultipliers(u8.mult, VecColumn<T>(i), m);
     Bytes q;
 #pragma unroll
-    for (int j = 0; j < kSize; ++j) q.b[j] = grid.Code(scaled(i, j));
+    for (int j = 0; j < kSize; ++j) q.b[j] = grid.Code(scaled(i, m, j));
     *reinterpret_cast<Bytes*>(u8.bytes + VecColumn<T>(i)) = q;
   }
   if ((threadIdx.x & 31) == 0) *u8.scale = grid.scale, *u8.zero = static_cast<int32_t>(grid.zero);
@@ -390,8 +394,10 @@ Status LayerNorm(Precision p, const void* in, void* out, int rows, int hidden, c
   if (rows == 0) return Status::Ok();
   if (e4m3.bytes && !(e4m3.scale > 0.0f))
     return InvalidArgument("LayerNorm: the E4M3 output's scale must be positive");
-  if (u8.bytes && (e4m3.bytes || p != Precision::kFp16))
-    return InvalidArgument("LayerNorm: a uint8 output is written from fp16, and not beside E4M3");
+  if (u8.bytes && (e4m3.bytes || p != Precision::kFp16 ||
+                   reinterpret_cast<uintptr_t>(u8.mult) % 16 != 0))
+    return InvalidArgument("LayerNorm: a uint8 output is written from fp16 with 16-byte aligned "
+                           "multipliers, and not beside E4M3");
   const int vecs = WarpVecsFor(p, hidden);
   if (vecs) {
     // (As QuantizeToE4M3: a multiplication by the reciprocal.)

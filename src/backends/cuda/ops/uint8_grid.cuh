@@ -41,4 +41,17 @@ struct Uint8Grid {
   }
 };
 
+// m = mult[col, col + n) (col and n multiples of 4, mult 16-byte aligned)
+// in 16-byte loads: a lane's row vector takes 2 of them for its fp16
+// elements where one load per element, its lanes 32 bytes apart, cost the
+// quantization pass 4 times the L1 wavefronts (~100 us of FFN-out's input
+// at BERT-base batch 128 on the H100, twice the pass's memory time).
+template <int n>
+__device__ __forceinline__ void LoadMultipliers(const float* mult, int col, float (&m)[n]) {
+  static_assert(n % 4 == 0, "16-byte loads");
+#pragma unroll
+  for (int j = 0; j < n; j += 4)
+    *reinterpret_cast<float4*>(m + j) = *reinterpret_cast<const float4*>(mult + col + j);
+}
+
 }  // namespace bertrt::cuda
