@@ -242,61 +242,30 @@ void LaunchToE4M3(const T* in, float inverse_scale, __nv_fp8_storage_t* out, siz
 }
 
 // Each row of `in` [rows, width] onto uint8 (int8_gemm.h), as the CPU
-// engine's Int8Gemm quantizes it (Uint8Grid), one warp a row, 16 bytes of
-// the row at a time (width a multiple of 16). The row is read once: each
-// lane keeps its kVecs vectors of it in registers between the range and the
-// rounding (rows up to 32 * kVecs vectors wide).
-template <typename T, bool kPerToken, int kVecs>
+// engine's Int8Gemm quantizes it (WriteUint8WarpRow), one warp a row, 16
+// bytes of the row at a time (width a multiple of 16). The row is read
+// once: each lane keeps its vectors of it in registers between the range and
+// the rounding (rows up to 32 * kVecs vectors wide).
+template <typename T, int kVecs>
 __global__ void ToUint8RowsKernel(const T* in, int rows, int width, const float* mult,
                                   float input_scale, uint8_t* out, float* row_scales,
                                   int32_t* row_zeros) {
   AfterPreviousKernel();
-  constexpr int kSize = Vec16<T>::kSize;
-  struct alignas(kSize) Bytes {
-    uint8_t b[kSize];
-  };
-  const int warps = blockDim.x / 32, lane = threadIdx.x % 32, vecs = width / kSize;
+  const int warps = blockDim.x / 32, lane = threadIdx.x % 32, vecs = width / Vec16<T>::kSize;
+  // The lane's vectors: lane + 32 i < vecs.
+  const int count = (vecs - lane + 31) / 32;
   for (int r = blockIdx.x * warps + threadIdx.x / 32; r < rows; r += gridDim.x * warps) {
     const auto* x = reinterpret_cast<const Vec16<T>*>(in + size_t(r) * width);
-    auto* q = reinterpret_cast<Bytes*>(out + size_t(r) * width);
     Vec16<T> held[kVecs];
 #pragma unroll
-    for (int i = 0; i < kVecs; ++i)
-      if (lane + 32 * i < vecs) held[i] = x[lane + 32 * i];
-    Uint8Grid grid = Uint8Grid::PerTensor(input_scale);
-    if constexpr (kPerToken) {
-      float lo = 0.0f, hi = 0.0f;
-#pragma unroll
-      for (int i = 0; i < kVecs; ++i) {
-        const int v = lane + 32 * i;
-        if (v >= vecs) break;
-        float m[kSize];
-        LoadMultipliers(mult, v * kSize, m);
-#pragma unroll
-        for (int j = 0; j < kSize; ++j) {
-          const float f = __fmul_rn(ToFloat(held[i].v[j]), m[j]);
-          lo = fminf(lo, f), hi = fmaxf(hi, f);
-        }
-      }
-      grid = Uint8Grid::PerTokenOfWarp(lo, hi);
-    }
-#pragma unroll
-    for (int i = 0; i < kVecs; ++i) {
-      const int v = lane + 32 * i;
-      if (v >= vecs) break;
-      float m[kSize];
-      LoadMultipliers(mult, v * kSize, m);
-      Bytes b;
-#pragma unroll
-      for (int j = 0; j < kSize; ++j) b.b[j] = grid.Code(__fmul_rn(ToFloat(held[i].v[j]), m[j]));
-      q[v] = b;
-    }
-    if (lane == 0) row_scales[r] = grid.scale, row_zeros[r] = static_cast<int32_t>(grid.zero);
+    for (int i = 0; i < kVecs && i < count; ++i) held[i] = x[lane + 32 * i];
+    WriteUint8WarpRow<T, kVecs>(held, count, mult, input_scale, out + size_t(r) * width,
+                                row_scales + r, row_zeros + r);
   }
 }
 
 // ToUint8RowsKernel with room for `width`'s vectors in each lane's registers.
-template <typename T, bool kPerToken>
+template <typename T>
 Status LaunchToUint8Rows(const T* in, int rows, int width, const float* mult, float input_scale,
                          uint8_t* out, float* row_scales, int32_t* row_zeros, Stream stream) {
   constexpr int kRowsPerBlock = kThreads / 32;
@@ -308,9 +277,9 @@ Status LaunchToUint8Rows(const T* in, int rows, int width, const float* mult, fl
            row_scales, row_zeros);
     return Status::Ok();
   };
-  if (lane_vecs <= 4) return launch(ToUint8RowsKernel<T, kPerToken, 4>);
-  if (lane_vecs <= 8) return launch(ToUint8RowsKernel<T, kPerToken, 8>);
-  if (lane_vecs <= 16) return launch(ToUint8RowsKernel<T, kPerToken, 16>);
+  if (lane_vecs <= 4) return launch(ToUint8RowsKernel<T, 4>);
+  if (lane_vecs <= 8) return launch(ToUint8RowsKernel<T, 8>);
+  if (lane_vecs <= 16) return launch(ToUint8RowsKernel<T, 16>);
   return InvalidArgument("int8 quantization: rows of at most " +
                          std::to_string(32 * 16 * Vec16<T>::kSize) + " elements");
 }
@@ -446,12 +415,8 @@ Status QuantizeRowsToUint8(Precision p, const void* in, int rows, int width, con
   if (p != Precision::kFp16) return InvalidArgument("int8 quantization: fp16 input expected");
   const auto* x = static_cast<const __half*>(in);
   auto* bytes = static_cast<uint8_t*>(out);
-  const Status launched =
-      input_scale == 0.0f ? LaunchToUint8Rows<__half, true>(x, rows, width, mult, 1.0f, bytes,
-                                                             row_scales, row_zeros, stream)
-                          : LaunchToUint8Rows<__half, false>(x, rows, width, mult, input_scale,
-                                                              bytes, row_scales, row_zeros, stream);
-  RETURN_IF_ERROR(launched);
+  RETURN_IF_ERROR(LaunchToUint8Rows<__half>(x, rows, width, mult, input_scale, bytes, row_scales,
+                                            row_zeros, stream));
   CUDA_RETURN_IF_LAUNCH_FAILED("int8 quantization kernel");
   return Status::Ok();
 }

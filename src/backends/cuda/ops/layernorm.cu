@@ -114,43 +114,6 @@ struct Uint8Row {
   int32_t* zero = nullptr;
 };
 
-// Writes the uint8 image of the row whose lane's vectors are y, as written
-// (rounded to T), on the grid QuantizeRowsToUint8 takes (Uint8Grid).
-template <typename T, int kVecs>
-__device__ __forceinline__ void WriteUint8Row(const Vec16<T> (&y)[kVecs], const Uint8Row& u8) {
-  constexpr int kSize = Vec16<T>::kSize;
-  // v = y * mult of the lane's vector i (m: its multipliers).
-  auto scaled = [&](int i, const float* m, int j) { return __fmul_rn(ToFloat(y[i].v[j]), m[j]); };
-  Uint8Grid grid = Uint8Grid::PerTensor(u8.input_scale);
-  if (u8.input_scale == 0.0f) {
-    float lo = 0.0f, hi = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kVecs; ++i) {
-      float m[kSize];
-      LoadMultipliers(u8.mult, VecColumn<T>(i), m);
-#pragma unroll
-      for (int j = 0; j < kSize; ++j) {
-        const float f = scaled(i, m, j);
-        lo = fminf(lo, f), hi = fmaxf(hi, f);
-      }
-    }
-    grid = Uint8Grid::PerTokenOfWarp(lo, hi);
-  }
-  struct alignas(kSize) Bytes {
-    uint8_t b[kSize];
-  };
-#pragma unroll
-  for (int i = 0; i < kVecs; ++i) {
-    float m[kSize];
-    LoadMultipliers(u8.mult, VecColumn<T>(i), m);
-    Bytes q;
-#pragma unroll
-    for (int j = 0; j < kSize; ++j) q.b[j] = grid.Code(scaled(i, m, j));
-    *reinterpret_cast<Bytes*>(u8.bytes + VecColumn<T>(i)) = q;
-  }
-  if ((threadIdx.x & 31) == 0) *u8.scale = grid.scale, *u8.zero = static_cast<int32_t>(grid.zero);
-}
-
 // Writes the normalized row (and its E4M3, where e8.bytes, or with kUint8
 // its uint8 image); x(k) is the lane's k-th value of it in fp32, k over its
 // kVecs vectors (vector k / kSize, element k % kSize); affine(i, g, b) gives
@@ -195,7 +158,9 @@ __device__ __forceinline__ void NormalizeWarpRow(Values x, Affine affine, float 
       *reinterpret_cast<Bytes*>(e8.bytes + VecColumn<T>(i)) = q;
     }
   }
-  if constexpr (kUint8) WriteUint8Row<T, kVecs>(written, u8);
+  if constexpr (kUint8)
+    WriteUint8WarpRow<T, kVecs>(written, kVecs, u8.mult, u8.input_scale, u8.bytes, u8.scale,
+                                u8.zero);
 }
 
 // The vector count is a template argument so that the row takes exactly the

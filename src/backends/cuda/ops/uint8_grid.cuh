@@ -54,4 +54,48 @@ __device__ __forceinline__ void LoadMultipliers(const float* mult, int col, floa
     *reinterpret_cast<float4*>(m + j) = *reinterpret_cast<const float4*>(mult + col + j);
 }
 
+// Writes the uint8 image of a row that a warp holds (Uint8Grid; per token
+// where input_scale is 0): each lane's vectors y[0, count), vector i at
+// columns (i * 32 + lane) * kSize onwards, times mult; the bytes to `bytes`
+// (the row's), its scale and zero point to *scale and *zero.
+template <typename T, int kVecs>
+__device__ __forceinline__ void WriteUint8WarpRow(const Vec16<T> (&y)[kVecs], int count,
+                                                  const float* mult, float input_scale,
+                                                  uint8_t* bytes, float* scale, int32_t* zero) {
+  constexpr int kSize = Vec16<T>::kSize;
+  const int lane = threadIdx.x & 31;
+  auto column = [&](int i) { return (i * 32 + lane) * kSize; };
+  // v = y * mult of the lane's vector i.
+  auto scaled = [&](int i, float (&v)[kSize]) {
+    LoadMultipliers(mult, column(i), v);
+#pragma unroll
+    for (int j = 0; j < kSize; ++j) v[j] = __fmul_rn(ToFloat(y[i].v[j]), v[j]);
+  };
+  Uint8Grid grid = Uint8Grid::PerTensor(input_scale);
+  if (input_scale == 0.0f) {
+    float lo = 0.0f, hi = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kVecs && i < count; ++i) {
+      float v[kSize];
+      scaled(i, v);
+#pragma unroll
+      for (int j = 0; j < kSize; ++j) lo = fminf(lo, v[j]), hi = fmaxf(hi, v[j]);
+    }
+    grid = Uint8Grid::PerTokenOfWarp(lo, hi);
+  }
+  struct alignas(kSize) Bytes {
+    uint8_t b[kSize];
+  };
+#pragma unroll
+  for (int i = 0; i < kVecs && i < count; ++i) {
+    float v[kSize];
+    scaled(i, v);
+    Bytes q;
+#pragma unroll
+    for (int j = 0; j < kSize; ++j) q.b[j] = grid.Code(v[j]);
+    *reinterpret_cast<Bytes*>(bytes + column(i)) = q;
+  }
+  if (lane == 0) *scale = grid.scale, *zero = static_cast<int32_t>(grid.zero);
+}
+
 }  // namespace bertrt::cuda
