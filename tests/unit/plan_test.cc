@@ -604,6 +604,13 @@ TEST(Plan, QuantizedPlanAnswersAsTheQuantizedModel) {
     CpuEngineOptions again{1};
     again.quantize = QuantizeOptions{};
     EXPECT_FALSE(CreateCpuEngine(plan->model, again).ok());
+    QuantizeOptions options;
+    options.format = format;
+    options.calibration = {batch};
+    auto twice = QuantizeTo8Bits(plan->model, options, 1, batch);
+    ASSERT_FALSE(twice.ok()) << name;
+    EXPECT_NE(twice.status().message().find("is already"), std::string::npos)
+        << twice.status().ToString();
   }
 }
 

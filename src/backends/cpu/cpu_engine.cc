@@ -125,14 +125,9 @@ Status CpuEngine::Init(const CpuEngineOptions& options) {
         RETURN_IF_ERROR(
             model::EncoderLinearOf(weights_.layers[g.index], g.role)->UseBf16(&matmul_));
   }
-  if (model_->quantized) {
-    if (quantize)
-      return InvalidArgument(model_->source + " is already " +
-                             QuantFormatName(model_->quantized->format));
-    quantization_ = model_->quantized->report;
-    return Status::Ok();
-  }
-  return quantize ? Quantize(*quantize) : Status::Ok();
+  if (quantize) return Quantize(*quantize);
+  if (model_->quantized) quantization_ = model_->quantized->report;
+  return Status::Ok();
 }
 
 namespace {
@@ -174,6 +169,9 @@ double Worst(const std::vector<OutputAccuracy>& outputs) {
 }  // namespace
 
 Status CpuEngine::Quantize(const QuantizeOptions& options) {
+  if (model_->quantized)
+    return InvalidArgument(model_->source + " is already " +
+                           QuantFormatName(model_->quantized->format));
   const QuantFormat format = options.format;
   const char* name = QuantFormatName(format);
   const bool fp8 = format == QuantFormat::kFp8;
